@@ -1,0 +1,54 @@
+// dptwin: data-parallel training on several GPUs, with a simulated twin.
+#include <algorithm>
+#include <exception>
+#include <iostream>
+#include <map>
+
+#include "command.hpp"
+
+namespace dpt::cli {
+
+std::vector<CommandEntry>& command_registry() {
+  static std::vector<CommandEntry> registry;
+  return registry;
+}
+
+Registration::Registration(std::string name, SetupFn setup) {
+  command_registry().push_back({std::move(name), std::move(setup)});
+}
+
+std::string exit_codes_help() {
+  return "Exit codes: 0 success; 1 a check or target failed; 2 bad flags or input (nothing run); "
+         "3 the run failed (I/O, collective error, out of memory).";
+}
+
+}  // namespace dpt::cli
+
+int main(int argc, char** argv) {
+  using namespace dpt::cli;
+  CLI::App app{"dptwin: data-parallel training (DataParallel and DDP semantics) on host, CUDA or a SimGrid twin"};
+  app.require_subcommand(1);
+  app.footer(exit_codes_help());
+  auto& registry = command_registry();
+  std::sort(registry.begin(), registry.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  std::map<std::string, RunFn> runners;
+  for (auto& entry : registry) runners[entry.name] = entry.setup(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  for (auto* sub : app.get_subcommands()) {
+    try {
+      return runners.at(sub->get_name())();
+    } catch (const std::invalid_argument& e) {
+      std::cerr << "dptwin " << sub->get_name() << ": error: " << e.what() << "\n";
+      return kExitUsage;
+    } catch (const std::exception& e) {
+      std::cerr << "dptwin " << sub->get_name() << ": error: " << e.what() << "\n";
+      return kExitRuntimeError;
+    }
+  }
+  return kExitUsage;
+}
