@@ -117,6 +117,7 @@ double forward_backward(Sequential& m, const TrainCase& c, const Tensor& x, cons
 }
 
 struct OracleState {
+  bool ran = false;
   std::optional<std::string> skip;
   std::optional<std::string> error;  // the oracle run failed (a failure, not a skip)
   Results results;
@@ -143,6 +144,8 @@ class TorchOracle : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     auto& s = state();
+    if (s.ran) return;  // the base suite and the parametrised suite share one oracle run
+    s.ran = true;
     s.skip = torch_unavailable_reason();
     if (s.skip) return;
     s.dir = oracle_work_dir("torch_oracle");
@@ -247,7 +250,7 @@ TEST_P(TorchOracleTrain, ParametersAfterSgdAndAdamW) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, TorchOracleTrain, ::testing::ValuesIn(train_cases()),
-                         [](const auto& info) { return info.param.name; });
+                         [](const auto& case_info) { return case_info.param.name; });
 
 TEST_F(TorchOracle, DptwinCheckpointLoadsStrictlyInTorch) {
   HostDevice dev(0, DeviceKind::host_worker);
