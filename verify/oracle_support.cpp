@@ -97,6 +97,28 @@ double max_rel_error(const std::vector<double>& got, const std::vector<double>& 
   return diff / std::max(scale, std::numeric_limits<double>::min());
 }
 
+nlohmann::json model_json(const MlpSpec& spec, DType dtype) {
+  return {{"widths", spec.widths},
+          {"activation", spec.activation == Activation::relu ? "relu" : "gelu"},
+          {"layernorm", spec.layernorm},
+          {"dtype", std::string(dtype_name(dtype))}};
+}
+
+const char* loss_name(LossKind k) { return k == LossKind::mse ? "mse" : "ce"; }
+const char* reduction_name(Reduction r) { return r == Reduction::mean ? "mean" : "sum"; }
+
+nlohmann::json sgd_json(const SgdOptions& o) {
+  return {{"lr", o.lr},
+          {"momentum", o.momentum},
+          {"dampening", o.dampening},
+          {"weight_decay", o.weight_decay},
+          {"nesterov", o.nesterov}};
+}
+
+nlohmann::json adamw_json(const AdamWOptions& o) {
+  return {{"lr", o.lr}, {"beta1", o.beta1}, {"beta2", o.beta2}, {"eps", o.eps}, {"weight_decay", o.weight_decay}};
+}
+
 double tolerance_for(DType dtype) { return dtype == DType::f64 ? 1e-10 : 1e-5; }
 
 }  // namespace dpt::oracle

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/loss.hpp"
+#include "engine/model.hpp"
 #include "engine/safetensors.hpp"
 
 namespace dpt::oracle {
@@ -48,6 +50,14 @@ std::vector<double> values_of(const SafetensorsTensor& t);
 // (a per-tensor norm-wise error, as llm.c's test compares with PyTorch); infinity on
 // a length mismatch.
 double max_rel_error(const std::vector<double>& got, const std::vector<double>& want);
+
+// The "model" entry of a job: what torch_oracle.build_mlp builds.
+nlohmann::json model_json(const MlpSpec& spec, DType dtype);
+// "mse" | "ce", and "mean" | "sum", as the jobs name them.
+const char* loss_name(LossKind k);
+const char* reduction_name(Reduction r);
+nlohmann::json sgd_json(const SgdOptions& o);
+nlohmann::json adamw_json(const AdamWOptions& o);
 
 // Tolerance for one dtype: 1e-10 for f64, 1e-5 for f32 (issue 2's bounds).
 double tolerance_for(DType dtype);

@@ -64,15 +64,6 @@ std::vector<TrainCase> train_cases() {
   return cases;
 }
 
-const char* loss_name(LossKind k) { return k == LossKind::mse ? "mse" : "ce"; }
-
-nlohmann::json model_json(const MlpSpec& spec, DType dtype) {
-  return {{"widths", spec.widths},
-          {"activation", spec.activation == Activation::relu ? "relu" : "gelu"},
-          {"layernorm", spec.layernorm},
-          {"dtype", std::string(dtype_name(dtype))}};
-}
-
 // The case's model: make_mlp from its seed, LayerNorm parameters moved away from
 // 1 and 0 so their gradients and updates are exercised with general values.
 Sequential case_model(const TrainCase& c, Device& dev) {
@@ -161,20 +152,10 @@ class TorchOracle : public ::testing::Test {
                            {"name", c.name},
                            {"model", model_json(c.spec, c.dtype)},
                            {"loss", loss_name(c.loss)},
-                           {"reduction", c.reduction == Reduction::mean ? "mean" : "sum"},
+                           {"reduction", reduction_name(c.reduction)},
                            {"steps", kSteps},
-                           {"sgd",
-                            {{"lr", kSgd.lr},
-                             {"momentum", kSgd.momentum},
-                             {"dampening", kSgd.dampening},
-                             {"weight_decay", kSgd.weight_decay},
-                             {"nesterov", kSgd.nesterov}}},
-                           {"adamw",
-                            {{"lr", kAdamW.lr},
-                             {"beta1", kAdamW.beta1},
-                             {"beta2", kAdamW.beta2},
-                             {"eps", kAdamW.eps},
-                             {"weight_decay", kAdamW.weight_decay}}}});
+                           {"sgd", sgd_json(kSgd)},
+                           {"adamw", adamw_json(kAdamW)}});
     }
     // dptwin's checkpoint, plain and with DataParallel's "module." prefix, loaded by torch.
     Sequential m = make_mlp(kCkptSpec, dev, DType::f64, 77);
