@@ -1,0 +1,4 @@
+# Tests of the twin's backend, step report, predictions and lesson (helper h4b).
+if(TARGET dptwin_sim)
+  dpt_add_test(step_report_test SOURCES step_report_test.cpp LIBS dptwin_sim)
+endif()
