@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <shared_mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -14,10 +15,6 @@ namespace dpt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-class NcclWork;
-// Works issued inside nccl_group on this thread, completed at ncclGroupEnd.
-thread_local std::vector<std::shared_ptr<NcclWork>>* t_group_works = nullptr;
 
 Clock::time_point deadline_after(Seconds s) {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -43,48 +40,70 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   throw std::invalid_argument("nccl: unknown reduce op");
 }
 
-// State shared by a communicator and its in-flight works: the NCCL handle and
-// whether it has been aborted (after which every call fails fast).
+struct CommGroup;
+
+// One rank's NCCL handle and the state its in-flight works share. `mu` guards the
+// handle: NCCL calls hold it shared, ncclCommAbort (which frees the handle) holds it
+// exclusively, so no call ever runs on an aborted communicator.
 struct CommState {
   ncclComm_t comm = nullptr;
   int rank = 0, size = 1;
   CudaDevice* device = nullptr;
   cudaStream_t stream = nullptr;  // the communication stream, separate from compute so DDP can overlap
-  bool nonblocking = false;       // created with config.blocking = 0 (multi-process)
-  std::atomic<bool> aborted{false};
+  std::shared_ptr<CommGroup> group;
+  std::shared_mutex mu;
+  bool aborted = false;  // under mu
   std::string abort_reason;
 
-  std::string last_error() const {
+  // NCCL's last message for this communicator; called with mu held.
+  std::string last_error_locked() const {
     const char* s = comm ? ncclGetLastError(comm) : nullptr;
     return s && *s ? std::string(s) : std::string();
   }
-  // Aborts the communicator once; later collectives throw at once.
-  void abort(const std::string& why) {
-    bool expected = false;
-    if (aborted.compare_exchange_strong(expected, true)) {
-      abort_reason = why;
-      (void)ncclCommAbort(comm);
-    }
+  void abort_self(const std::string& why) {
+    std::unique_lock lock(mu);
+    if (aborted) return;
+    aborted = true;
+    abort_reason = why;
+    CudaDeviceGuard guard(device->index());
+    (void)ncclCommAbort(comm);
   }
 };
 
-// Polls a non-blocking communicator until its pending operation has been handed
-// to the GPU (no longer ncclInProgress); errors and the deadline abort it.
+// The communicators created together in this process: one failing rank aborts all,
+// so the others fail at once with the cause instead of waiting for their timeout.
+struct CommGroup {
+  std::vector<std::weak_ptr<CommState>> members;
+  void abort(const std::string& why) {
+    for (auto& m : members)
+      if (auto s = m.lock()) s->abort_self(why);
+  }
+};
+
+std::string describe(ncclResult_t r, const std::string& last) {
+  return fmt::format("NCCL {}{}{}", ncclGetErrorString(r), last.empty() ? "" : ": ", last);
+}
+
+// Polls until the communicator's pending operation has been handed to the GPU
+// (ncclCommGetAsyncError no longer ncclInProgress). Errors and the deadline abort
+// the group and throw.
 void wait_ready(CommState& s, const char* what, Clock::time_point deadline, Seconds timeout) {
   for (;;) {
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t q = ncclCommGetAsyncError(s.comm, &state);
-    if (q != ncclSuccess) state = q;
-    if (state == ncclSuccess) return;
-    if (state != ncclInProgress) {
-      const std::string msg = fmt::format("{}{}{}", ncclGetErrorString(state), s.last_error().empty() ? "" : ": ", s.last_error());
-      s.abort(msg);
-      throw CollectiveError(what, s.rank, "NCCL: " + msg);
+    std::string failure;
+    {
+      std::shared_lock lock(s.mu);
+      if (s.aborted) throw CollectiveError(what, s.rank, "communicator was aborted: " + s.abort_reason);
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t q = ncclCommGetAsyncError(s.comm, &state);
+      if (q != ncclSuccess) state = q;
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) failure = describe(state, s.last_error_locked());
     }
-    if (Clock::now() > deadline) {
-      const std::string msg = fmt::format("not ready after {:.3f} s (timeout); communicator aborted", timeout);
-      s.abort(msg);
-      throw CollectiveError(what, s.rank, msg);
+    if (failure.empty() && Clock::now() > deadline)
+      failure = fmt::format("not ready after {:.3f} s (timeout; a peer did not join); communicator aborted", timeout);
+    if (!failure.empty()) {
+      s.group->abort(fmt::format("{} failed on rank {}: {}", what, s.rank, failure));
+      throw CollectiveError(what, s.rank, failure);
     }
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -100,6 +119,13 @@ class NcclWork : public Work {
   void record_done() {
     CudaDeviceGuard guard(state_->device->index());
     done_.record(state_->stream);
+  }
+
+  // After ncclGroupEnd: waits until the grouped collective is enqueued (bounded by
+  // its deadline), then marks its end.
+  void finish_group_launch() {
+    wait_ready(*state_, name_, deadline_, timeout_);
+    record_done();
   }
 
   bool is_completed() override {
@@ -119,27 +145,23 @@ class NcclWork : public Work {
     for (;;) {
       const cudaError_t e = cudaEventQuery(done_.get());
       if (e == cudaSuccess) break;
+      std::string failure;
       if (e != cudaErrorNotReady) {
-        const std::string msg = fmt::format("CUDA {}: {}", cudaGetErrorName(e), cudaGetErrorString(e));
-        s.abort(msg);
-        throw CollectiveError(name_, s.rank, msg);
+        (void)cudaGetLastError();
+        failure = fmt::format("CUDA {}: {}", cudaGetErrorName(e), cudaGetErrorString(e));
+      } else {
+        std::shared_lock lock(s.mu);
+        if (s.aborted) throw CollectiveError(name_, s.rank, "communicator was aborted: " + s.abort_reason);
+        ncclResult_t async = ncclSuccess;
+        const ncclResult_t q = ncclCommGetAsyncError(s.comm, &async);
+        if (q != ncclSuccess) async = q;
+        if (async != ncclSuccess && async != ncclInProgress) failure = describe(async, s.last_error_locked());
       }
-      if (s.aborted.load())
-        throw CollectiveError(name_, s.rank, "communicator was aborted: " + s.abort_reason);
-      ncclResult_t async = ncclSuccess;
-      const ncclResult_t q = ncclCommGetAsyncError(s.comm, &async);
-      if (q != ncclSuccess) async = q;
-      if (async != ncclSuccess && async != ncclInProgress) {
-        const std::string msg = fmt::format("NCCL {}{}{}", ncclGetErrorString(async),
-                                            s.last_error().empty() ? "" : ": ", s.last_error());
-        s.abort(msg);
-        throw CollectiveError(name_, s.rank, msg);
-      }
-      if (Clock::now() > deadline_) {
-        const std::string msg = fmt::format("timed out after {:.3f} s (a peer did not join); communicator aborted",
-                                            timeout_);
-        s.abort(msg);
-        throw CollectiveError(name_, s.rank, msg);
+      if (failure.empty() && Clock::now() > deadline_)
+        failure = fmt::format("timed out after {:.3f} s (a peer did not join); communicator aborted", timeout_);
+      if (!failure.empty()) {
+        s.group->abort(fmt::format("{} failed on rank {}: {}", name_, s.rank, failure));
+        throw CollectiveError(name_, s.rank, failure);
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
@@ -155,15 +177,19 @@ class NcclWork : public Work {
   CudaEvent done_;
 };
 
-class NcclCommunicator : public Communicator {
+// Works issued inside nccl_group on this thread, marked done after ncclGroupEnd.
+thread_local std::vector<std::shared_ptr<NcclWork>>* t_group_works = nullptr;
+
+class NcclCommunicator : public AbortableCommunicator {
  public:
   explicit NcclCommunicator(std::shared_ptr<CommState> state) : s_(std::move(state)) {
     barrier_buf_ = DeviceBuffer(s_->device->allocator(), sizeof(float));
   }
   ~NcclCommunicator() override {
     barrier_buf_.reset();
+    std::unique_lock lock(s_->mu);
     CudaDeviceGuard guard(s_->device->index());
-    if (!s_->aborted.load()) {
+    if (!s_->aborted) {
       (void)cudaStreamSynchronize(s_->stream);
       (void)ncclCommDestroy(s_->comm);
     }
@@ -173,6 +199,7 @@ class NcclCommunicator : public Communicator {
   int rank() const override { return s_->rank; }
   int size() const override { return s_->size; }
   std::string backend_name() const override { return "nccl"; }
+  void abort(const std::string& cause) override { s_->group->abort(cause); }
 
   WorkPtr all_reduce(Tensor& t, const AllReduceOptions& o) override {
     return launch("all_reduce", t.size_bytes(), o.timeout, [&] {
@@ -226,7 +253,6 @@ class NcclCommunicator : public Communicator {
   }
 
   template <typename F> WorkPtr launch(const char* name, Bytes bytes, Seconds timeout, F&& call) {
-    if (s_->aborted.load()) throw CollectiveError(name, s_->rank, "communicator was aborted: " + s_->abort_reason);
     CudaDevice& dev = *s_->device;
     CudaDeviceGuard guard(dev.index());
     // The collective reads what the compute stream wrote before it was issued.
@@ -235,14 +261,20 @@ class NcclCommunicator : public Communicator {
     const bool timed = !t_group_works && dev.records_timeline() && dev.timeline().started();
     int h = -1;
     if (timed) h = dev.timeline().begin(s_->stream, OpCost{name, OpKind::collective, 0, bytes, bytes}, 1, false);
-    const ncclResult_t r = call();
-    if (r != ncclSuccess && r != ncclInProgress) {
-      const std::string msg = fmt::format("NCCL {}{}{}", ncclGetErrorString(r), s_->last_error().empty() ? "" : ": ",
-                                          s_->last_error());
-      s_->abort(msg);
-      throw CollectiveError(name, s_->rank, msg);
+    std::string failure;
+    {
+      std::shared_lock lock(s_->mu);
+      if (s_->aborted) throw CollectiveError(name, s_->rank, "communicator was aborted: " + s_->abort_reason);
+      const ncclResult_t r = call();
+      if (r != ncclSuccess && r != ncclInProgress) failure = describe(r, s_->last_error_locked());
     }
-    if (s_->nonblocking) wait_ready(*s_, name, deadline_after(timeout), timeout);
+    if (!failure.empty()) {
+      s_->group->abort(fmt::format("{} failed on rank {}: {}", name, s_->rank, failure));
+      throw CollectiveError(name, s_->rank, failure);
+    }
+    // Non-blocking: the call may still be enqueuing; bounded like the collective itself.
+    // In a group the enqueue happens at ncclGroupEnd, checked there.
+    if (!t_group_works) wait_ready(*s_, name, deadline_after(timeout), timeout);
     if (timed) dev.timeline().end(h, s_->stream);
     auto work = std::make_shared<NcclWork>(s_, name, timeout);
     if (t_group_works) t_group_works->push_back(work);
@@ -255,35 +287,59 @@ class NcclCommunicator : public Communicator {
   DeviceBuffer barrier_buf_;
 };
 
-std::shared_ptr<CommState> new_state(CudaDevice& device, int rank, int size) {
+std::shared_ptr<CommState> new_state(CudaDevice& device, int rank, int size, std::shared_ptr<CommGroup> group) {
   auto s = std::make_shared<CommState>();
   s->rank = rank;
   s->size = size;
   s->device = &device;
+  s->group = std::move(group);
+  s->group->members.push_back(s);
   CudaDeviceGuard guard(device.index());
   DPT_CUDA_CHECK(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
   return s;
 }
 
+// config.blocking = 0: init and collectives return at once, and wait_ready bounds
+// them by a deadline instead of blocking the host on an absent peer.
+ncclConfig_t nonblocking_config() {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  return cfg;
+}
+
 }  // namespace
 
-std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(const std::vector<CudaDevice*>& devices) {
+std::vector<std::unique_ptr<Communicator>> make_nccl_communicators(const std::vector<CudaDevice*>& devices,
+                                                                   Seconds init_timeout) {
   if (devices.empty()) throw std::invalid_argument("make_nccl_communicators: no devices");
-  std::vector<int> ids;
-  for (auto* d : devices) ids.push_back(d->index());
-  for (size_t i = 0; i < ids.size(); ++i)
-    for (size_t j = i + 1; j < ids.size(); ++j)
-      if (ids[i] == ids[j])
+  for (size_t i = 0; i < devices.size(); ++i)
+    for (size_t j = i + 1; j < devices.size(); ++j)
+      if (devices[i]->index() == devices[j]->index())
         throw std::invalid_argument(fmt::format("make_nccl_communicators: cuda:{} listed twice (NCCL needs one rank "
-                                                "per GPU)", ids[i]));
-  std::vector<ncclComm_t> comms(devices.size(), nullptr);
-  DPT_NCCL_CHECK(ncclCommInitAll(comms.data(), static_cast<int>(comms.size()), ids.data()));
-  std::vector<std::unique_ptr<Communicator>> out;
-  for (size_t r = 0; r < devices.size(); ++r) {
-    auto s = new_state(*devices[r], static_cast<int>(r), static_cast<int>(devices.size()));
-    s->comm = comms[r];
-    out.push_back(std::make_unique<NcclCommunicator>(std::move(s)));
+                                                "per GPU)",
+                                                devices[i]->index()));
+  const int n = static_cast<int>(devices.size());
+  auto group = std::make_shared<CommGroup>();
+  std::vector<std::shared_ptr<CommState>> states;
+  for (int r = 0; r < n; ++r) states.push_back(new_state(*devices[static_cast<size_t>(r)], r, n, group));
+  // What ncclCommInitAll does, with a non-blocking config: one id, every rank
+  // initialised inside one group from this thread.
+  ncclUniqueId id{};
+  DPT_NCCL_CHECK(ncclGetUniqueId(&id));
+  ncclConfig_t cfg = nonblocking_config();
+  int previous = 0;
+  DPT_CUDA_CHECK(cudaGetDevice(&previous));
+  DPT_NCCL_CHECK(ncclGroupStart());
+  for (int r = 0; r < n; ++r) {
+    DPT_CUDA_CHECK(cudaSetDevice(devices[static_cast<size_t>(r)]->index()));
+    DPT_NCCL_CHECK(ncclCommInitRankConfig(&states[static_cast<size_t>(r)]->comm, n, id, r, &cfg));
   }
+  DPT_NCCL_CHECK(ncclGroupEnd());
+  DPT_CUDA_CHECK(cudaSetDevice(previous));
+  const auto deadline = deadline_after(init_timeout);
+  for (auto& s : states) wait_ready(*s, "init", deadline, init_timeout);
+  std::vector<std::unique_ptr<Communicator>> out;
+  for (auto& s : states) out.push_back(std::make_unique<NcclCommunicator>(s));
   return out;
 }
 
@@ -301,11 +357,9 @@ std::unique_ptr<Communicator> make_nccl_communicator(CudaDevice& device, const R
     throw CollectiveError("init", config.rank,
                           fmt::format("rendezvous delivered {} bytes, an ncclUniqueId has {}", id_bytes.size(), sizeof id));
   std::memcpy(&id, id_bytes.data(), sizeof id);
-  auto s = new_state(device, config.rank, config.world_size);
-  s->nonblocking = true;
+  auto s = new_state(device, config.rank, config.world_size, std::make_shared<CommGroup>());
   CudaDeviceGuard guard(device.index());
-  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-  cfg.blocking = 0;  // init and collectives return at once; wait_ready bounds them by the deadline
+  ncclConfig_t cfg = nonblocking_config();
   DPT_NCCL_CHECK(ncclCommInitRankConfig(&s->comm, config.world_size, id, config.rank, &cfg));
   const Seconds left = std::chrono::duration<double>(deadline - Clock::now()).count();
   wait_ready(*s, "init", deadline, left > 0 ? left : 0);
@@ -326,7 +380,7 @@ void nccl_group(const std::function<void()>& fn) {
   }
   t_group_works = nullptr;
   DPT_NCCL_CHECK(ncclGroupEnd());
-  for (auto& w : works) w->record_done();
+  for (auto& w : works) w->finish_group_launch();
 }
 
 }  // namespace dpt
