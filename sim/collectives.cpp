@@ -226,9 +226,10 @@ std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<i
     for (int node : node_order) {
       const auto& ranks = local[node];
       const int m = static_cast<int>(ranks.size());
-      // Rotation by c/2 moves the GPU (and so the NIC) through which the ring leaves
-      // each node; odd channels run the same ring reversed.
-      const int rot = node_order.size() > 1 ? (c / 2) % m : 0;
+      // Rotating by c + (c mod 2) moves the GPU (and so the NIC) through which the ring
+      // leaves and enters each node; odd channels then run their ring reversed. With as
+      // many channels as NICs every NIC carries one channel out and one in.
+      const int rot = node_order.size() > 1 ? (c + c % 2) % m : 0;
       for (int i = 0; i < m; ++i) order.push_back(ranks[(i + rot) % m]);
     }
     if (c % 2 == 1) std::reverse(order.begin(), order.end());

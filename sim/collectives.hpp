@@ -114,8 +114,9 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
 // ---- schedules as pure functions (the properties test them directly) -------------------
 // Per channel, the ranks in ring order (a permutation of 0..N-1). Ranks are grouped by
 // node in node order; within a node in the order that uses NVLink neighbours where the
-// node has NVLink (DGX-1's cube-mesh ring), else in GPU order; channel c rotates every
-// node's order by c so successive channels leave each node through different NICs.
+// node has NVLink (DGX-1's cube-mesh ring), else in GPU order; across nodes channel c
+// rotates every node's order by c + (c mod 2) and odd channels are reversed, so with one
+// channel per NIC each NIC carries one channel out of the node and one in.
 std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<int>& rank_gpus, int channels);
 
 // One binary tree over n items: parent (-1 for the root) and children of each item.
