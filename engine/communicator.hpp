@@ -64,4 +64,12 @@ class Communicator {
   virtual std::string backend_name() const = 0;  // "host-ring", "nccl", "sim", ...
 };
 
+// A communicator whose group can be aborted from one rank (like ncclCommAbort):
+// every rank blocked in or later issuing a collective throws CollectiveError
+// naming `cause`. The fault-injecting communicator uses it to fail all ranks at once.
+class AbortableCommunicator : public Communicator {
+ public:
+  virtual void abort(const std::string& cause) = 0;
+};
+
 }  // namespace dpt

@@ -1,0 +1,50 @@
+// Running a RapidCheck property with a stated number of cases, for the properties
+// in verify/: the count is part of the test (CI time is budgeted per property), the
+// seed still comes from RC_PARAMS so a failure reproduces.
+#pragma once
+#include <iostream>
+#include <string>
+
+#include <rapidcheck.h>
+
+namespace dpt::verify {
+
+// Listens to nothing: planted-bug checks are expected to fail, and RapidCheck's
+// default listener would print a "reproduce" line at exit as if a test had failed.
+class SilentListener : public rc::detail::TestListener {
+ public:
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+
+// True when `prop` holds on `cases` generated cases. `shrink` off is for planted-bug
+// checks, where any counterexample will do and shrinking would only cost time; their
+// expected failures are not reported as failures to reproduce.
+template <typename Property>
+bool holds_for(const std::string& description, int cases, Property&& prop, bool shrink = true) {
+  using namespace rc::detail;
+  TestParams params = configuration().testParams;
+  params.maxSuccess = cases;
+  params.disableShrinking = !shrink;
+  TestMetadata metadata;
+  metadata.id = description;
+  metadata.description = description;
+  SilentListener silent;
+  const TestResult result = shrink ? checkTestable(std::forward<Property>(prop), metadata, params)
+                                   : checkTestable(std::forward<Property>(prop), metadata, params, silent);
+  std::cerr << "- " << description << ": ";
+  printResultMessage(result, std::cerr);
+  std::cerr << "\n";
+  return result.template is<SuccessResult>();
+}
+
+}  // namespace dpt::verify
+
+// The property holds on `cases` cases.
+// (Variadic so a lambda with commas in its body passes through the preprocessor.)
+#define DPT_EXPECT_PROPERTY(description, cases, ...) \
+  EXPECT_TRUE(::dpt::verify::holds_for(description, cases, __VA_ARGS__))
+// A planted bug: the property must find a counterexample within `cases` cases.
+#define DPT_EXPECT_COUNTEREXAMPLE(description, cases, ...) \
+  EXPECT_FALSE(::dpt::verify::holds_for(std::string("planted bug: ") + (description), cases, __VA_ARGS__, false))
