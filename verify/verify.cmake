@@ -1,0 +1,7 @@
+# dptwin verify (issue 7): the check runner and its reporters, nccl-tests log
+# parsing and calibration, and the verify command end to end.
+if(TARGET dptwin_scenarios)
+  dpt_add_test(verify_report_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/verify_report_test.cpp
+               LIBS dptwin_scenarios)
+  dpt_add_test(nccl_log_test SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/nccl_log_test.cpp LIBS dptwin_scenarios)
+endif()
