@@ -105,7 +105,7 @@ ModelDescription load_model(const std::string& name_or_path, const std::filesyst
   const auto file = library_dir / (name_or_path + ".yaml");
   if (!std::filesystem::exists(file)) {
     std::string known;
-    for (const auto& n : list_models(library_dir)) known += (known.empty() ? "" : ", ") + n;
+    for (const auto& n : list_models(library_dir)) known += fmt::format("{}{}", known.empty() ? "" : ", ", n);
     throw std::invalid_argument(fmt::format("unknown model '{}' (library: {}; or a path to a .yaml file, or "
                                             "mlp:IN-H-...-OUT)",
                                             name_or_path, known));

@@ -49,7 +49,10 @@ std::string data_text(const Chart& c) {
   // Bars: a row per category, its label quoted, then one column per series.
   for (size_t i = 0; i < c.categories.size(); ++i) {
     out += quoted(c.categories[i]);
-    for (const auto& s : c.series) out += " " + number(i < s.values.size() ? s.values[i] : NAN);
+    for (const auto& s : c.series) {
+      out += ' ';
+      out += number(i < s.values.size() ? s.values[i] : NAN);
+    }
     out += "\n";
   }
   return out;

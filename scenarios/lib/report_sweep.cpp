@@ -34,7 +34,7 @@ std::string series_label(const PointResult& p) {
   }
   if (parts.empty()) return p.hardware + " " + strategy_display_name(p.strategy);
   std::string out;
-  for (const auto& s : parts) out += (out.empty() ? "" : " ") + s;
+  for (const auto& s : parts) out += fmt::format("{}{}", out.empty() ? "" : " ", s);
   return out;
 }
 
@@ -68,8 +68,6 @@ std::string config_phrase(const PointResult& p) {
   return fmt::format("{}x {} with {}", p.gpus(), p.gpu_name.empty() ? p.hardware : p.gpu_name,
                      strategy_display_name(p.strategy));
 }
-
-std::string gib_value(Bytes b) { return fmt::format("{:.2f}", static_cast<double>(b) / static_cast<double>(kGiB)); }
 
 std::string point_status_text(const PointResult& p) {
   if (p.status == PointStatus::ok) return "ok";
@@ -267,7 +265,7 @@ std::string sweep_csv(const SweepResult& r) {
     f.push_back(has ? p.report->trace : "");
     f.push_back(p.reason);
     std::string line;
-    for (size_t i = 0; i < f.size(); ++i) line += (i ? "," : "") + csv_field(f[i]);
+    for (size_t i = 0; i < f.size(); ++i) line += fmt::format("{}{}", i ? "," : "", csv_field(f[i]));
     out += line + "\n";
   }
   return out;

@@ -69,7 +69,7 @@ OptimizerKind optimizer_from_name(const std::string& n, const std::string& where
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  for (const auto& s : v) out += fmt::format("{}{}", out.empty() ? "" : ", ", s);
   return out;
 }
 
@@ -197,6 +197,29 @@ void set_point_field(PointConfig& c, const std::string& field, const YAML::Node&
   else fail_at(where, fmt::format("unknown field (allowed: {}, overrides.<hardware field>)", join(sweepable_fields())));
 }
 
+void check_scenario_fields(const Scenario& s) {
+  // Cross-field rules that need no library.
+  auto swept = [&](const std::string& f) {
+    return std::any_of(s.sweep.begin(), s.sweep.end(), [&](const SweepAxis& a) { return a.name == f; });
+  };
+  auto present = [&](const std::string& f, bool in_base) { return in_base || swept(f); };
+  for (const char* f : {"hardware", "model", "strategy"})
+    // A plan names its hardware and strategies in its own section.
+    if (!present(f, s.base.where.count(f) > 0) && !(s.plan && std::string(f) != "model"))
+      fail_at(fmt::format("{}: {}: ", s.file, f), "missing key (give it at the top level or as a sweep axis)");
+  const bool batch = present("batch", s.base.batch.has_value());
+  const bool per_device = present("batch_per_device", s.base.batch_per_device.has_value());
+  if (batch && per_device)
+    fail_at(s.base.where.count("batch") ? s.base.where.at("batch") : fmt::format("{}: batch: ", s.file),
+            "give batch (global) or batch_per_device, not both");
+  if (!batch && !per_device) fail_at(fmt::format("{}: batch_per_device: ", s.file), "missing key (or batch)");
+  const bool gpus = present("gpus", s.base.gpus.has_value());
+  for (const char* f : {"devices", "nodes"})
+    if (gpus && present(f, s.base.where.count(f) > 0))
+      fail_at(s.base.where.count(f) ? s.base.where.at(f) : fmt::format("{}: {}: ", s.file, f),
+              "give gpus (total) or devices and nodes, not both");
+}
+
 Scenario parse_scenario(const std::string& text, const std::string& file_label, const std::filesystem::path& dir) {
   Scenario s;
   s.file = file_label;
@@ -252,25 +275,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file_label, 
     }
   }
   top.finish();
-  // Cross-field rules that need no library.
-  auto swept = [&](const std::string& f) {
-    return std::any_of(s.sweep.begin(), s.sweep.end(), [&](const SweepAxis& a) { return a.name == f; });
-  };
-  auto present = [&](const std::string& f, bool in_base) { return in_base || swept(f); };
-  for (const char* f : {"hardware", "model", "strategy"})
-    if (!present(f, s.base.where.count(f) > 0))
-      fail_at(fmt::format("{}: {}: ", file_label, f), "missing key (give it at the top level or as a sweep axis)");
-  const bool batch = present("batch", s.base.batch.has_value());
-  const bool per_device = present("batch_per_device", s.base.batch_per_device.has_value());
-  if (batch && per_device)
-    fail_at(s.base.where.count("batch") ? s.base.where.at("batch") : fmt::format("{}: batch: ", file_label),
-            "give batch (global) or batch_per_device, not both");
-  if (!batch && !per_device) fail_at(fmt::format("{}: batch_per_device: ", file_label), "missing key (or batch)");
-  const bool gpus = present("gpus", s.base.gpus.has_value());
-  for (const char* f : {"devices", "nodes"})
-    if (gpus && present(f, s.base.where.count(f) > 0))
-      fail_at(s.base.where.count(f) ? s.base.where.at(f) : fmt::format("{}: {}: ", file_label, f),
-              "give gpus (total) or devices and nodes, not both");
+  check_scenario_fields(s);
   return s;
 }
 
@@ -312,7 +317,7 @@ sim::HardwareSpec load_hardware_with_overrides(const std::string& name_or_path, 
       if (!next.IsDefined() || !next.IsMap())
         fail_at(o.where, fmt::format("hardware {} has no section '{}'", hw.name,
                                      fmt::join(parts.begin(), parts.begin() + static_cast<long>(i) + 1, ".")));
-      node = next;
+      node.reset(next);  // rebinding (operator= would overwrite the parent's content)
     }
     node[parts.back()] = YAML::Clone(o.value);
     YAML::Emitter out;
@@ -326,6 +331,7 @@ sim::HardwareSpec load_hardware_with_overrides(const std::string& name_or_path, 
       std::string msg = e.what();
       if (msg.rfind(label, 0) == 0)
         if (const auto p = msg.find(": ", label.size()); p != std::string::npos) msg = msg.substr(p + 2);
+      if (msg.rfind(o.path + ": ", 0) == 0) msg = msg.substr(o.path.size() + 2);  // the override already names it
       fail_at(o.where, msg);
     }
   }

@@ -132,6 +132,10 @@ struct Scenario {
 Scenario parse_scenario(const std::string& text, const std::string& file_label,
                         const std::filesystem::path& dir = ".");
 Scenario load_scenario_file(const std::filesystem::path& path);
+// The cross-field rules (hardware, model and strategy given; batch or
+// batch_per_device, not both; gpus or devices/nodes, not both). parse_scenario
+// applies them; call again after changing fields (command-line flags).
+void check_scenario_fields(const Scenario& s);
 
 // A point resolved against the library: the hardware with overrides and node
 // count applied, the model, and the batch both ways.

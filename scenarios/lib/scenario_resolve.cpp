@@ -57,16 +57,24 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
   const std::string count_key = c.gpus ? "gpus" : "devices";
   if (r.devices > per_node)
     infeasible(where(count_key), fmt::format("{} GPUs per node, but {} has {}", r.devices, r.hardware_name, per_node));
-  if (r.nodes > hw.nodes)
+  // A file with a network describes a cluster of identical nodes that may be resized
+  // (its `nodes` is a default); one without is a single machine.
+  if (r.nodes > hw.nodes && !hw.network)
     infeasible(where(c.gpus ? "gpus" : "nodes"),
-               fmt::format("{} nodes ({} GPUs), but {} has {} node{} ({} GPUs)", r.nodes, r.world(), r.hardware_name,
-                           hw.nodes, hw.nodes == 1 ? "" : "s", hw.gpu_count()));
+               fmt::format("{} nodes ({} GPUs), but {} is one machine of {} GPUs (no network section)", r.nodes,
+                           r.world(), r.hardware_name, hw.gpu_count()));
   if (r.strategy == StrategyKind::single && r.world() > 1)
     infeasible(where("strategy"), fmt::format("single runs on one GPU, but {} are asked for", r.world()));
   if (r.strategy == StrategyKind::data_parallel && r.nodes > 1)
     infeasible(where("strategy"),
                fmt::format("DataParallel runs in one process on one node, but {} nodes are asked for", r.nodes));
-  if (r.nodes < hw.nodes) r.hardware = sim::with_nodes(hw, r.nodes);
+  if (r.nodes != hw.nodes) {
+    try {
+      r.hardware = sim::with_nodes(hw, r.nodes);
+    } catch (const std::invalid_argument& e) {
+      infeasible(where(c.gpus ? "gpus" : "nodes"), e.what());
+    }
+  }
 
   if (c.batch) {
     r.batch_global = *c.batch;

@@ -175,7 +175,7 @@ void validate_scenario(const Scenario& s, const Library& lib) {
     }
   }
   if (!any_feasible && first_infeasible)
-    throw std::invalid_argument(*first_infeasible + " (and so is every other point of the sweep)");
+    throw std::invalid_argument(*first_infeasible + "; no point of the sweep can run");
 }
 
 std::pair<int, int> parse_shard(const std::string& text, const std::string& flag) {
