@@ -54,7 +54,8 @@ Results run_oracle(const JobSet& jobs, const std::string& work_dir) {
     std::ifstream l(log);
     std::stringstream text;
     text << l.rdbuf();
-    throw std::runtime_error(fmt::format("{} failed (status {}):\n{}", cmd, rc, text.str()));
+    throw std::runtime_error(fmt::format("{} failed (exit status {}):\n{}", cmd,
+                                         WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, text.str()));
   }
   Results r;
   r.file = read_safetensors(out);
