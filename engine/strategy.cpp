@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "data_parallel.hpp"
+#include "ddp/ddp.hpp"
 #include "strategy_single.hpp"
 
 namespace dpt {
@@ -30,10 +32,11 @@ std::unique_ptr<Strategy> make_strategy(Backend& backend, const StrategyOptions&
   switch (options.kind) {
     case StrategyKind::single: return make_single_strategy(backend, options, build_model, build_optimizer);
     case StrategyKind::data_parallel:
-    case StrategyKind::ddp: break;
+      return std::make_unique<DataParallel>(backend, options, build_model, build_optimizer);
+    case StrategyKind::ddp:
+      return std::make_unique<DistributedDataParallel>(backend, options, build_model, build_optimizer);
   }
-  throw std::invalid_argument(
-      fmt::format("strategy '{}' is not available in this build", strategy_kind_name(options.kind)));
+  throw std::invalid_argument(fmt::format("unknown strategy kind {}", static_cast<int>(options.kind)));
 }
 
 }  // namespace dpt

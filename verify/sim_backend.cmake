@@ -2,3 +2,6 @@
 if(TARGET dptwin_sim)
   dpt_add_test(step_report_test SOURCES step_report_test.cpp LIBS dptwin_sim)
 endif()
+if(TARGET dptwin_sim)
+  dpt_add_test(sim_backend_test SOURCES sim_backend_test.cpp LIBS dptwin_sim)
+endif()
