@@ -128,15 +128,20 @@ class CopyPending : public SimPending {
       : comms_(std::move(comms)), start_(start), on_done_(std::move(on_done)) {}
   Seconds wait_end() override {
     if (!done_) {
+      // Both devices' streams hold this copy, so two actors may wait for it at once:
+      // each waits on its own references (the first to finish must not free the
+      // comms the other is still waiting on), and the first records the end.
+      const std::vector<s4u::CommPtr> comms = comms_;
       Seconds end = start_;
-      for (auto& c : comms_) {
+      for (auto& c : comms) {
         c->wait();
         end = std::max(end, c->get_finish_time());
       }
-      end_ = end;
-      done_ = true;
-      comms_.clear();
-      if (on_done_) on_done_(start_, end_);
+      if (!done_) {
+        end_ = end;
+        done_ = true;
+        if (on_done_) on_done_(start_, end_);
+      }
     }
     return end_;
   }

@@ -66,8 +66,10 @@ sim::HardwareSpec host_spec_from_figures(const Figures& m, int devices, const st
   hw.host.cores = devices;
   hw.host.memory_bandwidth = hw.gpu.memory_bandwidth;
   hw.host.inter_socket_bandwidth = hw.gpu.memory_bandwidth;
-  hw.host.dispatch_cost_s = 0;
-  hw.host.gil = false;
+  // The engine's own per-op overhead on the host, order of 1 us (no Python). The host
+  // backend's DataParallel workers are threads of one process: modelled like a GIL.
+  hw.host.dispatch_cost_s = 1e-6;
+  hw.host.gil = true;
   hw.efficiency.gemm = 1.0;
   hw.efficiency.memory_bandwidth = 1.0;
   hw.efficiency.p2p = 1.0;
@@ -171,11 +173,11 @@ std::string hardware_yaml(const sim::HardwareSpec& hw, const YamlComments& comme
     }
   }
   e.line(0, "efficiency", "efficiency", "");
-  e.line(2, "efficiency.gemm", "gemm", fmt::format("{:.6g}", hw.efficiency.gemm));
-  e.line(2, "efficiency.memory_bandwidth", "memory_bandwidth", fmt::format("{:.6g}", hw.efficiency.memory_bandwidth));
-  e.line(2, "efficiency.p2p", "p2p", fmt::format("{:.6g}", hw.efficiency.p2p));
-  e.line(2, "efficiency.pcie", "pcie", fmt::format("{:.6g}", hw.efficiency.pcie));
-  e.line(2, "efficiency.nic", "nic", fmt::format("{:.6g}", hw.efficiency.nic));
+  e.line(2, "efficiency.gemm", "gemm", fmt::format("{:.9g}", hw.efficiency.gemm));
+  e.line(2, "efficiency.memory_bandwidth", "memory_bandwidth", fmt::format("{:.9g}", hw.efficiency.memory_bandwidth));
+  e.line(2, "efficiency.p2p", "p2p", fmt::format("{:.9g}", hw.efficiency.p2p));
+  e.line(2, "efficiency.pcie", "pcie", fmt::format("{:.9g}", hw.efficiency.pcie));
+  e.line(2, "efficiency.nic", "nic", fmt::format("{:.9g}", hw.efficiency.nic));
   return e.text();
 }
 

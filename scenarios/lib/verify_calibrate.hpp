@@ -15,8 +15,8 @@ namespace dpt::verify {
 // A twin of the host backend's `devices` workers from measured microbenchmarks:
 // each worker is a "GPU" whose f32 and f64 peak is the measured GEMM rate and whose
 // memory bandwidth is the measured copy bandwidth (efficiencies 1), joined by PCIe
-// links whose efficiency reproduces the measured peer copy bandwidth; no dispatch
-// cost, no GIL (host backend strategies dispatch nothing).
+// links whose efficiency reproduces the measured peer copy bandwidth; a dispatch
+// cost of 1 us per op (the engine's own overhead, no Python).
 sim::HardwareSpec host_spec_from_figures(const Figures& measured, int devices, const std::string& cpu_name);
 
 // Comments attached to keys of the emitted YAML, by dotted key path

@@ -17,6 +17,7 @@
 // faults are applied where the twin is concrete: link bandwidths on the built SimGrid
 // platform, per-GPU rates in the SimMachine, and the delay in the workers.
 #pragma once
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -91,7 +92,7 @@ std::vector<Seconds> straggler_delays(const std::vector<int>& gpus, const Faults
 class StragglingBackend : public Backend {
  public:
   StragglingBackend(SimBackend& inner, std::vector<Seconds> delays) : inner_(inner), delays_(std::move(delays)) {}
-  void arm() { armed_ = true; }
+  void arm() { armed_ = std::any_of(delays_.begin(), delays_.end(), [](Seconds d) { return d > 0; }); }
   // The calling actor (a single-device step's driver) pays device `d`'s delay now.
   void delay_caller(int device);
 

@@ -8,6 +8,7 @@
 // slow step with kernels at the predicted rate is a straggler; a slow collective
 // with healthy links is NCCL (or the host ring) on a slow path.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,9 +37,11 @@ struct PerformanceTolerances {
 //    overheads included);
 //  - sim (a twin measured against a twin): 0.95-1.05 everywhere, the simulations are
 //    deterministic and a nominal twin reproduces its prediction exactly;
-//  - host: 0.25-4.00 everywhere: host "devices" are threads sharing a few (possibly
-//    busy) CPU cores, which the twin's GPU model does not capture; the band still
-//    catches gross errors (a wrong collective algorithm, a serialised step).
+//  - host: 0.05-20 everywhere: host "devices" are threads sharing a few CPU cores with
+//    whatever else runs there (a CI runner's other jobs): under a load of 6 per core a
+//    DataParallel step, which waits for its workers several times, was measured 7-10x
+//    slower than on an idle machine. Only order-of-magnitude errors are flagged there;
+//    the tight checks are the twin's and a GPU node's.
 PerformanceTolerances default_tolerances(const std::string& backend_name);
 
 struct PerformanceContext {
@@ -48,6 +51,10 @@ struct PerformanceContext {
   // without --hardware): the GEMM, memory and peer figures then cannot disagree and
   // are reported as skipped, not as passes.
   bool micro_calibrated_from_measurement = false;
+  // When set, the machine was too busy for its timings to mean anything (the host
+  // backend on loaded cores): every figure is still reported, as skipped with this
+  // reason, instead of judged.
+  std::optional<std::string> not_judged_because;
 };
 
 // One check per figure present in both sets (missing ones: a skipped check saying why).

@@ -3,6 +3,7 @@
 // holds RapidCheck's shrunk counterexample and the seed that reproduces it.
 #pragma once
 #include <cstdint>
+#include <iostream>
 #include <sstream>
 #include <string>
 
@@ -58,9 +59,23 @@ inline CheckOutcome outcome_of(const rc::detail::TestResult& result, const Prope
 
 // Runs `property` (a callable RapidCheck can test: it draws with *gen and asserts
 // with RC_ASSERT / RC_FAIL) with the run's seed and case count.
+// RapidCheck prints "Using configuration: seed=..." to stderr the first time its
+// configuration is read; verify prints its own seed, so that read happens here with
+// stderr silenced.
+inline void load_rapidcheck_configuration_quietly() {
+  static const bool loaded = [] {
+    std::streambuf* saved = std::cerr.rdbuf(nullptr);
+    rc::detail::configuration();
+    std::cerr.rdbuf(saved);
+    return true;
+  }();
+  (void)loaded;
+}
+
 template <typename Property>
 CheckOutcome check_property(const PropertyRun& run, Property&& property) {
   using namespace rc::detail;
+  load_rapidcheck_configuration_quietly();
   TestParams params;
   params.seed = run.seed;
   params.maxSuccess = run.cases;
