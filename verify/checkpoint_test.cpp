@@ -188,3 +188,23 @@ TEST(Checkpoint, StripCollisionIsAnError) {
   auto msg = load_error(saved.named, read_safetensors(path), LoadOptions{.strip_prefix = "module."});
   EXPECT_NE(msg.find("tensors '0.bias' and 'module.0.bias' both load as '0.bias'"), std::string::npos) << msg;
 }
+
+TEST(Checkpoint, SequentialSaveLoadThroughModelApi) {
+  HostDevice dev(0, DeviceKind::host_worker);
+  MlpSpec spec{.widths = {4, 6, 3}, .activation = Activation::gelu, .layernorm = true};
+  Sequential a = make_mlp(spec, dev, DType::f32, 1), b = make_mlp(spec, dev, DType::f32, 2);
+  auto sd = model_state_dict(a);
+  std::vector<std::string> names;
+  for (const auto& [k, t] : sd) names.push_back(k);
+  // nn.Sequential(Linear, LayerNorm, GELU, Linear)'s state-dict keys.
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias", "3.weight", "3.bias"}));
+  auto path = (test_dir("sequential") / "a.safetensors").string();
+  save_checkpoint(a, path);
+  load_state_dict(b, read_safetensors(path));
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_EQ(std::memcmp(pa[i].param->value.data(), pb[i].param->value.data(),
+                          static_cast<size_t>(pa[i].param->value.size_bytes())),
+              0)
+        << pa[i].name;
+}

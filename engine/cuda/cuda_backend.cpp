@@ -1,0 +1,198 @@
+#include "cuda_backend.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cuda_check.hpp"
+#include "cuda_raii.hpp"
+#include "nccl_communicator.hpp"
+
+namespace dpt {
+
+CudaBackend::CudaBackend(const CudaBackendOptions& options) : staging_chunk_bytes_(options.staging_chunk_bytes) {
+  std::string why;
+  const int visible = cuda_device_count(&why);
+  if (visible == 0) throw std::invalid_argument("cuda backend: no CUDA device: " + why);
+  const int n = options.device_count.value_or(visible);
+  if (n < 1 || n > visible)
+    throw std::invalid_argument(
+        fmt::format("cuda backend: --devices {} asked for, {} CUDA device(s) visible", n, visible));
+  if (staging_chunk_bytes_ <= 0)
+    throw std::invalid_argument("cuda backend: staging_chunk_bytes must be positive");
+  for (int i = 0; i < n; ++i) devices_.push_back(std::make_unique<CudaDevice>(i, options.device));
+  peer_.assign(static_cast<size_t>(n), std::vector<bool>(static_cast<size_t>(n), false));
+  for (int i = 0; i < n; ++i) {
+    CudaDeviceGuard guard(i);
+    for (int j = 0; j < n; ++j) {
+      if (i == j) continue;
+      int can = 0;
+      DPT_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, i, j));
+      if (!can) continue;
+      const cudaError_t e = cudaDeviceEnablePeerAccess(j, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+      else DPT_CUDA_CHECK(e);
+      peer_[static_cast<size_t>(i)][static_cast<size_t>(j)] = true;
+    }
+  }
+}
+
+CudaBackend::~CudaBackend() {
+  for (auto& d : devices_) {
+    try {
+      d->synchronize();
+    } catch (...) {  // a failed device must not turn teardown into std::terminate
+    }
+  }
+}
+
+CudaDevice& CudaBackend::cuda_device(int index) {
+  if (index < 0 || index >= device_count())
+    throw std::out_of_range(fmt::format("cuda backend has devices 0..{}, asked for {}", device_count() - 1, index));
+  return *devices_[static_cast<size_t>(index)];
+}
+
+bool CudaBackend::peer_access(int from, int to) const {
+  return from == to || peer_.at(static_cast<size_t>(from)).at(static_cast<size_t>(to));
+}
+
+void CudaBackend::copy_device_to_device(CudaDevice& s, CudaDevice& d, const void* src, void* dst, Bytes n) {
+  if (&s == &d) {
+    CudaDeviceGuard guard(d.index());
+    DPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n), cudaMemcpyDeviceToDevice, d.stream()));
+    return;
+  }
+  if (peer_access(d.index(), s.index())) {
+    // Ordered on both streams without blocking the host: the copy (on the
+    // destination's stream) starts after the source's pending writes, and the
+    // source's later work starts after the copy has read the data.
+    CudaEvent src_ready, copied;
+    {
+      CudaDeviceGuard guard(s.index());
+      src_ready.record(s.stream());
+    }
+    CudaDeviceGuard guard(d.index());
+    DPT_CUDA_CHECK(cudaStreamWaitEvent(d.stream(), src_ready.get(), 0));
+    DPT_CUDA_CHECK(cudaMemcpyPeerAsync(dst, d.index(), src, s.index(), static_cast<size_t>(n), d.stream()));
+    copied.record(d.stream());
+    DPT_CUDA_CHECK(cudaStreamWaitEvent(s.stream(), copied.get(), 0));
+    return;
+  }
+  // No peer access (e.g. GPUs under different root complexes): stage through
+  // pinned host memory chunk by chunk, device to host then host to device.
+  std::lock_guard<std::mutex> lock(staging_mu_);
+  if (staging_.size_bytes() == 0) staging_ = PinnedBuffer(staging_chunk_bytes_);
+  const auto* from = static_cast<const char*>(src);
+  auto* to = static_cast<char*>(dst);
+  for (Bytes off = 0; off < n; off += staging_chunk_bytes_) {
+    const auto chunk = static_cast<size_t>(std::min(staging_chunk_bytes_, n - off));
+    {
+      CudaDeviceGuard guard(s.index());
+      DPT_CUDA_CHECK(cudaMemcpyAsync(staging_.data(), from + off, chunk, cudaMemcpyDeviceToHost, s.stream()));
+      DPT_CUDA_CHECK(cudaStreamSynchronize(s.stream()));
+    }
+    CudaDeviceGuard guard(d.index());
+    DPT_CUDA_CHECK(cudaMemcpyAsync(to + off, staging_.data(), chunk, cudaMemcpyHostToDevice, d.stream()));
+    DPT_CUDA_CHECK(cudaStreamSynchronize(d.stream()));  // the staging buffer is reused by the next chunk
+  }
+}
+
+void CudaBackend::copy(const Tensor& src, Tensor& dst) {
+  if (src.dtype() != dst.dtype() || src.numel() != dst.numel())
+    throw std::invalid_argument(fmt::format("copy {} {} -> {} {}: dtype or size differ", dtype_name(src.dtype()),
+                                            shape_to_string(src.shape()), dtype_name(dst.dtype()),
+                                            shape_to_string(dst.shape())));
+  const Bytes n = src.size_bytes();
+  if (n == 0 || src.data() == dst.data()) return;
+  const bool src_gpu = src.device().kind() == DeviceKind::cuda, dst_gpu = dst.device().kind() == DeviceKind::cuda;
+  if (!src_gpu && !dst_gpu) {
+    std::memcpy(dst.data(), src.data(), static_cast<size_t>(n));
+  } else if (src_gpu && dst_gpu) {
+    copy_device_to_device(cuda_device(src.device().index()), cuda_device(dst.device().index()), src.data(),
+                          dst.data(), n);
+  } else if (dst_gpu) {
+    // Host to device: the host buffer may be reused as soon as we return, so wait.
+    CudaDevice& d = cuda_device(dst.device().index());
+    CudaDeviceGuard guard(d.index());
+    DPT_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), static_cast<size_t>(n), cudaMemcpyHostToDevice, d.stream()));
+    DPT_CUDA_CHECK(cudaStreamSynchronize(d.stream()));
+  } else {
+    // Device to host: ordered after the kernels that produced src, then waited for.
+    CudaDevice& s = cuda_device(src.device().index());
+    CudaDeviceGuard guard(s.index());
+    DPT_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), static_cast<size_t>(n), cudaMemcpyDeviceToHost, s.stream()));
+    DPT_CUDA_CHECK(cudaStreamSynchronize(s.stream()));
+  }
+}
+
+void CudaBackend::parallel_for(int n, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  auto run = [&](int i) {
+    try {
+      // Worker i drives GPU i (DataParallel's parallel_apply, DDP's ranks); the
+      // device is thread state in the CUDA runtime, so each thread sets its own.
+      DPT_CUDA_CHECK(cudaSetDevice(i % device_count()));
+      fn(i);
+    } catch (...) {
+      errors[static_cast<size_t>(i)] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> workers;
+  workers.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) workers.emplace_back(run, i);
+  for (auto& w : workers) w.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+std::vector<std::unique_ptr<Communicator>> CudaBackend::make_communicators(const std::vector<int>& devices) {
+  std::vector<CudaDevice*> devs;
+  for (int d : devices) devs.push_back(&cuda_device(d));
+  return make_nccl_communicators(devs);
+}
+
+namespace {
+class StdMutex : public BackendMutex {
+ public:
+  void lock() override { mu_.lock(); }
+  void unlock() override { mu_.unlock(); }
+
+ private:
+  std::mutex mu_;
+};
+}  // namespace
+
+std::unique_ptr<BackendMutex> CudaBackend::make_mutex() { return std::make_unique<StdMutex>(); }
+
+Seconds CudaBackend::now() {
+  for (auto& d : devices_) d->synchronize();
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+CudaVersions cuda_versions() {
+  auto cuda_version = [](int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); };
+  CudaVersions out;
+  int runtime = 0, driver = 0, nccl = 0;
+  out.runtime = cudaRuntimeGetVersion(&runtime) == cudaSuccess ? cuda_version(runtime) : "unknown";
+  out.driver = cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0 ? cuda_version(driver) : "none";
+  (void)cudaGetLastError();
+  // NCCL codes are major*10000 + minor*100 + patch since 2.9.
+  out.nccl = ncclGetVersion(&nccl) == ncclSuccess
+                 ? fmt::format("{}.{}.{}", nccl / 10000, (nccl % 10000) / 100, nccl % 100)
+                 : "unknown";
+  int major = 0, minor = 0, patch = 0;
+  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
+    out.cublas = fmt::format("{}.{}.{}", major, minor, patch);
+  else
+    out.cublas = "unknown";
+  return out;
+}
+
+}  // namespace dpt

@@ -1,0 +1,63 @@
+// CudaBackend: the GPUs of this process as a dptwin Backend. Copies use
+// cudaMemcpyPeerAsync where peer access is enabled and stage through pinned host
+// memory where it is not; parallel_for runs one OS thread per GPU; communicators
+// are NCCL.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../backend.hpp"
+#include "../host/host_backend.hpp"
+#include "caching_allocator.hpp"
+#include "cuda_device.hpp"
+
+namespace dpt {
+
+struct CudaBackendOptions {
+  std::optional<int> device_count;  // use the first N GPUs; all visible GPUs when absent
+  CudaDeviceOptions device;          // per-device options (TF32, timeline)
+  Bytes staging_chunk_bytes = 64 * kMiB;  // pinned staging buffer for copies without peer access
+};
+
+class CudaBackend : public Backend {
+ public:
+  // Throws std::invalid_argument when no GPU is present (with the runtime's reason)
+  // or when more GPUs are asked for than are visible.
+  explicit CudaBackend(const CudaBackendOptions& options = {});
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  int device_count() const override { return static_cast<int>(devices_.size()); }
+  Device& device(int index) override { return cuda_device(index); }
+  CudaDevice& cuda_device(int index);
+  Device& host_memory() override { return host_; }
+  void copy(const Tensor& src, Tensor& dst) override;
+  void parallel_for(int n, const std::function<void(int)>& fn) override;
+  std::vector<std::unique_ptr<Communicator>> make_communicators(const std::vector<int>& devices) override;
+  std::unique_ptr<BackendMutex> make_mutex() override;
+  // Waits for every device, then reads the steady clock: a time after all work
+  // enqueued so far has finished.
+  Seconds now() override;
+
+  // Whether device `from` reads and writes `to`'s memory directly (peer access enabled).
+  bool peer_access(int from, int to) const;
+
+ private:
+  void copy_device_to_device(CudaDevice& s, CudaDevice& d, const void* src, void* dst, Bytes n);
+  HostDevice host_{-1, DeviceKind::cpu_host};
+  std::vector<std::unique_ptr<CudaDevice>> devices_;
+  std::vector<std::vector<bool>> peer_;  // peer_[i][j]: i can access j
+  Bytes staging_chunk_bytes_;
+  std::mutex staging_mu_;
+  PinnedBuffer staging_;  // allocated on the first staged copy
+};
+
+// Library versions for reports: "CUDA runtime 13.0", "driver 13.0", "NCCL 2.28.9", "cuBLAS 13.1.0".
+struct CudaVersions {
+  std::string runtime, driver, nccl, cublas;
+};
+CudaVersions cuda_versions();
+
+}  // namespace dpt
