@@ -7,74 +7,13 @@
 #include <nlohmann/json.hpp>
 #include <simgrid/s4u.hpp>
 
-#include "sim/collectives.hpp"
 #include "sim/platform.hpp"
+#include "sim/predict.hpp"
 #include "sim/sim_backend.hpp"
 #include "sim/sim_process.hpp"
 
 namespace dpt::verify {
 namespace {
-
-sim::CollectiveOp platform_op(SimCollectiveKind k) {
-  switch (k) {
-    case SimCollectiveKind::all_reduce:
-    case SimCollectiveKind::barrier: return sim::CollectiveOp::all_reduce;
-    case SimCollectiveKind::broadcast: return sim::CollectiveOp::broadcast;
-    case SimCollectiveKind::reduce: return sim::CollectiveOp::reduce;
-    case SimCollectiveKind::all_gather: return sim::CollectiveOp::all_gather;
-    case SimCollectiveKind::reduce_scatter: return sim::CollectiveOp::reduce_scatter;
-  }
-  return sim::CollectiveOp::all_reduce;
-}
-
-// The platform's collective algorithms behind the SimBackend's timer interface.
-class PlatformCollectives : public SimCollectiveGroup {
- public:
-  PlatformCollectives(sim::Platform& p, std::vector<int> gpus) : group_(p, std::move(gpus)) {}
-  void run(int rank, const SimCollectiveCall& c) override {
-    sim::CollectiveCall call;
-    call.op = platform_op(c.kind);
-    call.count = c.count;
-    call.element_bytes = c.element_bytes;
-    call.root = c.root;
-    group_.run(rank, call);
-  }
-
- private:
-  sim::CollectiveGroup group_;
-};
-
-// The SimMachine of GPUs `gpus` of a built platform: the hardware file's rates with
-// its efficiency fields, copies and collectives on the platform's links.
-SimMachine machine_of(sim::Platform& platform, const std::vector<int>& gpus) {
-  const sim::HardwareSpec& hw = platform.hardware();
-  SimMachine m;
-  m.name = hw.name;
-  m.dispatch_cost_s = hw.host.dispatch_cost_s;
-  m.gil = hw.host.gil;
-  SimGpuRates rates;
-  rates.model = hw.gpu.name;
-  rates.peak_flops = {{DType::f32, hw.gpu.peak_flops.f32}, {DType::f64, hw.gpu.peak_flops.f64}};
-  rates.compute_efficiency = hw.efficiency.gemm;
-  rates.memory_bandwidth = hw.gpu.memory_bandwidth;
-  rates.memory_efficiency = hw.efficiency.memory_bandwidth;
-  rates.launch_latency_s = hw.gpu.kernel_launch_latency_s;
-  rates.capacity_bytes = hw.gpu.memory_bytes;
-  for (int g : gpus)
-    m.gpus.push_back(SimGpu{platform.gpu_host(g), platform.cpu_host_of_gpu(g), platform.node_of_gpu(g), rates});
-  m.peer_to_peer = [&platform, gpus](int a, int b) {
-    return platform.peer_to_peer(gpus[static_cast<size_t>(a)], gpus[static_cast<size_t>(b)]);
-  };
-  m.transfer_async = [&platform](simgrid::s4u::Host* a, simgrid::s4u::Host* b, Bytes n) {
-    return platform.transfer_async(a, b, n);
-  };
-  m.make_collective_group = [&platform, gpus](const std::vector<int>& devices) {
-    std::vector<int> global;
-    for (int d : devices) global.push_back(gpus[static_cast<size_t>(d)]);
-    return std::make_shared<PlatformCollectives>(platform, global);
-  };
-  return m;
-}
 
 // One simulation: the parts of the figures measured on a SimBackend with `workers`.
 Figures simulate_part(const sim::HardwareSpec& hw, const Faults& faults, const MeasureConfig& config,
@@ -91,7 +30,7 @@ Figures simulate_part(const sim::HardwareSpec& hw, const Faults& faults, const M
         hw,
         [&](sim::Platform& p) {
           apply_link_faults(p, faults);
-          SimMachine machine = machine_of(p, gpus);
+          SimMachine machine = sim_machine_from_platform(p, gpus);
           apply_gpu_faults(machine, gpus, faults);
           SimBackendOptions o;
           o.numeric = false;  // shape-only: the figures are times, not values
@@ -161,7 +100,7 @@ std::vector<CheckResult> run_correctness_in_twin(const sim::HardwareSpec& hw, co
           SimBackendOptions o;
           o.numeric = true;  // the host kernels: the twin's numerics are the engine's
           o.workers = SimWorkerModel::process_per_worker;
-          backend = std::make_unique<SimBackend>(machine_of(p, gpus), o);
+          backend = std::make_unique<SimBackend>(sim_machine_from_platform(p, gpus), o);
           simgrid::s4u::Actor::create("verify-correctness", p.cpu_host(0), [&] {
             try {
               results = run_checks(correctness_checks(*backend, options), std::nullopt, [&](const CheckResult& r) {
