@@ -2,6 +2,7 @@
 #include "sim/collective_model.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <unordered_map>
@@ -158,6 +159,108 @@ Seconds tree_head_time(const Platform& p, const std::vector<int>& gpus, const st
   return total;
 }
 
+// A ring broadcast or reduce: on every channel a pipelined chain of n - 1 hops along the
+// ring from the root (or to it), cut into k pieces. The chain is a flow shop: hop j sends
+// piece i once it has received piece i over hop j - 1 and finished sending piece i - 1.
+// With a constant duration t_j per piece, piece i leaves hop j at S_j + i M_j (S_j the
+// sum, M_j the maximum of t_0..t_j), so hop j is busy from S_j - t_j to S_j + (k-1) M_j.
+// A hop's duration is its latency plus its busiest link's drain, the link's load being
+// the bytes per piece of every hop (any channel) on it weighted by how much of this hop's
+// busy interval that hop's busy interval overlaps; found by iterating from unshared
+// durations (damped, as the tree's head). The last piece then runs through the same
+// recurrence at its own size. Cost: O(iterations x C (n + k) x hops sharing a link).
+Seconds chain_time(const Platform& p, const std::vector<int>& gpus, const std::vector<std::vector<int>>& orders,
+                   const CollectiveCall& call, Elements piece) {
+  const int n = static_cast<int>(gpus.size());
+  const int channels = static_cast<int>(orders.size());
+  const int hops = n - 1;
+  struct Hop {
+    const RouteInfo* route;
+    double bytes;           // of a full piece
+    Seconds dur = 0;        // per full piece
+    Seconds from = 0, to = 0;  // busy interval
+  };
+  struct Channel {
+    int first_hop = 0;  // index of its hop 0 in `all`
+    Elements pieces = 0;
+    double last = 0;  // bytes of the last piece
+  };
+  std::vector<Hop> all;
+  std::vector<Channel> chs(channels);
+  for (int c = 0; c < channels; ++c) {
+    const auto& o = orders[c];
+    const int root_pos = static_cast<int>(std::find(o.begin(), o.end(), call.root) - o.begin());
+    const int first = call.op == CollectiveOp::reduce ? (root_pos + 1) % n : root_pos;
+    const Elements elems = piece_count(call.count, channels, c);
+    Channel& ch = chs[c];
+    ch.first_hop = static_cast<int>(all.size());
+    ch.pieces = ceil_div(elems, piece);
+    const double full = static_cast<double>(std::min(piece, elems) * call.element_bytes);
+    ch.last = static_cast<double>((elems - std::max<Elements>(ch.pieces - 1, 0) * piece) * call.element_bytes);
+    for (int q = 0; q < hops; ++q)
+      all.push_back({&p.route(host_of(p, gpus, o[(first + q) % n]), host_of(p, gpus, o[(first + q + 1) % n])), full});
+  }
+  std::unordered_map<const sg4::Link*, std::vector<int>> on_link;
+  for (int i = 0; i < static_cast<int>(all.size()); ++i)
+    for (const auto* l : all[i].route->links) on_link[l].push_back(i);
+  auto duration_under = [&](const Hop& h, double bytes, const std::function<double(const sg4::Link*)>& load) {
+    Seconds drain = 0;
+    for (const auto* l : h.route->links) drain = std::max(drain, std::max(load(l), bytes) / l->get_bandwidth());
+    return h.route->latency_s + drain;
+  };
+  for (auto& h : all) h.dur = duration_under(h, h.bytes, [](const sg4::Link*) { return 0.0; });
+  auto place = [&]() {
+    for (const auto& ch : chs) {
+      if (ch.pieces == 0) continue;
+      Seconds sum = 0, max = 0;
+      for (int j = 0; j < hops; ++j) {
+        Hop& h = all[ch.first_hop + j];
+        h.from = sum;
+        sum += h.dur;
+        max = std::max(max, h.dur);
+        h.to = sum + static_cast<double>(ch.pieces - 1) * max;
+      }
+    }
+  };
+  for (int iter = 0; iter < 6; ++iter) {
+    place();
+    std::vector<Seconds> next(all.size());
+    for (size_t i = 0; i < all.size(); ++i) {
+      const Hop& h = all[i];
+      const double span = std::max(h.to - h.from, 1e-30);
+      next[i] = duration_under(h, h.bytes, [&](const sg4::Link* l) {
+        double load = 0;
+        for (int j : on_link.at(l)) {
+          const Hop& o = all[j];
+          const double overlap = std::min(h.to, o.to) - std::max(h.from, o.from);
+          if (overlap > 0) load += o.bytes * std::min(1.0, overlap / span);
+        }
+        return load;
+      });
+    }
+    for (size_t i = 0; i < all.size(); ++i) all[i].dur = 0.5 * (all[i].dur + next[i]);
+  }
+  place();
+  Seconds total = 0;
+  for (const auto& ch : chs) {
+    if (ch.pieces == 0) continue;
+    // The last piece: leaves hop j after the previous piece left it and after it
+    // arrived over hop j - 1; it drains at its own size under the same sharing.
+    Seconds arrived = 0, sum = 0, max = 0;
+    for (int j = 0; j < hops; ++j) {
+      const Hop& h = all[ch.first_hop + j];
+      sum += h.dur;
+      max = std::max(max, h.dur);
+      const Seconds prev_left = ch.pieces >= 2 ? sum + static_cast<double>(ch.pieces - 2) * max : 0;
+      const double ratio = h.bytes > 0 ? ch.last / h.bytes : 1.0;
+      const Seconds own = h.route->latency_s + (h.dur - h.route->latency_s) * ratio;
+      arrived = std::max(arrived, prev_left) + own;
+    }
+    total = std::max(total, arrived);
+  }
+  return total;
+}
+
 }  // namespace
 
 Seconds phase_time(const Platform& p, const std::vector<PhaseFlow>& flows) {
@@ -183,9 +286,7 @@ Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_
     case CollectiveAlgorithm::ring: {
       const auto orders = ring_orders(p, rank_gpus, channels);
       if (call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce)
-        throw std::invalid_argument(fmt::format("{} has no large-N formulation: it runs exact (its message count "
-                                                "grows as N x pieces, not N^2)",
-                                                collective_op_name(call.op)));
+        return chain_time(p, rank_gpus, orders, call, piece);
       const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
       const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * channels) * call.element_bytes;
       return steps * phase_time(p, ring_step_flows(p, rank_gpus, orders, chunk));

@@ -18,8 +18,19 @@
 // (every edge of every channel busy at once). This is cruder than the ring's: the
 // property test holds it within 20 % of the exact simulation on the cluster files
 // (N = 9..64); measured errors were up to about 16 %, largest with partially filled
-// nodes and pipelines of a few pieces. Ring broadcast/reduce and nvls have no large-N
-// formulation (they always run exact; their message count grows as N x pieces).
+// nodes and pipelines of a few pieces.
+//
+// Ring broadcast and reduce (a pipelined chain per channel, from or to the root): each
+// chain is a flow shop; with a constant duration t_j per piece, piece i leaves hop j at
+// S_j + i M_j (S_j the sum, M_j the maximum of t_0..t_j). A hop's duration is its latency
+// plus its busiest link's drain under the pieces of every hop whose busy interval
+// overlaps its own (weighted by the overlap), iterated from unshared durations as the
+// tree's head is. It is not within 1 % of the exact simulation: it overestimates, by up
+// to +19 % measured within a node of 4-8 GPUs and +35 % across nodes (N <= 64), because
+// it drains each link at its full load where max-min sharing would give the share of
+// flows bottlenecked elsewhere to the others; the property test holds 45 %. DDP uses it
+// for its construction-time parameter broadcast, not inside the predicted step. nvls has
+// no large-N formulation (it runs within one node only).
 //
 // NVLS timing here serves only the algorithm selection (plan_collective).
 //

@@ -95,8 +95,8 @@ std::vector<CollectiveAlgorithm> eligible_algorithms(const Platform& p, const st
 }
 
 bool has_large_n_formulation(CollectiveAlgorithm a, CollectiveOp op) {
-  if (a == CollectiveAlgorithm::ring) return op != CollectiveOp::broadcast && op != CollectiveOp::reduce;
-  return a == CollectiveAlgorithm::tree;
+  (void)op;  // ring covers every op (broadcast and reduce as chains), tree only all_reduce
+  return a == CollectiveAlgorithm::ring || a == CollectiveAlgorithm::tree;
 }
 
 namespace {

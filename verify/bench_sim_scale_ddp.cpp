@@ -2,7 +2,8 @@
 // gradients, 25 MiB buckets) on dgx-h100 clusters at 8, 64, 512 and 1,024 GPUs.
 // Prints, per scale, the wall time of the prediction (fork, platform, model
 // construction on every rank, one step; no warm-up step and no single-GPU baseline)
-// and the peak resident memory of the simulation process. Target: 1,024 GPUs in
+// the CPU time (user + system) of the simulation process, which a shared machine does not
+// inflate as it inflates wall time, and the peak resident memory of the simulation process. Target: 1,024 GPUs in
 // <= 1 s and <= 500 MiB.
 //
 //   bench_sim_scale_ddp [GPUS...]      (default: 8 64 512 1024)
@@ -29,7 +30,8 @@ int main(int argc, char** argv) {
   const ModelDescription model = load_model("gpt2-1.5b", root + "/scenarios/models");
   std::printf("DDP step of %s (%.2f B parameters, shape-only, f32, 25 MiB buckets) on %s clusters\n",
               model.name.c_str(), static_cast<double>(model_parameter_count(model)) / 1e9, hw.name.c_str());
-  std::printf("%6s %6s %12s %16s %16s %14s\n", "GPUs", "nodes", "wall_s", "peak_rss_MiB", "predicted_step_s",
+  std::printf("%6s %6s %12s %12s %16s %16s %14s\n", "GPUs", "nodes", "wall_s", "cpu_s", "peak_rss_MiB",
+              "predicted_step_s",
               "samples_per_s");
   for (int gpus : scales) {
     PredictConfig c;
@@ -44,6 +46,8 @@ int main(int argc, char** argv) {
     c.model_name = model.name;
     c.input_features = model.input_features;
     c.output_features = model_output_features(model);
+    rusage before{};
+    getrusage(RUSAGE_CHILDREN, &before);
     const auto start = std::chrono::steady_clock::now();
     const StepReport r =
         predict_step(hw, [&model](Device& d) { return make_cost_only_model(model, d, DType::f32); }, c);
@@ -52,7 +56,11 @@ int main(int argc, char** argv) {
     rusage usage{};
     getrusage(RUSAGE_CHILDREN, &usage);
     const double rss_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;
-    std::printf("%6d %6d %12.3f %16.1f %16.4f %14.1f%s\n", gpus, c.nodes, wall, rss_mib, r.step_time_s.value_or(0),
+    auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+    const double cpu = seconds(usage.ru_utime) + seconds(usage.ru_stime) - seconds(before.ru_utime) -
+                       seconds(before.ru_stime);
+    std::printf("%6d %6d %12.3f %12.3f %16.1f %16.4f %14.1f%s\n", gpus, c.nodes, wall, cpu, rss_mib,
+                r.step_time_s.value_or(0),
                 r.throughput_samples_per_s.value_or(0), r.out_of_memory ? "  (out of memory)" : "");
     std::fflush(stdout);
   }

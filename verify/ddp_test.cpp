@@ -229,7 +229,7 @@ TEST(Ddp, FailedAllReduceSurfacesOnTheCaller) {
   const Batch b = make_batch(backend, c);
   FaultPlan plan;
   plan.rank = 1;
-  plan.collective_index = 4;  // 4 parameter broadcasts at construction, then the first all-reduce
+  plan.collective_index = 1;  // one coalesced parameter broadcast at construction, then the first all-reduce
   plan.cause = "NIC down";
   auto comms = wrap_with_faults(make_host_ring_communicators(2), plan);
   DistributedDataParallel ddp(backend, ddp_options(c), mlp_builder(c), sgd_builder(), {}, std::move(comms));

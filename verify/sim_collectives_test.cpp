@@ -249,8 +249,11 @@ void check_large_n_against_exact(const HardwareSpec& hw, CollectiveAlgorithm alg
   CollectiveSettings s;
   s.algorithm = algo;
   s.formulation = Formulation::exact;
-  const Timed t = time_collective(hw, first_gpus(n), {op, count, 4, 0}, s, model_call);
+  const bool rooted = op == CollectiveOp::broadcast || op == CollectiveOp::reduce;
+  const int root = rooted ? *rc::gen::inRange(0, n) : 0;
+  const Timed t = time_collective(hw, first_gpus(n), {op, count, 4, root}, s, model_call);
   RC_LOG() << hw.name << " " << collective_op_name(op) << " " << collective_algorithm_name(algo) << " n=" << n
+           << " root=" << root
            << " S=" << 4 * count << ": exact " << t.exact_s << " s, large-N " << t.model_s << " s\n";
   // Invariant: the large-N formulation is within `tolerance` of the message-level simulation.
   RC_ASSERT(std::abs(t.model_s - t.exact_s) <= tolerance * t.exact_s);
@@ -266,6 +269,36 @@ TEST(SimCollectivesLargeN, RingWithinOnePercentOfExactOnEveryHardwareFile) {
                                   0.01);
     });
   }
+}
+
+// Ring broadcast and reduce (pipelined chains) in the large-N formulation: each chain a
+// flow shop whose hops share their links with the hops whose busy intervals overlap
+// theirs (collective_model.hpp). It is NOT within 1 % of the exact simulation: measured
+// over ~100 random cases per file (N up to 64, 1 KiB .. 64 MiB), -0.8 % .. 0 % on the
+// 2-GPU machines, -0.8 % .. +19 % within a node of 4-8 GPUs, -1.3 % .. +35 % on the
+// clusters. It overestimates because it drains each link at its full (overlap-weighted)
+// load, where max-min sharing gives the share of flows bottlenecked elsewhere to the
+// others. The property pins 45 % so a regression shows; DDP uses this formulation only
+// for its construction-time parameter broadcast above exact_max_ranks, not inside the
+// predicted step.
+TEST(SimCollectivesLargeN, ChainWithinFortyFivePercentOfExactOnEveryHardwareFile) {
+  for (const HardwareSpec& hw : library_machines()) {
+    DPT_EXPECT_PROPERTY("large-N broadcast/reduce within 45 % of exact on " + hw.name, 8, [&]() {
+      check_large_n_against_exact(hw, CollectiveAlgorithm::ring, {CollectiveOp::broadcast, CollectiveOp::reduce}, 2,
+                                  0.45);
+    });
+  }
+}
+
+TEST(SimCollectivesLargeN, ChainPlantedBugEighthOfTheBufferIsCaught) {
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kLibrary), 2);
+  DPT_EXPECT_COUNTEREXAMPLE("large-N broadcast fed an eighth of the buffer", 30, [&]() {
+    check_large_n_against_exact(hw, CollectiveAlgorithm::ring, {CollectiveOp::broadcast}, 2, 0.45,
+                                [](CollectiveCall c) {
+                                  c.count /= 8;
+                                  return c;
+                                });
+  });
 }
 
 TEST(SimCollectivesLargeN, PlantedBugHalfTheBufferIsCaught) {
@@ -296,7 +329,7 @@ TEST(SimCollectivesLargeN, TreeWithinTwentyPercentOfExactOnClusters) {
 
 TEST(SimCollectivesLargeN, TreePlantedBugHalfTheBufferIsCaught) {
   const HardwareSpec hw = with_nodes(load_hardware("dgx-a100-cluster", kLibrary), 4);
-  DPT_EXPECT_COUNTEREXAMPLE("large-N tree fed a quarter of the buffer", 10, [&]() {
+  DPT_EXPECT_COUNTEREXAMPLE("large-N tree fed a quarter of the buffer", 30, [&]() {
     check_large_n_against_exact(hw, CollectiveAlgorithm::tree, {CollectiveOp::all_reduce}, 9, 0.20,
                                 [](CollectiveCall c) {
                                   c.count /= 4;

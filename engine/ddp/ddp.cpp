@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "../checkpoint.hpp"
+#include "../kernels.hpp"
 #include "../data_parallel.hpp"
 #include "../split.hpp"
 
@@ -34,6 +35,63 @@ void on_every_rank(Backend& backend, std::vector<std::unique_ptr<Communicator>>&
   });
 }
 
+constexpr Bytes kDdpBroadcastBucketBytes = 250 * kMiB;
+
+// torch's _broadcast_coalesced groups (take_tensors in torch/csrc/utils/tensor_flatten.cpp):
+// tensors in order, one open group per dtype; a tensor that would take its group past
+// `limit` first closes it (so only a tensor larger than the limit exceeds it).
+std::vector<std::vector<size_t>> coalesced_groups(const std::vector<NamedParameter>& params, Bytes limit) {
+  std::vector<std::vector<size_t>> out;
+  std::vector<std::pair<DType, std::pair<std::vector<size_t>, Bytes>>> open;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& v = params[i].param->value;
+    auto it = std::find_if(open.begin(), open.end(), [&](const auto& g) { return g.first == v.dtype(); });
+    if (it == open.end()) it = open.insert(open.end(), {v.dtype(), {{}, 0}});
+    auto& [indices, bytes] = it->second;
+    if (!indices.empty() && bytes + v.size_bytes() > limit) {
+      out.push_back(std::move(indices));
+      indices.clear();
+      bytes = 0;
+    }
+    indices.push_back(i);
+    bytes += v.size_bytes();
+  }
+  for (auto& g : open)
+    if (!g.second.first.empty()) out.push_back(std::move(g.second.first));
+  return out;
+}
+
+// Parameters broadcast from rank 0 as torch's _sync_module_states does: flattened into
+// buffers of at most 250 MiB (its broadcast_bucket_size, 250 * 1024 * 1024 bytes), one
+// broadcast per buffer, then copied back into the parameters.
+// The copies move bits, so every rank ends with rank 0's values exactly; a 1.5B-parameter
+// model needs 24 broadcasts instead of one per tensor. Rank 0 flattens; the others receive
+// into the buffer, so they skip the flatten (its values would be overwritten).
+void broadcast_coalesced(const std::vector<NamedParameter>& params, int rank, Communicator& comm, Seconds timeout_s) {
+  for (const auto& group : coalesced_groups(params, kDdpBroadcastBucketBytes)) {
+    const Tensor& first = params[group.front()].param->value;
+    Elements n = 0;
+    for (size_t i : group) n += params[i].param->value.numel();
+    Tensor flat = Tensor::empty(first.device(), {n}, first.dtype(), MemoryCategory::buckets);
+    Elements at = 0;
+    if (rank == 0)
+      for (size_t i : group) {
+        const Tensor& v = params[i].param->value;
+        Tensor dst = flat.slice_rows(at, v.numel());
+        kernel_copy(v.reshape({v.numel()}), dst);
+        at += v.numel();
+      }
+    comm.broadcast(flat, {0, timeout_s})->wait();
+    if (rank == 0) continue;  // its parameters are the source
+    at = 0;
+    for (size_t i : group) {
+      Tensor& v = params[i].param->value;
+      kernel_copy(flat.slice_rows(at, v.numel()).reshape(v.shape()), v);
+      at += v.numel();
+    }
+  }
+}
+
 }  // namespace
 
 DistributedDataParallel::DistributedDataParallel(Backend& backend, const StrategyOptions& options,
@@ -54,12 +112,7 @@ DistributedDataParallel::DistributedDataParallel(Backend& backend, const Strateg
     rk.model = std::make_unique<Sequential>(build_model(backend_.device(device_ids_[static_cast<size_t>(r)])));
     // Parameters broadcast from rank 0 (torch's _sync_module_states), so every rank
     // starts from rank 0's initialisation whatever its own builder produced.
-    if (!faults_.skip_initial_broadcast) {
-      std::vector<WorkPtr> works;
-      for (auto& p : rk.model->named_parameters())
-        works.push_back(comms_[static_cast<size_t>(r)]->broadcast(p.param->value, {0, ro.timeout_s}));
-      for (auto& w : works) w->wait();
-    }
+    if (!faults_.skip_initial_broadcast) broadcast_coalesced(rk.model->named_parameters(), r, *comms_[static_cast<size_t>(r)], ro.timeout_s);
     rk.optimizer = build_optimizer(rk.model->named_parameters());
     rk.reducer = std::make_unique<Reducer>(rk.model->named_parameters(), *comms_[static_cast<size_t>(r)], ro,
                                            faults_.reducer);
