@@ -7,3 +7,7 @@ if(TARGET dptwin_cuda)
   dpt_add_test(cuda_nogpu_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_nogpu_test.cpp LIBS dptwin_cuda)
   dpt_add_test(cuda_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/cuda_test.cpp LIBS dptwin_cuda LABELS gpu)
 endif()
+# `dptwin bench --backend host`'s engine (scenarios/lib/device_bench), run here.
+if(TARGET dptwin_scenarios)
+  dpt_add_test(device_bench_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_bench_test.cpp LIBS dptwin_scenarios)
+endif()

@@ -14,7 +14,28 @@
 
 namespace dpt {
 
+namespace {
+// Host memory in page-locked pages: DMA reads it directly, at full link rate.
+class PinnedHostDevice : public HostDevice {
+ public:
+  PinnedHostDevice() : HostDevice(-1, DeviceKind::cpu_host) {}
+
+ protected:
+  void* raw_allocate(Bytes n) override {
+    if (n == 0) return nullptr;
+    void* p = nullptr;
+    DPT_CUDA_CHECK(cudaMallocHost(&p, static_cast<size_t>(n)));
+    return p;
+  }
+  void raw_free(void* p, Bytes) override {
+    if (p) (void)cudaFreeHost(p);
+  }
+};
+}  // namespace
+
 CudaBackend::CudaBackend(const CudaBackendOptions& options) : staging_chunk_bytes_(options.staging_chunk_bytes) {
+  if (options.pinned_host_memory) host_ = std::make_unique<PinnedHostDevice>();
+  else host_ = std::make_unique<HostDevice>(-1, DeviceKind::cpu_host);
   std::string why;
   const int visible = cuda_device_count(&why);
   if (visible == 0) throw std::invalid_argument("cuda backend: no CUDA device: " + why);
