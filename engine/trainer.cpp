@@ -97,6 +97,15 @@ std::unique_ptr<Optimizer> build_optimizer(const TrainConfig& c, std::vector<Nam
   return make_adamw(std::move(params), c.adamw);
 }
 
+// Reads a file named by a flag; its errors are prefixed with the flag.
+SafetensorsFile read_for_flag(const char* flag, const std::string& path) {
+  try {
+    return read_safetensors(path);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("{}: {}", flag, e.what()));
+  }
+}
+
 }  // namespace
 
 OptimizerKind optimizer_kind_from_name(const std::string& name) {
@@ -143,7 +152,7 @@ Dataset make_synthetic_dataset(Backend& backend, const MlpSpec& spec, LossKind l
 }
 
 Dataset load_dataset(Backend& backend, const std::string& path, const MlpSpec& spec, LossKind loss, DType dtype) {
-  const SafetensorsFile file = read_safetensors(path);
+  const SafetensorsFile file = read_for_flag("--data", path);
   Dataset d;
   d.x = tensor_from_safetensors(file.at("x"), backend.host_memory(), MemoryCategory::inputs, &backend);
   const SafetensorsTensor& y = file.at("y");
@@ -205,7 +214,7 @@ DType state_dict_dtype(const SafetensorsFile& file) {
 TrainResult train(Backend& backend, const TrainConfig& config, const std::function<void(const StepLog&)>& on_step) {
   check_config(config);
   std::optional<SafetensorsFile> init;
-  if (config.init_path) init = read_safetensors(*config.init_path);
+  if (config.init_path) init = read_for_flag("--init", *config.init_path);
   const DType dtype = resolve_dtype(config, init);
   const Dataset data = config.data_path
                            ? load_dataset(backend, *config.data_path, config.model, config.loss, dtype)
@@ -218,7 +227,7 @@ TrainResult train_on(Backend& backend, const TrainConfig& config, const Dataset&
                      const std::function<void(const StepLog&)>& on_step) {
   check_config(config);
   std::optional<SafetensorsFile> init;
-  if (config.init_path) init = read_safetensors(*config.init_path);
+  if (config.init_path) init = read_for_flag("--init", *config.init_path);
   const DType dtype = resolve_dtype(config, init);
   check_dataset(data, config.model, config.loss, dtype, config.data_path ? *config.data_path : "data");
 

@@ -19,3 +19,4 @@ function(dpt_add_oracle_test name)
 endfunction()
 
 dpt_add_oracle_test(oracle_test ${CMAKE_CURRENT_SOURCE_DIR}/oracle_test.cpp)
+dpt_add_oracle_test(ddp_oracle_test ${CMAKE_CURRENT_SOURCE_DIR}/ddp_oracle_test.cpp)

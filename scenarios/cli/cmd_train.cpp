@@ -1,0 +1,224 @@
+// `dptwin train`: trains an MLP on the host backend with the single, dp or ddp
+// strategy, printing the loss of every step (or one JSON document with --json).
+#include <cstdint>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "engine/host/host_backend.hpp"
+#include "engine/trainer.hpp"
+
+namespace dpt::cli {
+namespace {
+
+// Everything the flags set; defaults are PyTorch's where PyTorch has one.
+struct TrainFlags {
+  std::string model;                      // --model mlp:IN-H1-...-OUT
+  std::string activation = "relu";        // --activation relu|gelu
+  bool layernorm = false;                 // --layernorm
+  std::string loss = "mse";               // --loss mse|ce
+  std::string optimizer = "sgd";          // --optimizer sgd|adamw
+  std::optional<double> lr;               // --lr (sgd 0.01, adamw 1e-3)
+  std::optional<double> momentum;         // --momentum (sgd only; 0)
+  std::optional<double> weight_decay;     // --weight-decay (sgd 0, adamw 0.01)
+  std::optional<std::int64_t> batch;      // --batch: global batch of one step
+  std::optional<std::int64_t> batch_per_device;  // --batch-per-device: per-rank batch
+  int steps = 10;                         // --steps
+  std::uint64_t seed = 0;                 // --seed
+  std::optional<std::string> dtype;       // --dtype f32|f64
+  std::optional<std::string> checkpoint;  // --checkpoint OUT.safetensors
+  std::optional<std::string> init;        // --init IN.safetensors
+  std::optional<std::string> data;        // --data DATA.safetensors
+  std::string strategy = "single";        // --strategy single|dp|ddp
+  std::optional<int> devices;             // --devices N (single 1, dp/ddp 2)
+  std::optional<double> bucket_cap_mb;    // --bucket-cap-mb (ddp; 25)
+  std::optional<std::string> uneven;      // --uneven pytorch|weighted (ddp; pytorch)
+  bool shuffle = false;                   // --shuffle
+  bool json = false;                      // --json
+};
+
+constexpr std::int64_t kDefaultBatch = 32;
+
+TrainConfig config_from(const TrainFlags& f, int& devices_out) {
+  TrainConfig c;
+  try {
+    c.model = parse_mlp_spec(f.model);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("--model: {}", e.what()));
+  }
+  c.model.activation = f.activation == "gelu" ? Activation::gelu : Activation::relu;
+  c.model.layernorm = f.layernorm;
+  c.loss = loss_kind_from_name(f.loss);
+  c.optimizer = optimizer_kind_from_name(f.optimizer);
+  c.strategy.kind = strategy_kind_from_name(f.strategy);
+  const bool ddp = c.strategy.kind == StrategyKind::ddp;
+  const int devices = f.devices.value_or(c.strategy.kind == StrategyKind::single ? 1 : 2);
+  if (devices < 1) throw std::invalid_argument(fmt::format("--devices must be at least 1, got {}", devices));
+  if (c.strategy.kind == StrategyKind::single && devices != 1)
+    throw std::invalid_argument(fmt::format("--devices {} needs --strategy dp or ddp (single uses one device)", devices));
+  for (int i = 0; i < devices; ++i) c.strategy.device_ids.push_back(i);
+  devices_out = devices;
+
+  if (f.lr && !(*f.lr >= 0)) throw std::invalid_argument(fmt::format("--lr must not be negative, got {}", *f.lr));
+  if (f.weight_decay && !(*f.weight_decay >= 0))
+    throw std::invalid_argument(fmt::format("--weight-decay must not be negative, got {}", *f.weight_decay));
+  if (c.optimizer == OptimizerKind::sgd) {
+    c.sgd.lr = f.lr.value_or(0.01);
+    c.sgd.momentum = f.momentum.value_or(0.0);
+    c.sgd.weight_decay = f.weight_decay.value_or(0.0);
+    if (!(c.sgd.momentum >= 0))
+      throw std::invalid_argument(fmt::format("--momentum must not be negative, got {}", c.sgd.momentum));
+  } else {
+    if (f.momentum) throw std::invalid_argument("--momentum applies to --optimizer sgd only (AdamW has betas)");
+    c.adamw.lr = f.lr.value_or(1e-3);
+    c.adamw.weight_decay = f.weight_decay.value_or(0.01);
+  }
+
+  if (f.batch_per_device && *f.batch_per_device < 1)
+    throw std::invalid_argument(fmt::format("--batch-per-device must be at least 1, got {}", *f.batch_per_device));
+  if (f.batch && *f.batch < 1) throw std::invalid_argument(fmt::format("--batch must be at least 1, got {}", *f.batch));
+  if (f.batch && f.batch_per_device && *f.batch != *f.batch_per_device * devices)
+    throw std::invalid_argument(fmt::format("--batch {} disagrees with --batch-per-device {} on {} devices ({} in all); "
+                                            "give one of them",
+                                            *f.batch, *f.batch_per_device, devices, *f.batch_per_device * devices));
+  c.batch = f.batch ? *f.batch : f.batch_per_device ? *f.batch_per_device * devices : kDefaultBatch;
+
+  if (f.steps < 0) throw std::invalid_argument(fmt::format("--steps must not be negative, got {}", f.steps));
+  c.steps = f.steps;
+  c.seed = f.seed;
+  if (f.dtype) {
+    c.dtype = dtype_from_name(*f.dtype);
+    if (!dtype_is_floating(*c.dtype))
+      throw std::invalid_argument(fmt::format("--dtype must be f32 or f64, got {}", *f.dtype));
+  }
+  c.shuffle = f.shuffle;
+  c.init_path = f.init;
+  c.data_path = f.data;
+  c.checkpoint_path = f.checkpoint;
+
+  if (f.bucket_cap_mb) {
+    if (!ddp) throw std::invalid_argument("--bucket-cap-mb applies to --strategy ddp only");
+    if (!(*f.bucket_cap_mb > 0))
+      throw std::invalid_argument(fmt::format("--bucket-cap-mb must be positive, got {}", *f.bucket_cap_mb));
+    c.strategy.bucket_cap_mb = *f.bucket_cap_mb;
+  }
+  if (f.uneven) {
+    if (!ddp) throw std::invalid_argument("--uneven applies to --strategy ddp only");
+    c.strategy.uneven = *f.uneven == "weighted" ? UnevenMode::weighted : UnevenMode::pytorch;
+  }
+  return c;
+}
+
+// "64 (32 per device x 2)" or "65 (33+32 over 2 devices)", from what the first step did.
+std::string batch_text(std::int64_t batch, const std::vector<std::int64_t>& per_device) {
+  if (per_device.size() <= 1) return fmt::format("{}", batch);
+  bool even = true;
+  for (auto n : per_device) even = even && n == per_device[0];
+  if (even) return fmt::format("{} ({} per device x {})", batch, per_device[0], per_device.size());
+  return fmt::format("{} ({} over {} devices)", batch, fmt::join(per_device, "+"), per_device.size());
+}
+
+int run_train(const TrainFlags& f) {
+  int devices = 1;
+  const TrainConfig c = config_from(f, devices);
+  HostBackend backend(devices);
+  nlohmann::json steps = nlohmann::json::array();
+  std::vector<std::int64_t> first_split;
+  const TrainResult r = train(backend, c, [&](const StepLog& s) {
+    if (s.step == 1) first_split = s.result->samples_per_device;
+    if (f.json) {
+      steps.push_back({{"step", s.step}, {"loss", s.loss}, {"step_s", s.step_s},
+                       {"samples_per_device", s.result->samples_per_device}});
+    } else {
+      if (s.step == 1)
+        std::cout << fmt::format("batch {} on {} device(s), strategy {}\n", batch_text(c.batch, first_split),
+                                 devices, f.strategy);
+      std::cout << fmt::format("step {} loss {:.9g}\n", s.step, s.loss) << std::flush;
+    }
+  });
+  if (f.json) {
+    nlohmann::json doc{
+        {"command", "train"},
+        {"model", f.model},
+        {"activation", f.activation},
+        {"layernorm", f.layernorm},
+        {"parameters", r.parameters},
+        {"loss", f.loss},
+        {"optimizer", f.optimizer},
+        {"lr", c.optimizer == OptimizerKind::sgd ? c.sgd.lr : c.adamw.lr},
+        {"strategy", f.strategy},
+        {"devices", devices},
+        {"batch", c.batch},
+        {"batch_per_device", first_split},
+        {"dtype", dtype_name(r.dtype)},
+        {"seed", c.seed},
+        {"data", c.data_path ? nlohmann::json(*c.data_path) : nlohmann::json("synthetic")},
+        {"data_samples", r.data_samples},
+        {"init", c.init_path ? nlohmann::json(*c.init_path) : nlohmann::json(nullptr)},
+        {"checkpoint", c.checkpoint_path ? nlohmann::json(*c.checkpoint_path) : nlohmann::json(nullptr)},
+        {"warnings", r.warnings},
+        {"steps", steps},
+    };
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    for (auto& w : r.warnings) std::cerr << "warning: " << w << "\n";
+    if (c.checkpoint_path) std::cout << "checkpoint written: " << *c.checkpoint_path << "\n";
+  }
+  return kExitOk;
+}
+
+Registration reg{"train", [](CLI::App& parent) -> RunFn {
+  auto flags = std::make_shared<TrainFlags>();
+  CLI::App* app = parent.add_subcommand("train", "Train an MLP on the host backend (single, dp or ddp); prints the loss of every step");
+  app->add_option("--model", flags->model, "Model: mlp:IN-H1-...-OUT (nn.Sequential of Linear layers)")->required();
+  app->add_option("--activation", flags->activation, "Activation between Linear layers")
+      ->check(CLI::IsMember({"relu", "gelu"}))
+      ->capture_default_str();
+  app->add_flag("--layernorm", flags->layernorm, "LayerNorm after each hidden Linear, before the activation");
+  app->add_option("--loss", flags->loss, "Loss: mse, or ce (softmax cross-entropy on int64 labels)")
+      ->check(CLI::IsMember({"mse", "ce"}))
+      ->capture_default_str();
+  app->add_option("--optimizer", flags->optimizer, "Optimizer, with PyTorch's update formulas")
+      ->check(CLI::IsMember({"sgd", "adamw"}))
+      ->capture_default_str();
+  app->add_option("--lr", flags->lr, "Learning rate [sgd 0.01, adamw 0.001]");
+  app->add_option("--momentum", flags->momentum, "SGD momentum [0]");
+  app->add_option("--weight-decay", flags->weight_decay, "Weight decay [sgd 0, adamw 0.01 as PyTorch]");
+  app->add_option("--batch", flags->batch, "Global batch of one step, all devices together, as a DataParallel script "
+                                           "writes it [32]");
+  app->add_option("--batch-per-device", flags->batch_per_device,
+                  "Per-device batch, as a DDP script writes it; the global batch is this times --devices");
+  app->add_option("--steps", flags->steps, "Training steps")->capture_default_str();
+  app->add_option("--seed", flags->seed, "Seed of the initial weights and the synthetic data")->capture_default_str();
+  app->add_option("--dtype", flags->dtype, "f32 or f64 [f32, or the dtype of the --init file]")
+      ->check(CLI::IsMember({"f32", "f64"}));
+  app->add_option("--checkpoint", flags->checkpoint,
+                  "Write the final state dict here (safetensors; dp and ddp names carry the 'module.' prefix)");
+  app->add_option("--init", flags->init, "Start from this state dict (safetensors, strict load)");
+  app->add_option("--data", flags->data, "Train on tensors 'x' [N, IN] and 'y' ([N, OUT] for mse, [N] int labels "
+                                         "for ce), consumed in order and wrapping; synthetic data from --seed "
+                                         "without it");
+  app->add_option("--strategy", flags->strategy, "single, dp (DataParallel) or ddp (DistributedDataParallel)")
+      ->check(CLI::IsMember({"single", "dp", "ddp"}))
+      ->capture_default_str();
+  app->add_option("--devices", flags->devices, "Host devices (worker threads) [single 1, dp and ddp 2]");
+  app->add_option("--bucket-cap-mb", flags->bucket_cap_mb, "DDP gradient bucket cap in MiB [25, as PyTorch]");
+  app->add_option("--uneven", flags->uneven, "DDP with uneven local batches: pytorch (average of per-rank means, as "
+                                             "PyTorch) or weighted (the full-batch gradient) [pytorch]")
+      ->check(CLI::IsMember({"pytorch", "weighted"}));
+  app->add_flag("--shuffle", flags->shuffle, "Shuffle the samples on every pass over the data (seeded)");
+  app->add_flag("--json", flags->json, "Print one JSON document (configuration and every step) instead of text");
+  app->footer(
+      "Example:\n"
+      "  dptwin train --model mlp:16-64-4 --loss ce --optimizer adamw --lr 1e-3 --batch 64 --steps 20\n"
+      "  dptwin train --model mlp:16-64-1 --strategy ddp --devices 2 --batch-per-device 32 --json\n" +
+      exit_codes_help());
+  return [flags] { return run_train(*flags); };
+}};
+
+}  // namespace
+}  // namespace dpt::cli
