@@ -11,3 +11,10 @@ endif()
 if(TARGET dptwin_scenarios)
   dpt_add_test(device_bench_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_bench_test.cpp LIBS dptwin_scenarios)
 endif()
+# ci/gpu-check's flags and its refusal without a GPU (runs everywhere; fast).
+add_test(NAME GpuCheck.FlagsAndNoGpuRefusal
+         COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/gpu_check_test.sh ${PROJECT_SOURCE_DIR}/ci/gpu-check)
+# Measured intervals into the step report and Chrome trace (no GPU needed).
+if(TARGET dptwin_scenarios AND TARGET dptwin_sim)
+  dpt_add_test(measured_report_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/measured_report_test.cpp LIBS dptwin_scenarios)
+endif()

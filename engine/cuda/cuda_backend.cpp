@@ -195,6 +195,28 @@ Seconds CudaBackend::now() {
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
 }
 
+void CudaBackend::start_timelines() {
+  for (auto& d : devices_) d->synchronize();
+  for (auto& d : devices_) {
+    CudaDeviceGuard guard(d->index());
+    d->set_record_timeline(true);
+    d->timeline().start(d->stream());
+  }
+}
+
+MeasuredStep CudaBackend::collect_timelines(Seconds step_time_s) {
+  MeasuredStep m;
+  m.step_time_s = step_time_s;
+  for (auto& d : devices_) {
+    CudaDeviceGuard guard(d->index());
+    DPT_CUDA_CHECK(cudaDeviceSynchronize());  // compute and communication streams
+    auto ops = d->timeline().resolve();
+    m.intervals.insert(m.intervals.end(), ops.begin(), ops.end());
+    m.device_names.push_back(d->name());
+  }
+  return m;
+}
+
 CudaVersions cuda_versions() {
   auto cuda_version = [](int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); };
   CudaVersions out;

@@ -12,6 +12,7 @@
 #include "../host/host_backend.hpp"
 #include "caching_allocator.hpp"
 #include "cuda_device.hpp"
+#include "timed_interval.hpp"
 
 namespace dpt {
 
@@ -43,6 +44,13 @@ class CudaBackend : public Backend {
   // Waits for every device, then reads the steady clock: a time after all work
   // enqueued so far has finished.
   Seconds now() override;
+
+  // Measured timing: start_timelines() records CUDA events around every op from now
+  // on (all devices); collect_timelines() waits for the devices and returns the
+  // intervals since the start, each device's origin taken at the same host instant
+  // (after a synchronisation), so cross-device offsets are within microseconds.
+  void start_timelines();
+  MeasuredStep collect_timelines(Seconds step_time_s);
 
   // Whether device `from` reads and writes `to`'s memory directly (peer access enabled).
   bool peer_access(int from, int to) const;
