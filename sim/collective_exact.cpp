@@ -124,7 +124,6 @@ void chain_pipeline(Ctx& c, int rank, const CollectiveCall& call, int channels, 
   const bool to_root = call.op == CollectiveOp::reduce;
   std::vector<int> prev(channels, -1), next(channels, -1);
   std::vector<Elements> elems(channels);
-  Elements max_pieces = 0;
   for (int ch = 0; ch < channels; ++ch) {
     // The chain starts at the root (broadcast) or ends there (reduce).
     const auto& o = orders[ch];
@@ -134,22 +133,31 @@ void chain_pipeline(Ctx& c, int rank, const CollectiveCall& call, int channels, 
     if (q > 0) prev[ch] = o[((me - 1) % n + n) % n];
     if (q < n - 1) next[ch] = o[(me + 1) % n];
     elems[ch] = piece_count(call.count, channels, ch);
-    max_pieces = std::max(max_pieces, ceil_div(elems[ch], piece));
   }
-  std::vector<sg4::CommPtr> last_send(channels);
-  for (Elements i = 0; i < max_pieces; ++i) {
-    for (int ch = 0; ch < channels; ++ch) {
-      if (i >= ceil_div(elems[ch], piece) || prev[ch] < 0) continue;
-      c.t.recv({c.call, kChain, prev[ch], rank, ch})->wait();
-    }
-    for (int ch = 0; ch < channels; ++ch) {
-      if (i >= ceil_div(elems[ch], piece) || next[ch] < 0) continue;
-      const Bytes bytes = std::min(piece, elems[ch] - i * piece) * call.element_bytes;
-      if (last_send[ch]) last_send[ch]->wait();
-      last_send[ch] = c.t.send({c.call, kChain, rank, next[ch], ch}, c.host(rank), c.host(next[ch]), bytes);
-    }
+  // One actor per channel: channels progress independently, as NCCL's do (one actor
+  // serving all channels in turn would couple them and can deadlock crossing chains).
+  std::vector<sg4::ActorPtr> helpers;
+  for (int ch = 0; ch < channels; ++ch) {
+    const Elements elems_ch = elems[ch];
+    const Elements pieces = ceil_div(elems_ch, piece);
+    const int from = prev[ch], to = next[ch];
+    const Bytes eb = call.element_bytes;
+    Ctx ctx = c;
+    helpers.push_back(sg4::Actor::create(fmt::format("chain{}-r{}", ch, rank), c.host(rank),
+                                         [ctx, rank, ch, from, to, pieces, piece, elems_ch, eb]() mutable {
+                                           sg4::CommPtr last;
+                                           for (Elements i = 0; i < pieces; ++i) {
+                                             if (from >= 0) ctx.t.recv({ctx.call, kChain, from, rank, ch})->wait();
+                                             if (to < 0) continue;
+                                             const Bytes bytes = std::min(piece, elems_ch - i * piece) * eb;
+                                             if (last) last->wait();
+                                             last = ctx.t.send({ctx.call, kChain, rank, to, ch}, ctx.host(rank),
+                                                               ctx.host(to), bytes);
+                                           }
+                                           if (last) last->wait();
+                                         }));
   }
-  wait_all(last_send);
+  for (auto& h : helpers) h->join();
 }
 
 // Tree all-reduce: intra-node chains, double binary tree over the nodes (see collectives.hpp).

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 #include <unordered_map>
+
+#include <fmt/format.h>
 
 #include "sim/collective_exact.hpp"
 
@@ -38,6 +41,14 @@ Seconds phase_time_with(const Platform& p, const std::vector<PhaseFlow>& flows, 
 }
 
 Elements ceil_div(Elements a, Elements b) { return (a + b - 1) / b; }
+
+// A pipeline of k pieces given (first-piece path time, period) for a full piece and for
+// the last one: the first piece fills the pipeline, the middle ones leave one period
+// apart, the last one leaves the bottleneck one (shorter) period later.
+Seconds pipeline_total(Elements k, std::pair<Seconds, Seconds> full, std::pair<Seconds, Seconds> last) {
+  if (k <= 1) return last.first;
+  return full.first + static_cast<double>(k - 2) * full.second + last.second;
+}
 
 sg4::Host* host_of(const Platform& p, const std::vector<int>& gpus, int rank) { return p.gpu_host(gpus[rank]); }
 
@@ -107,33 +118,10 @@ Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_
   switch (plan.algorithm) {
     case CollectiveAlgorithm::ring: {
       const auto orders = ring_orders(p, rank_gpus, channels);
-      if (call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce) {
-        // Pipelined chains: every chain edge busy with one piece per period; the first
-        // piece crosses N-1 hops.
-        const Elements elems = ceil_div(call.count, channels);
-        const Elements k = ceil_div(elems, piece);
-        const Bytes piece_bytes = std::min(piece, elems) * call.element_bytes;
-        std::vector<PhaseFlow> flows;
-        std::vector<std::vector<PhaseFlow>> chains;
-        for (const auto& o : orders) {
-          const int root_pos = static_cast<int>(std::find(o.begin(), o.end(), call.root) - o.begin());
-          const int first = call.op == CollectiveOp::reduce ? (root_pos + 1) % n : root_pos;
-          std::vector<PhaseFlow> chain;
-          for (int q = 0; q + 1 < n; ++q)
-            chain.push_back({host_of(p, rank_gpus, o[(first + q) % n]), host_of(p, rank_gpus, o[(first + q + 1) % n]),
-                             piece_bytes});
-          flows.insert(flows.end(), chain.begin(), chain.end());
-          chains.push_back(std::move(chain));
-        }
-        const Load load = phase_load(p, flows);
-        Seconds path = 0;
-        for (const auto& chain : chains) {
-          Seconds s = 0;
-          for (const auto& f : chain) s += flow_time(p, f, load);
-          path = std::max(path, s);
-        }
-        return static_cast<double>(k - 1) * phase_time_with(p, flows, load) + path;
-      }
+      if (call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce)
+        throw std::invalid_argument(fmt::format("{} has no large-N formulation: it runs exact (its message count "
+                                                "grows as N x pieces, not N^2)",
+                                                collective_op_name(call.op)));
       const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
       const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * channels) * call.element_bytes;
       return steps * phase_time(p, ring_step_flows(p, rank_gpus, orders, chunk));
@@ -144,39 +132,48 @@ Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_
       const TreeEdges e = tree_edges(p, rank_gpus);
       const Elements half = ceil_div(call.count, 2);
       const Elements k = ceil_div(half, piece);
-      const Bytes piece_bytes = std::min(piece, half) * call.element_bytes;
-      std::vector<PhaseFlow> flows;
-      for (int t = 0; t < 2; ++t)
-        for (auto& [c, par] : e.up[t]) {
-          flows.push_back({host_of(p, rank_gpus, c), host_of(p, rank_gpus, par), piece_bytes});
-          flows.push_back({host_of(p, rank_gpus, par), host_of(p, rank_gpus, c), piece_bytes});
+      auto timing = [&](Bytes piece_bytes) {
+        std::vector<PhaseFlow> flows;
+        for (int t = 0; t < 2; ++t)
+          for (auto& [c, par] : e.up[t]) {
+            flows.push_back({host_of(p, rank_gpus, c), host_of(p, rank_gpus, par), piece_bytes});
+            flows.push_back({host_of(p, rank_gpus, par), host_of(p, rank_gpus, c), piece_bytes});
+          }
+        const Load load = phase_load(p, flows);
+        Seconds path = 0;
+        for (int t = 0; t < 2; ++t) {
+          std::map<std::pair<int, int>, Seconds> up, down;
+          for (auto& [c, par] : e.up[t]) {
+            up[{c, par}] = flow_time(p, {host_of(p, rank_gpus, c), host_of(p, rank_gpus, par), piece_bytes}, load);
+            down[{c, par}] = flow_time(p, {host_of(p, rank_gpus, par), host_of(p, rank_gpus, c), piece_bytes}, load);
+          }
+          path = std::max(path, longest_path(e.up[t], up, n) + longest_path(e.up[t], down, n));
         }
-      const Load load = phase_load(p, flows);
-      Seconds path = 0;
-      for (int t = 0; t < 2; ++t) {
-        std::map<std::pair<int, int>, Seconds> up, down;
-        for (auto& [c, par] : e.up[t]) {
-          up[{c, par}] = flow_time(p, {host_of(p, rank_gpus, c), host_of(p, rank_gpus, par), piece_bytes}, load);
-          down[{c, par}] = flow_time(p, {host_of(p, rank_gpus, par), host_of(p, rank_gpus, c), piece_bytes}, load);
-        }
-        path = std::max(path, longest_path(e.up[t], up, n) + longest_path(e.up[t], down, n));
-      }
-      return static_cast<double>(k - 1) * phase_time_with(p, flows, load) + path;
+        return std::make_pair(path, phase_time_with(p, flows, load));
+      };
+      const Bytes full = std::min(piece, half) * call.element_bytes;
+      const Bytes last = (half - (k - 1) * piece) * call.element_bytes;
+      return pipeline_total(k, timing(full), timing(last));
     }
     case CollectiveAlgorithm::nvls: {
+      // Every GPU's piece up to the switch, then the reduced piece down to every GPU.
       sg4::Host* sw = p.nvswitch_host(p.node_of_gpu(rank_gpus[0]));
       const Elements k = ceil_div(call.count, piece);
-      const Bytes piece_bytes = std::min(piece, call.count) * call.element_bytes;
-      std::vector<PhaseFlow> ups, downs, flows;
-      for (int r = 0; r < n; ++r) {
-        ups.push_back({host_of(p, rank_gpus, r), sw, piece_bytes});
-        downs.push_back({sw, host_of(p, rank_gpus, r), piece_bytes});
-      }
-      flows = ups;
-      flows.insert(flows.end(), downs.begin(), downs.end());
-      const Load load = phase_load(p, flows);
-      return static_cast<double>(k - 1) * phase_time_with(p, flows, load) + phase_time_with(p, ups, load) +
-             phase_time_with(p, downs, load);
+      auto timing = [&](Bytes piece_bytes) {
+        std::vector<PhaseFlow> ups, downs;
+        for (int r = 0; r < n; ++r) {
+          ups.push_back({host_of(p, rank_gpus, r), sw, piece_bytes});
+          downs.push_back({sw, host_of(p, rank_gpus, r), piece_bytes});
+        }
+        std::vector<PhaseFlow> flows = ups;
+        flows.insert(flows.end(), downs.begin(), downs.end());
+        const Load load = phase_load(p, flows);
+        return std::make_pair(phase_time_with(p, ups, load) + phase_time_with(p, downs, load),
+                              phase_time_with(p, flows, load));
+      };
+      const Bytes full = std::min(piece, call.count) * call.element_bytes;
+      const Bytes last = (call.count - (k - 1) * piece) * call.element_bytes;
+      return pipeline_total(k, timing(full), timing(last));
     }
   }
   return 0;

@@ -10,6 +10,7 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -93,14 +94,31 @@ std::vector<CollectiveAlgorithm> eligible_algorithms(const Platform& p, const st
   return out;
 }
 
+bool has_large_n_formulation(CollectiveAlgorithm a, CollectiveOp op) {
+  if (a == CollectiveAlgorithm::ring) return op != CollectiveOp::broadcast && op != CollectiveOp::reduce;
+  return a == CollectiveAlgorithm::tree;
+}
+
+namespace {
+// Large-N above exact_max_ranks where the algorithm has that formulation; a forced
+// large_n where it has none is an error.
+void choose_formulation(CollectivePlan& plan, int n, const CollectiveCall& call, const CollectiveSettings& settings) {
+  const bool has = has_large_n_formulation(plan.algorithm, call.op);
+  if (settings.formulation == Formulation::large_n && !has)
+    throw std::invalid_argument(fmt::format("{} {} has no large-N formulation (it runs exact: its message count "
+                                            "grows as N x pieces, not N^2)",
+                                            collective_algorithm_name(plan.algorithm), collective_op_name(call.op)));
+  plan.formulation =
+      settings.formulation.value_or(has && n > settings.exact_max_ranks ? Formulation::large_n : Formulation::exact);
+}
+}  // namespace
+
 CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
                                const CollectiveSettings& settings) {
   CollectivePlan plan;
   const int n = static_cast<int>(rank_gpus.size());
   plan.channels = settings.channels.value_or(default_channels(p, rank_gpus));
   if (plan.channels < 1) throw std::invalid_argument(fmt::format("channels must be positive, got {}", plan.channels));
-  plan.formulation =
-      settings.formulation.value_or(n > settings.exact_max_ranks ? Formulation::large_n : Formulation::exact);
   const auto eligible = eligible_algorithms(p, rank_gpus, call.op);
   if (settings.algorithm) {
     if (std::find(eligible.begin(), eligible.end(), *settings.algorithm) == eligible.end()) {
@@ -118,11 +136,13 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
     }
     plan.algorithm = *settings.algorithm;
     plan.reason = "forced";
+    choose_formulation(plan, n, call, settings);
     return plan;
   }
   if (eligible.size() == 1) {
     plan.algorithm = eligible[0];
     plan.reason = call.op == CollectiveOp::all_reduce ? "only ring applies here" : "ring (the only algorithm for this op)";
+    choose_formulation(plan, n, call, settings);
     return plan;
   }
   // The fastest by the large-N model on these links (NCCL picks by its own model).
@@ -139,6 +159,7 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
     }
   }
   plan.reason = fmt::format("{}: least model time ({})", collective_algorithm_name(plan.algorithm), times);
+  choose_formulation(plan, n, call, settings);
   return plan;
 }
 
@@ -205,9 +226,10 @@ std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<i
     for (int node : node_order) {
       const auto& ranks = local[node];
       const int m = static_cast<int>(ranks.size());
-      // Rotation by c/2 moves the GPU (and so the NIC) through which the ring leaves
-      // each node; odd channels run the same ring reversed.
-      const int rot = node_order.size() > 1 ? (c / 2) % m : 0;
+      // Rotating by c + (c mod 2) moves the GPU (and so the NIC) through which the ring
+      // leaves and enters each node; odd channels then run their ring reversed. With as
+      // many channels as NICs every NIC carries one channel out and one in.
+      const int rot = node_order.size() > 1 ? (c + c % 2) % m : 0;
       for (int i = 0; i < m; ++i) order.push_back(ranks[(i + rot) % m]);
     }
     if (c % 2 == 1) std::reverse(order.begin(), order.end());
@@ -261,6 +283,9 @@ struct CollectiveGroup::State {
     std::optional<Seconds> duration;  // large-N: computed once
   };
   std::map<int, Pending> pending;  // by call index
+  // Plans and large-N durations depend only on the call (DDP repeats bucket sizes).
+  using CallKey = std::tuple<int, Elements, Bytes, int>;
+  std::map<CallKey, std::pair<CollectivePlan, std::optional<Seconds>>> by_call;
   std::vector<CollectiveRecord> records;
   int next_record = 0;
 };
@@ -295,9 +320,15 @@ void CollectiveGroup::run(int rank, const CollectiveCall& call) {
   const int index = st.issued[rank]++;
   auto [it, created] = st.pending.try_emplace(index);
   State::Pending& pd = it->second;
+  const State::CallKey key{static_cast<int>(call.op), call.count, call.element_bytes, call.root};
   if (created) {
     pd.call = call;
-    pd.plan = plan_collective(platform_, rank_gpus_, call, settings_);
+    auto cached = st.by_call.find(key);
+    if (cached == st.by_call.end())
+      cached = st.by_call.emplace(key, std::make_pair(plan_collective(platform_, rank_gpus_, call, settings_),
+                                                      std::optional<Seconds>()))
+                   .first;
+    pd.plan = cached->second.first;
     pd.barrier = sg4::Barrier::create(static_cast<unsigned>(n));
   } else if (pd.call.op != call.op || pd.call.count != call.count || pd.call.root != call.root) {
     throw std::invalid_argument(fmt::format("rank {} issued {} of {} elements as call {}, but another rank issued {} of {}",
@@ -311,7 +342,9 @@ void CollectiveGroup::run(int rank, const CollectiveCall& call) {
   if (pd.plan.formulation == Formulation::large_n) {
     pd.barrier->wait();
     if (!pd.duration) {
-      pd.duration = collective_time_large_n(platform_, rank_gpus_, pd.call, pd.plan, settings_);
+      auto& cached = st.by_call.at(key).second;
+      if (!cached) cached = collective_time_large_n(platform_, rank_gpus_, pd.call, pd.plan, settings_);
+      pd.duration = cached;
       account_large_n(platform_, rank_gpus_, pd.call, pd.plan, settings_);
     }
     sg4::this_actor::sleep_until(pd.start_s + *pd.duration);

@@ -34,9 +34,11 @@
 // NICs per node (each channel leaves a node through a different NIC), at least 2.
 //
 // Formulation: the exact one sends every message as a SimGrid comm (2 N (N-1) C comms
-// for a ring all-reduce). Above exact_max_ranks ranks the large-N formulation of
-// collective_model.hpp is used: its cost does not grow as N^2, and a property test
-// holds it within 1 % of the exact one for N <= 64 on every hardware file.
+// for a ring all-reduce). Above exact_max_ranks ranks, ring all_reduce, reduce_scatter
+// and all_gather and tree all_reduce use the large-N formulation of
+// collective_model.hpp: its cost does not grow as N^2 (property tests compare it with
+// the exact one for N <= 64 on every hardware file). Ring broadcast/reduce and nvls
+// always run exact: their message count grows as N x pieces, not N^2.
 //
 // Calling convention: every rank's actor calls CollectiveGroup::run(rank, call) with the
 // same calls in the same order; run blocks that actor in simulated time only (SimGrid
@@ -99,6 +101,8 @@ struct CollectivePlan {
 int nodes_spanned(const Platform& p, const std::vector<int>& rank_gpus);
 // Channel count used when not forced (documented in collectives.cpp).
 int default_channels(const Platform& p, const std::vector<int>& rank_gpus);
+// Whether (algorithm, op) has a large-N formulation (see above).
+bool has_large_n_formulation(CollectiveAlgorithm a, CollectiveOp op);
 // The algorithms that can run `op` on these ranks (ring always).
 std::vector<CollectiveAlgorithm> eligible_algorithms(const Platform& p, const std::vector<int>& rank_gpus,
                                                      CollectiveOp op);
@@ -110,8 +114,9 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
 // ---- schedules as pure functions (the properties test them directly) -------------------
 // Per channel, the ranks in ring order (a permutation of 0..N-1). Ranks are grouped by
 // node in node order; within a node in the order that uses NVLink neighbours where the
-// node has NVLink (DGX-1's cube-mesh ring), else in GPU order; channel c rotates every
-// node's order by c so successive channels leave each node through different NICs.
+// node has NVLink (DGX-1's cube-mesh ring), else in GPU order; across nodes channel c
+// rotates every node's order by c + (c mod 2) and odd channels are reversed, so with one
+// channel per NIC each NIC carries one channel out of the node and one in.
 std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<int>& rank_gpus, int channels);
 
 // One binary tree over n items: parent (-1 for the root) and children of each item.

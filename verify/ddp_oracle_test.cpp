@@ -8,7 +8,8 @@
 //    splits (f64 relative error <= 1e-10, f32 <= 1e-5);
 //  * torch loads dptwin's DataParallel checkpoint after stripping "module.", and
 //    refuses it strictly, with the same text dptwin gives.
-// All jobs go to PyTorch in one run (SetUpTestSuite); skips only without torch.
+// The jobs go to PyTorch in the same run as oracle_test.cpp's (oracle_session);
+// skips only where /usr/bin/python3 cannot import torch.
 #include <map>
 #include <memory>
 #include <string>
@@ -93,16 +94,7 @@ std::unique_ptr<DistributedDataParallel> make_ddp(const DdpCase& c, HostBackend&
 
 const MlpSpec kDpSpec{.widths = {4, 8, 2}, .activation = Activation::gelu, .layernorm = true};
 
-struct OracleState {
-  bool ran = false;
-  std::optional<std::string> skip, error;
-  Results results;
-  std::string dir;
-};
-OracleState& state() {
-  static OracleState s;
-  return s;
-}
+const Session& state() { return oracle_session(); }
 
 Tensor dp_probe_input(Device& host) {
   Generator gen(99);
@@ -129,65 +121,55 @@ std::unique_ptr<DataParallel> trained_dp(HostBackend& backend) {
   return dp;
 }
 
+// The jobs this file sends to the oracle.
+void add_jobs(JobSet& jobs, const std::string& dir) {
+  HostBackend backend(kWorld);
+  jobs.jobs.push_back({{"kind", "chunk_table"}, {"name", "chunk"}, {"max_batch", 300}, {"max_chunks", 16}});
+
+  for (const auto& c : ddp_cases()) {
+    Sequential rank0 = build_rank_model(c, backend.device(0));
+    Sequential other = build_rank_model(c, backend.device(1));
+    for (auto& [k, t] : model_state_dict(rank0, c.name + "/param/")) jobs.add(k, t);
+    for (auto& [k, t] : model_state_dict(other, c.name + "/param_other/")) jobs.add(k, t);
+    // Each rank's local batch: torch.chunk of the global one (checked against
+    // torch by the chunk table), as dptwin's DDP splits it.
+    const auto sizes = chunk_sizes(c.global_batch, kWorld);
+    const auto offsets = chunk_offsets(sizes);
+    for (int step = 0; step < kSteps; ++step) {
+      auto [x, y] = step_batch(c, backend.host_memory(), step);
+      for (int r = 0; r < kWorld; ++r) {
+        auto at = offsets[static_cast<size_t>(r)], n = sizes[static_cast<size_t>(r)];
+        jobs.add(fmt::format("{}/x/step{}/rank{}", c.name, step, r), x.slice_rows(at, n));
+        jobs.add(fmt::format("{}/y/step{}/rank{}", c.name, step, r), y.slice_rows(at, n));
+      }
+    }
+    jobs.jobs.push_back({{"kind", "ddp"},
+                         {"name", c.name},
+                         {"model", model_json(c.spec, c.dtype)},
+                         {"loss", loss_name(c.loss)},
+                         {"reduction", "mean"},
+                         {"steps", kSteps},
+                         {"sgd", sgd_json(kSgd)},
+                         {"world_size", kWorld}});
+  }
+
+  auto dp = trained_dp(backend);
+  const std::string path = dir + "/dp.safetensors";
+  write_safetensors_atomic(path, dp->state_dict(), &backend);
+  Tensor probe = dp_probe_input(backend.host_memory());
+  jobs.add("dp_stripped/x", probe);
+  jobs.add("dp_strict/x", probe);
+  jobs.jobs.push_back({{"kind", "load_checkpoint"}, {"name", "dp_stripped"}, {"model", model_json(kDpSpec, DType::f64)},
+                       {"path", path}, {"strip_prefix", "module."}});
+  jobs.jobs.push_back({{"kind", "load_checkpoint"}, {"name", "dp_strict"}, {"model", model_json(kDpSpec, DType::f64)},
+                       {"path", path}});
+}
+[[maybe_unused]] const bool registered = register_job_provider(add_jobs);
+
 }  // namespace
 
 class TorchStrategyOracle : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    auto& s = state();
-    if (s.ran) return;
-    s.ran = true;
-    s.skip = torch_unavailable_reason();
-    if (s.skip) return;
-    s.dir = oracle_work_dir("ddp_oracle");
-    HostBackend backend(kWorld);
-    JobSet jobs;
-    jobs.jobs.push_back({{"kind", "chunk_table"}, {"name", "chunk"}, {"max_batch", 300}, {"max_chunks", 16}});
-
-    for (const auto& c : ddp_cases()) {
-      Sequential rank0 = build_rank_model(c, backend.device(0));
-      Sequential other = build_rank_model(c, backend.device(1));
-      for (auto& [k, t] : model_state_dict(rank0, c.name + "/param/")) jobs.add(k, t);
-      for (auto& [k, t] : model_state_dict(other, c.name + "/param_other/")) jobs.add(k, t);
-      // Each rank's local batch: torch.chunk of the global one (checked against
-      // torch by the chunk table), as dptwin's DDP splits it.
-      const auto sizes = chunk_sizes(c.global_batch, kWorld);
-      const auto offsets = chunk_offsets(sizes);
-      for (int step = 0; step < kSteps; ++step) {
-        auto [x, y] = step_batch(c, backend.host_memory(), step);
-        for (int r = 0; r < kWorld; ++r) {
-          auto at = offsets[static_cast<size_t>(r)], n = sizes[static_cast<size_t>(r)];
-          jobs.add(fmt::format("{}/x/step{}/rank{}", c.name, step, r), x.slice_rows(at, n));
-          jobs.add(fmt::format("{}/y/step{}/rank{}", c.name, step, r), y.slice_rows(at, n));
-        }
-      }
-      jobs.jobs.push_back({{"kind", "ddp"},
-                           {"name", c.name},
-                           {"model", model_json(c.spec, c.dtype)},
-                           {"loss", loss_name(c.loss)},
-                           {"reduction", "mean"},
-                           {"steps", kSteps},
-                           {"sgd", sgd_json(kSgd)},
-                           {"world_size", kWorld}});
-    }
-
-    auto dp = trained_dp(backend);
-    const std::string path = s.dir + "/dp.safetensors";
-    write_safetensors_atomic(path, dp->state_dict(), &backend);
-    Tensor probe = dp_probe_input(backend.host_memory());
-    jobs.add("dp_stripped/x", probe);
-    jobs.add("dp_strict/x", probe);
-    jobs.jobs.push_back({{"kind", "load_checkpoint"}, {"name", "dp_stripped"}, {"model", model_json(kDpSpec, DType::f64)},
-                         {"path", path}, {"strip_prefix", "module."}});
-    jobs.jobs.push_back({{"kind", "load_checkpoint"}, {"name", "dp_strict"}, {"model", model_json(kDpSpec, DType::f64)},
-                         {"path", path}});
-    try {
-      s.results = run_oracle(jobs, s.dir);
-    } catch (const std::exception& e) {
-      s.error = e.what();
-    }
-  }
-
   void SetUp() override {
     if (state().skip) GTEST_SKIP() << *state().skip;
     if (state().error) FAIL() << *state().error;

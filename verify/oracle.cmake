@@ -1,6 +1,7 @@
 # PyTorch oracle tests (label `oracle`): Debian's /usr/bin/python3 with torch 1.13 runs
-# verify/oracle/torch_oracle.py. Each binary batches all its jobs into one Python run,
-# so it is registered as ONE ctest test (per-case discovery would start Python per case).
+# verify/oracle/torch_oracle.py. The binary batches the jobs of all its source files
+# into one Python run (oracle_session), so it is registered as ONE ctest test
+# (per-case discovery would start Python, seconds each, per case).
 # A machine without torch reports the tests as skipped, with the reason.
 add_library(dpt_oracle_support STATIC ${CMAKE_CURRENT_SOURCE_DIR}/oracle_support.cpp)
 target_link_libraries(dpt_oracle_support PUBLIC dptwin_engine PRIVATE dpt_warnings)
@@ -18,5 +19,6 @@ function(dpt_add_oracle_test name)
                        SKIP_REGULAR_EXPRESSION "PyTorch oracle unavailable")
 endfunction()
 
-dpt_add_oracle_test(oracle_test ${CMAKE_CURRENT_SOURCE_DIR}/oracle_test.cpp)
-dpt_add_oracle_test(ddp_oracle_test ${CMAKE_CURRENT_SOURCE_DIR}/ddp_oracle_test.cpp)
+# Issue 2 (engine, checkpoints) and issue 3 (torch.chunk, DDP, DataParallel checkpoint).
+dpt_add_oracle_test(oracle_test ${CMAKE_CURRENT_SOURCE_DIR}/oracle_test.cpp
+                    ${CMAKE_CURRENT_SOURCE_DIR}/ddp_oracle_test.cpp)

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -44,6 +45,10 @@ std::string oracle_work_dir(const std::string& name) {
 }
 
 Results run_oracle(const JobSet& jobs, const std::string& work_dir) {
+  std::set<std::string> names;
+  for (const auto& j : jobs.jobs)
+    if (!names.insert(j.at("name").get<std::string>()).second)
+      throw std::invalid_argument(fmt::format("oracle jobs: the name '{}' is used twice", j.at("name").dump()));
   const std::string in = work_dir + "/jobs.safetensors", out = work_dir + "/results.safetensors",
                     log = work_dir + "/oracle.log";
   write_file_atomic(in, encode_safetensors(jobs.tensors, {{"jobs", nlohmann::json(jobs.jobs).dump()}}));
@@ -54,7 +59,8 @@ Results run_oracle(const JobSet& jobs, const std::string& work_dir) {
     std::ifstream l(log);
     std::stringstream text;
     text << l.rdbuf();
-    throw std::runtime_error(fmt::format("{} failed (status {}):\n{}", cmd, rc, text.str()));
+    throw std::runtime_error(fmt::format("{} failed (exit status {}):\n{}", cmd,
+                                         WIFEXITED(rc) ? WEXITSTATUS(rc) : rc, text.str()));
   }
   Results r;
   r.file = read_safetensors(out);
@@ -62,6 +68,34 @@ Results run_oracle(const JobSet& jobs, const std::string& work_dir) {
   r.tables = nlohmann::json::parse(r.file.metadata.at("tables"));
   r.torch_version = r.file.metadata.at("torch_version");
   return r;
+}
+
+static std::vector<JobProvider>& providers() {
+  static std::vector<JobProvider> p;
+  return p;
+}
+
+bool register_job_provider(JobProvider provider) {
+  providers().push_back(std::move(provider));
+  return true;
+}
+
+const Session& oracle_session() {
+  static const Session session = [] {
+    Session s;
+    s.skip = torch_unavailable_reason();
+    if (s.skip) return s;
+    try {
+      s.dir = oracle_work_dir("session");
+      JobSet jobs;
+      for (const auto& add : providers()) add(jobs, s.dir);
+      s.results = run_oracle(jobs, s.dir);
+    } catch (const std::exception& e) {
+      s.error = e.what();
+    }
+    return s;
+  }();
+  return session;
 }
 
 template <typename T>

@@ -3,6 +3,7 @@
 // file, the script answers with another, and these helpers compare the results.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -40,6 +41,21 @@ struct Results {
 // Writes the jobs under `work_dir`, runs the script once, reads its results.
 // Throws std::runtime_error with the script's output when it fails.
 Results run_oracle(const JobSet& jobs, const std::string& work_dir);
+
+// One PyTorch run per test binary (Python and torch take seconds to start). Each
+// test file registers, at static initialisation, a function that adds its jobs and
+// writes any files they read under `work_dir`; the first oracle_session() call runs
+// every registered provider, then the script once.
+using JobProvider = std::function<void(JobSet& jobs, const std::string& work_dir)>;
+bool register_job_provider(JobProvider provider);
+
+struct Session {
+  std::optional<std::string> skip;   // torch cannot be imported: tests skip, saying this
+  std::optional<std::string> error;  // building the jobs or running the script failed: tests fail
+  Results results;
+  std::string dir;                   // where the jobs' files are
+};
+const Session& oracle_session();
 
 // A fresh directory below the build tree for one test's files.
 std::string oracle_work_dir(const std::string& name);

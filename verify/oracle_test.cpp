@@ -5,8 +5,9 @@
 // between the two in both directions, and a strict load of a "module."-prefixed
 // state dict fails with PyTorch's own text.
 //
-// All jobs go to PyTorch in one process (SetUpTestSuite) so the suite takes a few
-// seconds. The suite skips only where /usr/bin/python3 cannot import torch.
+// The jobs go to PyTorch in one process together with ddp_oracle_test.cpp's
+// (oracle_session), so the suite takes seconds. It skips only where
+// /usr/bin/python3 cannot import torch.
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -107,17 +108,7 @@ double forward_backward(Sequential& m, const TrainCase& c, const Tensor& x, cons
   return r.value;
 }
 
-struct OracleState {
-  bool ran = false;
-  std::optional<std::string> skip;
-  std::optional<std::string> error;  // the oracle run failed (a failure, not a skip)
-  Results results;
-  std::string dir;
-};
-OracleState& state() {
-  static OracleState s;
-  return s;
-}
+const Session& state() { return oracle_session(); }
 
 // Checkpoint jobs share these models.
 const MlpSpec kCkptSpec{.widths = {5, 8, 8, 3}, .activation = Activation::gelu, .layernorm = true};
@@ -129,58 +120,48 @@ Tensor ckpt_input(Device& dev) {
   return x;
 }
 
+// The jobs this file sends to the oracle.
+void add_jobs(JobSet& jobs, const std::string& dir) {
+  HostDevice dev(0, DeviceKind::host_worker);
+  for (const auto& c : train_cases()) {
+    Sequential m = case_model(c, dev);
+    auto [x, y] = case_batch(c, dev);
+    for (auto& [k, t] : model_state_dict(m, c.name + "/param/")) jobs.add(k, t);
+    jobs.add(c.name + "/x", x);
+    jobs.add(c.name + "/y", y);
+    jobs.jobs.push_back({{"kind", "train"},
+                         {"name", c.name},
+                         {"model", model_json(c.spec, c.dtype)},
+                         {"loss", loss_name(c.loss)},
+                         {"reduction", reduction_name(c.reduction)},
+                         {"steps", kSteps},
+                         {"sgd", sgd_json(kSgd)},
+                         {"adamw", adamw_json(kAdamW)}});
+  }
+  // dptwin's checkpoint, plain and with DataParallel's "module." prefix, loaded by torch.
+  Sequential m = make_mlp(kCkptSpec, dev, DType::f64, 77);
+  save_checkpoint(m, dir + "/dptwin.safetensors");
+  write_safetensors_atomic(dir + "/dptwin_module.safetensors", model_state_dict(m, "module."));
+  Tensor x = ckpt_input(dev);
+  for (const char* name : {"load_plain", "load_prefixed_strict", "load_prefixed_stripped", "save_torch"})
+    jobs.add(std::string(name) + "/x", x);
+  auto model = model_json(kCkptSpec, DType::f64);
+  jobs.jobs.push_back({{"kind", "load_checkpoint"}, {"name", "load_plain"}, {"model", model},
+                       {"path", dir + "/dptwin.safetensors"}});
+  jobs.jobs.push_back({{"kind", "load_checkpoint"}, {"name", "load_prefixed_strict"}, {"model", model},
+                       {"path", dir + "/dptwin_module.safetensors"}});
+  jobs.jobs.push_back({{"kind", "load_checkpoint"}, {"name", "load_prefixed_stripped"}, {"model", model},
+                       {"path", dir + "/dptwin_module.safetensors"}, {"strip_prefix", "module."}});
+  // A checkpoint torch writes with its own initialisation, for dptwin to load.
+  jobs.jobs.push_back({{"kind", "save_checkpoint"}, {"name", "save_torch"}, {"model", model}, {"seed", 1234},
+                       {"path", dir + "/torch.safetensors"}});
+}
+[[maybe_unused]] const bool registered = register_job_provider(add_jobs);
+
 }  // namespace
 
 class TorchOracle : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    auto& s = state();
-    if (s.ran) return;  // the base suite and the parametrised suite share one oracle run
-    s.ran = true;
-    s.skip = torch_unavailable_reason();
-    if (s.skip) return;
-    s.dir = oracle_work_dir("torch_oracle");
-    HostDevice dev(0, DeviceKind::host_worker);
-    JobSet jobs;
-    for (const auto& c : train_cases()) {
-      Sequential m = case_model(c, dev);
-      auto [x, y] = case_batch(c, dev);
-      for (auto& [k, t] : model_state_dict(m, c.name + "/param/")) jobs.add(k, t);
-      jobs.add(c.name + "/x", x);
-      jobs.add(c.name + "/y", y);
-      jobs.jobs.push_back({{"kind", "train"},
-                           {"name", c.name},
-                           {"model", model_json(c.spec, c.dtype)},
-                           {"loss", loss_name(c.loss)},
-                           {"reduction", reduction_name(c.reduction)},
-                           {"steps", kSteps},
-                           {"sgd", sgd_json(kSgd)},
-                           {"adamw", adamw_json(kAdamW)}});
-    }
-    // dptwin's checkpoint, plain and with DataParallel's "module." prefix, loaded by torch.
-    Sequential m = make_mlp(kCkptSpec, dev, DType::f64, 77);
-    save_checkpoint(m, s.dir + "/dptwin.safetensors");
-    write_safetensors_atomic(s.dir + "/dptwin_module.safetensors", model_state_dict(m, "module."));
-    Tensor x = ckpt_input(dev);
-    for (const char* name : {"load_plain", "load_prefixed_strict", "load_prefixed_stripped", "save_torch"})
-      jobs.add(std::string(name) + "/x", x);
-    auto model = model_json(kCkptSpec, DType::f64);
-    jobs.jobs.push_back({{"kind", "load_checkpoint"}, {"name", "load_plain"}, {"model", model},
-                         {"path", s.dir + "/dptwin.safetensors"}});
-    jobs.jobs.push_back({{"kind", "load_checkpoint"}, {"name", "load_prefixed_strict"}, {"model", model},
-                         {"path", s.dir + "/dptwin_module.safetensors"}});
-    jobs.jobs.push_back({{"kind", "load_checkpoint"}, {"name", "load_prefixed_stripped"}, {"model", model},
-                         {"path", s.dir + "/dptwin_module.safetensors"}, {"strip_prefix", "module."}});
-    // A checkpoint torch writes with its own initialisation, for dptwin to load.
-    jobs.jobs.push_back({{"kind", "save_checkpoint"}, {"name", "save_torch"}, {"model", model}, {"seed", 1234},
-                         {"path", s.dir + "/torch.safetensors"}});
-    try {
-      s.results = run_oracle(jobs, s.dir);
-    } catch (const std::exception& e) {
-      s.error = e.what();
-    }
-  }
-
   void SetUp() override {
     if (state().skip) GTEST_SKIP() << *state().skip;
     if (state().error) FAIL() << *state().error;

@@ -25,6 +25,7 @@
 #include "sim/hardware.hpp"
 #include "sim/platform.hpp"
 #include "sim/sim_process.hpp"
+#include "verify/rc_cases.hpp"
 
 namespace fs = std::filesystem;
 namespace sg4 = simgrid::s4u;
@@ -48,6 +49,7 @@ Timed time_collective(const HardwareSpec& hw, std::vector<int> gpus, CollectiveC
   const std::string out = run_simulation(
       hw,
       [&](Platform& p) {
+        plan_collective(p, gpus, call, s);  // a forced algorithm that cannot run throws here, not in an actor
         group = std::make_shared<CollectiveGroup>(p, gpus, s);
         for (int r = 0; r < group->size(); ++r)
           sg4::Actor::create(fmt::format("rank{}", r), p.gpu_host(gpus[r]), [group, r, call]() { group->run(r, call); });
@@ -85,4 +87,179 @@ TEST(SimCollectivesSmoke, RingAllReduceOnHomogeneousSwitch) {
   const double expected = 2.0 * 7 / 8 * (64.0 * kMiB) / B + 2 * 7 * a;
   EXPECT_NEAR(t.exact_s, expected, expected * 0.005);
   EXPECT_NEAR(t.model_s, expected, expected * 0.005);
+}
+
+
+namespace {
+
+// Runs ring reduce-scatter / all-gather / all-reduce `steps_short` steps short of the
+// schedule: a planted bug the closed-form property must catch.
+Seconds time_short_ring(const HardwareSpec& hw, int n, const CollectiveCall& call, int steps_short) {
+  std::shared_ptr<ExactTransport> transport;
+  std::shared_ptr<std::vector<double>> finish = std::make_shared<std::vector<double>>(n, 0.0);
+  const std::string out = run_simulation(
+      hw,
+      [&](Platform& p) {
+        transport = std::make_shared<ExactTransport>(p);
+        const auto gpus = first_gpus(n);
+        const auto orders = ring_orders(p, gpus, 1);
+        for (int r = 0; r < n; ++r)
+          sg4::Actor::create(fmt::format("rank{}", r), p.gpu_host(r), [&p, transport, finish, orders, r, n, call, steps_short]() {
+            const auto& o = orders[0];
+            const int pos = static_cast<int>(std::find(o.begin(), o.end(), r) - o.begin());
+            const int next = o[(pos + 1) % n], prev = o[(pos + n - 1) % n];
+            const int steps = (call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1) - steps_short;
+            for (int s = 0; s < steps; ++s) {
+              const Bytes bytes = piece_count(call.count, n, (pos - s + 2 * n) % n) * call.element_bytes;
+              auto sent = transport->send({0, 0, r, next, 0}, p.gpu_host(r), p.gpu_host(next), bytes);
+              transport->recv({0, 0, prev, r, 0})->wait();
+              sent->wait();
+            }
+            (*finish)[r] = sg4::Engine::get_clock();
+          });
+      },
+      [&](Platform&) { return fmt::format("{}", *std::max_element(finish->begin(), finish->end())); });
+  return std::stod(out);
+}
+
+// One generated case of the closed-form property.
+struct ClosedFormCase {
+  int n;
+  Elements count;  // f32 elements: S = 4 count bytes, 1 KiB .. 4 GiB
+  double bandwidth;
+  double port_latency;
+};
+
+rc::Gen<ClosedFormCase> closed_form_cases() {
+  return rc::gen::apply(
+      [](int n, int log2_kib, int frac, int bw_gb, int lat_ns) {
+        // S = 2^log2_kib KiB scaled by (1 + frac/1000), whole f32 elements, capped at 4 GiB.
+        const double kib = std::ldexp(1.0, log2_kib) * (1.0 + frac / 1000.0);
+        const Elements count = std::min<Elements>(static_cast<Elements>(kib * 1024 / 4), kGiB);
+        return ClosedFormCase{n, std::max<Elements>(count, 256), bw_gb * 1e9, lat_ns * 1e-9};
+      },
+      rc::gen::inRange(2, 65), rc::gen::inRange(0, 23), rc::gen::inRange(0, 1000), rc::gen::inRange(10, 901),
+      rc::gen::inRange(50, 5001));
+}
+
+// The closed form of a ring collective on a homogeneous switch (hop: bandwidth B,
+// latency a = two port traversals), straight from the formulas, not from dptwin.
+double closed_form(CollectiveOp op, int n, double bytes, double B, double a) {
+  if (op == CollectiveOp::all_reduce) return 2.0 * (n - 1) / n * bytes / B + 2.0 * (n - 1) * a;
+  return 1.0 * (n - 1) / n * bytes / B + 1.0 * (n - 1) * a;  // reduce_scatter, all_gather
+}
+
+using RingRunner = std::function<Seconds(const HardwareSpec&, int n, const CollectiveCall&)>;
+
+Seconds run_ring_exact(const HardwareSpec& hw, int n, const CollectiveCall& call) {
+  CollectiveSettings s;
+  s.algorithm = CollectiveAlgorithm::ring;
+  s.formulation = Formulation::exact;
+  return time_collective(hw, first_gpus(n), call, s).exact_s;
+}
+
+void check_closed_form(CollectiveOp op, const RingRunner& run) {
+  const ClosedFormCase c = *closed_form_cases();
+  const HardwareSpec hw = homogeneous_switch(any_base(), c.n, c.bandwidth, c.port_latency);
+  const Seconds t = run(hw, c.n, {op, c.count, 4, 0});
+  const double expected = closed_form(op, c.n, 4.0 * c.count, c.bandwidth, 2 * c.port_latency);
+  RC_LOG() << collective_op_name(op) << " n=" << c.n << " S=" << 4 * c.count << " B " << c.bandwidth << " a "
+           << 2 * c.port_latency << ": simulated " << t << " s, closed form " << expected << " s\n";
+  // Invariant: the simulated ring equals the closed form within 0.5 %.
+  RC_ASSERT(std::abs(t - expected) <= 0.005 * expected);
+}
+
+}  // namespace
+
+TEST(SimCollectivesClosedForm, RingAllReduceMatchesAlphaBeta) {
+  DPT_EXPECT_PROPERTY("ring all-reduce = 2(N-1)/N S/B + 2(N-1) a", 25,
+                      []() { check_closed_form(CollectiveOp::all_reduce, run_ring_exact); });
+}
+
+TEST(SimCollectivesClosedForm, RingReduceScatterMatchesAlphaBeta) {
+  DPT_EXPECT_PROPERTY("ring reduce-scatter = (N-1)/N S/B + (N-1) a", 15,
+                      []() { check_closed_form(CollectiveOp::reduce_scatter, run_ring_exact); });
+}
+
+TEST(SimCollectivesClosedForm, RingAllGatherMatchesAlphaBeta) {
+  DPT_EXPECT_PROPERTY("ring all-gather = (N-1)/N S/B + (N-1) a", 15,
+                      []() { check_closed_form(CollectiveOp::all_gather, run_ring_exact); });
+}
+
+TEST(SimCollectivesClosedForm, LargeNRingMatchesAlphaBeta) {
+  // The large-N formulation on the same machines holds the same closed form.
+  DPT_EXPECT_PROPERTY("large-N ring all-reduce = 2(N-1)/N S/B + 2(N-1) a", 25, []() {
+    check_closed_form(CollectiveOp::all_reduce, [](const HardwareSpec& hw, int n, const CollectiveCall& call) {
+      CollectiveSettings s;
+      s.algorithm = CollectiveAlgorithm::ring;
+      s.formulation = Formulation::large_n;
+      return time_collective(hw, first_gpus(n), call, s).exact_s;
+    });
+  });
+}
+
+TEST(SimCollectivesClosedForm, PlantedBugRingOneStepShortIsCaught) {
+  DPT_EXPECT_COUNTEREXAMPLE("ring all-reduce one step short", 25, []() {
+    check_closed_form(CollectiveOp::all_reduce, [](const HardwareSpec& hw, int n, const CollectiveCall& call) {
+      return time_short_ring(hw, n, call, 1);
+    });
+  });
+  DPT_EXPECT_COUNTEREXAMPLE("ring all-gather one step short", 25, []() {
+    check_closed_form(CollectiveOp::all_gather, [](const HardwareSpec& hw, int n, const CollectiveCall& call) {
+      return time_short_ring(hw, n, call, 1);
+    });
+  });
+}
+
+TEST(SimCollectivesClosedForm, UnplantedShortRingRunnerIsCorrect) {
+  // The planted-bug runner with nothing planted passes: the counterexample above is the bug's.
+  DPT_EXPECT_PROPERTY("hand-written ring, full step count", 10, []() {
+    check_closed_form(CollectiveOp::all_reduce, [](const HardwareSpec& hw, int n, const CollectiveCall& call) {
+      return time_short_ring(hw, n, call, 0);
+    });
+  });
+}
+
+// ---- large-N against exact on every hardware file ---------------------------------------
+
+namespace {
+
+// Library machines with at most 64 GPUs (clusters at 8 nodes).
+std::vector<HardwareSpec> library_machines() {
+  std::vector<HardwareSpec> out;
+  for (const auto& name : list_hardware(kLibrary)) {
+    HardwareSpec hw = load_hardware(name, kLibrary);
+    if (hw.network && hw.nodes > 1) hw = with_nodes(hw, 8);
+    out.push_back(hw);
+  }
+  return out;
+}
+
+void check_large_n_against_exact(const HardwareSpec& hw, CollectiveAlgorithm algo, std::vector<CollectiveOp> ops,
+                                 int min_ranks) {
+  const int max_n = std::min(64, hw.gpu_count());
+  const int n = *rc::gen::inRange(min_ranks, max_n + 1);
+  const CollectiveOp op = *rc::gen::elementOf(ops);
+  // 1 KiB .. 64 MiB, whole f32 elements.
+  const Elements count = std::max<Elements>(256, static_cast<Elements>(std::ldexp(1.0, *rc::gen::inRange(8, 25)) *
+                                                                       (1.0 + *rc::gen::inRange(0, 1000) / 1000.0)));
+  CollectiveSettings s;
+  s.algorithm = algo;
+  s.formulation = Formulation::exact;
+  const Timed t = time_collective(hw, first_gpus(n), {op, count, 4, 0}, s);
+  RC_LOG() << hw.name << " " << collective_op_name(op) << " " << collective_algorithm_name(algo) << " n=" << n
+           << " S=" << 4 * count << ": exact " << t.exact_s << " s, large-N " << t.model_s << " s\n";
+  // Invariant: the large-N formulation is within 1 % of the message-level simulation.
+  RC_ASSERT(std::abs(t.model_s - t.exact_s) <= 0.01 * t.exact_s);
+}
+
+}  // namespace
+
+TEST(SimCollectivesLargeN, RingWithinOnePercentOfExactOnEveryHardwareFile) {
+  for (const HardwareSpec& hw : library_machines()) {
+    DPT_EXPECT_PROPERTY("large-N ring within 1 % of exact on " + hw.name, 8, [&]() {
+      check_large_n_against_exact(hw, CollectiveAlgorithm::ring,
+                                  {CollectiveOp::all_reduce, CollectiveOp::reduce_scatter, CollectiveOp::all_gather}, 2);
+    });
+  }
 }

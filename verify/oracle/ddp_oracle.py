@@ -80,9 +80,17 @@ def run_ddp_jobs(jobs, tensors, out, work_dir):
     world_size = world_sizes.pop()
     result_prefix = os.path.join(work_dir, "ddp_results")
     # fork, not spawn: the ranks inherit the imported torch and the tensors (spawn
-    # would re-import torch in each rank, about 2 s each).
-    mp.start_processes(_worker, args=(world_size, _free_port(), jobs, tensors, result_prefix), nprocs=world_size,
-                       join=True, start_method="fork")
+    # would re-import torch in each rank, about 2 s each). The free port can be taken
+    # by another process between _free_port() and rank 0's bind (tests run in
+    # parallel); only that failure is retried, with a new port.
+    for attempt in range(3):
+        try:
+            mp.start_processes(_worker, args=(world_size, _free_port(), jobs, tensors, result_prefix),
+                               nprocs=world_size, join=True, start_method="fork")
+            break
+        except mp.ProcessRaisedException as e:
+            if "in use" not in str(e) or attempt == 2:
+                raise
     for rank in range(world_size):
         path = f"{result_prefix}.rank{rank}"
         rank_out, _ = torch_oracle.read_safetensors(path)

@@ -1,0 +1,272 @@
+// dptwin bench: collective sweeps with nccl-tests' flags and columns.
+//
+//   dptwin bench --backend sim --hardware dgx-h100 -b 8 -e 128M -f 2 -n 20 -w 5 --op all_reduce
+//
+// Sizes read as nccl-tests reads them (K, M, G are powers of 1024: -b 1G is 1 GiB);
+// bandwidths print as nccl-tests prints them (GB/s = 1e9 bytes per second):
+//   algbw = size / time;  busbw = algbw x factor, with factor 2(n-1)/n for all_reduce,
+//   (n-1)/n for all_gather and reduce_scatter, 1 for broadcast (nccl-tests doc/PERFORMANCE.md).
+// `size` is the whole buffer as nccl-tests counts it (all_gather: the output;
+// reduce_scatter: the input) and `count` the elements per rank's call; all_gather and
+// reduce_scatter sizes are rounded down to a multiple of n elements, as nccl-tests does.
+//
+// The flag table and the table/JSON output are shared by all backends; each backend is
+// one function from BenchOptions to BenchRows (run_bench_sim here).
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "engine/units.hpp"
+#include "sim/collectives.hpp"
+#include "sim/hardware.hpp"
+#include "sim/platform.hpp"
+#include "sim/sim_process.hpp"
+
+namespace dpt::cli {
+namespace {
+
+struct BenchOptions {
+  std::string backend = "sim";
+  std::string hardware;              // sim: library name or YAML file
+  std::optional<int> devices;        // ranks (default: every GPU of the machine)
+  std::optional<int> nodes;          // sim: override the hardware file's node count
+  std::string min_bytes = "8";       // -b
+  std::string max_bytes = "128M";    // -e
+  int factor = 2;                    // -f
+  int iters = 20;                    // -n
+  int warmup = 5;                    // -w
+  std::string op = "all_reduce";     // --op
+  std::optional<std::string> algo;   // --algo ring|tree|nvls (sim; like NCCL_ALGO)
+  std::string dtype = "float";       // -d, nccl-tests type names
+  bool json = false;
+};
+
+struct BenchRow {
+  Bytes size = 0;         // nccl-tests' size column
+  Elements count = 0;     // elements per rank's call (nccl-tests' count column)
+  Seconds time_s = 0;     // average per iteration
+  std::string algorithm;  // what ran (sim: ring/tree/nvls)
+};
+
+// nccl-tests' parsesize: a number with an optional K, M or G suffix (powers of 1024).
+Bytes parse_size(const std::string& text, const char* flag) {
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    throw std::invalid_argument(fmt::format("{}: '{}' is not a size (e.g. 8, 64K, 128M, 1G)", flag, text));
+  }
+  std::string suffix = text.substr(pos);
+  double mult = 1;
+  if (suffix == "K" || suffix == "k") mult = 1024.0;
+  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty())
+    throw std::invalid_argument(fmt::format("{}: unknown size suffix '{}' in '{}' (K, M, G = 1024^k)", flag, suffix, text));
+  if (!(value > 0)) throw std::invalid_argument(fmt::format("{}: size must be positive, got '{}'", flag, text));
+  return static_cast<Bytes>(value * mult);
+}
+
+Bytes dtype_bytes(const std::string& name) {
+  if (name == "float" || name == "float32" || name == "f32" || name == "int32" || name == "int") return 4;
+  if (name == "double" || name == "float64" || name == "f64" || name == "int64") return 8;
+  if (name == "half" || name == "float16" || name == "f16" || name == "bfloat16" || name == "bf16") return 2;
+  if (name == "int8" || name == "uint8") return 1;
+  throw std::invalid_argument(fmt::format(
+      "-d: unknown type '{}' (float, double, half, bfloat16, int8, int32, int64)", name));
+}
+
+// nccl-tests' bus-bandwidth factor per collective.
+double busbw_factor(sim::CollectiveOp op, int n) {
+  switch (op) {
+    case sim::CollectiveOp::all_reduce: return 2.0 * (n - 1) / n;
+    case sim::CollectiveOp::all_gather:
+    case sim::CollectiveOp::reduce_scatter: return 1.0 * (n - 1) / n;
+    case sim::CollectiveOp::broadcast:
+    case sim::CollectiveOp::reduce: return 1.0;
+  }
+  return 1.0;
+}
+
+// The sweep's sizes in bytes, rounded down to whole elements (and to a multiple of n
+// elements where every rank holds an equal block), as nccl-tests does.
+std::vector<std::pair<Bytes, Elements>> sweep(const BenchOptions& o, sim::CollectiveOp op, int n) {
+  const Bytes lo = parse_size(o.min_bytes, "-b"), hi = parse_size(o.max_bytes, "-e");
+  if (hi < lo) throw std::invalid_argument(fmt::format("-e {} is below -b {}", o.max_bytes, o.min_bytes));
+  if (o.factor < 2) throw std::invalid_argument(fmt::format("-f: factor must be >= 2, got {}", o.factor));
+  const Bytes eb = dtype_bytes(o.dtype);
+  const bool blocked = op == sim::CollectiveOp::all_gather || op == sim::CollectiveOp::reduce_scatter;
+  std::vector<std::pair<Bytes, Elements>> out;
+  for (Bytes s = lo; s <= hi; s *= o.factor) {
+    Elements total = s / eb;
+    if (blocked) total = total / n * n;
+    if (total == 0) continue;
+    out.push_back({total * eb, blocked ? total / n : total});
+  }
+  return out;
+}
+
+std::filesystem::path hardware_library() {
+  if (const char* dir = std::getenv("DPTWIN_HARDWARE_DIR")) return dir;
+  return std::filesystem::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+}
+
+// ---- the sim backend ---------------------------------------------------------------------
+
+struct SimBenchSetup {
+  sim::HardwareSpec hw;
+  std::vector<int> ranks;
+};
+
+SimBenchSetup sim_setup(const BenchOptions& o) {
+  if (o.hardware.empty()) throw std::invalid_argument("--hardware is required with --backend sim");
+  SimBenchSetup s{sim::load_hardware(o.hardware, hardware_library()), {}};
+  if (o.nodes) s.hw = sim::with_nodes(s.hw, *o.nodes);
+  const int n = o.devices.value_or(s.hw.gpu_count());
+  if (n < 1 || n > s.hw.gpu_count())
+    throw std::invalid_argument(
+        fmt::format("--devices {} is not in 1..{} (GPUs of {})", n, s.hw.gpu_count(), s.hw.name));
+  for (int r = 0; r < n; ++r) s.ranks.push_back(r);
+  return s;
+}
+
+std::vector<BenchRow> run_bench_sim(const BenchOptions& o, sim::CollectiveOp op, const SimBenchSetup& setup) {
+  const int n = static_cast<int>(setup.ranks.size());
+  const auto sizes = sweep(o, op, n);
+  const Bytes eb = dtype_bytes(o.dtype);
+  sim::CollectiveSettings settings;
+  if (o.algo) settings.algorithm = sim::parse_collective_algorithm(*o.algo);
+  const int per_size = o.warmup + o.iters;
+  std::shared_ptr<sim::CollectiveGroup> group;
+  const std::string out = sim::run_simulation(
+      setup.hw,
+      [&](sim::Platform& p) {
+        // A forced algorithm that cannot run here fails now, not inside an actor.
+        for (auto& [bytes, count] : sizes) sim::plan_collective(p, setup.ranks, {op, bytes / eb, eb, 0}, settings);
+        group = std::make_shared<sim::CollectiveGroup>(p, setup.ranks, settings);
+        for (int r = 0; r < n; ++r)
+          simgrid::s4u::Actor::create(fmt::format("rank{}", r), p.gpu_host(setup.ranks[r]), [group, r, &sizes, per_size, op, eb]() {
+            for (auto& [bytes, count] : sizes)
+              for (int i = 0; i < per_size; ++i) group->run(r, {op, bytes / eb, eb, 0});
+          });
+      },
+      [&](sim::Platform&) {
+        nlohmann::json rows = nlohmann::json::array();
+        const auto& rec = group->records();
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          // Timed iterations: from the first timed one's start to the last one's end.
+          const auto& first = rec.at(k * per_size + o.warmup);
+          const auto& last = rec.at(k * per_size + per_size - 1);
+          rows.push_back({{"time_s", (last.end_s - first.start_s) / o.iters},
+                          {"algorithm", sim::collective_algorithm_name(last.plan.algorithm)}});
+        }
+        return rows.dump();
+      });
+  const auto j = nlohmann::json::parse(out);
+  std::vector<BenchRow> rows;
+  for (size_t k = 0; k < sizes.size(); ++k)
+    rows.push_back({sizes[k].first, sizes[k].second, j[k]["time_s"].get<double>(), j[k]["algorithm"].get<std::string>()});
+  return rows;
+}
+
+// ---- output shared by all backends ----------------------------------------------------------
+
+void print_table(const BenchOptions& o, sim::CollectiveOp op, int n, const std::string& machine,
+                 const std::vector<BenchRow>& rows) {
+  fmt::print("# dptwin bench: backend {}, {}, {} ranks, op {}, -b {} -e {} -f {} -n {} -w {}\n", o.backend, machine, n,
+             sim::collective_op_name(op), o.min_bytes, o.max_bytes, o.factor, o.iters, o.warmup);
+  fmt::print("# sizes: K/M/G = 1024^k bytes; bandwidths: GB/s = 1e9 bytes/s\n");
+  fmt::print("#{:>11} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8} {:>6}\n", "size", "count", "type", "redop", "root",
+             "time", "algbw", "busbw", "algo");
+  fmt::print("#{:>11} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8} {:>6}\n", "(B)", "(elements)", "", "", "", "(us)",
+             "(GB/s)", "(GB/s)", "");
+  const bool reduces = op != sim::CollectiveOp::all_gather && op != sim::CollectiveOp::broadcast;
+  const bool rooted = op == sim::CollectiveOp::broadcast || op == sim::CollectiveOp::reduce;
+  double busbw_sum = 0;
+  for (const auto& r : rows) {
+    const double algbw = r.time_s > 0 ? r.size / r.time_s / 1e9 : 0;
+    const double busbw = algbw * busbw_factor(op, n);
+    busbw_sum += busbw;
+    fmt::print("{:>12} {:>12} {:>8} {:>6} {:>6} {:>10.2f} {:>8.2f} {:>8.2f} {:>6}\n", r.size, r.count, o.dtype,
+               reduces ? "sum" : "none", rooted ? "0" : "-1", r.time_s * 1e6, algbw, busbw, r.algorithm);
+  }
+  if (!rows.empty()) fmt::print("# Avg bus bandwidth    : {:.3f}\n", busbw_sum / rows.size());
+}
+
+void print_json(const BenchOptions& o, sim::CollectiveOp op, int n, const std::string& machine,
+                const std::vector<BenchRow>& rows) {
+  nlohmann::json j;
+  j["backend"] = o.backend;
+  j["hardware"] = machine;
+  j["ranks"] = n;
+  j["op"] = sim::collective_op_name(op);
+  j["type"] = o.dtype;
+  j["iters"] = o.iters;
+  j["warmup"] = o.warmup;
+  j["units"] = {{"size", "bytes"}, {"time", "us"}, {"algbw", "GB/s (1e9 B/s)"}, {"busbw", "GB/s (1e9 B/s)"}};
+  j["rows"] = nlohmann::json::array();
+  for (const auto& r : rows) {
+    const double algbw = r.time_s > 0 ? r.size / r.time_s / 1e9 : 0;
+    j["rows"].push_back({{"size", r.size},
+                         {"count", r.count},
+                         {"time_us", r.time_s * 1e6},
+                         {"algbw", algbw},
+                         {"busbw", algbw * busbw_factor(op, n)},
+                         {"algorithm", r.algorithm}});
+  }
+  std::cout << j.dump(2) << "\n";
+}
+
+int run_bench(const BenchOptions& o) {
+  const sim::CollectiveOp op = sim::parse_collective_op(o.op);
+  if (op == sim::CollectiveOp::reduce) throw std::invalid_argument("--op: nccl-tests' ops here are all_reduce, all_gather, reduce_scatter, broadcast");
+  if (o.iters < 1) throw std::invalid_argument(fmt::format("-n: iterations must be >= 1, got {}", o.iters));
+  if (o.warmup < 0) throw std::invalid_argument(fmt::format("-w: warm-up iterations must be >= 0, got {}", o.warmup));
+  dtype_bytes(o.dtype);  // validates -d before anything runs
+  if (o.backend != "sim")
+    throw std::invalid_argument(fmt::format("--backend {}: this build's bench runs only 'sim'", o.backend));
+  const SimBenchSetup setup = sim_setup(o);
+  const auto rows = run_bench_sim(o, op, setup);
+  const int n = static_cast<int>(setup.ranks.size());
+  const std::string machine =
+      setup.hw.nodes > 1 ? fmt::format("{} x {} nodes", setup.hw.name, setup.hw.nodes) : setup.hw.name;
+  if (o.json) print_json(o, op, n, machine, rows);
+  else print_table(o, op, n, machine, rows);
+  return kExitOk;
+}
+
+Registration reg{"bench", [](CLI::App& app) -> RunFn {
+  auto o = std::make_shared<BenchOptions>();
+  auto* cmd = app.add_subcommand("bench", "Sweep a collective over sizes like nccl-tests (size, count, type, time, algbw, busbw)");
+  cmd->add_option("--backend", o->backend, "Where collectives run: sim (the SimGrid twin)")->capture_default_str();
+  cmd->add_option("--hardware", o->hardware, "sim: hardware library name (scenarios/hardware/NAME.yaml) or a YAML file");
+  cmd->add_option("--devices", o->devices, "Ranks, one per GPU from GPU 0 (default: every GPU)");
+  cmd->add_option("--nodes", o->nodes, "sim: number of nodes, overriding the hardware file (needs its network section)");
+  cmd->add_option("-b,--minbytes", o->min_bytes, "Smallest size (K/M/G = 1024^k bytes)")->capture_default_str();
+  cmd->add_option("-e,--maxbytes", o->max_bytes, "Largest size (K/M/G = 1024^k bytes)")->capture_default_str();
+  cmd->add_option("-f,--stepfactor", o->factor, "Multiply the size by this factor each step")->capture_default_str();
+  cmd->add_option("-n,--iters", o->iters, "Timed iterations per size")->capture_default_str();
+  cmd->add_option("-w,--warmup_iters", o->warmup, "Warm-up iterations per size (not timed)")->capture_default_str();
+  cmd->add_option("--op", o->op, "Collective: all_reduce, all_gather, reduce_scatter, broadcast")->capture_default_str();
+  cmd->add_option("--algo", o->algo, "sim: force the algorithm like NCCL_ALGO: ring, tree, nvls");
+  cmd->add_option("-d,--datatype", o->dtype, "Element type: float, double, half, bfloat16, int8, int32, int64")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "Print JSON instead of the table");
+  cmd->footer(exit_codes_help());
+  return [o]() { return run_bench(*o); };
+}};
+
+}  // namespace
+}  // namespace dpt::cli
