@@ -18,3 +18,8 @@ add_test(NAME GpuCheck.FlagsAndNoGpuRefusal
 if(TARGET dptwin_scenarios AND TARGET dptwin_sim)
   dpt_add_test(measured_report_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/measured_report_test.cpp LIBS dptwin_scenarios)
 endif()
+# `dptwin bench --backend host|cuda` end to end through the executable.
+if(TARGET dptwin)
+  add_test(NAME BenchCli.HostEndToEndAndCudaRefusal
+           COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/bench_cli_test.sh $<TARGET_FILE:dptwin>)
+endif()

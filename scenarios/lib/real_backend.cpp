@@ -15,6 +15,26 @@ namespace dpt {
 
 bool built_with_cuda() { return DPT_HAVE_CUDA != 0; }
 
+bool start_measuring(Backend& backend) {
+#if DPT_HAVE_CUDA
+  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) {
+    cuda->start_timelines();
+    return true;
+  }
+#endif
+  (void)backend;
+  return false;
+}
+
+std::optional<MeasuredStep> collect_measured(Backend& backend, Seconds step_time_s) {
+#if DPT_HAVE_CUDA
+  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) return cuda->collect_timelines(step_time_s);
+#endif
+  (void)backend;
+  (void)step_time_s;
+  return std::nullopt;
+}
+
 std::map<std::string, std::string> backend_versions(const std::string& name) {
   std::map<std::string, std::string> out;
   if (name == "host") {

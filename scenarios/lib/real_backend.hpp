@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/backend.hpp"
+#include "engine/cuda/timed_interval.hpp"
 
 namespace dpt {
 
@@ -25,6 +26,12 @@ std::unique_ptr<Backend> make_real_backend(const std::string& name, const RealBa
 
 // True when this build contains the CUDA backend.
 bool built_with_cuda();
+
+// Per-op timing where the backend records it (cuda: CUDA events on every stream).
+// start_measuring returns false on backends without it; collect_measured returns
+// the intervals since the last start (nullopt without them).
+bool start_measuring(Backend& backend);
+std::optional<MeasuredStep> collect_measured(Backend& backend, Seconds step_time_s);
 
 // Library versions for reports: cuda gives "cuda_runtime", "cuda_driver", "nccl",
 // "cublas"; host gives "openblas". Never throws (unknown parts read "unknown").
