@@ -65,7 +65,7 @@ ModelDescription describe_mlp(const MlpSpec& spec) {
   if (spec.widths.size() < 2) throw std::invalid_argument("describe_mlp: an MLP needs at least two widths");
   ModelDescription m;
   m.name = "mlp:";
-  for (size_t i = 0; i < spec.widths.size(); ++i) m.name += (i ? "-" : "") + std::to_string(spec.widths[i]);
+  for (size_t i = 0; i < spec.widths.size(); ++i) m.name += fmt::format("{}{}", i ? "-" : "", spec.widths[i]);
   m.sample = "one feature vector";
   m.input_features = spec.widths.front();
   m.sources = {"engine/model.hpp make_mlp: nn.Sequential(Linear, [LayerNorm], activation, ..., Linear); FLOPs as "

@@ -9,6 +9,8 @@
 #include "engine/host/host_backend.hpp"
 #include "engine/kernels.hpp"
 #include "engine/model_library.hpp"
+#include "engine/optim.hpp"
+#include "engine/strategy.hpp"
 
 namespace dpt {
 namespace {
@@ -150,6 +152,49 @@ TEST(ModelDescription, DescribeMlpCountsLinearParametersAndFlops) {
   // 2*4*16+16 + 8*16 + 16 + 2*16*2+2 FLOPs per sample.
   EXPECT_DOUBLE_EQ(model_forward_flops_per_sample(m), 144.0 + 128.0 + 16.0 + 66.0);
   EXPECT_EQ(model_output_features(m), 2);
+}
+
+
+TEST(ModelDescription, DescribeMlpHasMakeMlpsParameterNamesAndShapes) {
+  // The library form of an MLP must present the strategies with exactly the
+  // parameters the numeric MLP registers, in the same order.
+  for (const char* text : {"mlp:4-16-2", "mlp:8-32-32-3", "mlp:5-7-1"}) {
+    for (bool layernorm : {false, true}) {
+      MlpSpec spec = parse_mlp_spec(text);
+      spec.layernorm = layernorm;
+      HostDevice dev(0, DeviceKind::host_worker);
+      Sequential numeric = make_mlp(spec, dev, DType::f32, 1);
+      Sequential cost = make_cost_only_model(describe_mlp(spec), dev, DType::f32);
+      auto a = numeric.named_parameters();
+      auto b = cost.named_parameters();
+      ASSERT_EQ(a.size(), b.size()) << text;
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].name, b[i].name) << text;
+        EXPECT_EQ(a[i].param->value.shape(), b[i].param->value.shape()) << text << " " << a[i].name;
+      }
+      ASSERT_EQ(numeric.size(), cost.size());
+      for (size_t i = 0; i < numeric.size(); ++i) EXPECT_EQ(numeric.layer(i).type_name(), cost.layer(i).type_name());
+    }
+  }
+}
+
+TEST(CostOnlyModel, TrainsAStepUnderTheSingleStrategyOnTheHost) {
+  // The strategies cannot tell a cost-only model from a numeric one: a full step
+  // (forward, loss, backward, optimizer) runs on it, on zeros.
+  HostBackend backend(1);
+  const ModelDescription desc = describe_mlp(parse_mlp_spec("mlp:6-10-3"));
+  StrategyOptions options;
+  options.kind = StrategyKind::single;
+  auto strategy = make_strategy(
+      backend, options, [&](Device& d) { return make_cost_only_model(desc, d, DType::f32); },
+      [](std::vector<NamedParameter> p) { return make_sgd(std::move(p), SgdOptions{}); });
+  Tensor x = Tensor::zeros(backend.host_memory(), {4, 6}, DType::f32, MemoryCategory::inputs);
+  Tensor y = Tensor::zeros(backend.host_memory(), {4, 3}, DType::f32, MemoryCategory::inputs);
+  StepResult r = strategy->train_step(x, y);
+  EXPECT_EQ(r.loss, 0.0);  // zeros against zeros
+  ASSERT_EQ(r.samples_per_device.size(), 1u);
+  EXPECT_EQ(r.samples_per_device[0], 4);
+  EXPECT_EQ(strategy->module().parameter_count(), model_parameter_count(desc));
 }
 
 }  // namespace

@@ -1,0 +1,123 @@
+// Flags shared by the what-if commands (predict, sweep, report, plan, compare):
+// the scenario fields as flags (which override the file, sweep axes included),
+// the library location, and the job count. One table per flag: CLI11 builds
+// the help from the same definitions the parser uses.
+#pragma once
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "scenarios/lib/scenario.hpp"
+
+namespace dpt::cli::whatif {
+
+// scenarios/ of the source tree (hardware/, models/), or $DPTWIN_SCENARIOS_DIR.
+inline scenario::Library library() {
+  if (const char* env = std::getenv("DPTWIN_SCENARIOS_DIR"); env && *env) return scenario::Library::at(env);
+  return scenario::Library::at(std::filesystem::path(DPT_SOURCE_DIR) / "scenarios");
+}
+
+inline int default_jobs() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+inline bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+struct PointFlags {
+  std::optional<std::string> hardware, model, strategy, dtype, optimizer;
+  std::optional<int> devices, nodes, gpus;
+  std::optional<long long> batch, batch_per_device;
+  std::optional<double> bucket_cap_mb;
+  std::vector<std::string> overrides;  // PATH=VALUE
+};
+
+inline void add_point_flags(CLI::App* app, PointFlags& f) {
+  const char* g = "Scenario fields (override the file and its sweep axes)";
+  app->add_option("--hardware", f.hardware, "hardware library name or YAML path (scenarios/hardware/)")->group(g);
+  app->add_option("--model", f.model, "model library name, YAML path, or mlp:IN-H-...-OUT")->group(g);
+  app->add_option("--strategy", f.strategy, "single | dp | ddp")->group(g);
+  app->add_option("--devices", f.devices, "GPUs per node")->group(g);
+  app->add_option("--nodes", f.nodes, "nodes")->group(g);
+  app->add_option("--gpus", f.gpus, "GPUs in all, filling whole nodes (instead of --devices/--nodes)")->group(g);
+  app->add_option("--batch", f.batch, "global batch of one step (as a DataParallel script writes it)")->group(g);
+  app->add_option("--batch-per-device", f.batch_per_device, "per-GPU batch (as a DDP script writes it)")->group(g);
+  app->add_option("--dtype", f.dtype, "f32 | f64")->group(g);
+  app->add_option("--bucket-cap-mb", f.bucket_cap_mb, "DDP bucket size in MiB (PyTorch's default 25)")->group(g);
+  app->add_option("--optimizer", f.optimizer, "sgd | sgd_momentum | adamw")->group(g);
+  app->add_option("--override", f.overrides, "hardware field PATH=VALUE, e.g. --override 'gpu.memory=40 GiB'")->group(g);
+}
+
+namespace detail {
+inline void set_flag(scenario::Scenario& s, const std::string& field, const std::string& value, const std::string& flag) {
+  // A flag fixes the field: it replaces the file's value and any sweep axis over it.
+  std::erase_if(s.sweep, [&](const scenario::SweepAxis& a) { return a.name == field; });
+  scenario::set_point_field(s.base, field, YAML::Node(value), flag + ": ");
+}
+inline void clear_field(scenario::Scenario& s, const std::string& field) {
+  std::erase_if(s.sweep, [&](const scenario::SweepAxis& a) { return a.name == field; });
+  s.base.where.erase(field);
+  if (field == "batch") s.base.batch.reset();
+  if (field == "batch_per_device") s.base.batch_per_device.reset();
+  if (field == "gpus") s.base.gpus.reset();
+  if (field == "devices") s.base.devices.reset();
+  if (field == "nodes") s.base.nodes.reset();
+}
+}  // namespace detail
+
+// Applies the flags to a scenario and re-checks its cross-field rules.
+inline void apply_point_flags(scenario::Scenario& s, const PointFlags& f) {
+  using detail::clear_field;
+  using detail::set_flag;
+  if (f.hardware) set_flag(s, "hardware", *f.hardware, "--hardware");
+  if (f.model) set_flag(s, "model", *f.model, "--model");
+  if (f.strategy) set_flag(s, "strategy", *f.strategy, "--strategy");
+  if (f.gpus) {
+    clear_field(s, "devices");
+    clear_field(s, "nodes");
+    set_flag(s, "gpus", std::to_string(*f.gpus), "--gpus");
+  }
+  if (f.devices || f.nodes) clear_field(s, "gpus");
+  if (f.devices) set_flag(s, "devices", std::to_string(*f.devices), "--devices");
+  if (f.nodes) set_flag(s, "nodes", std::to_string(*f.nodes), "--nodes");
+  if (f.batch) {
+    clear_field(s, "batch_per_device");
+    set_flag(s, "batch", std::to_string(*f.batch), "--batch");
+  }
+  if (f.batch_per_device) {
+    clear_field(s, "batch");
+    set_flag(s, "batch_per_device", std::to_string(*f.batch_per_device), "--batch-per-device");
+  }
+  if (f.dtype) set_flag(s, "dtype", *f.dtype, "--dtype");
+  if (f.bucket_cap_mb) set_flag(s, "bucket_cap_mb", fmt::format("{}", *f.bucket_cap_mb), "--bucket-cap-mb");
+  if (f.optimizer) set_flag(s, "optimizer", *f.optimizer, "--optimizer");
+  for (const auto& o : f.overrides) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == o.size())
+      throw std::invalid_argument(fmt::format("--override {}: expected PATH=VALUE, e.g. --override 'gpu.memory=40 GiB'", o));
+    const std::string path = o.substr(0, eq);
+    set_flag(s, "overrides." + path, o.substr(eq + 1), "--override " + path);
+  }
+  scenario::check_scenario_fields(s);
+}
+
+// A scenario from flags alone (no file).
+inline scenario::Scenario scenario_from_flags(const PointFlags& f, const std::string& name) {
+  scenario::Scenario s;
+  s.file = "<command line>";
+  s.dir = ".";
+  s.name = name;
+  apply_point_flags(s, f);
+  return s;
+}
+
+}  // namespace dpt::cli::whatif
