@@ -23,3 +23,7 @@ if(TARGET dptwin)
   add_test(NAME BenchCli.HostEndToEndAndCudaRefusal
            COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/bench_cli_test.sh $<TARGET_FILE:dptwin>)
 endif()
+# `dptwin calibrate --from BENCH.json`: efficiency fields from bench figures.
+if(TARGET dptwin_scenarios AND TARGET dptwin_sim)
+  dpt_add_test(calibrate_bench_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/calibrate_bench_test.cpp LIBS dptwin_scenarios)
+endif()
