@@ -10,6 +10,16 @@ void ChromeTrace::name_process(int pid, const std::string& name) { processes_.pu
 void ChromeTrace::name_thread(int pid, int tid, const std::string& name) { threads_.push_back({pid, tid, name}); }
 void ChromeTrace::add(TraceEvent e) { events_.push_back(std::move(e)); }
 
+void ChromeTrace::keep_window(Seconds t0, Seconds t1) {
+  std::vector<TraceEvent> kept;
+  for (auto& e : events_)
+    if (e.start_s >= t0 && e.start_s <= t1) {
+      e.start_s -= t0;
+      kept.push_back(std::move(e));
+    }
+  events_ = std::move(kept);
+}
+
 std::string ChromeTrace::to_json_text() const {
   using json = nlohmann::json;
   json events = json::array();

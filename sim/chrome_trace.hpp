@@ -27,6 +27,9 @@ class ChromeTrace {
   void add(TraceEvent e);
   const std::vector<TraceEvent>& events() const { return events_; }
   bool empty() const { return events_.empty(); }
+  // Keeps the events that start in [t0, t1] and shifts them so t0 is time zero
+  // (the measured step of a longer simulation).
+  void keep_window(Seconds t0, Seconds t1);
   // The whole trace as chrome://tracing JSON text.
   std::string to_json_text() const;
   // Written atomically (temporary file, fsync, rename).

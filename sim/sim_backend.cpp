@@ -10,6 +10,7 @@
 #include <simgrid/Exception.hpp>
 #include <simgrid/s4u/Actor.hpp>
 #include <simgrid/s4u/Comm.hpp>
+#include <simgrid/s4u/ConditionVariable.hpp>
 #include <simgrid/s4u/Engine.hpp>
 #include <simgrid/s4u/Host.hpp>
 
@@ -121,23 +122,35 @@ void SimBackend::host_dispatch(int ops) {
 // ---- copies ---------------------------------------------------------------------------
 namespace {
 
-// A copy's SimGrid comms (one, or two legs when staged through host memory).
+// A copy's SimGrid comms (one, or two legs when staged through host memory). Both
+// devices' streams hold it, so two actors may need its end: the first waits for the
+// comms, later ones wait for the first.
 class CopyPending : public SimPending {
  public:
   CopyPending(std::vector<s4u::CommPtr> comms, Seconds start, std::function<void(Seconds, Seconds)> on_done)
       : comms_(std::move(comms)), start_(start), on_done_(std::move(on_done)) {}
   Seconds wait_end() override {
-    if (!done_) {
-      Seconds end = start_;
-      for (auto& c : comms_) {
-        c->wait();
-        end = std::max(end, c->get_finish_time());
+    if (done_) return end_;
+    if (waiting_) {
+      if (!mu_) {
+        mu_ = s4u::Mutex::create();
+        cv_ = s4u::ConditionVariable::create();
       }
-      end_ = end;
-      done_ = true;
-      comms_.clear();
-      if (on_done_) on_done_(start_, end_);
+      std::unique_lock<s4u::Mutex> lock(*mu_);
+      while (!done_) cv_->wait(lock);
+      return end_;
     }
+    waiting_ = true;
+    Seconds end = start_;
+    for (auto& c : comms_) {
+      c->wait();
+      end = std::max(end, c->get_finish_time());
+    }
+    end_ = end;
+    done_ = true;
+    comms_.clear();
+    if (on_done_) on_done_(start_, end_);
+    if (cv_) cv_->notify_all();
     return end_;
   }
 
@@ -145,8 +158,10 @@ class CopyPending : public SimPending {
   std::vector<s4u::CommPtr> comms_;
   Seconds start_;
   std::function<void(Seconds, Seconds)> on_done_;
-  bool done_ = false;
+  bool waiting_ = false, done_ = false;
   Seconds end_ = 0;
+  s4u::MutexPtr mu_;
+  s4u::ConditionVariablePtr cv_;
 };
 
 }  // namespace
@@ -201,7 +216,7 @@ void SimBackend::copy(const Tensor& src, Tensor& dst) {
       if (options_.trace) options_.trace->add({"copy", "copy", trace_pid(d->index()), static_cast<int>(SimStream::copy), b, e - b});
     }
   });
-  if (from_host || to_host) {
+  if (from_host || to_host || options_.synchronous) {
     // Copies with pageable host memory are synchronous for the host, as in PyTorch.
     host_advance_to(pending->wait_end());
     for (SimDevice* d : {from, to})
@@ -216,6 +231,8 @@ void SimBackend::copy(const Tensor& src, Tensor& dst) {
 // ---- workers ----------------------------------------------------------------------------
 void SimBackend::parallel_for(int n, const std::function<void(int)>& fn) {
   if (n < 0) throw std::invalid_argument(fmt::format("parallel_for: negative worker count {}", n));
+  // Workers start one after another on the caller (thread or process creation).
+  self_state().debt += machine_.worker_start_cost_s * n;
   host_flush();
   const int caller_process = self_state().process;
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));

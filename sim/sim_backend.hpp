@@ -69,6 +69,7 @@ struct SimMachine {
   std::vector<SimGpu> gpus;
   Seconds dispatch_cost_s = 0;  // host-side cost per op (Python and framework dispatch)
   bool gil = false;             // dispatch serialised per process, as under Python's GIL
+  Seconds worker_start_cost_s = 0;  // starting one parallel_for worker, charged on the caller
   // Whether GPU a copies to GPU b directly (otherwise staged through host memory).
   std::function<bool(int, int)> peer_to_peer;
   // Starts a transfer of n bytes between two endpoints as a SimGrid comm.
@@ -87,6 +88,9 @@ struct SimBackendOptions {
   DType compute_dtype = DType::f32;  // which peak flops the kernels use
   SimWorkerModel workers = SimWorkerModel::threads_of_one_process;
   ChromeTrace* trace = nullptr;  // records kernels, copies and collectives when set
+  // The calling actor waits for each kernel and copy it issues, as on the host
+  // backend, where a device's "kernel" runs on the thread that calls it.
+  bool synchronous = false;
 };
 
 class SimBackend : public Backend {

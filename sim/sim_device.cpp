@@ -97,6 +97,7 @@ void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
       stream_occupy(SimStream::compute, start, start + duration, cost.name, op_kind_category(cost.kind));
       (optimizer ? account_.optimizer_busy_s : account_.compute_busy_s) += duration;
       ++account_.kernels;
+      if (backend_.options().synchronous) backend_.host_advance_to(start + duration);
     }
   }
   if (numeric_) fn();

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -26,24 +27,29 @@ namespace s4u = simgrid::s4u;
 inline std::string run_forked(const std::function<std::string()>& fn) {
   int fds[2];
   if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  std::fflush(nullptr);  // buffered output would otherwise be written by both processes
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     ::close(fds[0]);
-    std::string out;
+    char tag = 'K';
+    std::string payload;
     try {
-      out = "K" + fn();
+      payload = fn();
     } catch (const std::exception& e) {
-      out = std::string("E") + e.what();
+      tag = 'E';
+      payload = e.what();
     }
-    const char* p = out.data();
-    size_t left = out.size();
-    while (left > 0) {
-      const ssize_t n = ::write(fds[1], p, left);
-      if (n <= 0) break;
-      p += n;
-      left -= static_cast<size_t>(n);
-    }
+    auto write_all = [&](const char* p, size_t left) {
+      while (left > 0) {
+        const ssize_t n = ::write(fds[1], p, left);
+        if (n <= 0) return;
+        p += n;
+        left -= static_cast<size_t>(n);
+      }
+    };
+    write_all(&tag, 1);
+    write_all(payload.data(), payload.size());
     ::close(fds[1]);
     ::_exit(0);
   }
@@ -140,6 +146,7 @@ struct TestMachineOptions {
   BytesPerSecond memory_bandwidth = 100e9;
   Seconds launch_latency = 0;
   Seconds dispatch_cost = 0;
+  Seconds worker_start_cost = 0;
   bool gil = false;
   std::optional<Bytes> capacity;
   bool peer_to_peer = true;
@@ -149,6 +156,7 @@ inline SimMachine test_machine(const TestPlatform& p, const TestMachineOptions& 
   SimMachine m;
   m.name = "test";
   m.dispatch_cost_s = o.dispatch_cost;
+  m.worker_start_cost_s = o.worker_start_cost;
   m.gil = o.gil;
   for (auto* h : p.gpus) {
     SimGpu g;

@@ -14,6 +14,8 @@ namespace {
 
 struct CppPolicy {
   auto operator()() const { return thrust::cpp::par; }
+  // Column reductions walk 64 columns of each row at a time (see ColumnBlock).
+  static constexpr std::int64_t column_block = 64;
 };
 
 struct OpenBlas {
