@@ -1,12 +1,12 @@
 #include "init.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 #include <numbers>
 #include <stdexcept>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace dpt {
 
@@ -32,9 +32,11 @@ std::int64_t Generator::randint(std::int64_t n) {
   if (n <= 0) throw std::invalid_argument(fmt::format("randint: range size must be positive, got {}", n));
   const auto un = static_cast<std::uint64_t>(n);
   // Reject the top partial block of 2^64 so every value is equally likely.
-  const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % un;
+  const std::uint64_t limit =
+      std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % un;
   std::uint64_t v;
-  do v = engine_(); while (v >= limit);
+  do v = engine_();
+  while (v >= limit);
   return static_cast<std::int64_t>(v % un);
 }
 
@@ -43,17 +45,21 @@ void init_uniform(Tensor& t, double bound, Generator& gen) {
   for (auto& v : values) v = gen.uniform(-bound, bound);
   if (!t.device().computes()) return;
   if (t.device().kind() == DeviceKind::cuda)
-    throw std::logic_error(fmt::format("init_uniform: {} memory is not readable from the CPU; initialise on a host "
-                                       "device and copy",
-                                       t.device().name()));
+    throw std::logic_error(
+        fmt::format("init_uniform: {} memory is not readable from the CPU; initialise on a host "
+                    "device and copy",
+                    t.device().name()));
   tensor_fill_from_f64(t, values);
 }
 
-double linear_init_bound(std::int64_t fan_in) { return fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0; }
+double linear_init_bound(std::int64_t fan_in) {
+  return fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+}
 
 void init_linear(Tensor& weight, Tensor* bias, Generator& gen) {
   if (weight.ndim() != 2)
-    throw std::invalid_argument(fmt::format("init_linear: weight must be 2-d, got {}", shape_to_string(weight.shape())));
+    throw std::invalid_argument(
+        fmt::format("init_linear: weight must be 2-d, got {}", shape_to_string(weight.shape())));
   const double bound = linear_init_bound(weight.dim(1));
   init_uniform(weight, bound, gen);
   if (bias) init_uniform(*bias, bound, gen);

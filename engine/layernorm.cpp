@@ -1,8 +1,8 @@
 // nn.LayerNorm over the last dimension: per-row mean and reciprocal standard
 // deviation are saved in forward so backward needs no second pass over statistics.
-#include <stdexcept>
-
 #include <fmt/format.h>
+
+#include <stdexcept>
 
 #include "layers.hpp"
 
@@ -12,7 +12,8 @@ LayerNorm::LayerNorm(Uninitialised, Device& device, std::int64_t features, DType
     : features_(features), eps_(eps) {
   if (features < 1)
     throw std::invalid_argument(fmt::format("LayerNorm({}): the normalised size must be at least 1", features));
-  if (!(eps > 0)) throw std::invalid_argument(fmt::format("LayerNorm({}): eps must be positive, got {}", features, eps));
+  if (!(eps > 0))
+    throw std::invalid_argument(fmt::format("LayerNorm({}): eps must be positive, got {}", features, eps));
   if (!dtype_is_floating(dtype))
     throw std::invalid_argument(fmt::format("LayerNorm: parameters need a floating dtype, got {}", dtype_name(dtype)));
   weight_ = make_parameter(device, "weight", {features}, dtype);
@@ -49,11 +50,11 @@ Tensor LayerNorm::forward(const Tensor& x) {
 }
 
 Tensor LayerNorm::backward(const Tensor& dy, bool need_input_grad) {
-  if (!saved_x_.defined()) throw std::logic_error(fmt::format("LayerNorm({}): backward without a saved forward", features_));
+  if (!saved_x_.defined())
+    throw std::logic_error(fmt::format("LayerNorm({}): backward without a saved forward", features_));
   if (dy.numel() != saved_x_.numel())
-    throw std::invalid_argument(fmt::format("LayerNorm({}): gradient shape {} does not match the input's {}",
-                                            features_, shape_to_string(dy.shape()),
-                                            shape_to_string(saved_x_.shape())));
+    throw std::invalid_argument(fmt::format("LayerNorm({}): gradient shape {} does not match the input's {}", features_,
+                                            shape_to_string(dy.shape()), shape_to_string(saved_x_.shape())));
   // The kernel writes dx in the same call that accumulates the parameter gradients,
   // so dx is computed even when the caller does not need it (it is then dropped).
   Tensor dx = Tensor::empty(dy.device(), saved_x_.shape(), dy.dtype(), MemoryCategory::activations);
@@ -75,8 +76,8 @@ std::unique_ptr<Layer> LayerNorm::replicate_on(Device& device) const {
 
 Shape LayerNorm::output_shape(const Shape& input) const {
   if (input.empty() || input.back() != features_)
-    throw std::invalid_argument(fmt::format("LayerNorm({}): input shape {} does not end in {}", features_,
-                                            shape_to_string(input), features_));
+    throw std::invalid_argument(
+        fmt::format("LayerNorm({}): input shape {} does not end in {}", features_, shape_to_string(input), features_));
   return input;
 }
 

@@ -208,73 +208,73 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
   ChromeTrace trace;
   Measured m;
   const std::string text = sim::run_simulation(
-        hw,
-        [&](sim::Platform& p) {
-          SimBackendOptions o;
-          o.numeric = c.numeric;
-          o.compute_dtype = c.dtype;
-          o.workers = c.strategy == StrategyKind::ddp ? SimWorkerModel::process_per_worker
-                                                      : SimWorkerModel::threads_of_one_process;
-          o.trace = c.trace_path.empty() ? nullptr : &trace;
-          backend = std::make_unique<SimBackend>(sim_machine_from_platform(p, gpus), o);
-          s4u::Actor::create("driver", p.cpu_host(0), [&, batch = batch_global] {
-            drive(*backend, c, build_model, batch, [&p] { p.reset_link_usage(); }, m);
-          });
-        },
-        [&](sim::Platform& p) {
-          if (!m.error.empty()) throw std::runtime_error(m.error);
-          StepReport r;
-          r.source = "predicted";
-          r.backend = "sim";
-          r.hardware = hw.name;
-          r.model = c.model_name;
-          r.strategy = strategy_kind_name(c.strategy);
-          r.devices = c.devices;
-          r.nodes = c.nodes;
-          r.dtype = std::string(dtype_name(c.dtype));
-          r.batch_global = batch_global;
-          r.batch_per_device = batch_per_device;
-          r.out_of_memory = m.oom;
-          r.warnings = m.warnings;
-          for (int i = 0; i < backend->device_count(); ++i) {
-            SimDevice& d = backend->sim_device(i);
-            DeviceReport dr;
-            dr.device = d.name();
-            dr.peak_memory_bytes = d.memory().peak_bytes();
-            const auto at_peak = d.memory().breakdown_at_peak();
-            for (int k = 0; k < kMemoryCategoryCount; ++k)
-              if (at_peak[static_cast<size_t>(k)] > 0)
-                dr.memory_breakdown_bytes[memory_category_name(static_cast<MemoryCategory>(k))] = at_peak[static_cast<size_t>(k)];
-            dr.capacity_bytes = d.capacity_bytes();
-            if (!m.accounts.empty())
-              dr.busy_s = m.accounts[static_cast<size_t>(i)].compute_busy_s + m.accounts[static_cast<size_t>(i)].optimizer_busy_s;
-            r.devices_detail.push_back(std::move(dr));
-          }
-          auto result = [&] {
-            return nlohmann::json{{"report", step_report_to_json(r)},
-                                  {"dispatch_total_s", m.dispatch_total_s},
-                                  {"communication_total_s", m.communication_total_s}}
-                .dump();
-          };
-          if (m.oom) return result();
-          const Seconds step = m.t1 - m.t0;
-          r.step_time_s = step;
-          r.throughput_samples_per_s = static_cast<double>(batch_global) / step;
-          // The breakdown of the device with the most work (GPU 0 under DataParallel).
-          const auto busiest = std::max_element(m.accounts.begin(), m.accounts.end(), [](auto& a, auto& b) {
-            return a.compute_busy_s + a.optimizer_busy_s < b.compute_busy_s + b.optimizer_busy_s;
-          });
-          r.breakdown_s = {busiest->compute_busy_s, busiest->exposed_comm_s, busiest->idle_other_s,
-                           busiest->optimizer_busy_s};
-          for (const auto& u : p.link_usage())
-            r.links.push_back({u.link, u.bytes, u.busy_s, std::min(1.0, u.busy_s / step)});
-          if (!c.trace_path.empty()) {
-            trace.keep_window(m.t0, m.t1);
-            trace.write(c.trace_path);
-            r.trace = c.trace_path;
-          }
-          return result();
+      hw,
+      [&](sim::Platform& p) {
+        SimBackendOptions o;
+        o.numeric = c.numeric;
+        o.compute_dtype = c.dtype;
+        o.workers = c.strategy == StrategyKind::ddp ? SimWorkerModel::process_per_worker
+                                                    : SimWorkerModel::threads_of_one_process;
+        o.trace = c.trace_path.empty() ? nullptr : &trace;
+        backend = std::make_unique<SimBackend>(sim_machine_from_platform(p, gpus), o);
+        s4u::Actor::create("driver", p.cpu_host(0), [&, batch = batch_global] {
+          drive(*backend, c, build_model, batch, [&p] { p.reset_link_usage(); }, m);
         });
+      },
+      [&](sim::Platform& p) {
+        if (!m.error.empty()) throw std::runtime_error(m.error);
+        StepReport r;
+        r.source = "predicted";
+        r.backend = "sim";
+        r.hardware = hw.name;
+        r.model = c.model_name;
+        r.strategy = strategy_kind_name(c.strategy);
+        r.devices = c.devices;
+        r.nodes = c.nodes;
+        r.dtype = std::string(dtype_name(c.dtype));
+        r.batch_global = batch_global;
+        r.batch_per_device = batch_per_device;
+        r.out_of_memory = m.oom;
+        r.warnings = m.warnings;
+        for (int i = 0; i < backend->device_count(); ++i) {
+          SimDevice& d = backend->sim_device(i);
+          DeviceReport dr;
+          dr.device = d.name();
+          dr.peak_memory_bytes = d.memory().peak_bytes();
+          const auto at_peak = d.memory().breakdown_at_peak();
+          for (int k = 0; k < kMemoryCategoryCount; ++k)
+            if (at_peak[static_cast<size_t>(k)] > 0)
+              dr.memory_breakdown_bytes[memory_category_name(static_cast<MemoryCategory>(k))] = at_peak[static_cast<size_t>(k)];
+          dr.capacity_bytes = d.capacity_bytes();
+          if (!m.accounts.empty())
+            dr.busy_s = m.accounts[static_cast<size_t>(i)].compute_busy_s + m.accounts[static_cast<size_t>(i)].optimizer_busy_s;
+          r.devices_detail.push_back(std::move(dr));
+        }
+        auto result = [&] {
+          return nlohmann::json{{"report", step_report_to_json(r)},
+                                {"dispatch_total_s", m.dispatch_total_s},
+                                {"communication_total_s", m.communication_total_s}}
+              .dump();
+        };
+        if (m.oom) return result();
+        const Seconds step = m.t1 - m.t0;
+        r.step_time_s = step;
+        r.throughput_samples_per_s = static_cast<double>(batch_global) / step;
+        // The breakdown of the device with the most work (GPU 0 under DataParallel).
+        const auto busiest = std::max_element(m.accounts.begin(), m.accounts.end(), [](auto& a, auto& b) {
+          return a.compute_busy_s + a.optimizer_busy_s < b.compute_busy_s + b.optimizer_busy_s;
+        });
+        r.breakdown_s = {busiest->compute_busy_s, busiest->exposed_comm_s, busiest->idle_other_s,
+                         busiest->optimizer_busy_s};
+        for (const auto& u : p.link_usage())
+          r.links.push_back({u.link, u.bytes, u.busy_s, std::min(1.0, u.busy_s / step)});
+        if (!c.trace_path.empty()) {
+          trace.keep_window(m.t0, m.t1);
+          trace.write(c.trace_path);
+          r.trace = c.trace_path;
+        }
+        return result();
+      });
   const auto j = nlohmann::json::parse(text);
   return PredictDetail{step_report_from_json(j.at("report"), "predict child"), j.at("dispatch_total_s").get<double>(),
                        j.at("communication_total_s").get<double>()};

@@ -32,14 +32,14 @@ struct DeviceReport {
   Bytes peak_memory_bytes = 0;                      // highest live bytes during the step
   std::map<std::string, Bytes> memory_breakdown_bytes;  // by MemoryCategory name, at the peak
   std::optional<Bytes> capacity_bytes;              // the device's memory, when known
-  Seconds busy_s = 0;                               // time any of its streams ran work
+  Seconds busy_s = 0;                               // time its compute stream ran kernels (optimizer included)
 };
 
 struct LinkReport {
   std::string name;        // the platform's link name, e.g. "nvlink:gpu0-gpu1:up"
   Bytes bytes = 0;         // bytes that crossed it during the step
-  Seconds busy_s = 0;      // time with at least one flow on it
-  double utilisation = 0;  // bytes / (bandwidth x step_time_s), in [0, 1]
+  Seconds busy_s = 0;      // bytes / bandwidth: the time it would need at full rate
+  double utilisation = 0;  // busy_s / step_time_s, in [0, 1]
 };
 
 // A prediction that did not fit: which device ran out and what filled it.

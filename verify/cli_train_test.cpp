@@ -2,11 +2,14 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -93,6 +96,35 @@ TEST(CliTrain, BadFlagsExitTwoNamingTheFlag) {
     EXPECT_EQ(r.rc, 2) << args << "\n" << r.out;
     EXPECT_NE(r.out.find(flag), std::string::npos) << args << "\n" << r.out;
   }
+}
+
+std::vector<double> json_losses(const std::string& out) {
+  std::vector<double> v;
+  const auto doc = nlohmann::json::parse(out);
+  for (auto& s : doc["steps"]) v.push_back(s["loss"].get<double>());
+  return v;
+}
+
+TEST(CliTrain, SameDataGivesTheSameStepsUnderSingleDpAndDdp) {
+  // --batch is the global batch for every strategy, and the data is consumed in the
+  // same order, so with an even split the three runs compute the same losses (f64:
+  // they differ only by the order of floating-point sums).
+  const std::string common = "--model mlp:8-16-4 --dtype f64 --steps 4 --seed 2 --batch 64 --json";
+  const CliRun single = dptwin(common);
+  const CliRun dp = dptwin(common + " --strategy dp --devices 2");
+  const CliRun ddp = dptwin(common + " --strategy ddp --devices 2");
+  ASSERT_EQ(single.rc, 0) << single.out;
+  ASSERT_EQ(dp.rc, 0) << dp.out;
+  ASSERT_EQ(ddp.rc, 0) << ddp.out;
+  const auto a = json_losses(single.out), b = json_losses(dp.out), c = json_losses(ddp.out);
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 4u);
+  ASSERT_EQ(c.size(), 4u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(b[i], a[i], 1e-12 * std::abs(a[i])) << "dp step " << i + 1;
+    EXPECT_NEAR(c[i], a[i], 1e-12 * std::abs(a[i])) << "ddp step " << i + 1;
+  }
+  EXPECT_EQ(nlohmann::json::parse(dp.out)["batch_per_device"], nlohmann::json({32, 32}));
 }
 
 TEST(CliTrain, HelpShowsAnExample) {

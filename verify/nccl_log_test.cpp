@@ -4,12 +4,18 @@
 // recomputed by the parser.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
+#include "scenarios/lib/calibrate_nccl.hpp"
 #include "scenarios/lib/nccl_tests_log.hpp"
+#include "sim/hardware.hpp"
 
 namespace dpt {
 namespace {
@@ -184,6 +190,77 @@ TEST(NcclTestsLog, MalformedLogsNameTheLine) {
   EXPECT_NE(err.find("negative"), std::string::npos) << err;
 
   EXPECT_THROW(read_nccl_tests_log(data_path("no-such.log")), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace dpt
+
+// ---- calibration: logs into hardware fields ----------------------------------------
+namespace dpt {
+namespace {
+
+const std::filesystem::path kLibrary = std::filesystem::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+
+TEST(NcclCalibration, TheFourGpuPcieLogSetsThePcieEfficiency) {
+  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kLibrary);
+  const auto log = read_nccl_tests_log(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-02T15:00:00Z");
+  ASSERT_EQ(r.fields.size(), 1u);
+  const auto& f = r.fields[0];
+  EXPECT_EQ(f.field, "efficiency.pcie");  // no NVLink: PCIe bounds the ring
+  EXPECT_EQ(f.line, 38);                  // the 128 MiB row
+  EXPECT_DOUBLE_EQ(f.measured_busbw_Bps, 13.71e9);
+  EXPECT_LT(f.after, f.before);  // the log is slower than the datasheet-based file
+  // The calibrated file, written and read back by the twin's own loader, reproduces
+  // the log's bus bandwidth at that size.
+  const auto path = std::filesystem::path(DPT_BINARY_DIR) / "l40s-calibrated.yaml";
+  std::ofstream(path) << r.yaml;
+  const sim::HardwareSpec loaded = sim::load_hardware_file(path);
+  EXPECT_NEAR(loaded.efficiency.pcie, f.after, 1e-8);
+  EXPECT_NEAR(twin_busbw(loaded, "all_reduce", 4, 134217728) / 13.71e9, 1.0, 0.02);
+  EXPECT_NE(r.yaml.find("# calibrated 2026-12-02T15:00:00Z from"), std::string::npos) << r.yaml;
+}
+
+TEST(NcclCalibration, NvswitchLogsSetTheP2pEfficiency) {
+  const sim::HardwareSpec base = sim::load_hardware("dgx-h100", kLibrary);
+  const auto log = read_nccl_tests_log(data_path("dgx-h100-8gpu-all_gather.log"));
+  const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-02T15:00:00Z");
+  ASSERT_EQ(r.fields.size(), 1u);
+  EXPECT_EQ(r.fields[0].field, "efficiency.p2p");
+  EXPECT_EQ(r.fields[0].collective, "all_gather");
+  if (!r.fields[0].capped) {
+    EXPECT_NEAR(r.fields[0].predicted_after_Bps / r.fields[0].measured_busbw_Bps, 1.0, 0.02);
+  }
+}
+
+TEST(NcclCalibration, RejectsWrongResultsAndTooManyRanks) {
+  std::string text = read_text(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  text = replace_once(text, "   9.14   13.71       0", "   9.14   13.71       3");
+  std::istringstream in(text);
+  const auto bad = parse_nccl_tests_log(in, "wrong.log");
+  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kLibrary);
+  try {
+    calibrate_from_nccl_logs(base, {bad}, "now");
+    FAIL() << "calibrated from wrong results";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("wrong.log:38: #wrong = 3"), std::string::npos) << e.what();
+  }
+  const auto eight = read_nccl_tests_log(data_path("dgx-h100-8gpu-all_gather.log"));
+  EXPECT_THROW(calibrate_from_nccl_logs(base, {eight}, "now"), std::invalid_argument);  // 8 ranks, 4 GPUs
+}
+
+TEST(NcclCalibration, TheCommandWritesTheFile) {
+  const auto out = std::filesystem::path(DPT_BINARY_DIR) / "calibrate-cmd.yaml";
+  std::filesystem::remove(out);
+  const std::string cmd = std::string(DPT_BINARY_DIR) + "/scenarios/dptwin calibrate --from " +
+                          data_path("l40s-4gpu-pcie-all_reduce.log") + " --hardware l40s-4x-pcie4 -o " +
+                          out.string() + " > /dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_NO_THROW(sim::load_hardware_file(out));
+  // A malformed log is a usage error (exit 2).
+  const std::string bad = std::string(DPT_BINARY_DIR) + "/scenarios/dptwin calibrate --from " +
+                          std::string(DPT_SOURCE_DIR) + "/verify/data/junit.xsd --hardware l40s-4x-pcie4 > /dev/null 2>&1";
+  EXPECT_EQ(WEXITSTATUS(std::system(bad.c_str())), 2);
 }
 
 }  // namespace

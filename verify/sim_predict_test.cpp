@@ -7,9 +7,13 @@
 #include <rapidcheck/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <rapidcheck/detail/Configuration.h>
 
 #include "engine/host/host_backend.hpp"
@@ -236,6 +240,35 @@ TEST(SimPredict, OutOfMemoryIsAReportEntryNamingTheDevice) {
   EXPECT_EQ(r.out_of_memory->device, "sim:gpu0");
   EXPECT_GT(r.out_of_memory->memory_breakdown_bytes.at("parameters"), 0);
   EXPECT_EQ(r.out_of_memory->capacity_bytes, 4 * kMiB);
+}
+
+TEST(SimPredict, TraceHasAProcessPerDeviceAndAThreadPerStream) {
+  const auto path = (std::filesystem::temp_directory_path() / "dpt_predict_trace.json").string();
+  MlpCase c;
+  c.spec.widths = {64, 128, 10};
+  c.strategy = StrategyKind::ddp;
+  PredictConfig p = config_of(c);
+  p.trace_path = path;
+  const StepReport r = predict_step(test_node(2), mlp_builder(c.spec), p);
+  EXPECT_EQ(r.trace, path);
+  std::ifstream in(path);
+  const auto j = nlohmann::json::parse(in);
+  std::set<std::string> processes;
+  std::set<std::pair<int, int>> streams_with_events;
+  for (const auto& e : j.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "process_name") processes.insert(e.at("args").at("name").get<std::string>());
+    if (e.at("ph") == "X") {
+      streams_with_events.insert({e.at("pid").get<int>(), e.at("tid").get<int>()});
+      // Complete events of the measured step, in microseconds from its start.
+      EXPECT_GE(e.at("ts").get<double>(), 0.0);
+      EXPECT_LE(e.at("ts").get<double>(), 1e6 * *r.step_time_s);
+    }
+  }
+  EXPECT_TRUE(processes.count("sim:gpu0") && processes.count("sim:gpu1"));
+  // Both GPUs ran kernels (compute stream, tid 0) and all-reduces (communication, tid 2).
+  for (int pid : {1, 2})
+    for (int tid : {0, 2}) EXPECT_TRUE(streams_with_events.count({pid, tid})) << pid << "/" << tid;
+  std::filesystem::remove(path);
 }
 
 // ---- numerics: the twin computes what the host backend computes -------------------------

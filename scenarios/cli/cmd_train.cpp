@@ -60,7 +60,8 @@ TrainConfig config_from(const TrainFlags& f, int& devices_out) {
   const int devices = f.devices.value_or(c.strategy.kind == StrategyKind::single ? 1 : 2);
   if (devices < 1) throw std::invalid_argument(fmt::format("--devices must be at least 1, got {}", devices));
   if (c.strategy.kind == StrategyKind::single && devices != 1)
-    throw std::invalid_argument(fmt::format("--devices {} needs --strategy dp or ddp (single uses one device)", devices));
+    throw std::invalid_argument(
+        fmt::format("--devices {} needs --strategy dp or ddp (single uses one device)", devices));
   for (int i = 0; i < devices; ++i) c.strategy.device_ids.push_back(i);
   devices_out = devices;
 
@@ -81,7 +82,8 @@ TrainConfig config_from(const TrainFlags& f, int& devices_out) {
 
   if (f.batch_per_device && *f.batch_per_device < 1)
     throw std::invalid_argument(fmt::format("--batch-per-device must be at least 1, got {}", *f.batch_per_device));
-  if (f.batch && *f.batch < 1) throw std::invalid_argument(fmt::format("--batch must be at least 1, got {}", *f.batch));
+  if (f.batch && *f.batch < 1)
+    throw std::invalid_argument(fmt::format("--batch must be at least 1, got {}", *f.batch));
   if (f.batch && f.batch_per_device && *f.batch != *f.batch_per_device * devices)
     throw std::invalid_argument(fmt::format("--batch {} disagrees with --batch-per-device {} on {} devices ({} in all); "
                                             "give one of them",
@@ -178,7 +180,8 @@ int run_train(const TrainFlags& f) {
 
 Registration reg{"train", [](CLI::App& parent) -> RunFn {
   auto flags = std::make_shared<TrainFlags>();
-  CLI::App* app = parent.add_subcommand("train", "Train an MLP on the host or CUDA backend (single, dp or ddp); prints the loss of every step");
+  CLI::App* app = parent.add_subcommand(
+      "train", "Train an MLP on the host or CUDA backend (single, dp or ddp); prints the loss of every step");
   app->add_option("--model", flags->model, "Model: mlp:IN-H1-...-OUT (nn.Sequential of Linear layers)")->required();
   app->add_option("--activation", flags->activation, "Activation between Linear layers")
       ->check(CLI::IsMember({"relu", "gelu"}))

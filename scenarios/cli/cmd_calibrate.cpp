@@ -1,0 +1,75 @@
+// dptwin calibrate: turns measurements into a hardware file. `--from FILE` reads
+// nccl-tests' own all_reduce_perf / all_gather_perf output (scenarios/lib/
+// nccl_tests_log.hpp) and scales the efficiency field of the link that bounds each
+// collective until the twin reproduces the log (scenarios/lib/calibrate_nccl.hpp).
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "scenarios/lib/calibrate_nccl.hpp"
+#include "scenarios/lib/nccl_tests_log.hpp"
+#include "scenarios/lib/verify_check.hpp"
+#include "sim/hardware.hpp"
+#include "sim/step_report.hpp"
+
+namespace dpt::cli {
+namespace {
+
+struct CalibrateFlags {
+  std::vector<std::string> from;
+  std::string hardware;
+  std::string out;
+  std::string op;
+};
+
+int run_calibrate(const CalibrateFlags& f) {
+  const auto library = std::filesystem::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+  const sim::HardwareSpec base = sim::load_hardware(f.hardware, library);
+  std::vector<NcclTestsLog> logs;
+  for (const auto& path : f.from)
+    logs.push_back(read_nccl_tests_log(path, f.op.empty() ? std::nullopt : std::optional<std::string>(f.op)));
+  for (const auto& log : logs) {
+    std::cout << fmt::format("{}: {} on {} ranks{}, {} sizes ({} to {} B)\n", log.where, log.collective, log.ranks,
+                             log.device_names.empty() ? "" : " (" + log.device_names.front() + ")", log.rows.size(),
+                             log.rows.front().size_bytes, log.rows.back().size_bytes);
+    for (const auto& w : log.nccl_warnings) std::cout << "  warning: " << w << "\n";
+  }
+  const NcclCalibrationResult r = calibrate_from_nccl_logs(base, logs, verify::utc_timestamp_now());
+  for (const auto& fc : r.fields)
+    std::cout << fmt::format("{} {:.4g} -> {:.4g}: {} busbw at {} B measured {:.4g} GB/s, twin {:.4g} -> {:.4g} GB/s{}\n",
+                             fc.field, fc.before, fc.after, fc.collective, fc.size_bytes, fc.measured_busbw_Bps / 1e9,
+                             fc.predicted_before_Bps / 1e9, fc.predicted_after_Bps / 1e9,
+                             fc.capped ? " (capped at 1: faster than the file's link rates)" : "");
+  if (f.out.empty()) {
+    std::cout << "\n" << r.yaml;
+  } else {
+    write_file_atomically(f.out, r.yaml);
+    std::cout << "calibrated hardware file written to " << f.out << "\n";
+  }
+  return kExitOk;
+}
+
+Registration reg{"calibrate", [](CLI::App& parent) -> RunFn {
+  auto flags = std::make_shared<CalibrateFlags>();
+  CLI::App* app = parent.add_subcommand(
+      "calibrate", "Calibrate a hardware file from measurements: nccl-tests logs (all_reduce_perf, "
+                   "all_gather_perf output) set the efficiency of the link that bounds each collective.");
+  app->add_option("--from", flags->from, "nccl-tests output file(s)")->required()->check(CLI::ExistingFile);
+  app->add_option("--hardware", flags->hardware, "The hardware file to calibrate (library name or path)")
+      ->required();
+  app->add_option("-o,--out", flags->out, "Where to write the calibrated hardware file (default: print it)");
+  app->add_option("--op", flags->op,
+                  "The collective, for logs that do not name it (older nccl-tests): all_reduce | all_gather")
+      ->check(CLI::IsMember({"all_reduce", "all_gather"}));
+  app->footer(exit_codes_help());
+  return [flags] { return run_calibrate(*flags); };
+}};
+
+}  // namespace
+}  // namespace dpt::cli

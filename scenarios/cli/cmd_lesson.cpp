@@ -1,0 +1,70 @@
+// dptwin lesson: the claims of the lesson "Multi-GPU training with DataParallel"
+// (scenarios/lesson/*.yaml) run and printed as verdicts with their numbers.
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "scenarios/lib/lesson.hpp"
+
+namespace dpt::cli {
+namespace {
+
+struct LessonArgs {
+  std::string dir = std::string(DPT_SOURCE_DIR) + "/scenarios/lesson";
+  std::string library = std::string(DPT_SOURCE_DIR) + "/scenarios";
+  std::vector<std::string> only;
+  bool json = false;
+};
+
+int run_lesson(const LessonArgs& a) {
+  const lesson::LessonLibrary lib{a.library + "/hardware", a.library + "/models"};
+  std::vector<lesson::Claim> claims;
+  if (a.only.empty()) {
+    claims = lesson::load_claims(a.dir);
+  } else {
+    for (const auto& name : a.only) claims.push_back(lesson::load_claim(a.dir + "/" + name + ".yaml"));
+  }
+  if (claims.empty()) throw std::invalid_argument(fmt::format("--dir {}: no lesson claims (*.yaml) found", a.dir));
+  int failed = 0;
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : claims) {
+    const lesson::Verdict v = lesson::evaluate(c, lib);
+    failed += v.pass ? 0 : 1;
+    if (a.json) {
+      out.push_back({{"file", v.file}, {"lesson_claim", c.lesson_claim}, {"claim", v.claim},
+                     {"verdict", v.pass ? "PASS" : "FAIL"}, {"numbers", v.numbers}});
+    } else {
+      std::cout << fmt::format("[{}] claim {}: {}\n       {}\n", v.pass ? "PASS" : "FAIL", c.lesson_claim, v.claim,
+                               v.numbers);
+    }
+  }
+  if (a.json) {
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << fmt::format("{} of {} claims hold\n", claims.size() - static_cast<size_t>(failed), claims.size());
+  }
+  return failed == 0 ? kExitOk : kExitFailure;
+}
+
+RunFn setup(CLI::App& parent) {
+  auto a = std::make_shared<LessonArgs>();
+  CLI::App* app = parent.add_subcommand(
+      "lesson", "Check the claims of the lesson 'Multi-GPU training with DataParallel' (scenarios/lesson/*.yaml): "
+                "the split, GPU 0's extra memory and earlier out-of-memory, DataParallel's scaling under the GIL, "
+                "DDP's near-linear scaling, DataParallel on 2 GPUs. Prints each claim, PASS or FAIL, and its numbers.");
+  app->add_option("--dir", a->dir, "directory of lesson claim files")->check(CLI::ExistingDirectory);
+  app->add_option("--library", a->library, "directory holding hardware/ and models/")->check(CLI::ExistingDirectory);
+  app->add_option("--only", a->only, "run only these claims (file stems, e.g. ddp-near-linear)");
+  app->add_flag("--json", a->json, "print the verdicts as JSON");
+  app->footer("Examples:\n  dptwin lesson\n  dptwin lesson --only ddp-near-linear --json\n\n" + exit_codes_help() +
+              " Exit 1 here: at least one claim failed.");
+  return [a] { return run_lesson(*a); };
+}
+
+Registration reg{"lesson", setup};
+
+}  // namespace
+}  // namespace dpt::cli

@@ -1,0 +1,238 @@
+// dptwin verify: proves the data-parallel path correct on a machine and checks that
+// the machine performs as its hardware file says (see scenarios/lib/verify_*.hpp).
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "engine/host/host_backend.hpp"
+#include "scenarios/lib/verify_calibrate.hpp"
+#include "scenarios/lib/verify_check.hpp"
+#include "scenarios/lib/verify_faults.hpp"
+#include "scenarios/lib/verify_measure.hpp"
+#include "scenarios/lib/verify_performance.hpp"
+#include "scenarios/lib/verify_properties.hpp"
+#include "scenarios/lib/verify_report.hpp"
+#include "scenarios/lib/verify_twin.hpp"
+#include "sim/step_report.hpp"
+#if DPT_HAVE_CUDA
+#include "engine/cuda/cuda_backend.hpp"
+#endif
+
+namespace dpt::cli {
+namespace {
+
+using namespace dpt::verify;
+
+struct VerifyFlags {
+  std::string backend = "host";
+  std::optional<int> devices;
+  std::string hardware;
+  int cases = 100;
+  std::optional<std::uint64_t> seed;
+  std::string only;
+  bool json = false;
+  std::string junit;
+  std::string calibrate_out;
+  std::string as_measured;
+  std::string inject_bug = "none";
+};
+
+const std::filesystem::path kHardwareLibrary = std::filesystem::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+
+void print_result(const CheckResult& r) {
+  std::cout << console_line(r) << "\n";
+  if (r.status != CheckStatus::passed && !r.message.empty()) {
+    std::string m = r.message;
+    size_t pos = 0;
+    while (pos < m.size()) {
+      const size_t nl = m.find('\n', pos);
+      std::cout << "      " << m.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos) << "\n";
+      if (nl == std::string::npos) break;
+      pos = nl + 1;
+    }
+  }
+  std::cout << std::flush;
+}
+
+std::unique_ptr<Backend> make_real_backend(const std::string& name, std::optional<int> devices) {
+  if (name == "host") return std::make_unique<HostBackend>(devices.value_or(2));
+#if DPT_HAVE_CUDA
+  CudaBackendOptions o;
+  o.device_count = devices;
+  return std::make_unique<CudaBackend>(o);
+#else
+  throw std::invalid_argument("--backend cuda: this dptwin was built without CUDA (DPT_WITH_CUDA=OFF)");
+#endif
+}
+
+// Host "devices" are threads on the machine's cores: with other processes keeping
+// the cores busy (a CI runner's parallel jobs), their timings measure the scheduler,
+// not dptwin. Above 1.5 runnable processes per core (1-minute load average) the
+// host's figures are reported but not judged.
+std::optional<std::string> host_too_busy() {
+  double load[1] = {0};
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (getloadavg(load, 1) != 1) return std::nullopt;
+  if (load[0] / cores <= 1.5) return std::nullopt;
+  return fmt::format("host busy (load average {:.1f} on {} cores): reported, not judged; rerun on a quiet machine",
+                     load[0], cores);
+}
+
+void append(std::vector<CheckResult>& to, std::vector<CheckResult> from) {
+  for (auto& r : from) to.push_back(std::move(r));
+}
+
+int run_verify(const VerifyFlags& f) {
+  if (f.backend == "sim" && f.hardware.empty())
+    throw std::invalid_argument("--backend sim needs --hardware FILE (the twin's nominal machine)");
+  if (!f.as_measured.empty() && f.backend != "sim")
+    throw std::invalid_argument("--as-measured is for --backend sim (a degraded twin as the machine under test)");
+  if (f.cases < 1) throw std::invalid_argument(fmt::format("--cases {}: must be at least 1", f.cases));
+  const PlantedBug bug = planted_bug_from_name(f.inject_bug);
+  const std::optional<CheckKind> only =
+      f.only.empty() ? std::nullopt : std::optional<CheckKind>(check_kind_from_name(f.only));
+  const bool run_correctness = !only || *only == CheckKind::correctness;
+  const bool run_performance = !only || *only == CheckKind::performance;
+
+  std::optional<DegradedHardware> nominal;
+  if (!f.hardware.empty()) nominal = load_degraded_hardware(f.hardware, kHardwareLibrary);
+  std::optional<DegradedHardware> as_measured;
+  if (!f.as_measured.empty()) as_measured = load_degraded_hardware(f.as_measured, kHardwareLibrary);
+
+  std::unique_ptr<Backend> real;
+  if (f.backend != "sim") real = make_real_backend(f.backend, f.devices);
+  const int devices = real ? real->device_count() : f.devices.value_or(nominal->spec.gpu_count());
+  if (devices < 1) throw std::invalid_argument(fmt::format("--devices {}: must be at least 1", devices));
+
+  VerifyRun run;
+  run.backend = f.backend;
+  run.devices = devices;
+  run.hardware = nominal ? nominal->spec.source_file : (f.backend == "host" ? "host calibration" : "");
+  run.seed = f.seed ? *f.seed : std::random_device{}() % 1000000;
+  run.cases = f.cases;
+  run.timestamp = utc_timestamp_now();
+  run.hostname = local_hostname();
+  const CheckObserver observer = f.json ? CheckObserver{} : CheckObserver(print_result);
+  if (!f.json)
+    std::cout << fmt::format("dptwin verify: backend {}, {} device(s), seed {}, {} cases per property{}\n",
+                             run.backend, devices, run.seed, run.cases,
+                             nominal ? ", hardware " + nominal->spec.name : "");
+
+  if (run_correctness) {
+    CorrectnessOptions co;
+    co.devices = devices;
+    co.cases = f.cases;
+    co.seed = run.seed;
+    co.bug = bug;
+    co.scratch_dir = std::filesystem::temp_directory_path().string();
+    co.reproduce = fmt::format("dptwin verify --backend {} --devices {}{} --only correctness --seed {} --cases {}{}",
+                               f.backend, devices, f.hardware.empty() ? "" : " --hardware " + f.hardware, run.seed,
+                               f.cases, bug == PlantedBug::none ? "" : std::string(" --inject-bug ") + f.inject_bug);
+    if (real) append(run.results, run_checks(correctness_checks(*real, co), std::nullopt, observer));
+    else append(run.results, run_correctness_in_twin(nominal->spec, co, observer));
+  }
+
+  if (run_performance) {
+    const MeasureConfig config = default_measure_config(f.backend, devices);
+    Figures measured, predicted;
+    std::optional<sim::HardwareSpec> prediction_spec;
+    bool calibrated_from_measurement = false;
+    const Check measure{"performance.measure", CheckKind::performance, [&] {
+      if (f.backend == "sim") {
+        const DegradedHardware& mut = as_measured ? *as_measured : *nominal;
+        measured = simulate_figures(mut.spec, mut.faults, config);
+        prediction_spec = nominal->spec;
+      } else {
+        measured = measure_figures(*real, config);
+        if (nominal) {
+          prediction_spec = nominal->spec;
+        } else if (f.backend == "host") {
+          prediction_spec = host_spec_from_figures(measured, devices, "host CPU");
+          calibrated_from_measurement = true;
+        } else {
+          return CheckOutcome::skip("no --hardware FILE: nothing to predict the GPUs with");
+        }
+      }
+      predicted = simulate_figures(*prediction_spec, Faults{}, config);
+      return CheckOutcome::pass(fmt::format("measured and predicted {} devices ({})", devices,
+                                            as_measured ? "measured: " + as_measured->spec.source_file
+                                                        : std::string("prediction: ") + prediction_spec->name));
+    }};
+    std::vector<CheckResult> m = run_checks({measure}, std::nullopt, observer);
+    const bool ok = m.front().status == CheckStatus::passed;
+    append(run.results, std::move(m));
+    if (ok) {
+      PerformanceContext ctx;
+      ctx.backend = f.backend;
+      ctx.hardware = prediction_spec->name;
+      ctx.micro_calibrated_from_measurement = calibrated_from_measurement;
+      if (f.backend == "host") ctx.not_judged_because = host_too_busy();
+      append(run.results, run_checks(performance_checks(measured, predicted, default_tolerances(f.backend), ctx),
+                                     std::nullopt, observer));
+      if (!f.calibrate_out.empty()) {
+        const std::string device = measured.device_names.empty() ? f.backend : measured.device_names.front();
+        const CalibrationResult cal =
+            calibrate_from_figures(*prediction_spec, measured, predicted, device, run.timestamp);
+        write_file_atomically(f.calibrate_out, cal.yaml);
+        if (!f.json) std::cout << "calibrated hardware file written to " << f.calibrate_out << "\n";
+      }
+    }
+  }
+
+  if (f.json) std::cout << verify_run_to_json(run).dump(2) << "\n";
+  else std::cout << console_summary(run) << "\n";
+  if (!f.junit.empty()) write_junit_xml(run, f.junit);
+  return run.passed() ? kExitOk : kExitFailure;
+}
+
+Registration reg{"verify", [](CLI::App& parent) -> RunFn {
+  auto flags = std::make_shared<VerifyFlags>();
+  CLI::App* app = parent.add_subcommand(
+      "verify",
+      "Prove the data-parallel path correct on this machine (RapidCheck properties: DataParallel and DDP "
+      "gradients equal one device's, torch.chunk and DistributedSampler splits, exact collectives, the "
+      "`module.` checkpoint round trip) and check that it performs as its hardware file says (GEMM, memory, "
+      "peer copies, collective busbw, DataParallel and DDP steps, each against the twin's prediction).");
+  app->add_option("--backend", flags->backend, "Machine under test: host | sim | cuda")
+      ->check(CLI::IsMember({"host", "sim", "cuda"}))
+      ->capture_default_str();
+  app->add_option("--devices", flags->devices,
+                  "Devices to use (default: host 2; cuda all visible GPUs; sim every GPU of the hardware file)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--hardware", flags->hardware,
+                  "Hardware file (library name or path) the twin predicts with; required for sim and for the "
+                  "performance part on cuda; on host, default: a host twin calibrated from microbenchmarks");
+  app->add_option("--cases", flags->cases, "RapidCheck cases per correctness property")->capture_default_str();
+  app->add_option("--seed", flags->seed, "RapidCheck seed (default: random, printed; a failure prints it)");
+  app->add_option("--only", flags->only, "Run only one part: correctness | performance")
+      ->check(CLI::IsMember({"correctness", "performance"}));
+  app->add_flag("--json", flags->json, "Print the report as JSON (schema dptwin.verify/1) instead of text");
+  app->add_option("--junit", flags->junit, "Also write a JUnit XML report to FILE (written atomically)");
+  app->add_option("--calibrate-out", flags->calibrate_out,
+                  "Write the measured figures as a hardware file (measured fields marked with date and device)");
+  app->add_option("--as-measured", flags->as_measured,
+                  "sim only: a degraded hardware file (with `faults:`) whose twin is the machine under test");
+  app->add_option("--inject-bug", flags->inject_bug,
+                  "Self-test of verify: plant a bug so the correctness part must fail with a counterexample "
+                  "(drop-chunk: DataParallel drops its last chunk; skip-divide: DDP does not divide by the world "
+                  "size; ring-step: the host ring all-reduce skips a step)")
+      ->check(CLI::IsMember({"none", "drop-chunk", "skip-divide", "ring-step"}))
+      ->group("Self-test");
+  app->footer(
+      "Tolerances (measured/predicted speed ratio): cuda micro 0.80-1.25, collectives 0.70-1.43, steps "
+      "0.50-2.00; sim 0.95-1.05; host 0.05-20 (threads on shared, possibly busy, CPU cores).\n" +
+      exit_codes_help() + " Exit 0 only when every check passes.");
+  return [flags] { return run_verify(*flags); };
+}};
+
+}  // namespace
+}  // namespace dpt::cli
