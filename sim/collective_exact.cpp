@@ -14,7 +14,7 @@ namespace dpt::sim {
 namespace {
 
 // Streams: which part of which algorithm a connection carries.
-enum Stream : int { kRing = 0, kChain = 1, kTreeUp0 = 2, kTreeDown0 = 3, kNvlsUp = 6, kNvlsDown = 7 };
+enum Stream : int { kRing = 0, kChain = 1, kTreeUp0 = 2, kTreeDown0 = 3, kNvlsUp = 6, kNvlsDown = 7 };  // tree: channel in the key
 constexpr int kSwitch = -1;  // the NVSwitch as a connection end
 
 void wait_all(std::vector<sg4::CommPtr>& comms) {
@@ -160,65 +160,48 @@ void chain_pipeline(Ctx& c, int rank, const CollectiveCall& call, int channels, 
   for (auto& h : helpers) h->join();
 }
 
-// Tree all-reduce: intra-node chains, double binary tree over the nodes (see collectives.hpp).
-void tree_all_reduce(Ctx& c, int rank, const CollectiveCall& call, Elements piece) {
-  const auto chains = node_chains(c.p, c.gpus);
-  const int nodes = static_cast<int>(chains.size());
-  const auto trees = double_binary_tree(nodes);
+// Tree all-reduce over C channels (see collectives.hpp): per channel one actor reduces
+// pieces up (children first, then to the parent) and one broadcasts them down.
+void tree_all_reduce(Ctx& c, int rank, const CollectiveCall& call, int channels, Elements piece) {
+  const auto trees = tree_channels(c.p, c.gpus, channels);
   std::vector<sg4::ActorPtr> helpers;
-  for (int t = 0; t < 2; ++t) {
-    // Tree t runs its chains forwards (t = 0) or backwards (t = 1): different heads, NICs.
-    auto chain_of = [&](int v) {
-      auto ch = chains[v];
-      if (t == 1) std::reverse(ch.begin(), ch.end());
-      return ch;
-    };
-    int v = 0, q = 0;
-    for (int i = 0; i < nodes; ++i) {
-      auto ch = chain_of(i);
-      auto it = std::find(ch.begin(), ch.end(), rank);
-      if (it != ch.end()) {
-        v = i;
-        q = static_cast<int>(it - ch.begin());
-      }
-    }
-    const auto mine = chain_of(v);
-    int parent = -1;
+  for (int ch = 0; ch < channels; ++ch) {
+    const TreeChannel& tc = trees[ch];
+    const int parent = tc.parent[rank];
     std::vector<int> children;
-    if (q > 0) parent = mine[q - 1];
-    else if (trees[t].parent[v] >= 0) parent = chain_of(trees[t].parent[v])[0];
-    if (q + 1 < static_cast<int>(mine.size())) children.push_back(mine[q + 1]);
-    if (q == 0)
-      for (int cv : trees[t].children[v]) children.push_back(chain_of(cv)[0]);
-    const Elements elems = piece_count(call.count, 2, t);
+    for (int r = 0; r < static_cast<int>(tc.parent.size()); ++r)
+      if (tc.parent[r] == rank) children.push_back(r);
+    const Elements elems = piece_count(call.count, channels, ch);
     const Elements pieces = ceil_div(elems, piece);
-    auto bytes_of = [=](Elements i) { return std::min(piece, elems - i * piece) * call.element_bytes; };
-    auto reduced = sg4::Semaphore::create(0);  // root: piece i reduced, ready to go down
-    const int up_stream = kTreeUp0 + 2 * t, down_stream = kTreeDown0 + 2 * t;
+    const Bytes eb = call.element_bytes;
+    auto bytes_of = [=](Elements i) { return std::min(piece, elems - i * piece) * eb; };
+    auto reduced = sg4::Semaphore::create(0);  // at the root: piece i reduced, ready to go down
     Ctx ctx = c;
     helpers.push_back(sg4::Actor::create(
-        fmt::format("tree{}-up-r{}", t, rank), c.host(rank), [ctx, rank, parent, children, pieces, bytes_of, reduced, up_stream, t]() mutable {
+        fmt::format("tree{}-up-r{}", ch, rank), c.host(rank),
+        [ctx, rank, parent, children, pieces, bytes_of, reduced, ch]() mutable {
           sg4::CommPtr last;
           for (Elements i = 0; i < pieces; ++i) {
-            for (int ch : children) ctx.t.recv({ctx.call, up_stream, ch, rank, t})->wait();
+            for (int child : children) ctx.t.recv({ctx.call, kTreeUp0, child, rank, ch})->wait();
             if (parent < 0) {
               reduced->release();
               continue;
             }
             if (last) last->wait();
-            last = ctx.t.send({ctx.call, up_stream, rank, parent, t}, ctx.host(rank), ctx.host(parent), bytes_of(i));
+            last = ctx.t.send({ctx.call, kTreeUp0, rank, parent, ch}, ctx.host(rank), ctx.host(parent), bytes_of(i));
           }
           if (last) last->wait();
         }));
     helpers.push_back(sg4::Actor::create(
-        fmt::format("tree{}-down-r{}", t, rank), c.host(rank), [ctx, rank, parent, children, pieces, bytes_of, reduced, down_stream, t]() mutable {
+        fmt::format("tree{}-down-r{}", ch, rank), c.host(rank),
+        [ctx, rank, parent, children, pieces, bytes_of, reduced, ch]() mutable {
           std::vector<sg4::CommPtr> last(children.size());
           for (Elements i = 0; i < pieces; ++i) {
             if (parent < 0) reduced->acquire();
-            else ctx.t.recv({ctx.call, down_stream, parent, rank, t})->wait();
+            else ctx.t.recv({ctx.call, kTreeDown0, parent, rank, ch})->wait();
             for (size_t k = 0; k < children.size(); ++k) {
               if (last[k]) last[k]->wait();
-              last[k] = ctx.t.send({ctx.call, down_stream, rank, children[k], t}, ctx.host(rank),
+              last[k] = ctx.t.send({ctx.call, kTreeDown0, rank, children[k], ch}, ctx.host(rank),
                                    ctx.host(children[k]), bytes_of(i));
             }
           }
@@ -275,7 +258,7 @@ void run_exact(ExactTransport& t, Platform& p, const std::vector<int>& rank_gpus
       else
         ring_steps(c, rank, call, plan.channels);
       return;
-    case CollectiveAlgorithm::tree: tree_all_reduce(c, rank, call, piece); return;
+    case CollectiveAlgorithm::tree: tree_all_reduce(c, rank, call, plan.channels, piece); return;
     case CollectiveAlgorithm::nvls: nvls_all_reduce(c, rank, call, piece); return;
   }
 }

@@ -156,6 +156,7 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
     if (t < best) {
       best = t;
       plan.algorithm = a;
+      plan.model_s = t;
     }
   }
   plan.reason = fmt::format("{}: least model time ({})", collective_algorithm_name(plan.algorithm), times);
@@ -268,6 +269,36 @@ std::array<TreeShape, 2> double_binary_tree(int n) {
   return {t0, t1};
 }
 
+std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>& rank_gpus, int channels) {
+  const auto chains = node_chains(p, rank_gpus);
+  const int nodes = static_cast<int>(chains.size());
+  if (nodes < 2) throw std::invalid_argument("tree needs ranks on at least 2 nodes");
+  const auto trees = double_binary_tree(nodes);
+  std::vector<TreeChannel> out;
+  for (int c = 0; c < channels; ++c) {
+    TreeChannel tc;
+    tc.tree = c % 2;
+    tc.parent.assign(rank_gpus.size(), -1);
+    // Node v's chain rotated by c: its head (first) differs per channel.
+    auto chain = [&](int v) {
+      const auto& ch = chains[v];
+      const int m = static_cast<int>(ch.size());
+      std::vector<int> r(m);
+      for (int i = 0; i < m; ++i) r[i] = ch[(i + c) % m];
+      return r;
+    };
+    for (int v = 0; v < nodes; ++v) {
+      const auto ch = chain(v);
+      for (size_t q = 1; q < ch.size(); ++q) tc.parent[ch[q]] = ch[q - 1];
+      const int pv = trees[tc.tree].parent[v];
+      if (pv >= 0) tc.parent[ch[0]] = chain(pv)[0];
+    }
+    tc.root = chain(trees[tc.tree].root)[0];
+    out.push_back(std::move(tc));
+  }
+  return out;
+}
+
 // ---- the group -------------------------------------------------------------------------
 
 struct CollectiveGroup::State {
@@ -279,13 +310,17 @@ struct CollectiveGroup::State {
     CollectivePlan plan;
     int arrived = 0, finished = 0;
     Seconds start_s = 0, end_s = 0;
-    sg4::BarrierPtr barrier;  // large-N: all ranks arrive before the clock starts
-    std::optional<Seconds> duration;  // large-N: computed once
+    sg4::BarrierPtr barrier;  // large-N: ranks leave when the last one's sleep ended
   };
   std::map<int, Pending> pending;  // by call index
   // Plans and large-N durations depend only on the call (DDP repeats bucket sizes).
   using CallKey = std::tuple<int, Elements, Bytes, int>;
-  std::map<CallKey, std::pair<CollectivePlan, std::optional<Seconds>>> by_call;
+  struct ByCall {
+    CollectivePlan plan;
+    std::optional<Seconds> duration;           // large-N
+    std::shared_ptr<const LinkBytes> traffic;  // large-N
+  };
+  std::map<CallKey, ByCall> by_call;
   std::vector<CollectiveRecord> records;
   int next_record = 0;
 };
@@ -325,10 +360,9 @@ void CollectiveGroup::run(int rank, const CollectiveCall& call) {
     pd.call = call;
     auto cached = st.by_call.find(key);
     if (cached == st.by_call.end())
-      cached = st.by_call.emplace(key, std::make_pair(plan_collective(platform_, rank_gpus_, call, settings_),
-                                                      std::optional<Seconds>()))
+      cached = st.by_call.emplace(key, State::ByCall{plan_collective(platform_, rank_gpus_, call, settings_), {}, {}})
                    .first;
-    pd.plan = cached->second.first;
+    pd.plan = cached->second.plan;
     pd.barrier = sg4::Barrier::create(static_cast<unsigned>(n));
   } else if (pd.call.op != call.op || pd.call.count != call.count || pd.call.root != call.root) {
     throw std::invalid_argument(fmt::format("rank {} issued {} of {} elements as call {}, but another rank issued {} of {}",
@@ -340,14 +374,21 @@ void CollectiveGroup::run(int rank, const CollectiveCall& call) {
   ++pd.arrived;
 
   if (pd.plan.formulation == Formulation::large_n) {
-    pd.barrier->wait();
-    if (!pd.duration) {
-      auto& cached = st.by_call.at(key).second;
-      if (!cached) cached = collective_time_large_n(platform_, rank_gpus_, pd.call, pd.plan, settings_);
-      pd.duration = cached;
-      account_large_n(platform_, rank_gpus_, pd.call, pd.plan, settings_);
+    // The last rank to arrive starts the clock and sleeps the model's duration; the others
+    // wait at the barrier, which opens when it arrives there too (one timed activity
+    // per collective instead of one per rank).
+    if (pd.arrived == n) {
+      auto& cached = st.by_call.at(key);
+      if (!cached.duration) {
+        cached.duration = cached.plan.model_s ? *cached.plan.model_s
+                                              : collective_time_large_n(platform_, rank_gpus_, pd.call, pd.plan, settings_);
+        cached.traffic =
+            std::make_shared<const LinkBytes>(large_n_traffic(platform_, rank_gpus_, pd.call, pd.plan, settings_));
+      }
+      platform_.account_pattern(cached.traffic);
+      sg4::this_actor::sleep_until(pd.start_s + *cached.duration);
     }
-    sg4::this_actor::sleep_until(pd.start_s + *pd.duration);
+    pd.barrier->wait();
   } else {
     run_exact(st.exact, platform_, rank_gpus_, rank, index, pd.call, pd.plan, settings_);
   }

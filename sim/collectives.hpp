@@ -12,10 +12,12 @@
 //         in pipeline_chunk_bytes pieces.
 //         Homogeneous links (bandwidth B, hop latency a): all_reduce takes
 //         2(N-1)/N * S/B + 2(N-1) a; reduce_scatter and all_gather (N-1)/N * S/B + (N-1) a.
-//   tree  all_reduce only: within each node a chain through its GPUs; across nodes
-//         NCCL's double binary tree over the nodes' chain heads, each of the two trees
-//         carrying half of the buffer, reduce up then broadcast down, pipelined in
-//         pipeline_chunk_bytes pieces.
+//   tree  all_reduce only, C channels. Channel c uses tree c mod 2 of NCCL's double
+//         binary tree over the nodes, each node's GPUs as a chain (ring order) rotated by
+//         c so that channels enter and leave each node through different GPUs and NICs;
+//         a node's chain head links to the heads of its tree parent and children. Each
+//         channel carries 1/C of the buffer: reduce up, then broadcast down, pipelined
+//         in pipeline_chunk_bytes pieces.
 //   nvls  all_reduce only, single node with NVSwitch in-switch reduction (H100 NVSwitch
 //         gen3): every GPU sends its buffer to the switch, which reduces and multicasts
 //         the result back; pipelined in pipeline_chunk_bytes pieces, so each GPU port
@@ -34,10 +36,12 @@
 // NICs per node (each channel leaves a node through a different NIC), at least 2.
 //
 // Formulation: the exact one sends every message as a SimGrid comm (2 N (N-1) C comms
-// for a ring all-reduce). Above exact_max_ranks ranks, ring all_reduce, reduce_scatter
-// and all_gather and tree all_reduce use the large-N formulation of
-// collective_model.hpp: its cost does not grow as N^2 (property tests compare it with
-// the exact one for N <= 64 on every hardware file). Ring broadcast/reduce and nvls
+// for a ring all-reduce). Above exact_max_ranks ranks (default 8, one DGX node: a DDP
+// step's hundreds of buckets across 8 nodes take minutes exactly), ring all_reduce,
+// reduce_scatter and all_gather and tree all_reduce use the large-N formulation of
+// collective_model.hpp: its cost does not grow as N^2. Property tests compare it with
+// the exact one for N <= 64: ring within 1 % on every hardware file, tree within 20 %
+// on the cluster files (see collective_model.hpp). Ring broadcast/reduce and nvls
 // always run exact: their message count grows as N x pieces, not N^2.
 //
 // Calling convention: every rank's actor calls CollectiveGroup::run(rank, call) with the
@@ -85,7 +89,7 @@ struct CollectiveSettings {
   std::optional<CollectiveAlgorithm> algorithm;  // forced, like NCCL_ALGO
   std::optional<Formulation> formulation;        // forced; else exact up to exact_max_ranks
   std::optional<int> channels;                   // forced channel count
-  int exact_max_ranks = 64;
+  int exact_max_ranks = 8;   // exact within a DGX-size node; large-N across nodes (see below)
   Bytes pipeline_chunk_bytes = 512 * kKiB;       // NCCL Simple protocol: 4 MiB buffer / 8 steps
 };
 
@@ -94,6 +98,7 @@ struct CollectivePlan {
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
   int channels = 1;
   Formulation formulation = Formulation::exact;
+  std::optional<Seconds> model_s;  // the large-N model's time, when the selection computed it
   std::string reason;  // e.g. "tree: least model time (ring 1.2 ms, tree 0.8 ms)" or "forced"
 };
 
@@ -129,6 +134,15 @@ struct TreeShape {
 // pattern of the index; tree 1 mirrored (n even) or shifted by one (n odd), so that an
 // item is interior in at most one of the two.
 std::array<TreeShape, 2> double_binary_tree(int n);
+
+// One channel of a tree all-reduce: each rank's parent (-1 at the root).
+struct TreeChannel {
+  int tree = 0;             // which tree of the double binary tree (c mod 2)
+  int root = 0;             // root rank
+  std::vector<int> parent;  // by rank
+};
+// The channels of a tree all-reduce (see "tree" above). Throws if the ranks span one node.
+std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>& rank_gpus, int channels);
 
 // Elements of piece i when `count` is cut into `pieces` pieces as evenly as possible
 // (the first count % pieces pieces get one more).

@@ -307,7 +307,7 @@ sg4::Host* Platform::nvswitch_host(int node) const { return nvswitch_hosts_.at(n
 bool Platform::has_in_switch_reduction() const { return hw_.nvswitch && hw_.nvswitch->in_switch_reduction; }
 
 const RouteInfo& Platform::route(const sg4::Host* a, const sg4::Host* b) const {
-  auto key = std::make_pair(a, b);
+  const auto key = std::make_pair(a, b);
   auto it = routes_.find(key);
   if (it != routes_.end()) return it->second;
   RouteInfo info;
@@ -348,9 +348,18 @@ void Platform::account(const sg4::Host* from, const sg4::Host* to, Bytes n) {
   for (auto* l : route(from, to).links) link_bytes_[l] += n;
 }
 
+void Platform::account_pattern(const std::shared_ptr<const LinkBytes>& pattern) {
+  auto& slot = patterns_[pattern.get()];
+  slot.first = pattern;
+  ++slot.second;
+}
+
 std::vector<LinkUsage> Platform::link_usage() const {
+  std::map<const sg4::Link*, Bytes> total(link_bytes_.begin(), link_bytes_.end());
+  for (const auto& [key, slot] : patterns_)
+    for (const auto& [link, bytes] : *slot.first) total[link] += bytes * slot.second;
   std::vector<LinkUsage> out;
-  for (const auto& [link, bytes] : link_bytes_) {
+  for (const auto& [link, bytes] : total) {
     LinkUsage u;
     u.link = link->get_name();
     u.bandwidth = link->get_bandwidth();
@@ -362,7 +371,10 @@ std::vector<LinkUsage> Platform::link_usage() const {
   return out;
 }
 
-void Platform::reset_link_usage() { link_bytes_.clear(); }
+void Platform::reset_link_usage() {
+  link_bytes_.clear();
+  patterns_.clear();
+}
 
 BytesPerSecond Platform::pcie_link_bandwidth() const {
   return pcie_lane_bandwidth(hw_.pcie.generation) * hw_.pcie.lanes * hw_.efficiency.pcie;

@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,9 @@ struct LinkUsage {
   Bytes bytes = 0;
   Seconds busy_s = 0;
 };
+
+// Bytes per link direction of some traffic pattern (e.g. one large-N collective).
+using LinkBytes = std::vector<std::pair<const simgrid::s4u::Link*, Bytes>>;
 
 // A route between two hosts as SimGrid resolves it.
 struct RouteInfo {
@@ -88,6 +92,9 @@ class Platform {
   // Records traffic that a formulation accounts for without simulating it message by
   // message (the large-N collective model): n bytes on each link of the route.
   void account(const simgrid::s4u::Host* from, const simgrid::s4u::Host* to, Bytes n);
+  // Records a precomputed pattern once more; repeating the same pattern (DDP's equal
+  // buckets) costs one counter increment, not one update per link.
+  void account_pattern(const std::shared_ptr<const LinkBytes>& pattern);
 
   // Per link direction that carried traffic, sorted by name.
   std::vector<LinkUsage> link_usage() const;
@@ -110,8 +117,15 @@ class Platform {
   std::vector<simgrid::s4u::Host*> nvswitch_hosts_;          // by node (nullptr if none)
   std::vector<simgrid::s4u::NetZone*> node_zones_;           // by node
   std::vector<simgrid::kernel::routing::NetPoint*> node_gateways_;  // by node: its InfiniBand router
-  mutable std::map<std::pair<const simgrid::s4u::Host*, const simgrid::s4u::Host*>, RouteInfo> routes_;
-  std::map<const simgrid::s4u::Link*, Bytes> link_bytes_;
+  struct PairHash {
+    size_t operator()(const std::pair<const simgrid::s4u::Host*, const simgrid::s4u::Host*>& k) const {
+      return std::hash<const void*>()(k.first) * 31 + std::hash<const void*>()(k.second);
+    }
+  };
+  mutable std::unordered_map<std::pair<const simgrid::s4u::Host*, const simgrid::s4u::Host*>, RouteInfo, PairHash>
+      routes_;
+  std::unordered_map<const simgrid::s4u::Link*, Bytes> link_bytes_;
+  std::map<const LinkBytes*, std::pair<std::shared_ptr<const LinkBytes>, std::int64_t>> patterns_;  // pattern, times
 };
 
 }  // namespace dpt::sim

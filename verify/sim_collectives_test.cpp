@@ -44,7 +44,9 @@ struct Timed {
   std::string algorithm;
 };
 
-Timed time_collective(const HardwareSpec& hw, std::vector<int> gpus, CollectiveCall call, CollectiveSettings s) {
+// `model_call` is what the large-N model is asked (the call itself, or a planted bug).
+Timed time_collective(const HardwareSpec& hw, std::vector<int> gpus, CollectiveCall call, CollectiveSettings s,
+                      const std::function<CollectiveCall(CollectiveCall)>& model_call = {}) {
   std::shared_ptr<CollectiveGroup> group;
   const std::string out = run_simulation(
       hw,
@@ -58,7 +60,7 @@ Timed time_collective(const HardwareSpec& hw, std::vector<int> gpus, CollectiveC
         const auto& rec = group->records().at(0);
         nlohmann::json j;
         j["exact"] = rec.end_s - rec.start_s;
-        j["model"] = collective_time_large_n(p, gpus, call, rec.plan, s);
+        j["model"] = collective_time_large_n(p, gpus, model_call ? model_call(call) : call, rec.plan, s);
         j["algorithm"] = collective_algorithm_name(rec.plan.algorithm);
         return j.dump();
       });
@@ -236,7 +238,8 @@ std::vector<HardwareSpec> library_machines() {
 }
 
 void check_large_n_against_exact(const HardwareSpec& hw, CollectiveAlgorithm algo, std::vector<CollectiveOp> ops,
-                                 int min_ranks) {
+                                 int min_ranks, double tolerance,
+                                 const std::function<CollectiveCall(CollectiveCall)>& model_call = {}) {
   const int max_n = std::min(64, hw.gpu_count());
   const int n = *rc::gen::inRange(min_ranks, max_n + 1);
   const CollectiveOp op = *rc::gen::elementOf(ops);
@@ -246,11 +249,11 @@ void check_large_n_against_exact(const HardwareSpec& hw, CollectiveAlgorithm alg
   CollectiveSettings s;
   s.algorithm = algo;
   s.formulation = Formulation::exact;
-  const Timed t = time_collective(hw, first_gpus(n), {op, count, 4, 0}, s);
+  const Timed t = time_collective(hw, first_gpus(n), {op, count, 4, 0}, s, model_call);
   RC_LOG() << hw.name << " " << collective_op_name(op) << " " << collective_algorithm_name(algo) << " n=" << n
            << " S=" << 4 * count << ": exact " << t.exact_s << " s, large-N " << t.model_s << " s\n";
-  // Invariant: the large-N formulation is within 1 % of the message-level simulation.
-  RC_ASSERT(std::abs(t.model_s - t.exact_s) <= 0.01 * t.exact_s);
+  // Invariant: the large-N formulation is within `tolerance` of the message-level simulation.
+  RC_ASSERT(std::abs(t.model_s - t.exact_s) <= tolerance * t.exact_s);
 }
 
 }  // namespace
@@ -259,7 +262,160 @@ TEST(SimCollectivesLargeN, RingWithinOnePercentOfExactOnEveryHardwareFile) {
   for (const HardwareSpec& hw : library_machines()) {
     DPT_EXPECT_PROPERTY("large-N ring within 1 % of exact on " + hw.name, 8, [&]() {
       check_large_n_against_exact(hw, CollectiveAlgorithm::ring,
-                                  {CollectiveOp::all_reduce, CollectiveOp::reduce_scatter, CollectiveOp::all_gather}, 2);
+                                  {CollectiveOp::all_reduce, CollectiveOp::reduce_scatter, CollectiveOp::all_gather}, 2,
+                                  0.01);
     });
   }
+}
+
+TEST(SimCollectivesLargeN, PlantedBugHalfTheBufferIsCaught) {
+  // A model that reads the buffer as half as many elements (a bytes/elements slip).
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kLibrary), 2);
+  DPT_EXPECT_COUNTEREXAMPLE("large-N ring fed half the buffer", 10, [&]() {
+    check_large_n_against_exact(hw, CollectiveAlgorithm::ring, {CollectiveOp::all_reduce}, 2, 0.01,
+                                [](CollectiveCall c) {
+                                  c.count /= 2;
+                                  return c;
+                                });
+  });
+}
+
+// The tree's large-N formulation (first pieces placed transfer by transfer, then one
+// steady-state period per piece) is NOT within 1 % of the exact simulation: on partial
+// nodes and mid-size pipelines it is off by up to about 16 % (measured on the cluster
+// files, N = 9..64). This property pins that bound so a regression shows; tightening
+// it is open work.
+TEST(SimCollectivesLargeN, TreeWithinTwentyPercentOfExactOnClusters) {
+  for (const HardwareSpec& hw : library_machines()) {
+    if (hw.nodes < 2) continue;
+    DPT_EXPECT_PROPERTY("large-N tree within 20 % of exact on " + hw.name, 8, [&]() {
+      check_large_n_against_exact(hw, CollectiveAlgorithm::tree, {CollectiveOp::all_reduce}, hw.gpus_per_node + 1, 0.20);
+    });
+  }
+}
+
+TEST(SimCollectivesLargeN, TreePlantedBugHalfTheBufferIsCaught) {
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-a100-cluster", kLibrary), 4);
+  DPT_EXPECT_COUNTEREXAMPLE("large-N tree fed a quarter of the buffer", 10, [&]() {
+    check_large_n_against_exact(hw, CollectiveAlgorithm::tree, {CollectiveOp::all_reduce}, 9, 0.20,
+                                [](CollectiveCall c) {
+                                  c.count /= 4;
+                                  return c;
+                                });
+  });
+}
+
+// ---- schedules ---------------------------------------------------------------------------
+
+TEST(SimCollectiveSchedules, DoubleBinaryTreeIsNcclsFor14) {
+  // NCCL's trees.cc comment: for 14 ranks, 0 -> 8; 8 -> 4, 12; 4 -> 2, 6; 12 -> 10, 13;
+  // 2 -> 1, 3; 6 -> 5, 7; 10 -> 9, 11.
+  const auto t = double_binary_tree(14);
+  const std::vector<int> parent{-1, 2, 4, 2, 8, 6, 4, 6, 0, 10, 12, 10, 8, 12};
+  EXPECT_EQ(t[0].parent, parent);
+  EXPECT_EQ(t[0].root, 0);
+  // Tree 1 is the mirror (14 is even): i -> 13 - i.
+  for (int r = 0; r < 14; ++r)
+    EXPECT_EQ(t[1].parent[13 - r], parent[r] < 0 ? -1 : 13 - parent[r]);
+}
+
+namespace {
+
+void check_double_tree(bool planted) {
+  const int n = 2 * *rc::gen::inRange(1, 150);  // even: NCCL mirrors tree 0
+  const auto t = double_binary_tree(n);
+  const TreeShape t1 = planted ? t[0] : t[1];  // planted bug: tree 1 is tree 0 again
+  for (const TreeShape* tree : {&t[0], &t1}) {
+    int edges = 0;
+    for (int r = 0; r < n; ++r) {
+      edges += tree->parent[r] >= 0;
+      int hops = 0;
+      for (int x = r; tree->parent[x] >= 0 && hops <= n; x = tree->parent[x]) ++hops;
+      // Invariant: every index reaches the root (a spanning tree, no cycles).
+      RC_ASSERT(hops <= n);
+    }
+    RC_ASSERT(edges == n - 1);
+  }
+  for (int r = 0; r < n; ++r) {
+    // Invariant: no index has children in both trees, so each one forwards (sends twice)
+    // in at most one tree -- why NCCL uses two trees.
+    RC_ASSERT(t[0].children[r].empty() || t1.children[r].empty());
+  }
+}
+
+}  // namespace
+
+TEST(SimCollectiveSchedules, DoubleBinaryTreeInteriorInAtMostOneTree) {
+  DPT_EXPECT_PROPERTY("double binary tree (even n): spanning, interiors disjoint", 200, []() { check_double_tree(false); });
+  DPT_EXPECT_COUNTEREXAMPLE("tree 1 not mirrored (a copy of tree 0)", 200, []() { check_double_tree(true); });
+}
+
+TEST(SimCollectiveSchedules, RingOrdersArePermutations) {
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-a100-cluster", kLibrary), 4);
+  const std::string out = run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    nlohmann::json j = nlohmann::json::array();
+    for (int n : {2, 7, 8, 9, 20, 32})
+      for (int c : {1, 2, 8}) {
+        const auto orders = ring_orders(*p, first_gpus(n), c);
+        bool ok = static_cast<int>(orders.size()) == c;
+        for (const auto& o : orders) {
+          std::set<int> seen(o.begin(), o.end());
+          ok = ok && static_cast<int>(o.size()) == n && static_cast<int>(seen.size()) == n && *seen.begin() == 0 &&
+               *seen.rbegin() == n - 1;
+        }
+        j.push_back(ok);
+      }
+    // With one channel per NIC, each node's NICs carry exactly one channel out.
+    const auto orders = ring_orders(*p, first_gpus(32), 8);
+    std::set<int> exits;
+    for (const auto& o : orders)
+      for (size_t i = 0; i < o.size(); ++i) {
+        const int a = o[i], b = o[(i + 1) % o.size()];
+        if (a / 8 == 0 && b / 8 != 0) exits.insert(a % 8);
+      }
+    j.push_back(exits.size() == 8);
+    engine.release();
+    return j.dump();
+  });
+  for (const auto& ok : nlohmann::json::parse(out)) EXPECT_TRUE(ok.get<bool>());
+}
+
+TEST(SimCollectiveSchedules, DgxOneRingFollowsNvlink) {
+  const HardwareSpec hw = load_hardware("dgx1-v100", kLibrary);
+  const std::string out = run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    const auto o = ring_orders(*p, first_gpus(8), 1)[0];
+    int nvlink_hops = 0;
+    for (size_t i = 0; i < o.size(); ++i) nvlink_hops += hw.nvlink->links_between(o[i], o[(i + 1) % o.size()]) > 0;
+    engine.release();
+    return std::to_string(nvlink_hops);
+  });
+  EXPECT_EQ(out, "8");  // every hop of the ring is an NVLink hop (the cube-mesh has a Hamiltonian cycle)
+}
+
+TEST(SimCollectivesSelection, ForcedAlgorithmThatCannotRunIsRejected) {
+  const HardwareSpec hw = load_hardware("dgx-a100", kLibrary);
+  const std::string out = run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    std::string msgs;
+    for (auto a : {CollectiveAlgorithm::tree, CollectiveAlgorithm::nvls}) {
+      CollectiveSettings s;
+      s.algorithm = a;
+      try {
+        plan_collective(*p, first_gpus(8), {CollectiveOp::all_reduce, 1024, 4, 0}, s);
+      } catch (const std::invalid_argument& e) {
+        msgs += std::string(e.what()) + "\n";
+      }
+    }
+    engine.release();
+    return msgs;
+  });
+  EXPECT_EQ(out,
+            "algorithm tree cannot run all_reduce here: tree needs ranks on at least 2 nodes\n"
+            "algorithm nvls cannot run all_reduce here: nvls needs all ranks on one node whose NVSwitch reduces "
+            "in-switch (hardware dgx-a100)\n");
 }

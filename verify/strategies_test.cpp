@@ -142,6 +142,20 @@ TEST(DataParallel, RejectsBadOptions) {
   EXPECT_THROW(dp.train_step(empty, empty), std::invalid_argument);
 }
 
+TEST(DataParallel, WorkerExceptionReachesTheCaller) {
+  // An input one column too wide fails inside every replica's forward, on the
+  // parallel_apply workers; the exception must come back to the caller.
+  MlpCase c;
+  c.spec.widths = {3, 2};
+  c.batch = 4;
+  HostBackend backend(2);
+  DataParallel dp(backend, dp_options(c), mlp_builder(c), sgd_builder());
+  MlpCase wide = c;
+  wide.spec.widths = {4, 2};
+  const Batch b = make_batch(backend, wide);
+  EXPECT_THROW(dp.train_step(b.x, b.target), std::invalid_argument);
+}
+
 // ---- determinism ---------------------------------------------------------------------
 std::vector<std::vector<double>> train_three_steps(StrategyKind kind, const MlpCase& c, const ModelBuilder& build) {
   HostBackend backend(c.devices);
