@@ -235,6 +235,16 @@ TrainResult train_on(Backend& backend, const TrainConfig& config, const Dataset&
   options.loss = config.loss;
   options.reduction = config.reduction;
   const ModelBuilder build_model = [&](Device& device) {
+    if (device.kind() == DeviceKind::cuda) {
+      // GPU memory is not writable from the CPU: initialise in host memory with the
+      // same generator, then copy the weights over (the same numbers as on the host).
+      Sequential on_host = make_mlp(config.model, backend.host_memory(), dtype, config.seed);
+      if (init) load_state_dict(on_host, *init, LoadOptions{}, &backend);
+      Sequential m = on_host.replicate_on(device);
+      auto src = on_host.named_parameters(), dst = m.named_parameters();
+      for (size_t i = 0; i < src.size(); ++i) backend.copy(src[i].param->value, dst[i].param->value);
+      return m;
+    }
     Sequential m = make_mlp(config.model, device, dtype, config.seed);
     if (init) load_state_dict(m, *init, LoadOptions{}, &backend);
     return m;

@@ -419,3 +419,32 @@ TEST(CudaDevice, TimelineMeasuresEveryOpWithEvents) {
   EXPECT_GE(ops[1].start_s, ops[0].end_s);  // one stream: in order
   EXPECT_DOUBLE_EQ(ops[0].flops, 2.0 * 256 * 512 * 512);
 }
+
+TEST(CudaDevice, BackendTimelinesCoverKernelsAndCollectives) {
+  DPT_REQUIRE_GPUS(1);
+  CudaBackend cuda;
+  const int n = cuda.device_count();
+  std::vector<int> ids(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  auto comms = cuda.make_communicators(ids);
+  cuda.start_timelines();
+  cuda.parallel_for(n, [&](int r) {
+    Tensor t = Tensor::zeros(cuda.device(r), {1 << 20}, DType::f32);
+    kernel_scale(t, 2.0);
+    comms[static_cast<size_t>(r)]->all_reduce(t, {})->wait();
+  });
+  const MeasuredStep m = cuda.collect_timelines(0.0);
+  ASSERT_EQ(m.device_names.size(), static_cast<size_t>(n));
+  int collectives = 0, scales = 0;
+  for (const auto& t : m.intervals) {
+    EXPECT_GE(t.end_s, t.start_s) << t.name;
+    if (t.name == "all_reduce") {
+      ++collectives;
+      EXPECT_EQ(t.stream, 1);
+      EXPECT_EQ(t.kind, OpKind::collective);
+    }
+    if (t.name == "scale") ++scales;
+  }
+  EXPECT_EQ(collectives, n);
+  EXPECT_EQ(scales, n);
+}

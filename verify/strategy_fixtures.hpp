@@ -2,6 +2,7 @@
 // cases, data, the single-device reference computed directly with the layers and
 // the loss (not through any strategy), and the relative-error measure.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -51,6 +52,12 @@ inline MlpCase gen_mlp_case(std::int64_t max_batch, int max_devices, int max_wid
   c.spec.activation = *rc::gen::element(Activation::relu, Activation::gelu);
   c.spec.layernorm = *rc::gen::arbitrary<bool>();
   c.dtype = *rc::gen::element(DType::f64, DType::f32);
+  // LayerNorm over fewer than 4 features is degenerate (1 feature: a constant output;
+  // 2: outputs of exactly +-1), so its backward is pure f32 cancellation noise that
+  // no summation-order bound covers (seen: 4.8e-5 on mlp:18-39-2-6-3 +LN f32). Such
+  // hidden widths are still exercised in f64, where the bound holds.
+  if (c.spec.layernorm && c.dtype == DType::f32)
+    for (size_t i = 1; i + 1 < c.spec.widths.size(); ++i) c.spec.widths[i] = std::max<std::int64_t>(c.spec.widths[i], 4);
   c.batch = *rc::gen::inRange<std::int64_t>(1, max_batch + 1);
   c.devices = *rc::gen::inRange(1, max_devices + 1);
   c.seed = *rc::gen::inRange<std::uint64_t>(0, 1u << 30);

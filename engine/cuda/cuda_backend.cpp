@@ -14,7 +14,28 @@
 
 namespace dpt {
 
+namespace {
+// Host memory in page-locked pages: DMA reads it directly, at full link rate.
+class PinnedHostDevice : public HostDevice {
+ public:
+  PinnedHostDevice() : HostDevice(-1, DeviceKind::cpu_host) {}
+
+ protected:
+  void* raw_allocate(Bytes n) override {
+    if (n == 0) return nullptr;
+    void* p = nullptr;
+    DPT_CUDA_CHECK(cudaMallocHost(&p, static_cast<size_t>(n)));
+    return p;
+  }
+  void raw_free(void* p, Bytes) override {
+    if (p) (void)cudaFreeHost(p);
+  }
+};
+}  // namespace
+
 CudaBackend::CudaBackend(const CudaBackendOptions& options) : staging_chunk_bytes_(options.staging_chunk_bytes) {
+  if (options.pinned_host_memory) host_ = std::make_unique<PinnedHostDevice>();
+  else host_ = std::make_unique<HostDevice>(-1, DeviceKind::cpu_host);
   std::string why;
   const int visible = cuda_device_count(&why);
   if (visible == 0) throw std::invalid_argument("cuda backend: no CUDA device: " + why);
@@ -172,6 +193,28 @@ Seconds CudaBackend::now() {
   for (auto& d : devices_) d->synchronize();
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+void CudaBackend::start_timelines() {
+  for (auto& d : devices_) d->synchronize();
+  for (auto& d : devices_) {
+    CudaDeviceGuard guard(d->index());
+    d->set_record_timeline(true);
+    d->timeline().start(d->stream());
+  }
+}
+
+MeasuredStep CudaBackend::collect_timelines(Seconds step_time_s) {
+  MeasuredStep m;
+  m.step_time_s = step_time_s;
+  for (auto& d : devices_) {
+    CudaDeviceGuard guard(d->index());
+    DPT_CUDA_CHECK(cudaDeviceSynchronize());  // compute and communication streams
+    auto ops = d->timeline().resolve();
+    m.intervals.insert(m.intervals.end(), ops.begin(), ops.end());
+    m.device_names.push_back(d->name());
+  }
+  return m;
 }
 
 CudaVersions cuda_versions() {

@@ -12,6 +12,7 @@
 #include "../host/host_backend.hpp"
 #include "caching_allocator.hpp"
 #include "cuda_device.hpp"
+#include "timed_interval.hpp"
 
 namespace dpt {
 
@@ -19,6 +20,9 @@ struct CudaBackendOptions {
   std::optional<int> device_count;  // use the first N GPUs; all visible GPUs when absent
   CudaDeviceOptions device;          // per-device options (TF32, timeline)
   Bytes staging_chunk_bytes = 64 * kMiB;  // pinned staging buffer for copies without peer access
+  // host_memory() in page-locked memory: host-device copies at full PCIe rate, but
+  // each allocation costs a cudaMallocHost (slow); the benchmarks turn it on.
+  bool pinned_host_memory = false;
 };
 
 class CudaBackend : public Backend {
@@ -32,7 +36,7 @@ class CudaBackend : public Backend {
   int device_count() const override { return static_cast<int>(devices_.size()); }
   Device& device(int index) override { return cuda_device(index); }
   CudaDevice& cuda_device(int index);
-  Device& host_memory() override { return host_; }
+  Device& host_memory() override { return *host_; }
   void copy(const Tensor& src, Tensor& dst) override;
   void parallel_for(int n, const std::function<void(int)>& fn) override;
   std::vector<std::unique_ptr<Communicator>> make_communicators(const std::vector<int>& devices) override;
@@ -41,12 +45,19 @@ class CudaBackend : public Backend {
   // enqueued so far has finished.
   Seconds now() override;
 
+  // Measured timing: start_timelines() records CUDA events around every op from now
+  // on (all devices); collect_timelines() waits for the devices and returns the
+  // intervals since the start, each device's origin taken at the same host instant
+  // (after a synchronisation), so cross-device offsets are within microseconds.
+  void start_timelines();
+  MeasuredStep collect_timelines(Seconds step_time_s);
+
   // Whether device `from` reads and writes `to`'s memory directly (peer access enabled).
   bool peer_access(int from, int to) const;
 
  private:
   void copy_device_to_device(CudaDevice& s, CudaDevice& d, const void* src, void* dst, Bytes n);
-  HostDevice host_{-1, DeviceKind::cpu_host};
+  std::unique_ptr<HostDevice> host_;
   std::vector<std::unique_ptr<CudaDevice>> devices_;
   std::vector<std::vector<bool>> peer_;  // peer_[i][j]: i can access j
   Bytes staging_chunk_bytes_;

@@ -12,21 +12,9 @@
 
 #include "../device.hpp"
 #include "../units.hpp"
+#include "timed_interval.hpp"
 
 namespace dpt {
-
-// One measured interval on one device and stream.
-struct TimedInterval {
-  std::string name;        // op name ("gemm", "all_reduce") or phase name ("forward")
-  OpKind kind = OpKind::compute;
-  bool is_phase = false;   // a phase spans many ops
-  int device = 0;
-  int stream = 0;          // 0 compute, 1 communication
-  Seconds start_s = 0;     // since the timeline's origin
-  Seconds end_s = 0;
-  double flops = 0;
-  Bytes bytes = 0;         // read + written
-};
 
 class CudaTimeline {
  public:

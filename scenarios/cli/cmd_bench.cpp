@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_device.hpp"
 #include "command.hpp"
 #include "engine/units.hpp"
 #include "sim/collectives.hpp"
@@ -50,6 +51,8 @@ struct BenchOptions {
   std::optional<std::string> algo;   // --algo ring|tree|nvls (sim; like NCCL_ALGO)
   std::string dtype = "float";       // -d, nccl-tests type names
   bool json = false;
+  DeviceBenchFlags device;           // --backend host|cuda only (bench_device.hpp)
+  bool op_given = false;
 };
 
 struct BenchRow {
@@ -230,6 +233,10 @@ void print_json(const BenchOptions& o, sim::CollectiveOp op, int n, const std::s
 }
 
 int run_bench(const BenchOptions& o) {
+  if (o.backend == "host" || o.backend == "cuda")
+    return run_device_bench_command({o.backend, o.devices, o.min_bytes, o.max_bytes, o.factor, o.iters, o.warmup, o.op,
+                                     o.dtype, o.json, o.op_given},
+                                    o.device);
   const sim::CollectiveOp op = sim::parse_collective_op(o.op);
   if (op == sim::CollectiveOp::reduce) throw std::invalid_argument("--op: nccl-tests' ops here are all_reduce, all_gather, reduce_scatter, broadcast");
   if (o.iters < 1) throw std::invalid_argument(fmt::format("-n: iterations must be >= 1, got {}", o.iters));
@@ -250,7 +257,10 @@ int run_bench(const BenchOptions& o) {
 Registration reg{"bench", [](CLI::App& app) -> RunFn {
   auto o = std::make_shared<BenchOptions>();
   auto* cmd = app.add_subcommand("bench", "Sweep a collective over sizes like nccl-tests (size, count, type, time, algbw, busbw)");
-  cmd->add_option("--backend", o->backend, "Where collectives run: sim (the SimGrid twin)")->capture_default_str();
+  cmd->add_option("--backend", o->backend,
+                  "Where collectives run: sim (the SimGrid twin), host (CPU workers) or cuda (GPUs, NCCL); host and "
+                  "cuda also measure GEMM rate, memory, host-device and peer copy bandwidth")
+      ->capture_default_str();
   cmd->add_option("--hardware", o->hardware, "sim: hardware library name (scenarios/hardware/NAME.yaml) or a YAML file");
   cmd->add_option("--devices", o->devices, "Ranks, one per GPU from GPU 0 (default: every GPU)");
   cmd->add_option("--nodes", o->nodes, "sim: number of nodes, overriding the hardware file (needs its network section)");
@@ -259,13 +269,19 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
   cmd->add_option("-f,--stepfactor", o->factor, "Multiply the size by this factor each step")->capture_default_str();
   cmd->add_option("-n,--iters", o->iters, "Timed iterations per size")->capture_default_str();
   cmd->add_option("-w,--warmup_iters", o->warmup, "Warm-up iterations per size (not timed)")->capture_default_str();
-  cmd->add_option("--op", o->op, "Collective: all_reduce, all_gather, reduce_scatter, broadcast")->capture_default_str();
+  cmd->add_option("--op", o->op, "Collective: all_reduce, all_gather, reduce_scatter, broadcast (host/cuda: also "
+                                 "reduce, a comma-separated list, or all; every collective when not given)")
+      ->capture_default_str();
   cmd->add_option("--algo", o->algo, "sim: force the algorithm like NCCL_ALGO: ring, tree, nvls");
   cmd->add_option("-d,--datatype", o->dtype, "Element type: float, double, half, bfloat16, int8, int32, int64")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON instead of the table");
+  add_device_bench_flags(cmd, o->device);
   cmd->footer(exit_codes_help());
-  return [o]() { return run_bench(*o); };
+  return [o, cmd]() {
+    o->op_given = cmd->count("--op") > 0;
+    return run_bench(*o);
+  };
 }};
 
 }  // namespace

@@ -1,4 +1,4 @@
-// `dptwin train`: trains an MLP on the host backend with the single, dp or ddp
+// `dptwin train`: trains an MLP on the host or CUDA backend with the single, dp or ddp
 // strategy, printing the loss of every step (or one JSON document with --json).
 #include <cstdint>
 #include <iostream>
@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
-#include "engine/host/host_backend.hpp"
+#include "train_device.hpp"
 #include "engine/trainer.hpp"
 
 namespace dpt::cli {
@@ -39,6 +39,7 @@ struct TrainFlags {
   std::optional<std::string> uneven;      // --uneven pytorch|weighted (ddp; pytorch)
   bool shuffle = false;                   // --shuffle
   bool json = false;                      // --json
+  TrainDeviceFlags device;                // --backend host|cuda, --report, --trace, --tf32 (train_device.hpp)
 };
 
 constexpr std::int64_t kDefaultBatch = 32;
@@ -127,10 +128,12 @@ std::string batch_text(std::int64_t batch, const std::vector<std::int64_t>& per_
 int run_train(const TrainFlags& f) {
   int devices = 1;
   const TrainConfig c = config_from(f, devices);
-  HostBackend backend(devices);
+  TrainDevice device(f.device, devices);
+  Backend& backend = device.backend();
   nlohmann::json steps = nlohmann::json::array();
   std::vector<std::int64_t> first_split;
   const TrainResult r = train(backend, c, [&](const StepLog& s) {
+    device.after_step(s, c.steps);
     if (s.step == 1) first_split = s.result->samples_per_device;
     if (f.json) {
       steps.push_back({{"step", s.step}, {"loss", s.loss}, {"step_s", s.step_s},
@@ -142,9 +145,11 @@ int run_train(const TrainFlags& f) {
       std::cout << fmt::format("step {} loss {:.9g}\n", s.step, s.loss) << std::flush;
     }
   });
+  device.finish(c, f.model, f.strategy, devices, first_split, r.dtype);
   if (f.json) {
     nlohmann::json doc{
         {"command", "train"},
+        {"backend", f.device.backend},
         {"model", f.model},
         {"activation", f.activation},
         {"layernorm", f.layernorm},
@@ -176,7 +181,7 @@ int run_train(const TrainFlags& f) {
 Registration reg{"train", [](CLI::App& parent) -> RunFn {
   auto flags = std::make_shared<TrainFlags>();
   CLI::App* app = parent.add_subcommand(
-      "train", "Train an MLP on the host backend (single, dp or ddp); prints the loss of every step");
+      "train", "Train an MLP on the host or CUDA backend (single, dp or ddp); prints the loss of every step");
   app->add_option("--model", flags->model, "Model: mlp:IN-H1-...-OUT (nn.Sequential of Linear layers)")->required();
   app->add_option("--activation", flags->activation, "Activation between Linear layers")
       ->check(CLI::IsMember({"relu", "gelu"}))
@@ -208,12 +213,13 @@ Registration reg{"train", [](CLI::App& parent) -> RunFn {
   app->add_option("--strategy", flags->strategy, "single, dp (DataParallel) or ddp (DistributedDataParallel)")
       ->check(CLI::IsMember({"single", "dp", "ddp"}))
       ->capture_default_str();
-  app->add_option("--devices", flags->devices, "Host devices (worker threads) [single 1, dp and ddp 2]");
+  app->add_option("--devices", flags->devices, "Devices: host worker threads or GPUs [single 1, dp and ddp 2]");
   app->add_option("--bucket-cap-mb", flags->bucket_cap_mb, "DDP gradient bucket cap in MiB [25, as PyTorch]");
   app->add_option("--uneven", flags->uneven, "DDP with uneven local batches: pytorch (average of per-rank means, as "
                                              "PyTorch) or weighted (the full-batch gradient) [pytorch]")
       ->check(CLI::IsMember({"pytorch", "weighted"}));
   app->add_flag("--shuffle", flags->shuffle, "Shuffle the samples on every pass over the data (seeded)");
+  add_train_device_flags(app, flags->device);
   app->add_flag("--json", flags->json, "Print one JSON document (configuration and every step) instead of text");
   app->footer(
       "Example:\n"

@@ -72,7 +72,7 @@ std::string gnuplot_script(const Chart& c, const std::string& data_path, const s
   g << "set title " << quoted(c.title) << "\n";
   g << "set xlabel " << quoted(c.x_label) << "\nset ylabel " << quoted(c.y_label) << "\n";
   g << "set grid ytics lc rgb \"#dddddd\"\nset border 3\nset tics nomirror\n";
-  g << "set key outside right top box opaque\nset yrange [0:*]\n";
+  g << "set key below maxrows 4 width 2\nset xlabel offset 0,0.5\nset yrange [0:*]\n";
   if (c.kind == ChartKind::lines) {
     if (c.log2_x) g << "set logscale x 2\n";
     g << "plot ";

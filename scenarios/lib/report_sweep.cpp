@@ -107,7 +107,7 @@ Chart throughput_chart(const std::vector<Series>& series, bool log2_x) {
     });
     if (!ideal.empty() && !seen) {
       ideals.push_back(ideal);
-      c.series.push_back({"ideal (" + series[i].label + ")", ideal, {}, true, static_cast<int>(i)});
+      c.series.push_back({"ideal, " + series[i].points.front()->hardware, ideal, {}, true, static_cast<int>(i)});
     }
   }
   c.caption = "Predicted samples per second; dashed: the single-GPU throughput times the GPU count (linear scaling).";
@@ -316,7 +316,8 @@ ReportDocument build_sweep_report(const SweepResult& r, const SweepReportOptions
   for (const auto& p : r.points) {
     const bool has = ok(p);
     all.rows.push_back({std::to_string(p.index), p.hardware, strategy_display_name(p.strategy),
-                        p.gpus() ? std::to_string(p.gpus()) : "", fmt::format("{} / {}", p.batch_global, p.batch_per_device),
+                        p.gpus() ? std::to_string(p.gpus()) : "",
+                        p.batch_global ? fmt::format("{} / {}", p.batch_global, p.batch_per_device) : "",
                         has ? format_duration(*p.report->step_time_s) : "",
                         has ? format_figure(throughput(p)) : "",
                         has && p.report->scaling_efficiency ? format_percent(*p.report->scaling_efficiency) : "",
@@ -329,8 +330,8 @@ ReportDocument build_sweep_report(const SweepResult& r, const SweepReportOptions
         auto rel = fs::relative(fs::absolute(p.report->trace), fs::absolute(options.report_dir), ec);
         if (!ec && !rel.empty()) href = rel.string();
       }
-      traces.push_back({fmt::format("point {}: {} {} on {} GPUs", p.index, p.hardware, strategy_display_name(p.strategy),
-                                    p.gpus()),
+      traces.push_back({fmt::format("point {}: {} {} on {} GPU{}", p.index, p.hardware, strategy_display_name(p.strategy),
+                                    p.gpus(), p.gpus() == 1 ? "" : "s"),
                         href});
     }
   }

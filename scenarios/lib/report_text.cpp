@@ -86,7 +86,8 @@ std::string sweep_table_text(const scenario::SweepResult& r) {
   for (const auto& p : r.points) {
     const bool ok = p.status == scenario::PointStatus::ok && p.report;
     rows.push_back({std::to_string(p.index), p.hardware, strategy_display_name(p.strategy),
-                    p.gpus() ? std::to_string(p.gpus()) : "-", fmt::format("{}/{}", p.batch_global, p.batch_per_device),
+                    p.gpus() ? std::to_string(p.gpus()) : "-",
+                    p.batch_global ? fmt::format("{}/{}", p.batch_global, p.batch_per_device) : "-",
                     ok ? opt_duration(p.report->step_time_s) : "-",
                     ok && p.report->throughput_samples_per_s ? format_figure(*p.report->throughput_samples_per_s) : "-",
                     ok && p.report->scaling_efficiency ? format_percent(*p.report->scaling_efficiency) : "-",

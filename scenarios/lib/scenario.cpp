@@ -295,7 +295,10 @@ sim::HardwareSpec load_hardware_with_overrides(const std::string& name_or_path, 
   fs::path file;
   if (is_path) {
     file = fs::path(name_or_path).is_absolute() ? fs::path(name_or_path) : dir / name_or_path;
-    if (!fs::exists(file)) fail_at(where, fmt::format("hardware file {} does not exist", file.string()));
+    if (!fs::exists(file))
+      fail_at(where, fmt::format("hardware file {} does not exist{}", name_or_path,
+                                 file.string() == name_or_path || dir == "." ? ""
+                                                                             : fmt::format(" (looked for {})", file.string())));
   } else {
     file = lib.hardware_dir / (name_or_path + ".yaml");
     if (!fs::exists(file))

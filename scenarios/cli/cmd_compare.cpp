@@ -1,0 +1,128 @@
+// dptwin compare: step reports side by side, predicted (from scenarios) or
+// measured (JSON written by `dptwin train --report` or `dptwin predict --out`).
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "scenarios/lib/predict_runner.hpp"
+#include "scenarios/lib/report_document.hpp"
+#include "scenarios/lib/report_format.hpp"
+#include "scenarios/lib/report_sweep.hpp"
+#include "scenarios/lib/report_text.hpp"
+#include "whatif_flags.hpp"
+
+namespace dpt::cli {
+namespace {
+
+struct CompareArgs {
+  std::vector<std::string> inputs;
+  std::string report_dir;
+  bool json = false;
+};
+
+StepReport load_input(const std::string& path, const scenario::Library& lib) {
+  if (std::filesystem::path(path).extension() == ".json") return read_step_report(path);
+  scenario::Scenario s = scenario::load_scenario_file(path);
+  if (!s.sweep.empty())
+    throw std::invalid_argument(fmt::format("{}: sweep: compare takes scenarios of one configuration (this one sweeps; "
+                                            "use dptwin report)", path));
+  return scenario::predict_point(scenario::resolve_point(s, s.base, lib), "");
+}
+
+report::ReportDocument compare_document(const std::vector<std::string>& labels, const std::vector<StepReport>& reps) {
+  using namespace report;
+  ReportDocument doc;
+  doc.title = "dptwin compare";
+  doc.question = fmt::format("How do {} compare?", fmt::join(labels, ", "));
+  const auto& a = reps[0];
+  const auto& b = reps[1];
+  if (a.step_time_s && b.step_time_s)
+    doc.answer = fmt::format("{} takes {} per step, {:+.1f} % against {} ({}).", labels[1], format_duration(*b.step_time_s),
+                             100.0 * (*b.step_time_s - *a.step_time_s) / *a.step_time_s, labels[0],
+                             format_duration(*a.step_time_s));
+  else
+    doc.answer = "At least one of the inputs did not run (out of memory); the table says which.";
+  Chart c{"breakdown", "Where the step time goes", "", "ms per step", ChartKind::stacked_bars, false, labels, {}, ""};
+  ChartSeries compute{"compute", {}, {}, false, 0}, comm{"exposed communication", {}, {}, false, 1},
+      dispatch{"dispatch", {}, {}, false, 2}, optim{"optimizer", {}, {}, false, 4};
+  for (const auto& r : reps) {
+    compute.values.push_back(r.breakdown_s.compute * 1e3);
+    comm.values.push_back(r.breakdown_s.exposed_communication * 1e3);
+    dispatch.values.push_back(r.breakdown_s.dispatch * 1e3);
+    optim.values.push_back(r.breakdown_s.optimizer * 1e3);
+  }
+  c.series = {compute, comm, dispatch, optim};
+  c.caption = "Each bar is one input, in the order given.";
+  ReportTable t{"Side by side", {}, {}, {}};
+  t.headers.push_back("");
+  for (const auto& l : labels) t.headers.push_back(l);
+  auto add = [&](const std::string& name, auto get) {
+    std::vector<std::string> row = {name};
+    for (const auto& r : reps) row.push_back(get(r));
+    t.rows.push_back(row);
+  };
+  add("source", [](const StepReport& r) { return r.source; });
+  add("hardware", [](const StepReport& r) { return r.hardware; });
+  add("strategy", [](const StepReport& r) { return strategy_display_name(r.strategy); });
+  add("GPUs", [](const StepReport& r) { return std::to_string(r.devices); });
+  add("step time", [](const StepReport& r) { return r.step_time_s ? format_duration(*r.step_time_s) : "n/a"; });
+  add("samples/s", [](const StepReport& r) {
+    return r.throughput_samples_per_s ? format_figure(*r.throughput_samples_per_s) : std::string("n/a");
+  });
+  add("scaling efficiency", [](const StepReport& r) {
+    return r.scaling_efficiency ? format_percent(*r.scaling_efficiency) : std::string("n/a");
+  });
+  add("GPU 0 peak memory", [](const StepReport& r) {
+    return r.devices_detail.empty() ? std::string("n/a") : format_gib(r.devices_detail[0].peak_memory_bytes);
+  });
+  t.right_aligned.assign(t.headers.size(), true);
+  t.right_aligned[0] = false;
+  doc.sections.push_back({"Step time", {}, {c}, {t}, {}});
+  return doc;
+}
+
+int run_compare(const CompareArgs& a) {
+  if (a.inputs.size() < 2) throw std::invalid_argument("compare: give at least two inputs");
+  const auto lib = whatif::library();
+  std::vector<std::string> labels;
+  std::vector<StepReport> reports;
+  for (const auto& in : a.inputs) {
+    labels.push_back(std::filesystem::path(in).stem().string());
+    reports.push_back(load_input(in, lib));
+  }
+  if (!a.report_dir.empty()) report::write_report(compare_document(labels, reports), a.report_dir);
+  if (a.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (size_t i = 0; i < reports.size(); ++i) j.push_back({{"label", labels[i]}, {"report", step_report_to_json(reports[i])}});
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << report::compare_table_text(labels, reports);
+  }
+  return kExitOk;
+}
+
+RunFn setup(CLI::App& parent) {
+  auto a = std::make_shared<CompareArgs>();
+  CLI::App* app = parent.add_subcommand(
+      "compare", "Lay step reports side by side: scenarios (predicted now) or step report JSON files (predicted or "
+                 "measured), with relative differences against the first.");
+  app->add_option("inputs", a->inputs, "scenario YAML files (one configuration each) or step report JSON files")
+      ->required()
+      ->check(CLI::ExistingFile);
+  app->add_option("--report", a->report_dir, "write the HTML and Markdown report into this directory");
+  app->add_flag("--json", a->json, "print the reports as JSON");
+  app->footer("Examples:\n"
+              "  dptwin compare scenarios/whatif/resnet50-dgx-a100-dp.yaml scenarios/whatif/resnet50-dgx-a100-ddp.yaml\n"
+              "  dptwin compare predicted.json measured.json --report cmp/\n\n" +
+              exit_codes_help());
+  return [a] { return run_compare(*a); };
+}
+
+Registration reg{"compare", setup};
+
+}  // namespace
+}  // namespace dpt::cli

@@ -1,0 +1,55 @@
+// dptwin merge: joins the shards of one sweep (--shard I/N runs) into one result.
+#include <iostream>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "scenarios/lib/report_sweep.hpp"
+#include "scenarios/lib/report_text.hpp"
+#include "scenarios/lib/sweep.hpp"
+
+namespace dpt::cli {
+namespace {
+
+struct MergeArgs {
+  std::vector<std::string> inputs;
+  std::string out;
+  std::string report_dir;
+  bool json = false;
+};
+
+int run_merge(const MergeArgs& a) {
+  std::vector<scenario::SweepResult> shards;
+  for (const auto& f : a.inputs) shards.push_back(scenario::read_sweep_result(f));
+  const scenario::SweepResult merged = scenario::merge_sweep_results(shards);
+  if (!a.out.empty()) scenario::write_sweep_result(merged, a.out);
+  if (!a.report_dir.empty())
+    report::write_report(report::build_sweep_report(merged, {a.report_dir, "dptwin merge", ""}), a.report_dir);
+  if (a.json) {
+    std::cout << scenario::sweep_result_to_json(merged).dump(1) << "\n";
+  } else {
+    std::cout << report::sweep_table_text(merged) << "\n" << report::sweep_answer(merged) << "\n";
+    if (!a.out.empty()) std::cout << "merged " << a.inputs.size() << " shards into " << a.out << "\n";
+  }
+  return kExitOk;
+}
+
+RunFn setup(CLI::App& parent) {
+  auto a = std::make_shared<MergeArgs>();
+  CLI::App* app = parent.add_subcommand(
+      "merge", "Join the shards of one sweep (dptwin sweep --shard I/N -o ...) into one result: checks that they come "
+               "from the same scenario and cover every point exactly once.");
+  app->add_option("shards", a->inputs, "sweep result files (JSON) of every shard")->required()->check(CLI::ExistingFile);
+  app->add_option("-o,--out", a->out, "write the merged results here (JSON, dptwin.sweep/1)");
+  app->add_option("--report", a->report_dir, "also write the HTML and Markdown report into this directory");
+  app->add_flag("--json", a->json, "print the merged results as JSON");
+  app->footer("Example:\n  dptwin merge shard-0.json shard-1.json shard-2.json shard-3.json -o all.json\n\n" +
+              exit_codes_help());
+  return [a] { return run_merge(*a); };
+}
+
+Registration reg{"merge", setup};
+
+}  // namespace
+}  // namespace dpt::cli

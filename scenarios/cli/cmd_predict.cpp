@@ -1,0 +1,108 @@
+// dptwin predict: one training step of one configuration on the twin.
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "scenarios/lib/predict_runner.hpp"
+#include "scenarios/lib/report_sweep.hpp"
+#include "scenarios/lib/report_text.hpp"
+#include "whatif_flags.hpp"
+
+namespace dpt::cli {
+namespace {
+
+struct PredictArgs {
+  std::string scenario_file;
+  whatif::PointFlags flags;
+  std::string out, trace, report_dir;
+  bool json = false;
+};
+
+int run_predict(const PredictArgs& a) {
+  const auto lib = whatif::library();
+  scenario::Scenario s;
+  if (a.scenario_file.empty()) {
+    if (!a.flags.hardware || !a.flags.model || !a.flags.strategy || !(a.flags.batch || a.flags.batch_per_device))
+      throw std::invalid_argument(
+          "give a scenario file, or --hardware, --model, --strategy and --batch or --batch-per-device");
+    s = whatif::scenario_from_flags(a.flags, "predict");
+  } else {
+    s = scenario::load_scenario_file(a.scenario_file);
+    whatif::apply_point_flags(s, a.flags);
+  }
+  if (!s.sweep.empty()) {
+    std::string axes;
+    for (const auto& ax : s.sweep) axes += fmt::format("{}{}", axes.empty() ? "" : ", ", ax.name);
+    throw std::invalid_argument(fmt::format("{}: sweep: predict runs one configuration, this scenario sweeps {} "
+                                            "(run it with dptwin sweep, or fix the axes with flags)",
+                                            s.file, axes));
+  }
+  const scenario::ResolvedPoint point = scenario::resolve_point(s, s.base, lib);
+  const StepReport r = scenario::predict_point(point, a.trace);
+  if (!a.out.empty()) write_step_report(r, a.out);
+  if (!a.report_dir.empty()) {
+    scenario::SweepResult sr;
+    sr.scenario_name = s.name;
+    sr.scenario_file = s.file;
+    sr.question = s.question;
+    sr.scenario_digest = scenario::text_digest(s.text);
+    sr.target = s.target;
+    sr.total_points = 1;
+    scenario::PointResult p;
+    p.hardware = point.hardware_name;
+    p.gpu_name = point.hardware.gpu.name;
+    p.model = point.model.name;
+    p.strategy = strategy_kind_name(point.strategy);
+    p.devices = point.devices;
+    p.nodes = point.nodes;
+    p.batch_global = point.batch_global;
+    p.batch_per_device = point.batch_per_device;
+    p.dtype = std::string(dtype_name(point.dtype));
+    p.bucket_cap_mb = point.bucket_cap_mb;
+    p.optimizer = scenario::optimizer_kind_name(point.optimizer);
+    p.status = r.out_of_memory ? scenario::PointStatus::out_of_memory : scenario::PointStatus::ok;
+    p.reason = r.out_of_memory ? r.out_of_memory->message : "";
+    p.report = r;
+    sr.points.push_back(p);
+    report::write_report(report::build_sweep_report(sr, {a.report_dir, "dptwin predict", s.text}), a.report_dir);
+  }
+  if (a.json) std::cout << step_report_to_json(r).dump(2) << "\n";
+  else std::cout << report::step_summary_text(r, point.hardware.gpu.name);
+  if (r.out_of_memory) {
+    std::cerr << "dptwin predict: out of memory on " << r.out_of_memory->device << "\n";
+    return kExitFailure;
+  }
+  if (s.target && r.throughput_samples_per_s && *r.throughput_samples_per_s < s.target->required_samples_per_s()) {
+    std::cerr << "dptwin predict: the target of " << s.target->describe() << " is not met\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+RunFn setup(CLI::App& parent) {
+  auto a = std::make_shared<PredictArgs>();
+  CLI::App* app = parent.add_subcommand(
+      "predict", "Predict one training step on the SimGrid twin: step time and its breakdown, throughput, scaling "
+                 "efficiency, per-GPU memory; optionally the step report (JSON), a Chrome trace and a report.");
+  app->add_option("scenario", a->scenario_file, "scenario YAML without sweep axes (optional when the flags name it all)")
+      ->check(CLI::ExistingFile);
+  whatif::add_point_flags(app, a->flags);
+  app->add_option("--out", a->out, "write the step report here (JSON, dptwin.step_report/1)");
+  app->add_option("--trace", a->trace, "write the Chrome trace of the step here (open it in Perfetto)");
+  app->add_option("--report", a->report_dir, "write an HTML and Markdown report into this directory");
+  app->add_flag("--json", a->json, "print the step report as JSON instead of the summary");
+  app->footer("Examples:\n"
+              "  dptwin predict scenarios/whatif/resnet50-dgx-a100-ddp.yaml\n"
+              "  dptwin predict --hardware dgx-h100 --model gpt2-124m --strategy ddp --devices 8 --batch-per-device 8 "
+              "--trace step.json\n\n" +
+              exit_codes_help() + " Exit 1 here: out of memory, or the scenario's target is not met.");
+  return [a] { return run_predict(*a); };
+}
+
+Registration reg{"predict", setup};
+
+}  // namespace
+}  // namespace dpt::cli

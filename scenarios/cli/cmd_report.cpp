@@ -1,0 +1,101 @@
+// dptwin report: a scenario's sweep (the embedded default when none is given) or
+// saved sweep results, written as a self-contained HTML page and a Markdown file.
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "scenarios/lib/default_scenario.hpp"
+#include "scenarios/lib/predict_runner.hpp"
+#include "scenarios/lib/report_sweep.hpp"
+#include "whatif_flags.hpp"
+
+namespace dpt::cli {
+namespace {
+
+struct ReportArgs {
+  std::string input;
+  whatif::PointFlags flags;
+  std::string out_dir = "dptwin-report";
+  int jobs = whatif::default_jobs();
+  bool json = false;
+};
+
+bool is_results_file(const std::string& path) { return std::filesystem::path(path).extension() == ".json"; }
+
+int run_report(const ReportArgs& a) {
+  const auto lib = whatif::library();
+  scenario::SweepResult r;
+  std::string scenario_text;
+  if (!a.input.empty() && is_results_file(a.input)) {
+    r = scenario::read_sweep_result(a.input);
+    if (r.shard_count != 1)
+      throw std::invalid_argument(fmt::format("{}: shard {}/{} holds only part of the sweep; dptwin merge the shards "
+                                              "first", a.input, r.shard_index, r.shard_count));
+  } else {
+    if (a.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", a.jobs));
+    scenario::Scenario s = a.input.empty()
+                               ? scenario::parse_scenario(scenario::default_scenario_text(),
+                                                          scenario::kDefaultScenarioLabel, lib.hardware_dir.parent_path())
+                               : scenario::load_scenario_file(a.input);
+    whatif::apply_point_flags(s, a.flags);
+    scenario::validate_scenario(s, lib);
+    scenario::SweepOptions o;
+    o.jobs = a.jobs;
+    o.progress = whatif::stderr_is_terminal() && !a.json;
+    o.trace_dir = (std::filesystem::path(a.out_dir) / "traces").string();
+    r = scenario::run_sweep(s, lib, scenario::predict_point, o);
+    scenario_text = s.text;
+  }
+  const std::string command = a.input.empty() ? "dptwin report" : "dptwin report " + a.input;
+  const auto doc = report::build_sweep_report(r, {a.out_dir, command, scenario_text});
+  const auto written = report::write_report(doc, a.out_dir);
+  const bool met = report::sweep_meets_target(r);
+  if (a.json) {
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& f : written.files) files.push_back((std::filesystem::path(a.out_dir) / f).string());
+    std::cout << nlohmann::json{{"question", doc.question}, {"answer", doc.answer}, {"meets_target", met},
+                                {"report_html", (std::filesystem::path(a.out_dir) / "report.html").string()},
+                                {"files", files}}
+                     .dump(2)
+              << "\n";
+  } else {
+    if (!doc.question.empty()) std::cout << doc.question << "\n";
+    std::cout << doc.answer << "\n"
+              << "report: " << (std::filesystem::path(a.out_dir) / "report.html").string() << " (and report.md, "
+              << "points.csv)\n";
+  }
+  for (const auto& p : r.points)
+    if (p.status == scenario::PointStatus::failed) return kExitRuntimeError;
+  return met ? kExitOk : kExitFailure;
+}
+
+RunFn setup(CLI::App& parent) {
+  auto a = std::make_shared<ReportArgs>();
+  CLI::App* app = parent.add_subcommand(
+      "report", "Answer a what-if question as a report: the question, a one-sentence answer, charts (throughput against "
+                "GPU count beside the ideal line, scaling efficiency, step-time breakdown, per-GPU memory), tables, a "
+                "CSV of every point and Chrome traces. With no argument: the embedded default scenario (DataParallel "
+                "against DDP on 1-8 GPUs of a PCIe server and a DGX).");
+  app->add_option("input", a->input, "scenario YAML, or sweep results JSON (dptwin sweep -o, dptwin merge -o)")
+      ->check(CLI::ExistingFile);
+  whatif::add_point_flags(app, a->flags);
+  app->add_option("-o,--out", a->out_dir, "directory for report.html, report.md, points.csv, charts/ and traces/")
+      ->capture_default_str();
+  app->add_option("-j,--jobs", a->jobs, "points predicted at once (default: the number of CPUs)");
+  app->add_flag("--json", a->json, "print the answer and the written files as JSON");
+  app->footer("Examples:\n"
+              "  dptwin report                          # the default scenario into ./dptwin-report/\n"
+              "  dptwin report scenarios/whatif/gpt2-124m-scaling.yaml -o gpt2-report\n"
+              "  dptwin report all.json                 # merged sweep shards\n\n" +
+              exit_codes_help() + " Exit 1 here: no point meets the scenario's target.");
+  return [a] { return run_report(*a); };
+}
+
+Registration reg{"report", setup};
+
+}  // namespace
+}  // namespace dpt::cli

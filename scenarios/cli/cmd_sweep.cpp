@@ -1,0 +1,89 @@
+// dptwin sweep: every point of a scenario's sweep axes, predicted in parallel processes.
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "scenarios/lib/predict_runner.hpp"
+#include "scenarios/lib/report_sweep.hpp"
+#include "scenarios/lib/report_text.hpp"
+#include "whatif_flags.hpp"
+
+namespace dpt::cli {
+namespace {
+
+struct SweepArgs {
+  std::string scenario_file;
+  whatif::PointFlags flags;
+  int jobs = whatif::default_jobs();
+  std::string shard = "0/1";
+  std::string out;
+  std::string report_dir;
+  std::string trace_dir;
+  bool json = false;
+};
+
+int run_sweep_command(const SweepArgs& a) {
+  const auto lib = whatif::library();
+  scenario::Scenario s = scenario::load_scenario_file(a.scenario_file);
+  whatif::apply_point_flags(s, a.flags);
+  if (a.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", a.jobs));
+  const auto [shard_index, shard_count] = scenario::parse_shard(a.shard, "--shard");
+  scenario::validate_scenario(s, lib);
+  scenario::SweepOptions o;
+  o.jobs = a.jobs;
+  o.shard_index = shard_index;
+  o.shard_count = shard_count;
+  o.progress = whatif::stderr_is_terminal() && !a.json;
+  o.trace_dir = !a.trace_dir.empty() ? a.trace_dir : (!a.report_dir.empty() ? a.report_dir + "/traces" : "");
+  const scenario::SweepResult r = scenario::run_sweep(s, lib, scenario::predict_point, o);
+  if (!a.out.empty()) scenario::write_sweep_result(r, a.out);
+  const bool whole = shard_count == 1;
+  if (!a.report_dir.empty()) {
+    if (!whole)
+      throw std::invalid_argument("--report needs every point: run the shards, dptwin merge them, then dptwin report "
+                                  "MERGED.json");
+    report::write_report(report::build_sweep_report(r, {a.report_dir, "dptwin sweep " + a.scenario_file, s.text}),
+                         a.report_dir);
+  }
+  if (a.json) {
+    std::cout << scenario::sweep_result_to_json(r).dump(1) << "\n";
+  } else {
+    std::cout << report::sweep_table_text(r);
+    if (whole) std::cout << "\n" << report::sweep_answer(r) << "\n";
+    if (!a.out.empty()) std::cout << "results: " << a.out << "\n";
+    if (!a.report_dir.empty()) std::cout << "report: " << a.report_dir << "/report.html\n";
+  }
+  for (const auto& p : r.points)
+    if (p.status == scenario::PointStatus::failed) return kExitRuntimeError;
+  return whole && !report::sweep_meets_target(r) ? kExitFailure : kExitOk;
+}
+
+RunFn setup(CLI::App& parent) {
+  auto a = std::make_shared<SweepArgs>();
+  CLI::App* app = parent.add_subcommand(
+      "sweep", "Predict every point of a scenario's sweep axes (the cartesian product), each in its own process, "
+               "--jobs at a time; a progress bar on a terminal. Split over a Slurm job array with --shard I/N and "
+               "join the shards with dptwin merge.");
+  app->add_option("scenario", a->scenario_file, "scenario YAML with sweep axes")->required()->check(CLI::ExistingFile);
+  whatif::add_point_flags(app, a->flags);
+  app->add_option("-j,--jobs", a->jobs, "points predicted at once (default: the number of CPUs)");
+  app->add_option("--shard", a->shard, "run shard I of N (0 <= I < N): the points whose index % N == I");
+  app->add_option("-o,--out", a->out, "write the results here (JSON, dptwin.sweep/1)");
+  app->add_option("--report", a->report_dir, "write the HTML and Markdown report into this directory");
+  app->add_option("--trace-dir", a->trace_dir, "write each point's Chrome trace here (default: REPORT/traces)");
+  app->add_flag("--json", a->json, "print the results as JSON instead of the table");
+  app->footer("Examples:\n"
+              "  dptwin sweep scenarios/whatif/resnet50-scaling.yaml --jobs 4 --report out/\n"
+              "  sbatch --array=0-7 --wrap 'dptwin sweep S.yaml --shard $SLURM_ARRAY_TASK_ID/8 -o shard-$SLURM_ARRAY_TASK_ID.json'\n"
+              "  dptwin merge shard-*.json -o all.json && dptwin report all.json\n\n" +
+              exit_codes_help() + " Exit 1 here: no point meets the scenario's target.");
+  return [a] { return run_sweep_command(*a); };
+}
+
+Registration reg{"sweep", setup};
+
+}  // namespace
+}  // namespace dpt::cli

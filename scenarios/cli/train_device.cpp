@@ -1,0 +1,69 @@
+#include "train_device.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "scenarios/lib/measured_report.hpp"
+#include "scenarios/lib/real_backend.hpp"
+
+namespace dpt::cli {
+
+void add_train_device_flags(CLI::App* cmd, TrainDeviceFlags& f) {
+  cmd->add_option("--backend", f.backend, "Where it trains: host (CPU workers) or cuda (GPUs, NCCL for ddp)")
+      ->check(CLI::IsMember({"host", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--report", f.report, "cuda: write the last step's measured step report (dptwin.step_report/1)");
+  cmd->add_option("--trace", f.trace, "cuda: write the last step's Chrome trace (CUDA events; opens in Perfetto)");
+  cmd->add_flag("--tf32", f.tf32, "cuda: f32 GEMM on TF32 tensor cores (faster, about 1e-3 relative error)");
+}
+
+TrainDevice::TrainDevice(const TrainDeviceFlags& flags, int devices) : flags_(flags) {
+  if (flags_.backend != "cuda" && (flags_.report || flags_.trace || flags_.tf32))
+    throw std::invalid_argument("--report, --trace and --tf32 need --backend cuda (per-op timing from CUDA events)");
+  RealBackendOptions o;
+  o.devices = devices;
+  o.allow_tf32 = flags_.tf32;
+  backend_ = make_real_backend(flags_.backend, o);
+  if ((flags_.report || flags_.trace) && !start_measuring(*backend_))
+    throw std::invalid_argument(fmt::format("backend {} records no per-op timing", flags_.backend));
+}
+
+void TrainDevice::after_step(const StepLog& s, int total_steps) {
+  if (!flags_.report && !flags_.trace) return;
+  if (s.step == total_steps) last_ = collect_measured(*backend_, s.step_s);
+  else start_measuring(*backend_);  // keep only the latest step's intervals
+}
+
+void TrainDevice::finish(const TrainConfig& c, const std::string& model, const std::string& strategy, int devices,
+                         const std::vector<std::int64_t>& per_device, DType dtype) {
+  if (!last_) return;
+  if (flags_.trace) measured_trace(*last_).write(*flags_.trace);
+  if (!flags_.report) return;
+  StepReport r;
+  r.backend = flags_.backend;
+  r.hardware = "measured";
+  r.model = model;
+  r.strategy = strategy;
+  r.devices = devices;
+  r.dtype = std::string(dtype_name(dtype));
+  r.batch_global = c.batch;
+  r.batch_per_device = per_device.empty() ? c.batch : *std::max_element(per_device.begin(), per_device.end());
+  for (int d = 0; d < backend_->device_count(); ++d) {
+    Device& dev = backend_->device(d);
+    DeviceReport dr;
+    dr.device = dev.name();
+    dr.peak_memory_bytes = dev.memory().peak_bytes();
+    const auto at_peak = dev.memory().breakdown_at_peak();
+    for (int k = 0; k < kMemoryCategoryCount; ++k)
+      if (at_peak[static_cast<size_t>(k)] > 0)
+        dr.memory_breakdown_bytes[memory_category_name(static_cast<MemoryCategory>(k))] = at_peak[static_cast<size_t>(k)];
+    dr.capacity_bytes = dev.capacity_bytes();
+    r.devices_detail.push_back(dr);
+  }
+  fill_measured_report(r, *last_);
+  if (flags_.trace) r.trace = *flags_.trace;
+  write_step_report(r, *flags_.report);
+}
+
+}  // namespace dpt::cli

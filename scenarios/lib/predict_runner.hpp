@@ -1,0 +1,16 @@
+// The sweep's point runner: one resolved scenario point predicted by the twin
+// (sim/predict.hpp) with the model library's cost-only layers.
+#pragma once
+#include <string>
+
+#include "scenario.hpp"
+#include "sim/step_report.hpp"
+
+namespace dpt::scenario {
+
+// Predicts one point (shape-only: the cost-only model computes nothing) and
+// writes its Chrome trace to trace_path when not empty. Forks (SimGrid runs one
+// engine per process): call it from a single-threaded process.
+StepReport predict_point(const ResolvedPoint& point, const std::string& trace_path);
+
+}  // namespace dpt::scenario
