@@ -1,10 +1,7 @@
 #include "step_report.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
+#include "engine/safetensors.hpp"
 
-#include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -216,33 +213,9 @@ StepReport step_report_from_json(const json& j, const std::string& where) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
-  const char* p = text.data();
-  size_t left = text.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw std::runtime_error(fmt::format("cannot write {}: {}", tmp, std::strerror(err)));
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot flush {}: {}", tmp, std::strerror(err)));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp, path, std::strerror(err)));
-  }
+  // One atomic writer for the project (temporary file, fsync, rename, directory fsync).
+  const auto* begin = reinterpret_cast<const std::byte*>(text.data());
+  write_file_atomic(path, std::vector<std::byte>(begin, begin + text.size()));
 }
 
 void write_step_report(const StepReport& r, const std::string& path) {
