@@ -325,10 +325,23 @@ struct CollectiveGroup::State {
   int next_record = 0;
 };
 
-CollectiveGroup::CollectiveGroup(Platform& platform, std::vector<int> rank_gpus, CollectiveSettings settings)
+CollectiveGroup::CollectiveGroup(Platform& platform, std::vector<int> rank_gpus, CollectiveSettings settings,
+                                 int participants)
     : platform_(platform), rank_gpus_(std::move(rank_gpus)), settings_(settings),
+      participants_(participants == 0 ? static_cast<int>(rank_gpus_.size()) : participants),
       state_(std::make_unique<State>(platform)) {
   if (rank_gpus_.empty()) throw std::invalid_argument("CollectiveGroup: no ranks");
+  if (participants_ < 1 || participants_ > static_cast<int>(rank_gpus_.size()))
+    throw std::invalid_argument(fmt::format("CollectiveGroup: {} participants for {} ranks (allowed 1..{}, or 0 for all)",
+                                            participants, rank_gpus_.size(), rank_gpus_.size()));
+  if (participants_ < static_cast<int>(rank_gpus_.size())) {
+    // Symmetric ranks: only the large-N formulation can time ranks that have no actor.
+    if (settings_.formulation == Formulation::exact)
+      throw std::invalid_argument(fmt::format(
+          "CollectiveGroup: the exact formulation needs all {} ranks to participate, {} given", rank_gpus_.size(),
+          participants_));
+    settings_.formulation = Formulation::large_n;
+  }
   std::set<int> seen;
   for (int g : rank_gpus_) {
     if (g < 0 || g >= platform_.gpu_count())
@@ -345,7 +358,9 @@ const std::vector<CollectiveRecord>& CollectiveGroup::records() const { return s
 
 void CollectiveGroup::run(int rank, const CollectiveCall& call) {
   const int n = size();
-  if (rank < 0 || rank >= n) throw std::invalid_argument(fmt::format("rank {} is not in 0..{}", rank, n - 1));
+  const int arrivals = participants_;  // ranks that call run (all but in a symmetric group)
+  if (rank < 0 || rank >= arrivals)
+    throw std::invalid_argument(fmt::format("rank {} is not in 0..{}", rank, arrivals - 1));
   if (call.count < 0) throw std::invalid_argument(fmt::format("collective count {} is negative", call.count));
   if (call.element_bytes <= 0)
     throw std::invalid_argument(fmt::format("element size {} bytes is not positive", call.element_bytes));
@@ -363,7 +378,7 @@ void CollectiveGroup::run(int rank, const CollectiveCall& call) {
       cached = st.by_call.emplace(key, State::ByCall{plan_collective(platform_, rank_gpus_, call, settings_), {}, {}})
                    .first;
     pd.plan = cached->second.plan;
-    pd.barrier = sg4::Barrier::create(static_cast<unsigned>(n));
+    pd.barrier = sg4::Barrier::create(static_cast<unsigned>(arrivals));
   } else if (pd.call.op != call.op || pd.call.count != call.count || pd.call.root != call.root) {
     throw std::invalid_argument(fmt::format("rank {} issued {} of {} elements as call {}, but another rank issued {} of {}",
                                             rank, collective_op_name(call.op), call.count, index,
@@ -377,7 +392,7 @@ void CollectiveGroup::run(int rank, const CollectiveCall& call) {
     // The last rank to arrive starts the clock and sleeps the model's duration; the others
     // wait at the barrier, which opens when it arrives there too (one timed activity
     // per collective instead of one per rank).
-    if (pd.arrived == n) {
+    if (pd.arrived == arrivals) {
       auto& cached = st.by_call.at(key);
       if (!cached.duration) {
         cached.duration = cached.plan.model_s ? *cached.plan.model_s
@@ -394,9 +409,9 @@ void CollectiveGroup::run(int rank, const CollectiveCall& call) {
   }
 
   pd.end_s = std::max(pd.end_s, sg4::Engine::get_clock());
-  if (++pd.finished == n) {
+  if (++pd.finished == arrivals) {
     // Records go out in issue order even if a later call finished first.
-    while (st.pending.count(st.next_record) && st.pending[st.next_record].finished == n) {
+    while (st.pending.count(st.next_record) && st.pending[st.next_record].finished == arrivals) {
       const auto& done = st.pending[st.next_record];
       st.records.push_back({done.call, done.plan, done.start_s, done.end_s});
       st.pending.erase(st.next_record);

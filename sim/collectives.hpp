@@ -161,12 +161,23 @@ struct CollectiveRecord {
 class CollectiveGroup {
  public:
   // Ranks 0..N-1 live on rank_gpus[r] (distinct global GPU indices of `platform`).
-  CollectiveGroup(Platform& platform, std::vector<int> rank_gpus, CollectiveSettings settings = {});
+  //
+  // Symmetric ranks: with participants = P < N, only ranks 0..P-1 call run(); they
+  // stand for all N ranks, which are assumed to arrive together (a DDP step on
+  // identical GPUs with equal batches: every rank issues the same collective after
+  // the same work). Each collective then completes when the P participants have
+  // arrived and is timed for all N ranks in the large-N formulation (the exact one
+  // needs every rank's actor), with every link's traffic accounted. P = N (the
+  // default, participants = 0) is the ordinary group.
+  CollectiveGroup(Platform& platform, std::vector<int> rank_gpus, CollectiveSettings settings = {},
+                  int participants = 0);
   ~CollectiveGroup();
   CollectiveGroup(const CollectiveGroup&) = delete;
   CollectiveGroup& operator=(const CollectiveGroup&) = delete;
 
   int size() const { return static_cast<int>(rank_gpus_.size()); }
+  // Ranks that call run(): size() unless the group is symmetric (see the constructor).
+  int participants() const { return participants_; }
   int gpu_of_rank(int rank) const { return rank_gpus_.at(rank); }
   const std::vector<int>& rank_gpus() const { return rank_gpus_; }
   Platform& platform() const { return platform_; }
@@ -184,6 +195,7 @@ class CollectiveGroup {
   Platform& platform_;
   std::vector<int> rank_gpus_;
   CollectiveSettings settings_;
+  int participants_;
   std::unique_ptr<State> state_;
 };
 

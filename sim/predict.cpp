@@ -62,7 +62,8 @@ sim::CollectiveOp collective_op(SimCollectiveKind k) {
 // The platform's collective algorithms behind the backend's timer interface.
 class PlatformCollectives : public SimCollectiveGroup {
  public:
-  PlatformCollectives(sim::Platform& p, std::vector<int> gpus) : group_(p, std::move(gpus)) {}
+  PlatformCollectives(sim::Platform& p, std::vector<int> gpus, int participants = 0)
+      : group_(p, std::move(gpus), {}, participants) {}
   void run(int rank, const SimCollectiveCall& c) override {
     sim::CollectiveCall call;
     call.op = collective_op(c.kind);
@@ -103,6 +104,16 @@ SimMachine sim_machine_from_platform(sim::Platform& platform, const std::vector<
     return std::make_shared<PlatformCollectives>(platform, global);
   };
   return m;
+}
+
+bool symmetric_ranks_apply(const PredictConfig& c) {
+  // Above exact_max_ranks the collectives run in the large-N formulation either way, so
+  // simulating node 0 alone changes nothing the full simulation would time differently.
+  if (!c.symmetric_ranks || c.strategy != StrategyKind::ddp || c.numeric || c.nodes < 2 ||
+      c.devices <= sim::CollectiveSettings{}.exact_max_ranks)
+    return false;
+  const auto [global, per_device] = predict_batches(c);
+  return global == per_device * c.devices;
 }
 
 namespace {
@@ -203,6 +214,10 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
   const auto [batch_global, batch_per_device] = predict_batches(c);
   const sim::HardwareSpec hw = c.nodes == hw_in.nodes ? hw_in : sim::with_nodes(hw_in, c.nodes);
   const std::vector<int> gpus = predict_gpu_indices(hw, c.devices, c.nodes);
+  // Symmetric ranks: node 0's GPUs are simulated and stand for all (see PredictConfig).
+  const bool symmetric = symmetric_ranks_apply(c);
+  const int simulated = symmetric ? c.devices / c.nodes : c.devices;
+  const std::vector<int> simulated_gpus(gpus.begin(), gpus.begin() + simulated);
   // These live in the child only (run_simulation forks): the parent's copies stay empty.
   std::unique_ptr<SimBackend> backend;
   ChromeTrace trace;
@@ -216,8 +231,24 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
         o.workers = c.strategy == StrategyKind::ddp ? SimWorkerModel::process_per_worker
                                                     : SimWorkerModel::threads_of_one_process;
         o.trace = c.trace_path.empty() ? nullptr : &trace;
-        backend = std::make_unique<SimBackend>(sim_machine_from_platform(p, gpus), o);
-        s4u::Actor::create("driver", p.cpu_host(0), [&, batch = batch_global] {
+        SimMachine machine = sim_machine_from_platform(p, simulated_gpus);
+        if (symmetric) {
+          o.symmetric_world = c.devices;
+          // The simulated ranks are ranks 0..simulated-1 of the group over every GPU.
+          machine.make_collective_group = [&p, &c, gpus, simulated](const std::vector<int>& devices) {
+            bool node0 = static_cast<int>(devices.size()) == simulated;
+            for (int i = 0; node0 && i < simulated; ++i) node0 = devices[static_cast<size_t>(i)] == i;
+            if (!node0)
+              throw std::invalid_argument(fmt::format("symmetric ranks: a group of {} ranks, expected the {} simulated ranks in order",
+                                                      devices.size(), simulated));
+            if (c.faults.symmetric_group_of_simulated_ranks_only)  // planted bug: times node 0's ranks alone
+              return std::make_shared<PlatformCollectives>(
+                  p, std::vector<int>(gpus.begin(), gpus.begin() + simulated), simulated);
+            return std::make_shared<PlatformCollectives>(p, gpus, simulated);
+          };
+        }
+        backend = std::make_unique<SimBackend>(std::move(machine), o);
+        s4u::Actor::create("driver", p.cpu_host(0), [&, batch = symmetric ? batch_per_device * simulated : batch_global] {
           drive(*backend, c, build_model, batch, [&p] { p.reset_link_usage(); }, m);
         });
       },
@@ -249,6 +280,15 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
           if (!m.accounts.empty())
             dr.busy_s = m.accounts[static_cast<size_t>(i)].compute_busy_s + m.accounts[static_cast<size_t>(i)].optimizer_busy_s;
           r.devices_detail.push_back(std::move(dr));
+        }
+        if (symmetric) {
+          // Rank q of every other node is rank q of node 0's twin.
+          r.simulated_devices = simulated;
+          for (int i = simulated; i < c.devices; ++i) {
+            DeviceReport dr = r.devices_detail[static_cast<size_t>(i % simulated)];
+            dr.device = fmt::format("sim:gpu{}", i);
+            r.devices_detail.push_back(std::move(dr));
+          }
         }
         auto result = [&] {
           return nlohmann::json{{"report", step_report_to_json(r)},

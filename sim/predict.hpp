@@ -19,6 +19,11 @@
 
 namespace dpt {
 
+// Planted bugs, for tests that show the properties catch them. All off in real use.
+struct PredictFaults {
+  bool symmetric_group_of_simulated_ranks_only = false;  // symmetric ranks' collectives timed for node 0 alone
+};
+
 struct PredictConfig {
   StrategyKind strategy = StrategyKind::ddp;
   int devices = 1;  // GPUs in all (the world size); devices / nodes per node
@@ -37,7 +42,20 @@ struct PredictConfig {
   std::int64_t output_features = 0;  // per-sample output size (the classes of the cross-entropy loss)
   OptimizerBuilder optimizer;        // default: SGD (lr 0.01, no momentum)
   bool single_device_baseline = true;  // also predict one device for scaling efficiency
+  // Multi-node shape-only DDP with equal batches: simulate node 0's ranks only and let
+  // them stand for every node's (symmetric_ranks_apply says when). Every rank of a
+  // homogeneous cluster then does the same work at the same times, so node 0's ranks
+  // are the others' twins; collectives are still timed, and their link traffic
+  // accounted, for all ranks (CollectiveGroup's participants). Cost: one node's engine
+  // work instead of every rank's. false: simulate every rank (what the tests compare).
+  bool symmetric_ranks = true;
+  PredictFaults faults;
 };
+
+// Whether predict_step simulates only node 0's ranks for `c` (see symmetric_ranks):
+// DDP, shape-only, more than one node, more ranks than the collectives simulate
+// message by message (CollectiveSettings::exact_max_ranks), every rank the same batch.
+bool symmetric_ranks_apply(const PredictConfig& c);
 
 // The global and per-device batch of a config on `world` devices: DataParallel
 // chunks a global batch (torch.chunk: ceil(B/N) per device); DDP ranks each take

@@ -42,6 +42,14 @@ SimBackend::SimBackend(SimMachine machine, SimBackendOptions options)
       return s4u::Comm::sendto_async(a, b, static_cast<uint64_t>(n));
     };
   if (!machine_.peer_to_peer) machine_.peer_to_peer = [](int, int) { return true; };
+  if (options_.symmetric_world != 0) {
+    if (options_.symmetric_world < static_cast<int>(machine_.gpus.size()))
+      throw std::invalid_argument(fmt::format("sim backend: symmetric world of {} ranks is smaller than the {} simulated GPUs",
+                                              options_.symmetric_world, machine_.gpus.size()));
+    if (options_.numeric)
+      throw std::invalid_argument(
+          "sim backend: symmetric ranks need shape-only mode (numeric collectives need every rank's data)");
+  }
   // One BLAS thread: kernels run inside actors of a single-threaded simulation, and the
   // host backend pins OpenBLAS the same way (same results bit for bit).
   openblas_set_num_threads(1);

@@ -91,6 +91,12 @@ struct SimBackendOptions {
   // The calling actor waits for each kernel and copy it issues, as on the host
   // backend, where a device's "kernel" runs on the thread that calls it.
   bool synchronous = false;
+  // Symmetric ranks (shape-only only): 0 simulates every rank. W > 0: the backend's
+  // devices run the first ranks of a world of W identical ranks (same GPU, same
+  // batch, so the same work at the same times); communicators report size W and
+  // their collectives are timed for all W ranks (CollectiveGroup's participants).
+  // predict_step uses it for multi-node DDP: node 0's ranks stand for every node's.
+  int symmetric_world = 0;
 };
 
 class SimBackend : public Backend {

@@ -149,7 +149,8 @@ struct RankStream {
 struct Group {
   Group(SimBackend& b) : backend(b) {}
   SimBackend& backend;
-  std::vector<SimDevice*> devices;
+  std::vector<SimDevice*> devices;  // the simulated ranks' devices
+  int world = 0;                     // ranks in all: devices.size(), or the symmetric world
   std::shared_ptr<SimCollectiveGroup> timer;
   std::vector<std::unique_ptr<RankStream>> streams;
   std::vector<std::int64_t> issued;
@@ -157,7 +158,8 @@ struct Group {
   bool aborted = false;
   std::string cause;
 
-  int size() const { return static_cast<int>(devices.size()); }
+  int size() const { return world; }
+  int simulated() const { return static_cast<int>(devices.size()); }
 
   void abort(const std::string& why) {
     if (aborted) return;
@@ -170,7 +172,7 @@ struct Group {
   }
 
   void run_numeric(Instance& in) {
-    const int n = size();
+    const int n = simulated();  // numeric mode simulates every rank (SimBackend enforces it)
     std::vector<void*> a;
     for (auto& t : in.a) a.push_back(t.data());
     switch (in.kind) {
@@ -339,7 +341,7 @@ class SimCommunicator : public Communicator {
     }
     in.a[static_cast<size_t>(rank_)] = a;
     in.b[static_cast<size_t>(rank_)] = b;
-    if (++in.arrived == g.size()) {
+    if (++in.arrived == g.simulated()) {
       if (backend.options().numeric && kind != SimCollectiveKind::barrier) g.run_numeric(in);
       g.instances.erase(seq);
     }
@@ -364,6 +366,7 @@ std::vector<std::unique_ptr<Communicator>> make_sim_communicators(SimBackend& ba
   if (devices.empty()) throw std::invalid_argument("sim communicators: no devices given");
   auto g = std::make_shared<Group>(backend);
   for (int d : devices) g->devices.push_back(&backend.sim_device(d));
+  g->world = backend.options().symmetric_world > 0 ? backend.options().symmetric_world : static_cast<int>(devices.size());
   if (!backend.machine().make_collective_group)
     throw std::invalid_argument(fmt::format("sim machine '{}' has no collective timer", backend.machine().name));
   g->timer = backend.machine().make_collective_group(devices);

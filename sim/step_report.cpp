@@ -131,6 +131,7 @@ json step_report_to_json(const StepReport& r) {
               {"single_device_step_time_s", optional_number(r.single_device_step_time_s)},
               {"scaling_efficiency", optional_number(r.scaling_efficiency)},
               {"devices_detail", devices},
+              {"simulated_devices", r.simulated_devices ? json(*r.simulated_devices) : json(nullptr)},
               {"links", links},
               {"trace", r.trace},
               {"out_of_memory", oom},
@@ -180,6 +181,14 @@ StepReport step_report_from_json(const json& j, const std::string& where) {
     out.busy_s = d.num("busy_s");
     d.reject_unknown();
     r.devices_detail.push_back(std::move(out));
+  }
+  if (in.has("simulated_devices")) {
+    const json& v = in.at("simulated_devices");
+    if (!v.is_null()) {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > r.devices)
+        in.fail("simulated_devices", fmt::format("must be null or an integer in 1..devices ({})", r.devices));
+      r.simulated_devices = v.get<int>();
+    }
   }
   const json& links = in.array("links");
   for (size_t i = 0; i < links.size(); ++i) {

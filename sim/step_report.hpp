@@ -71,6 +71,11 @@ struct StepReport {
   // throughput / (devices x single-device throughput); null when not computed.
   std::optional<double> scaling_efficiency;
   std::vector<DeviceReport> devices_detail;
+  // Devices whose engine work the twin simulated when fewer than `devices`: node 0's
+  // ranks standing for every node's identical ranks (predict.hpp, symmetric_ranks);
+  // the other devices' details are copies of the simulated ones. Null: all simulated
+  // (and always for measured reports). Optional in the JSON (absent = null).
+  std::optional<int> simulated_devices;
   std::vector<LinkReport> links;
   std::string trace;                  // path of the Chrome trace, empty when none was written
   std::optional<OutOfMemoryReport> out_of_memory;
