@@ -6,7 +6,12 @@
 // inflate as it inflates wall time, and the peak resident memory of the simulation process. Target: 1,024 GPUs in
 // <= 1 s and <= 500 MiB.
 //
-//   bench_sim_scale_ddp [GPUS...]      (default: 8 64 512 1024)
+// Above one node the prediction simulates node 0's ranks, standing for every node's
+// identical ranks (PredictConfig::symmetric_ranks; the collectives are timed for all
+// ranks); --every-rank simulates every rank instead (the same prediction, for the
+// comparison of costs).
+//
+//   bench_sim_scale_ddp [--every-rank] [GPUS...]      (default: 8 64 512 1024)
 #include <sys/resource.h>
 
 #include <chrono>
@@ -20,16 +25,19 @@
 
 int main(int argc, char** argv) {
   using namespace dpt;
-  std::vector<int> scales = {8, 64, 512, 1024};
-  if (argc > 1) {
-    scales.clear();
-    for (int i = 1; i < argc; ++i) scales.push_back(std::stoi(argv[i]));
+  std::vector<int> scales;
+  bool every_rank = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--every-rank") every_rank = true;
+    else scales.push_back(std::stoi(argv[i]));
   }
+  if (scales.empty()) scales = {8, 64, 512, 1024};
   const std::string root = DPT_SOURCE_DIR;
   const sim::HardwareSpec hw = sim::load_hardware("dgx-h100", root + "/scenarios/hardware");
   const ModelDescription model = load_model("gpt2-1.5b", root + "/scenarios/models");
-  std::printf("DDP step of %s (%.2f B parameters, shape-only, f32, 25 MiB buckets) on %s clusters\n",
-              model.name.c_str(), static_cast<double>(model_parameter_count(model)) / 1e9, hw.name.c_str());
+  std::printf("DDP step of %s (%.2f B parameters, shape-only, f32, 25 MiB buckets) on %s clusters, %s\n",
+              model.name.c_str(), static_cast<double>(model_parameter_count(model)) / 1e9, hw.name.c_str(),
+              every_rank ? "every rank simulated" : "node 0's ranks standing for every node's");
   std::printf("%6s %6s %12s %12s %16s %16s %14s\n", "GPUs", "nodes", "wall_s", "cpu_s", "peak_rss_MiB",
               "predicted_step_s",
               "samples_per_s");
@@ -43,6 +51,7 @@ int main(int argc, char** argv) {
     c.numeric = false;
     c.warmup_steps = 0;
     c.single_device_baseline = false;
+    c.symmetric_ranks = !every_rank;
     c.model_name = model.name;
     c.input_features = model.input_features;
     c.output_features = model_output_features(model);

@@ -19,6 +19,7 @@ struct PredictArgs {
   whatif::PointFlags flags;
   std::string out, trace, report_dir;
   bool json = false;
+  bool every_rank = false;
 };
 
 int run_predict(const PredictArgs& a) {
@@ -41,7 +42,7 @@ int run_predict(const PredictArgs& a) {
                                             s.file, axes));
   }
   const scenario::ResolvedPoint point = scenario::resolve_point(s, s.base, lib);
-  const StepReport r = scenario::predict_point(point, a.trace);
+  const StepReport r = a.every_rank ? scenario::predict_point_every_rank(point, a.trace) : scenario::predict_point(point, a.trace);
   if (!a.out.empty()) write_step_report(r, a.out);
   if (!a.report_dir.empty()) {
     scenario::SweepResult sr;
@@ -94,6 +95,9 @@ RunFn setup(CLI::App& parent) {
   app->add_option("--trace", a->trace, "write the Chrome trace of the step here (open it in Perfetto)");
   app->add_option("--report", a->report_dir, "write an HTML and Markdown report into this directory");
   app->add_flag("--json", a->json, "print the step report as JSON instead of the summary");
+  app->add_flag("--every-rank", a->every_rank,
+                "multi-node DDP: simulate every rank instead of node 0's standing for all (same answer, slower; "
+                "the trace then shows every GPU)");
   app->footer("Examples:\n"
               "  dptwin predict scenarios/whatif/resnet50-dgx-a100-ddp.yaml\n"
               "  dptwin predict --hardware dgx-h100 --model gpt2-124m --strategy ddp --devices 8 --batch-per-device 8 "

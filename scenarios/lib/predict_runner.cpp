@@ -5,8 +5,10 @@
 
 namespace dpt::scenario {
 
-StepReport predict_point(const ResolvedPoint& p, const std::string& trace_path) {
+namespace {
+StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool every_rank) {
   PredictConfig c;
+  c.symmetric_ranks = !every_rank;
   c.strategy = p.strategy;
   c.devices = p.world();
   c.nodes = p.nodes;
@@ -41,6 +43,13 @@ StepReport predict_point(const ResolvedPoint& p, const std::string& trace_path) 
   StepReport r = predict_step(p.hardware, [model, dtype](Device& d) { return make_cost_only_model(model, d, dtype); }, c);
   r.hardware = p.hardware_name;
   return r;
+}
+
+}  // namespace
+
+StepReport predict_point(const ResolvedPoint& p, const std::string& trace_path) { return predict(p, trace_path, false); }
+StepReport predict_point_every_rank(const ResolvedPoint& p, const std::string& trace_path) {
+  return predict(p, trace_path, true);
 }
 
 }  // namespace dpt::scenario

@@ -12,5 +12,8 @@ namespace dpt::scenario {
 // writes its Chrome trace to trace_path when not empty. Forks (SimGrid runs one
 // engine per process): call it from a single-threaded process.
 StepReport predict_point(const ResolvedPoint& point, const std::string& trace_path);
+// The same, simulating every DDP rank even where node 0's would stand for all
+// (PredictConfig::symmetric_ranks): the same answer at a cost that grows with the ranks.
+StepReport predict_point_every_rank(const ResolvedPoint& point, const std::string& trace_path);
 
 }  // namespace dpt::scenario

@@ -71,6 +71,10 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
                     d.capacity_bytes ? fmt::format("{} of {}", format_gib(d.peak_memory_bytes), format_gib(*d.capacity_bytes))
                                      : format_gib(d.peak_memory_bytes)});
   }
+  if (r.simulated_devices && *r.simulated_devices < r.devices)
+    rows.push_back({"  simulated", fmt::format("node 0's {} ranks, standing for the {} identical nodes' {} ranks "
+                                               "(collectives timed for all)",
+                                               *r.simulated_devices, r.nodes, r.devices)});
   if (!r.trace.empty()) rows.push_back({"  trace", r.trace});
   // Left-align labels, values after two spaces.
   size_t w = 0;
