@@ -26,18 +26,22 @@ class SingleDevice : public Strategy {
     if (x.ndim() < 1 || target.ndim() < 1 || x.dim(0) != target.dim(0))
       throw std::invalid_argument(fmt::format("train_step: input {} and target {} differ in batch size",
                                               shape_to_string(x.shape()), shape_to_string(target.shape())));
-    const auto params = model_.named_parameters();
-    // Python-level dispatch of a PyTorch step, for the twin: one call per parameter
-    // for zero_grad and for the optimizer, one per layer for forward and for backward, and the loss.
-    const int dispatch_ops = static_cast<int>(2 * params.size() + 2 * model_.size() + 1);
-    backend_.host_dispatch(dispatch_ops);
+    // Python-level dispatch of a PyTorch step, for the twin, counted as DataParallel
+    // and DDP count it (so the three differ only in what they add): the input copy,
+    // one call per layer for forward and for backward, the loss, and the optimizer
+    // step (one foreach call; zero_grad sets grads to None and launches nothing).
+    backend_.host_dispatch(1);
     // The input batch moves to the device, as `x.to(device)` does in a script.
     const Tensor xd = on_device(x);
     const Tensor td = on_device(target);
     model_.zero_grad();
+    backend_.host_dispatch(static_cast<int>(model_.size()));
     const Tensor out = model_.forward(xd);
+    backend_.host_dispatch(1);
     LossResult loss = loss_forward_backward(options_.loss, options_.reduction, out, td);
+    backend_.host_dispatch(static_cast<int>(model_.size()));
     model_.backward(loss.grad);
+    backend_.host_dispatch(1);
     optimizer_->step();
     model_.clear_saved();
     StepResult r;
