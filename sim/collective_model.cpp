@@ -2,8 +2,11 @@
 #include "sim/collective_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
+#include <queue>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -261,6 +264,236 @@ Seconds chain_time(const Platform& p, const std::vector<int>& gpus, const std::v
   return total;
 }
 
+// ---- fluid simulation of a transfer DAG, with SimGrid's CM02 sharing --------------------
+// SimGrid's CM02 network model (sim_process.cpp sets CM02, crosstraffic 0, TCP-gamma 0;
+// SimGrid 3.32 src/surf/network_cm02.cpp, src/kernel/lmm/maxmin.cpp): a comm first pays
+// its route's latency without using bandwidth (its max-min variable has penalty 0), then
+// shares every link of its route under weighted max-min fairness with sharing penalty =
+// its route latency (weight-S is 0 in CM02), i.e. each saturated link is split in
+// proportion to 1 / latency among the flows it bottlenecks; the bound min(link bw,
+// TCP-gamma / 2 lat) is 0 with TCP-gamma 0, which the solver reads as unbounded. A comm
+// ends when its bytes are through. (A route of zero latency keeps penalty 1, as SimGrid
+// creates its variable.) Here the same rule runs on plain arrays, event to event,
+// recomputing the max-min rates whenever a flow starts or stops transferring; events
+// closer than 1e-9 relative are taken together.
+struct FluidTransfer {
+  const RouteInfo* route = nullptr;
+  double bytes = 0;
+  int waits = 0;              // number of transfers it waits for
+  std::vector<int> then;      // transfers waiting for its end
+};
+
+class FluidSim {
+ public:
+  explicit FluidSim(std::vector<FluidTransfer>& ts) : ts_(ts) {}
+
+  // End time of every transfer (those that wait for nothing start at 0).
+  std::vector<Seconds> run() {
+    const int n = static_cast<int>(ts_.size());
+    end_.assign(n, -1);
+    link_of_.clear();
+    bw_.clear();
+    flow_links_.clear();
+    flows_.assign(n, {});
+    for (int i = 0; i < n; ++i) {
+      Flow& f = flows_[i];
+      f.waits = ts_[i].waits;
+      const RouteInfo* r = ts_[i].route;
+      f.lat = r->latency_s;
+      f.weight = r->latency_s > 0 ? 1.0 / r->latency_s : 1.0;
+      f.rem = ts_[i].bytes;
+      f.first_link = static_cast<int>(flow_links_.size());
+      for (const auto* l : r->links) flow_links_.push_back(link_id(l));
+      f.last_link = static_cast<int>(flow_links_.size());
+    }
+    usage_.assign(bw_.size(), 0);
+    cap_.assign(bw_.size(), 0);
+    on_link_.assign(bw_.size(), {});
+    count_.assign(bw_.size(), 0);
+    for (int i = 0; i < n; ++i)
+      if (flows_[i].waits == 0) start(i, 0.0);
+    double t = 0;
+    std::vector<int> done;
+    while (!lat_heap_.empty() || !active_.empty()) {
+      if (dirty_) share();
+      double t_next = std::numeric_limits<double>::infinity();
+      if (!lat_heap_.empty()) t_next = lat_heap_.top().first;
+      for (int i : active_) t_next = std::min(t_next, t + flows_[i].rem / flows_[i].rate);
+      if (!std::isfinite(t_next)) break;  // only flows with no bandwidth left: cannot happen on real links
+      const double dt = t_next - t;
+      t = t_next;
+      const double eps_t = 1e-9 * t + 1e-15;
+      done.clear();
+      for (int i : active_) {
+        Flow& f = flows_[i];
+        if (std::isinf(f.rate)) {  // a route without links: done as soon as its latency is paid
+          done.push_back(i);
+          continue;
+        }
+        f.rem -= f.rate * dt;
+        if (f.rem <= f.rate * eps_t) done.push_back(i);
+      }
+      while (!lat_heap_.empty() && lat_heap_.top().first <= t + eps_t) {
+        const int i = lat_heap_.top().second;
+        lat_heap_.pop();
+        if (flows_[i].rem <= 0) {
+          finish(i, t);
+        } else {
+          activate(i);
+        }
+      }
+      if (!done.empty()) {
+        dirty_ = true;
+        for (int i : done) flows_[i].ended = true;
+        std::erase_if(active_, [&](int i) { return flows_[i].ended; });
+        for (int i : done) finish(i, t);
+      }
+    }
+    return end_;
+  }
+
+ private:
+  struct Flow {
+    int waits = 0;
+    double lat = 0, weight = 1, rem = 0, rate = 0;
+    int first_link = 0, last_link = 0;
+    bool ended = false;
+  };
+
+  int link_id(const simgrid::s4u::Link* l) {
+    auto [it, added] = link_of_.try_emplace(l, static_cast<int>(bw_.size()));
+    if (added) bw_.push_back(l->get_bandwidth());
+    return it->second;
+  }
+
+  void start(int i, double t) {
+    Flow& f = flows_[i];
+    if (f.lat > 0) lat_heap_.push({t + f.lat, i});
+    else if (f.rem > 0) activate(i);
+    else finish(i, t);
+  }
+  void activate(int i) {
+    active_.push_back(i);
+    dirty_ = true;
+  }
+  void finish(int i, double t) {
+    end_[i] = t;
+    for (int j : ts_[i].then)
+      if (--flows_[j].waits == 0) start(j, t);
+  }
+
+  // Weighted max-min (progressive filling): the link with the least capacity per unit
+  // of weight saturates first; its flows get that share times their weight.
+  void share() {
+    dirty_ = false;
+    std::vector<int>& links = touched_;
+    links.clear();
+    for (int i : active_) {
+      Flow& f = flows_[i];
+      f.rate = -1;
+      for (int k = f.first_link; k < f.last_link; ++k) {
+        const int l = flow_links_[k];
+        if (on_link_[l].empty()) {
+          links.push_back(l);
+          usage_[l] = 0;
+          cap_[l] = bw_[l];
+        }
+        on_link_[l].push_back(i);
+        usage_[l] += f.weight;
+      }
+    }
+    size_t left = active_.size();
+    for (int l : links) count_[l] = static_cast<int>(on_link_[l].size());
+    while (left > 0) {
+      double m = std::numeric_limits<double>::infinity();
+      int best = -1;
+      for (int l : links)
+        if (count_[l] > 0 && cap_[l] / usage_[l] < m) {
+          m = cap_[l] / usage_[l];
+          best = l;
+        }
+      if (best < 0) break;
+      for (int i : on_link_[best]) {
+        Flow& f = flows_[i];
+        if (f.rate >= 0) continue;
+        f.rate = m * f.weight;
+        --left;
+        for (int k = f.first_link; k < f.last_link; ++k) {
+          const int l = flow_links_[k];
+          cap_[l] = std::max(0.0, cap_[l] - f.rate);
+          usage_[l] -= f.weight;
+          --count_[l];
+        }
+      }
+      count_[best] = 0;
+    }
+    for (int i : active_)
+      if (flows_[i].rate < 0) flows_[i].rate = std::numeric_limits<double>::infinity();  // no links
+    for (int l : links) on_link_[l].clear();
+  }
+
+  std::vector<FluidTransfer>& ts_;
+  std::vector<Flow> flows_;
+  std::vector<int> flow_links_;
+  std::unordered_map<const simgrid::s4u::Link*, int> link_of_;
+  std::vector<double> bw_, usage_, cap_;
+  std::vector<std::vector<int>> on_link_;
+  std::vector<int> count_;
+  std::vector<int> active_, touched_;
+  std::vector<Seconds> end_;
+  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>> lat_heap_;
+  bool dirty_ = false;
+};
+
+// Chains of more than kLargeNReplayMaxTransfers transfers are not replayed: the replay's
+// cost grows with the transfers and with the flows overlapping each (a 250 MiB broadcast
+// at 1,024 GPUs took over a second), so large chains keep chain_time's approximation.
+// The transfers of a ring broadcast or reduce: on every channel a pipelined chain of
+// n - 1 hops along the ring from the root (or to it), cut into pieces; hop j sends piece
+// i once it received it over hop j - 1 and its send of piece i - 1 ended
+// (collective_exact.cpp's chain actors).
+Elements chain_transfers(int n, const CollectiveCall& call, int channels, Elements piece) {
+  Elements t = 0;
+  for (int c = 0; c < channels; ++c) t += static_cast<Elements>(n - 1) * ceil_div(piece_count(call.count, channels, c), piece);
+  return t;
+}
+
+Seconds chain_replay(const Platform& p, const std::vector<int>& gpus, const std::vector<std::vector<int>>& orders,
+                     const CollectiveCall& call, Elements piece) {
+  const int n = static_cast<int>(gpus.size());
+  const int channels = static_cast<int>(orders.size());
+  const int hops = n - 1;
+  std::vector<FluidTransfer> ts;
+  for (int c = 0; c < channels; ++c) {
+    const auto& o = orders[c];
+    const int root_pos = static_cast<int>(std::find(o.begin(), o.end(), call.root) - o.begin());
+    const int first = call.op == CollectiveOp::reduce ? (root_pos + 1) % n : root_pos;
+    const Elements elems = piece_count(call.count, channels, c);
+    const int m = static_cast<int>(ceil_div(elems, piece));
+    const int b = static_cast<int>(ts.size());
+    std::vector<const RouteInfo*> routes(hops);
+    for (int j = 0; j < hops; ++j)
+      routes[j] = &p.route(host_of(p, gpus, o[(first + j) % n]), host_of(p, gpus, o[(first + j + 1) % n]));
+    ts.resize(b + static_cast<size_t>(m) * hops);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < hops; ++j) {
+        FluidTransfer& t = ts[b + i * hops + j];
+        t.route = routes[j];
+        t.bytes = static_cast<double>(std::min(piece, elems - i * piece) * call.element_bytes);
+        if (j + 1 < hops) {
+          t.then.push_back(b + i * hops + j + 1);
+          ++ts[b + i * hops + j + 1].waits;
+        }
+        if (i + 1 < m) {
+          t.then.push_back(b + (i + 1) * hops + j);
+          ++ts[b + (i + 1) * hops + j].waits;
+        }
+      }
+  }
+  const auto end = FluidSim(ts).run();
+  return end.empty() ? 0.0 : *std::max_element(end.begin(), end.end());
+}
+
 }  // namespace
 
 Seconds phase_time(const Platform& p, const std::vector<PhaseFlow>& flows) {
@@ -286,7 +519,9 @@ Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_
     case CollectiveAlgorithm::ring: {
       const auto orders = ring_orders(p, rank_gpus, channels);
       if (call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce)
-        return chain_time(p, rank_gpus, orders, call, piece);
+        return chain_transfers(n, call, channels, piece) <= kLargeNReplayMaxTransfers
+                   ? chain_replay(p, rank_gpus, orders, call, piece)
+                   : chain_time(p, rank_gpus, orders, call, piece);
       const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
       const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * channels) * call.element_bytes;
       return steps * phase_time(p, ring_step_flows(p, rank_gpus, orders, chunk));

@@ -20,17 +20,31 @@
 // (N = 9..64); measured errors were up to about 16 %, largest with partially filled
 // nodes and pipelines of a few pieces.
 //
-// Ring broadcast and reduce (a pipelined chain per channel, from or to the root): each
-// chain is a flow shop; with a constant duration t_j per piece, piece i leaves hop j at
-// S_j + i M_j (S_j the sum, M_j the maximum of t_0..t_j). A hop's duration is its latency
-// plus its busiest link's drain under the pieces of every hop whose busy interval
-// overlaps its own (weighted by the overlap), iterated from unshared durations as the
-// tree's head is. It is not within 1 % of the exact simulation: it overestimates, by up
-// to +19 % measured within a node of 4-8 GPUs and +35 % across nodes (N <= 64), because
-// it drains each link at its full load where max-min sharing would give the share of
-// flows bottlenecked elsewhere to the others; the property test holds 45 %. DDP uses it
-// for its construction-time parameter broadcast, not inside the predicted step. nvls has
-// no large-N formulation (it runs within one node only).
+// Ring broadcast and reduce (a pipelined chain per channel, from or to the root).
+// Chains of at most kLargeNReplayMaxTransfers transfers (hops x pieces, all channels) are
+// replayed transfer by transfer: each transfer starts when the ones it waits for ended
+// (collective_exact.cpp's chain actors), pays its route latency without using bandwidth,
+// then shares its links under SimGrid CM02's weighted max-min (penalty = route latency,
+// so a saturated link is split in proportion to 1 / latency among the flows it
+// bottlenecks), the shares recomputed whenever a flow starts or stops transferring. This
+// is the rule SimGrid 3.32 applies (src/surf/network_cm02.cpp, src/kernel/lmm/maxmin.cpp;
+// TCP-gamma 0 leaves flows unbounded). Against the message-level simulation run with
+// SimGrid's full solver (network/optim:Full) it agrees within 0.04 % (measured over ~400
+// random cases, N <= 64, every hardware file); against dptwin's exact formulation, which
+// runs SimGrid's default lazy solver, within 0.03 % but for rare cases where the lazy
+// solver lets flows exceed a link's bandwidth (seen: +0.96 %; the property holds 2 %).
+// The replay costs about 1 us per transfer at these sizes (under 1 ms per call) but grows
+// with the transfers and the flows overlapping each, so larger chains use the estimate
+// below: each chain is a flow shop; with a constant duration t_j per piece, piece i
+// leaves hop j at S_j + i M_j (S_j the sum, M_j the maximum of t_0..t_j). A hop's
+// duration is its latency plus its busiest link's drain under the pieces of every hop
+// whose busy interval overlaps its own (weighted by the overlap), iterated from unshared
+// durations as the tree's head is. It is not within 1 % of the exact simulation: it
+// overestimates, by up to +19 % measured within a node of 4-8 GPUs and +35 % across nodes
+// (N <= 64), because it drains each link at its full load where max-min sharing gives
+// the share of flows bottlenecked elsewhere to the others; the property test holds 45 %.
+// DDP uses it for its construction-time parameter broadcast, not inside the predicted
+// step. nvls has no large-N formulation (it runs within one node only).
 //
 // NVLS timing here serves only the algorithm selection (plan_collective).
 //
@@ -52,6 +66,11 @@ struct PhaseFlow {
   const simgrid::s4u::Host* to = nullptr;
   Bytes bytes = 0;
 };
+
+// Ring broadcast/reduce chains of at most this many transfers (hops x pieces, all
+// channels) are replayed transfer by transfer under SimGrid's sharing rule (see above);
+// the bound keeps the replay under about a millisecond per call.
+constexpr Elements kLargeNReplayMaxTransfers = 768;
 
 // Duration of one phase whose flows all start together on idle links (see above).
 Seconds phase_time(const Platform& p, const std::vector<PhaseFlow>& flows);
