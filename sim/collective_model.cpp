@@ -8,6 +8,7 @@
 #include <map>
 #include <queue>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -265,7 +266,8 @@ Seconds chain_time(const Platform& p, const std::vector<int>& gpus, const std::v
 }
 
 // ---- fluid simulation of a transfer DAG, with SimGrid's CM02 sharing --------------------
-// SimGrid's CM02 network model (sim_process.cpp sets CM02, crosstraffic 0, TCP-gamma 0;
+// SimGrid's CM02 network model (sim_process.cpp sets CM02, crosstraffic 0, TCP-gamma 0,
+// the full solver;
 // SimGrid 3.32 src/surf/network_cm02.cpp, src/kernel/lmm/maxmin.cpp): a comm first pays
 // its route's latency without using bandwidth (its max-min variable has penalty 0), then
 // shares every link of its route under weighted max-min fairness with sharing penalty =
@@ -308,6 +310,7 @@ class FluidSim {
     }
     usage_.assign(bw_.size(), 0);
     cap_.assign(bw_.size(), 0);
+    version_.assign(bw_.size(), 0);
     on_link_.assign(bw_.size(), {});
     count_.assign(bw_.size(), 0);
     for (int i = 0; i < n; ++i)
@@ -403,16 +406,18 @@ class FluidSim {
       }
     }
     size_t left = active_.size();
-    for (int l : links) count_[l] = static_cast<int>(on_link_[l].size());
-    while (left > 0) {
-      double m = std::numeric_limits<double>::infinity();
-      int best = -1;
-      for (int l : links)
-        if (count_[l] > 0 && cap_[l] / usage_[l] < m) {
-          m = cap_[l] / usage_[l];
-          best = l;
-        }
-      if (best < 0) break;
+    // Links by capacity per unit of weight, least first; entries made stale by a later
+    // change of the link (its version) are skipped.
+    heap_ = {};
+    for (int l : links) {
+      count_[l] = static_cast<int>(on_link_[l].size());
+      version_[l] = 0;
+      heap_.push({cap_[l] / usage_[l], l, 0});
+    }
+    while (left > 0 && !heap_.empty()) {
+      const auto [m, best, ver] = heap_.top();
+      heap_.pop();
+      if (ver != version_[best] || count_[best] <= 0) continue;
       for (int i : on_link_[best]) {
         Flow& f = flows_[i];
         if (f.rate >= 0) continue;
@@ -423,6 +428,7 @@ class FluidSim {
           cap_[l] = std::max(0.0, cap_[l] - f.rate);
           usage_[l] -= f.weight;
           --count_[l];
+          if (l != best && count_[l] > 0) heap_.push({cap_[l] / usage_[l], l, ++version_[l]});
         }
       }
       count_[best] = 0;
@@ -438,14 +444,15 @@ class FluidSim {
   std::unordered_map<const simgrid::s4u::Link*, int> link_of_;
   std::vector<double> bw_, usage_, cap_;
   std::vector<std::vector<int>> on_link_;
-  std::vector<int> count_;
+  std::vector<int> count_, version_;
   std::vector<int> active_, touched_;
+  std::priority_queue<std::tuple<double, int, int>, std::vector<std::tuple<double, int, int>>, std::greater<>> heap_;
   std::vector<Seconds> end_;
   std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>> lat_heap_;
   bool dirty_ = false;
 };
 
-// Chains of more than kLargeNReplayMaxTransfers transfers are not replayed: the replay's
+// Chains of more than kLargeNReplayMaxChainTransfers transfers are not replayed: the replay's
 // cost grows with the transfers and with the flows overlapping each (a 250 MiB broadcast
 // at 1,024 GPUs took over a second), so large chains keep chain_time's approximation.
 // The transfers of a ring broadcast or reduce: on every channel a pipelined chain of
@@ -494,6 +501,84 @@ Seconds chain_replay(const Platform& p, const std::vector<int>& gpus, const std:
   return end.empty() ? 0.0 : *std::max_element(end.begin(), end.end());
 }
 
+// The transfers of a tree all-reduce with `pieces[c]` pieces on channel c
+// (collective_exact.cpp's tree actors, per channel): a rank sends piece i up once piece i
+// arrived from every child and its send of piece i - 1 ended; it sends piece i down to
+// its k-th child (children in rank order) once piece i arrived from its parent (at the
+// root: from every child) and its sends of piece i - 1 to children 0..k ended.
+std::vector<FluidTransfer> tree_transfers(const Platform& p, const std::vector<int>& gpus,
+                                          const std::vector<TreeChannel>& tcs, const CollectiveCall& call,
+                                          Elements piece, const std::vector<Elements>& pieces) {
+  const int n = static_cast<int>(gpus.size());
+  const int channels = static_cast<int>(tcs.size());
+  std::vector<FluidTransfer> ts;
+  auto dep = [&](int before, int after) {
+    ts[before].then.push_back(after);
+    ++ts[after].waits;
+  };
+  for (int c = 0; c < channels; ++c) {
+    const auto& par = tcs[c].parent;
+    const int root = tcs[c].root;
+    std::vector<std::vector<int>> children(n);
+    for (int r = 0; r < n; ++r)
+      if (par[r] >= 0) children[par[r]].push_back(r);
+    const Elements elems = piece_count(call.count, channels, c);
+    std::vector<const RouteInfo*> up_route(n, nullptr), down_route(n, nullptr);
+    for (int r = 0; r < n; ++r)
+      if (par[r] >= 0) {
+        up_route[r] = &p.route(host_of(p, gpus, r), host_of(p, gpus, par[r]));
+        down_route[r] = &p.route(host_of(p, gpus, par[r]), host_of(p, gpus, r));
+      }
+    // up[r], down[r]: the transfer of the current piece over edge r -> parent, parent -> r.
+    std::vector<int> up(n, -1), down(n, -1), prev_up(n, -1), prev_down(n, -1);
+    for (Elements i = 0; i < pieces[c]; ++i) {
+      const double bytes = static_cast<double>(std::min(piece, elems - i * piece) * call.element_bytes);
+      for (int r = 0; r < n; ++r)
+        if (par[r] >= 0) {
+          up[r] = static_cast<int>(ts.size());
+          ts.push_back({up_route[r], bytes, 0, {}});
+          down[r] = static_cast<int>(ts.size());
+          ts.push_back({down_route[r], bytes, 0, {}});
+        }
+      for (int r = 0; r < n; ++r) {
+        if (par[r] >= 0) {
+          for (int ch : children[r]) dep(up[ch], up[r]);
+          if (i > 0) dep(prev_up[r], up[r]);
+        }
+        for (size_t k = 0; k < children[r].size(); ++k) {
+          const int to = down[children[r][k]];
+          if (r == root) {
+            for (int ch : children[r]) dep(up[ch], to);
+          } else {
+            dep(down[r], to);
+          }
+          if (i > 0)
+            for (size_t q = 0; q <= k; ++q) dep(prev_down[children[r][q]], to);
+        }
+      }
+      prev_up = up;
+      prev_down = down;
+    }
+  }
+  return ts;
+}
+
+Elements tree_transfers_count(int n, const CollectiveCall& call, int channels, Elements piece) {
+  Elements t = 0;
+  for (int c = 0; c < channels; ++c) t += 2 * static_cast<Elements>(n - 1) * ceil_div(piece_count(call.count, channels, c), piece);
+  return t;
+}
+
+Seconds tree_replay(const Platform& p, const std::vector<int>& gpus, const std::vector<TreeChannel>& tcs,
+                    const CollectiveCall& call, Elements piece) {
+  const int channels = static_cast<int>(tcs.size());
+  std::vector<Elements> pieces(channels);
+  for (int c = 0; c < channels; ++c) pieces[c] = ceil_div(piece_count(call.count, channels, c), piece);
+  auto ts = tree_transfers(p, gpus, tcs, call, piece, pieces);
+  const auto end = FluidSim(ts).run();
+  return end.empty() ? 0.0 : *std::max_element(end.begin(), end.end());
+}
+
 }  // namespace
 
 Seconds phase_time(const Platform& p, const std::vector<PhaseFlow>& flows) {
@@ -510,7 +595,8 @@ std::vector<PhaseFlow> ring_step_flows(const Platform& p, const std::vector<int>
 }
 
 Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
-                                const CollectivePlan& plan, const CollectiveSettings& settings) {
+                                const CollectivePlan& plan, const CollectiveSettings& settings, LargeNMethod method) {
+  const bool may_replay = method == LargeNMethod::automatic;
   const int n = static_cast<int>(rank_gpus.size());
   if (n == 1 || call.count == 0) return 0;
   const Elements piece = pipeline_piece_elements(settings, call.element_bytes);
@@ -519,7 +605,7 @@ Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_
     case CollectiveAlgorithm::ring: {
       const auto orders = ring_orders(p, rank_gpus, channels);
       if (call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce)
-        return chain_transfers(n, call, channels, piece) <= kLargeNReplayMaxTransfers
+        return may_replay && chain_transfers(n, call, channels, piece) <= kLargeNReplayMaxChainTransfers
                    ? chain_replay(p, rank_gpus, orders, call, piece)
                    : chain_time(p, rank_gpus, orders, call, piece);
       const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
@@ -530,6 +616,8 @@ Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_
       // The first min(k, 3) pieces placed in time transfer by transfer; every further
       // piece adds one steady-state period (the last one its own, shorter period).
       const auto tcs = tree_channels(p, rank_gpus, channels);
+      if (may_replay && tree_transfers_count(n, call, channels, piece) <= kLargeNReplayMaxTreeTransfers)
+        return tree_replay(p, rank_gpus, tcs, call, piece);
       const Elements elems = ceil_div(call.count, channels);
       const Elements k = ceil_div(elems, piece);
       const Bytes full = std::min(piece, elems) * call.element_bytes;

@@ -11,40 +11,49 @@
 // the collective lasts steps x step time. Property test: within 1 % of the
 // message-level simulation for N <= 64 on every hardware file.
 //
-// Tree (all_reduce): the first min(k, 3) pieces of every channel are placed in time
+// Broadcast and reduce (a pipelined chain per channel along the ring, from or to the
+// root) and tree all_reduce (per channel, pieces reduced up a tree and broadcast down)
+// are replayed transfer by transfer when they have at most kLargeNReplayMaxChainTransfers
+// (chains) or kLargeNReplayMaxTreeTransfers (trees) transfers: each transfer starts when
+// the ones it waits for ended (collective_exact.cpp's chain and tree actors: a chain hop
+// sends piece i once it received piece i and its send of piece i - 1 ended; a tree rank
+// sends piece i up once piece i arrived from every child and its previous up-send ended,
+// and down to its k-th child once piece i arrived from above and its previous sends to
+// children 0..k ended), pays its route latency without using bandwidth, then shares its
+// links under SimGrid CM02's weighted max-min (penalty = route latency, so a saturated
+// link is split in proportion to 1 / latency among the flows it bottlenecks), the shares
+// recomputed whenever a flow starts or stops transferring. This is the rule SimGrid 3.32
+// applies with its full solver (src/surf/network_cm02.cpp, src/kernel/lmm/maxmin.cpp;
+// TCP-gamma 0 leaves flows unbounded), which the exact formulation runs
+// (sim_process.cpp). Property tests, N <= 64 and 1 KiB .. 128 MiB on every hardware file
+// (the bounds cover those calls): trees within 0.1 % of the exact formulation (measured:
+// 0.03 %), chains within one node within 0.1 % (measured: 0.012 %). Chains across nodes
+// that contend on NIC and PCIe links are within 5 %: there the message-level simulation
+// is sensitive to the order in which near-simultaneous events resolve, and the
+// difference changes sign and size between buffers 0.1 % apart (up to 3.8 % measured,
+// most cases within 0.05 %). The replay's cost grows with the transfers and with the
+// flows active during each (every event recomputes every active share), so larger calls
+// use the estimates below.
+//
+// Tree estimate: the first min(k, 3) pieces of every channel are placed in time
 // transfer by transfer (after the transfers they wait for), each transfer's share of
 // its busiest link taken as the average number of transfers on that link during it
 // (iterated from unshared durations); each further piece adds one steady-state period
-// (every edge of every channel busy at once). This is cruder than the ring's: the
-// property test holds it within 20 % of the exact simulation on the cluster files
-// (N = 9..64); measured errors were up to about 16 %, largest with partially filled
-// nodes and pipelines of a few pieces.
+// (every edge of every channel busy at once). Measured against the exact simulation
+// (N = 9..64, cluster files) -8.0 % .. +5.9 %, largest with partially filled nodes and
+// pipelines of a few pieces; against the replay at 1,024 GPUs on dgx-h100-cluster, 3.5 to
+// 6.6 % low at 16, 25 and 64 MiB. Its property test holds 12 %.
 //
-// Ring broadcast and reduce (a pipelined chain per channel, from or to the root).
-// Chains of at most kLargeNReplayMaxTransfers transfers (hops x pieces, all channels) are
-// replayed transfer by transfer: each transfer starts when the ones it waits for ended
-// (collective_exact.cpp's chain actors), pays its route latency without using bandwidth,
-// then shares its links under SimGrid CM02's weighted max-min (penalty = route latency,
-// so a saturated link is split in proportion to 1 / latency among the flows it
-// bottlenecks), the shares recomputed whenever a flow starts or stops transferring. This
-// is the rule SimGrid 3.32 applies (src/surf/network_cm02.cpp, src/kernel/lmm/maxmin.cpp;
-// TCP-gamma 0 leaves flows unbounded). Against the message-level simulation run with
-// SimGrid's full solver (network/optim:Full) it agrees within 0.04 % (measured over ~400
-// random cases, N <= 64, every hardware file); against dptwin's exact formulation, which
-// runs SimGrid's default lazy solver, within 0.03 % but for rare cases where the lazy
-// solver lets flows exceed a link's bandwidth (seen: +0.96 %; the property holds 2 %).
-// The replay costs about 1 us per transfer at these sizes (under 1 ms per call) but grows
-// with the transfers and the flows overlapping each, so larger chains use the estimate
-// below: each chain is a flow shop; with a constant duration t_j per piece, piece i
-// leaves hop j at S_j + i M_j (S_j the sum, M_j the maximum of t_0..t_j). A hop's
-// duration is its latency plus its busiest link's drain under the pieces of every hop
-// whose busy interval overlaps its own (weighted by the overlap), iterated from unshared
-// durations as the tree's head is. It is not within 1 % of the exact simulation: it
-// overestimates, by up to +19 % measured within a node of 4-8 GPUs and +35 % across nodes
-// (N <= 64), because it drains each link at its full load where max-min sharing gives
-// the share of flows bottlenecked elsewhere to the others; the property test holds 45 %.
-// DDP uses it for its construction-time parameter broadcast, not inside the predicted
-// step. nvls has no large-N formulation (it runs within one node only).
+// Chain estimate: each chain is a flow shop; with a constant duration t_j per piece,
+// piece i leaves hop j at S_j + i M_j (S_j the sum, M_j the maximum of t_0..t_j). A
+// hop's duration is its latency plus its busiest link's drain under the pieces of every
+// hop whose busy interval overlaps its own (weighted by the overlap), iterated from
+// unshared durations as the tree's head is. It overestimates, by up to +19 % measured
+// within a node and +50 % across nodes (N <= 64), because it drains each link at its
+// full load where max-min sharing gives the share of flows bottlenecked elsewhere to the
+// others; its property test holds 60 %. DDP uses chains for its construction-time
+// parameter broadcast, not inside the predicted step. nvls has no large-N formulation
+// (it runs within one node only).
 //
 // NVLS timing here serves only the algorithm selection (plan_collective).
 //
@@ -67,10 +76,19 @@ struct PhaseFlow {
   Bytes bytes = 0;
 };
 
-// Ring broadcast/reduce chains of at most this many transfers (hops x pieces, all
-// channels) are replayed transfer by transfer under SimGrid's sharing rule (see above);
-// the bound keeps the replay under about a millisecond per call.
-constexpr Elements kLargeNReplayMaxTransfers = 768;
+// Chains and trees of at most this many transfers (hops or edges x pieces, all channels)
+// are replayed transfer by transfer under SimGrid's sharing rule (see above). The bounds
+// cover every call on at most 64 GPUs up to 128 MiB and keep one replay under about
+// 0.7 s (chains: every hop of every channel transfers at once) and 0.1 s (trees)
+// measured on this machine kind; larger calls use the estimates.
+constexpr Elements kLargeNReplayMaxChainTransfers = 16384;
+constexpr Elements kLargeNReplayMaxTreeTransfers = 32768;
+
+// How collective_time_large_n times broadcast, reduce and tree all_reduce.
+enum class LargeNMethod {
+  automatic,  // replay within the bounds above, else the estimate
+  estimate,   // always the estimate (tests compare it with the exact formulation)
+};
 
 // Duration of one phase whose flows all start together on idle links (see above).
 Seconds phase_time(const Platform& p, const std::vector<PhaseFlow>& flows);
@@ -83,7 +101,8 @@ std::vector<PhaseFlow> ring_step_flows(const Platform& p, const std::vector<int>
 // Duration of `call` under `plan` (plan.formulation is ignored) in the large-N
 // formulation, counted from the moment the last rank arrived.
 Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
-                                const CollectivePlan& plan, const CollectiveSettings& settings);
+                                const CollectivePlan& plan, const CollectiveSettings& settings,
+                                LargeNMethod method = LargeNMethod::automatic);
 
 // The bytes the collective moves on each link (as the exact formulation would put every
 // message on every link of its route).

@@ -41,9 +41,11 @@
 // broadcast and reduce as pipelined chains) and tree all_reduce use the large-N
 // formulation of collective_model.hpp: no simulated messages at all. Property tests
 // compare it with the exact one for N <= 64: ring all_reduce/reduce_scatter/all_gather
-// within 1 % on every hardware file, broadcast/reduce within 45 % (it
-// overestimates: up to +35 % measured), tree within 20 % on the cluster files (see
-// collective_model.hpp). nvls always runs exact (one node only, so
+// within 1 % on every hardware file; broadcast/reduce chains and tree all_reduce are
+// replayed transfer by transfer under SimGrid's max-min sharing up to a bound on their
+// transfers (every call up to 128 MiB at N <= 64): trees and single-node chains within
+// 0.1 %, chains across nodes within 5 %; above the bound, estimates (chains within 60 %,
+// trees within 12 %; see collective_model.hpp). nvls always runs exact (one node only, so
 // at most a node's GPUs x pieces messages).
 //
 // Calling convention: every rank's actor calls CollectiveGroup::run(rank, call) with the

@@ -8,6 +8,8 @@
 //  - Schedules: ring orders are permutations; the double binary tree is NCCL's.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <set>
@@ -44,23 +46,14 @@ struct Timed {
   std::string algorithm;
 };
 
-// `model_call` is what the large-N model is asked (the call itself, or a planted bug).
-// `full_solver`: the child runs SimGrid's sharing with its full (non-lazy) update
-// (network/optim:Full) instead of dptwin's default lazy one (see the replay tests).
+// `model_call` is what the large-N model is asked (the call itself, or a planted bug);
+// `method` how it times chains and trees.
 Timed time_collective(const HardwareSpec& hw, std::vector<int> gpus, CollectiveCall call, CollectiveSettings s,
                       const std::function<CollectiveCall(CollectiveCall)>& model_call = {},
-                      bool full_solver = false) {
+                      LargeNMethod method = LargeNMethod::automatic) {
   std::shared_ptr<CollectiveGroup> group;
   auto simulate = [&](const std::function<void(Platform&)>& setup, const std::function<std::string(Platform&)>& finish) {
-    if (!full_solver) return run_simulation(hw, setup, finish);
-    return run_in_child_process([&]() {
-      sg4::Engine* engine = make_engine().release();  // the child exits right after
-      sg4::Engine::set_config("network/optim:Full");
-      auto platform = Platform::build(*engine, hw);
-      setup(*platform);
-      engine->run();
-      return finish(*platform);
-    });
+    return run_simulation(hw, setup, finish);
   };
   const std::string out = simulate(
       [&](Platform& p) {
@@ -73,7 +66,7 @@ Timed time_collective(const HardwareSpec& hw, std::vector<int> gpus, CollectiveC
         const auto& rec = group->records().at(0);
         nlohmann::json j;
         j["exact"] = rec.end_s - rec.start_s;
-        j["model"] = collective_time_large_n(p, gpus, model_call ? model_call(call) : call, rec.plan, s);
+        j["model"] = collective_time_large_n(p, gpus, model_call ? model_call(call) : call, rec.plan, s, method);
         j["algorithm"] = collective_algorithm_name(rec.plan.algorithm);
         return j.dump();
       });
@@ -252,24 +245,33 @@ std::vector<HardwareSpec> library_machines() {
 
 void check_large_n_against_exact(const HardwareSpec& hw, CollectiveAlgorithm algo, std::vector<CollectiveOp> ops,
                                  int min_ranks, double tolerance,
-                                 const std::function<CollectiveCall(CollectiveCall)>& model_call = {}) {
+                                 const std::function<CollectiveCall(CollectiveCall)>& model_call = {},
+                                 LargeNMethod method = LargeNMethod::automatic) {
   const int max_n = std::min(64, hw.gpu_count());
   const int n = *rc::gen::inRange(min_ranks, max_n + 1);
   const CollectiveOp op = *rc::gen::elementOf(ops);
-  // 1 KiB .. 64 MiB, whole f32 elements.
+  // 1 KiB .. 128 MiB, whole f32 elements.
   const Elements count = std::max<Elements>(256, static_cast<Elements>(std::ldexp(1.0, *rc::gen::inRange(8, 25)) *
-                                                                       (1.0 + *rc::gen::inRange(0, 1000) / 1000.0)));
+                                                                       (1.0 + *rc::gen::inRange(0, 1001) / 1000.0)));
   CollectiveSettings s;
   s.algorithm = algo;
   s.formulation = Formulation::exact;
   const bool rooted = op == CollectiveOp::broadcast || op == CollectiveOp::reduce;
   const int root = rooted ? *rc::gen::inRange(0, n) : 0;
-  const Timed t = time_collective(hw, first_gpus(n), {op, count, 4, root}, s, model_call);
+  const Timed t = time_collective(hw, first_gpus(n), {op, count, 4, root}, s, model_call, method);
   RC_LOG() << hw.name << " " << collective_op_name(op) << " " << collective_algorithm_name(algo) << " n=" << n
-           << " root=" << root
-           << " S=" << 4 * count << ": exact " << t.exact_s << " s, large-N " << t.model_s << " s\n";
+           << " root=" << root << " S=" << 4 * count
+           << (method == LargeNMethod::estimate ? " (estimate)" : "") << ": exact " << t.exact_s << " s, large-N "
+           << t.model_s << " s\n";
+  // DPT_PRINT_ERR=1 prints every case's relative error: how the figures quoted below were gathered.
+  if (std::getenv("DPT_PRINT_ERR")) std::fprintf(stderr, "ERR%s %s %s n=%d S=%lld %+.4f %%\n", method == LargeNMethod::estimate ? "-EST" : "", hw.name.c_str(), collective_op_name(op), n, (long long)(4 * count), 100 * (t.model_s - t.exact_s) / t.exact_s);
   // Invariant: the large-N formulation is within `tolerance` of the message-level simulation.
   RC_ASSERT(std::abs(t.model_s - t.exact_s) <= tolerance * t.exact_s);
+}
+
+CollectiveCall eighth_of_the_buffer(CollectiveCall c) {
+  c.count /= 8;
+  return c;
 }
 
 }  // namespace
@@ -284,109 +286,72 @@ TEST(SimCollectivesLargeN, RingWithinOnePercentOfExactOnEveryHardwareFile) {
   }
 }
 
-// Ring broadcast and reduce (pipelined chains) in the large-N formulation: chains of at
-// most kLargeNReplayMaxTransfers transfers are replayed (tests below); larger ones are a
-// flow shop whose hops share their links with the hops whose busy intervals overlap
-// theirs (collective_model.hpp). The flow shop is NOT within 1 % of the exact
-// simulation: measured (before small chains were replayed) over ~100 random cases per file (N up to 64, 1 KiB .. 64 MiB), -0.8 % .. 0 % on the
-// 2-GPU machines, -0.8 % .. +19 % within a node of 4-8 GPUs, -1.3 % .. +35 % on the
-// clusters. It overestimates because it drains each link at its full (overlap-weighted)
-// load, where max-min sharing gives the share of flows bottlenecked elsewhere to the
-// others. The property pins 45 % so a regression shows; DDP uses this formulation only
-// for its construction-time parameter broadcast above exact_max_ranks, not inside the
-// predicted step.
-TEST(SimCollectivesLargeN, ChainWithinFortyFivePercentOfExactOnEveryHardwareFile) {
+// Ring broadcast and reduce (pipelined chains): for N <= 64 and up to 128 MiB every call
+// is within kLargeNReplayMaxChainTransfers and replayed under the sharing rule the exact
+// formulation's SimGrid solver applies (collective_model.hpp). Within one node (every
+// single-node file) measured over ~800 random cases within 0.012 %.
+TEST(SimCollectivesLargeN, ChainWithinOneTenthPercentOfExactOnSingleNodes) {
   for (const HardwareSpec& hw : library_machines()) {
-    DPT_EXPECT_PROPERTY("large-N broadcast/reduce within 45 % of exact on " + hw.name, 8, [&]() {
+    if (hw.nodes > 1) continue;
+    DPT_EXPECT_PROPERTY("large-N broadcast/reduce within 0.1 % of exact on " + hw.name, 8, [&]() {
       check_large_n_against_exact(hw, CollectiveAlgorithm::ring, {CollectiveOp::broadcast, CollectiveOp::reduce}, 2,
-                                  0.45);
+                                  0.001);
     });
   }
 }
 
-namespace {
-
-// Ring broadcast/reduce chains of at most kLargeNReplayMaxTransfers transfers (hops x
-// pieces, all channels) are replayed transfer by transfer in the large-N formulation under
-// CM02's sharing rule (latency first, then weighted max-min with penalty = route latency).
-// Cases: N = 2..min(64, GPUs), the default channel count forced, 1..k pieces per channel
-// with k the most the replay takes at that N, any root.
-void check_replay_against_exact(const HardwareSpec& hw, double tolerance, bool full_solver,
-                                const std::function<CollectiveCall(CollectiveCall)>& model_call = {}) {
-  const int n = *rc::gen::inRange(2, std::min(64, hw.gpu_count()) + 1);
-  const int nodes = (n + hw.gpus_per_node - 1) / hw.gpus_per_node;
-  const int channels = nodes > 1 ? std::max(2, hw.network->nics_per_node) : 2;
-  CollectiveSettings s;
-  s.algorithm = CollectiveAlgorithm::ring;
-  s.formulation = Formulation::exact;
-  s.channels = channels;
-  const Elements piece = s.pipeline_chunk_bytes / 4;
-  const Elements max_pieces = std::max<Elements>(1, kLargeNReplayMaxTransfers / (static_cast<Elements>(n - 1) * channels));
-  const Elements k = *rc::gen::inRange<Elements>(1, max_pieces + 1);
-  // Every channel gets at most k pieces of `piece` f32 elements.
-  const Elements count = (k - 1) * piece * channels + *rc::gen::inRange<Elements>(1, piece * channels + 1);
-  const CollectiveOp op = *rc::gen::elementOf(std::vector<CollectiveOp>{CollectiveOp::broadcast, CollectiveOp::reduce});
-  const int root = *rc::gen::inRange(0, n);
-  const Timed t = time_collective(hw, first_gpus(n), {op, count, 4, root}, s, model_call, full_solver);
-  RC_LOG() << hw.name << " " << collective_op_name(op) << " n=" << n << " channels=" << channels << " root=" << root
-           << " S=" << 4 * count << (full_solver ? " (SimGrid full solver)" : "") << ": exact " << t.exact_s
-           << " s, large-N " << t.model_s << " s\n";
-  // Invariant: the replay is within `tolerance` of the message-level simulation.
-  RC_ASSERT(std::abs(t.model_s - t.exact_s) <= tolerance * t.exact_s);
-}
-
-}  // namespace
-
-// The replay against the message-level simulation run with SimGrid's full solver
-// (network/optim:Full), which recomputes every flow's max-min share at every event: the
-// replay computes the same shares, so the two agree to rounding (measured over ~400
-// random cases: within 0.04 %).
-TEST(SimCollectivesLargeN, ReplayedChainWithinOneTenthPercentOfFullSolverOnEveryHardwareFile) {
+// Across nodes, chains of more than a few MiB contend on the NIC and PCIe links, and
+// there the message-level simulation is sensitive to the order in which near-
+// simultaneous events resolve: the replay's difference from it changes sign and size
+// between buffers 0.1 % apart (seen on dgx-h100-cluster, N = 24: -3.7 % at 17.53 MB,
+// +0.8 % at 18.29 MB, -1.7 % at 20.77 MB; no case beyond 3.8 % over ~700 random cases,
+// most within 0.05 %). The property holds 5 %.
+TEST(SimCollectivesLargeN, ChainWithinFivePercentOfExactOnClusters) {
   for (const HardwareSpec& hw : library_machines()) {
-    DPT_EXPECT_PROPERTY("replayed large-N broadcast/reduce within 0.1 % of exact (full solver) on " + hw.name, 8,
-                        [&]() { check_replay_against_exact(hw, 0.001, true); });
-  }
-}
-
-// Against dptwin's own exact formulation, which runs SimGrid's default lazy solver: that
-// solver occasionally departs from max-min sharing (seen in a 49-GPU tree all-reduce on
-// dgx-a100-cluster: 8 flows into one GPU at 3x its PCIe bandwidth, 19 % faster than max-
-// min allows; the same run with the full solver agrees with a replay), in either
-// direction. Measured for replayed chains over ~700 random
-// cases: within 0.03 % but for two cases at +0.96 % and -0.39 %; the property holds 2 %.
-TEST(SimCollectivesLargeN, ReplayedChainWithinTwoPercentOfExactOnEveryHardwareFile) {
-  for (const HardwareSpec& hw : library_machines()) {
-    DPT_EXPECT_PROPERTY("replayed large-N broadcast/reduce within 2 % of exact on " + hw.name, 8,
-                        [&]() { check_replay_against_exact(hw, 0.02, false); });
-  }
-}
-
-TEST(SimCollectivesLargeN, ReplayedChainPlantedBugEighthOfTheBufferIsCaught) {
-  // A replay fed an eighth of the buffer (a bytes/elements slip).
-  const HardwareSpec hw = load_hardware("dgx-h100", kLibrary);
-  DPT_EXPECT_COUNTEREXAMPLE("replayed broadcast fed an eighth of the buffer", 30, [&]() {
-    check_replay_against_exact(hw, 0.001, true, [](CollectiveCall c) {
-      c.count /= 8;
-      return c;
+    if (hw.nodes < 2) continue;
+    DPT_EXPECT_PROPERTY("large-N broadcast/reduce within 5 % of exact on " + hw.name, 8, [&]() {
+      check_large_n_against_exact(hw, CollectiveAlgorithm::ring, {CollectiveOp::broadcast, CollectiveOp::reduce}, 2,
+                                  0.05);
     });
-  });
+  }
 }
 
 TEST(SimCollectivesLargeN, ChainPlantedBugEighthOfTheBufferIsCaught) {
   const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kLibrary), 2);
-  DPT_EXPECT_COUNTEREXAMPLE("large-N broadcast fed an eighth of the buffer", 30, [&]() {
-    check_large_n_against_exact(hw, CollectiveAlgorithm::ring, {CollectiveOp::broadcast}, 2, 0.45,
-                                [](CollectiveCall c) {
-                                  c.count /= 8;
-                                  return c;
-                                });
+  DPT_EXPECT_COUNTEREXAMPLE("replayed broadcast fed an eighth of the buffer", 30, [&]() {
+    check_large_n_against_exact(hw, CollectiveAlgorithm::ring, {CollectiveOp::broadcast}, 2, 0.001,
+                                eighth_of_the_buffer);
+  });
+}
+
+// The chain estimate (calls above the replay bound: at 1,024 GPUs any chain of more than
+// two pieces per channel) is NOT within 1 % of the exact simulation: measured over ~850
+// random cases (N up to 64, 1 KiB .. 128 MiB), -0.8 % .. +19 % within a node, -2.3 % ..
+// +50 % on the clusters. It overestimates because it drains each link at its full
+// (overlap-weighted) load, where max-min sharing gives the share of flows bottlenecked
+// elsewhere to the others. The property pins 60 % so a regression shows; DDP uses chains
+// only for its construction-time parameter broadcast, not inside the predicted step.
+TEST(SimCollectivesLargeN, ChainEstimateWithinSixtyPercentOfExactOnEveryHardwareFile) {
+  for (const HardwareSpec& hw : library_machines()) {
+    DPT_EXPECT_PROPERTY("large-N broadcast/reduce estimate within 60 % of exact on " + hw.name, 6, [&]() {
+      check_large_n_against_exact(hw, CollectiveAlgorithm::ring, {CollectiveOp::broadcast, CollectiveOp::reduce}, 2,
+                                  0.60, {}, LargeNMethod::estimate);
+    });
+  }
+}
+
+TEST(SimCollectivesLargeN, ChainEstimatePlantedBugEighthOfTheBufferIsCaught) {
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kLibrary), 2);
+  DPT_EXPECT_COUNTEREXAMPLE("estimated broadcast fed an eighth of the buffer", 30, [&]() {
+    check_large_n_against_exact(hw, CollectiveAlgorithm::ring, {CollectiveOp::broadcast}, 2, 0.60,
+                                eighth_of_the_buffer, LargeNMethod::estimate);
   });
 }
 
 TEST(SimCollectivesLargeN, PlantedBugHalfTheBufferIsCaught) {
   // A model that reads the buffer as half as many elements (a bytes/elements slip).
   const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kLibrary), 2);
-  DPT_EXPECT_COUNTEREXAMPLE("large-N ring fed half the buffer", 10, [&]() {
+  DPT_EXPECT_COUNTEREXAMPLE("large-N ring fed half the buffer", 30, [&]() {
     check_large_n_against_exact(hw, CollectiveAlgorithm::ring, {CollectiveOp::all_reduce}, 2, 0.01,
                                 [](CollectiveCall c) {
                                   c.count /= 2;
@@ -395,28 +360,54 @@ TEST(SimCollectivesLargeN, PlantedBugHalfTheBufferIsCaught) {
   });
 }
 
-// The tree's large-N formulation (first pieces placed transfer by transfer, then one
-// steady-state period per piece) is NOT within 1 % of the exact simulation: on partial
-// nodes and mid-size pipelines it is off by up to about 16 % (measured on the cluster
-// files, N = 9..64). This property pins that bound so a regression shows; tightening
-// it is open work.
-TEST(SimCollectivesLargeN, TreeWithinTwentyPercentOfExactOnClusters) {
+// Tree all_reduce across nodes: for N <= 64 and up to 128 MiB every call is within
+// kLargeNReplayMaxTreeTransfers and replayed (collective_model.hpp); measured over ~50
+// random cases within 0.002 %.
+TEST(SimCollectivesLargeN, TreeWithinOneTenthPercentOfExactOnClusters) {
   for (const HardwareSpec& hw : library_machines()) {
     if (hw.nodes < 2) continue;
-    DPT_EXPECT_PROPERTY("large-N tree within 20 % of exact on " + hw.name, 8, [&]() {
-      check_large_n_against_exact(hw, CollectiveAlgorithm::tree, {CollectiveOp::all_reduce}, hw.gpus_per_node + 1, 0.20);
+    DPT_EXPECT_PROPERTY("large-N tree within 0.1 % of exact on " + hw.name, 8, [&]() {
+      check_large_n_against_exact(hw, CollectiveAlgorithm::tree, {CollectiveOp::all_reduce}, hw.gpus_per_node + 1,
+                                  0.001);
     });
   }
 }
 
-TEST(SimCollectivesLargeN, TreePlantedBugHalfTheBufferIsCaught) {
+TEST(SimCollectivesLargeN, TreePlantedBugQuarterOfTheBufferIsCaught) {
   const HardwareSpec hw = with_nodes(load_hardware("dgx-a100-cluster", kLibrary), 4);
-  DPT_EXPECT_COUNTEREXAMPLE("large-N tree fed a quarter of the buffer", 30, [&]() {
-    check_large_n_against_exact(hw, CollectiveAlgorithm::tree, {CollectiveOp::all_reduce}, 9, 0.20,
+  DPT_EXPECT_COUNTEREXAMPLE("replayed tree fed a quarter of the buffer", 30, [&]() {
+    check_large_n_against_exact(hw, CollectiveAlgorithm::tree, {CollectiveOp::all_reduce}, 9, 0.001,
                                 [](CollectiveCall c) {
                                   c.count /= 4;
                                   return c;
                                 });
+  });
+}
+
+// The tree estimate (calls above the replay bound, e.g. 16 MiB and more at 1,024 GPUs)
+// is NOT within 1 % of the exact simulation: measured over ~300 random cases on the
+// cluster files (N = 9..64, 1 KiB .. 128 MiB) -8.0 % .. +5.9 %, largest with partially
+// filled nodes and pipelines of a few pieces. The property pins 12 % so a regression
+// shows; tightening it is open work.
+TEST(SimCollectivesLargeN, TreeEstimateWithinTwelvePercentOfExactOnClusters) {
+  for (const HardwareSpec& hw : library_machines()) {
+    if (hw.nodes < 2) continue;
+    DPT_EXPECT_PROPERTY("large-N tree estimate within 12 % of exact on " + hw.name, 8, [&]() {
+      check_large_n_against_exact(hw, CollectiveAlgorithm::tree, {CollectiveOp::all_reduce}, hw.gpus_per_node + 1, 0.12,
+                                  {}, LargeNMethod::estimate);
+    });
+  }
+}
+
+TEST(SimCollectivesLargeN, TreeEstimatePlantedBugQuarterOfTheBufferIsCaught) {
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-a100-cluster", kLibrary), 4);
+  DPT_EXPECT_COUNTEREXAMPLE("estimated tree fed a quarter of the buffer", 30, [&]() {
+    check_large_n_against_exact(hw, CollectiveAlgorithm::tree, {CollectiveOp::all_reduce}, 9, 0.12,
+                                [](CollectiveCall c) {
+                                  c.count /= 4;
+                                  return c;
+                                },
+                                LargeNMethod::estimate);
   });
 }
 
@@ -534,3 +525,4 @@ TEST(SimCollectivesSelection, ForcedAlgorithmThatCannotRunIsRejected) {
             "algorithm nvls cannot run all_reduce here: nvls needs all ranks on one node whose NVSwitch reduces "
             "in-switch (hardware dgx-a100)\n");
 }
+
