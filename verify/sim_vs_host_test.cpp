@@ -1,8 +1,9 @@
 // Predicted against measured: the twin, given a "host platform" whose rates come
 // from microbenchmarks run here and now (GEMM rate at the model's shapes, memcpy
 // bandwidth, the fixed cost of one tiny kernel), predicts the step times the host
-// backend measures for DataParallel and DDP on a small MLP, on 1 and 2 devices
-// (this machine has 2 cores: one worker per core, no oversubscription).
+// backend measures for DataParallel and DDP on a small MLP, on 1 and 2 devices (this
+// machine has 2 cores: one worker per core) and on 4 (two workers per core: the twin
+// gives each worker an even share of the cores measured free).
 //
 // The rates are microbenchmarks, never step times: the step is what is predicted.
 #include <cblas.h>
