@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <queue>
 #include <stdexcept>
 #include <tuple>
@@ -452,39 +453,75 @@ class FluidSim {
   bool dirty_ = false;
 };
 
-// Chains of more than kLargeNReplayMaxChainTransfers transfers are not replayed: the replay's
-// cost grows with the transfers and with the flows overlapping each (a 250 MiB broadcast
-// at 1,024 GPUs took over a second), so large chains keep chain_time's approximation.
 // The transfers of a ring broadcast or reduce: on every channel a pipelined chain of
 // n - 1 hops along the ring from the root (or to it), cut into pieces; hop j sends piece
 // i once it received it over hop j - 1 and its send of piece i - 1 ended
-// (collective_exact.cpp's chain actors).
-Elements chain_transfers(int n, const CollectiveCall& call, int channels, Elements piece) {
-  Elements t = 0;
-  for (int c = 0; c < channels; ++c) t += static_cast<Elements>(n - 1) * ceil_div(piece_count(call.count, channels, c), piece);
-  return t;
+// (collective_exact.cpp's chain actors). The replay's cost grows with the transfers and
+// with the flows overlapping each (a whole 250 MiB broadcast at 1,024 GPUs took over a
+// second), hence the bounds and the extrapolation (collective_model.hpp).
+// The end of every piece index (over all channels and hops or edges) in a replay, the
+// largest route latency of its transfers, and the pipeline's depth: the most transfers
+// on one dependency path within one piece (a chain's hops; a tree's up plus down edges).
+struct PieceEnds {
+  std::vector<Seconds> end;  // end[i]: when the last transfer of piece i (any channel) ended
+  Seconds max_latency_s = 0;
+  int depth = 0;
+};
+
+PieceEnds piece_ends(const std::vector<FluidTransfer>& ts, const std::vector<Seconds>& end,
+                     const std::vector<int>& piece_of) {
+  PieceEnds out;
+  std::vector<int> waits(ts.size(), 0), longest(ts.size(), 1);
+  for (size_t t = 0; t < ts.size(); ++t) {
+    const auto i = static_cast<size_t>(piece_of[t]);
+    if (out.end.size() <= i) out.end.resize(i + 1, 0.0);
+    out.end[i] = std::max(out.end[i], end[t]);
+    out.max_latency_s = std::max(out.max_latency_s, ts[t].route->latency_s);
+    if (piece_of[t] == 0)
+      for (int u : ts[t].then)
+        if (piece_of[u] == 0) ++waits[u];
+  }
+  // Longest path through piece 0's transfers (Kahn's order).
+  std::vector<int> ready;
+  for (size_t t = 0; t < ts.size(); ++t)
+    if (piece_of[t] == 0 && waits[t] == 0) ready.push_back(static_cast<int>(t));
+  while (!ready.empty()) {
+    const int t = ready.back();
+    ready.pop_back();
+    out.depth = std::max(out.depth, longest[t]);
+    for (int u : ts[t].then)
+      if (piece_of[u] == 0) {
+        longest[u] = std::max(longest[u], longest[t] + 1);
+        if (--waits[u] == 0) ready.push_back(u);
+      }
+  }
+  return out;
 }
 
-Seconds chain_replay(const Platform& p, const std::vector<int>& gpus, const std::vector<std::vector<int>>& orders,
-                     const CollectiveCall& call, Elements piece) {
+// Replays the first min(head, its pieces) pieces of every channel's chain.
+PieceEnds chain_replay(const Platform& p, const std::vector<int>& gpus, const std::vector<std::vector<int>>& orders,
+                       const CollectiveCall& call, Elements piece, Elements head) {
   const int n = static_cast<int>(gpus.size());
   const int channels = static_cast<int>(orders.size());
   const int hops = n - 1;
   std::vector<FluidTransfer> ts;
+  std::vector<int> piece_of;
   for (int c = 0; c < channels; ++c) {
     const auto& o = orders[c];
     const int root_pos = static_cast<int>(std::find(o.begin(), o.end(), call.root) - o.begin());
     const int first = call.op == CollectiveOp::reduce ? (root_pos + 1) % n : root_pos;
     const Elements elems = piece_count(call.count, channels, c);
-    const int m = static_cast<int>(ceil_div(elems, piece));
+    const int m = static_cast<int>(std::min(head, ceil_div(elems, piece)));
     const int b = static_cast<int>(ts.size());
     std::vector<const RouteInfo*> routes(hops);
     for (int j = 0; j < hops; ++j)
       routes[j] = &p.route(host_of(p, gpus, o[(first + j) % n]), host_of(p, gpus, o[(first + j + 1) % n]));
     ts.resize(b + static_cast<size_t>(m) * hops);
+    piece_of.resize(ts.size());
     for (int i = 0; i < m; ++i)
       for (int j = 0; j < hops; ++j) {
         FluidTransfer& t = ts[b + i * hops + j];
+        piece_of[b + i * hops + j] = i;
         t.route = routes[j];
         t.bytes = static_cast<double>(std::min(piece, elems - i * piece) * call.element_bytes);
         if (j + 1 < hops) {
@@ -498,7 +535,23 @@ Seconds chain_replay(const Platform& p, const std::vector<int>& gpus, const std:
       }
   }
   const auto end = FluidSim(ts).run();
-  return end.empty() ? 0.0 : *std::max_element(end.begin(), end.end());
+  return piece_ends(ts, end, piece_of);
+}
+
+// A call of k pieces per channel from the replay of its first K < k (full) pieces. Piece
+// i's end is past the pipeline's fill once i >= depth and unaffected by the head's
+// drain while i < K - depth (no later piece of the head is still upstream to contend
+// with it); the period is measured over that span, each further piece adds it, and the
+// head's drain stands for the call's. The last piece, `last_ratio` of a full one, shortens the
+// final period's drain. Needs K >= 2 depth + kLargeNExtrapolateMinSteadyPieces + 1.
+Seconds extrapolate_pieces(const PieceEnds& head, Elements k, double last_ratio) {
+  const auto K = static_cast<Elements>(head.end.size());
+  const Elements a = head.depth, b = K - 1 - head.depth;
+  if (b - a < kLargeNExtrapolateMinSteadyPieces)
+    throw std::logic_error("extrapolate_pieces: head too short");
+  const Seconds period = (head.end[b] - head.end[a]) / static_cast<double>(b - a);
+  const Seconds drain = std::max(0.0, period - head.max_latency_s);
+  return head.end[K - 1] + static_cast<double>(k - K) * period - drain * (1.0 - last_ratio);
 }
 
 // The transfers of a tree all-reduce with `pieces[c]` pieces on channel c
@@ -508,7 +561,8 @@ Seconds chain_replay(const Platform& p, const std::vector<int>& gpus, const std:
 // root: from every child) and its sends of piece i - 1 to children 0..k ended.
 std::vector<FluidTransfer> tree_transfers(const Platform& p, const std::vector<int>& gpus,
                                           const std::vector<TreeChannel>& tcs, const CollectiveCall& call,
-                                          Elements piece, const std::vector<Elements>& pieces) {
+                                          Elements piece, const std::vector<Elements>& pieces,
+                                          std::vector<int>* piece_of = nullptr) {
   const int n = static_cast<int>(gpus.size());
   const int channels = static_cast<int>(tcs.size());
   std::vector<FluidTransfer> ts;
@@ -556,6 +610,7 @@ std::vector<FluidTransfer> tree_transfers(const Platform& p, const std::vector<i
             for (size_t q = 0; q <= k; ++q) dep(prev_down[children[r][q]], to);
         }
       }
+      if (piece_of) piece_of->resize(ts.size(), static_cast<int>(i));
       prev_up = up;
       prev_down = down;
     }
@@ -563,20 +618,59 @@ std::vector<FluidTransfer> tree_transfers(const Platform& p, const std::vector<i
   return ts;
 }
 
-Elements tree_transfers_count(int n, const CollectiveCall& call, int channels, Elements piece) {
-  Elements t = 0;
-  for (int c = 0; c < channels; ++c) t += 2 * static_cast<Elements>(n - 1) * ceil_div(piece_count(call.count, channels, c), piece);
-  return t;
-}
-
-Seconds tree_replay(const Platform& p, const std::vector<int>& gpus, const std::vector<TreeChannel>& tcs,
-                    const CollectiveCall& call, Elements piece) {
+// Replays the first min(head, its pieces) pieces of every channel's tree.
+PieceEnds tree_replay(const Platform& p, const std::vector<int>& gpus, const std::vector<TreeChannel>& tcs,
+                      const CollectiveCall& call, Elements piece, Elements head) {
   const int channels = static_cast<int>(tcs.size());
   std::vector<Elements> pieces(channels);
-  for (int c = 0; c < channels; ++c) pieces[c] = ceil_div(piece_count(call.count, channels, c), piece);
-  auto ts = tree_transfers(p, gpus, tcs, call, piece, pieces);
+  for (int c = 0; c < channels; ++c) pieces[c] = std::min(head, ceil_div(piece_count(call.count, channels, c), piece));
+  std::vector<int> piece_of;
+  auto ts = tree_transfers(p, gpus, tcs, call, piece, pieces, &piece_of);
   const auto end = FluidSim(ts).run();
-  return end.empty() ? 0.0 : *std::max_element(end.begin(), end.end());
+  return piece_ends(ts, end, piece_of);
+}
+
+// Pieces per channel (channel 0 has the most) and the last piece's share of a full one.
+std::pair<Elements, double> pieces_per_channel(const CollectiveCall& call, int channels, Elements piece) {
+  const Elements elems = piece_count(call.count, channels, 0);
+  const Elements k = ceil_div(elems, piece);
+  return {k, static_cast<double>(elems - (k - 1) * piece) / static_cast<double>(std::min(piece, elems))};
+}
+
+// Whole replay, truncated replay plus extrapolation, or neither (nullopt: use the
+// estimate), for a call over n ranks of k pieces per channel and `transfers_per_piece`
+// transfers per piece index; `replay(K)` replays the first K pieces of every channel.
+std::optional<Seconds> replay_or_extrapolate(LargeNMethod method, int n, Elements k, double last_ratio,
+                                             Elements transfers_per_piece, Elements replay_bound,
+                                             Elements extrapolate_bound,
+                                             const std::function<PieceEnds(Elements)>& replay, LargeNTimedBy& by) {
+  by = LargeNTimedBy::estimate;
+  if (method == LargeNMethod::estimate) return std::nullopt;
+  auto whole = [&]() {
+    by = LargeNTimedBy::replay;
+    const auto r = replay(k);
+    return r.end.empty() ? 0.0 : *std::max_element(r.end.begin(), r.end.end());
+  };
+  auto extrapolated = [&](Elements head) {
+    by = LargeNTimedBy::extrapolation;
+    return extrapolate_pieces(replay(head), k, last_ratio);
+  };
+  // The smallest head with kLargeNExtrapolateMinSteadyPieces steady pieces (one piece
+  // replayed for the pipeline's depth).
+  auto min_head = [&]() {
+    return 2 * static_cast<Elements>(replay(1).depth) + kLargeNExtrapolateMinSteadyPieces + 1;
+  };
+  if (method == LargeNMethod::extrapolate) {
+    const Elements head = min_head();
+    return k <= head ? whole() : extrapolated(head);
+  }
+  const Elements per_piece = std::max<Elements>(1, transfers_per_piece);
+  if (k <= replay_bound / per_piece) return whole();
+  if (n > kLargeNExtrapolateMaxRanks) return std::nullopt;
+  const Elements head = extrapolate_bound / per_piece;
+  if (k <= head) return whole();
+  if (head < min_head()) return std::nullopt;
+  return extrapolated(head);
 }
 
 }  // namespace
@@ -594,9 +688,21 @@ std::vector<PhaseFlow> ring_step_flows(const Platform& p, const std::vector<int>
   return flows;
 }
 
-Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
-                                const CollectivePlan& plan, const CollectiveSettings& settings, LargeNMethod method) {
-  const bool may_replay = method == LargeNMethod::automatic;
+const char* large_n_timed_by_name(LargeNTimedBy by) {
+  switch (by) {
+    case LargeNTimedBy::phases: return "phases";
+    case LargeNTimedBy::replay: return "replay";
+    case LargeNTimedBy::extrapolation: return "extrapolation";
+    case LargeNTimedBy::estimate: return "estimate";
+  }
+  return "?";
+}
+
+namespace {
+Seconds time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
+                     const CollectivePlan& plan, const CollectiveSettings& settings, LargeNMethod method,
+                     LargeNTimedBy& by) {
+  by = LargeNTimedBy::phases;
   const int n = static_cast<int>(rank_gpus.size());
   if (n == 1 || call.count == 0) return 0;
   const Elements piece = pipeline_piece_elements(settings, call.element_bytes);
@@ -604,10 +710,13 @@ Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_
   switch (plan.algorithm) {
     case CollectiveAlgorithm::ring: {
       const auto orders = ring_orders(p, rank_gpus, channels);
-      if (call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce)
-        return may_replay && chain_transfers(n, call, channels, piece) <= kLargeNReplayMaxChainTransfers
-                   ? chain_replay(p, rank_gpus, orders, call, piece)
-                   : chain_time(p, rank_gpus, orders, call, piece);
+      if (call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce) {
+        const auto [k, last_ratio] = pieces_per_channel(call, channels, piece);
+        const auto t = replay_or_extrapolate(
+            method, n, k, last_ratio, static_cast<Elements>(channels) * (n - 1), kLargeNReplayMaxChainTransfers,
+            kLargeNExtrapolateMaxChainTransfers, [&](Elements head) { return chain_replay(p, rank_gpus, orders, call, piece, head); }, by);
+        return t ? *t : chain_time(p, rank_gpus, orders, call, piece);
+      }
       const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
       const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * channels) * call.element_bytes;
       return steps * phase_time(p, ring_step_flows(p, rank_gpus, orders, chunk));
@@ -616,8 +725,13 @@ Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_
       // The first min(k, 3) pieces placed in time transfer by transfer; every further
       // piece adds one steady-state period (the last one its own, shorter period).
       const auto tcs = tree_channels(p, rank_gpus, channels);
-      if (may_replay && tree_transfers_count(n, call, channels, piece) <= kLargeNReplayMaxTreeTransfers)
-        return tree_replay(p, rank_gpus, tcs, call, piece);
+      {
+        const auto [k, last_ratio] = pieces_per_channel(call, channels, piece);
+        const auto t = replay_or_extrapolate(
+            method, n, k, last_ratio, 2 * static_cast<Elements>(channels) * (n - 1), kLargeNReplayMaxTreeTransfers,
+            kLargeNExtrapolateMaxTreeTransfers, [&](Elements head) { return tree_replay(p, rank_gpus, tcs, call, piece, head); }, by);
+        if (t) return *t;
+      }
       const Elements elems = ceil_div(call.count, channels);
       const Elements k = ceil_div(elems, piece);
       const Bytes full = std::min(piece, elems) * call.element_bytes;
@@ -652,6 +766,16 @@ Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_
     }
   }
   return 0;
+}
+}  // namespace
+
+Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
+                                const CollectivePlan& plan, const CollectiveSettings& settings, LargeNMethod method,
+                                LargeNTimedBy* timed_by) {
+  LargeNTimedBy by = LargeNTimedBy::phases;
+  const Seconds t = time_large_n(p, rank_gpus, call, plan, settings, method, by);
+  if (timed_by) *timed_by = by;
+  return t;
 }
 
 LinkBytes large_n_traffic(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,

@@ -25,22 +25,35 @@
 // recomputed whenever a flow starts or stops transferring. This is the rule SimGrid 3.32
 // applies with its full solver (src/surf/network_cm02.cpp, src/kernel/lmm/maxmin.cpp;
 // TCP-gamma 0 leaves flows unbounded), which the exact formulation runs
-// (sim_process.cpp). Property tests, N <= 64 and 1 KiB .. 128 MiB on every hardware file
-// (the bounds cover those calls): trees within 0.1 % of the exact formulation (measured:
-// 0.03 %), chains within one node within 0.1 % (measured: 0.012 %). Chains across nodes
-// that contend on NIC and PCIe links are within 5 %: there the message-level simulation
-// is sensitive to the order in which near-simultaneous events resolve, and the
-// difference changes sign and size between buffers 0.1 % apart (up to 3.8 % measured,
-// most cases within 0.05 %). The replay's cost grows with the transfers and with the
-// flows active during each (every event recomputes every active share), so larger calls
-// use the estimates below.
+// (sim_process.cpp, which also resolves event times to 1 ps: at SimGrid's default 1 ns the
+// rounding alone flipped the phase pattern of contending chains). Property tests, N <= 64
+// and 1 KiB .. 128 MiB on every hardware file (the bounds cover those calls): chains
+// within 0.1 % of the exact formulation within a node and 1 % across nodes, trees within
+// 0.1 % (measured: within 1e-5 over ~2,000 random cases; two round-size cases found 0.7 and
+// 1.1 % apart, where the two simulations' floating-point event orders diverge in a
+// chaotic regime).
+//
+// Larger calls: the replay's cost grows with the transfers and with the flows active
+// during each (every event recomputes every active share), so above the bound, on at
+// most kLargeNExtrapolateMaxRanks GPUs, only the first K = extrapolation bound / (transfers per piece) pieces of
+// every channel are replayed, and the rest extrapolated: piece i's end is past the pipeline's fill once i >= depth (the most
+// transfers on one piece's dependency path) and free of the head's drain while i < K -
+// depth, each further piece adds the period measured between the two, and the head's
+// drain stands for the call's. This needs K >= 2 depth + kLargeNExtrapolateMinSteadyPieces
+// + 1 (measured: shorter steady spans misjudge the period by percents); with the bounds
+// below it covers chains within a node at any N, across nodes to 14 GPUs (8 channels),
+// and trees to 32 GPUs. Properties (K forced to that minimum, k = K + 1 .. 2K pieces, N <= 16):
+// within 1 % in a node (measured 0 .. +0.24 %), 2 % for trees (measured -1.7 .. +0.15 %)
+// and 10 % for chains across nodes (measured -8.1 .. +3.2 %, most within 1 %), where the
+// exact simulation's period fluctuates by percents from piece to piece and can lock into
+// another pattern partway. Calls whose head would be too short use the estimates below.
 //
 // Tree estimate: the first min(k, 3) pieces of every channel are placed in time
 // transfer by transfer (after the transfers they wait for), each transfer's share of
 // its busiest link taken as the average number of transfers on that link during it
 // (iterated from unshared durations); each further piece adds one steady-state period
 // (every edge of every channel busy at once). Measured against the exact simulation
-// (N = 9..64, cluster files) -8.0 % .. +5.9 %, largest with partially filled nodes and
+// (N = 9..64, cluster files) -9.1 % .. +5.6 %, largest with partially filled nodes and
 // pipelines of a few pieces; against the replay at 1,024 GPUs on dgx-h100-cluster, 3.5 to
 // 6.6 % low at 16, 25 and 64 MiB. Its property test holds 12 %.
 //
@@ -48,8 +61,8 @@
 // piece i leaves hop j at S_j + i M_j (S_j the sum, M_j the maximum of t_0..t_j). A
 // hop's duration is its latency plus its busiest link's drain under the pieces of every
 // hop whose busy interval overlaps its own (weighted by the overlap), iterated from
-// unshared durations as the tree's head is. It overestimates, by up to +19 % measured
-// within a node and +50 % across nodes (N <= 64), because it drains each link at its
+// unshared durations as the tree's head is. It overestimates, by up to +13 % measured
+// within a node and +36 % across nodes (N <= 64), because it drains each link at its
 // full load where max-min sharing gives the share of flows bottlenecked elsewhere to the
 // others; its property test holds 60 %. DDP uses chains for its construction-time
 // parameter broadcast, not inside the predicted step. nvls has no large-N formulation
@@ -76,18 +89,38 @@ struct PhaseFlow {
   Bytes bytes = 0;
 };
 
-// Chains and trees of at most this many transfers (hops or edges x pieces, all channels)
-// are replayed transfer by transfer under SimGrid's sharing rule (see above). The bounds
-// cover every call on at most 64 GPUs up to 128 MiB and keep one replay under about
-// 0.7 s (chains: every hop of every channel transfers at once) and 0.1 s (trees)
-// measured on this machine kind; larger calls use the estimates.
+// Chains and trees of at most this many transfers (hops or edges x pieces per channel,
+// all channels) are replayed whole, transfer by transfer under SimGrid's sharing rule
+// (see above). Within kLargeNExtrapolateMaxRanks ranks, larger calls replay up to the
+// extrapolation bound (whole, or a head and extrapolate); others use the estimates.
+// Together they cover every call on at most 64 GPUs up to 128 MiB. Replay cost measured
+// on this machine kind (dptwin bench on dgx-h100-cluster, 128 MiB .. 4 GiB): chains up
+// to 0.75 s at 64 GPUs (every hop of every channel transfers at once), trees up to 0.8 s
+// at 16 and 32 GPUs; a whole replay at 16,384 chain or 32,768 tree transfers stays under
+// 0.7 s up to 1,024 GPUs. The extrapolation bounds are a cost trade: 196,608 tree
+// transfers would extrapolate trees to 64 GPUs (a 1 GiB all-reduce within 0.3 % of
+// exact, where the estimate is 7 % off) but cost 1.6 s for DDP's first-iteration
+// all-reduce of every gradient at once (6.2 GB for GPT-2 1.5B), where the predicted
+// step takes 0.06 s to simulate; 24,576 chain transfers would take chains across nodes
+// to 19 GPUs instead of 14 but replay DDP's construction-time broadcast at 64 GPUs.
 constexpr Elements kLargeNReplayMaxChainTransfers = 16384;
 constexpr Elements kLargeNReplayMaxTreeTransfers = 32768;
+constexpr Elements kLargeNExtrapolateMaxChainTransfers = 16384;
+constexpr Elements kLargeNExtrapolateMaxTreeTransfers = 98304;
+constexpr int kLargeNExtrapolateMaxRanks = 64;
+
+// Above the whole-replay bound (and within kLargeNExtrapolateMaxRanks ranks), the first
+// K = extrapolation bound / (transfers per piece index) pieces of every channel are
+// replayed and the rest extrapolated, when the head has at least this many pieces in
+// steady state (past the pipeline's fill, before its drain).
+constexpr Elements kLargeNExtrapolateMinSteadyPieces = 128;
 
 // How collective_time_large_n times broadcast, reduce and tree all_reduce.
 enum class LargeNMethod {
-  automatic,  // replay within the bounds above, else the estimate
-  estimate,   // always the estimate (tests compare it with the exact formulation)
+  automatic,    // whole replay, head replay and extrapolation, or estimate (see above)
+  estimate,     // always the estimate (tests compare it with the exact formulation)
+  extrapolate,  // a head of the smallest length the automatic path accepts, extrapolated
+                // (tests: the automatic path's worst case, at sizes exact can run)
 };
 
 // Duration of one phase whose flows all start together on idle links (see above).
@@ -98,11 +131,21 @@ Seconds phase_time(const Platform& p, const std::vector<PhaseFlow>& flows);
 std::vector<PhaseFlow> ring_step_flows(const Platform& p, const std::vector<int>& rank_gpus,
                                        const std::vector<std::vector<int>>& orders, Bytes chunk_bytes);
 
+// Which way collective_time_large_n timed a call.
+enum class LargeNTimedBy {
+  phases,         // ring steps (all_reduce, reduce_scatter, all_gather) and nvls: phase formula
+  replay,         // broadcast, reduce, tree: every transfer replayed
+  extrapolation,  // the first pieces replayed, the rest extrapolated
+  estimate,       // chain or tree estimate
+};
+const char* large_n_timed_by_name(LargeNTimedBy by);
+
 // Duration of `call` under `plan` (plan.formulation is ignored) in the large-N
-// formulation, counted from the moment the last rank arrived.
+// formulation, counted from the moment the last rank arrived; `timed_by`, when given,
+// says how it was timed.
 Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
                                 const CollectivePlan& plan, const CollectiveSettings& settings,
-                                LargeNMethod method = LargeNMethod::automatic);
+                                LargeNMethod method = LargeNMethod::automatic, LargeNTimedBy* timed_by = nullptr);
 
 // The bytes the collective moves on each link (as the exact formulation would put every
 // message on every link of its route).
