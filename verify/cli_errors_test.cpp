@@ -137,6 +137,38 @@ INSTANTIATE_TEST_SUITE_P(
                 "dptwin plan: error: p.yaml: plan: missing key (dptwin plan needs a plan section)\n"},
         CliCase{"CompareOneInput", {"compare", "a.yaml"}, {{"a.yaml", kGood}}, 2,
                 "dptwin compare: error: compare: give at least two inputs\n"},
+        CliCase{"BenchSimWithoutHardware", {"bench", "--backend", "sim"}, {}, 2,
+                "dptwin bench: error: --hardware is required with --backend sim\n"},
+        CliCase{"BenchUnknownBackend", {"bench", "--backend", "gpu"}, {}, 2,
+                "dptwin bench: error: --backend gpu: unknown backend (allowed: sim, host, cuda)\n"},
+        CliCase{"BenchMaxBelowMin", {"bench", "--hardware", "dgx-a100", "-b", "1M", "-e", "1K"}, {}, 2,
+                "dptwin bench: error: -e 1K is below -b 1M\n"},
+        CliCase{"BenchFactorOne", {"bench", "--hardware", "dgx-a100", "-f", "1"}, {}, 2,
+                "dptwin bench: error: -f: factor must be >= 2, got 1\n"},
+        CliCase{"BenchBadSizeSuffix", {"bench", "--hardware", "dgx-a100", "-b", "1X"}, {}, 2,
+                "dptwin bench: error: -b: unknown size suffix 'X' in '1X' (K, M, G = 1024^k)\n"},
+        CliCase{"BenchNoIterations", {"bench", "--hardware", "dgx-a100", "-n", "0"}, {}, 2,
+                "dptwin bench: error: -n: iterations must be >= 1, got 0\n"},
+        CliCase{"BenchUnknownType", {"bench", "--hardware", "dgx-a100", "-d", "float8"}, {}, 2,
+                "dptwin bench: error: -d: unknown type 'float8' (float, double, half, bfloat16, int8, int32, int64)\n"},
+        CliCase{"BenchUnknownOp", {"bench", "--hardware", "dgx-a100", "--op", "allgather2"}, {}, 2,
+                "dptwin bench: error: --op: unknown collective 'allgather2' (allowed: all_reduce, all_gather, "
+                "reduce_scatter, broadcast, reduce)\n"},
+        CliCase{"BenchSimReduce", {"bench", "--hardware", "dgx-a100", "--op", "reduce"}, {}, 2,
+                "dptwin bench: error: --op reduce: the sim backend sweeps nccl-tests' all_reduce, all_gather, "
+                "reduce_scatter and broadcast (host and cuda also run reduce)\n"},
+        CliCase{"BenchTooManyDevices", {"bench", "--hardware", "dgx-a100", "--devices", "9"}, {}, 2,
+                "dptwin bench: error: --devices 9 is not in 1..8 (GPUs of dgx-a100)\n"},
+        CliCase{"BenchNodesZero", {"bench", "--hardware", "dgx-h100-cluster", "--nodes", "0"}, {}, 2,
+                "dptwin bench: error: --nodes 0: must be in 1..4096\n"},
+        CliCase{"BenchNodesWithoutNetwork", {"bench", "--hardware", "l40s-4x-pcie4", "--nodes", "2"}, {}, 2,
+                "dptwin bench: error: --nodes 2: hardware l40s-4x-pcie4 has no network section, so it cannot have 2 "
+                "nodes\n"},
+        CliCase{"BenchUnknownAlgorithm", {"bench", "--hardware", "dgx-a100", "--algo", "butterfly"}, {}, 2,
+                "dptwin bench: error: --algo: unknown collective algorithm 'butterfly' (allowed: ring, tree, nvls)\n"},
+        CliCase{"BenchTreeOnOneNode", {"bench", "--hardware", "dgx-a100", "--algo", "tree"}, {}, 2,
+                "dptwin bench: error: --algo tree: algorithm tree cannot run all_reduce here: tree needs ranks on at "
+                "least 2 nodes\n"},
         CliCase{"CompareBadStepReport", {"compare", "a.json", "b.json"},
                 {{"a.json", R"({"schema": "dptwin.step_report/0"})"}, {"b.json", "{}"}}, 2,
                 "dptwin compare: error: step report a.json: key 'schema' is 'dptwin.step_report/0'; this dptwin reads "
@@ -144,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<CliCase>& param_info) { return std::string(param_info.param.name); });
 
 TEST(CliHelp, EveryWhatIfCommandHasAnExampleAndItsExitCodes) {
-  for (const char* cmd : {"predict", "sweep", "merge", "report", "plan", "compare"}) {
+  for (const char* cmd : {"predict", "sweep", "merge", "report", "plan", "compare", "bench"}) {
     const CliResult r = run_dptwin({cmd, "--help"}, fs::path(DPT_BINARY_DIR) / "cli_errors" / "help");
     EXPECT_EQ(r.exit_code, 0) << cmd;
     EXPECT_NE(r.out.find("Example"), std::string::npos) << cmd;

@@ -5,7 +5,7 @@ if(TARGET dptwin_scenarios)
   dpt_add_test(scenario_test SOURCES scenario_test.cpp LIBS dptwin_scenarios)
   dpt_add_test(report_test SOURCES report_test.cpp LIBS dptwin_scenarios)
   # The command-line tests run the dptwin executable itself.
-  foreach(t cli_errors_test cli_output_test)
+  foreach(t cli_errors_test cli_output_test bench_sim_cli_test)
     dpt_add_test(${t} SOURCES ${t}.cpp)
     target_compile_definitions(${t} PRIVATE DPTWIN_EXE="$<TARGET_FILE:dptwin>")
     add_dependencies(${t} dptwin)

@@ -136,7 +136,15 @@ struct SimBenchSetup {
 SimBenchSetup sim_setup(const BenchOptions& o) {
   if (o.hardware.empty()) throw std::invalid_argument("--hardware is required with --backend sim");
   SimBenchSetup s{sim::load_hardware(o.hardware, hardware_library()), {}};
-  if (o.nodes) s.hw = sim::with_nodes(s.hw, *o.nodes);
+  if (o.nodes) {
+    if (*o.nodes < 1 || *o.nodes > 4096)
+      throw std::invalid_argument(fmt::format("--nodes {}: must be in 1..4096", *o.nodes));
+    try {
+      s.hw = sim::with_nodes(s.hw, *o.nodes);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("--nodes {}: {}", *o.nodes, e.what()));
+    }
+  }
   const int n = o.devices.value_or(s.hw.gpu_count());
   if (n < 1 || n > s.hw.gpu_count())
     throw std::invalid_argument(
@@ -150,14 +158,25 @@ std::vector<BenchRow> run_bench_sim(const BenchOptions& o, sim::CollectiveOp op,
   const auto sizes = sweep(o, op, n);
   const Bytes eb = dtype_bytes(o.dtype);
   sim::CollectiveSettings settings;
-  if (o.algo) settings.algorithm = sim::parse_collective_algorithm(*o.algo);
+  if (o.algo) {
+    try {
+      settings.algorithm = sim::parse_collective_algorithm(*o.algo);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("--algo: {}", e.what()));
+    }
+  }
   const int per_size = o.warmup + o.iters;
   std::shared_ptr<sim::CollectiveGroup> group;
   const std::string out = sim::run_simulation(
       setup.hw,
       [&](sim::Platform& p) {
         // A forced algorithm that cannot run here fails now, not inside an actor.
-        for (auto& [bytes, count] : sizes) sim::plan_collective(p, setup.ranks, {op, bytes / eb, eb, 0}, settings);
+        try {
+          for (auto& [bytes, count] : sizes) sim::plan_collective(p, setup.ranks, {op, bytes / eb, eb, 0}, settings);
+        } catch (const std::invalid_argument& e) {
+          if (!o.algo) throw;
+          throw std::invalid_argument(fmt::format("--algo {}: {}", *o.algo, e.what()));
+        }
         group = std::make_shared<sim::CollectiveGroup>(p, setup.ranks, settings);
         for (int r = 0; r < n; ++r)
           simgrid::s4u::Actor::create(fmt::format("rank{}", r), p.gpu_host(setup.ranks[r]), [group, r, &sizes, per_size, op, eb]() {
@@ -237,13 +256,20 @@ int run_bench(const BenchOptions& o) {
     return run_device_bench_command({o.backend, o.devices, o.min_bytes, o.max_bytes, o.factor, o.iters, o.warmup, o.op,
                                      o.dtype, o.json, o.op_given},
                                     o.device);
-  const sim::CollectiveOp op = sim::parse_collective_op(o.op);
-  if (op == sim::CollectiveOp::reduce) throw std::invalid_argument("--op: nccl-tests' ops here are all_reduce, all_gather, reduce_scatter, broadcast");
+  sim::CollectiveOp op{};
+  try {
+    op = sim::parse_collective_op(o.op);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("--op: {}", e.what()));
+  }
+  if (op == sim::CollectiveOp::reduce)
+    throw std::invalid_argument("--op reduce: the sim backend sweeps nccl-tests' all_reduce, all_gather, reduce_scatter "
+                                "and broadcast (host and cuda also run reduce)");
   if (o.iters < 1) throw std::invalid_argument(fmt::format("-n: iterations must be >= 1, got {}", o.iters));
   if (o.warmup < 0) throw std::invalid_argument(fmt::format("-w: warm-up iterations must be >= 0, got {}", o.warmup));
   dtype_bytes(o.dtype);  // validates -d before anything runs
   if (o.backend != "sim")
-    throw std::invalid_argument(fmt::format("--backend {}: this build's bench runs only 'sim'", o.backend));
+    throw std::invalid_argument(fmt::format("--backend {}: unknown backend (allowed: sim, host, cuda)", o.backend));
   const SimBenchSetup setup = sim_setup(o);
   const auto rows = run_bench_sim(o, op, setup);
   const int n = static_cast<int>(setup.ranks.size());
@@ -277,7 +303,10 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON instead of the table");
   add_device_bench_flags(cmd, o->device);
-  cmd->footer(exit_codes_help());
+  cmd->footer("Examples:\n"
+              "  dptwin bench --backend sim --hardware dgx-h100-cluster --nodes 4 -b 1M -e 1G -f 4 --op all_reduce\n"
+              "  dptwin bench --backend host --devices 2 -b 8 -e 16M --out bench.json\n\n" +
+              exit_codes_help());
   return [o, cmd]() {
     o->op_given = cmd->count("--op") > 0;
     return run_bench(*o);
