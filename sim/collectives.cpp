@@ -79,9 +79,25 @@ int nodes_spanned(const Platform& p, const std::vector<int>& rank_gpus) {
   return static_cast<int>(nodes.size());
 }
 
+namespace {
+std::vector<std::vector<int>> nvlink_cycles(const NvlinkSpec& nv, const std::vector<int>& gpus);
+
+// The NVLink cycles through one node's ranks (GPU local indices, in rank order) when the
+// node has NVLink pairs and no NVSwitch; empty otherwise.
+std::vector<std::vector<int>> node_nvlink_cycles(const Platform& p, const std::vector<int>& rank_gpus) {
+  if (!p.hardware().nvlink || p.hardware().nvswitch || nodes_spanned(p, rank_gpus) != 1) return {};
+  std::vector<int> gpus;
+  for (int g : rank_gpus) gpus.push_back(p.local_index(g));
+  std::sort(gpus.begin(), gpus.end());
+  return nvlink_cycles(*p.hardware().nvlink, gpus);
+}
+}  // namespace
+
 int default_channels(const Platform& p, const std::vector<int>& rank_gpus) {
   if (nodes_spanned(p, rank_gpus) > 1) return std::max(2, p.hardware().network->nics_per_node);
-  return 2;
+  // Direct NVLink (DGX-1): every link-disjoint cycle, in both directions.
+  const auto cycles = node_nvlink_cycles(p, rank_gpus);
+  return std::max<int>(2, 2 * static_cast<int>(cycles.size()));
 }
 
 std::vector<CollectiveAlgorithm> eligible_algorithms(const Platform& p, const std::vector<int>& rank_gpus,
@@ -192,6 +208,89 @@ std::optional<std::vector<int>> nvlink_cycle(const NvlinkSpec& nv, const std::ve
   return std::nullopt;
 }
 
+// The most link-disjoint Hamiltonian cycles over the NVLink pairs (each takes one link
+// of every pair it uses), as NCCL's ring search uses all of a GPU's links: DGX-1V's six
+// links per GPU give three. Up to 8 GPUs every cycle through gpus[0] is enumerated
+// (at most 7!/2) and the largest disjoint set searched; beyond, cycles are taken one
+// after another (nvlink_cycle over the links left).
+std::vector<std::vector<int>> nvlink_cycles(const NvlinkSpec& nv, const std::vector<int>& gpus) {
+  const int n = static_cast<int>(gpus.size());
+  std::map<std::pair<int, int>, int> cap;  // (lo, hi) GPU pair -> links
+  for (const auto& pr : nv.pairs) cap[{std::min(pr.a, pr.b), std::max(pr.a, pr.b)}] += pr.links;
+  auto key = [](int a, int b) { return std::make_pair(std::min(a, b), std::max(a, b)); };
+  auto take = [&](const std::vector<int>& cyc, int d) {
+    for (size_t i = 0; i < cyc.size(); ++i) cap[key(cyc[i], cyc[(i + 1) % cyc.size()])] += d;
+  };
+  auto fits = [&](const std::vector<int>& cyc) {
+    std::map<std::pair<int, int>, int> need;
+    for (size_t i = 0; i < cyc.size(); ++i) ++need[key(cyc[i], cyc[(i + 1) % cyc.size()])];
+    for (const auto& [k, v] : need)
+      if (cap[k] < v) return false;
+    return true;
+  };
+  if (n < 3) return {};
+  if (n > 8) {
+    std::vector<std::vector<int>> out;
+    NvlinkSpec left = nv;
+    while (out.size() < 8) {
+      auto cyc = nvlink_cycle(left, gpus);
+      if (!cyc) break;
+      for (size_t i = 0; i < cyc->size(); ++i) {
+        const auto k = key((*cyc)[i], (*cyc)[(i + 1) % cyc->size()]);
+        for (auto& pr : left.pairs)
+          if (key(pr.a, pr.b) == k) --pr.links;
+      }
+      out.push_back(std::move(*cyc));
+    }
+    return out;
+  }
+  // Every Hamiltonian cycle through gpus[0], each once (second < last vertex).
+  std::vector<std::vector<int>> all;
+  std::vector<int> path{gpus[0]};
+  std::vector<bool> used(n, false);
+  used[0] = true;
+  std::function<void()> walk = [&]() {
+    if (static_cast<int>(path.size()) == n) {
+      if (cap[key(path.back(), path.front())] > 0 && path[1] < path.back()) all.push_back(path);
+      return;
+    }
+    for (int i = 1; i < n; ++i) {
+      if (used[i] || cap[key(path.back(), gpus[i])] == 0) continue;
+      used[i] = true;
+      path.push_back(gpus[i]);
+      walk();
+      path.pop_back();
+      used[i] = false;
+    }
+  };
+  walk();
+  // The largest set of cycles within the link counts (depth-first, cycles in order). A
+  // cycle takes two links of every GPU, so no set is larger than the fewest links any
+  // GPU has, halved; the search stops there, or after 100,000 steps with the best so far.
+  size_t bound = 8;
+  for (int g : gpus) {
+    int links = 0;
+    for (int h : gpus)
+      if (h != g) links += cap[key(g, h)];
+    bound = std::min(bound, static_cast<size_t>(links / 2));
+  }
+  std::vector<std::vector<int>> best, chosen;
+  long steps = 0;
+  std::function<void(size_t)> pick = [&](size_t from) {
+    if (chosen.size() > best.size()) best = chosen;
+    for (size_t i = from; i < all.size() && best.size() < bound && ++steps < 100000; ++i) {
+      if (!fits(all[i])) continue;
+      take(all[i], -1);
+      chosen.push_back(all[i]);
+      pick(i + 1);
+      chosen.pop_back();
+      take(all[i], +1);
+    }
+  };
+  pick(0);
+  return best;
+}
+
 }  // namespace
 
 std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<int>& rank_gpus, int channels) {
@@ -222,6 +321,21 @@ std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<i
     local[node] = ranks;
   }
   std::vector<std::vector<int>> orders;
+  // One node on direct NVLink: channel c runs cycle (c / 2) mod k, odd channels reversed.
+  if (node_order.size() == 1) {
+    const auto cycles = node_nvlink_cycles(p, rank_gpus);
+    if (!cycles.empty()) {
+      for (int c = 0; c < channels; ++c) {
+        std::vector<int> order;
+        for (int g : cycles[static_cast<size_t>(c / 2) % cycles.size()])
+          for (int r = 0; r < static_cast<int>(rank_gpus.size()); ++r)
+            if (p.local_index(rank_gpus[r]) == g) order.push_back(r);
+        if (c % 2 == 1) std::reverse(order.begin(), order.end());
+        orders.push_back(std::move(order));
+      }
+      return orders;
+    }
+  }
   for (int c = 0; c < channels; ++c) {
     std::vector<int> order;
     for (int node : node_order) {

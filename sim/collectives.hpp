@@ -31,9 +31,13 @@
 // every other op uses ring. So tree wins across nodes where its log-depth latency
 // matters (small and mid sizes, many nodes), ring where bandwidth dominates, nvls on
 // H100 NVSwitch at sizes where one pass through the switch beats 2(N-1) steps.
-// Channels (NCCL's nChannels), unless forced: 2 within one node (the ring and its
-// reverse, so both directions of every link carry traffic); across nodes the number of
-// NICs per node (each channel leaves a node through a different NIC), at least 2.
+// Channels (NCCL's nChannels), unless forced: within one node whose GPUs are joined by
+// NVLink pairs without an NVSwitch (DGX-1), two per link-disjoint Hamiltonian NVLink
+// cycle (each cycle and its reverse; DGX-1V's six links per GPU give three cycles, six
+// channels, as NCCL's ring search uses every link); otherwise 2 within one node (the
+// ring and its reverse, so both directions of every link carry traffic); across nodes
+// the number of NICs per node (each channel leaves a node through a different NIC), at
+// least 2.
 //
 // Formulation: the exact one sends every message as a SimGrid comm (2 N (N-1) C comms
 // for a ring all-reduce). Above exact_max_ranks ranks (default 8, one DGX node: a DDP
@@ -121,11 +125,13 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
                                const CollectiveSettings& settings);
 
 // ---- schedules as pure functions (the properties test them directly) -------------------
-// Per channel, the ranks in ring order (a permutation of 0..N-1). Ranks are grouped by
-// node in node order; within a node in the order that uses NVLink neighbours where the
-// node has NVLink (DGX-1's cube-mesh ring), else in GPU order; across nodes channel c
-// rotates every node's order by c + (c mod 2) and odd channels are reversed, so with one
-// channel per NIC each NIC carries one channel out of the node and one in.
+// Per channel, the ranks in ring order (a permutation of 0..N-1). On one node with
+// direct NVLink, channel c runs the link-disjoint NVLink cycle (c / 2) mod k, reversed
+// for odd c. Otherwise ranks are grouped by node in node order; within a node in the
+// order that uses NVLink neighbours where the node has NVLink (DGX-1's cube-mesh ring),
+// else in GPU order; across nodes channel c rotates every node's order by c + (c mod 2)
+// and odd channels are reversed, so with one channel per NIC each NIC carries one
+// channel out of the node and one in.
 std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<int>& rank_gpus, int channels);
 
 // One binary tree over n items: parent (-1 for the root) and children of each item.

@@ -44,7 +44,10 @@ std::vector<Row> rows_of(const std::string& out) {
 CliResult bench(const std::vector<std::string>& args) {
   std::vector<std::string> a = {"bench", "--backend", "sim"};
   a.insert(a.end(), args.begin(), args.end());
-  return run_dptwin(a, fs::path(DPT_BINARY_DIR) / "bench_sim_cli");
+  // A directory per test: ctest runs the tests as parallel processes, and run_dptwin
+  // captures output in files there.
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  return run_dptwin(a, fs::path(DPT_BINARY_DIR) / "bench_sim_cli" / test);
 }
 
 // Printed with two decimals: equal to x within half a unit of the last place plus
@@ -83,6 +86,19 @@ TEST(BenchSim, AllReduceSweepHasNcclTestsSizesAndColumns) {
   }
   // Larger messages amortise the per-step latency: 64 MiB moves faster than 1 KiB.
   EXPECT_GT(rows.back().busbw, 10 * rows.front().busbw);
+}
+
+TEST(BenchSim, DgxOneAllReduceUsesAllSixNvlinksOfAGpu) {
+  // V100 SXM2: 6 NVLinks x 25 GB/s per direction = 150 GB/s (datasheet: 300 GB/s both
+  // directions). NCCL's rings use all six: a large all-reduce's bus bandwidth is above
+  // four links' worth and at most six links'. (The twin once ran two channels on one
+  // cycle, 45 GB/s.)
+  const CliResult r = bench({"--hardware", "dgx1-v100", "-b", "1G", "-e", "1G", "-n", "1", "-w", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = rows_of(r.out);
+  ASSERT_EQ(rows.size(), 1u) << r.out;
+  EXPECT_GT(rows[0].busbw, 4 * 25.0) << r.out;
+  EXPECT_LE(rows[0].busbw, 6 * 25.0) << r.out;
 }
 
 TEST(BenchSim, BroadcastIsRootedAndItsBusBandwidthIsItsAlgorithmBandwidth) {

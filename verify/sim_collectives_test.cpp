@@ -433,10 +433,16 @@ void check_extrapolated_against_exact(const HardwareSpec& hw, CollectiveAlgorith
   const int n = *rc::gen::inRange(min_ranks, std::min(max_ranks, hw.gpu_count()) + 1);
   const CollectiveOp op = *rc::gen::elementOf(ops);
   const int nodes = (n + hw.gpus_per_node - 1) / hw.gpus_per_node;
-  // The default channel count (collectives.cpp: NICs per node across nodes, else 2) and
-  // an upper bound on the pipeline's depth (chain: n - 1 hops; tree: up and down through
-  // a node's chain and the tree over nodes), so that k exceeds the head.
-  const int channels = nodes > 1 ? std::max(2, hw.network->nics_per_node) : 2;
+  // The default channel count (asked of the platform) and an upper bound on the
+  // pipeline's depth (chain: n - 1 hops; tree: up and down through a node's chain and
+  // the tree over nodes), so that k exceeds the head.
+  const int channels = std::stoi(run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    const int c = default_channels(*p, first_gpus(n));
+    engine.release();
+    return std::to_string(c);
+  }));
   const int depth = algo == CollectiveAlgorithm::tree
                         ? 2 * (hw.gpus_per_node + static_cast<int>(std::ceil(std::log2(nodes))) + 1)
                         : n - 1;
@@ -614,6 +620,34 @@ TEST(SimCollectiveSchedules, DgxOneRingFollowsNvlink) {
     return std::to_string(nvlink_hops);
   });
   EXPECT_EQ(out, "8");  // every hop of the ring is an NVLink hop (the cube-mesh has a Hamiltonian cycle)
+}
+
+// NCCL's ring search uses every NVLink of a DGX-1V GPU (six, datasheet): the default
+// channels are link-disjoint NVLink cycles in both directions, so no link direction
+// carries two channels and all 6 x 8 = 48 link directions carry one.
+TEST(SimCollectiveSchedules, DgxOneChannelsUseEveryNvlinkOnce) {
+  const HardwareSpec hw = load_hardware("dgx1-v100", kLibrary);
+  const std::string out = run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    const int channels = default_channels(*p, first_gpus(8));
+    std::map<std::pair<int, int>, int> use;  // directed GPU pair -> channels sending over it
+    bool all_nvlink = true;
+    for (const auto& o : ring_orders(*p, first_gpus(8), channels))
+      for (size_t i = 0; i < o.size(); ++i) {
+        const int a = o[i], b = o[(i + 1) % o.size()];
+        all_nvlink = all_nvlink && hw.nvlink->links_between(a, b) > 0;
+        ++use[{a, b}];
+      }
+    int over = 0, directions = 0;
+    for (const auto& [pair, n] : use) {
+      over += n > hw.nvlink->links_between(pair.first, pair.second);
+      directions += n;
+    }
+    engine.release();
+    return fmt::format("channels {} all_nvlink {} over {} directions {}", channels, all_nvlink, over, directions);
+  });
+  EXPECT_EQ(out, "channels 6 all_nvlink true over 0 directions 48");
 }
 
 TEST(SimCollectivesSelection, ForcedAlgorithmThatCannotRunIsRejected) {
