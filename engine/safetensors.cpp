@@ -255,10 +255,15 @@ std::vector<std::byte> encode_safetensors(const std::vector<SafetensorsTensor>& 
   return out;
 }
 
-void write_file_atomic(const std::string& path, const std::vector<std::byte>& bytes) {
+void write_file_atomic(const std::string& path, const std::vector<std::byte>& bytes, bool create_parent_dirs) {
   namespace fs = std::filesystem;
   fs::path target(path);
   fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  if (create_parent_dirs && !target.parent_path().empty()) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw std::runtime_error(fmt::format("{}: cannot create directory {}: {}", path, dir.string(), ec.message()));
+  }
   // Built by appends: g++ 12 warns falsely (-Wrestrict) on "." + std::string.
   std::string tmp_name(".");
   tmp_name += target.filename().string();

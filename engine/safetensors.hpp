@@ -57,8 +57,11 @@ std::vector<std::byte> encode_safetensors(const std::vector<SafetensorsTensor>& 
 // Writes `bytes` to `path` atomically: a temporary file in the same directory,
 // fsync, rename over `path`, fsync of the directory. On any failure the temporary
 // file is removed, the previous file at `path` is left untouched, and
-// std::runtime_error names the file and the system's reason.
-void write_file_atomic(const std::string& path, const std::vector<std::byte>& bytes);
+// std::runtime_error names the file and the system's reason. With
+// `create_parent_dirs`, missing directories above `path` are created first (reports,
+// traces and JSON outputs, as `--report DIR` does); checkpoints leave it off, as
+// torch.save does, so a mistyped directory is an error.
+void write_file_atomic(const std::string& path, const std::vector<std::byte>& bytes, bool create_parent_dirs = false);
 
 // Host copy of a tensor's bytes. Tensors that the CPU cannot read (CUDA) are copied
 // to backend->host_memory() through backend->copy; without a backend that is an

@@ -52,6 +52,19 @@ TEST(CliOutput, PredictPrintsTheSummaryAndWritesReportAndTrace) {
   EXPECT_TRUE(nlohmann::json::parse(slurp(dir / "trace.json")).contains("traceEvents"));
 }
 
+TEST(CliOutput, PredictCreatesTheDirectoriesOfItsOutputs) {
+  // The README's command, run where out/ does not exist yet: the trace, the step report
+  // and the report land in directories made for them.
+  const fs::path dir = fresh_dir("predict_dirs");
+  const CliResult r = run_dptwin({"predict", kWhatif + "resnet50-dgx-a100-ddp.yaml", "--report", "out/", "--trace",
+                                  "out/trace.json", "--out", "runs/1/step.json"},
+                                 dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(slurp(dir / "out" / "trace.json")).contains("traceEvents"));
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "runs" / "1" / "step.json")).at("schema"), "dptwin.step_report/1");
+  EXPECT_TRUE(fs::exists(dir / "out" / "report.html"));
+}
+
 TEST(CliOutput, PredictJsonIsTheStepReport) {
   const CliResult r = run_dptwin({"predict", "--hardware", "l40s-4x-pcie4", "--model", "resnet50", "--strategy", "dp",
                                   "--devices", "4", "--batch", "128", "--json"},

@@ -387,6 +387,28 @@ TEST(SafetensorsAtomic, UnwritableTargets) {
   EXPECT_EQ(entries, 1);
 }
 
+TEST(SafetensorsAtomic, OutputsCreateTheirDirectoriesCheckpointsDoNot) {
+  auto d = test_dir("parents");
+  SafetensorsTensor t{"w", DType::f32, {1}, std::vector<std::byte>(4)};
+  auto bytes = encode_safetensors({t});
+  const auto nested = d / "a" / "b" / "f.json";
+  // Without the option (checkpoints): a missing directory is an error, nothing created.
+  EXPECT_THROW(write_file_atomic(nested.string(), bytes), std::runtime_error);
+  EXPECT_FALSE(fs::exists(d / "a"));
+  // With it (reports, traces, JSON): the directories are made and the file written.
+  write_file_atomic(nested.string(), bytes, /*create_parent_dirs=*/true);
+  EXPECT_EQ(file_bytes(nested), bytes);
+  // A parent that is a regular file: an error naming the directory, the file kept.
+  std::ofstream(d / "plain") << "keep";
+  try {
+    write_file_atomic((d / "plain" / "f.json").string(), bytes, true);
+    FAIL() << "wrote below a regular file";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot create directory"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_regular_file(d / "plain"));
+}
+
 TEST(SafetensorsAtomic, OverwriteReplacesContent) {
   auto d = test_dir("overwrite");
   auto p = (d / "f.safetensors").string();

@@ -190,12 +190,19 @@ TEST(VerifyJunit, WritesAtomicallyAndNamesAnUnwritablePath) {
   EXPECT_EQ(read_text(path).rfind("<?xml", 0), 0u);
   for (const auto& entry : fs::directory_iterator(temp_dir()))
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
-  const std::string missing = (temp_dir() / "no-such-dir" / "r.xml").string();
+  // A missing directory is made (CI's `--junit reports/verify.xml`)...
+  const fs::path nested = temp_dir() / "reports" / "r.xml";
+  fs::remove_all(temp_dir() / "reports");
+  write_junit_xml(sample_run(), nested.string());
+  EXPECT_EQ(read_text(nested).rfind("<?xml", 0), 0u);
+  // ... but one that cannot be (below a regular file) is an error naming it.
+  std::ofstream(temp_dir() / "not-a-dir") << "x";
+  const std::string bad = (temp_dir() / "not-a-dir" / "r.xml").string();
   try {
-    write_junit_xml(sample_run(), missing);
-    FAIL() << "wrote into a missing directory";
+    write_junit_xml(sample_run(), bad);
+    FAIL() << "wrote below a regular file";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("no-such-dir"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not-a-dir"), std::string::npos) << e.what();
   }
 }
 
