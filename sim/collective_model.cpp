@@ -453,12 +453,6 @@ class FluidSim {
   bool dirty_ = false;
 };
 
-// The transfers of a ring broadcast or reduce: on every channel a pipelined chain of
-// n - 1 hops along the ring from the root (or to it), cut into pieces; hop j sends piece
-// i once it received it over hop j - 1 and its send of piece i - 1 ended
-// (collective_exact.cpp's chain actors). The replay's cost grows with the transfers and
-// with the flows overlapping each (a whole 250 MiB broadcast at 1,024 GPUs took over a
-// second), hence the bounds and the extrapolation (collective_model.hpp).
 // The end of every piece index (over all channels and hops or edges) in a replay, the
 // largest route latency of its transfers, and the pipeline's depth: the most transfers
 // on one dependency path within one piece (a chain's hops; a tree's up plus down edges).
@@ -498,7 +492,13 @@ PieceEnds piece_ends(const std::vector<FluidTransfer>& ts, const std::vector<Sec
   return out;
 }
 
-// Replays the first min(head, its pieces) pieces of every channel's chain.
+// Replays the first min(head, its pieces) pieces of every channel's chain. The transfers
+// of a ring broadcast or reduce: on every channel a pipelined chain of n - 1 hops along
+// the ring from the root (or to it), cut into pieces; hop j sends piece i once it
+// received it over hop j - 1 and its send of piece i - 1 ended (collective_exact.cpp's
+// chain actors). The replay's cost grows with the transfers and with the flows
+// overlapping each (a whole 250 MiB broadcast at 1,024 GPUs took over a second), hence
+// the bounds and the extrapolation (collective_model.hpp).
 PieceEnds chain_replay(const Platform& p, const std::vector<int>& gpus, const std::vector<std::vector<int>>& orders,
                        const CollectiveCall& call, Elements piece, Elements head) {
   const int n = static_cast<int>(gpus.size());
@@ -542,8 +542,8 @@ PieceEnds chain_replay(const Platform& p, const std::vector<int>& gpus, const st
 // i's end is past the pipeline's fill once i >= depth and unaffected by the head's
 // drain while i < K - depth (no later piece of the head is still upstream to contend
 // with it); the period is measured over that span, each further piece adds it, and the
-// head's drain stands for the call's. The last piece, `last_ratio` of a full one, shortens the
-// final period's drain. Needs K >= 2 depth + kLargeNExtrapolateMinSteadyPieces + 1.
+// head's drain stands for the call's. The last piece, `last_ratio` of a full one,
+// shortens the final period's drain. Needs K >= 2 depth + kLargeNExtrapolateMinSteadyPieces + 1.
 Seconds extrapolate_pieces(const PieceEnds& head, Elements k, double last_ratio) {
   const auto K = static_cast<Elements>(head.end.size());
   const Elements a = head.depth, b = K - 1 - head.depth;
@@ -714,7 +714,8 @@ Seconds time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const
         const auto [k, last_ratio] = pieces_per_channel(call, channels, piece);
         const auto t = replay_or_extrapolate(
             method, n, k, last_ratio, static_cast<Elements>(channels) * (n - 1), kLargeNReplayMaxChainTransfers,
-            kLargeNExtrapolateMaxChainTransfers, [&](Elements head) { return chain_replay(p, rank_gpus, orders, call, piece, head); }, by);
+            kLargeNExtrapolateMaxChainTransfers,
+            [&](Elements head) { return chain_replay(p, rank_gpus, orders, call, piece, head); }, by);
         return t ? *t : chain_time(p, rank_gpus, orders, call, piece);
       }
       const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
@@ -722,16 +723,15 @@ Seconds time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const
       return steps * phase_time(p, ring_step_flows(p, rank_gpus, orders, chunk));
     }
     case CollectiveAlgorithm::tree: {
-      // The first min(k, 3) pieces placed in time transfer by transfer; every further
-      // piece adds one steady-state period (the last one its own, shorter period).
       const auto tcs = tree_channels(p, rank_gpus, channels);
-      {
-        const auto [k, last_ratio] = pieces_per_channel(call, channels, piece);
-        const auto t = replay_or_extrapolate(
-            method, n, k, last_ratio, 2 * static_cast<Elements>(channels) * (n - 1), kLargeNReplayMaxTreeTransfers,
-            kLargeNExtrapolateMaxTreeTransfers, [&](Elements head) { return tree_replay(p, rank_gpus, tcs, call, piece, head); }, by);
-        if (t) return *t;
-      }
+      const auto [pieces, last_ratio] = pieces_per_channel(call, channels, piece);
+      const auto replayed = replay_or_extrapolate(
+          method, n, pieces, last_ratio, 2 * static_cast<Elements>(channels) * (n - 1), kLargeNReplayMaxTreeTransfers,
+          kLargeNExtrapolateMaxTreeTransfers,
+          [&](Elements head) { return tree_replay(p, rank_gpus, tcs, call, piece, head); }, by);
+      if (replayed) return *replayed;
+      // The estimate: the first min(k, 3) pieces placed in time transfer by transfer;
+      // every further piece adds one steady-state period (the last one its own, shorter).
       const Elements elems = ceil_div(call.count, channels);
       const Elements k = ceil_div(elems, piece);
       const Bytes full = std::min(piece, elems) * call.element_bytes;

@@ -302,6 +302,22 @@ std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<i
     if (!by_node.count(node)) node_order.push_back(node);
     by_node[node].push_back(r);
   }
+  // One node on direct NVLink: channel c runs cycle (c / 2) mod k, odd channels reversed.
+  if (node_order.size() == 1) {
+    const auto cycles = node_nvlink_cycles(p, rank_gpus);
+    if (!cycles.empty()) {
+      std::vector<std::vector<int>> orders;
+      for (int c = 0; c < channels; ++c) {
+        std::vector<int> order;
+        for (int g : cycles[static_cast<size_t>(c / 2) % cycles.size()])
+          for (int r = 0; r < static_cast<int>(rank_gpus.size()); ++r)
+            if (p.local_index(rank_gpus[r]) == g) order.push_back(r);
+        if (c % 2 == 1) std::reverse(order.begin(), order.end());
+        orders.push_back(std::move(order));
+      }
+      return orders;
+    }
+  }
   // Within a node: the NVLink cycle if there is one, else GPU order.
   std::map<int, std::vector<int>> local;  // node -> ranks in ring order
   for (int node : node_order) {
@@ -321,21 +337,6 @@ std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<i
     local[node] = ranks;
   }
   std::vector<std::vector<int>> orders;
-  // One node on direct NVLink: channel c runs cycle (c / 2) mod k, odd channels reversed.
-  if (node_order.size() == 1) {
-    const auto cycles = node_nvlink_cycles(p, rank_gpus);
-    if (!cycles.empty()) {
-      for (int c = 0; c < channels; ++c) {
-        std::vector<int> order;
-        for (int g : cycles[static_cast<size_t>(c / 2) % cycles.size()])
-          for (int r = 0; r < static_cast<int>(rank_gpus.size()); ++r)
-            if (p.local_index(rank_gpus[r]) == g) order.push_back(r);
-        if (c % 2 == 1) std::reverse(order.begin(), order.end());
-        orders.push_back(std::move(order));
-      }
-      return orders;
-    }
-  }
   for (int c = 0; c < channels; ++c) {
     std::vector<int> order;
     for (int node : node_order) {
