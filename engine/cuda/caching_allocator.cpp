@@ -1,10 +1,10 @@
-#include "caching_allocator.hpp"
+#include "engine/cuda/caching_allocator.hpp"
 
 #include <fmt/format.h>
 
-#include "../device.hpp"
-#include "cuda_check.hpp"
-#include "cuda_raii.hpp"
+#include "engine/core/device.hpp"
+#include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/cuda_raii.hpp"
 
 namespace dpt {
 

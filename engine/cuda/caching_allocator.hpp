@@ -13,7 +13,7 @@
 #include <mutex>
 #include <vector>
 
-#include "../units.hpp"
+#include "engine/core/units.hpp"
 
 namespace dpt {
 

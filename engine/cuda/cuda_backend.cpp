@@ -1,4 +1,4 @@
-#include "cuda_backend.hpp"
+#include "engine/cuda/cuda_backend.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "cuda_check.hpp"
-#include "cuda_raii.hpp"
-#include "nccl_communicator.hpp"
+#include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/cuda_raii.hpp"
+#include "engine/cuda/nccl_communicator.hpp"
 
 namespace dpt {
 

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "../backend.hpp"
-#include "../host/host_backend.hpp"
-#include "caching_allocator.hpp"
-#include "cuda_device.hpp"
-#include "timed_interval.hpp"
+#include "engine/core/backend.hpp"
+#include "engine/host/host_backend.hpp"
+#include "engine/cuda/caching_allocator.hpp"
+#include "engine/cuda/cuda_device.hpp"
+#include "engine/core/timed_interval.hpp"
 
 namespace dpt {
 

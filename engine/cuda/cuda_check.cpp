@@ -1,4 +1,4 @@
-#include "cuda_check.hpp"
+#include "engine/cuda/cuda_check.hpp"
 
 #include <fmt/format.h>
 

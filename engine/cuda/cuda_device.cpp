@@ -1,9 +1,9 @@
-#include "cuda_device.hpp"
+#include "engine/cuda/cuda_device.hpp"
 
 #include <fmt/format.h>
 
-#include "cuda_check.hpp"
-#include "cuda_kernels.hpp"
+#include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/cuda_kernels.hpp"
 
 namespace dpt {
 

@@ -9,10 +9,10 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "../device.hpp"
-#include "caching_allocator.hpp"
-#include "cuda_raii.hpp"
-#include "cuda_timeline.hpp"
+#include "engine/core/device.hpp"
+#include "engine/cuda/caching_allocator.hpp"
+#include "engine/cuda/cuda_raii.hpp"
+#include "engine/cuda/cuda_timeline.hpp"
 
 namespace dpt {
 

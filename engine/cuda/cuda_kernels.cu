@@ -7,9 +7,9 @@
 
 #include <thrust/system/cuda/execution_policy.h>
 
-#include "../kernels_impl.hpp"
-#include "cuda_check.hpp"
-#include "cuda_kernels.hpp"
+#include "engine/core/kernels_impl.hpp"
+#include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/cuda_kernels.hpp"
 
 namespace dpt {
 namespace {

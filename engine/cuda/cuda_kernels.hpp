@@ -7,8 +7,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "../kernels.hpp"
-#include "caching_allocator.hpp"
+#include "engine/core/kernels.hpp"
+#include "engine/cuda/caching_allocator.hpp"
 
 namespace dpt {
 

@@ -1,6 +1,6 @@
-#include "cuda_raii.hpp"
+#include "engine/cuda/cuda_raii.hpp"
 
-#include "cuda_check.hpp"
+#include "engine/cuda/cuda_check.hpp"
 
 namespace dpt {
 

@@ -1,8 +1,8 @@
-#include "cuda_timeline.hpp"
+#include "engine/cuda/cuda_timeline.hpp"
 
 #include <fmt/format.h>
 
-#include "cuda_check.hpp"
+#include "engine/cuda/cuda_check.hpp"
 
 namespace dpt {
 

@@ -10,9 +10,9 @@
 
 #include <cuda_runtime_api.h>
 
-#include "../device.hpp"
-#include "../units.hpp"
-#include "timed_interval.hpp"
+#include "engine/core/device.hpp"
+#include "engine/core/units.hpp"
+#include "engine/core/timed_interval.hpp"
 
 namespace dpt {
 

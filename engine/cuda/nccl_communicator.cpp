@@ -1,4 +1,4 @@
-#include "nccl_communicator.hpp"
+#include "engine/cuda/nccl_communicator.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "cuda_check.hpp"
-#include "cuda_raii.hpp"
+#include "engine/cuda/cuda_check.hpp"
+#include "engine/cuda/cuda_raii.hpp"
 
 namespace dpt {
 namespace {

@@ -15,9 +15,9 @@
 #include <memory>
 #include <vector>
 
-#include "../communicator.hpp"
-#include "cuda_device.hpp"
-#include "rendezvous.hpp"
+#include "engine/core/communicator.hpp"
+#include "engine/cuda/cuda_device.hpp"
+#include "engine/cuda/rendezvous.hpp"
 
 namespace dpt {
 

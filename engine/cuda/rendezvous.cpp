@@ -1,4 +1,4 @@
-#include "rendezvous.hpp"
+#include "engine/cuda/rendezvous.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "../units.hpp"
+#include "engine/core/units.hpp"
 
 namespace dpt {
 

@@ -1,4 +1,4 @@
-#include "host_backend.hpp"
+#include "engine/host/host_backend.hpp"
 
 #include <cblas.h>
 
@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
-#include "../kernels.hpp"
-#include "host_communicator.hpp"
+#include "engine/core/kernels.hpp"
+#include "engine/host/host_communicator.hpp"
 
 namespace dpt {
 

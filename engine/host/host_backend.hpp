@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "../backend.hpp"
+#include "engine/core/backend.hpp"
 
 namespace dpt {
 

@@ -14,7 +14,7 @@
 // rank aborts the whole group: ranks blocked in a wait wake up and throw a
 // CollectiveError naming their own collective, their rank and the first cause; all
 // later collectives fail at once. Nothing waits forever.
-#include "host_communicator.hpp"
+#include "engine/host/host_communicator.hpp"
 
 #include <chrono>
 #include <condition_variable>

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "../communicator.hpp"
+#include "engine/core/communicator.hpp"
 
 namespace dpt {
 

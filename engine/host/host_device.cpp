@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
-#include "../kernels.hpp"
-#include "host_backend.hpp"
+#include "engine/core/kernels.hpp"
+#include "engine/host/host_backend.hpp"
 
 namespace dpt {
 

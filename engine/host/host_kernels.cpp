@@ -7,7 +7,7 @@
 
 #include <thrust/system/cpp/execution_policy.h>
 
-#include "../kernels_impl.hpp"
+#include "engine/core/kernels_impl.hpp"
 
 namespace dpt {
 namespace {

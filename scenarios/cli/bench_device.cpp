@@ -1,14 +1,14 @@
-#include "bench_device.hpp"
+#include "scenarios/cli/bench_device.hpp"
 
 #include <iostream>
 #include <sstream>
 
 #include <fmt/format.h>
 
-#include "command.hpp"
-#include "scenarios/lib/device_bench.hpp"
-#include "scenarios/lib/real_backend.hpp"
-#include "sim/step_report.hpp"
+#include "scenarios/cli/command.hpp"
+#include "scenarios/measure/device_bench.hpp"
+#include "scenarios/measure/real_backend.hpp"
+#include "sim/twin/step_report.hpp"
 
 namespace dpt::cli {
 namespace {

@@ -1,5 +1,5 @@
 // `dptwin bench --backend host|cuda`: the bench command's real-machine part (the
-// sim part is in cmd_bench.cpp). Runs scenarios/lib/device_bench on this machine.
+// sim part is in cmd_bench.cpp). Runs scenarios/measure/device_bench on this machine.
 #pragma once
 #include <cstdint>
 #include <optional>

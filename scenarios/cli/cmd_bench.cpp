@@ -26,13 +26,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "bench_device.hpp"
-#include "command.hpp"
-#include "engine/units.hpp"
-#include "sim/collectives.hpp"
-#include "sim/hardware.hpp"
-#include "sim/platform.hpp"
-#include "sim/sim_process.hpp"
+#include "scenarios/cli/bench_device.hpp"
+#include "scenarios/cli/command.hpp"
+#include "engine/core/units.hpp"
+#include "sim/collectives/collectives.hpp"
+#include "sim/net/hardware.hpp"
+#include "sim/net/platform.hpp"
+#include "sim/twin/sim_process.hpp"
 
 namespace dpt::cli {
 namespace {

@@ -1,7 +1,7 @@
 // dptwin calibrate: turns measurements into a hardware file. `--from FILE` reads
-// nccl-tests' own all_reduce_perf / all_gather_perf output (scenarios/lib/
+// nccl-tests' own all_reduce_perf / all_gather_perf output (scenarios/measure/
 // nccl_tests_log.hpp) and scales the efficiency field of the link that bounds each
-// collective until the twin reproduces the log (scenarios/lib/calibrate_nccl.hpp).
+// collective until the twin reproduces the log (scenarios/measure/calibrate_nccl.hpp).
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -11,12 +11,12 @@
 
 #include <fmt/format.h>
 
-#include "command.hpp"
-#include "scenarios/lib/calibrate_nccl.hpp"
-#include "scenarios/lib/nccl_tests_log.hpp"
-#include "scenarios/lib/verify_check.hpp"
-#include "sim/hardware.hpp"
-#include "sim/step_report.hpp"
+#include "scenarios/cli/command.hpp"
+#include "scenarios/measure/calibrate_nccl.hpp"
+#include "scenarios/measure/nccl_tests_log.hpp"
+#include "scenarios/verify/verify_check.hpp"
+#include "sim/net/hardware.hpp"
+#include "sim/twin/step_report.hpp"
 
 namespace dpt::cli {
 namespace {

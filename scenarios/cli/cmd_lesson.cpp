@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "command.hpp"
-#include "scenarios/lib/lesson.hpp"
+#include "scenarios/cli/command.hpp"
+#include "scenarios/scenario/lesson.hpp"
 
 namespace dpt::cli {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "command.hpp"
-#include "scenarios/lib/report_sweep.hpp"
-#include "scenarios/lib/report_text.hpp"
-#include "scenarios/lib/sweep.hpp"
+#include "scenarios/cli/command.hpp"
+#include "scenarios/report/report_sweep.hpp"
+#include "scenarios/report/report_text.hpp"
+#include "scenarios/scenario/sweep.hpp"
 
 namespace dpt::cli {
 namespace {

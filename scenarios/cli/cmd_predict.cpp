@@ -5,11 +5,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "command.hpp"
-#include "scenarios/lib/predict_runner.hpp"
-#include "scenarios/lib/report_sweep.hpp"
-#include "scenarios/lib/report_text.hpp"
-#include "whatif_flags.hpp"
+#include "scenarios/cli/command.hpp"
+#include "scenarios/scenario/predict_runner.hpp"
+#include "scenarios/report/report_sweep.hpp"
+#include "scenarios/report/report_text.hpp"
+#include "scenarios/cli/whatif_flags.hpp"
 
 namespace dpt::cli {
 namespace {

@@ -14,8 +14,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "command.hpp"
-#include "engine/split.hpp"
+#include "scenarios/cli/command.hpp"
+#include "engine/parallel/split.hpp"
 
 namespace dpt::cli {
 namespace {

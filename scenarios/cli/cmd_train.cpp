@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "command.hpp"
-#include "train_device.hpp"
-#include "engine/trainer.hpp"
+#include "scenarios/cli/command.hpp"
+#include "scenarios/cli/train_device.hpp"
+#include "engine/parallel/trainer.hpp"
 
 namespace dpt::cli {
 namespace {

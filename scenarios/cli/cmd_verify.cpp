@@ -1,5 +1,5 @@
 // dptwin verify: proves the data-parallel path correct on a machine and checks that
-// the machine performs as its hardware file says (see scenarios/lib/verify_*.hpp).
+// the machine performs as its hardware file says (see scenarios/verify/ and scenarios/measure/).
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -12,17 +12,17 @@
 
 #include <fmt/format.h>
 
-#include "command.hpp"
+#include "scenarios/cli/command.hpp"
 #include "engine/host/host_backend.hpp"
-#include "scenarios/lib/verify_calibrate.hpp"
-#include "scenarios/lib/verify_check.hpp"
-#include "scenarios/lib/verify_faults.hpp"
-#include "scenarios/lib/verify_measure.hpp"
-#include "scenarios/lib/verify_performance.hpp"
-#include "scenarios/lib/verify_properties.hpp"
-#include "scenarios/lib/verify_report.hpp"
-#include "scenarios/lib/verify_twin.hpp"
-#include "sim/step_report.hpp"
+#include "scenarios/measure/calibrate.hpp"
+#include "scenarios/verify/verify_check.hpp"
+#include "scenarios/measure/faults.hpp"
+#include "scenarios/measure/measure.hpp"
+#include "scenarios/verify/verify_performance.hpp"
+#include "scenarios/verify/verify_properties.hpp"
+#include "scenarios/verify/verify_report.hpp"
+#include "scenarios/verify/verify_twin.hpp"
+#include "sim/twin/step_report.hpp"
 #if DPT_HAVE_CUDA
 #include "engine/cuda/cuda_backend.hpp"
 #endif

@@ -4,7 +4,7 @@
 #include <iostream>
 #include <map>
 
-#include "command.hpp"
+#include "scenarios/cli/command.hpp"
 
 namespace dpt::cli {
 

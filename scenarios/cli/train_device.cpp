@@ -1,11 +1,11 @@
-#include "train_device.hpp"
+#include "scenarios/cli/train_device.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "scenarios/lib/measured_report.hpp"
-#include "scenarios/lib/real_backend.hpp"
+#include "scenarios/report/measured_report.hpp"
+#include "scenarios/measure/real_backend.hpp"
 
 namespace dpt::cli {
 

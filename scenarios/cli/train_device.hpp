@@ -9,9 +9,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "engine/backend.hpp"
-#include "engine/cuda/timed_interval.hpp"
-#include "engine/trainer.hpp"
+#include "engine/core/backend.hpp"
+#include "engine/core/timed_interval.hpp"
+#include "engine/parallel/trainer.hpp"
 
 namespace dpt::cli {
 

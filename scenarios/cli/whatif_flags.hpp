@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "scenarios/lib/scenario.hpp"
+#include "scenarios/scenario/scenario.hpp"
 
 namespace dpt::cli::whatif {
 

@@ -1,0 +1,105 @@
+#include "engine/nn/cost_layer.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "engine/core/kernels.hpp"
+
+namespace dpt {
+
+CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype)
+    : desc_(std::move(desc)), input_features_(input_features), device_(&device), dtype_(dtype) {
+  if (!dtype_is_floating(dtype))
+    throw std::invalid_argument(fmt::format("cost-only layer {}: dtype {} is not a floating type", desc_.name,
+                                            dtype_name(dtype)));
+  if (input_features_ <= 0 || desc_.output_features <= 0)
+    throw std::invalid_argument(fmt::format("cost-only layer {}: input features {} and output features {} must be "
+                                            "positive",
+                                            desc_.name, input_features_, desc_.output_features));
+  params_.reserve(desc_.parameters.size());
+  for (const auto& p : desc_.parameters) {
+    const bool zero = device.computes();
+    Parameter param;
+    param.name = p.name;
+    param.value = zero ? Tensor::zeros(device, p.shape, dtype, MemoryCategory::parameters)
+                       : Tensor::empty(device, p.shape, dtype, MemoryCategory::parameters);
+    param.grad = zero ? Tensor::zeros(device, p.shape, dtype, MemoryCategory::gradients)
+                      : Tensor::empty(device, p.shape, dtype, MemoryCategory::gradients);
+    params_.push_back(std::move(param));
+  }
+}
+
+std::vector<Parameter*> CostLayer::parameters() {
+  std::vector<Parameter*> out;
+  out.reserve(params_.size());
+  for (auto& p : params_) out.push_back(&p);
+  return out;
+}
+
+Tensor CostLayer::make_tensor(std::int64_t rows, std::int64_t features, MemoryCategory category) const {
+  // Zeroing costs a fill kernel; only a computing device needs defined values, and
+  // the twin's shape-only mode must not be charged for work the real layer never does.
+  return device_->computes() ? Tensor::zeros(*device_, {rows, features}, dtype_, category)
+                             : Tensor::empty(*device_, {rows, features}, dtype_, category);
+}
+
+void CostLayer::check_input(const Shape& input, const char* what) const {
+  if (input.size() != 2 || input[1] != input_features_)
+    throw std::invalid_argument(fmt::format("cost-only layer {} ({}): {} has shape {}, expected [batch, {}]",
+                                            desc_.name, desc_.type, what, shape_to_string(input), input_features_));
+}
+
+Tensor CostLayer::forward(const Tensor& x) {
+  check_input(x.shape(), "input");
+  if (&x.device() != device_)
+    throw std::invalid_argument(fmt::format("cost-only layer {}: input on {}, layer on {}", desc_.name,
+                                            x.device().name(), device_->name()));
+  const std::int64_t batch = x.dim(0);
+  const Bytes elt = dtype_size_bytes(dtype_);
+  Bytes param_bytes = 0;
+  for (const auto& p : params_) param_bytes += p.value.size_bytes();
+  const Bytes saved_bytes = desc_.activation_elements_per_sample * batch * elt;
+  saved_ = device_->allocate(saved_bytes, MemoryCategory::activations);
+  saved_batch_ = batch;
+  Tensor y = make_tensor(batch, desc_.output_features, MemoryCategory::activations);
+  kernel_charge(*device_, {"cost_fwd", OpKind::compute, desc_.forward_flops_per_sample * static_cast<double>(batch),
+                           x.size_bytes() + param_bytes, y.size_bytes() + saved_bytes});
+  return y;
+}
+
+Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
+  if (!saved_batch_)
+    throw std::logic_error(fmt::format("cost-only layer {}: backward without a saved forward", desc_.name));
+  const std::int64_t batch = *saved_batch_;
+  if (dy.ndim() != 2 || dy.dim(0) != batch || dy.dim(1) != desc_.output_features)
+    throw std::invalid_argument(fmt::format("cost-only layer {}: output gradient has shape {}, expected [{}, {}]",
+                                            desc_.name, shape_to_string(dy.shape()), batch, desc_.output_features));
+  Bytes param_bytes = 0;
+  for (const auto& p : params_) param_bytes += p.value.size_bytes();
+  Tensor dx;
+  if (need_input_grad) dx = make_tensor(batch, input_features_, MemoryCategory::activations);
+  // Backward is two GEMM-shaped passes (input gradient and weight gradient), each
+  // as costly as the forward: 2x forward FLOPs, the convention of Kaplan et al. 2020.
+  kernel_charge(*device_, {"cost_bwd", OpKind::compute, 2.0 * desc_.forward_flops_per_sample * static_cast<double>(batch),
+                           dy.size_bytes() + saved_->size_bytes() + param_bytes,
+                           (dx.defined() ? dx.size_bytes() : 0) + param_bytes});
+  clear_saved();
+  return dx;
+}
+
+std::unique_ptr<Layer> CostLayer::replicate_on(Device& device) const {
+  return std::make_unique<CostLayer>(desc_, input_features_, device, dtype_);
+}
+
+void CostLayer::clear_saved() {
+  saved_.reset();
+  saved_batch_.reset();
+}
+
+Shape CostLayer::output_shape(const Shape& input) const {
+  check_input(input, "input");
+  return {input[0], desc_.output_features};
+}
+
+}  // namespace dpt

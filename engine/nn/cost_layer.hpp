@@ -1,0 +1,55 @@
+// CostLayer: a layer from the model library that computes nothing but costs what
+// the real layer costs. Forward charges the layer's forward FLOPs x batch through
+// kernel_charge and allocates its saved activations (MemoryCategory::activations);
+// backward charges twice the forward FLOPs (one GEMM for the input gradient, one
+// for the weight gradient) and frees them. Parameters and gradients are real
+// allocations of the library's shapes, so the memory model, DataParallel's
+// replicate and DDP's buckets see exactly the tensors the real model has.
+//
+// In the twin's shape-only mode the tensors carry shapes and no data; on a device
+// that computes, the data is allocated and zeroed, so a cost-only model also runs
+// (as zeros) on the host backend.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/nn/layer.hpp"
+#include "engine/nn/model_library.hpp"
+
+namespace dpt {
+
+class CostLayer final : public Layer {
+ public:
+  // `input_features` is the flattened per-sample size of the layer's input (the
+  // previous layer's output_features, or the model's input_features).
+  CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype);
+
+  std::string type_name() const override { return desc_.type; }
+  std::vector<Parameter*> parameters() override;
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy, bool need_input_grad) override;
+  std::unique_ptr<Layer> replicate_on(Device& device) const override;
+  void clear_saved() override;
+  Shape output_shape(const Shape& input) const override;
+
+  const LayerDescription& description() const { return desc_; }
+
+ private:
+  // Allocates [rows, features] in `category`, zeroed when the device computes
+  // (so downstream numeric code reads defined values).
+  Tensor make_tensor(std::int64_t rows, std::int64_t features, MemoryCategory category) const;
+  void check_input(const Shape& input, const char* what) const;
+
+  LayerDescription desc_;
+  std::int64_t input_features_;
+  Device* device_;
+  DType dtype_;
+  std::vector<Parameter> params_;
+  // What forward saved for backward: the activation bytes and the batch size.
+  std::shared_ptr<Storage> saved_;
+  std::optional<std::int64_t> saved_batch_;
+};
+
+}  // namespace dpt

@@ -1,0 +1,125 @@
+// Sequential and the MLP builder.
+#include "engine/nn/model.hpp"
+
+#include <charconv>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "engine/nn/init.hpp"
+#include "engine/nn/layers.hpp"
+
+namespace dpt {
+
+Sequential::Sequential(std::vector<std::unique_ptr<Layer>> layers) : layers_(std::move(layers)) {
+  for (auto& l : layers_)
+    if (!l) throw std::invalid_argument("Sequential: a layer is null");
+}
+
+void Sequential::append(std::unique_ptr<Layer> layer) {
+  if (!layer) throw std::invalid_argument("Sequential::append: the layer is null");
+  layers_.push_back(std::move(layer));
+}
+
+Device& Sequential::device() const {
+  for (auto& l : layers_)
+    for (Parameter* p : l->parameters()) return p->value.device();
+  throw std::logic_error("Sequential::device: the model has no parameters, so no device");
+}
+
+std::vector<NamedParameter> Sequential::named_parameters() {
+  std::vector<NamedParameter> out;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (Parameter* p : layers_[i]->parameters()) out.push_back({fmt::format("{}.{}", i, p->name), p});
+  return out;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& l : layers_) h = l->forward(h);
+  return h;
+}
+
+Tensor Sequential::backward(const Tensor& dy, const std::function<void(size_t)>& on_grad_ready,
+                            bool need_input_grad) {
+  // Index of each layer's first parameter in named_parameters(), for the hook.
+  std::vector<size_t> first_param(layers_.size() + 1, 0);
+  for (size_t i = 0; i < layers_.size(); ++i) first_param[i + 1] = first_param[i] + layers_[i]->parameters().size();
+  Tensor g = dy;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    g = layers_[i]->backward(g, i > 0 || need_input_grad);
+    if (on_grad_ready)
+      for (size_t j = first_param[i]; j < first_param[i + 1]; ++j) on_grad_ready(j);
+  }
+  return need_input_grad ? g : Tensor();
+}
+
+void Sequential::zero_grad() {
+  for (auto& l : layers_)
+    for (Parameter* p : l->parameters()) kernel_fill(p->grad, 0.0);
+}
+
+void Sequential::clear_saved() {
+  for (auto& l : layers_) l->clear_saved();
+}
+
+Sequential Sequential::replicate_on(Device& device) const {
+  std::vector<std::unique_ptr<Layer>> copies;
+  copies.reserve(layers_.size());
+  for (auto& l : layers_) copies.push_back(l->replicate_on(device));
+  return Sequential(std::move(copies));
+}
+
+Shape Sequential::output_shape(const Shape& input) const {
+  Shape s = input;
+  for (auto& l : layers_) s = l->output_shape(s);
+  return s;
+}
+
+Elements Sequential::parameter_count() {
+  Elements n = 0;
+  for (auto& l : layers_)
+    for (Parameter* p : l->parameters()) n += p->value.numel();
+  return n;
+}
+
+MlpSpec parse_mlp_spec(const std::string& spec) {
+  const std::string prefix = "mlp:";
+  if (spec.rfind(prefix, 0) != 0)
+    throw std::invalid_argument(fmt::format("model spec '{}': expected mlp:IN-H1-...-OUT (e.g. mlp:4-16-2)", spec));
+  MlpSpec out;
+  const std::string body = spec.substr(prefix.size());
+  size_t start = 0;
+  while (true) {
+    const size_t end = body.find('-', start);
+    const std::string part = body.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::int64_t width = 0;
+    const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), width);
+    if (part.empty() || ec != std::errc() || ptr != part.data() + part.size() || width < 1)
+      throw std::invalid_argument(fmt::format("model spec '{}': width {} is '{}', not a positive integer", spec,
+                                              out.widths.size() + 1, part));
+    out.widths.push_back(width);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  if (out.widths.size() < 2)
+    throw std::invalid_argument(
+        fmt::format("model spec '{}': needs at least two widths, input and output (e.g. mlp:4-2)", spec));
+  return out;
+}
+
+Sequential make_mlp(const MlpSpec& spec, Device& device, DType dtype, std::uint64_t seed) {
+  if (spec.widths.size() < 2)
+    throw std::invalid_argument(fmt::format("make_mlp: needs at least two widths, got {}", spec.widths.size()));
+  Generator gen(seed);
+  Sequential model;
+  for (size_t i = 0; i + 1 < spec.widths.size(); ++i) {
+    model.append(std::make_unique<Linear>(device, spec.widths[i], spec.widths[i + 1], dtype, gen));
+    if (i + 2 == spec.widths.size()) break;  // no normalisation or activation after the output layer
+    if (spec.layernorm) model.append(std::make_unique<LayerNorm>(device, spec.widths[i + 1], dtype));
+    model.append(std::make_unique<ActivationLayer>(spec.activation));
+  }
+  return model;
+}
+
+}  // namespace dpt

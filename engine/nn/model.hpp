@@ -1,0 +1,64 @@
+// Sequential model with PyTorch's parameter names ("0.weight", "0.bias", "2.weight"...).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/core/kernels.hpp"
+#include "engine/nn/layer.hpp"
+
+namespace dpt {
+
+struct NamedParameter {
+  std::string name;  // "0.weight"
+  Parameter* param;
+};
+
+class Sequential {
+ public:
+  Sequential() = default;
+  explicit Sequential(std::vector<std::unique_ptr<Layer>> layers);
+  Sequential(Sequential&&) = default;
+  Sequential& operator=(Sequential&&) = default;
+
+  void append(std::unique_ptr<Layer> layer);
+  size_t size() const { return layers_.size(); }
+  Layer& layer(size_t i) { return *layers_.at(i); }
+  Device& device() const;
+
+  // In registration order: layer 0's parameters first, each layer's in its own order.
+  std::vector<NamedParameter> named_parameters();
+  Tensor forward(const Tensor& x);
+  // Backpropagates dy through the layers in reverse. After each layer's backward,
+  // on_grad_ready(i) is called for each of its parameters with i its index in
+  // named_parameters() (DDP's Reducer hooks here). Returns dL/dx if requested.
+  Tensor backward(const Tensor& dy, const std::function<void(size_t)>& on_grad_ready = {},
+                  bool need_input_grad = false);
+  void zero_grad();
+  void clear_saved();
+  // Same structure on another device, parameters allocated but not copied.
+  Sequential replicate_on(Device& device) const;
+  Shape output_shape(const Shape& input) const;
+  Elements parameter_count();
+
+ private:
+  std::vector<std::unique_ptr<Layer>> layers_;
+};
+
+// "mlp:IN-H1-...-OUT": nn.Sequential(Linear, [LayerNorm], Act, Linear, ..., Linear).
+struct MlpSpec {
+  std::vector<std::int64_t> widths;  // IN, H1, ..., OUT (at least two)
+  Activation activation = Activation::relu;
+  bool layernorm = false;
+};
+// Parses "mlp:4-16-2"; throws std::invalid_argument naming the spec on error.
+MlpSpec parse_mlp_spec(const std::string& spec);
+// Builds the MLP on `device`, initialised as PyTorch initialises nn.Linear
+// (kaiming_uniform(a=sqrt(5)) weights, bias uniform in +-1/sqrt(fan_in); LayerNorm
+// weight 1, bias 0) from a deterministic generator seeded with `seed`.
+Sequential make_mlp(const MlpSpec& spec, Device& device, DType dtype, std::uint64_t seed);
+
+}  // namespace dpt

@@ -1,0 +1,66 @@
+// Model descriptions: a model as a per-layer list in registration order, each
+// layer with its parameter tensors (names and shapes), forward FLOPs per sample
+// and saved-activation elements per sample. The model library
+// (scenarios/models/*.yaml) holds ResNet-50, BERT-large, GPT-2 and Llama-2 in this
+// form; the MLPs the engine trains numerically are described the same way
+// (describe_mlp), so a cost-only model and a numeric one present the strategies
+// with the same parameters in the same order.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/core/dtype.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/core/tensor.hpp"
+
+namespace dpt {
+
+// One trainable tensor of a layer: its name local to the layer ("weight",
+// "attn.c_attn.bias") and its shape.
+struct ParameterDescription {
+  std::string name;
+  Shape shape;
+};
+
+struct LayerDescription {
+  std::string name;  // the architecture's module name ("conv1", "layer1.0", "h.11")
+  std::string type;  // what it is ("Conv2d+BatchNorm2d+ReLU", "GPT2Block"): the layer's type_name()
+  std::vector<ParameterDescription> parameters;  // in the module's registration order
+  double forward_flops_per_sample = 0;           // floating-point operations of one sample's forward
+  // Elements saved for backward per sample (inputs, pre-activations, masks...).
+  // Kept in elements because the dtype is chosen per scenario: bytes = elements x dtype size.
+  Elements activation_elements_per_sample = 0;
+  std::int64_t output_features = 0;  // flattened per-sample size of the layer's output
+};
+
+struct ModelDescription {
+  std::string name;              // library name ("resnet50", "gpt2-1.5b") or an mlp spec
+  std::string sample;            // what one sample is ("one 224x224 RGB image", "a 1,024-token sequence")
+  std::int64_t input_features = 0;  // flattened per-sample size of the model's input
+  std::vector<LayerDescription> layers;
+  std::vector<std::string> sources;  // where the architecture and the FLOP counts come from
+};
+
+// Sum over layers and parameters.
+Elements model_parameter_count(const ModelDescription& m);
+double model_forward_flops_per_sample(const ModelDescription& m);
+Elements model_activation_elements_per_sample(const ModelDescription& m);
+// Output features of the last layer (the model's per-sample output size).
+std::int64_t model_output_features(const ModelDescription& m);
+
+// Checks internal consistency (at least one layer, positive sizes, no empty or
+// duplicate parameter names within a layer, no negative FLOPs); throws
+// std::invalid_argument naming the model, the layer and what is wrong.
+void validate_model_description(const ModelDescription& m);
+
+// The description of make_mlp(spec): per Linear layer weight [out, in] and bias
+// [out], 2 x in x out forward FLOPs per sample; LayerNorm and activation layers
+// as their own entries, exactly as make_mlp registers them.
+ModelDescription describe_mlp(const MlpSpec& spec);
+
+// Builds the cost-only model on `device`: one CostLayer per description entry,
+// parameters and gradients really allocated (zeroed where the device computes).
+Sequential make_cost_only_model(const ModelDescription& m, Device& device, DType dtype);
+
+}  // namespace dpt

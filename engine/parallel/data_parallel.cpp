@@ -1,0 +1,112 @@
+#include "engine/parallel/data_parallel.hpp"
+
+#include <algorithm>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "engine/io/checkpoint.hpp"
+#include "engine/parallel/dp/gather.hpp"
+#include "engine/parallel/dp/parallel_apply.hpp"
+#include "engine/parallel/dp/replicate.hpp"
+#include "engine/parallel/dp/scatter.hpp"
+#include "engine/parallel/split.hpp"
+
+namespace dpt {
+
+std::vector<int> resolve_device_ids(Backend& backend, const std::vector<int>& requested, const char* strategy) {
+  std::vector<int> ids = requested;
+  if (ids.empty())
+    for (int i = 0; i < backend.device_count(); ++i) ids.push_back(i);
+  std::set<int> seen;
+  for (int id : ids) {
+    if (id < 0 || id >= backend.device_count())
+      throw std::invalid_argument(fmt::format("{}: device id {} is outside 0..{} (the {} backend has {} devices)", strategy,
+                                              id, backend.device_count() - 1, backend.name(), backend.device_count()));
+    if (!seen.insert(id).second)
+      throw std::invalid_argument(fmt::format("{}: device id {} is listed twice in device_ids [{}]", strategy, id,
+                                              fmt::join(ids, ", ")));
+  }
+  return ids;
+}
+
+DataParallel::DataParallel(Backend& backend, const StrategyOptions& options, const ModelBuilder& build_model,
+                           const OptimizerBuilder& build_optimizer, DataParallelFaults faults)
+    : backend_(backend), options_(options), device_ids_(resolve_device_ids(backend, options.device_ids, "dp")),
+      output_device_(options.output_device.value_or(device_ids_[0])), faults_(faults) {
+  if (options.dim != 0)
+    throw std::invalid_argument(fmt::format("dp: dim={} is not supported; DataParallel scatters along dim 0 only", options.dim));
+  if (output_device_ < 0 || output_device_ >= backend.device_count())
+    throw std::invalid_argument(fmt::format("dp: output_device {} is outside 0..{}", output_device_, backend.device_count() - 1));
+  primary_ = build_model(backend.device(device_ids_[0]));
+  optimizer_ = build_optimizer(primary_.named_parameters());
+}
+
+StepResult DataParallel::train_step(const Tensor& x, const Tensor& target) {
+  if (x.ndim() < 1 || x.dim(0) == 0)
+    throw std::invalid_argument(fmt::format("dp: the batch is empty (input shape {})", shape_to_string(x.shape())));
+  if (target.ndim() < 1 || target.dim(0) != x.dim(0))
+    throw std::invalid_argument(fmt::format("dp: input has {} rows but target shape is {}", x.dim(0),
+                                            shape_to_string(target.shape())));
+  Device& primary_device = backend_.device(device_ids_[0]);
+  Device& out_device = backend_.device(output_device_);
+
+  // The user's script moves the batch to the primary device (x.to("cuda:0")).
+  backend_.host_dispatch(1);
+  const Tensor x_primary = copy_to(backend_, x, primary_device, MemoryCategory::inputs);
+  Tensor target_out = copy_to(backend_, target, out_device, MemoryCategory::inputs);
+
+  // 1. scatter: torch.chunk; devices past the last chunk get nothing (and no replica).
+  std::vector<std::int64_t> sizes = chunk_sizes(x.dim(0), static_cast<int>(device_ids_.size()));
+  std::vector<std::int64_t> computed = sizes;
+  if (faults_.scatter_drops_last_chunk && computed.size() > 1) computed.pop_back();
+  const std::vector<int> used(device_ids_.begin(), device_ids_.begin() + static_cast<std::ptrdiff_t>(computed.size()));
+  backend_.host_dispatch(static_cast<int>(computed.size()));
+  Tensor x_kept = x_primary.slice_rows(0, chunk_offsets(computed).back() + computed.back());
+  std::vector<Tensor> inputs = scatter_rows(backend_, x_kept, computed, used, MemoryCategory::inputs);
+  if (faults_.scatter_drops_last_chunk) target_out = target_out.slice_rows(0, x_kept.dim(0));
+
+  // 2. replicate: fresh replicas every step, parameters broadcast from the primary.
+  backend_.host_dispatch(static_cast<int>(used.size()));
+  std::vector<Sequential> others = replicate(backend_, primary_, used);
+  std::vector<Sequential*> replicas{&primary_};
+  for (auto& r : others) replicas.push_back(&r);
+  primary_.zero_grad();
+  replicas_last_step_ = static_cast<int>(replicas.size());
+
+  // 3. parallel_apply, 4. gather on the output device, where the loss is computed.
+  std::vector<Tensor> outputs = parallel_apply(backend_, replicas, inputs);
+  backend_.host_dispatch(1);
+  const Tensor y = gather_rows(backend_, outputs, out_device);
+  backend_.host_dispatch(1);
+  LossResult loss = loss_forward_backward(options_.loss, options_.reduction, y, target_out);
+
+  // Backward: gather's backward scatters the gradient back with the same sizes;
+  // each replica runs backward on its worker (the autograd engine's device threads).
+  std::vector<Tensor> grads = scatter_rows(backend_, loss.grad, computed, used, MemoryCategory::activations);
+  backend_.parallel_for(static_cast<int>(replicas.size()), [&](int i) {
+    Sequential& m = *replicas[static_cast<size_t>(i)];
+    backend_.host_dispatch(static_cast<int>(m.size()));
+    m.backward(grads[static_cast<size_t>(i)]);
+    m.clear_saved();
+  });
+  // Broadcast's backward: the replicas' gradients summed onto the primary.
+  backend_.host_dispatch(1);
+  reduce_add_coalesced(backend_, primary_, std::vector<Sequential*>(replicas.begin() + 1, replicas.end()),
+                       kDataParallelCoalesceBytes, faults_.reduce_skips_last_replica);
+
+  backend_.host_dispatch(1);
+  optimizer_->step();
+
+  StepResult result;
+  result.loss = loss.value;
+  result.samples_per_device.assign(device_ids_.size(), 0);
+  for (size_t i = 0; i < computed.size(); ++i) result.samples_per_device[i] = computed[i];
+  return result;
+}
+
+std::vector<std::pair<std::string, Tensor>> DataParallel::state_dict() { return model_state_dict(primary_, "module."); }
+
+}  // namespace dpt

@@ -1,0 +1,42 @@
+// Strategy names and the factory that picks one by kind.
+#include "engine/parallel/strategy.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "engine/parallel/data_parallel.hpp"
+#include "engine/parallel/ddp/ddp.hpp"
+#include "engine/parallel/single.hpp"
+
+namespace dpt {
+
+StrategyKind strategy_kind_from_name(const std::string& name) {
+  if (name == "single") return StrategyKind::single;
+  if (name == "dp") return StrategyKind::data_parallel;
+  if (name == "ddp") return StrategyKind::ddp;
+  throw std::invalid_argument(fmt::format("unknown strategy '{}': expected single, dp or ddp", name));
+}
+
+const char* strategy_kind_name(StrategyKind k) {
+  switch (k) {
+    case StrategyKind::single: return "single";
+    case StrategyKind::data_parallel: return "dp";
+    case StrategyKind::ddp: return "ddp";
+  }
+  return "?";
+}
+
+std::unique_ptr<Strategy> make_strategy(Backend& backend, const StrategyOptions& options,
+                                        const ModelBuilder& build_model, const OptimizerBuilder& build_optimizer) {
+  switch (options.kind) {
+    case StrategyKind::single: return make_single_strategy(backend, options, build_model, build_optimizer);
+    case StrategyKind::data_parallel:
+      return std::make_unique<DataParallel>(backend, options, build_model, build_optimizer);
+    case StrategyKind::ddp:
+      return std::make_unique<DistributedDataParallel>(backend, options, build_model, build_optimizer);
+  }
+  throw std::invalid_argument(fmt::format("unknown strategy kind {}", static_cast<int>(options.kind)));
+}
+
+}  // namespace dpt

@@ -1,0 +1,71 @@
+// Strategy: how one training step runs over devices. "single" (one device),
+// "dp" (nn.DataParallel semantics) and "ddp" (DistributedDataParallel semantics)
+// are written once against Backend, Device and Communicator, so the host, CUDA
+// and SimGrid backends all run the same code.
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/core/backend.hpp"
+#include "engine/nn/loss.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/optim/optim.hpp"
+
+namespace dpt {
+
+enum class StrategyKind { single, data_parallel, ddp };
+StrategyKind strategy_kind_from_name(const std::string& name);  // "single" | "dp" | "ddp"
+const char* strategy_kind_name(StrategyKind k);
+
+// How DDP treats uneven local batches : PyTorch averages per-rank means, so 3+2 samples give (g_A + g_B)/2, not the full-batch (3 g_A + 2 g_B)/5.
+enum class UnevenMode {
+  pytorch,   // average of per-rank means, as PyTorch DDP computes (biased when uneven)
+  weighted,  // each rank's gradient weighted by its sample count: the full-batch gradient
+};
+
+// Builds the model on a device: construction and, when given, --init loading.
+using ModelBuilder = std::function<Sequential(Device&)>;
+// Builds the optimizer over a model's parameters.
+using OptimizerBuilder = std::function<std::unique_ptr<Optimizer>(std::vector<NamedParameter>)>;
+
+struct StrategyOptions {
+  StrategyKind kind = StrategyKind::single;
+  std::vector<int> device_ids;           // empty: all of the backend's devices (single: device 0)
+  std::optional<int> output_device;      // DataParallel: defaults to device_ids[0]
+  int dim = 0;                           // DataParallel scatter dim (only 0 is supported)
+  double bucket_cap_mb = 25.0;           // DDP (PyTorch's default); first bucket is 1 MiB
+  bool gradient_as_bucket_view = false;  // DDP
+  bool broadcast_buffers = true;         // DDP
+  UnevenMode uneven = UnevenMode::pytorch;
+  LossKind loss = LossKind::mse;
+  Reduction reduction = Reduction::mean;
+};
+
+// What one step did, for the trainer's log and the step report.
+struct StepResult {
+  double loss = 0;                               // the loss as the user's script would print it
+  std::vector<std::int64_t> samples_per_device;  // batch rows each device processed
+  std::vector<std::string> warnings;             // e.g. DDP's uneven-batch bias
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual StrategyKind kind() const = 0;
+  // One optimisation step on a global batch held in host memory: x [B, features],
+  // target [B, out] (mse) or [B] int64 class labels (ce).
+  virtual StepResult train_step(const Tensor& x, const Tensor& target) = 0;
+  // The wrapped model (DataParallel's .module; DDP rank 0's model).
+  virtual Sequential& module() = 0;
+  // The wrapper's state dict: "module."-prefixed names for dp and ddp, plain for single.
+  virtual std::vector<std::pair<std::string, Tensor>> state_dict() = 0;
+};
+
+std::unique_ptr<Strategy> make_strategy(Backend& backend, const StrategyOptions& options,
+                                        const ModelBuilder& build_model, const OptimizerBuilder& build_optimizer);
+
+}  // namespace dpt

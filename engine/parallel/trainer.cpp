@@ -1,0 +1,278 @@
+#include "engine/parallel/trainer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "engine/io/checkpoint.hpp"
+#include "engine/nn/init.hpp"
+
+namespace dpt {
+namespace {
+
+// The synthetic data and the shuffle draw from their own streams, so they do not
+// shift when the model's initialisation draws change (and vice versa).
+constexpr std::uint64_t kDataStream = 0x6461746173747265ULL;     // "datastre"
+constexpr std::uint64_t kShuffleStream = 0x73687566666c6521ULL;  // "shuffle!"
+
+std::uint64_t mix(std::uint64_t seed, std::uint64_t stream, std::uint64_t index = 0) {
+  // splitmix64 finaliser over the combined words: nearby seeds give unrelated streams.
+  std::uint64_t z = seed ^ stream ^ (index * 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// Rows `idx` of a host tensor; a contiguous run is a view, anything else a copy.
+Tensor take_rows(Backend& backend, const Tensor& t, const std::vector<std::int64_t>& idx) {
+  const auto n = static_cast<std::int64_t>(idx.size());
+  bool contiguous = true;
+  for (std::int64_t i = 1; i < n && contiguous; ++i) contiguous = idx[static_cast<size_t>(i)] == idx[0] + i;
+  if (n > 0 && contiguous) return t.slice_rows(idx[0], n);
+  Shape shape = t.shape();
+  shape[0] = n;
+  Tensor out = Tensor::empty(backend.host_memory(), shape, t.dtype(), MemoryCategory::inputs);
+  const Bytes row = t.dim(0) > 0 ? t.size_bytes() / t.dim(0) : 0;
+  const auto* src = static_cast<const char*>(t.data());
+  auto* dst = static_cast<char*>(out.data());
+  for (std::int64_t i = 0; i < n; ++i)
+    std::memcpy(dst + i * row, src + idx[static_cast<size_t>(i)] * row, static_cast<size_t>(row));
+  return out;
+}
+
+DType resolve_dtype(const TrainConfig& c, const std::optional<SafetensorsFile>& init) {
+  if (!init) return c.dtype.value_or(DType::f32);
+  const DType file_dtype = state_dict_dtype(*init);
+  if (c.dtype && *c.dtype != file_dtype)
+    throw std::invalid_argument(fmt::format("--dtype {} but --init {} holds {} parameters (omit --dtype to use the "
+                                            "file's dtype)",
+                                            dtype_name(*c.dtype), init->path, dtype_name(file_dtype)));
+  return file_dtype;
+}
+
+void check_config(const TrainConfig& c) {
+  if (c.batch < 1) throw std::invalid_argument(fmt::format("--batch must be at least 1, got {}", c.batch));
+  if (c.steps < 0) throw std::invalid_argument(fmt::format("--steps must not be negative, got {}", c.steps));
+  if (c.model.widths.size() < 2) throw std::invalid_argument("--model needs at least two widths");
+}
+
+void check_dataset(const Dataset& d, const MlpSpec& spec, LossKind loss, DType dtype, const std::string& where) {
+  const std::int64_t in = spec.widths.front(), out = spec.widths.back();
+  if (d.x.ndim() != 2 || d.x.dim(1) != in || d.x.dim(0) < 1)
+    throw std::invalid_argument(fmt::format("{}: tensor 'x' must be [samples >= 1, {}] for the model's input "
+                                            "width {}, got {}",
+                                            where, in, in, shape_to_string(d.x.shape())));
+  if (d.x.dtype() != dtype)
+    throw std::invalid_argument(fmt::format("{}: tensor 'x' is {} but the run's dtype is {} (set --dtype {} or "
+                                            "convert the data)",
+                                            where, dtype_name(d.x.dtype()), dtype_name(dtype),
+                                            dtype_name(d.x.dtype())));
+  const std::int64_t n = d.x.dim(0);
+  if (loss == LossKind::mse) {
+    if (d.y.ndim() != 2 || d.y.dim(0) != n || d.y.dim(1) != out)
+      throw std::invalid_argument(fmt::format("{}: tensor 'y' must be [{}, {}] regression targets for mse, got {}",
+                                              where, n, out, shape_to_string(d.y.shape())));
+    if (d.y.dtype() != dtype)
+      throw std::invalid_argument(fmt::format("{}: tensor 'y' is {} but the run's dtype is {}", where,
+                                              dtype_name(d.y.dtype()), dtype_name(dtype)));
+    return;
+  }
+  if (d.y.ndim() != 1 || d.y.dim(0) != n || d.y.dtype() != DType::i64)
+    throw std::invalid_argument(fmt::format("{}: tensor 'y' must be [{}] integer class labels for ce, got {} {}",
+                                            where, n, dtype_name(d.y.dtype()), shape_to_string(d.y.shape())));
+  const auto* labels = d.y.data_as<std::int64_t>();
+  for (std::int64_t i = 0; i < n; ++i)
+    if (labels[i] < 0 || labels[i] >= out)
+      throw std::invalid_argument(fmt::format("{}: tensor 'y' sample {} has label {}, outside [0, {}) for {} "
+                                              "output classes",
+                                              where, i, labels[i], out, out));
+}
+
+std::unique_ptr<Optimizer> build_optimizer(const TrainConfig& c, std::vector<NamedParameter> params) {
+  if (c.optimizer == OptimizerKind::sgd) return make_sgd(std::move(params), c.sgd);
+  return make_adamw(std::move(params), c.adamw);
+}
+
+// Reads a file named by a flag; its errors are prefixed with the flag.
+SafetensorsFile read_for_flag(const char* flag, const std::string& path) {
+  try {
+    return read_safetensors(path);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("{}: {}", flag, e.what()));
+  }
+}
+
+}  // namespace
+
+OptimizerKind optimizer_kind_from_name(const std::string& name) {
+  if (name == "sgd") return OptimizerKind::sgd;
+  if (name == "adamw") return OptimizerKind::adamw;
+  throw std::invalid_argument(fmt::format("unknown optimizer '{}': expected sgd or adamw", name));
+}
+
+const char* optimizer_kind_name(OptimizerKind k) { return k == OptimizerKind::sgd ? "sgd" : "adamw"; }
+
+Dataset make_synthetic_dataset(Backend& backend, const MlpSpec& spec, LossKind loss, DType dtype,
+                               std::int64_t samples, std::uint64_t seed) {
+  if (samples < 1) throw std::invalid_argument(fmt::format("synthetic data needs at least 1 sample, got {}", samples));
+  const std::int64_t in = spec.widths.front(), out = spec.widths.back();
+  Generator gen(mix(seed, kDataStream));
+  std::vector<double> teacher(static_cast<size_t>(out * in));
+  for (auto& a : teacher) a = gen.normal() / std::sqrt(static_cast<double>(in));
+  std::vector<double> x(static_cast<size_t>(samples * in));
+  for (auto& v : x) v = gen.normal();
+  // z = x A^T, the teacher's output for every sample.
+  std::vector<double> z(static_cast<size_t>(samples * out), 0.0);
+  for (std::int64_t s = 0; s < samples; ++s)
+    for (std::int64_t o = 0; o < out; ++o) {
+      double acc = 0;
+      for (std::int64_t i = 0; i < in; ++i)
+        acc += x[static_cast<size_t>(s * in + i)] * teacher[static_cast<size_t>(o * in + i)];
+      z[static_cast<size_t>(s * out + o)] = acc;
+    }
+  Dataset d;
+  d.x = Tensor::empty(backend.host_memory(), {samples, in}, dtype, MemoryCategory::inputs);
+  tensor_fill_from_f64(d.x, x);
+  if (loss == LossKind::mse) {
+    d.y = Tensor::empty(backend.host_memory(), {samples, out}, dtype, MemoryCategory::inputs);
+    tensor_fill_from_f64(d.y, z);
+  } else {
+    d.y = Tensor::empty(backend.host_memory(), {samples}, DType::i64, MemoryCategory::inputs);
+    auto* labels = d.y.data_as<std::int64_t>();
+    for (std::int64_t s = 0; s < samples; ++s) {
+      const auto row = z.begin() + s * out;
+      labels[s] = std::max_element(row, row + out) - row;
+    }
+  }
+  return d;
+}
+
+Dataset load_dataset(Backend& backend, const std::string& path, const MlpSpec& spec, LossKind loss, DType dtype) {
+  const SafetensorsFile file = read_for_flag("--data", path);
+  Dataset d;
+  d.x = tensor_from_safetensors(file.at("x"), backend.host_memory(), MemoryCategory::inputs, &backend);
+  const SafetensorsTensor& y = file.at("y");
+  if (loss == LossKind::cross_entropy && y.dtype == DType::i32) {
+    // Labels as PyTorch wants them: int64 class indices.
+    Tensor y32 = tensor_from_safetensors(y, backend.host_memory(), MemoryCategory::workspace, &backend);
+    d.y = Tensor::empty(backend.host_memory(), y32.shape(), DType::i64, MemoryCategory::inputs);
+    for (Elements i = 0; i < y32.numel(); ++i) d.y.data_as<std::int64_t>()[i] = y32.data_as<std::int32_t>()[i];
+  } else {
+    d.y = tensor_from_safetensors(y, backend.host_memory(), MemoryCategory::inputs, &backend);
+  }
+  check_dataset(d, spec, loss, dtype, fmt::format("--data {}", path));
+  return d;
+}
+
+std::vector<std::int64_t> batch_indices(std::int64_t step, std::int64_t batch, std::int64_t samples, bool shuffle,
+                                        std::uint64_t seed) {
+  if (samples < 1 || batch < 0 || step < 0)
+    throw std::invalid_argument(fmt::format("batch_indices: step {}, batch {}, samples {}", step, batch, samples));
+  std::vector<std::int64_t> out;
+  out.reserve(static_cast<size_t>(batch));
+  std::int64_t cached_epoch = -1;
+  std::vector<std::int64_t> order;
+  for (std::int64_t pos = step * batch; pos < (step + 1) * batch; ++pos) {
+    const std::int64_t epoch = pos / samples, k = pos % samples;
+    if (!shuffle) {
+      out.push_back(k);
+      continue;
+    }
+    if (epoch != cached_epoch) {
+      // Fisher-Yates over 0..N-1 with this epoch's generator.
+      order.resize(static_cast<size_t>(samples));
+      std::iota(order.begin(), order.end(), 0);
+      Generator gen(mix(seed, kShuffleStream, static_cast<std::uint64_t>(epoch)));
+      for (std::int64_t i = samples - 1; i > 0; --i)
+        std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(gen.randint(i + 1))]);
+      cached_epoch = epoch;
+    }
+    out.push_back(order[static_cast<size_t>(k)]);
+  }
+  return out;
+}
+
+DType state_dict_dtype(const SafetensorsFile& file) {
+  const SafetensorsTensor* first = nullptr;
+  for (auto& t : file.tensors) {
+    if (!dtype_is_floating(t.dtype)) continue;
+    if (!first) first = &t;
+    else if (t.dtype != first->dtype)
+      throw std::invalid_argument(fmt::format("{}: tensors '{}' ({}) and '{}' ({}) differ in dtype; a model has one "
+                                              "dtype",
+                                              file.path, first->name, dtype_name(first->dtype), t.name,
+                                              dtype_name(t.dtype)));
+  }
+  if (!first) throw std::invalid_argument(fmt::format("{}: no floating-point tensors, so no parameters", file.path));
+  return first->dtype;
+}
+
+TrainResult train(Backend& backend, const TrainConfig& config, const std::function<void(const StepLog&)>& on_step) {
+  check_config(config);
+  std::optional<SafetensorsFile> init;
+  if (config.init_path) init = read_for_flag("--init", *config.init_path);
+  const DType dtype = resolve_dtype(config, init);
+  const Dataset data = config.data_path
+                           ? load_dataset(backend, *config.data_path, config.model, config.loss, dtype)
+                           : make_synthetic_dataset(backend, config.model, config.loss, dtype,
+                                                    config.synthetic_samples, config.seed);
+  return train_on(backend, config, data, on_step);
+}
+
+TrainResult train_on(Backend& backend, const TrainConfig& config, const Dataset& data,
+                     const std::function<void(const StepLog&)>& on_step) {
+  check_config(config);
+  std::optional<SafetensorsFile> init;
+  if (config.init_path) init = read_for_flag("--init", *config.init_path);
+  const DType dtype = resolve_dtype(config, init);
+  check_dataset(data, config.model, config.loss, dtype, config.data_path ? *config.data_path : "data");
+
+  StrategyOptions options = config.strategy;
+  options.loss = config.loss;
+  options.reduction = config.reduction;
+  const ModelBuilder build_model = [&](Device& device) {
+    if (device.kind() == DeviceKind::cuda) {
+      // GPU memory is not writable from the CPU: initialise in host memory with the
+      // same generator, then copy the weights over (the same numbers as on the host).
+      Sequential on_host = make_mlp(config.model, backend.host_memory(), dtype, config.seed);
+      if (init) load_state_dict(on_host, *init, LoadOptions{}, &backend);
+      Sequential m = on_host.replicate_on(device);
+      auto src = on_host.named_parameters(), dst = m.named_parameters();
+      for (size_t i = 0; i < src.size(); ++i) backend.copy(src[i].param->value, dst[i].param->value);
+      return m;
+    }
+    Sequential m = make_mlp(config.model, device, dtype, config.seed);
+    if (init) load_state_dict(m, *init, LoadOptions{}, &backend);
+    return m;
+  };
+  const OptimizerBuilder build_opt = [&](std::vector<NamedParameter> params) {
+    return build_optimizer(config, std::move(params));
+  };
+  auto strategy = make_strategy(backend, options, build_model, build_opt);
+
+  TrainResult result;
+  result.dtype = dtype;
+  result.data_samples = data.samples();
+  result.parameters = strategy->module().parameter_count();
+  for (int s = 0; s < config.steps; ++s) {
+    const auto idx = batch_indices(s, config.batch, data.samples(), config.shuffle, config.seed);
+    const Tensor x = take_rows(backend, data.x, idx), y = take_rows(backend, data.y, idx);
+    const Seconds t0 = backend.now();
+    const StepResult r = strategy->train_step(x, y);
+    const Seconds dt = backend.now() - t0;
+    result.losses.push_back(r.loss);
+    result.step_s.push_back(dt);
+    for (auto& w : r.warnings)
+      if (std::find(result.warnings.begin(), result.warnings.end(), w) == result.warnings.end())
+        result.warnings.push_back(w);
+    if (on_step) on_step(StepLog{s + 1, r.loss, dt, &r});
+  }
+  if (config.checkpoint_path) write_safetensors_atomic(*config.checkpoint_path, strategy->state_dict(), &backend);
+  return result;
+}
+
+}  // namespace dpt

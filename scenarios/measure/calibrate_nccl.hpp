@@ -1,0 +1,55 @@
+// Calibrating the twin from nccl-tests logs (`dptwin calibrate --from FILE`): many
+// sites already have all_reduce_perf / all_gather_perf output for their nodes.
+//
+// For each log the bus bandwidth at its largest size (out-of-place, where a ring
+// is bandwidth-bound) is compared with what the twin predicts for the same
+// collective, size and rank count on the base hardware file, and the efficiency
+// field of the link that bounds that collective is scaled until the twin
+// reproduces the log (within 1 %, or capped at 1 when the log is faster than the
+// file's datasheet rates allow):
+//   - ranks on more than one host: efficiency.nic (the network bounds the ring);
+//   - NVLink or NVSwitch: efficiency.p2p;
+//   - PCIe only: efficiency.pcie.
+// The efficiency fields are exactly what the twin multiplies datasheet rates by,
+// so the calibrated file predicts the other collectives and training steps from
+// the same links.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "scenarios/measure/nccl_tests_log.hpp"
+#include "scenarios/measure/calibrate.hpp"
+#include "sim/net/hardware.hpp"
+
+namespace dpt {
+
+struct NcclFieldCalibration {
+  std::string log;                       // the log's file name
+  std::string collective;                // "all_reduce" | "all_gather"
+  int ranks = 0;
+  int line = 0;                          // the row used
+  Bytes size_bytes = 0;
+  BytesPerSecond measured_busbw_Bps = 0;
+  BytesPerSecond predicted_before_Bps = 0;  // the base file's twin
+  BytesPerSecond predicted_after_Bps = 0;   // the calibrated file's twin
+  std::string field;                     // "efficiency.p2p" | "efficiency.pcie" | "efficiency.nic"
+  double before = 0, after = 0;
+  bool capped = false;                   // the log is faster than the file allows at efficiency 1
+};
+
+struct NcclCalibrationResult {
+  sim::HardwareSpec spec;
+  std::vector<NcclFieldCalibration> fields;
+  std::string yaml;  // the calibrated hardware file, fields marked with the log and date
+};
+
+// Throws std::invalid_argument naming the log for a collective other than
+// all_reduce/all_gather, more ranks than the hardware has GPUs, or wrong results
+// (#wrong > 0) in the row used.
+NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, const std::vector<NcclTestsLog>& logs,
+                                               const std::string& date);
+
+// The twin's busbw for one collective of `size_bytes` on the first `ranks` GPUs.
+BytesPerSecond twin_busbw(const sim::HardwareSpec& hw, const std::string& collective, int ranks, Bytes size_bytes);
+
+}  // namespace dpt

@@ -1,0 +1,58 @@
+// A report as data: the question, the one-sentence answer, sections of prose,
+// tables, charts and links, and the files that go with it (the CSV of every
+// point, the raw results). Builders (report_sweep, report_plan) fill one;
+// write_report renders it as Markdown and self-contained HTML.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "scenarios/report/report_chart.hpp"
+
+namespace dpt::report {
+
+struct ReportTable {
+  std::string caption;
+  std::vector<std::string> headers;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<bool> right_aligned;  // per column; numbers read best right-aligned
+};
+
+struct ReportLink {
+  std::string text;
+  std::string href;  // relative to the report directory
+};
+
+struct ReportSection {
+  std::string heading;
+  std::vector<std::string> paragraphs;  // plain text (escaped for HTML, verbatim in Markdown)
+  std::vector<Chart> charts;
+  std::vector<ReportTable> tables;
+  std::vector<ReportLink> links;
+};
+
+struct ReportDocument {
+  std::string title;
+  std::string question;
+  std::string answer;  // one sentence
+  std::vector<ReportSection> sections;
+  std::string csv;                              // written as points.csv when not empty
+  std::map<std::string, std::string> files;     // more files to write: relative path -> content
+  std::string generated_by;                     // the command that produced it
+};
+
+// The rendered page texts, given each chart's SVG by chart id.
+std::string render_markdown(const ReportDocument& doc);
+std::string render_html(const ReportDocument& doc, const std::map<std::string, std::string>& svg_by_chart);
+
+// What write_report produced: paths relative to the directory.
+struct WrittenReport {
+  std::string dir;
+  std::vector<std::string> files;
+};
+
+// Renders the charts with gnuplot and writes DIR/report.md, DIR/report.html,
+// DIR/charts/<id>.svg, DIR/points.csv and doc.files, each atomically. Creates DIR.
+WrittenReport write_report(const ReportDocument& doc, const std::string& dir);
+
+}  // namespace dpt::report

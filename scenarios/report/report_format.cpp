@@ -1,0 +1,69 @@
+#include "scenarios/report/report_format.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace dpt::report {
+
+std::string format_figure(double v) {
+  if (!std::isfinite(v)) return "n/a";
+  if (v == 0) return "0";
+  const bool negative = v < 0;
+  double a = std::fabs(v);
+  const int magnitude = static_cast<int>(std::floor(std::log10(a)));
+  if (magnitude < 2) {
+    // Below 100: three significant digits as decimals (12.3, 1.23, 0.0123).
+    const int decimals = 2 - magnitude;
+    std::string s = fmt::format("{:.{}f}", a, decimals);
+    return negative ? "-" + s : s;
+  }
+  const double unit = std::pow(10.0, magnitude - 2);
+  const auto rounded = static_cast<long long>(std::llround(a / unit) * static_cast<long long>(std::llround(unit)));
+  std::string digits = std::to_string(rounded);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return negative ? "-" + out : out;
+}
+
+std::string format_percent(double fraction) {
+  if (!std::isfinite(fraction)) return "n/a";
+  return fmt::format("{:.0f} %", fraction * 100.0);
+}
+
+std::string format_gib(Bytes b) { return fmt::format("{:.2f} GiB", static_cast<double>(b) / static_cast<double>(kGiB)); }
+
+std::string format_duration(Seconds s) {
+  if (!std::isfinite(s)) return "n/a";
+  if (s == 0) return "0";
+  if (s < 1e-3) return format_figure(s * 1e6) + " us";
+  if (s < 1.0) return format_figure(s * 1e3) + " ms";
+  return format_figure(s) + " s";
+}
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace dpt::report

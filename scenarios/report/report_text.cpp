@@ -1,0 +1,160 @@
+#include "scenarios/report/report_text.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+#include <fmt/format.h>
+
+#include "scenarios/report/report_format.hpp"
+#include "scenarios/report/report_sweep.hpp"
+
+namespace dpt::report {
+namespace {
+
+std::string opt_duration(const std::optional<Seconds>& s) { return s ? format_duration(*s) : "n/a"; }
+
+}  // namespace
+
+std::string text_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows)
+    for (size_t c = 0; c < row.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], row[c].size());
+    }
+  // A column of numbers (every body cell empty, "-" or starting with a digit or sign) is right-aligned.
+  std::vector<bool> numeric(width.size(), true);
+  for (size_t r = 1; r < rows.size(); ++r)
+    for (size_t c = 0; c < rows[r].size(); ++c) {
+      const std::string& cell = rows[r][c];
+      if (!(cell.empty() || cell == "-" || std::isdigit(static_cast<unsigned char>(cell[0])) ||
+            ((cell[0] == '-' || cell[0] == '+') && cell.size() > 1)))
+        numeric[c] = false;
+    }
+  std::string out;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::string line;
+    for (size_t c = 0; c < rows[r].size(); ++c) {
+      if (c > 0) line += "  ";
+      line += numeric[c] && c > 0 ? fmt::format("{:>{}}", rows[r][c], width[c]) : fmt::format("{:<{}}", rows[r][c], width[c]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string step_summary_text(const StepReport& r, const std::string& gpu_name) {
+  std::string out = fmt::format("{} on {} ({}), {} on {} GPU{} ({} node{}), batch {} ({} per GPU), {}\n", r.model,
+                                r.hardware, gpu_name, strategy_display_name(r.strategy), r.devices,
+                                r.devices == 1 ? "" : "s", r.nodes, r.nodes == 1 ? "" : "s", r.batch_global,
+                                r.batch_per_device, r.dtype);
+  if (r.out_of_memory) {
+    out += fmt::format("  out of memory on {}: {}\n", r.out_of_memory->device, r.out_of_memory->message);
+    return out;
+  }
+  std::vector<std::vector<std::string>> rows = {
+      {"  step time", opt_duration(r.step_time_s)},
+      {"    compute", format_duration(r.breakdown_s.compute)},
+      {"    exposed communication", format_duration(r.breakdown_s.exposed_communication)},
+      {"    dispatch", format_duration(r.breakdown_s.dispatch)},
+      {"    optimizer", format_duration(r.breakdown_s.optimizer)},
+      {"  throughput", r.throughput_samples_per_s ? format_figure(*r.throughput_samples_per_s) + " samples/s" : "n/a"},
+  };
+  if (r.scaling_efficiency)
+    rows.push_back({"  scaling efficiency", fmt::format("{} (one GPU: {} per step)", format_percent(*r.scaling_efficiency),
+                                                        opt_duration(r.single_device_step_time_s))});
+  for (size_t i = 0; i < r.devices_detail.size(); ++i) {
+    const auto& d = r.devices_detail[i];
+    if (i >= 2 && i + 1 < r.devices_detail.size()) continue;  // GPU 0, 1 and the last tell the story
+    rows.push_back({fmt::format("  peak memory {}", d.device),
+                    d.capacity_bytes ? fmt::format("{} of {}", format_gib(d.peak_memory_bytes), format_gib(*d.capacity_bytes))
+                                     : format_gib(d.peak_memory_bytes)});
+  }
+  if (r.simulated_devices && *r.simulated_devices < r.devices)
+    rows.push_back({"  simulated", fmt::format("node 0's {} ranks, standing for the {} identical nodes' {} ranks "
+                                               "(collectives timed for all)",
+                                               *r.simulated_devices, r.nodes, r.devices)});
+  if (!r.trace.empty()) rows.push_back({"  trace", r.trace});
+  // Left-align labels, values after two spaces.
+  size_t w = 0;
+  for (const auto& row : rows) w = std::max(w, row[0].size());
+  for (const auto& row : rows) out += fmt::format("{:<{}}  {}\n", row[0], w, row[1]);
+  for (const auto& warning : r.warnings) out += "  warning: " + warning + "\n";
+  return out;
+}
+
+std::string sweep_table_text(const scenario::SweepResult& r) {
+  std::vector<std::vector<std::string>> rows = {
+      {"#", "hardware", "strategy", "GPUs", "batch", "step time", "samples/s", "efficiency", "status"}};
+  for (const auto& p : r.points) {
+    const bool ok = p.status == scenario::PointStatus::ok && p.report;
+    rows.push_back({std::to_string(p.index), p.hardware, strategy_display_name(p.strategy),
+                    p.gpus() ? std::to_string(p.gpus()) : "-",
+                    p.batch_global ? fmt::format("{}/{}", p.batch_global, p.batch_per_device) : "-",
+                    ok ? opt_duration(p.report->step_time_s) : "-",
+                    ok && p.report->throughput_samples_per_s ? format_figure(*p.report->throughput_samples_per_s) : "-",
+                    ok && p.report->scaling_efficiency ? format_percent(*p.report->scaling_efficiency) : "-",
+                    ok ? "ok" : fmt::format("{}: {}", scenario::point_status_name(p.status), p.reason)});
+  }
+  // Status is free text: keep it out of the alignment by rendering it last, unpadded.
+  std::string out;
+  std::vector<std::vector<std::string>> aligned;
+  for (auto& row : rows) aligned.push_back(std::vector<std::string>(row.begin(), row.end() - 1));
+  const std::string table = text_table(aligned);
+  size_t line = 0, pos = 0;
+  while (pos < table.size()) {
+    const size_t end = table.find('\n', pos);
+    out += table.substr(pos, end - pos) + "  " + rows[line++].back() + "\n";
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::string compare_table_text(const std::vector<std::string>& labels, const std::vector<StepReport>& reports) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> header = {""};
+  for (const auto& l : labels) header.push_back(l);
+  rows.push_back(header);
+  auto row = [&](const std::string& name, auto value) {
+    std::vector<std::string> r = {name};
+    for (const auto& rep : reports) r.push_back(value(rep));
+    rows.push_back(r);
+  };
+  auto relative = [&](const std::string& name, auto get) {
+    // Each column after the first against the first: (x - first) / first.
+    std::vector<std::string> r = {name};
+    const std::optional<double> base = get(reports.front());
+    for (const auto& rep : reports) {
+      const auto v = get(rep);
+      r.push_back(base && v && *base != 0 && &rep != &reports.front() ? fmt::format("{:+.1f} %", 100.0 * (*v - *base) / *base)
+                                                                      : "");
+    }
+    rows.push_back(r);
+  };
+  row("source", [](const StepReport& r) { return r.source; });
+  row("hardware", [](const StepReport& r) { return r.hardware; });
+  row("strategy", [](const StepReport& r) { return strategy_display_name(r.strategy); });
+  row("GPUs", [](const StepReport& r) { return std::to_string(r.devices); });
+  row("batch (global/per GPU)", [](const StepReport& r) { return fmt::format("{}/{}", r.batch_global, r.batch_per_device); });
+  row("step time", [](const StepReport& r) { return opt_duration(r.step_time_s); });
+  relative("  vs first", [](const StepReport& r) -> std::optional<double> { return r.step_time_s; });
+  row("compute", [](const StepReport& r) { return format_duration(r.breakdown_s.compute); });
+  row("exposed communication", [](const StepReport& r) { return format_duration(r.breakdown_s.exposed_communication); });
+  row("dispatch", [](const StepReport& r) { return format_duration(r.breakdown_s.dispatch); });
+  row("optimizer", [](const StepReport& r) { return format_duration(r.breakdown_s.optimizer); });
+  row("samples/s", [](const StepReport& r) {
+    return r.throughput_samples_per_s ? format_figure(*r.throughput_samples_per_s) : std::string("n/a");
+  });
+  relative("  vs first", [](const StepReport& r) -> std::optional<double> { return r.throughput_samples_per_s; });
+  row("scaling efficiency", [](const StepReport& r) {
+    return r.scaling_efficiency ? format_percent(*r.scaling_efficiency) : std::string("n/a");
+  });
+  row("GPU 0 peak memory", [](const StepReport& r) {
+    return r.devices_detail.empty() ? std::string("n/a") : format_gib(r.devices_detail[0].peak_memory_bytes);
+  });
+  row("out of memory", [](const StepReport& r) { return r.out_of_memory ? r.out_of_memory->device : std::string("no"); });
+  return text_table(rows);
+}
+
+}  // namespace dpt::report

@@ -1,0 +1,28 @@
+// The model library on disk: scenarios/models/*.yaml (see generate.py there),
+// loaded into ModelDescription and validated. A model is named by its library
+// name ("resnet50"), a path to a YAML file, or an MLP spec ("mlp:784-256-10",
+// the same form `dptwin train --model` takes).
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "engine/nn/model_library.hpp"
+
+namespace dpt {
+
+inline constexpr int kModelSchemaVersion = 1;
+
+// Loads and validates a model file. Errors are std::invalid_argument
+// "FILE:LINE: key: what" (unknown keys, wrong types, non-positive sizes, totals
+// that disagree with the layers).
+ModelDescription load_model_file(const std::filesystem::path& path);
+// Same from YAML text; `file_label` names the source in errors.
+ModelDescription parse_model_yaml(const std::string& text, const std::string& file_label);
+// NAME (library_dir/NAME.yaml), a path to a .yaml file, or "mlp:..." (described
+// by describe_mlp). An unknown name throws listing the library's names.
+ModelDescription load_model(const std::string& name_or_path, const std::filesystem::path& library_dir);
+// Stems of library_dir/*.yaml, sorted.
+std::vector<std::string> list_models(const std::filesystem::path& library_dir);
+
+}  // namespace dpt

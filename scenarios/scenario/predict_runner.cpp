@@ -1,0 +1,55 @@
+#include "scenarios/scenario/predict_runner.hpp"
+
+#include "engine/optim/optim.hpp"
+#include "sim/twin/predict.hpp"
+
+namespace dpt::scenario {
+
+namespace {
+StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool every_rank) {
+  PredictConfig c;
+  c.symmetric_ranks = !every_rank;
+  c.strategy = p.strategy;
+  c.devices = p.world();
+  c.nodes = p.nodes;
+  // The batch as the scenario gave it: a global batch is chunked (DataParallel) or
+  // split by the sampler (DDP); a per-device batch is what each rank takes.
+  if (p.config.batch) c.batch_global = p.batch_global;
+  else c.batch_per_device = p.batch_per_device;
+  c.dtype = p.dtype;
+  c.bucket_cap_mb = p.bucket_cap_mb;
+  c.numeric = false;
+  c.trace_path = trace_path;
+  c.model_name = p.model.name;
+  c.input_features = p.model.input_features;
+  c.output_features = model_output_features(p.model);
+  switch (p.optimizer) {
+    case OptimizerKind::sgd:
+      c.optimizer = [](std::vector<NamedParameter> params) { return make_sgd(std::move(params), SgdOptions{}); };
+      break;
+    case OptimizerKind::sgd_momentum:
+      c.optimizer = [](std::vector<NamedParameter> params) {
+        SgdOptions o;
+        o.momentum = 0.9;  // the torchvision ImageNet recipe's momentum
+        return make_sgd(std::move(params), o);
+      };
+      break;
+    case OptimizerKind::adamw:
+      c.optimizer = [](std::vector<NamedParameter> params) { return make_adamw(std::move(params), AdamWOptions{}); };
+      break;
+  }
+  const ModelDescription model = p.model;
+  const DType dtype = p.dtype;
+  StepReport r = predict_step(p.hardware, [model, dtype](Device& d) { return make_cost_only_model(model, d, dtype); }, c);
+  r.hardware = p.hardware_name;
+  return r;
+}
+
+}  // namespace
+
+StepReport predict_point(const ResolvedPoint& p, const std::string& trace_path) { return predict(p, trace_path, false); }
+StepReport predict_point_every_rank(const ResolvedPoint& p, const std::string& trace_path) {
+  return predict(p, trace_path, true);
+}
+
+}  // namespace dpt::scenario

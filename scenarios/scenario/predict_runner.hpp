@@ -1,0 +1,19 @@
+// The sweep's point runner: one resolved scenario point predicted by the twin
+// (sim/predict.hpp) with the model library's cost-only layers.
+#pragma once
+#include <string>
+
+#include "scenarios/scenario/scenario.hpp"
+#include "sim/twin/step_report.hpp"
+
+namespace dpt::scenario {
+
+// Predicts one point (shape-only: the cost-only model computes nothing) and
+// writes its Chrome trace to trace_path when not empty. Forks (SimGrid runs one
+// engine per process): call it from a single-threaded process.
+StepReport predict_point(const ResolvedPoint& point, const std::string& trace_path);
+// The same, simulating every DDP rank even where node 0's would stand for all
+// (PredictConfig::symmetric_ranks): the same answer at a cost that grows with the ranks.
+StepReport predict_point_every_rank(const ResolvedPoint& point, const std::string& trace_path);
+
+}  // namespace dpt::scenario

@@ -1,0 +1,344 @@
+#include "scenarios/scenario/scenario.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "sim/net/yaml_util.hpp"
+#include "scenarios/report/report_format.hpp"
+
+namespace dpt::scenario {
+namespace {
+
+using sim::MapReader;
+
+[[noreturn]] void fail_at(const std::string& where, const std::string& what) {
+  throw std::invalid_argument(where + what);
+}
+
+std::string scalar_text(const YAML::Node& v) { return v.IsScalar() ? v.Scalar() : std::string("<not a scalar>"); }
+
+std::int64_t as_int(const YAML::Node& v, const std::string& where) {
+  try {
+    if (v.IsScalar()) {
+      const std::string s = v.Scalar();
+      size_t used = 0;
+      const long long x = std::stoll(s, &used);
+      if (used == s.size()) return x;
+    }
+  } catch (const std::exception&) {
+  }
+  fail_at(where, fmt::format("expected an integer, got '{}'", scalar_text(v)));
+}
+
+double as_double(const YAML::Node& v, const std::string& where) {
+  try {
+    if (v.IsScalar()) {
+      const std::string s = v.Scalar();
+      size_t used = 0;
+      const double x = std::stod(s, &used);
+      if (used == s.size() && std::isfinite(x)) return x;
+    }
+  } catch (const std::exception&) {
+  }
+  fail_at(where, fmt::format("expected a number, got '{}'", scalar_text(v)));
+}
+
+std::string as_string(const YAML::Node& v, const std::string& where) {
+  if (!v.IsScalar() || v.Scalar().empty()) fail_at(where, "expected a non-empty string");
+  return v.Scalar();
+}
+
+int positive_int(const YAML::Node& v, const std::string& where) {
+  const auto x = as_int(v, where);
+  if (x <= 0) fail_at(where, fmt::format("must be positive, got {}", x));
+  if (x > 1'000'000) fail_at(where, fmt::format("must be at most 1000000, got {}", x));
+  return static_cast<int>(x);
+}
+
+OptimizerKind optimizer_from_name(const std::string& n, const std::string& where) {
+  if (n == "sgd") return OptimizerKind::sgd;
+  if (n == "sgd_momentum") return OptimizerKind::sgd_momentum;
+  if (n == "adamw") return OptimizerKind::adamw;
+  fail_at(where, fmt::format("unknown optimizer '{}' (allowed: sgd, sgd_momentum, adamw)", n));
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += fmt::format("{}{}", out.empty() ? "" : ", ", s);
+  return out;
+}
+
+Target parse_target(MapReader r) {
+  Target t;
+  t.samples_per_s = r.opt_double("samples_per_s");
+  t.samples = r.opt_double("samples");
+  t.within_hours = r.opt_double("within_hours");
+  r.finish();
+  if (t.samples_per_s) {
+    r.require_positive("samples_per_s", *t.samples_per_s);
+    if (t.samples || t.within_hours) r.fail("samples_per_s", "give samples_per_s, or samples and within_hours, not both");
+  } else {
+    if (!t.samples || !t.within_hours) r.fail("samples_per_s", "missing key (or samples and within_hours)");
+    r.require_positive("samples", *t.samples);
+    r.require_positive("within_hours", *t.within_hours);
+  }
+  return t;
+}
+
+PlanSpec parse_plan(MapReader r) {
+  PlanSpec p;
+  for (auto& c : r.map_list("candidates")) {
+    PlanCandidate pc;
+    pc.where = c.where("hardware");
+    pc.hardware = c.get_string("hardware");
+    pc.price_per_gpu_hour = c.opt_double("price_per_gpu_hour");
+    if (pc.price_per_gpu_hour) c.require_non_negative("price_per_gpu_hour", *pc.price_per_gpu_hour);
+    c.finish();
+    p.candidates.push_back(pc);
+  }
+  if (p.candidates.empty()) r.fail("candidates", "expected at least one candidate");
+  if (r.has("strategies")) {
+    const YAML::Node s = r.node("strategies");
+    if (!s.IsSequence() || s.size() == 0) r.fail("strategies", "expected a non-empty list of strategies");
+    p.strategies.clear();
+    for (const auto& v : s) {
+      const std::string name = as_string(v, r.where("strategies"));
+      strategy_kind_from_name(name);
+      p.strategies.push_back(name);
+    }
+  }
+  if (auto m = r.opt_int("max_gpus")) {
+    r.require_range("max_gpus", static_cast<double>(*m), 1, 65536);
+    p.max_gpus = static_cast<int>(*m);
+  }
+  r.finish();
+  return p;
+}
+
+}  // namespace
+
+Library Library::at(const std::filesystem::path& scenarios_dir) {
+  return {scenarios_dir / "hardware", scenarios_dir / "models"};
+}
+
+const char* optimizer_kind_name(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::sgd: return "sgd";
+    case OptimizerKind::sgd_momentum: return "sgd_momentum";
+    case OptimizerKind::adamw: return "adamw";
+  }
+  return "?";
+}
+
+int optimizer_state_tensors(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::sgd: return 0;
+    case OptimizerKind::sgd_momentum: return 1;
+    case OptimizerKind::adamw: return 2;
+  }
+  return 0;
+}
+
+double Target::required_samples_per_s() const {
+  if (samples_per_s) return *samples_per_s;
+  return *samples / (*within_hours * 3600.0);
+}
+
+std::string Target::describe() const {
+  if (samples_per_s) return report::format_figure(*samples_per_s) + " samples/s";
+  return fmt::format("{} samples in {} h ({} samples/s)", report::format_figure(*samples),
+                     report::format_figure(*within_hours), report::format_figure(required_samples_per_s()));
+}
+
+const std::vector<std::string>& sweepable_fields() {
+  static const std::vector<std::string> fields = {"hardware", "model",   "strategy",      "devices",
+                                                  "nodes",    "gpus",    "batch",         "batch_per_device",
+                                                  "dtype",    "bucket_cap_mb", "optimizer"};
+  return fields;
+}
+
+void set_point_field(PointConfig& c, const std::string& field, const YAML::Node& v, const std::string& where) {
+  if (field.rfind("overrides.", 0) == 0) {
+    const std::string path = field.substr(10);
+    if (path.empty()) fail_at(where, "an override needs a hardware field path, e.g. overrides.gpu.memory");
+    if (!v.IsScalar() && !v.IsSequence()) fail_at(where, "expected a value for the hardware field");
+    auto it = std::find_if(c.overrides.begin(), c.overrides.end(), [&](const Override& o) { return o.path == path; });
+    if (it != c.overrides.end()) *it = {path, v, where};
+    else c.overrides.push_back({path, v, where});
+    return;
+  }
+  c.where[field] = where;
+  if (field == "hardware") c.hardware = as_string(v, where);
+  else if (field == "model") c.model = as_string(v, where);
+  else if (field == "strategy") {
+    const std::string s = as_string(v, where);
+    if (s != "single" && s != "dp" && s != "ddp")
+      fail_at(where, fmt::format("unknown strategy '{}' (allowed: single, dp, ddp)", s));
+    c.strategy = s;
+  } else if (field == "devices") c.devices = positive_int(v, where);
+  else if (field == "nodes") c.nodes = positive_int(v, where);
+  else if (field == "gpus") c.gpus = positive_int(v, where);
+  else if (field == "batch") c.batch = positive_int(v, where);
+  else if (field == "batch_per_device") c.batch_per_device = positive_int(v, where);
+  else if (field == "dtype") {
+    const std::string s = as_string(v, where);
+    if (s != "f32" && s != "f64") fail_at(where, fmt::format("unsupported dtype '{}' (allowed: f32, f64)", s));
+    c.dtype = dtype_from_name(s);
+  } else if (field == "bucket_cap_mb") {
+    const double mb = as_double(v, where);
+    if (!(mb > 0)) fail_at(where, fmt::format("must be positive, got {}", scalar_text(v)));
+    c.bucket_cap_mb = mb;
+  } else if (field == "optimizer") c.optimizer = optimizer_from_name(as_string(v, where), where);
+  else fail_at(where, fmt::format("unknown field (allowed: {}, overrides.<hardware field>)", join(sweepable_fields())));
+}
+
+void check_scenario_fields(const Scenario& s) {
+  // Cross-field rules that need no library.
+  auto swept = [&](const std::string& f) {
+    return std::any_of(s.sweep.begin(), s.sweep.end(), [&](const SweepAxis& a) { return a.name == f; });
+  };
+  auto present = [&](const std::string& f, bool in_base) { return in_base || swept(f); };
+  for (const char* f : {"hardware", "model", "strategy"})
+    // A plan names its hardware and strategies in its own section.
+    if (!present(f, s.base.where.count(f) > 0) && !(s.plan && std::string(f) != "model"))
+      fail_at(fmt::format("{}: {}: ", s.file, f), "missing key (give it at the top level or as a sweep axis)");
+  const bool batch = present("batch", s.base.batch.has_value());
+  const bool per_device = present("batch_per_device", s.base.batch_per_device.has_value());
+  if (batch && per_device)
+    fail_at(s.base.where.count("batch") ? s.base.where.at("batch") : fmt::format("{}: batch: ", s.file),
+            "give batch (global) or batch_per_device, not both");
+  if (!batch && !per_device) fail_at(fmt::format("{}: batch_per_device: ", s.file), "missing key (or batch)");
+  const bool gpus = present("gpus", s.base.gpus.has_value());
+  for (const char* f : {"devices", "nodes"})
+    if (gpus && present(f, s.base.where.count(f) > 0))
+      fail_at(s.base.where.count(f) ? s.base.where.at(f) : fmt::format("{}: {}: ", s.file, f),
+              "give gpus (total) or devices and nodes, not both");
+}
+
+Scenario parse_scenario(const std::string& text, const std::string& file_label, const std::filesystem::path& dir) {
+  Scenario s;
+  s.file = file_label;
+  s.dir = dir;
+  s.text = text;
+  const YAML::Node root = sim::yaml_load_string(text, file_label);
+  MapReader top(root, file_label, "");
+  const auto version = top.get_int("schema_version");
+  if (version != kScenarioSchemaVersion)
+    top.fail("schema_version",
+             fmt::format("unsupported scenario schema version {} (this dptwin reads {})", version, kScenarioSchemaVersion));
+  s.name = top.opt_string("name").value_or(std::filesystem::path(file_label).stem().string());
+  s.question = top.opt_string("question").value_or("");
+  for (const auto& field : sweepable_fields())
+    if (top.has(field)) set_point_field(s.base, field, top.node(field), top.where(field));
+  if (top.has("overrides")) {
+    const YAML::Node ov = top.node("overrides");
+    if (!ov.IsMap()) top.fail("overrides", "expected a mapping of hardware field paths to values");
+    for (auto it = ov.begin(); it != ov.end(); ++it) {
+      const std::string path = it->first.as<std::string>();
+      set_point_field(s.base, "overrides." + path, it->second,
+                      sim::yaml_where(file_label, it->second) + "overrides." + path + ": ");
+    }
+  }
+  if (top.has("target")) s.target = parse_target(top.map("target"));
+  if (top.has("plan")) s.plan = parse_plan(top.map("plan"));
+  if (top.has("sweep")) {
+    const YAML::Node sw = top.node("sweep");
+    if (!sw.IsMap() || sw.size() == 0) top.fail("sweep", "expected a mapping of axis names to lists of values");
+    for (auto it = sw.begin(); it != sw.end(); ++it) {
+      SweepAxis axis;
+      axis.name = it->first.as<std::string>();
+      const std::string key_where = sim::yaml_where(file_label, it->first) + "sweep." + axis.name + ": ";
+      const bool known = axis.name.rfind("overrides.", 0) == 0 ||
+                         std::find(sweepable_fields().begin(), sweepable_fields().end(), axis.name) !=
+                             sweepable_fields().end();
+      if (!known)
+        fail_at(key_where, fmt::format("unknown sweep axis (allowed: {}, overrides.<hardware field>)",
+                                       join(sweepable_fields())));
+      if (!it->second.IsSequence() || it->second.size() == 0) fail_at(key_where, "expected a non-empty list of values");
+      for (size_t i = 0; i < it->second.size(); ++i) {
+        const YAML::Node v = it->second[i];
+        const std::string where = sim::yaml_where(file_label, v) + fmt::format("sweep.{}[{}]: ", axis.name, i);
+        // Check the value's type now, on a scratch config, so a bad value fails at load.
+        PointConfig scratch;
+        set_point_field(scratch, axis.name, v, where);
+        axis.values.push_back(v);
+        axis.where.push_back(where);
+      }
+      for (const auto& other : s.sweep)
+        if (other.name == axis.name) fail_at(key_where, "axis given twice");
+      s.sweep.push_back(std::move(axis));
+    }
+  }
+  top.finish();
+  check_scenario_fields(s);
+  return s;
+}
+
+Scenario load_scenario_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(fmt::format("{}: cannot open scenario file", path.string()));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_scenario(ss.str(), path.string(), path.parent_path().empty() ? "." : path.parent_path());
+}
+
+sim::HardwareSpec load_hardware_with_overrides(const std::string& name_or_path, const std::vector<Override>& overrides,
+                                               const Library& lib, const std::filesystem::path& dir,
+                                               const std::string& where) {
+  namespace fs = std::filesystem;
+  const bool is_path = name_or_path.find('/') != std::string::npos || fs::path(name_or_path).extension() == ".yaml";
+  fs::path file;
+  if (is_path) {
+    file = fs::path(name_or_path).is_absolute() ? fs::path(name_or_path) : dir / name_or_path;
+    if (!fs::exists(file))
+      fail_at(where, fmt::format("hardware file {} does not exist{}", name_or_path,
+                                 file.string() == name_or_path || dir == "." ? ""
+                                                                             : fmt::format(" (looked for {})", file.string())));
+  } else {
+    file = lib.hardware_dir / (name_or_path + ".yaml");
+    if (!fs::exists(file))
+      fail_at(where, fmt::format("unknown hardware '{}' (library: {}; or a path to a .yaml file)", name_or_path,
+                                 join(sim::list_hardware(lib.hardware_dir))));
+  }
+  // The file on its own first, so its own errors cite its own lines.
+  sim::HardwareSpec hw = sim::load_hardware_file(file);
+  if (overrides.empty()) return hw;
+  YAML::Node root = sim::yaml_load_file(file.string());
+  for (const auto& o : overrides) {
+    // Walk the dotted path; the leaf may be new (the hardware parser then judges it).
+    std::vector<std::string> parts;
+    std::stringstream ps(o.path);
+    for (std::string part; std::getline(ps, part, '.');) parts.push_back(part);
+    YAML::Node node = root;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      YAML::Node next = node[parts[i]];
+      if (!next.IsDefined() || !next.IsMap())
+        fail_at(o.where, fmt::format("hardware {} has no section '{}'", hw.name,
+                                     fmt::join(parts.begin(), parts.begin() + static_cast<long>(i) + 1, ".")));
+      node.reset(next);  // rebinding (operator= would overwrite the parent's content)
+    }
+    node[parts.back()] = YAML::Clone(o.value);
+    YAML::Emitter out;
+    out << root;
+    const std::string label = file.string();
+    try {
+      hw = sim::parse_hardware_yaml(out.c_str(), label);
+    } catch (const std::invalid_argument& e) {
+      // The parser cites lines of the re-emitted text; cite the override instead,
+      // keeping the parser's "key: what".
+      std::string msg = e.what();
+      if (msg.rfind(label, 0) == 0)
+        if (const auto p = msg.find(": ", label.size()); p != std::string::npos) msg = msg.substr(p + 2);
+      if (msg.rfind(o.path + ": ", 0) == 0) msg = msg.substr(o.path.size() + 2);  // the override already names it
+      fail_at(o.where, msg);
+    }
+  }
+  return hw;
+}
+
+}  // namespace dpt::scenario

@@ -1,0 +1,99 @@
+// Resolving a scenario point against the library: hardware (with overrides and
+// the node count), model, devices, batch both ways, and the memory lower bound.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "scenarios/scenario/model_library_yaml.hpp"
+#include "scenarios/report/report_format.hpp"
+#include "scenarios/scenario/scenario.hpp"
+
+namespace dpt::scenario {
+namespace {
+
+[[noreturn]] void infeasible(const std::string& where, const std::string& what) { throw InfeasiblePoint(where, what); }
+
+}  // namespace
+
+ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Library& lib) {
+  auto where = [&](const std::string& field) {
+    auto it = c.where.find(field);
+    return it != c.where.end() ? it->second : fmt::format("{}: {}: ", s.file, field);
+  };
+  ResolvedPoint r;
+  r.config = c;
+  r.hardware_name = c.hardware.value();
+  r.hardware = load_hardware_with_overrides(r.hardware_name, c.overrides, lib, s.dir, where("hardware"));
+  try {
+    std::string model = c.model.value();
+    if (model.rfind("mlp:", 0) != 0 && model.find('/') != std::string::npos && !std::filesystem::path(model).is_absolute())
+      model = (s.dir / model).string();
+    r.model = load_model(model, lib.models_dir);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(where("model") + e.what());
+  }
+  r.strategy = strategy_kind_from_name(c.strategy.value());
+  r.dtype = c.dtype;
+  r.bucket_cap_mb = c.bucket_cap_mb;
+  r.optimizer = c.optimizer;
+
+  const auto& hw = r.hardware;
+  const int per_node = hw.gpus_per_node;
+  if (c.gpus) {
+    const int g = *c.gpus;
+    if (g <= per_node) {
+      r.devices = g;
+      r.nodes = 1;
+    } else {
+      if (g % per_node != 0)
+        infeasible(where("gpus"), fmt::format("{} GPUs do not fill whole nodes of {} on {}", g, per_node, r.hardware_name));
+      r.devices = per_node;
+      r.nodes = g / per_node;
+    }
+  } else {
+    r.devices = c.devices.value_or(1);
+    r.nodes = c.nodes.value_or(1);
+  }
+  const std::string count_key = c.gpus ? "gpus" : "devices";
+  if (r.devices > per_node)
+    infeasible(where(count_key), fmt::format("{} GPUs per node, but {} has {}", r.devices, r.hardware_name, per_node));
+  // A file with a network describes a cluster of identical nodes that may be resized
+  // (its `nodes` is a default); one without is a single machine.
+  if (r.nodes > hw.nodes && !hw.network)
+    infeasible(where(c.gpus ? "gpus" : "nodes"),
+               fmt::format("{} nodes ({} GPUs), but {} is one machine of {} GPUs (no network section)", r.nodes,
+                           r.world(), r.hardware_name, hw.gpu_count()));
+  if (r.strategy == StrategyKind::single && r.world() > 1)
+    infeasible(where("strategy"), fmt::format("single runs on one GPU, but {} are asked for", r.world()));
+  if (r.strategy == StrategyKind::data_parallel && r.nodes > 1)
+    infeasible(where("strategy"),
+               fmt::format("DataParallel runs in one process on one node, but {} nodes are asked for", r.nodes));
+  if (r.nodes != hw.nodes) {
+    try {
+      r.hardware = sim::with_nodes(hw, r.nodes);
+    } catch (const std::invalid_argument& e) {
+      infeasible(where(c.gpus ? "gpus" : "nodes"), e.what());
+    }
+  }
+
+  if (c.batch) {
+    r.batch_global = *c.batch;
+    // torch.chunk and DistributedSampler both give ceil(B / N) to the first devices.
+    r.batch_per_device = (r.batch_global + r.world() - 1) / r.world();
+  } else {
+    r.batch_per_device = c.batch_per_device.value();
+    r.batch_global = r.batch_per_device * r.world();
+  }
+
+  const Bytes param_bytes = model_parameter_count(r.model) * dtype_size_bytes(r.dtype);
+  r.static_memory_bytes = param_bytes * (2 + optimizer_state_tensors(r.optimizer));
+  if (r.static_memory_bytes > hw.gpu.memory_bytes)
+    throw ModelDoesNotFit(
+        where("model"),
+        fmt::format("{} does not fit: parameters, gradients and {} state need {} per GPU at {}, {} has {}", r.model.name,
+                    optimizer_kind_name(r.optimizer), report::format_gib(r.static_memory_bytes), dtype_name(r.dtype),
+                    hw.gpu.name, report::format_gib(hw.gpu.memory_bytes)));
+  return r;
+}
+
+}  // namespace dpt::scenario

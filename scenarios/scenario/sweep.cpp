@@ -1,0 +1,344 @@
+#include "scenarios/scenario/sweep.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/core/device.hpp"
+
+namespace dpt::scenario {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string value_label(const YAML::Node& v) {
+  if (v.IsScalar()) return v.Scalar();
+  YAML::Emitter e;
+  e << YAML::Flow << v;
+  return e.c_str();
+}
+
+PointResult result_skeleton(const SweepPoint& p) {
+  PointResult r;
+  r.index = p.index;
+  r.axes = p.axes;
+  const auto& c = p.config;
+  r.hardware = c.hardware.value_or("");
+  r.model = c.model.value_or("");
+  r.strategy = c.strategy.value_or("");
+  r.devices = c.gpus ? 0 : c.devices.value_or(1);
+  r.nodes = c.gpus ? 0 : c.nodes.value_or(1);
+  r.dtype = std::string(dtype_name(c.dtype));
+  r.bucket_cap_mb = c.bucket_cap_mb;
+  r.optimizer = optimizer_kind_name(c.optimizer);
+  return r;
+}
+
+void fill_resolved(PointResult& r, const ResolvedPoint& rp) {
+  r.gpu_name = rp.hardware.gpu.name;
+  r.model = rp.model.name;
+  r.devices = rp.devices;
+  r.nodes = rp.nodes;
+  r.batch_global = rp.batch_global;
+  r.batch_per_device = rp.batch_per_device;
+}
+
+std::string trace_file_name(const PointResult& r) {
+  std::string name = fmt::format("point-{:04d}-{}-{}-{}gpu.json", r.index, r.hardware, r.strategy, r.gpus());
+  for (auto& ch : name)
+    if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.' || ch == '_')) ch = '_';
+  return name;
+}
+
+// What a child process hands back: the report, or the error and its kind.
+json run_point_in_child(const PointRunner& runner, const ResolvedPoint& rp, const std::string& trace) {
+  try {
+    return {{"report", step_report_to_json(runner(rp, trace))}};
+  } catch (const OutOfMemory& e) {
+    return {{"error", e.what()}, {"kind", "out_of_memory"}};
+  } catch (const std::exception& e) {
+    return {{"error", e.what()}, {"kind", "failed"}};
+  }
+}
+
+void apply_child_output(PointResult& r, const json& out) {
+  if (out.contains("report")) {
+    r.report = step_report_from_json(out.at("report"), "prediction");
+    if (r.report->out_of_memory) {
+      r.status = PointStatus::out_of_memory;
+      r.reason = r.report->out_of_memory->message;
+    } else if (!r.report->step_time_s) {
+      r.status = PointStatus::failed;
+      r.reason = "the prediction has no step time";
+    }
+    return;
+  }
+  r.status = out.value("kind", "failed") == "out_of_memory" ? PointStatus::out_of_memory : PointStatus::failed;
+  r.reason = out.value("error", "unknown error");
+}
+
+class ProgressBar {
+ public:
+  ProgressBar(bool enabled, size_t total) : enabled_(enabled), total_(total), start_(Clock::now()) { draw(); }
+  void advance() {
+    ++done_;
+    draw();
+  }
+  void finish() {
+    if (enabled_) std::fputc('\n', stderr);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void draw() const {
+    if (!enabled_) return;
+    constexpr int kWidth = 30;
+    const int filled = total_ ? static_cast<int>(kWidth * done_ / total_) : kWidth;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    std::fprintf(stderr, "\r[%s%s] %zu/%zu points  %.1f s", std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(kWidth - filled), '.').c_str(), done_, total_, elapsed);
+    std::fflush(stderr);
+  }
+  bool enabled_;
+  size_t total_, done_ = 0;
+  Clock::time_point start_;
+};
+
+}  // namespace
+
+std::string text_digest(const std::string& text) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+std::vector<SweepPoint> expand_sweep(const Scenario& s) {
+  std::vector<SweepPoint> points;
+  size_t total = 1;
+  for (const auto& a : s.sweep) total *= a.values.size();
+  points.reserve(total);
+  for (size_t i = 0; i < total; ++i) {
+    SweepPoint p;
+    p.index = i;
+    p.config = s.base;
+    // Row-major: the last axis varies fastest.
+    size_t rest = i;
+    std::vector<size_t> pick(s.sweep.size());
+    for (size_t a = s.sweep.size(); a-- > 0;) {
+      pick[a] = rest % s.sweep[a].values.size();
+      rest /= s.sweep[a].values.size();
+    }
+    for (size_t a = 0; a < s.sweep.size(); ++a) {
+      const auto& axis = s.sweep[a];
+      set_point_field(p.config, axis.name, axis.values[pick[a]], axis.where[pick[a]]);
+      p.axes.emplace_back(axis.name, value_label(axis.values[pick[a]]));
+    }
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+void validate_scenario(const Scenario& s, const Library& lib) {
+  const auto points = expand_sweep(s);
+  std::optional<std::string> first_infeasible;
+  bool any_feasible = false;
+  for (const auto& p : points) {
+    try {
+      resolve_point(s, p.config, lib);
+      any_feasible = true;
+    } catch (const InfeasiblePoint& e) {
+      if (s.sweep.empty()) throw;
+      if (!first_infeasible) first_infeasible = e.what();
+    } catch (const ModelDoesNotFit&) {
+      // In a sweep, a point that does not fit is an answer (the report says so).
+      if (s.sweep.empty()) throw;
+      any_feasible = true;
+    }
+  }
+  if (!any_feasible && first_infeasible)
+    throw std::invalid_argument(*first_infeasible + "; no point of the sweep can run");
+}
+
+std::pair<int, int> parse_shard(const std::string& text, const std::string& flag) {
+  int i = -1, n = 0;
+  char slash = 0, extra = 0;
+  if (std::sscanf(text.c_str(), "%d%c%d%c", &i, &slash, &n, &extra) != 3 || slash != '/' || n < 1 || i < 0 || i >= n)
+    throw std::invalid_argument(
+        fmt::format("{} {}: expected I/N with 0 <= I < N, e.g. {} 0/4 (Slurm: {} $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)",
+                    flag, text, flag, flag));
+  return {i, n};
+}
+
+SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& runner, const SweepOptions& options) {
+  if (options.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", options.jobs));
+  SweepResult out;
+  out.scenario_name = s.name;
+  out.scenario_file = s.file;
+  out.question = s.question;
+  out.scenario_digest = text_digest(s.text);
+  out.target = s.target;
+  out.shard_index = options.shard_index;
+  out.shard_count = options.shard_count;
+  const auto points = expand_sweep(s);
+  out.total_points = points.size();
+
+  struct Job {
+    PointResult result;
+    ResolvedPoint resolved;
+    std::string trace;
+  };
+  std::deque<Job> queue;
+  std::map<size_t, PointResult> finished;
+  for (const auto& p : points) {
+    if (static_cast<int>(p.index % static_cast<size_t>(options.shard_count)) != options.shard_index) continue;
+    PointResult r = result_skeleton(p);
+    try {
+      ResolvedPoint rp = resolve_point(s, p.config, lib);
+      fill_resolved(r, rp);
+      std::string trace;
+      if (!options.trace_dir.empty()) trace = (fs::path(options.trace_dir) / trace_file_name(r)).string();
+      queue.push_back({std::move(r), std::move(rp), trace});
+    } catch (const InfeasiblePoint& e) {
+      r.status = PointStatus::skipped;
+      r.reason = e.reason();
+      finished[r.index] = std::move(r);
+    } catch (const ModelDoesNotFit& e) {
+      r.status = PointStatus::out_of_memory;
+      r.reason = e.reason();
+      finished[r.index] = std::move(r);
+    }
+  }
+  if (!options.trace_dir.empty() && !queue.empty()) fs::create_directories(options.trace_dir);
+
+  std::string tmpl = (fs::temp_directory_path() / "dptwin-sweep-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data()))
+    throw std::runtime_error(fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
+  const fs::path tmp = tmpl;
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{tmp};
+
+  ProgressBar bar(options.progress, finished.size() + queue.size());
+  for (size_t i = 0; i < finished.size(); ++i) bar.advance();
+  using Clock = std::chrono::steady_clock;
+  struct Running {
+    Job job;
+    Clock::time_point start;
+  };
+  std::map<pid_t, Running> running;
+  while (!queue.empty() || !running.empty()) {
+    while (!queue.empty() && static_cast<int>(running.size()) < options.jobs) {
+      Job job = std::move(queue.front());
+      queue.pop_front();
+      const fs::path result_file = tmp / fmt::format("{}.json", job.result.index);
+      std::fflush(stdout);
+      std::fflush(stderr);
+      const pid_t pid = ::fork();
+      if (pid < 0) throw std::runtime_error(fmt::format("cannot fork a sweep worker: {}", std::strerror(errno)));
+      if (pid == 0) {
+        // Child: predict, hand the result back in a file, and leave without running
+        // the parent's exit handlers or flushing its buffers.
+        const json result = run_point_in_child(runner, job.resolved, job.trace);
+        std::ofstream(result_file) << result.dump();
+        ::_exit(0);
+      }
+      running.emplace(pid, Running{std::move(job), Clock::now()});
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(fmt::format("waiting for sweep workers: {}", std::strerror(errno)));
+    }
+    auto it = running.find(pid);
+    if (it == running.end()) continue;  // not one of ours (a gnuplot or other child)
+    Job job = std::move(it->second.job);
+    job.result.wall_s = std::chrono::duration<double>(Clock::now() - it->second.start).count();
+    running.erase(it);
+    const fs::path result_file = tmp / fmt::format("{}.json", job.result.index);
+    std::ifstream in(result_file);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !in) {
+      job.result.status = PointStatus::failed;
+      job.result.reason = WIFSIGNALED(status) ? fmt::format("the prediction process died of signal {} ({})",
+                                                            WTERMSIG(status), strsignal(WTERMSIG(status)))
+                                              : "the prediction process ended without a result";
+    } else {
+      try {
+        apply_child_output(job.result, json::parse(in));
+      } catch (const std::exception& e) {
+        job.result.status = PointStatus::failed;
+        job.result.reason = fmt::format("unreadable prediction: {}", e.what());
+      }
+    }
+    finished[job.result.index] = std::move(job.result);
+    bar.advance();
+  }
+  bar.finish();
+  for (auto& [index, r] : finished) out.points.push_back(std::move(r));
+  return out;
+}
+
+SweepResult merge_sweep_results(const std::vector<SweepResult>& shards) {
+  if (shards.empty()) throw std::invalid_argument("merge: no sweep results given");
+  const SweepResult& first = shards.front();
+  SweepResult out = first;
+  out.points.clear();
+  out.shard_index = 0;
+  out.shard_count = 1;
+  std::set<int> seen_shards;
+  std::map<size_t, PointResult> by_index;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const auto& s = shards[i];
+    if (s.scenario_digest != first.scenario_digest || s.total_points != first.total_points)
+      throw std::invalid_argument(fmt::format(
+          "merge: result {} comes from scenario '{}' (digest {}), result 1 from '{}' (digest {}): not shards of one sweep",
+          i + 1, s.scenario_name, s.scenario_digest, first.scenario_name, first.scenario_digest));
+    if (s.shard_count != first.shard_count)
+      throw std::invalid_argument(fmt::format("merge: result {} is shard {}/{}, result 1 is of {} shards", i + 1,
+                                              s.shard_index, s.shard_count, first.shard_count));
+    if (!seen_shards.insert(s.shard_index).second)
+      throw std::invalid_argument(fmt::format("merge: shard {}/{} given twice", s.shard_index, s.shard_count));
+    for (const auto& p : s.points) {
+      if (static_cast<int>(p.index % static_cast<size_t>(s.shard_count)) != s.shard_index)
+        throw std::invalid_argument(fmt::format("merge: shard {}/{} holds point {}, which belongs to shard {}",
+                                                s.shard_index, s.shard_count, p.index, p.index % s.shard_count));
+      by_index[p.index] = p;
+    }
+  }
+  std::vector<std::string> missing;
+  for (int i = 0; i < first.shard_count; ++i)
+    if (!seen_shards.count(i)) missing.push_back(fmt::format("{}/{}", i, first.shard_count));
+  if (!missing.empty())
+    throw std::invalid_argument(fmt::format("merge: shard{} {} missing", missing.size() == 1 ? "" : "s",
+                                            fmt::join(missing, ", ")));
+  if (by_index.size() != first.total_points)
+    throw std::invalid_argument(fmt::format("merge: the shards hold {} of the sweep's {} points", by_index.size(),
+                                            first.total_points));
+  for (auto& [i, p] : by_index) out.points.push_back(std::move(p));
+  return out;
+}
+
+}  // namespace dpt::scenario

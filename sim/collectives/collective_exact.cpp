@@ -1,0 +1,266 @@
+// Message-level collectives: see collective_exact.hpp and the algorithm notes in
+// collectives.hpp.
+#include "sim/collectives/collective_exact.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace sg4 = simgrid::s4u;
+
+namespace dpt::sim {
+
+namespace {
+
+// Streams: which part of which algorithm a connection carries.
+enum Stream : int { kRing = 0, kChain = 1, kTreeUp0 = 2, kTreeDown0 = 3, kNvlsUp = 6, kNvlsDown = 7 };  // tree: channel in the key
+constexpr int kSwitch = -1;  // the NVSwitch as a connection end
+
+void wait_all(std::vector<sg4::CommPtr>& comms) {
+  for (auto& c : comms)
+    if (c) c->wait();
+  comms.clear();
+}
+
+Elements ceil_div(Elements a, Elements b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+Elements pipeline_piece_elements(const CollectiveSettings& s, Bytes element_bytes) {
+  return std::max<Elements>(1, s.pipeline_chunk_bytes / element_bytes);
+}
+
+ExactTransport::Box& ExactTransport::box(const Key& key) {
+  Box& b = boxes_[key];
+  if (!b.posted) b.posted = sg4::Semaphore::create(0);
+  return b;
+}
+
+sg4::CommPtr ExactTransport::send(const Key& key, sg4::Host* from, sg4::Host* to, Bytes n) {
+  sg4::CommPtr comm = platform_.transfer_async(from, to, n);
+  Box& b = box(key);
+  b.comms.push_back(comm);
+  b.posted->release();
+  return comm;
+}
+
+sg4::CommPtr ExactTransport::recv(const Key& key) {
+  Box* b = &box(key);
+  b->posted->acquire();
+  b = &boxes_.at(key);  // the map may have grown while this actor slept
+  sg4::CommPtr comm = b->comms.front();
+  b->comms.pop_front();
+  // Each connection has one receiver, so an empty box has nobody waiting on it.
+  if (b->comms.empty()) boxes_.erase(key);
+  return comm;
+}
+
+const std::vector<std::vector<int>>& ExactTransport::ring_orders_cached(const std::vector<int>& rank_gpus,
+                                                                        int channels) {
+  auto it = orders_.find(channels);
+  if (it == orders_.end()) it = orders_.emplace(channels, ring_orders(platform_, rank_gpus, channels)).first;
+  return it->second;
+}
+
+std::vector<std::vector<int>> node_chains(const Platform& p, const std::vector<int>& rank_gpus) {
+  const auto order = ring_orders(p, rank_gpus, 1)[0];
+  std::vector<std::vector<int>> chains;
+  int last_node = -1;
+  for (int r : order) {
+    const int node = p.node_of_gpu(rank_gpus[r]);
+    if (node != last_node) chains.emplace_back();
+    chains.back().push_back(r);
+    last_node = node;
+  }
+  return chains;
+}
+
+namespace {
+
+struct Ctx {
+  ExactTransport& t;
+  Platform& p;
+  const std::vector<int>& gpus;
+  int call;
+  sg4::Host* host(int rank) const { return rank == kSwitch ? nullptr : p.gpu_host(gpus[rank]); }
+};
+
+// Ring reduce-scatter / all-gather / all-reduce: see collectives.hpp.
+void ring_steps(Ctx& c, int rank, const CollectiveCall& call, int channels) {
+  const int n = static_cast<int>(c.gpus.size());
+  if (n == 1) return;
+  const auto& orders = c.t.ring_orders_cached(c.gpus, channels);
+  std::vector<int> pos(channels), next(channels), prev(channels);
+  for (int ch = 0; ch < channels; ++ch) {
+    const auto& o = orders[ch];
+    pos[ch] = static_cast<int>(std::find(o.begin(), o.end(), rank) - o.begin());
+    next[ch] = o[(pos[ch] + 1) % n];
+    prev[ch] = o[(pos[ch] + n - 1) % n];
+  }
+  const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
+  std::vector<sg4::CommPtr> pending;
+  for (int s = 0; s < steps; ++s) {
+    for (int ch = 0; ch < channels; ++ch) {
+      // Chunk sent at step s by the rank at ring position q (reduce-scatter, then all-gather).
+      int chunk;
+      if (call.op == CollectiveOp::all_gather) chunk = pos[ch] - s;
+      else if (s < n - 1) chunk = pos[ch] - s;
+      else chunk = pos[ch] + 1 - (s - (n - 1));
+      chunk = ((chunk % n) + n) % n;
+      const Bytes bytes = piece_count(call.count, n * channels, ch * n + chunk) * call.element_bytes;
+      pending.push_back(c.t.send({c.call, kRing, rank, next[ch], ch}, c.host(rank), c.host(next[ch]), bytes));
+    }
+    for (int ch = 0; ch < channels; ++ch) pending.push_back(c.t.recv({c.call, kRing, prev[ch], rank, ch}));
+    wait_all(pending);
+  }
+}
+
+// Pipelined chain along each channel's ring from the root (broadcast) or to it (reduce).
+void chain_pipeline(Ctx& c, int rank, const CollectiveCall& call, int channels, Elements piece) {
+  const int n = static_cast<int>(c.gpus.size());
+  if (n == 1) return;
+  const auto& orders = c.t.ring_orders_cached(c.gpus, channels);
+  const bool to_root = call.op == CollectiveOp::reduce;
+  std::vector<int> prev(channels, -1), next(channels, -1);
+  std::vector<Elements> elems(channels);
+  for (int ch = 0; ch < channels; ++ch) {
+    // The chain starts at the root (broadcast) or ends there (reduce).
+    const auto& o = orders[ch];
+    const int root_pos = static_cast<int>(std::find(o.begin(), o.end(), call.root) - o.begin());
+    const int me = static_cast<int>(std::find(o.begin(), o.end(), rank) - o.begin());
+    const int q = to_root ? ((me - root_pos - 1) % n + n) % n : ((me - root_pos) % n + n) % n;
+    if (q > 0) prev[ch] = o[((me - 1) % n + n) % n];
+    if (q < n - 1) next[ch] = o[(me + 1) % n];
+    elems[ch] = piece_count(call.count, channels, ch);
+  }
+  // One actor per channel: channels progress independently, as NCCL's do (one actor
+  // serving all channels in turn would couple them and can deadlock crossing chains).
+  std::vector<sg4::ActorPtr> helpers;
+  for (int ch = 0; ch < channels; ++ch) {
+    const Elements elems_ch = elems[ch];
+    const Elements pieces = ceil_div(elems_ch, piece);
+    const int from = prev[ch], to = next[ch];
+    const Bytes eb = call.element_bytes;
+    Ctx ctx = c;
+    helpers.push_back(sg4::Actor::create(fmt::format("chain{}-r{}", ch, rank), c.host(rank),
+                                         [ctx, rank, ch, from, to, pieces, piece, elems_ch, eb]() mutable {
+                                           sg4::CommPtr last;
+                                           for (Elements i = 0; i < pieces; ++i) {
+                                             if (from >= 0) ctx.t.recv({ctx.call, kChain, from, rank, ch})->wait();
+                                             if (to < 0) continue;
+                                             const Bytes bytes = std::min(piece, elems_ch - i * piece) * eb;
+                                             if (last) last->wait();
+                                             last = ctx.t.send({ctx.call, kChain, rank, to, ch}, ctx.host(rank),
+                                                               ctx.host(to), bytes);
+                                           }
+                                           if (last) last->wait();
+                                         }));
+  }
+  for (auto& h : helpers) h->join();
+}
+
+// Tree all-reduce over C channels (see collectives.hpp): per channel one actor reduces
+// pieces up (children first, then to the parent) and one broadcasts them down.
+void tree_all_reduce(Ctx& c, int rank, const CollectiveCall& call, int channels, Elements piece) {
+  const auto trees = tree_channels(c.p, c.gpus, channels);
+  std::vector<sg4::ActorPtr> helpers;
+  for (int ch = 0; ch < channels; ++ch) {
+    const TreeChannel& tc = trees[ch];
+    const int parent = tc.parent[rank];
+    std::vector<int> children;
+    for (int r = 0; r < static_cast<int>(tc.parent.size()); ++r)
+      if (tc.parent[r] == rank) children.push_back(r);
+    const Elements elems = piece_count(call.count, channels, ch);
+    const Elements pieces = ceil_div(elems, piece);
+    const Bytes eb = call.element_bytes;
+    auto bytes_of = [=](Elements i) { return std::min(piece, elems - i * piece) * eb; };
+    auto reduced = sg4::Semaphore::create(0);  // at the root: piece i reduced, ready to go down
+    Ctx ctx = c;
+    helpers.push_back(sg4::Actor::create(
+        fmt::format("tree{}-up-r{}", ch, rank), c.host(rank),
+        [ctx, rank, parent, children, pieces, bytes_of, reduced, ch]() mutable {
+          sg4::CommPtr last;
+          for (Elements i = 0; i < pieces; ++i) {
+            for (int child : children) ctx.t.recv({ctx.call, kTreeUp0, child, rank, ch})->wait();
+            if (parent < 0) {
+              reduced->release();
+              continue;
+            }
+            if (last) last->wait();
+            last = ctx.t.send({ctx.call, kTreeUp0, rank, parent, ch}, ctx.host(rank), ctx.host(parent), bytes_of(i));
+          }
+          if (last) last->wait();
+        }));
+    helpers.push_back(sg4::Actor::create(
+        fmt::format("tree{}-down-r{}", ch, rank), c.host(rank),
+        [ctx, rank, parent, children, pieces, bytes_of, reduced, ch]() mutable {
+          std::vector<sg4::CommPtr> last(children.size());
+          for (Elements i = 0; i < pieces; ++i) {
+            if (parent < 0) reduced->acquire();
+            else ctx.t.recv({ctx.call, kTreeDown0, parent, rank, ch})->wait();
+            for (size_t k = 0; k < children.size(); ++k) {
+              if (last[k]) last[k]->wait();
+              last[k] = ctx.t.send({ctx.call, kTreeDown0, rank, children[k], ch}, ctx.host(rank),
+                                   ctx.host(children[k]), bytes_of(i));
+            }
+          }
+          wait_all(last);
+        }));
+  }
+  for (auto& h : helpers) h->join();
+}
+
+// NVLS all-reduce: every GPU to the switch, reduced there, multicast back (see collectives.hpp).
+void nvls_all_reduce(Ctx& c, int rank, const CollectiveCall& call, Elements piece) {
+  const int n = static_cast<int>(c.gpus.size());
+  const int node = c.p.node_of_gpu(c.gpus[0]);
+  sg4::Host* sw = c.p.nvswitch_host(node);
+  const Elements pieces = ceil_div(call.count, piece);
+  auto bytes_of = [=](Elements i) { return std::min(piece, call.count - i * piece) * call.element_bytes; };
+  Ctx ctx = c;
+  std::vector<sg4::ActorPtr> helpers;
+  if (rank == 0) {
+    helpers.push_back(sg4::Actor::create("nvls-switch", sw, [ctx, n, sw, pieces, bytes_of]() mutable {
+      std::vector<sg4::CommPtr> last(n);
+      for (Elements i = 0; i < pieces; ++i) {
+        for (int r = 0; r < n; ++r) ctx.t.recv({ctx.call, kNvlsUp, r, kSwitch, 0})->wait();
+        for (int r = 0; r < n; ++r) {
+          if (last[r]) last[r]->wait();
+          last[r] = ctx.t.send({ctx.call, kNvlsDown, kSwitch, r, 0}, sw, ctx.host(r), bytes_of(i));
+        }
+      }
+      wait_all(last);
+    }));
+  }
+  helpers.push_back(sg4::Actor::create(fmt::format("nvls-up-r{}", rank), c.host(rank), [ctx, rank, sw, pieces, bytes_of]() mutable {
+    sg4::CommPtr last;
+    for (Elements i = 0; i < pieces; ++i) {
+      if (last) last->wait();
+      last = ctx.t.send({ctx.call, kNvlsUp, rank, kSwitch, 0}, ctx.host(rank), sw, bytes_of(i));
+    }
+    if (last) last->wait();
+  }));
+  for (Elements i = 0; i < pieces; ++i) c.t.recv({c.call, kNvlsDown, kSwitch, rank, 0})->wait();
+  for (auto& h : helpers) h->join();
+}
+
+}  // namespace
+
+void run_exact(ExactTransport& t, Platform& p, const std::vector<int>& rank_gpus, int rank, int call_index,
+               const CollectiveCall& call, const CollectivePlan& plan, const CollectiveSettings& settings) {
+  Ctx c{t, p, rank_gpus, call_index};
+  const Elements piece = pipeline_piece_elements(settings, call.element_bytes);
+  switch (plan.algorithm) {
+    case CollectiveAlgorithm::ring:
+      if (call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce)
+        chain_pipeline(c, rank, call, plan.channels, piece);
+      else
+        ring_steps(c, rank, call, plan.channels);
+      return;
+    case CollectiveAlgorithm::tree: tree_all_reduce(c, rank, call, plan.channels, piece); return;
+    case CollectiveAlgorithm::nvls: nvls_all_reduce(c, rank, call, piece); return;
+  }
+}
+
+}  // namespace dpt::sim

@@ -1,0 +1,547 @@
+// Collective planning, schedules as pure functions, and the CollectiveGroup that runs
+// them: see collectives.hpp. The message-level executors are in collective_exact.cpp,
+// the large-N formulation in collective_model.cpp.
+#include "sim/collectives/collectives.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "sim/collectives/collective_exact.hpp"
+#include "sim/collectives/collective_model.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace dpt::sim {
+
+const char* collective_op_name(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::all_reduce: return "all_reduce";
+    case CollectiveOp::all_gather: return "all_gather";
+    case CollectiveOp::reduce_scatter: return "reduce_scatter";
+    case CollectiveOp::broadcast: return "broadcast";
+    case CollectiveOp::reduce: return "reduce";
+  }
+  return "?";
+}
+
+const char* collective_algorithm_name(CollectiveAlgorithm a) {
+  switch (a) {
+    case CollectiveAlgorithm::ring: return "ring";
+    case CollectiveAlgorithm::tree: return "tree";
+    case CollectiveAlgorithm::nvls: return "nvls";
+  }
+  return "?";
+}
+
+const char* formulation_name(Formulation f) { return f == Formulation::exact ? "exact" : "large_n"; }
+
+namespace {
+std::string normalise(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    if (c != '_' && c != '-') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+}  // namespace
+
+CollectiveOp parse_collective_op(std::string_view name) {
+  const std::string n = normalise(name);
+  for (auto op : {CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter,
+                  CollectiveOp::broadcast, CollectiveOp::reduce})
+    if (n == normalise(collective_op_name(op))) return op;
+  throw std::invalid_argument(fmt::format(
+      "unknown collective '{}' (allowed: all_reduce, all_gather, reduce_scatter, broadcast, reduce)", name));
+}
+
+CollectiveAlgorithm parse_collective_algorithm(std::string_view name) {
+  const std::string n = normalise(name);
+  for (auto a : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree, CollectiveAlgorithm::nvls})
+    if (n == collective_algorithm_name(a)) return a;
+  throw std::invalid_argument(fmt::format("unknown collective algorithm '{}' (allowed: ring, tree, nvls)", name));
+}
+
+Elements piece_count(Elements count, int pieces, int i) {
+  const Elements base = count / pieces, extra = count % pieces;
+  return base + (i < extra ? 1 : 0);
+}
+
+int nodes_spanned(const Platform& p, const std::vector<int>& rank_gpus) {
+  std::set<int> nodes;
+  for (int g : rank_gpus) nodes.insert(p.node_of_gpu(g));
+  return static_cast<int>(nodes.size());
+}
+
+namespace {
+std::vector<std::vector<int>> nvlink_cycles(const NvlinkSpec& nv, const std::vector<int>& gpus);
+
+// The NVLink cycles through one node's ranks (GPU local indices, in rank order) when the
+// node has NVLink pairs and no NVSwitch; empty otherwise.
+std::vector<std::vector<int>> node_nvlink_cycles(const Platform& p, const std::vector<int>& rank_gpus) {
+  if (!p.hardware().nvlink || p.hardware().nvswitch || nodes_spanned(p, rank_gpus) != 1) return {};
+  std::vector<int> gpus;
+  for (int g : rank_gpus) gpus.push_back(p.local_index(g));
+  std::sort(gpus.begin(), gpus.end());
+  return nvlink_cycles(*p.hardware().nvlink, gpus);
+}
+}  // namespace
+
+int default_channels(const Platform& p, const std::vector<int>& rank_gpus) {
+  if (nodes_spanned(p, rank_gpus) > 1) return std::max(2, p.hardware().network->nics_per_node);
+  // Direct NVLink (DGX-1): every link-disjoint cycle, in both directions.
+  const auto cycles = node_nvlink_cycles(p, rank_gpus);
+  return std::max<int>(2, 2 * static_cast<int>(cycles.size()));
+}
+
+std::vector<CollectiveAlgorithm> eligible_algorithms(const Platform& p, const std::vector<int>& rank_gpus,
+                                                     CollectiveOp op) {
+  std::vector<CollectiveAlgorithm> out{CollectiveAlgorithm::ring};
+  if (op != CollectiveOp::all_reduce || rank_gpus.size() < 2) return out;
+  const int nodes = nodes_spanned(p, rank_gpus);
+  if (nodes > 1) out.push_back(CollectiveAlgorithm::tree);
+  if (nodes == 1 && p.has_in_switch_reduction()) out.push_back(CollectiveAlgorithm::nvls);
+  return out;
+}
+
+bool has_large_n_formulation(CollectiveAlgorithm a, CollectiveOp op) {
+  (void)op;  // ring covers every op (broadcast and reduce as chains), tree only all_reduce
+  return a == CollectiveAlgorithm::ring || a == CollectiveAlgorithm::tree;
+}
+
+namespace {
+// Large-N above exact_max_ranks where the algorithm has that formulation; a forced
+// large_n where it has none is an error.
+void choose_formulation(CollectivePlan& plan, int n, const CollectiveCall& call, const CollectiveSettings& settings) {
+  const bool has = has_large_n_formulation(plan.algorithm, call.op);
+  if (settings.formulation == Formulation::large_n && !has)
+    throw std::invalid_argument(fmt::format("{} {} has no large-N formulation (it runs exact: its message count "
+                                            "grows as N x pieces, not N^2)",
+                                            collective_algorithm_name(plan.algorithm), collective_op_name(call.op)));
+  plan.formulation =
+      settings.formulation.value_or(has && n > settings.exact_max_ranks ? Formulation::large_n : Formulation::exact);
+}
+}  // namespace
+
+CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
+                               const CollectiveSettings& settings) {
+  CollectivePlan plan;
+  const int n = static_cast<int>(rank_gpus.size());
+  plan.channels = settings.channels.value_or(default_channels(p, rank_gpus));
+  if (plan.channels < 1) throw std::invalid_argument(fmt::format("channels must be positive, got {}", plan.channels));
+  const auto eligible = eligible_algorithms(p, rank_gpus, call.op);
+  if (settings.algorithm) {
+    if (std::find(eligible.begin(), eligible.end(), *settings.algorithm) == eligible.end()) {
+      std::string why;
+      if (*settings.algorithm != CollectiveAlgorithm::ring && call.op != CollectiveOp::all_reduce)
+        why = fmt::format("{} runs only all_reduce", collective_algorithm_name(*settings.algorithm));
+      else if (*settings.algorithm == CollectiveAlgorithm::tree)
+        why = "tree needs ranks on at least 2 nodes";
+      else
+        why = fmt::format("nvls needs all ranks on one node whose NVSwitch reduces in-switch (hardware {})",
+                          p.hardware().name);
+      throw std::invalid_argument(fmt::format("algorithm {} cannot run {} here: {}",
+                                              collective_algorithm_name(*settings.algorithm),
+                                              collective_op_name(call.op), why));
+    }
+    plan.algorithm = *settings.algorithm;
+    plan.reason = "forced";
+    choose_formulation(plan, n, call, settings);
+    return plan;
+  }
+  if (eligible.size() == 1) {
+    plan.algorithm = eligible[0];
+    plan.reason = call.op == CollectiveOp::all_reduce ? "only ring applies here" : "ring (the only algorithm for this op)";
+    choose_formulation(plan, n, call, settings);
+    return plan;
+  }
+  // The fastest by the large-N model on these links (NCCL picks by its own model).
+  Seconds best = std::numeric_limits<double>::infinity();
+  std::string times;
+  for (auto a : eligible) {
+    CollectivePlan candidate = plan;
+    candidate.algorithm = a;
+    const Seconds t = collective_time_large_n(p, rank_gpus, call, candidate, settings);
+    times += fmt::format("{}{} {:.3g} us", times.empty() ? "" : ", ", collective_algorithm_name(a), t * 1e6);
+    if (t < best) {
+      best = t;
+      plan.algorithm = a;
+      plan.model_s = t;
+    }
+  }
+  plan.reason = fmt::format("{}: least model time ({})", collective_algorithm_name(plan.algorithm), times);
+  choose_formulation(plan, n, call, settings);
+  return plan;
+}
+
+// ---- schedules -------------------------------------------------------------------------------
+
+namespace {
+
+// A Hamiltonian cycle through `gpus` (local indices) over NVLink pairs, if one exists;
+// small nodes only (depth-first search over at most 16 GPUs).
+std::optional<std::vector<int>> nvlink_cycle(const NvlinkSpec& nv, const std::vector<int>& gpus) {
+  const int n = static_cast<int>(gpus.size());
+  if (n < 3 || n > 16) return std::nullopt;
+  std::vector<int> path{gpus[0]};
+  std::vector<bool> used(n, false);
+  used[0] = true;
+  std::function<bool()> dfs = [&]() -> bool {
+    if (static_cast<int>(path.size()) == n) return nv.links_between(path.back(), path.front()) > 0;
+    for (int i = 1; i < n; ++i) {
+      if (used[i] || nv.links_between(path.back(), gpus[i]) == 0) continue;
+      used[i] = true;
+      path.push_back(gpus[i]);
+      if (dfs()) return true;
+      path.pop_back();
+      used[i] = false;
+    }
+    return false;
+  };
+  if (dfs()) return path;
+  return std::nullopt;
+}
+
+// The most link-disjoint Hamiltonian cycles over the NVLink pairs (each takes one link
+// of every pair it uses), as NCCL's ring search uses all of a GPU's links: DGX-1V's six
+// links per GPU give three. Up to 8 GPUs every cycle through gpus[0] is enumerated
+// (at most 7!/2) and the largest disjoint set searched; beyond, cycles are taken one
+// after another (nvlink_cycle over the links left).
+std::vector<std::vector<int>> nvlink_cycles(const NvlinkSpec& nv, const std::vector<int>& gpus) {
+  const int n = static_cast<int>(gpus.size());
+  std::map<std::pair<int, int>, int> cap;  // (lo, hi) GPU pair -> links
+  for (const auto& pr : nv.pairs) cap[{std::min(pr.a, pr.b), std::max(pr.a, pr.b)}] += pr.links;
+  auto key = [](int a, int b) { return std::make_pair(std::min(a, b), std::max(a, b)); };
+  auto take = [&](const std::vector<int>& cyc, int d) {
+    for (size_t i = 0; i < cyc.size(); ++i) cap[key(cyc[i], cyc[(i + 1) % cyc.size()])] += d;
+  };
+  auto fits = [&](const std::vector<int>& cyc) {
+    std::map<std::pair<int, int>, int> need;
+    for (size_t i = 0; i < cyc.size(); ++i) ++need[key(cyc[i], cyc[(i + 1) % cyc.size()])];
+    for (const auto& [k, v] : need)
+      if (cap[k] < v) return false;
+    return true;
+  };
+  if (n < 3) return {};
+  if (n > 8) {
+    std::vector<std::vector<int>> out;
+    NvlinkSpec left = nv;
+    while (out.size() < 8) {
+      auto cyc = nvlink_cycle(left, gpus);
+      if (!cyc) break;
+      for (size_t i = 0; i < cyc->size(); ++i) {
+        const auto k = key((*cyc)[i], (*cyc)[(i + 1) % cyc->size()]);
+        for (auto& pr : left.pairs)
+          if (key(pr.a, pr.b) == k) --pr.links;
+      }
+      out.push_back(std::move(*cyc));
+    }
+    return out;
+  }
+  // Every Hamiltonian cycle through gpus[0], each once (second < last vertex).
+  std::vector<std::vector<int>> all;
+  std::vector<int> path{gpus[0]};
+  std::vector<bool> used(n, false);
+  used[0] = true;
+  std::function<void()> walk = [&]() {
+    if (static_cast<int>(path.size()) == n) {
+      if (cap[key(path.back(), path.front())] > 0 && path[1] < path.back()) all.push_back(path);
+      return;
+    }
+    for (int i = 1; i < n; ++i) {
+      if (used[i] || cap[key(path.back(), gpus[i])] == 0) continue;
+      used[i] = true;
+      path.push_back(gpus[i]);
+      walk();
+      path.pop_back();
+      used[i] = false;
+    }
+  };
+  walk();
+  // The largest set of cycles within the link counts (depth-first, cycles in order). A
+  // cycle takes two links of every GPU, so no set is larger than the fewest links any
+  // GPU has, halved; the search stops there, or after 100,000 steps with the best so far.
+  size_t bound = 8;
+  for (int g : gpus) {
+    int links = 0;
+    for (int h : gpus)
+      if (h != g) links += cap[key(g, h)];
+    bound = std::min(bound, static_cast<size_t>(links / 2));
+  }
+  std::vector<std::vector<int>> best, chosen;
+  long steps = 0;
+  std::function<void(size_t)> pick = [&](size_t from) {
+    if (chosen.size() > best.size()) best = chosen;
+    for (size_t i = from; i < all.size() && best.size() < bound && ++steps < 100000; ++i) {
+      if (!fits(all[i])) continue;
+      take(all[i], -1);
+      chosen.push_back(all[i]);
+      pick(i + 1);
+      chosen.pop_back();
+      take(all[i], +1);
+    }
+  };
+  pick(0);
+  return best;
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<int>& rank_gpus, int channels) {
+  // Ranks grouped by node, nodes in order of first appearance.
+  std::vector<int> node_order;
+  std::map<int, std::vector<int>> by_node;  // node -> ranks
+  for (int r = 0; r < static_cast<int>(rank_gpus.size()); ++r) {
+    const int node = p.node_of_gpu(rank_gpus[r]);
+    if (!by_node.count(node)) node_order.push_back(node);
+    by_node[node].push_back(r);
+  }
+  // One node on direct NVLink: channel c runs cycle (c / 2) mod k, odd channels reversed.
+  if (node_order.size() == 1) {
+    const auto cycles = node_nvlink_cycles(p, rank_gpus);
+    if (!cycles.empty()) {
+      std::vector<std::vector<int>> orders;
+      for (int c = 0; c < channels; ++c) {
+        std::vector<int> order;
+        for (int g : cycles[static_cast<size_t>(c / 2) % cycles.size()])
+          for (int r = 0; r < static_cast<int>(rank_gpus.size()); ++r)
+            if (p.local_index(rank_gpus[r]) == g) order.push_back(r);
+        if (c % 2 == 1) std::reverse(order.begin(), order.end());
+        orders.push_back(std::move(order));
+      }
+      return orders;
+    }
+  }
+  // Within a node: the NVLink cycle if there is one, else GPU order.
+  std::map<int, std::vector<int>> local;  // node -> ranks in ring order
+  for (int node : node_order) {
+    std::vector<int> ranks = by_node[node];
+    std::sort(ranks.begin(), ranks.end(), [&](int a, int b) { return rank_gpus[a] < rank_gpus[b]; });
+    if (p.hardware().nvlink && !p.hardware().nvswitch) {
+      std::vector<int> gpus;
+      for (int r : ranks) gpus.push_back(p.local_index(rank_gpus[r]));
+      if (auto cyc = nvlink_cycle(*p.hardware().nvlink, gpus)) {
+        std::vector<int> ordered;
+        for (int g : *cyc)
+          for (int r : ranks)
+            if (p.local_index(rank_gpus[r]) == g) ordered.push_back(r);
+        ranks = ordered;
+      }
+    }
+    local[node] = ranks;
+  }
+  std::vector<std::vector<int>> orders;
+  for (int c = 0; c < channels; ++c) {
+    std::vector<int> order;
+    for (int node : node_order) {
+      const auto& ranks = local[node];
+      const int m = static_cast<int>(ranks.size());
+      // Rotating by c + (c mod 2) moves the GPU (and so the NIC) through which the ring
+      // leaves and enters each node; odd channels then run their ring reversed. With as
+      // many channels as NICs every NIC carries one channel out and one in.
+      const int rot = node_order.size() > 1 ? (c + c % 2) % m : 0;
+      for (int i = 0; i < m; ++i) order.push_back(ranks[(i + rot) % m]);
+    }
+    if (c % 2 == 1) std::reverse(order.begin(), order.end());
+    orders.push_back(std::move(order));
+  }
+  return orders;
+}
+
+std::array<TreeShape, 2> double_binary_tree(int n) {
+  if (n < 1) throw std::invalid_argument(fmt::format("double_binary_tree: n must be positive, got {}", n));
+  // Tree 0 is NCCL's ncclGetBtree: the root is 0; index r >= 1 with lowest set bit b has
+  // parent (r ^ b) | (b << 1), or r ^ b when that is out of range. For 14 items:
+  // 0 -> 8; 8 -> 4, 12; 4 -> 2, 6; 12 -> 10, 13; 2 -> 1, 3; ...
+  TreeShape t0;
+  t0.root = 0;
+  t0.parent.assign(n, -1);
+  t0.children.assign(n, {});
+  for (int r = 1; r < n; ++r) {
+    const int bit = r & -r;
+    int up = (r ^ bit) | (bit << 1);
+    if (up >= n) up = r ^ bit;
+    t0.parent[r] = up;
+  }
+  // Tree 1 is ncclGetDtree's second tree: tree 0 shifted by one (n odd) or mirrored
+  // (n even), so that no index is interior in both.
+  auto map = [n](int r) { return n % 2 == 1 ? (r + 1) % n : n - 1 - r; };
+  TreeShape t1;
+  t1.parent.assign(n, -1);
+  t1.children.assign(n, {});
+  t1.root = map(t0.root);
+  for (int r = 0; r < n; ++r)
+    if (t0.parent[r] >= 0) t1.parent[map(r)] = map(t0.parent[r]);
+  for (TreeShape* t : {&t0, &t1})
+    for (int r = 0; r < n; ++r)
+      if (t->parent[r] >= 0) t->children[t->parent[r]].push_back(r);
+  return {t0, t1};
+}
+
+std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>& rank_gpus, int channels) {
+  const auto chains = node_chains(p, rank_gpus);
+  const int nodes = static_cast<int>(chains.size());
+  if (nodes < 2) throw std::invalid_argument("tree needs ranks on at least 2 nodes");
+  const auto trees = double_binary_tree(nodes);
+  std::vector<TreeChannel> out;
+  for (int c = 0; c < channels; ++c) {
+    TreeChannel tc;
+    tc.tree = c % 2;
+    tc.parent.assign(rank_gpus.size(), -1);
+    // Node v's chain rotated by c: its head (first) differs per channel.
+    auto chain = [&](int v) {
+      const auto& ch = chains[v];
+      const int m = static_cast<int>(ch.size());
+      std::vector<int> r(m);
+      for (int i = 0; i < m; ++i) r[i] = ch[(i + c) % m];
+      return r;
+    };
+    for (int v = 0; v < nodes; ++v) {
+      const auto ch = chain(v);
+      for (size_t q = 1; q < ch.size(); ++q) tc.parent[ch[q]] = ch[q - 1];
+      const int pv = trees[tc.tree].parent[v];
+      if (pv >= 0) tc.parent[ch[0]] = chain(pv)[0];
+    }
+    tc.root = chain(trees[tc.tree].root)[0];
+    out.push_back(std::move(tc));
+  }
+  return out;
+}
+
+// ---- the group -------------------------------------------------------------------------
+
+struct CollectiveGroup::State {
+  explicit State(Platform& p) : exact(p) {}
+  ExactTransport exact;
+  std::vector<int> issued;  // per rank: calls issued so far
+  struct Pending {
+    CollectiveCall call;
+    CollectivePlan plan;
+    int arrived = 0, finished = 0;
+    Seconds start_s = 0, end_s = 0;
+    sg4::BarrierPtr barrier;  // large-N: ranks leave when the last one's sleep ended
+  };
+  std::map<int, Pending> pending;  // by call index
+  // Plans and large-N durations depend only on the call (DDP repeats bucket sizes).
+  using CallKey = std::tuple<int, Elements, Bytes, int>;
+  struct ByCall {
+    CollectivePlan plan;
+    std::optional<Seconds> duration;           // large-N
+    std::shared_ptr<const LinkBytes> traffic;  // large-N
+  };
+  std::map<CallKey, ByCall> by_call;
+  std::vector<CollectiveRecord> records;
+  int next_record = 0;
+};
+
+CollectiveGroup::CollectiveGroup(Platform& platform, std::vector<int> rank_gpus, CollectiveSettings settings,
+                                 int participants)
+    : platform_(platform), rank_gpus_(std::move(rank_gpus)), settings_(settings),
+      participants_(participants == 0 ? static_cast<int>(rank_gpus_.size()) : participants),
+      state_(std::make_unique<State>(platform)) {
+  if (rank_gpus_.empty()) throw std::invalid_argument("CollectiveGroup: no ranks");
+  if (participants_ < 1 || participants_ > static_cast<int>(rank_gpus_.size()))
+    throw std::invalid_argument(fmt::format("CollectiveGroup: {} participants for {} ranks (allowed 1..{}, or 0 for all)",
+                                            participants, rank_gpus_.size(), rank_gpus_.size()));
+  if (participants_ < static_cast<int>(rank_gpus_.size())) {
+    // Symmetric ranks: only the large-N formulation can time ranks that have no actor.
+    if (settings_.formulation == Formulation::exact)
+      throw std::invalid_argument(fmt::format(
+          "CollectiveGroup: the exact formulation needs all {} ranks to participate, {} given", rank_gpus_.size(),
+          participants_));
+    settings_.formulation = Formulation::large_n;
+  }
+  std::set<int> seen;
+  for (int g : rank_gpus_) {
+    if (g < 0 || g >= platform_.gpu_count())
+      throw std::invalid_argument(
+          fmt::format("CollectiveGroup: GPU {} is not on the platform (0..{})", g, platform_.gpu_count() - 1));
+    if (!seen.insert(g).second) throw std::invalid_argument(fmt::format("CollectiveGroup: GPU {} listed twice", g));
+  }
+  state_->issued.assign(rank_gpus_.size(), 0);
+}
+
+CollectiveGroup::~CollectiveGroup() = default;
+
+const std::vector<CollectiveRecord>& CollectiveGroup::records() const { return state_->records; }
+
+void CollectiveGroup::run(int rank, const CollectiveCall& call) {
+  const int n = size();
+  const int arrivals = participants_;  // ranks that call run (all but in a symmetric group)
+  if (rank < 0 || rank >= arrivals)
+    throw std::invalid_argument(fmt::format("rank {} is not in 0..{}", rank, arrivals - 1));
+  if (call.count < 0) throw std::invalid_argument(fmt::format("collective count {} is negative", call.count));
+  if (call.element_bytes <= 0)
+    throw std::invalid_argument(fmt::format("element size {} bytes is not positive", call.element_bytes));
+  if ((call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce) && (call.root < 0 || call.root >= n))
+    throw std::invalid_argument(fmt::format("{} root {} is not in 0..{}", collective_op_name(call.op), call.root, n - 1));
+  State& st = *state_;
+  const int index = st.issued[rank]++;
+  auto [it, created] = st.pending.try_emplace(index);
+  State::Pending& pd = it->second;
+  const State::CallKey key{static_cast<int>(call.op), call.count, call.element_bytes, call.root};
+  if (created) {
+    pd.call = call;
+    auto cached = st.by_call.find(key);
+    if (cached == st.by_call.end())
+      cached = st.by_call.emplace(key, State::ByCall{plan_collective(platform_, rank_gpus_, call, settings_), {}, {}})
+                   .first;
+    pd.plan = cached->second.plan;
+    pd.barrier = sg4::Barrier::create(static_cast<unsigned>(arrivals));
+  } else if (pd.call.op != call.op || pd.call.count != call.count || pd.call.root != call.root) {
+    throw std::invalid_argument(fmt::format("rank {} issued {} of {} elements as call {}, but another rank issued {} of {}",
+                                            rank, collective_op_name(call.op), call.count, index,
+                                            collective_op_name(pd.call.op), pd.call.count));
+  }
+  const Seconds arrive = sg4::Engine::get_clock();
+  pd.start_s = std::max(pd.start_s, arrive);
+  ++pd.arrived;
+
+  if (pd.plan.formulation == Formulation::large_n) {
+    // The last rank to arrive starts the clock and sleeps the model's duration; the others
+    // wait at the barrier, which opens when it arrives there too (one timed activity
+    // per collective instead of one per rank).
+    if (pd.arrived == arrivals) {
+      auto& cached = st.by_call.at(key);
+      if (!cached.duration) {
+        cached.duration = cached.plan.model_s ? *cached.plan.model_s
+                                              : collective_time_large_n(platform_, rank_gpus_, pd.call, pd.plan, settings_);
+        cached.traffic =
+            std::make_shared<const LinkBytes>(large_n_traffic(platform_, rank_gpus_, pd.call, pd.plan, settings_));
+      }
+      platform_.account_pattern(cached.traffic);
+      sg4::this_actor::sleep_until(pd.start_s + *cached.duration);
+    }
+    pd.barrier->wait();
+  } else {
+    run_exact(st.exact, platform_, rank_gpus_, rank, index, pd.call, pd.plan, settings_);
+  }
+
+  pd.end_s = std::max(pd.end_s, sg4::Engine::get_clock());
+  if (++pd.finished == arrivals) {
+    // Records go out in issue order even if a later call finished first.
+    while (st.pending.count(st.next_record) && st.pending[st.next_record].finished == arrivals) {
+      const auto& done = st.pending[st.next_record];
+      st.records.push_back({done.call, done.plan, done.start_s, done.end_s});
+      st.pending.erase(st.next_record);
+      ++st.next_record;
+    }
+  }
+}
+
+// ---- DataParallel's copies -----------------------------------------------------------------
+
+sg4::CommPtr copy_gpu_to_gpu_async(Platform& p, int src_gpu, int dst_gpu, Bytes n) {
+  return p.transfer_async(p.gpu_host(src_gpu), p.gpu_host(dst_gpu), n);
+}
+void copy_gpu_to_gpu(Platform& p, int src_gpu, int dst_gpu, Bytes n) { copy_gpu_to_gpu_async(p, src_gpu, dst_gpu, n)->wait(); }
+void copy_host_to_gpu(Platform& p, int gpu, Bytes n) { p.transfer(p.cpu_host_of_gpu(gpu), p.gpu_host(gpu), n); }
+void copy_gpu_to_host(Platform& p, int gpu, Bytes n) { p.transfer(p.gpu_host(gpu), p.cpu_host_of_gpu(gpu), n); }
+
+}  // namespace dpt::sim

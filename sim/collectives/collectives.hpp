@@ -1,0 +1,220 @@
+// Collectives on the modelled links, scheduled as NCCL schedules them.
+//
+// Algorithms (NCCL_ALGO names):
+//   ring  C channels, each a ring over all ranks (rotated per channel so each channel
+//         crosses nodes through a different NIC). The buffer is cut into N x C chunks
+//         (as even as elements allow). all_reduce = reduce-scatter then all-gather,
+//         2(N-1) steps; reduce_scatter and all_gather N-1 steps; in each step every
+//         rank sends one chunk per channel to its successor and waits for its send and
+//         for the chunk from its predecessor. NCCL slices a step into pipelined slices
+//         so latency is paid per step, not per slice: here a step is one message.
+//         broadcast and reduce run as a pipelined chain along the ring from/to the root,
+//         in pipeline_chunk_bytes pieces.
+//         Homogeneous links (bandwidth B, hop latency a): all_reduce takes
+//         2(N-1)/N * S/B + 2(N-1) a; reduce_scatter and all_gather (N-1)/N * S/B + (N-1) a.
+//   tree  all_reduce only, C channels. Channel c uses tree c mod 2 of NCCL's double
+//         binary tree over the nodes, each node's GPUs as a chain (ring order) rotated by
+//         c so that channels enter and leave each node through different GPUs and NICs;
+//         a node's chain head links to the heads of its tree parent and children. Each
+//         channel carries 1/C of the buffer: reduce up, then broadcast down, pipelined
+//         in pipeline_chunk_bytes pieces.
+//   nvls  all_reduce only, single node with NVSwitch in-switch reduction (H100 NVSwitch
+//         gen3): every GPU sends its buffer to the switch, which reduces and multicasts
+//         the result back; pipelined in pipeline_chunk_bytes pieces, so each GPU port
+//         carries S up and S down (algbw ~ port bandwidth).
+//
+// Selection (when not forced), after NCCL's tuning (src/graph/tuning.cc), which picks
+// the algorithm its alpha-beta model predicts fastest: among the algorithms that can
+// run the op on these ranks, take the one whose large-N model time (collective_model.hpp,
+// on these very links) is least; ties go to ring, then tree. Only all_reduce has a
+// choice (nvls needs one node whose NVSwitch reduces in-switch; tree needs >= 2 nodes);
+// every other op uses ring. So tree wins across nodes where its log-depth latency
+// matters (small and mid sizes, many nodes), ring where bandwidth dominates, nvls on
+// H100 NVSwitch at sizes where one pass through the switch beats 2(N-1) steps.
+// Channels (NCCL's nChannels), unless forced: within one node whose GPUs are joined by
+// NVLink pairs without an NVSwitch (DGX-1), two per link-disjoint Hamiltonian NVLink
+// cycle (each cycle and its reverse; DGX-1V's six links per GPU give three cycles, six
+// channels, as NCCL's ring search uses every link); otherwise 2 within one node (the
+// ring and its reverse, so both directions of every link carry traffic); across nodes
+// the number of NICs per node (each channel leaves a node through a different NIC), at
+// least 2.
+//
+// Formulation: the exact one sends every message as a SimGrid comm (2 N (N-1) C comms
+// for a ring all-reduce). Above exact_max_ranks ranks (default 8, one DGX node: a DDP
+// step's hundreds of buckets across 8 nodes take minutes exactly), ring (every op:
+// broadcast and reduce as pipelined chains) and tree all_reduce use the large-N
+// formulation of collective_model.hpp: no simulated messages at all. Property tests
+// compare it with the exact one for N <= 64: ring all_reduce/reduce_scatter/all_gather
+// within 1 % on every hardware file; broadcast/reduce chains and tree all_reduce are
+// replayed transfer by transfer under SimGrid's max-min sharing up to a bound on their
+// transfers (every call up to 128 MiB at N <= 64): trees and single-node chains within
+// 0.1 %, chains across nodes within 5 %; above the bound, estimates (chains within 60 %,
+// trees within 12 %; see collective_model.hpp). nvls always runs exact (one node only, so
+// at most a node's GPUs x pieces messages).
+//
+// Calling convention: every rank's actor calls CollectiveGroup::run(rank, call) with the
+// same calls in the same order; run blocks that actor in simulated time only (SimGrid
+// activities, semaphores and barriers; never an OS primitive) until the collective
+// finished on that rank.
+#pragma once
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/units.hpp"
+#include "sim/net/platform.hpp"
+
+namespace dpt::sim {
+
+enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, broadcast, reduce };
+enum class CollectiveAlgorithm { ring, tree, nvls };
+enum class Formulation { exact, large_n };
+
+const char* collective_op_name(CollectiveOp op);           // "all_reduce", ...
+const char* collective_algorithm_name(CollectiveAlgorithm a);  // "ring", "tree", "nvls"
+const char* formulation_name(Formulation f);               // "exact", "large_n"
+// Parse names (case-insensitive; "allreduce"/"all-reduce" accepted). Throw
+// std::invalid_argument naming the value and the allowed names.
+CollectiveOp parse_collective_op(std::string_view name);
+CollectiveAlgorithm parse_collective_algorithm(std::string_view name);
+
+// One collective as nccl-tests sizes it: `count` elements of the whole buffer.
+//   all_reduce, broadcast, reduce: the buffer on every rank;
+//   all_gather:     the output (N x each rank's input);
+//   reduce_scatter: the input  (N x each rank's output).
+struct CollectiveCall {
+  CollectiveOp op = CollectiveOp::all_reduce;
+  Elements count = 0;
+  Bytes element_bytes = 4;
+  int root = 0;  // broadcast and reduce
+  Bytes bytes() const { return count * element_bytes; }
+};
+
+struct CollectiveSettings {
+  std::optional<CollectiveAlgorithm> algorithm;  // forced, like NCCL_ALGO
+  std::optional<Formulation> formulation;        // forced; else exact up to exact_max_ranks
+  std::optional<int> channels;                   // forced channel count
+  int exact_max_ranks = 8;   // exact within a DGX-size node; large-N across nodes (see below)
+  Bytes pipeline_chunk_bytes = 512 * kKiB;       // NCCL Simple protocol: 4 MiB buffer / 8 steps
+};
+
+// What will run for one call and why.
+struct CollectivePlan {
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+  int channels = 1;
+  Formulation formulation = Formulation::exact;
+  std::optional<Seconds> model_s;  // the large-N model's time, when the selection computed it
+  std::string reason;  // e.g. "tree: least model time (ring 1.2 ms, tree 0.8 ms)" or "forced"
+};
+
+// Nodes spanned by the ranks (distinct node_of_gpu).
+int nodes_spanned(const Platform& p, const std::vector<int>& rank_gpus);
+// Channel count used when not forced (documented in collectives.cpp).
+int default_channels(const Platform& p, const std::vector<int>& rank_gpus);
+// Whether (algorithm, op) has a large-N formulation (see above).
+bool has_large_n_formulation(CollectiveAlgorithm a, CollectiveOp op);
+// The algorithms that can run `op` on these ranks (ring always).
+std::vector<CollectiveAlgorithm> eligible_algorithms(const Platform& p, const std::vector<int>& rank_gpus,
+                                                     CollectiveOp op);
+// The selection rule above; throws std::invalid_argument if a forced algorithm cannot run
+// the op or on these ranks (e.g. nvls without in-switch reduction, tree for all_gather).
+CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
+                               const CollectiveSettings& settings);
+
+// ---- schedules as pure functions (the properties test them directly) -------------------
+// Per channel, the ranks in ring order (a permutation of 0..N-1). On one node with
+// direct NVLink, channel c runs the link-disjoint NVLink cycle (c / 2) mod k, reversed
+// for odd c. Otherwise ranks are grouped by node in node order; within a node in the
+// order that uses NVLink neighbours where the node has NVLink (DGX-1's cube-mesh ring),
+// else in GPU order; across nodes channel c rotates every node's order by c + (c mod 2)
+// and odd channels are reversed, so with one channel per NIC each NIC carries one
+// channel out of the node and one in.
+std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<int>& rank_gpus, int channels);
+
+// One binary tree over n items: parent (-1 for the root) and children of each item.
+struct TreeShape {
+  std::vector<int> parent;
+  std::vector<std::vector<int>> children;
+  int root = 0;
+};
+// NCCL's double binary tree over n items (src/graph/trees.cc): tree 0 from the bit
+// pattern of the index; tree 1 mirrored (n even) or shifted by one (n odd), so that an
+// item is interior in at most one of the two.
+std::array<TreeShape, 2> double_binary_tree(int n);
+
+// One channel of a tree all-reduce: each rank's parent (-1 at the root).
+struct TreeChannel {
+  int tree = 0;             // which tree of the double binary tree (c mod 2)
+  int root = 0;             // root rank
+  std::vector<int> parent;  // by rank
+};
+// The channels of a tree all-reduce (see "tree" above). Throws if the ranks span one node.
+std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>& rank_gpus, int channels);
+
+// Elements of piece i when `count` is cut into `pieces` pieces as evenly as possible
+// (the first count % pieces pieces get one more).
+Elements piece_count(Elements count, int pieces, int i);
+
+// ---- running collectives -----------------------------------------------------------
+struct CollectiveRecord {
+  CollectiveCall call;
+  CollectivePlan plan;
+  Seconds start_s = 0;  // when the last rank arrived
+  Seconds end_s = 0;    // when the last rank finished
+};
+
+class CollectiveGroup {
+ public:
+  // Ranks 0..N-1 live on rank_gpus[r] (distinct global GPU indices of `platform`).
+  //
+  // Symmetric ranks: with participants = P < N, only ranks 0..P-1 call run(); they
+  // stand for all N ranks, which are assumed to arrive together (a DDP step on
+  // identical GPUs with equal batches: every rank issues the same collective after
+  // the same work). Each collective then completes when the P participants have
+  // arrived and is timed for all N ranks in the large-N formulation (the exact one
+  // needs every rank's actor), with every link's traffic accounted. P = N (the
+  // default, participants = 0) is the ordinary group.
+  CollectiveGroup(Platform& platform, std::vector<int> rank_gpus, CollectiveSettings settings = {},
+                  int participants = 0);
+  ~CollectiveGroup();
+  CollectiveGroup(const CollectiveGroup&) = delete;
+  CollectiveGroup& operator=(const CollectiveGroup&) = delete;
+
+  int size() const { return static_cast<int>(rank_gpus_.size()); }
+  // Ranks that call run(): size() unless the group is symmetric (see the constructor).
+  int participants() const { return participants_; }
+  int gpu_of_rank(int rank) const { return rank_gpus_.at(rank); }
+  const std::vector<int>& rank_gpus() const { return rank_gpus_; }
+  Platform& platform() const { return platform_; }
+  const CollectiveSettings& settings() const { return settings_; }
+
+  // Runs `call` for `rank`; see the calling convention above. Throws
+  // std::invalid_argument for a bad call (negative count, root out of range, ...).
+  void run(int rank, const CollectiveCall& call);
+
+  // Completed collectives in issue order (recorded when the last rank finished).
+  const std::vector<CollectiveRecord>& records() const;
+
+ private:
+  struct State;
+  Platform& platform_;
+  std::vector<int> rank_gpus_;
+  CollectiveSettings settings_;
+  int participants_;
+  std::unique_ptr<State> state_;
+};
+
+// ---- DataParallel's copies (plain copies, not collectives) -------------------------------
+// Copies n bytes from GPU src to GPU dst: direct over NVLink/NVSwitch/PCIe when the pair
+// is peer-to-peer, else staged through host memory (the route the platform gives).
+// Blocks the calling actor in simulated time.
+void copy_gpu_to_gpu(Platform& p, int src_gpu, int dst_gpu, Bytes n);
+simgrid::s4u::CommPtr copy_gpu_to_gpu_async(Platform& p, int src_gpu, int dst_gpu, Bytes n);
+// Host memory (the GPU's socket) to GPU and back.
+void copy_host_to_gpu(Platform& p, int gpu, Bytes n);
+void copy_gpu_to_host(Platform& p, int gpu, Bytes n);
+
+}  // namespace dpt::sim

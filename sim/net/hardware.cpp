@@ -1,0 +1,350 @@
+// Loading and validating hardware files: see hardware.hpp for the schema.
+#include "sim/net/hardware.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "sim/net/yaml_util.hpp"
+
+namespace dpt::sim {
+
+const char* compute_type_name(ComputeType t) {
+  switch (t) {
+    case ComputeType::f32: return "f32";
+    case ComputeType::tf32: return "tf32";
+    case ComputeType::bf16: return "bf16";
+    case ComputeType::f16: return "f16";
+    case ComputeType::f64: return "f64";
+  }
+  return "?";
+}
+
+int NvlinkSpec::links_between(int a, int b) const {
+  for (const auto& p : pairs)
+    if ((p.a == a && p.b == b) || (p.a == b && p.b == a)) return p.links;
+  return 0;
+}
+
+BytesPerSecond pcie_lane_bandwidth(int generation) {
+  // PCI-SIG base specifications: transfer rate per lane and line coding.
+  switch (generation) {
+    case 1: return 2.5e9 * 8 / 10 / 8;     // 2.5 GT/s, 8b/10b   -> 0.25 GB/s
+    case 2: return 5.0e9 * 8 / 10 / 8;     // 5 GT/s, 8b/10b     -> 0.5 GB/s
+    case 3: return 8.0e9 * 128 / 130 / 8;  // 8 GT/s, 128b/130b  -> 0.985 GB/s
+    case 4: return 16.0e9 * 128 / 130 / 8; // 16 GT/s            -> 1.969 GB/s
+    case 5: return 32.0e9 * 128 / 130 / 8; // 32 GT/s            -> 3.938 GB/s
+    case 6: return 64.0e9 * 242 / 256 / 8; // 64 GT/s PAM4, FLIT (242 of 256 bytes payload) -> 7.56 GB/s
+    default: throw std::invalid_argument(fmt::format("PCIe generation {} is not one of 1..6", generation));
+  }
+}
+
+FlopsPerSecond peak_flops(const GpuSpec& gpu, ComputeType t) {
+  std::optional<FlopsPerSecond> v;
+  switch (t) {
+    case ComputeType::f32: v = gpu.peak_flops.f32; break;
+    case ComputeType::tf32: v = gpu.peak_flops.tf32; break;
+    case ComputeType::bf16: v = gpu.peak_flops.bf16; break;
+    case ComputeType::f16: v = gpu.peak_flops.f16; break;
+    case ComputeType::f64: v = gpu.peak_flops.f64; break;
+  }
+  if (!v) throw std::invalid_argument(fmt::format("GPU {} has no {} peak rate", gpu.name, compute_type_name(t)));
+  return *v;
+}
+
+namespace {
+
+GpuSpec read_gpu(MapReader r) {
+  GpuSpec g;
+  g.name = r.get_string("name");
+  MapReader pf = r.map("peak_flops");
+  g.peak_flops.f32 = pf.get_flops("f32");
+  pf.require_positive("f32", g.peak_flops.f32);
+  g.peak_flops.f64 = pf.get_flops("f64");
+  pf.require_positive("f64", g.peak_flops.f64);
+  for (const char* k : {"tf32", "bf16", "f16"}) {
+    auto v = pf.opt_flops(k);
+    if (v) pf.require_positive(k, *v);
+    if (std::string(k) == "tf32") g.peak_flops.tf32 = v;
+    if (std::string(k) == "bf16") g.peak_flops.bf16 = v;
+    if (std::string(k) == "f16") g.peak_flops.f16 = v;
+  }
+  pf.finish();
+  g.memory_bytes = r.get_bytes("memory");
+  r.require_positive("memory", static_cast<double>(g.memory_bytes));
+  g.memory_bandwidth = r.get_bandwidth("memory_bandwidth");
+  r.require_positive("memory_bandwidth", g.memory_bandwidth);
+  g.kernel_launch_latency_s = r.get_time("kernel_launch_latency");
+  r.require_non_negative("kernel_launch_latency", g.kernel_launch_latency_s);
+  r.finish();
+  return g;
+}
+
+PcieSpec read_pcie(MapReader r) {
+  PcieSpec p;
+  p.generation = static_cast<int>(r.get_int("generation"));
+  r.require_range("generation", p.generation, 1, 6);
+  p.lanes = static_cast<int>(r.get_positive_int("lanes"));
+  r.require_range("lanes", p.lanes, 1, 32);
+  p.latency_s = r.get_time("latency");
+  r.require_non_negative("latency", p.latency_s);
+  p.peer_to_peer = r.get_bool("peer_to_peer");
+  if (r.has("switches")) {
+    for (MapReader s : r.map_list("switches")) {
+      PcieSwitchSpec sw;
+      sw.socket = static_cast<int>(s.get_int("socket"));
+      s.require_non_negative("socket", sw.socket);
+      for (auto g : s.get_int_list("gpus")) sw.gpus.push_back(static_cast<int>(g));
+      if (s.has("nics"))
+        for (auto n : s.get_int_list("nics")) sw.nics.push_back(static_cast<int>(n));
+      sw.uplink_lanes = static_cast<int>(s.opt_int("uplink_lanes").value_or(16));
+      s.require_range("uplink_lanes", sw.uplink_lanes, 1, 64);
+      s.finish();
+      p.switches.push_back(std::move(sw));
+    }
+  }
+  r.finish();
+  return p;
+}
+
+NvlinkSpec read_nvlink(MapReader r) {
+  NvlinkSpec n;
+  n.generation = static_cast<int>(r.get_int("generation"));
+  r.require_range("generation", n.generation, 1, 5);
+  n.link_bandwidth = r.get_bandwidth("link_bandwidth");
+  r.require_positive("link_bandwidth", n.link_bandwidth);
+  n.latency_s = r.get_time("latency");
+  r.require_non_negative("latency", n.latency_s);
+  const YAML::Node pairs = r.node("pairs");
+  if (!pairs.IsSequence()) r.fail("pairs", "expected a list of [gpu_a, gpu_b, links]");
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    const std::string w = yaml_where(r.file(), pairs[i]) + fmt::format("{}[{}]: ", r.key_path("pairs"), i);
+    if (!pairs[i].IsSequence() || pairs[i].size() != 3)
+      throw std::invalid_argument(w + "expected [gpu_a, gpu_b, links]");
+    int v[3];
+    for (int k = 0; k < 3; ++k) {
+      try {
+        v[k] = pairs[i][k].as<int>();
+      } catch (const YAML::Exception&) {
+        throw std::invalid_argument(w + fmt::format("expected an integer, got '{}'",
+                                                    pairs[i][k].IsScalar() ? pairs[i][k].Scalar() : "?"));
+      }
+    }
+    if (v[0] < 0 || v[1] < 0 || v[0] == v[1]) throw std::invalid_argument(w + "GPUs must be two distinct indices >= 0");
+    if (v[2] <= 0) throw std::invalid_argument(w + fmt::format("links must be positive, got {}", v[2]));
+    if (n.links_between(v[0], v[1]) > 0)
+      throw std::invalid_argument(w + fmt::format("pair {}-{} listed twice", v[0], v[1]));
+    n.pairs.push_back({v[0], v[1], v[2]});
+  }
+  r.finish();
+  return n;
+}
+
+NvswitchSpec read_nvswitch(MapReader r) {
+  NvswitchSpec s;
+  s.generation = static_cast<int>(r.get_int("generation"));
+  r.require_range("generation", s.generation, 1, 4);
+  s.links_per_gpu = static_cast<int>(r.get_positive_int("links_per_gpu"));
+  s.link_bandwidth = r.get_bandwidth("link_bandwidth");
+  r.require_positive("link_bandwidth", s.link_bandwidth);
+  s.latency_s = r.get_time("latency");
+  r.require_non_negative("latency", s.latency_s);
+  s.in_switch_reduction = r.get_bool("in_switch_reduction");
+  r.finish();
+  return s;
+}
+
+HostSpec read_host(MapReader r) {
+  HostSpec h;
+  h.cpu = r.get_string("cpu");
+  h.sockets = static_cast<int>(r.get_positive_int("sockets"));
+  r.require_range("sockets", h.sockets, 1, 16);
+  h.cores = static_cast<int>(r.get_positive_int("cores"));
+  h.memory_bandwidth = r.get_bandwidth("memory_bandwidth");
+  r.require_positive("memory_bandwidth", h.memory_bandwidth);
+  if (h.sockets > 1 || r.has("inter_socket_bandwidth")) {
+    h.inter_socket_bandwidth = r.get_bandwidth("inter_socket_bandwidth");
+    r.require_positive("inter_socket_bandwidth", h.inter_socket_bandwidth);
+  }
+  h.dispatch_cost_s = r.get_time("dispatch_cost");
+  r.require_non_negative("dispatch_cost", h.dispatch_cost_s);
+  h.gil = r.get_bool("gil");
+  r.finish();
+  return h;
+}
+
+NetworkSpec read_network(MapReader r) {
+  NetworkSpec n;
+  n.nics_per_node = static_cast<int>(r.get_positive_int("nics_per_node"));
+  n.nic_bandwidth = r.get_bandwidth("nic_bandwidth");
+  r.require_positive("nic_bandwidth", n.nic_bandwidth);
+  n.latency_s = r.get_time("latency");
+  r.require_non_negative("latency", n.latency_s);
+  const std::string topo = r.get_string("topology");
+  if (topo == "single_switch") {
+    n.topology = FabricTopology::single_switch;
+  } else if (topo == "fat_tree") {
+    n.topology = FabricTopology::fat_tree;
+    n.nodes_per_leaf = static_cast<int>(r.get_positive_int("nodes_per_leaf"));
+    n.oversubscription = r.opt_double("oversubscription").value_or(1.0);
+    r.require_range("oversubscription", n.oversubscription, 1.0, 64.0);
+  } else {
+    r.fail("topology", fmt::format("must be single_switch or fat_tree, got '{}'", topo));
+  }
+  r.finish();
+  return n;
+}
+
+EfficiencySpec read_efficiency(MapReader r) {
+  EfficiencySpec e;  // defaults (sources in hardware.hpp's EfficiencySpec and below)
+  auto field = [&](const char* key, double& out) {
+    if (auto v = r.opt_double(key)) {
+      r.require_range(key, *v, 1e-3, 1.0);
+      out = *v;
+    }
+  };
+  field("gemm", e.gemm);
+  field("memory_bandwidth", e.memory_bandwidth);
+  field("p2p", e.p2p);
+  field("pcie", e.pcie);
+  field("nic", e.nic);
+  r.finish();
+  return e;
+}
+
+std::string stem_of(const std::string& file_label) { return std::filesystem::path(file_label).stem().string(); }
+
+}  // namespace
+
+HardwareSpec parse_hardware_yaml(const std::string& text, const std::string& file_label) {
+  const YAML::Node doc = yaml_load_string(text, file_label);
+  MapReader r(doc, file_label, "");
+  HardwareSpec hw;
+  hw.source_file = file_label;
+  hw.name = r.opt_string("name").value_or(stem_of(file_label));
+  hw.description = r.opt_string("description").value_or("");
+  hw.nodes = static_cast<int>(r.get_positive_int("nodes"));
+  r.require_range("nodes", hw.nodes, 1, 4096);
+  hw.gpus_per_node = static_cast<int>(r.get_positive_int("gpus_per_node"));
+  r.require_range("gpus_per_node", hw.gpus_per_node, 1, 64);
+  hw.gpu = read_gpu(r.map("gpu"));
+  hw.pcie = read_pcie(r.map("pcie"));
+  if (r.has("nvlink")) hw.nvlink = read_nvlink(r.map("nvlink"));
+  if (r.has("nvswitch")) hw.nvswitch = read_nvswitch(r.map("nvswitch"));
+  hw.host = read_host(r.map("host"));
+  if (r.has("network")) hw.network = read_network(r.map("network"));
+  if (r.has("efficiency")) hw.efficiency = read_efficiency(r.map("efficiency"));
+  r.finish();
+  try {
+    validate_hardware(hw);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("{}: {}", file_label, e.what()));
+  }
+  return hw;
+}
+
+void validate_hardware(const HardwareSpec& hw) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
+  const int n = hw.gpus_per_node;
+  if (hw.nodes < 1) bad(fmt::format("nodes: must be positive, got {}", hw.nodes));
+  if (n < 1) bad(fmt::format("gpus_per_node: must be positive, got {}", n));
+  if (hw.nodes > 1 && !hw.network) bad(fmt::format("network: required for nodes: {} (> 1)", hw.nodes));
+  std::set<int> on_switch;
+  for (size_t i = 0; i < hw.pcie.switches.size(); ++i) {
+    const auto& sw = hw.pcie.switches[i];
+    if (sw.socket >= hw.host.sockets)
+      bad(fmt::format("pcie.switches[{}].socket: {} but host.sockets is {}", i, sw.socket, hw.host.sockets));
+    for (int g : sw.gpus) {
+      if (g < 0 || g >= n) bad(fmt::format("pcie.switches[{}].gpus: GPU {} is not in 0..{}", i, g, n - 1));
+      if (!on_switch.insert(g).second) bad(fmt::format("pcie.switches[{}].gpus: GPU {} is on two switches", i, g));
+    }
+    for (int nic : sw.nics) {
+      const int nics = hw.network ? hw.network->nics_per_node : 0;
+      if (nic < 0 || nic >= nics)
+        bad(fmt::format("pcie.switches[{}].nics: NIC {} is not in 0..{} (network.nics_per_node)", i, nic, nics - 1));
+    }
+  }
+  if (hw.nvlink)
+    for (const auto& p : hw.nvlink->pairs)
+      if (p.a >= n || p.b >= n)
+        bad(fmt::format("nvlink.pairs: pair [{}, {}] names a GPU outside 0..{}", p.a, p.b, n - 1));
+  if (hw.network && hw.network->topology == FabricTopology::fat_tree && hw.network->nodes_per_leaf < 1)
+    bad("network.nodes_per_leaf: must be positive for a fat_tree");
+}
+
+HardwareSpec load_hardware_file(const std::filesystem::path& path) {
+  const std::string label = path.string();
+  const YAML::Node probe = yaml_load_file(label);  // checks the file opens and parses
+  (void)probe;
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_hardware_yaml(ss.str(), label);
+}
+
+std::vector<std::string> list_hardware(const std::filesystem::path& library_dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(library_dir, ec))
+    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+HardwareSpec load_hardware(std::string_view name_or_path, const std::filesystem::path& library_dir) {
+  const std::filesystem::path as_path(name_or_path);
+  if (as_path.extension() == ".yaml" || name_or_path.find('/') != std::string_view::npos) {
+    if (!std::filesystem::exists(as_path))
+      throw std::invalid_argument(fmt::format("hardware file '{}' does not exist", name_or_path));
+    return load_hardware_file(as_path);
+  }
+  const auto file = library_dir / (std::string(name_or_path) + ".yaml");
+  if (!std::filesystem::exists(file)) {
+    std::string names;
+    for (const auto& s : list_hardware(library_dir)) names += names.empty() ? s : ", " + s;
+    throw std::invalid_argument(fmt::format("unknown hardware '{}' (library {}: {})", name_or_path,
+                                            library_dir.string(), names.empty() ? "empty" : names));
+  }
+  return load_hardware_file(file);
+}
+
+HardwareSpec with_nodes(const HardwareSpec& hw, int nodes) {
+  if (nodes < 1 || nodes > 4096) throw std::invalid_argument(fmt::format("nodes must be in 1..4096, got {}", nodes));
+  if (nodes > 1 && !hw.network)
+    throw std::invalid_argument(fmt::format("hardware {} has no network section, so it cannot have {} nodes", hw.name, nodes));
+  HardwareSpec out = hw;
+  out.nodes = nodes;
+  validate_hardware(out);
+  return out;
+}
+
+HardwareSpec homogeneous_switch(const HardwareSpec& base, int gpus, BytesPerSecond port_bandwidth,
+                                Seconds port_latency) {
+  if (gpus < 1) throw std::invalid_argument(fmt::format("homogeneous_switch: gpus must be positive, got {}", gpus));
+  if (!(port_bandwidth > 0)) throw std::invalid_argument("homogeneous_switch: port bandwidth must be positive");
+  HardwareSpec hw = base;
+  hw.name = fmt::format("homogeneous-switch-{}", gpus);
+  hw.description = "synthetic: one switch, identical ports, efficiency 1";
+  hw.source_file.clear();
+  hw.nodes = 1;
+  hw.gpus_per_node = gpus;
+  hw.pcie.switches.clear();
+  hw.nvlink.reset();
+  hw.network.reset();
+  NvswitchSpec sw;
+  sw.generation = 3;
+  sw.links_per_gpu = 1;
+  sw.link_bandwidth = port_bandwidth;
+  sw.latency_s = port_latency;
+  sw.in_switch_reduction = false;
+  hw.nvswitch = sw;
+  hw.efficiency = EfficiencySpec{1.0, 1.0, 1.0, 1.0, 1.0};
+  validate_hardware(hw);
+  return hw;
+}
+
+}  // namespace dpt::sim

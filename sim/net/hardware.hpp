@@ -1,0 +1,219 @@
+// HardwareSpec: one machine (or cluster of identical nodes) as the twin models it,
+// loaded from scenarios/hardware/*.yaml and validated on load.
+//
+// Every rate here is a datasheet or microbenchmark figure; the YAML files say
+// which, next to each number. Efficiency factors are explicit fields (never
+// fitted to end-to-end collective or training-step results, which are what the
+// twin predicts); calibration from a real node may override them.
+//
+// Schema (units as in yaml_util.hpp; every key below is required unless marked optional):
+//   name: dgx-h100                     # optional; defaults to the file's stem
+//   description: "..."                 # optional, free text
+//   nodes: 1                           # identical nodes (>= 1); > 1 needs `network`
+//   gpus_per_node: 8
+//   gpu:
+//     name: H100-SXM5-80GB
+//     peak_flops: {f32: 66.9 TFLOPS, tf32: 494.7 TFLOPS, bf16: ..., f16: ..., f64: ...}  # dense; tf32/bf16/f16 optional
+//     memory: 80 GiB
+//     memory_bandwidth: 3.35 TB/s
+//     kernel_launch_latency: 4 us
+//   pcie:
+//     generation: 5                    # 1..6; per-lane rate from the PCI-SIG spec
+//     lanes: 16                        # lanes of each GPU's (and NIC's) link
+//     latency: 1 us                    # per traversal of a GPU/NIC link
+//     peer_to_peer: true               # false: GPU<->GPU copies are staged through host memory
+//     switches:                        # optional; GPUs on no switch hang off socket 0's root complex
+//       - {socket: 0, gpus: [0, 1], nics: [0, 1], uplink_lanes: 16}
+//   nvlink:                            # optional: direct GPU-GPU links
+//     generation: 2
+//     link_bandwidth: 25 GB/s          # per link, per direction
+//     latency: 0.7 us
+//     pairs: [[0, 1, 1], [0, 3, 2], ...]   # [gpu a, gpu b, links]
+//   nvswitch:                          # optional: every GPU to one logical switch
+//     generation: 3
+//     links_per_gpu: 18
+//     link_bandwidth: 25 GB/s          # per link, per direction
+//     latency: 0.7 us
+//     in_switch_reduction: true        # NVLS (NVSwitch gen3 with SHARP)
+//   host:
+//     cpu: "2x Intel Xeon Platinum 8480C"
+//     sockets: 2
+//     cores: 112                       # all sockets together
+//     memory_bandwidth: 307.2 GB/s     # per socket
+//     inter_socket_bandwidth: 64 GB/s  # per direction (QPI/UPI/xGMI)
+//     dispatch_cost: 10 us             # host (Python framework) cost per dispatched op
+//     gil: true                        # dispatch of all threads serialised (Python's GIL)
+//   network:                           # required when nodes > 1 (optional otherwise)
+//     nics_per_node: 8
+//     nic_bandwidth: 400 Gb/s          # per NIC, per direction
+//     latency: 2 us                    # NIC-to-NIC through one switch
+//     topology: single_switch | fat_tree
+//     nodes_per_leaf: 16               # fat_tree only
+//     oversubscription: 1.0            # fat_tree only, optional (leaf uplinks = downlinks / this)
+//   efficiency:                        # optional block; each field optional with a documented default
+//     gemm: 0.8                        # fraction of peak flops a large GEMM reaches
+//     memory_bandwidth: 0.85           # fraction of memory bandwidth a streaming kernel reaches
+//     p2p: 0.9                         # fraction of NVLink/NVSwitch bandwidth a peer copy reaches
+//     pcie: 0.8                        # fraction of raw PCIe bandwidth a DMA copy reaches
+//     nic: 0.95                        # fraction of the NIC line rate RDMA reaches
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/units.hpp"
+
+namespace dpt::sim {
+
+// Compute types with their own peak rate (tensor cores for tf32/bf16/f16).
+enum class ComputeType { f32, tf32, bf16, f16, f64 };
+const char* compute_type_name(ComputeType t);
+
+// Dense peak rates per compute type, from the GPU's datasheet.
+struct PeakFlops {
+  FlopsPerSecond f32 = 0;
+  std::optional<FlopsPerSecond> tf32;
+  std::optional<FlopsPerSecond> bf16;
+  std::optional<FlopsPerSecond> f16;
+  FlopsPerSecond f64 = 0;
+};
+
+struct GpuSpec {
+  std::string name;                       // e.g. "H100-SXM5-80GB"
+  PeakFlops peak_flops;                   // dense datasheet peaks
+  Bytes memory_bytes = 0;                 // device memory capacity
+  BytesPerSecond memory_bandwidth = 0;    // datasheet memory bandwidth
+  Seconds kernel_launch_latency_s = 0;    // host-to-kernel-start latency of one launch
+};
+
+struct PcieSwitchSpec {
+  int socket = 0;                // CPU socket (root complex) the switch's uplink goes to
+  std::vector<int> gpus;         // local GPU indices below this switch
+  std::vector<int> nics;         // NIC indices below this switch (GPU i on the switch uses nics[i % size])
+  int uplink_lanes = 16;         // lanes of the switch's uplink to the root complex
+};
+
+struct PcieSpec {
+  int generation = 4;            // PCIe generation 1..6
+  int lanes = 16;                // lanes of each GPU's and NIC's link
+  Seconds latency_s = 0;         // per traversal of one PCIe link
+  bool peer_to_peer = true;      // false: GPU<->GPU copies go through host memory
+  std::vector<PcieSwitchSpec> switches;
+};
+
+struct NvlinkPair {
+  int a = 0, b = 0;              // local GPU indices, a != b
+  int links = 1;                 // NVLink links between them
+};
+
+struct NvlinkSpec {
+  int generation = 2;
+  BytesPerSecond link_bandwidth = 0;  // per link, per direction (datasheet)
+  Seconds latency_s = 0;
+  std::vector<NvlinkPair> pairs;
+  // Links between local GPUs a and b (0 when not directly connected).
+  int links_between(int a, int b) const;
+};
+
+struct NvswitchSpec {
+  int generation = 2;
+  int links_per_gpu = 12;
+  BytesPerSecond link_bandwidth = 0;  // per link, per direction (datasheet)
+  Seconds latency_s = 0;
+  bool in_switch_reduction = false;   // NVLS: the switch reduces (NVSwitch gen3, H100)
+};
+
+struct HostSpec {
+  std::string cpu;                            // e.g. "2x AMD EPYC 7742"
+  int sockets = 1;
+  int cores = 1;                              // all sockets together
+  BytesPerSecond memory_bandwidth = 0;        // per socket
+  BytesPerSecond inter_socket_bandwidth = 0;  // per direction, between two sockets
+  Seconds dispatch_cost_s = 0;                // host cost of dispatching one op
+  bool gil = true;                            // dispatch serialised across threads (Python's GIL)
+};
+
+enum class FabricTopology { single_switch, fat_tree };
+
+struct NetworkSpec {
+  int nics_per_node = 1;
+  BytesPerSecond nic_bandwidth = 0;  // line rate per NIC, per direction
+  Seconds latency_s = 0;             // NIC to NIC through one switch
+  FabricTopology topology = FabricTopology::single_switch;
+  int nodes_per_leaf = 0;            // fat_tree: nodes under one leaf switch
+  double oversubscription = 1.0;     // fat_tree: leaf downlink / uplink bandwidth ratio
+};
+
+// Fractions of datasheet rates that real transfers and kernels reach, each from
+// microbenchmarks. The defaults' sources are next to them in hardware.cpp; a YAML
+// file that overrides one says where its figure comes from.
+struct EfficiencySpec {
+  // Large cuBLAS GEMMs reach about 80 % of dense tensor-core peak (NVIDIA Deep Learning
+  // Performance Guide, "Matrix Multiplication Background", A100 GEMM sweeps).
+  double gemm = 0.8;
+  // STREAM-like kernels reach 85-90 % of HBM datasheet bandwidth (BabelStream,
+  // Deakin et al., on V100/A100).
+  double memory_bandwidth = 0.85;
+  // NVLink/NVSwitch peer copies reach about 90 % of the per-direction link rate
+  // (CUDA sample p2pBandwidthLatencyTest on DGX-1 V100 and DGX A100).
+  double p2p = 0.9;
+  // Pinned cudaMemcpy over PCIe reaches about 80 % of the raw lane rate (Gen3 x16:
+  // about 12.5 of 15.75 GB/s; Gen4 x16: about 25 of 31.5 GB/s; CUDA bandwidthTest).
+  double pcie = 0.8;
+  // RDMA write reaches about 95 % of the InfiniBand line rate (perftest ib_write_bw on
+  // ConnectX-6 HDR and ConnectX-7 NDR).
+  double nic = 0.95;
+};
+
+struct HardwareSpec {
+  std::string name;         // library name ("dgx-h100") or the file's stem
+  std::string description;
+  std::string source_file;  // path it was loaded from ("" when built in code)
+  int nodes = 1;
+  int gpus_per_node = 1;
+  GpuSpec gpu;
+  PcieSpec pcie;
+  std::optional<NvlinkSpec> nvlink;
+  std::optional<NvswitchSpec> nvswitch;
+  HostSpec host;
+  std::optional<NetworkSpec> network;
+  EfficiencySpec efficiency;
+
+  int gpu_count() const { return nodes * gpus_per_node; }
+};
+
+// Raw per-direction bandwidth of one PCIe lane of a generation (PCI-SIG: 2.5, 5, 8, 16,
+// 32, 64 GT/s; 8b/10b coding for gen 1-2, 128b/130b for 3-5, FLIT for 6).
+BytesPerSecond pcie_lane_bandwidth(int generation);
+// Dense peak of a compute type; throws std::invalid_argument naming the GPU when the
+// datasheet gives none (e.g. tf32 on V100).
+FlopsPerSecond peak_flops(const GpuSpec& gpu, ComputeType t);
+
+// Loads and validates a hardware file. Errors: std::invalid_argument "FILE:LINE: key: what".
+HardwareSpec load_hardware_file(const std::filesystem::path& path);
+// Same from YAML text; `file_label` names the source in errors.
+HardwareSpec parse_hardware_yaml(const std::string& text, const std::string& file_label);
+// NAME (a file NAME.yaml in `library_dir`) or a path to a .yaml file. An unknown name
+// throws std::invalid_argument listing the library's names.
+HardwareSpec load_hardware(std::string_view name_or_path, const std::filesystem::path& library_dir);
+// Names of the library's hardware files (stems of library_dir/*.yaml), sorted.
+std::vector<std::string> list_hardware(const std::filesystem::path& library_dir);
+
+// Cross-field checks (GPU indices in range, each GPU on at most one switch, NVLink
+// pairs distinct, network present for nodes > 1, ...). Throws std::invalid_argument
+// naming the field. load_* call it; code that edits a spec calls it again.
+void validate_hardware(const HardwareSpec& hw);
+
+// A copy with `nodes` nodes (1..4096); throws std::invalid_argument when nodes > 1 and
+// the spec has no network.
+HardwareSpec with_nodes(const HardwareSpec& hw, int nodes);
+
+// A synthetic machine for tests and what-ifs: `gpus` GPUs of `base` on one NVSwitch whose
+// per-GPU port has `port_bandwidth` per direction and `port_latency` per traversal (so a
+// GPU-to-GPU hop costs 2 * port_latency and runs at port_bandwidth), efficiency 1.
+HardwareSpec homogeneous_switch(const HardwareSpec& base, int gpus, BytesPerSecond port_bandwidth,
+                                Seconds port_latency);
+
+}  // namespace dpt::sim

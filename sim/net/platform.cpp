@@ -1,0 +1,392 @@
+// Building the SimGrid platform from a HardwareSpec: see platform.hpp for the layout.
+#include "sim/net/platform.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace sg4 = simgrid::s4u;
+using Dir = sg4::LinkInRoute::Direction;
+
+namespace dpt::sim {
+
+namespace {
+
+using Path = std::vector<sg4::LinkInRoute>;
+
+void append(Path& p, const Path& q) { p.insert(p.end(), q.begin(), q.end()); }
+
+// Everything one node's routing needs, built once per node.
+struct NodeLinks {
+  std::vector<sg4::Link*> gpu_pcie;      // by local GPU (split duplex: UP = towards the root)
+  std::vector<int> gpu_switch;           // switch index or -1 (directly on socket 0's root complex)
+  std::vector<sg4::Link*> sw_uplink;     // by switch
+  std::vector<sg4::Link*> nic_pcie;      // by NIC
+  std::vector<int> nic_switch;           // switch index or -1
+  std::vector<sg4::Link*> nic_ib;        // by NIC (UP = towards the fabric)
+  std::vector<sg4::Link*> gpu_nvswitch;  // by local GPU (UP = towards the switch), empty without NVSwitch
+  std::vector<sg4::Link*> mem;           // by socket (SHARED)
+  sg4::Link* upi = nullptr;              // between sockets 0 and 1 (UP = 0 -> 1)
+  std::map<std::pair<int, int>, sg4::Link*> nvl;  // (a, b) with a < b; UP = a -> b
+};
+
+}  // namespace
+
+// Computes the node-local routes; a friend of Platform so it can fill its tables.
+struct PlatformBuilder {
+  Platform& pf;
+  const HardwareSpec& hw;
+
+  int switch_socket(int sw) const { return sw < 0 ? 0 : hw.pcie.switches[sw].socket; }
+
+  // GPU g's path up to its socket's root complex, and the reverse.
+  Path gpu_up(const NodeLinks& L, int g) const {
+    Path p{{L.gpu_pcie[g], Dir::UP}};
+    if (L.gpu_switch[g] >= 0) p.emplace_back(L.sw_uplink[L.gpu_switch[g]], Dir::UP);
+    return p;
+  }
+  Path gpu_down(const NodeLinks& L, int g) const {
+    Path p;
+    if (L.gpu_switch[g] >= 0) p.emplace_back(L.sw_uplink[L.gpu_switch[g]], Dir::DOWN);
+    p.emplace_back(L.gpu_pcie[g], Dir::DOWN);
+    return p;
+  }
+  Path nic_up(const NodeLinks& L, int n) const {
+    Path p{{L.nic_pcie[n], Dir::UP}};
+    if (L.nic_switch[n] >= 0) p.emplace_back(L.sw_uplink[L.nic_switch[n]], Dir::UP);
+    return p;
+  }
+  Path nic_down(const NodeLinks& L, int n) const {
+    Path p;
+    if (L.nic_switch[n] >= 0) p.emplace_back(L.sw_uplink[L.nic_switch[n]], Dir::DOWN);
+    p.emplace_back(L.nic_pcie[n], Dir::DOWN);
+    return p;
+  }
+  // Crossing between sockets (empty when the same socket).
+  Path socket_cross(const NodeLinks& L, int from, int to) const {
+    if (from == to) return {};
+    return {{L.upi, from < to ? Dir::UP : Dir::DOWN}};
+  }
+
+  // NIC a GPU uses (its rail): a NIC on its own PCIe switch if any, else g mod NICs.
+  int nic_of_gpu(int g) const {
+    const int sw = pf.gpu_switch_[g];
+    if (sw >= 0) {
+      const auto& s = hw.pcie.switches[sw];
+      if (!s.nics.empty()) {
+        const auto pos = std::find(s.gpus.begin(), s.gpus.end(), g) - s.gpus.begin();
+        return s.nics[static_cast<size_t>(pos) % s.nics.size()];
+      }
+    }
+    return g % hw.network->nics_per_node;
+  }
+
+  // Peer-to-peer is possible over PCIe when allowed and both GPUs share a root complex.
+  bool pcie_p2p(const NodeLinks& L, int a, int b) const {
+    return hw.pcie.peer_to_peer && switch_socket(L.gpu_switch[a]) == switch_socket(L.gpu_switch[b]);
+  }
+
+  Path gpu_to_gpu(const NodeLinks& L, int a, int b) const {
+    if (hw.nvlink && hw.nvlink->links_between(a, b) > 0) {
+      sg4::Link* l = L.nvl.at({std::min(a, b), std::max(a, b)});
+      return {{l, a < b ? Dir::UP : Dir::DOWN}};
+    }
+    if (hw.nvswitch) return {{L.gpu_nvswitch[a], Dir::UP}, {L.gpu_nvswitch[b], Dir::DOWN}};
+    const int sa = L.gpu_switch[a], sb = L.gpu_switch[b];
+    const int ka = switch_socket(sa), kb = switch_socket(sb);
+    if (pcie_p2p(L, a, b)) {
+      if (sa >= 0 && sa == sb) return {{L.gpu_pcie[a], Dir::UP}, {L.gpu_pcie[b], Dir::DOWN}};
+      Path p = gpu_up(L, a);
+      append(p, gpu_down(L, b));
+      return p;
+    }
+    // Staged through host memory: the data is written to and read from pinned host memory.
+    Path p = gpu_up(L, a);
+    p.emplace_back(L.mem[ka], Dir::NONE);
+    append(p, socket_cross(L, ka, kb));
+    if (kb != ka) p.emplace_back(L.mem[kb], Dir::NONE);
+    append(p, gpu_down(L, b));
+    return p;
+  }
+
+  void build_node(sg4::NetZone* parent, int k) {
+    const int n = hw.gpus_per_node;
+    const double eff_pcie = hw.efficiency.pcie, eff_p2p = hw.efficiency.p2p;
+    const std::string pre = fmt::format("n{}.", k);
+    sg4::NetZone* zone = sg4::create_full_zone(fmt::format("node{}", k));
+    if (parent) zone->set_parent(parent);
+
+    // Hosts. GPU hosts compute at the f32 peak (the device model charges kernels itself).
+    std::vector<sg4::Host*> gpus(n), cpus(hw.host.sockets);
+    for (int g = 0; g < n; ++g) gpus[g] = zone->create_host(pre + fmt::format("gpu{}", g), hw.gpu.peak_flops.f32)->seal();
+    const int cores_per_socket = std::max(1, hw.host.cores / hw.host.sockets);
+    for (int s = 0; s < hw.host.sockets; ++s)
+      cpus[s] = zone->create_host(pre + fmt::format("cpu{}", s), 1e9)->set_core_count(cores_per_socket)->seal();
+    sg4::Host* nvs = nullptr;
+    if (hw.nvswitch) nvs = zone->create_host(pre + "nvswitch", 1e9)->seal();
+    simgrid::kernel::routing::NetPoint* ib = nullptr;
+    if (hw.network) ib = zone->create_router(pre + "ib");
+
+    // Links.
+    NodeLinks L;
+    L.gpu_switch = pf.gpu_switch_;
+    const BytesPerSecond lane = pcie_lane_bandwidth(hw.pcie.generation);
+    const BytesPerSecond pcie_bw = lane * hw.pcie.lanes * eff_pcie;
+    auto duplex = [&](const std::string& name, BytesPerSecond bw, Seconds lat) -> sg4::Link* {
+      return zone->create_split_duplex_link(pre + name, bw)->set_latency(lat)->seal();
+    };
+    for (int g = 0; g < n; ++g) L.gpu_pcie.push_back(duplex(fmt::format("gpu{}.pcie", g), pcie_bw, hw.pcie.latency_s));
+    for (size_t s = 0; s < hw.pcie.switches.size(); ++s)
+      L.sw_uplink.push_back(
+          duplex(fmt::format("sw{}.uplink", s), lane * hw.pcie.switches[s].uplink_lanes * eff_pcie, 0.0));
+    for (int s = 0; s < hw.host.sockets; ++s)
+      L.mem.push_back(zone->create_link(pre + fmt::format("cpu{}.mem", s), hw.host.memory_bandwidth)
+                          ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
+                          ->seal());
+    if (hw.host.sockets > 1) L.upi = duplex("upi", hw.host.inter_socket_bandwidth, 0.0);
+    if (hw.nvswitch)
+      for (int g = 0; g < n; ++g)
+        L.gpu_nvswitch.push_back(duplex(fmt::format("gpu{}.nvswitch", g),
+                                        hw.nvswitch->links_per_gpu * hw.nvswitch->link_bandwidth * eff_p2p,
+                                        hw.nvswitch->latency_s));
+    if (hw.nvlink)
+      for (const auto& p : hw.nvlink->pairs) {
+        const int a = std::min(p.a, p.b), b = std::max(p.a, p.b);
+        L.nvl[{a, b}] = duplex(fmt::format("nvl{}-{}", a, b), p.links * hw.nvlink->link_bandwidth * eff_p2p,
+                               hw.nvlink->latency_s);
+      }
+    if (hw.network) {
+      const int nics = hw.network->nics_per_node;
+      L.nic_switch.assign(nics, -1);
+      for (size_t s = 0; s < hw.pcie.switches.size(); ++s)
+        for (int nic : hw.pcie.switches[s].nics) L.nic_switch[nic] = static_cast<int>(s);
+      for (int j = 0; j < nics; ++j) {
+        L.nic_pcie.push_back(duplex(fmt::format("nic{}.pcie", j), pcie_bw, hw.pcie.latency_s));
+        L.nic_ib.push_back(duplex(fmt::format("nic{}.ib", j), hw.network->nic_bandwidth * hw.efficiency.nic,
+                                  hw.network->latency_s / 2));
+      }
+    }
+
+    // Routes (one direction at a time: they are not symmetric link lists).
+    auto route = [&](simgrid::kernel::routing::NetPoint* a, simgrid::kernel::routing::NetPoint* b, const Path& p) {
+      zone->add_route(a, b, nullptr, nullptr, p, false);
+    };
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b)
+        if (a != b) route(gpus[a]->get_netpoint(), gpus[b]->get_netpoint(), gpu_to_gpu(L, a, b));
+    for (int g = 0; g < n; ++g) {
+      const int gs = switch_socket(L.gpu_switch[g]);
+      for (int s = 0; s < hw.host.sockets; ++s) {
+        Path up = gpu_up(L, g);
+        append(up, socket_cross(L, gs, s));
+        up.emplace_back(L.mem[s], Dir::NONE);
+        route(gpus[g]->get_netpoint(), cpus[s]->get_netpoint(), up);
+        Path down{{L.mem[s], Dir::NONE}};
+        append(down, socket_cross(L, s, gs));
+        append(down, gpu_down(L, g));
+        route(cpus[s]->get_netpoint(), gpus[g]->get_netpoint(), down);
+      }
+      if (nvs) {
+        route(gpus[g]->get_netpoint(), nvs->get_netpoint(), {{L.gpu_nvswitch[g], Dir::UP}});
+        route(nvs->get_netpoint(), gpus[g]->get_netpoint(), {{L.gpu_nvswitch[g], Dir::DOWN}});
+      }
+      if (ib) {
+        const int nic = nic_of_gpu(g);
+        const int ns = switch_socket(L.nic_switch[nic]);
+        Path out, in;
+        if (L.gpu_switch[g] >= 0 && L.gpu_switch[g] == L.nic_switch[nic]) {
+          out = {{L.gpu_pcie[g], Dir::UP}, {L.nic_pcie[nic], Dir::DOWN}};
+          in = {{L.nic_pcie[nic], Dir::UP}, {L.gpu_pcie[g], Dir::DOWN}};
+        } else {
+          out = gpu_up(L, g);
+          append(out, socket_cross(L, gs, ns));
+          append(out, nic_down(L, nic));
+          in = nic_up(L, nic);
+          append(in, socket_cross(L, ns, gs));
+          append(in, gpu_down(L, g));
+        }
+        out.emplace_back(L.nic_ib[nic], Dir::UP);
+        in.insert(in.begin(), sg4::LinkInRoute(L.nic_ib[nic], Dir::DOWN));
+        route(gpus[g]->get_netpoint(), ib, out);
+        route(ib, gpus[g]->get_netpoint(), in);
+      }
+    }
+    for (int s = 0; s < hw.host.sockets; ++s) {
+      for (int t = 0; t < hw.host.sockets; ++t)
+        if (s != t) route(cpus[s]->get_netpoint(), cpus[t]->get_netpoint(), socket_cross(L, s, t));
+      if (ib) {
+        // Host memory to the fabric through NIC 0 (host-staged inter-node traffic).
+        const int ns = switch_socket(L.nic_switch[0]);
+        Path out{{L.mem[s], Dir::NONE}};
+        append(out, socket_cross(L, s, ns));
+        append(out, nic_down(L, 0));
+        out.emplace_back(L.nic_ib[0], Dir::UP);
+        Path in{{L.nic_ib[0], Dir::DOWN}};
+        append(in, nic_up(L, 0));
+        append(in, socket_cross(L, ns, s));
+        in.emplace_back(L.mem[s], Dir::NONE);
+        route(cpus[s]->get_netpoint(), ib, out);
+        route(ib, cpus[s]->get_netpoint(), in);
+      }
+    }
+    zone->seal();
+
+    for (int g = 0; g < n; ++g) pf.gpu_hosts_[k * n + g] = gpus[g];
+    pf.cpu_hosts_[k] = cpus;
+    pf.nvswitch_hosts_[k] = nvs;
+    pf.node_zones_[k] = zone;
+    pf.node_gateways_[k] = ib;
+  }
+};
+
+std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpec& hw) {
+  (void)engine;  // the platform goes into the process's only Engine
+  validate_hardware(hw);
+  std::unique_ptr<Platform> pf(new Platform(hw));
+  const int n = hw.gpus_per_node;
+  pf->gpu_switch_.assign(n, -1);
+  for (size_t s = 0; s < hw.pcie.switches.size(); ++s)
+    for (int g : hw.pcie.switches[s].gpus) pf->gpu_switch_[g] = static_cast<int>(s);
+  pf->gpu_hosts_.assign(static_cast<size_t>(hw.gpu_count()), nullptr);
+  pf->cpu_hosts_.assign(hw.nodes, {});
+  pf->nvswitch_hosts_.assign(hw.nodes, nullptr);
+  pf->node_zones_.assign(hw.nodes, nullptr);
+  pf->node_gateways_.assign(hw.nodes, nullptr);
+  PlatformBuilder b{*pf, hw};
+
+  if (hw.nodes == 1) {
+    b.build_node(nullptr, 0);
+    return pf;
+  }
+  const NetworkSpec& net = *hw.network;
+  sg4::NetZone* root = sg4::create_star_zone("fabric");
+  auto attach = [&](sg4::NetZone* star, int k) {
+    // The node's gateway is its InfiniBand router; the NIC links are inside the node zone.
+    star->add_route(pf->node_zones_[k]->get_netpoint(), nullptr, pf->node_gateways_[k], nullptr, {}, true);
+  };
+  if (net.topology == FabricTopology::single_switch) {
+    for (int k = 0; k < hw.nodes; ++k) {
+      b.build_node(root, k);
+      attach(root, k);
+    }
+  } else {
+    const int per_leaf = net.nodes_per_leaf;
+    const int leaves = (hw.nodes + per_leaf - 1) / per_leaf;
+    // A leaf's uplinks carry what its nodes' NICs can send, divided by the oversubscription.
+    const BytesPerSecond up_bw =
+        per_leaf * net.nics_per_node * net.nic_bandwidth * hw.efficiency.nic / net.oversubscription;
+    for (int l = 0; l < leaves; ++l) {
+      sg4::NetZone* leaf = sg4::create_star_zone(fmt::format("leaf{}", l));
+      leaf->set_parent(root);
+      auto* router = leaf->create_router(fmt::format("leaf{}.router", l));
+      sg4::Link* uplink =
+          leaf->create_split_duplex_link(fmt::format("leaf{}.uplink", l), up_bw)->set_latency(net.latency_s / 2)->seal();
+      // Towards the spine the uplink is used DOWN from the leaf's centre to its router.
+      leaf->add_route(router, nullptr, nullptr, nullptr, {{uplink, Dir::UP}}, true);
+      for (int k = l * per_leaf; k < std::min(hw.nodes, (l + 1) * per_leaf); ++k) {
+        b.build_node(leaf, k);
+        attach(leaf, k);
+      }
+      leaf->seal();
+      root->add_route(leaf->get_netpoint(), nullptr, router, nullptr, {}, true);
+    }
+  }
+  root->seal();
+  return pf;
+}
+
+sg4::Host* Platform::gpu_host(int gpu) const { return gpu_hosts_.at(static_cast<size_t>(gpu)); }
+sg4::Host* Platform::cpu_host(int node, int socket) const { return cpu_hosts_.at(node).at(socket); }
+sg4::Host* Platform::cpu_host_of_gpu(int gpu) const {
+  const int sw = gpu_switch_.at(static_cast<size_t>(local_index(gpu)));
+  return cpu_host(node_of_gpu(gpu), sw < 0 ? 0 : hw_.pcie.switches[sw].socket);
+}
+sg4::Host* Platform::nvswitch_host(int node) const { return nvswitch_hosts_.at(node); }
+bool Platform::has_in_switch_reduction() const { return hw_.nvswitch && hw_.nvswitch->in_switch_reduction; }
+
+const RouteInfo& Platform::route(const sg4::Host* a, const sg4::Host* b) const {
+  const auto key = std::make_pair(a, b);
+  auto it = routes_.find(key);
+  if (it != routes_.end()) return it->second;
+  RouteInfo info;
+  info.bottleneck_bandwidth = std::numeric_limits<double>::infinity();
+  if (a != b) {
+    double lat = 0;
+    a->route_to(b, info.links, &lat);
+    info.latency_s = lat;
+    for (auto* l : info.links) info.bottleneck_bandwidth = std::min(info.bottleneck_bandwidth, l->get_bandwidth());
+  }
+  return routes_.emplace(key, std::move(info)).first->second;
+}
+
+std::vector<std::string> Platform::route_link_names(const sg4::Host* a, const sg4::Host* b) const {
+  std::vector<std::string> names;
+  for (auto* l : route(a, b).links) names.push_back(l->get_name());
+  return names;
+}
+
+bool Platform::peer_to_peer(int gpu_a, int gpu_b) const {
+  if (node_of_gpu(gpu_a) != node_of_gpu(gpu_b)) return true;  // GPUDirect RDMA across nodes
+  const int a = local_index(gpu_a), b = local_index(gpu_b);
+  if (hw_.nvlink && hw_.nvlink->links_between(a, b) > 0) return true;
+  if (hw_.nvswitch) return true;
+  auto socket = [&](int g) { return gpu_switch_[g] < 0 ? 0 : hw_.pcie.switches[gpu_switch_[g]].socket; };
+  return hw_.pcie.peer_to_peer && socket(a) == socket(b);
+}
+
+sg4::CommPtr Platform::transfer_async(sg4::Host* from, sg4::Host* to, Bytes n) {
+  if (n < 0) throw std::invalid_argument(fmt::format("transfer of {} bytes (negative)", n));
+  account(from, to, n);
+  return sg4::Comm::sendto_async(from, to, static_cast<uint64_t>(n));
+}
+
+void Platform::transfer(sg4::Host* from, sg4::Host* to, Bytes n) { transfer_async(from, to, n)->wait(); }
+
+void Platform::account(const sg4::Host* from, const sg4::Host* to, Bytes n) {
+  for (auto* l : route(from, to).links) link_bytes_[l] += n;
+}
+
+void Platform::account_pattern(const std::shared_ptr<const LinkBytes>& pattern) {
+  auto& slot = patterns_[pattern.get()];
+  slot.first = pattern;
+  ++slot.second;
+}
+
+std::vector<LinkUsage> Platform::link_usage() const {
+  std::map<const sg4::Link*, Bytes> total(link_bytes_.begin(), link_bytes_.end());
+  for (const auto& [key, slot] : patterns_)
+    for (const auto& [link, bytes] : *slot.first) total[link] += bytes * slot.second;
+  std::vector<LinkUsage> out;
+  for (const auto& [link, bytes] : total) {
+    LinkUsage u;
+    u.link = link->get_name();
+    u.bandwidth = link->get_bandwidth();
+    u.bytes = bytes;
+    u.busy_s = static_cast<double>(bytes) / u.bandwidth;
+    out.push_back(std::move(u));
+  }
+  std::sort(out.begin(), out.end(), [](const LinkUsage& a, const LinkUsage& b) { return a.link < b.link; });
+  return out;
+}
+
+void Platform::reset_link_usage() {
+  link_bytes_.clear();
+  patterns_.clear();
+}
+
+BytesPerSecond Platform::pcie_link_bandwidth() const {
+  return pcie_lane_bandwidth(hw_.pcie.generation) * hw_.pcie.lanes * hw_.efficiency.pcie;
+}
+BytesPerSecond Platform::nvlink_link_bandwidth() const {
+  return hw_.nvlink ? hw_.nvlink->link_bandwidth * hw_.efficiency.p2p : 0.0;
+}
+BytesPerSecond Platform::nvswitch_port_bandwidth() const {
+  return hw_.nvswitch ? hw_.nvswitch->links_per_gpu * hw_.nvswitch->link_bandwidth * hw_.efficiency.p2p : 0.0;
+}
+BytesPerSecond Platform::nic_bandwidth() const {
+  return hw_.network ? hw_.network->nic_bandwidth * hw_.efficiency.nic : 0.0;
+}
+
+}  // namespace dpt::sim

@@ -1,0 +1,131 @@
+// Platform: a HardwareSpec built into SimGrid (S4U, 3.32) in code.
+//
+// Layout (names are stable; reports and traces use them):
+//   hosts    n{k}.gpu{g}       one per GPU (global GPU index = k * gpus_per_node + g)
+//            n{k}.cpu{s}       one per CPU socket (host memory, host dispatch actors)
+//            n{k}.nvswitch     the NVSwitch as an endpoint (in-switch reduction), when present
+//   links    n{k}.gpu{g}.pcie        GPU <-> its PCIe switch or root complex   (SPLITDUPLEX)
+//            n{k}.sw{i}.uplink       PCIe switch <-> root complex              (SPLITDUPLEX)
+//            n{k}.nic{j}.pcie        NIC <-> its PCIe switch                   (SPLITDUPLEX)
+//            n{k}.nic{j}.ib          NIC <-> InfiniBand switch                 (SPLITDUPLEX)
+//            n{k}.nvl{a}-{b}         NVLink bundle between GPUs a < b          (SPLITDUPLEX)
+//            n{k}.gpu{g}.nvswitch    GPU <-> NVSwitch port                     (SPLITDUPLEX)
+//            n{k}.cpu{s}.mem         host memory of a socket                   (SHARED)
+//            n{k}.upi                between sockets                           (SPLITDUPLEX)
+//            leaf{l}.uplink          fat-tree leaf <-> spine                   (SPLITDUPLEX)
+//   SimGrid names a split-duplex link's directions "<name>_UP" and "<name>_DOWN".
+// Each node is a full zone whose routes this code computes (NVLink if the pair has
+// links, else NVSwitch, else PCIe peer-to-peer when allowed, else staged through
+// host memory); nodes hang off star zones (one InfiniBand switch, or leaves of a
+// two-level fat-tree under a spine), entering and leaving through each GPU's own NIC
+// (rail). Link bandwidths are datasheet rates times the efficiency fields.
+//
+// The network is configured for an exact alpha-beta model: network/model:CM02,
+// network/crosstraffic:0, network/TCP-gamma:0 (see sim_process.hpp, which creates
+// the Engine). A transfer of n bytes on an otherwise idle route then takes
+// sum(latency) + n / min(bandwidth).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <simgrid/s4u.hpp>
+
+#include "engine/core/units.hpp"
+#include "sim/net/hardware.hpp"
+
+namespace dpt::sim {
+
+// Bytes carried by one link direction; busy_s = bytes / bandwidth is the time the
+// link would need at full rate, so busy_s / elapsed is its utilisation.
+struct LinkUsage {
+  std::string link;          // SimGrid link name, e.g. "n0.gpu3.pcie_UP"
+  BytesPerSecond bandwidth;  // effective bandwidth of the link (after efficiency)
+  Bytes bytes = 0;
+  Seconds busy_s = 0;
+};
+
+// Bytes per link direction of some traffic pattern (e.g. one large-N collective).
+using LinkBytes = std::vector<std::pair<const simgrid::s4u::Link*, Bytes>>;
+
+// A route between two hosts as SimGrid resolves it.
+struct RouteInfo {
+  std::vector<simgrid::s4u::Link*> links;
+  Seconds latency_s = 0;                 // sum of the links' latencies
+  BytesPerSecond bottleneck_bandwidth = 0;  // min of the links' bandwidths (inf when empty)
+};
+
+class Platform {
+ public:
+  // Builds the platform into `engine`, which must have no platform yet (one per process;
+  // see sim_process.hpp). Throws std::invalid_argument if the spec is invalid.
+  static std::unique_ptr<Platform> build(simgrid::s4u::Engine& engine, const HardwareSpec& hw);
+
+  const HardwareSpec& hardware() const { return hw_; }
+  int gpu_count() const { return hw_.gpu_count(); }
+  int node_of_gpu(int gpu) const { return gpu / hw_.gpus_per_node; }
+  int local_index(int gpu) const { return gpu % hw_.gpus_per_node; }
+
+  simgrid::s4u::Host* gpu_host(int gpu) const;                   // throws std::out_of_range
+  simgrid::s4u::Host* cpu_host(int node, int socket = 0) const;  // throws std::out_of_range
+  // The socket whose root complex GPU `gpu`'s PCIe path ends in (host memory for its copies).
+  simgrid::s4u::Host* cpu_host_of_gpu(int gpu) const;
+  // The node's NVSwitch endpoint, or nullptr when the node has no NVSwitch.
+  simgrid::s4u::Host* nvswitch_host(int node) const;
+  bool has_in_switch_reduction() const;  // NVSwitch present with in_switch_reduction
+
+  // The route from a to b (cached). Empty for a == b.
+  const RouteInfo& route(const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
+  std::vector<std::string> route_link_names(const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
+  // True when GPUs a and b copy directly (NVLink, NVSwitch, or PCIe P2P), false when
+  // copies are staged through host memory.
+  bool peer_to_peer(int gpu_a, int gpu_b) const;
+
+  // Starts a transfer of n bytes from host a to host b as a SimGrid comm and records
+  // the bytes on every link of the route. Call only from inside an actor.
+  simgrid::s4u::CommPtr transfer_async(simgrid::s4u::Host* from, simgrid::s4u::Host* to, Bytes n);
+  // Blocks the calling actor (in simulated time) until n bytes went from a to b.
+  void transfer(simgrid::s4u::Host* from, simgrid::s4u::Host* to, Bytes n);
+  // Records traffic that a formulation accounts for without simulating it message by
+  // message (the large-N collective model): n bytes on each link of the route.
+  void account(const simgrid::s4u::Host* from, const simgrid::s4u::Host* to, Bytes n);
+  // Records a precomputed pattern once more; repeating the same pattern (DDP's equal
+  // buckets) costs one counter increment, not one update per link.
+  void account_pattern(const std::shared_ptr<const LinkBytes>& pattern);
+
+  // Per link direction that carried traffic, sorted by name.
+  std::vector<LinkUsage> link_usage() const;
+  void reset_link_usage();
+
+  // Effective rates used to build the links (datasheet x efficiency), per direction.
+  BytesPerSecond pcie_link_bandwidth() const;
+  BytesPerSecond nvlink_link_bandwidth() const;   // one link; 0 without NVLink
+  BytesPerSecond nvswitch_port_bandwidth() const; // links_per_gpu links; 0 without NVSwitch
+  BytesPerSecond nic_bandwidth() const;           // one NIC; 0 without network
+
+ private:
+  explicit Platform(HardwareSpec hw) : hw_(std::move(hw)) {}
+  friend struct PlatformBuilder;
+
+  HardwareSpec hw_;
+  std::vector<simgrid::s4u::Host*> gpu_hosts_;               // by global GPU index
+  std::vector<std::vector<simgrid::s4u::Host*>> cpu_hosts_;  // [node][socket]
+  std::vector<int> gpu_switch_;                              // by local GPU: PCIe switch index or -1
+  std::vector<simgrid::s4u::Host*> nvswitch_hosts_;          // by node (nullptr if none)
+  std::vector<simgrid::s4u::NetZone*> node_zones_;           // by node
+  std::vector<simgrid::kernel::routing::NetPoint*> node_gateways_;  // by node: its InfiniBand router
+  struct PairHash {
+    size_t operator()(const std::pair<const simgrid::s4u::Host*, const simgrid::s4u::Host*>& k) const {
+      return std::hash<const void*>()(k.first) * 31 + std::hash<const void*>()(k.second);
+    }
+  };
+  mutable std::unordered_map<std::pair<const simgrid::s4u::Host*, const simgrid::s4u::Host*>, RouteInfo, PairHash>
+      routes_;
+  std::unordered_map<const simgrid::s4u::Link*, Bytes> link_bytes_;
+  std::map<const LinkBytes*, std::pair<std::shared_ptr<const LinkBytes>, std::int64_t>> patterns_;  // pattern, times
+};
+
+}  // namespace dpt::sim

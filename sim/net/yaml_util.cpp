@@ -1,0 +1,322 @@
+// Validated YAML reading: see yaml_util.hpp.
+#include "sim/net/yaml_util.hpp"
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace dpt::sim {
+
+namespace {
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+// Splits "25.5 GB/s" into 25.5 and "GB/s"; the unit may be empty.
+std::pair<double, std::string> split_number_unit(std::string_view text, const std::string& where) {
+  const std::string t = trim(text);
+  size_t i = 0;
+  // Longest prefix that parses as a number (digits, sign, dot, exponent).
+  while (i < t.size() && (std::isdigit(static_cast<unsigned char>(t[i])) || t[i] == '.' || t[i] == '+' ||
+                          t[i] == '-' || ((t[i] == 'e' || t[i] == 'E') && i + 1 < t.size() &&
+                                          (std::isdigit(static_cast<unsigned char>(t[i + 1])) ||
+                                           t[i + 1] == '-' || t[i + 1] == '+'))))
+    ++i;
+  const std::string num = t.substr(0, i);
+  double value = 0;
+  auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), value);
+  if (num.empty() || ec != std::errc() || ptr != num.data() + num.size() || !std::isfinite(value))
+    throw std::invalid_argument(where + fmt::format("expected a number with an optional unit, got '{}'", t));
+  return {value, trim(std::string_view(t).substr(i))};
+}
+
+double unit_factor(const std::string& unit, std::initializer_list<std::pair<const char*, double>> table,
+                   const std::string& where, const std::string& text, const char* kind) {
+  for (auto& [name, factor] : table)
+    if (unit == name) return factor;
+  std::string allowed;
+  for (auto& [name, factor] : table) {
+    (void)factor;
+    if (*name == '\0') continue;
+    allowed += allowed.empty() ? name : std::string(", ") + name;
+  }
+  throw std::invalid_argument(
+      where + fmt::format("unknown {} unit '{}' in '{}' (allowed: {}, or none)", kind, unit, trim(text), allowed));
+}
+
+}  // namespace
+
+YAML::Node yaml_load_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::invalid_argument(fmt::format("{}: cannot open file", path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return yaml_load_string(ss.str(), path);
+}
+
+YAML::Node yaml_load_string(const std::string& text, const std::string& file_label) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw std::invalid_argument(fmt::format("{}:{}: YAML syntax error: {}", file_label, e.mark.line + 1, e.msg));
+  }
+}
+
+std::string yaml_where(const std::string& file, const YAML::Node& node) {
+  const YAML::Mark m = node.Mark();
+  if (m.is_null()) return file + ": ";
+  return fmt::format("{}:{}: ", file, m.line + 1);
+}
+
+Bytes parse_bytes_quantity(std::string_view text, const std::string& where) {
+  auto [value, unit] = split_number_unit(text, where);
+  const double f = unit_factor(unit,
+                               {{"", 1.0}, {"B", 1.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+                                {"KiB", 1024.0}, {"MiB", 1024.0 * 1024}, {"GiB", 1024.0 * 1024 * 1024},
+                                {"TiB", 1024.0 * 1024 * 1024 * 1024}},
+                               where, std::string(text), "size");
+  const double bytes = value * f;
+  if (bytes > 9.2e18 || bytes < -9.2e18) throw std::invalid_argument(where + fmt::format("size '{}' is too large", trim(text)));
+  if (bytes != std::floor(bytes))
+    throw std::invalid_argument(where + fmt::format("size '{}' is not a whole number of bytes", trim(text)));
+  return static_cast<Bytes>(bytes);
+}
+
+BytesPerSecond parse_bandwidth_quantity(std::string_view text, const std::string& where) {
+  auto [value, unit] = split_number_unit(text, where);
+  // Gb/s etc. are bits per second (network line rates): divide by 8.
+  const double f = unit_factor(unit,
+                               {{"", 1.0}, {"B/s", 1.0}, {"KB/s", 1e3}, {"MB/s", 1e6}, {"GB/s", 1e9},
+                                {"TB/s", 1e12}, {"KiB/s", 1024.0}, {"MiB/s", 1024.0 * 1024},
+                                {"GiB/s", 1024.0 * 1024 * 1024}, {"Mb/s", 1e6 / 8}, {"Gb/s", 1e9 / 8},
+                                {"Tb/s", 1e12 / 8}},
+                               where, std::string(text), "bandwidth");
+  return value * f;
+}
+
+FlopsPerSecond parse_flops_quantity(std::string_view text, const std::string& where) {
+  auto [value, unit] = split_number_unit(text, where);
+  const double f = unit_factor(unit, {{"", 1.0}, {"FLOPS", 1.0}, {"GFLOPS", 1e9}, {"TFLOPS", 1e12}, {"PFLOPS", 1e15}},
+                               where, std::string(text), "flops");
+  return value * f;
+}
+
+Seconds parse_time_quantity(std::string_view text, const std::string& where) {
+  auto [value, unit] = split_number_unit(text, where);
+  const double f =
+      unit_factor(unit, {{"", 1.0}, {"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}}, where, std::string(text), "time");
+  return value * f;
+}
+
+// ---- MapReader ---------------------------------------------------------------------------
+
+MapReader::MapReader(const YAML::Node& node, std::string file, std::string path)
+    : node_(node), file_(std::move(file)), path_(std::move(path)) {
+  if (!node_.IsMap())
+    throw std::invalid_argument(
+        fmt::format("{}{}: expected a mapping", yaml_where(file_, node_), path_.empty() ? "document" : path_));
+}
+
+std::string MapReader::key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+std::string MapReader::where(const std::string& key) const {
+  const YAML::Node v = node_[key];
+  return yaml_where(file_, v.IsDefined() ? v : node_) + key_path(key) + ": ";
+}
+
+void MapReader::fail(const std::string& key, const std::string& message) const {
+  throw std::invalid_argument(where(key) + message);
+}
+
+bool MapReader::has(const std::string& key) {
+  asked_.insert(key);
+  return node_[key].IsDefined() && !node_[key].IsNull();
+}
+
+YAML::Node MapReader::child(const std::string& key) {
+  asked_.insert(key);
+  const YAML::Node v = node_[key];
+  if (!v.IsDefined()) throw std::invalid_argument(yaml_where(file_, node_) + key_path(key) + ": missing key");
+  read_.insert(key);
+  return v;
+}
+
+YAML::Node MapReader::node(const std::string& key) { return child(key); }
+
+MapReader MapReader::map(const std::string& key) {
+  const YAML::Node v = child(key);
+  if (!v.IsMap()) fail(key, "expected a mapping");
+  return MapReader(v, file_, key_path(key));
+}
+
+std::vector<MapReader> MapReader::map_list(const std::string& key) {
+  const YAML::Node v = child(key);
+  if (!v.IsSequence()) fail(key, "expected a list");
+  std::vector<MapReader> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string p = fmt::format("{}[{}]", key_path(key), i);
+    if (!v[i].IsMap()) throw std::invalid_argument(yaml_where(file_, v[i]) + p + ": expected a mapping");
+    out.emplace_back(v[i], file_, p);
+  }
+  return out;
+}
+
+namespace {
+std::string scalar_text(const YAML::Node& v) {
+  if (v.IsScalar()) return v.Scalar();
+  if (v.IsSequence()) return "a list";
+  if (v.IsMap()) return "a mapping";
+  return "nothing";
+}
+}  // namespace
+
+std::string MapReader::get_string(const std::string& key) {
+  const YAML::Node v = child(key);
+  if (!v.IsScalar()) fail(key, fmt::format("expected a string, got {}", scalar_text(v)));
+  return v.Scalar();
+}
+
+std::int64_t MapReader::get_int(const std::string& key) {
+  const YAML::Node v = child(key);
+  if (!v.IsScalar()) fail(key, fmt::format("expected an integer, got {}", scalar_text(v)));
+  const std::string& s = v.Scalar();
+  std::int64_t out = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size())
+    fail(key, fmt::format("expected an integer, got '{}'", s));
+  return out;
+}
+
+double MapReader::get_double(const std::string& key) {
+  const YAML::Node v = child(key);
+  if (!v.IsScalar()) fail(key, fmt::format("expected a number, got {}", scalar_text(v)));
+  const std::string& s = v.Scalar();
+  double out = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(out))
+    fail(key, fmt::format("expected a number, got '{}'", s));
+  return out;
+}
+
+bool MapReader::get_bool(const std::string& key) {
+  const YAML::Node v = child(key);
+  if (!v.IsScalar()) fail(key, fmt::format("expected a boolean, got {}", scalar_text(v)));
+  const std::string& s = v.Scalar();
+  if (s == "true" || s == "True" || s == "yes") return true;
+  if (s == "false" || s == "False" || s == "no") return false;
+  fail(key, fmt::format("expected a boolean (true or false), got '{}'", s));
+}
+
+std::vector<std::int64_t> MapReader::get_int_list(const std::string& key) {
+  const YAML::Node v = child(key);
+  if (!v.IsSequence()) fail(key, fmt::format("expected a list of integers, got {}", scalar_text(v)));
+  std::vector<std::int64_t> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string s = v[i].IsScalar() ? v[i].Scalar() : std::string();
+    std::int64_t x = 0;
+    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+    if (s.empty() || ec != std::errc() || ptr != s.data() + s.size())
+      throw std::invalid_argument(yaml_where(file_, v[i]) + fmt::format("{}[{}]: expected an integer, got {}",
+                                                                        key_path(key), i,
+                                                                        s.empty() ? scalar_text(v[i]) : "'" + s + "'"));
+    out.push_back(x);
+  }
+  return out;
+}
+
+std::optional<std::string> MapReader::opt_string(const std::string& key) {
+  if (!has(key)) return std::nullopt;
+  return get_string(key);
+}
+std::optional<std::int64_t> MapReader::opt_int(const std::string& key) {
+  if (!has(key)) return std::nullopt;
+  return get_int(key);
+}
+std::optional<double> MapReader::opt_double(const std::string& key) {
+  if (!has(key)) return std::nullopt;
+  return get_double(key);
+}
+std::optional<bool> MapReader::opt_bool(const std::string& key) {
+  if (!has(key)) return std::nullopt;
+  return get_bool(key);
+}
+
+Bytes MapReader::get_bytes(const std::string& key) {
+  const YAML::Node v = child(key);
+  if (!v.IsScalar()) fail(key, fmt::format("expected a size, got {}", scalar_text(v)));
+  return parse_bytes_quantity(v.Scalar(), where(key));
+}
+BytesPerSecond MapReader::get_bandwidth(const std::string& key) {
+  const YAML::Node v = child(key);
+  if (!v.IsScalar()) fail(key, fmt::format("expected a bandwidth, got {}", scalar_text(v)));
+  return parse_bandwidth_quantity(v.Scalar(), where(key));
+}
+FlopsPerSecond MapReader::get_flops(const std::string& key) {
+  const YAML::Node v = child(key);
+  if (!v.IsScalar()) fail(key, fmt::format("expected a flop rate, got {}", scalar_text(v)));
+  return parse_flops_quantity(v.Scalar(), where(key));
+}
+Seconds MapReader::get_time(const std::string& key) {
+  const YAML::Node v = child(key);
+  if (!v.IsScalar()) fail(key, fmt::format("expected a duration, got {}", scalar_text(v)));
+  return parse_time_quantity(v.Scalar(), where(key));
+}
+std::optional<Bytes> MapReader::opt_bytes(const std::string& key) {
+  if (!has(key)) return std::nullopt;
+  return get_bytes(key);
+}
+std::optional<BytesPerSecond> MapReader::opt_bandwidth(const std::string& key) {
+  if (!has(key)) return std::nullopt;
+  return get_bandwidth(key);
+}
+std::optional<FlopsPerSecond> MapReader::opt_flops(const std::string& key) {
+  if (!has(key)) return std::nullopt;
+  return get_flops(key);
+}
+std::optional<Seconds> MapReader::opt_time(const std::string& key) {
+  if (!has(key)) return std::nullopt;
+  return get_time(key);
+}
+
+void MapReader::require_positive(const std::string& key, double value) const {
+  if (!(value > 0)) fail(key, fmt::format("must be positive, got {}", value));
+}
+void MapReader::require_non_negative(const std::string& key, double value) const {
+  if (!(value >= 0)) fail(key, fmt::format("must not be negative, got {}", value));
+}
+void MapReader::require_range(const std::string& key, double value, double lo, double hi) const {
+  if (!(value >= lo && value <= hi)) fail(key, fmt::format("must be in [{}, {}], got {}", lo, hi, value));
+}
+std::int64_t MapReader::get_positive_int(const std::string& key) {
+  const std::int64_t v = get_int(key);
+  require_positive(key, static_cast<double>(v));
+  return v;
+}
+double MapReader::get_positive_double(const std::string& key) {
+  const double v = get_double(key);
+  require_positive(key, v);
+  return v;
+}
+
+void MapReader::finish() const {
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    const std::string key = it->first.Scalar();
+    if (read_.count(key) || asked_.count(key)) continue;
+    std::string allowed;
+    for (const auto& a : asked_) allowed += allowed.empty() ? a : ", " + a;
+    throw std::invalid_argument(yaml_where(file_, it->first) + key_path(key) +
+                                fmt::format(": unknown key (allowed: {})", allowed));
+  }
+}
+
+}  // namespace dpt::sim

@@ -1,0 +1,358 @@
+#include "sim/twin/predict.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <regex>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <simgrid/s4u.hpp>
+
+#include "sim/twin/chrome_trace.hpp"
+#include "engine/optim/optim.hpp"
+#include "sim/collectives/collectives.hpp"
+#include "sim/net/platform.hpp"
+#include "sim/twin/sim_process.hpp"
+
+namespace dpt {
+
+namespace s4u = simgrid::s4u;
+
+std::pair<std::int64_t, std::int64_t> predict_batches(const PredictConfig& c) {
+  if (c.batch_global.has_value() == c.batch_per_device.has_value())
+    throw std::invalid_argument("predict: give exactly one of batch (global) and batch_per_device");
+  if (c.devices < 1) throw std::invalid_argument(fmt::format("predict: devices must be at least 1, got {}", c.devices));
+  if (c.batch_global) {
+    if (*c.batch_global < 1) throw std::invalid_argument(fmt::format("predict: batch must be at least 1, got {}", *c.batch_global));
+    return {*c.batch_global, (*c.batch_global + c.devices - 1) / c.devices};
+  }
+  if (*c.batch_per_device < 1)
+    throw std::invalid_argument(fmt::format("predict: batch_per_device must be at least 1, got {}", *c.batch_per_device));
+  return {*c.batch_per_device * c.devices, *c.batch_per_device};
+}
+
+std::vector<int> predict_gpu_indices(const sim::HardwareSpec& hw, int devices, int nodes) {
+  if (nodes < 1 || devices < 1 || devices % nodes != 0)
+    throw std::invalid_argument(
+        fmt::format("predict: {} devices cannot be spread evenly over {} nodes", devices, nodes));
+  const int per_node = devices / nodes;
+  if (per_node > hw.gpus_per_node)
+    throw std::invalid_argument(fmt::format("predict: {} GPUs per node asked, hardware '{}' has {}", per_node,
+                                            hw.name, hw.gpus_per_node));
+  std::vector<int> out;
+  for (int k = 0; k < nodes; ++k)
+    for (int g = 0; g < per_node; ++g) out.push_back(k * hw.gpus_per_node + g);
+  return out;
+}
+
+namespace {
+
+sim::CollectiveOp collective_op(SimCollectiveKind k) {
+  switch (k) {
+    case SimCollectiveKind::all_reduce:
+    case SimCollectiveKind::barrier: return sim::CollectiveOp::all_reduce;
+    case SimCollectiveKind::broadcast: return sim::CollectiveOp::broadcast;
+    case SimCollectiveKind::reduce: return sim::CollectiveOp::reduce;
+    case SimCollectiveKind::all_gather: return sim::CollectiveOp::all_gather;
+    case SimCollectiveKind::reduce_scatter: return sim::CollectiveOp::reduce_scatter;
+  }
+  return sim::CollectiveOp::all_reduce;
+}
+
+// The platform's collective algorithms behind the backend's timer interface.
+class PlatformCollectives : public SimCollectiveGroup {
+ public:
+  PlatformCollectives(sim::Platform& p, std::vector<int> gpus, int participants = 0)
+      : group_(p, std::move(gpus), {}, participants) {}
+  void run(int rank, const SimCollectiveCall& c) override {
+    sim::CollectiveCall call;
+    call.op = collective_op(c.kind);
+    call.count = c.count;
+    call.element_bytes = c.element_bytes;
+    call.root = c.root;
+    group_.run(rank, call);
+  }
+
+ private:
+  sim::CollectiveGroup group_;
+};
+
+}  // namespace
+
+SimMachine sim_machine_from_platform(sim::Platform& platform, const std::vector<int>& gpus) {
+  const sim::HardwareSpec& hw = platform.hardware();
+  SimMachine m;
+  m.name = hw.name;
+  m.dispatch_cost_s = hw.host.dispatch_cost_s;
+  m.gil = hw.host.gil;
+  SimGpuRates rates;
+  rates.model = hw.gpu.name;
+  rates.peak_flops = {{DType::f32, hw.gpu.peak_flops.f32}, {DType::f64, hw.gpu.peak_flops.f64}};
+  rates.compute_efficiency = hw.efficiency.gemm;
+  rates.memory_bandwidth = hw.gpu.memory_bandwidth;
+  rates.memory_efficiency = hw.efficiency.memory_bandwidth;
+  rates.launch_latency_s = hw.gpu.kernel_launch_latency_s;
+  rates.capacity_bytes = hw.gpu.memory_bytes;
+  for (int g : gpus) m.gpus.push_back(SimGpu{platform.gpu_host(g), platform.cpu_host_of_gpu(g), platform.node_of_gpu(g), rates});
+  m.peer_to_peer = [&platform, gpus](int a, int b) {
+    return platform.peer_to_peer(gpus[static_cast<size_t>(a)], gpus[static_cast<size_t>(b)]);
+  };
+  m.transfer_async = [&platform](s4u::Host* a, s4u::Host* b, Bytes n) { return platform.transfer_async(a, b, n); };
+  m.make_collective_group = [&platform, gpus](const std::vector<int>& devices) {
+    std::vector<int> global;
+    for (int d : devices) global.push_back(gpus[static_cast<size_t>(d)]);
+    return std::make_shared<PlatformCollectives>(platform, global);
+  };
+  return m;
+}
+
+bool symmetric_ranks_apply(const PredictConfig& c) {
+  // Above exact_max_ranks the collectives run in the large-N formulation either way, so
+  // simulating node 0 alone changes nothing the full simulation would time differently.
+  if (!c.symmetric_ranks || c.strategy != StrategyKind::ddp || c.numeric || c.nodes < 2 ||
+      c.devices <= sim::CollectiveSettings{}.exact_max_ranks)
+    return false;
+  const auto [global, per_device] = predict_batches(c);
+  return global == per_device * c.devices;
+}
+
+namespace {
+
+// What the driver actor measured.
+struct Measured {
+  Seconds t0 = 0, t1 = 0;
+  std::vector<SimDeviceAccount> accounts;
+  std::vector<std::string> warnings;
+  std::optional<OutOfMemoryReport> oom;
+  std::string error;  // another failure (rethrown in the parent)
+  Seconds dispatch_total_s = 0, communication_total_s = 0;
+};
+
+Seconds synchronize_all(SimBackend& b) {
+  for (int i = 0; i < b.device_count(); ++i) b.device(i).synchronize();
+  return b.now();
+}
+
+// "out of memory on sim:gpu0: allocating 1.250 GiB for ..." -> the device and request.
+OutOfMemoryReport oom_report(SimBackend& b, const OutOfMemory& e) {
+  OutOfMemoryReport r;
+  r.message = e.what();
+  std::smatch m;
+  const std::string text = e.what();
+  if (std::regex_search(text, m, std::regex("out of memory on (\\S+): allocating ([0-9.]+) GiB")))
+    r.device = m[1], r.requested_bytes = static_cast<Bytes>(std::stod(m[2]) * static_cast<double>(kGiB));  // to 0.001 GiB
+  for (int i = 0; i < b.device_count(); ++i) {
+    Device& d = b.device(i);
+    if (d.name() != r.device) continue;
+    r.capacity_bytes = d.capacity_bytes();
+    const auto live = d.memory().breakdown_at_peak();
+    for (int c = 0; c < kMemoryCategoryCount; ++c)
+      if (live[static_cast<size_t>(c)] > 0)
+        r.memory_breakdown_bytes[memory_category_name(static_cast<MemoryCategory>(c))] = live[static_cast<size_t>(c)];
+  }
+  return r;
+}
+
+void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_model, std::int64_t batch,
+           const std::function<void()>& at_window_start, Measured& out) {
+  try {
+    StrategyOptions so;
+    so.kind = c.strategy;
+    for (int i = 0; i < b.device_count(); ++i) so.device_ids.push_back(i);
+    so.bucket_cap_mb = c.bucket_cap_mb;
+    // Class labels (int64, one per sample), as a classifier or language model trains:
+    // an MSE target as wide as the output would put a second output's worth of memory
+    // on the devices that real training does not have.
+    so.loss = LossKind::cross_entropy;
+    OptimizerBuilder opt = c.optimizer ? c.optimizer : [](std::vector<NamedParameter> p) {
+      return make_sgd(std::move(p), SgdOptions{});
+    };
+    auto strategy = make_strategy(b, so, build_model, opt);
+    Tensor x = Tensor::empty(b.host_memory(), {batch, c.input_features}, c.dtype, MemoryCategory::inputs);
+    Tensor y = Tensor::empty(b.host_memory(), {batch}, DType::i64, MemoryCategory::inputs);
+    if (b.options().numeric) {
+      // Deterministic inputs: the values matter only for the numerics, not the time.
+      std::vector<double> xv(static_cast<size_t>(x.numel())), yv(static_cast<size_t>(y.numel()));
+      for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<double>(i % 17) / 17.0 - 0.5;
+      for (size_t i = 0; i < yv.size(); ++i) yv[i] = static_cast<double>(static_cast<std::int64_t>(i) % c.output_features);
+      tensor_fill_from_f64(x, xv);
+      tensor_fill_from_f64(y, yv);
+    }
+    for (int w = 0; w < c.warmup_steps; ++w) {
+      strategy->train_step(x, y);
+      synchronize_all(b);
+    }
+    out.t0 = synchronize_all(b);
+    for (int i = 0; i < b.device_count(); ++i) b.sim_device(i).begin_window(out.t0);
+    b.reset_totals();
+    at_window_start();
+    const StepResult r = strategy->train_step(x, y);
+    out.t1 = synchronize_all(b);
+    for (int i = 0; i < b.device_count(); ++i) out.accounts.push_back(b.sim_device(i).end_window(out.t1));
+    out.dispatch_total_s = b.dispatch_total_s();
+    out.communication_total_s = b.communication_total_s();
+    out.warnings = r.warnings;
+  } catch (const OutOfMemory& e) {
+    out.oom = oom_report(b, e);
+  } catch (const std::exception& e) {
+    // A worker's out-of-memory makes its peers fail with CollectiveErrors; report the cause.
+    if (auto first = b.first_failure()) {
+      try {
+        std::rethrow_exception(first);
+      } catch (const OutOfMemory& oom) {
+        out.oom = oom_report(b, oom);
+        return;
+      } catch (...) {
+      }
+    }
+    out.error = e.what();
+  }
+}
+
+// One configuration in a forked child.
+PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder& build_model, const PredictConfig& c) {
+  const auto [batch_global, batch_per_device] = predict_batches(c);
+  const sim::HardwareSpec hw = c.nodes == hw_in.nodes ? hw_in : sim::with_nodes(hw_in, c.nodes);
+  const std::vector<int> gpus = predict_gpu_indices(hw, c.devices, c.nodes);
+  // Symmetric ranks: node 0's GPUs are simulated and stand for all (see PredictConfig).
+  const bool symmetric = symmetric_ranks_apply(c);
+  const int simulated = symmetric ? c.devices / c.nodes : c.devices;
+  const std::vector<int> simulated_gpus(gpus.begin(), gpus.begin() + simulated);
+  // These live in the child only (run_simulation forks): the parent's copies stay empty.
+  std::unique_ptr<SimBackend> backend;
+  ChromeTrace trace;
+  Measured m;
+  const std::string text = sim::run_simulation(
+      hw,
+      [&](sim::Platform& p) {
+        SimBackendOptions o;
+        o.numeric = c.numeric;
+        o.compute_dtype = c.dtype;
+        o.workers = c.strategy == StrategyKind::ddp ? SimWorkerModel::process_per_worker
+                                                    : SimWorkerModel::threads_of_one_process;
+        o.trace = c.trace_path.empty() ? nullptr : &trace;
+        SimMachine machine = sim_machine_from_platform(p, simulated_gpus);
+        if (symmetric) {
+          o.symmetric_world = c.devices;
+          // The simulated ranks are ranks 0..simulated-1 of the group over every GPU.
+          machine.make_collective_group = [&p, &c, gpus, simulated](const std::vector<int>& devices) {
+            bool node0 = static_cast<int>(devices.size()) == simulated;
+            for (int i = 0; node0 && i < simulated; ++i) node0 = devices[static_cast<size_t>(i)] == i;
+            if (!node0)
+              throw std::invalid_argument(fmt::format("symmetric ranks: a group of {} ranks, expected the {} simulated ranks in order",
+                                                      devices.size(), simulated));
+            if (c.faults.symmetric_group_of_simulated_ranks_only)  // planted bug: times node 0's ranks alone
+              return std::make_shared<PlatformCollectives>(
+                  p, std::vector<int>(gpus.begin(), gpus.begin() + simulated), simulated);
+            return std::make_shared<PlatformCollectives>(p, gpus, simulated);
+          };
+        }
+        backend = std::make_unique<SimBackend>(std::move(machine), o);
+        s4u::Actor::create("driver", p.cpu_host(0), [&, batch = symmetric ? batch_per_device * simulated : batch_global] {
+          drive(*backend, c, build_model, batch, [&p] { p.reset_link_usage(); }, m);
+        });
+      },
+      [&](sim::Platform& p) {
+        if (!m.error.empty()) throw std::runtime_error(m.error);
+        StepReport r;
+        r.source = "predicted";
+        r.backend = "sim";
+        r.hardware = hw.name;
+        r.model = c.model_name;
+        r.strategy = strategy_kind_name(c.strategy);
+        r.devices = c.devices;
+        r.nodes = c.nodes;
+        r.dtype = std::string(dtype_name(c.dtype));
+        r.batch_global = batch_global;
+        r.batch_per_device = batch_per_device;
+        r.out_of_memory = m.oom;
+        r.warnings = m.warnings;
+        for (int i = 0; i < backend->device_count(); ++i) {
+          SimDevice& d = backend->sim_device(i);
+          DeviceReport dr;
+          dr.device = d.name();
+          dr.peak_memory_bytes = d.memory().peak_bytes();
+          const auto at_peak = d.memory().breakdown_at_peak();
+          for (int k = 0; k < kMemoryCategoryCount; ++k)
+            if (at_peak[static_cast<size_t>(k)] > 0)
+              dr.memory_breakdown_bytes[memory_category_name(static_cast<MemoryCategory>(k))] = at_peak[static_cast<size_t>(k)];
+          dr.capacity_bytes = d.capacity_bytes();
+          if (!m.accounts.empty())
+            dr.busy_s = m.accounts[static_cast<size_t>(i)].compute_busy_s + m.accounts[static_cast<size_t>(i)].optimizer_busy_s;
+          r.devices_detail.push_back(std::move(dr));
+        }
+        if (symmetric) {
+          // Rank q of every other node is rank q of node 0's twin.
+          r.simulated_devices = simulated;
+          for (int i = simulated; i < c.devices; ++i) {
+            DeviceReport dr = r.devices_detail[static_cast<size_t>(i % simulated)];
+            dr.device = fmt::format("sim:gpu{}", i);
+            r.devices_detail.push_back(std::move(dr));
+          }
+        }
+        auto result = [&] {
+          return nlohmann::json{{"report", step_report_to_json(r)},
+                                {"dispatch_total_s", m.dispatch_total_s},
+                                {"communication_total_s", m.communication_total_s}}
+              .dump();
+        };
+        if (m.oom) return result();
+        const Seconds step = m.t1 - m.t0;
+        r.step_time_s = step;
+        r.throughput_samples_per_s = static_cast<double>(batch_global) / step;
+        // The breakdown of the device with the most work (GPU 0 under DataParallel).
+        const auto busiest = std::max_element(m.accounts.begin(), m.accounts.end(), [](auto& a, auto& b) {
+          return a.compute_busy_s + a.optimizer_busy_s < b.compute_busy_s + b.optimizer_busy_s;
+        });
+        r.breakdown_s = {busiest->compute_busy_s, busiest->exposed_comm_s, busiest->idle_other_s,
+                         busiest->optimizer_busy_s};
+        for (const auto& u : p.link_usage())
+          r.links.push_back({u.link, u.bytes, u.busy_s, std::min(1.0, u.busy_s / step)});
+        if (!c.trace_path.empty()) {
+          trace.keep_window(m.t0, m.t1);
+          trace.write(c.trace_path);
+          r.trace = c.trace_path;
+        }
+        return result();
+      });
+  const auto j = nlohmann::json::parse(text);
+  return PredictDetail{step_report_from_json(j.at("report"), "predict child"), j.at("dispatch_total_s").get<double>(),
+                       j.at("communication_total_s").get<double>()};
+}
+
+}  // namespace
+
+StepReport predict_step(const sim::HardwareSpec& hw, const ModelBuilder& build_model, const PredictConfig& c) {
+  return predict_step_detailed(hw, build_model, c).report;
+}
+
+PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuilder& build_model,
+                                    const PredictConfig& c) {
+  if (c.input_features < 1 || c.output_features < 1)
+    throw std::invalid_argument("predict: input_features and output_features of the model must be set");
+  if (c.strategy == StrategyKind::single && c.devices != 1)
+    throw std::invalid_argument(fmt::format("predict: strategy single runs on 1 device, {} given", c.devices));
+  PredictDetail detail = simulate_config(hw, build_model, c);
+  StepReport& r = detail.report;
+  if (c.single_device_baseline && r.step_time_s) {
+    PredictConfig one = c;
+    one.strategy = StrategyKind::single;
+    one.devices = 1;
+    one.nodes = 1;
+    one.batch_global.reset();
+    one.batch_per_device = r.batch_per_device;
+    one.trace_path.clear();
+    one.single_device_baseline = false;
+    const StepReport base = simulate_config(hw, build_model, one).report;
+    if (base.step_time_s) {
+      r.single_device_step_time_s = base.step_time_s;
+      const double one_device = static_cast<double>(r.batch_per_device) / *base.step_time_s;
+      r.scaling_efficiency = *r.throughput_samples_per_s / (c.devices * one_device);
+    } else {
+      r.warnings.push_back("the single-device baseline does not fit in one GPU's memory: no scaling efficiency");
+    }
+  }
+  return detail;
+}
+
+}  // namespace dpt

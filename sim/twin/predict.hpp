@@ -1,0 +1,89 @@
+// predict_step: the twin's answer to "how long does one training step take on this
+// machine?". It runs the real strategy code (make_strategy: single, DataParallel or
+// DDP) on the SimBackend in a forked child (one SimGrid Engine per process), after
+// warm-up steps (DDP rebuilds its buckets after the first step), and measures the
+// steady-state step: its time and breakdown, per-device peak memory and breakdown
+// (from the engine's own allocations), link utilisation, and the single-device
+// baseline for scaling efficiency. Out of memory is a result, not a crash: the
+// report names the device and what filled it.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/parallel/strategy.hpp"
+#include "sim/net/hardware.hpp"
+#include "sim/net/platform.hpp"
+#include "sim/twin/sim_backend.hpp"
+#include "sim/twin/step_report.hpp"
+
+namespace dpt {
+
+// Planted bugs, for tests that show the properties catch them. All off in real use.
+struct PredictFaults {
+  bool symmetric_group_of_simulated_ranks_only = false;  // symmetric ranks' collectives timed for node 0 alone
+};
+
+struct PredictConfig {
+  StrategyKind strategy = StrategyKind::ddp;
+  int devices = 1;  // GPUs in all (the world size); devices / nodes per node
+  int nodes = 1;    // nodes used (the hardware is resized to this many)
+  // Exactly one of these: the global batch of one step (as a DataParallel user
+  // writes it) or the per-rank batch (as a DDP script writes it).
+  std::optional<std::int64_t> batch_global;
+  std::optional<std::int64_t> batch_per_device;
+  DType dtype = DType::f32;
+  double bucket_cap_mb = 25.0;  // DDP, PyTorch's default
+  bool numeric = false;         // true: compute for real (small models); false: shape-only
+  int warmup_steps = 1;         // steps before the measured one (DDP's buckets are rebuilt after step 1)
+  std::string trace_path;       // Chrome trace of the measured step; empty: none
+  std::string model_name;       // for the report
+  std::int64_t input_features = 0;   // per-sample input size the model takes
+  std::int64_t output_features = 0;  // per-sample output size (the classes of the cross-entropy loss)
+  OptimizerBuilder optimizer;        // default: SGD (lr 0.01, no momentum)
+  bool single_device_baseline = true;  // also predict one device for scaling efficiency
+  // Multi-node shape-only DDP with equal batches: simulate node 0's ranks only and let
+  // them stand for every node's (symmetric_ranks_apply says when). Every rank of a
+  // homogeneous cluster then does the same work at the same times, so node 0's ranks
+  // are the others' twins; collectives are still timed, and their link traffic
+  // accounted, for all ranks (CollectiveGroup's participants). Cost: one node's engine
+  // work instead of every rank's. false: simulate every rank (what the tests compare).
+  bool symmetric_ranks = true;
+  PredictFaults faults;
+};
+
+// Whether predict_step simulates only node 0's ranks for `c` (see symmetric_ranks):
+// DDP, shape-only, more than one node, more ranks than the collectives simulate
+// message by message (CollectiveSettings::exact_max_ranks), every rank the same batch.
+bool symmetric_ranks_apply(const PredictConfig& c);
+
+// The global and per-device batch of a config on `world` devices: DataParallel
+// chunks a global batch (torch.chunk: ceil(B/N) per device); DDP ranks each take
+// batch_per_device (from a global batch: ceil(B/N), as DistributedSampler pads).
+// Throws std::invalid_argument when neither or both are set, or one is < 1.
+std::pair<std::int64_t, std::int64_t> predict_batches(const PredictConfig& c);
+
+// Runs the prediction (forks twice: the configuration and its single-device
+// baseline). Throws std::invalid_argument for an impossible configuration (more
+// GPUs than the hardware has, devices not a multiple of nodes, ...).
+StepReport predict_step(const sim::HardwareSpec& hw, const ModelBuilder& build_model, const PredictConfig& c);
+
+// The report and the totals behind the step-time bounds the tests check.
+struct PredictDetail {
+  StepReport report;
+  Seconds dispatch_total_s = 0;       // host dispatch charged during the measured step, all actors
+  Seconds communication_total_s = 0;  // durations of its copies and collectives (per rank), summed
+};
+PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuilder& build_model,
+                                    const PredictConfig& c);
+
+// The SimMachine for GPUs `gpus` (global indices) of a built platform: rates from
+// the hardware file with its efficiency fields, copies and collectives on the
+// platform's links (h4a's collectives).
+SimMachine sim_machine_from_platform(sim::Platform& platform, const std::vector<int>& gpus);
+
+// The global GPU indices a run on `devices` GPUs over `nodes` nodes uses:
+// devices / nodes consecutive GPUs on each node.
+std::vector<int> predict_gpu_indices(const sim::HardwareSpec& hw, int devices, int nodes);
+
+}  // namespace dpt

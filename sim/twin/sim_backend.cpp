@@ -1,0 +1,318 @@
+#include "sim/twin/sim_backend.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+
+#include <fmt/format.h>
+#include <simgrid/Exception.hpp>
+#include <simgrid/s4u/Actor.hpp>
+#include <simgrid/s4u/Comm.hpp>
+#include <simgrid/s4u/ConditionVariable.hpp>
+#include <simgrid/s4u/Engine.hpp>
+#include <simgrid/s4u/Host.hpp>
+
+#include "sim/twin/chrome_trace.hpp"
+#include "engine/core/kernels.hpp"
+#include "sim/twin/sim_communicator.hpp"
+
+namespace dpt {
+
+namespace s4u = simgrid::s4u;
+
+const char* sim_collective_name(SimCollectiveKind k) {
+  switch (k) {
+    case SimCollectiveKind::all_reduce: return "all_reduce";
+    case SimCollectiveKind::broadcast: return "broadcast";
+    case SimCollectiveKind::reduce: return "reduce";
+    case SimCollectiveKind::all_gather: return "all_gather";
+    case SimCollectiveKind::reduce_scatter: return "reduce_scatter";
+    case SimCollectiveKind::barrier: return "barrier";
+  }
+  return "?";
+}
+
+SimBackend::SimBackend(SimMachine machine, SimBackendOptions options)
+    : machine_(std::move(machine)), options_(options) {
+  if (machine_.gpus.empty()) throw std::invalid_argument(fmt::format("sim machine '{}' has no GPUs", machine_.name));
+  if (!machine_.transfer_async)
+    machine_.transfer_async = [](s4u::Host* a, s4u::Host* b, Bytes n) {
+      return s4u::Comm::sendto_async(a, b, static_cast<uint64_t>(n));
+    };
+  if (!machine_.peer_to_peer) machine_.peer_to_peer = [](int, int) { return true; };
+  if (options_.symmetric_world != 0) {
+    if (options_.symmetric_world < static_cast<int>(machine_.gpus.size()))
+      throw std::invalid_argument(fmt::format("sim backend: symmetric world of {} ranks is smaller than the {} simulated GPUs",
+                                              options_.symmetric_world, machine_.gpus.size()));
+    if (options_.numeric)
+      throw std::invalid_argument(
+          "sim backend: symmetric ranks need shape-only mode (numeric collectives need every rank's data)");
+  }
+  // One BLAS thread: kernels run inside actors of a single-threaded simulation, and the
+  // host backend pins OpenBLAS the same way (same results bit for bit).
+  openblas_set_num_threads(1);
+  for (size_t i = 0; i < machine_.gpus.size(); ++i) {
+    const SimGpu& g = machine_.gpus[i];
+    if (!g.host || !g.cpu) throw std::invalid_argument(fmt::format("sim machine '{}': GPU {} has no host", machine_.name, i));
+    devices_.push_back(std::make_unique<SimDevice>(*this, static_cast<int>(i), fmt::format("sim:gpu{}", i), g.rates,
+                                                   g.host, options_.compute_dtype, options_.numeric));
+  }
+  host_memory_.push_back(std::make_unique<SimDevice>(*this, -1, "sim:cpu", SimGpuRates{}, machine_.gpus[0].cpu,
+                                                     options_.compute_dtype, options_.numeric));
+  if (ChromeTrace* t = options_.trace) {
+    t->name_process(0, fmt::format("host ({})", machine_.name));
+    t->name_thread(0, 0, "copies to and from host memory");
+    for (auto& d : devices_) {
+      t->name_process(trace_pid(d->index()), d->name());
+      for (int s = 0; s < kSimStreamCount; ++s)
+        t->name_thread(trace_pid(d->index()), s, sim_stream_name(static_cast<SimStream>(s)));
+    }
+  }
+}
+
+SimBackend::~SimBackend() = default;
+
+Device& SimBackend::device(int index) { return sim_device(index); }
+
+SimDevice& SimBackend::sim_device(int index) {
+  if (index < 0 || index >= device_count())
+    throw std::out_of_range(fmt::format("sim backend has devices 0..{}, asked for {}", device_count() - 1, index));
+  return *devices_[static_cast<size_t>(index)];
+}
+
+// ---- host clocks ----------------------------------------------------------------------
+SimBackend::ActorState& SimBackend::self_state() { return actors_[static_cast<long>(s4u::this_actor::get_pid())]; }
+
+Seconds SimBackend::host_time() {
+  if (s4u::Actor::self() == nullptr) return s4u::Engine::get_clock();
+  return s4u::Engine::get_clock() + self_state().debt;
+}
+
+void SimBackend::host_advance_to(Seconds t) {
+  ActorState& st = self_state();
+  const Seconds now = s4u::Engine::get_clock() + st.debt;
+  if (t > now) st.debt += t - now;
+}
+
+void SimBackend::host_flush() {
+  ActorState& st = self_state();
+  if (st.debt > 0) {
+    const Seconds d = st.debt;
+    st.debt = 0;
+    s4u::this_actor::sleep_for(d);
+  }
+}
+
+Seconds SimBackend::now() { return host_time(); }
+
+void SimBackend::host_dispatch(int ops) {
+  const Seconds cost = machine_.dispatch_cost_s * ops;
+  if (!(cost > 0)) return;
+  dispatch_total_s_ += cost;
+  ActorState& st = self_state();
+  const bool shared_gil = machine_.gil && options_.workers == SimWorkerModel::threads_of_one_process;
+  if (!shared_gil) {
+    // Nothing observes this actor until it next interacts with the simulation: charge lazily.
+    st.debt += cost;
+    return;
+  }
+  // Under a GIL the threads of one process dispatch one at a time.
+  host_flush();
+  auto& gil = gils_[st.process];
+  if (!gil) gil = s4u::Mutex::create();
+  gil->lock();
+  s4u::this_actor::sleep_for(cost);
+  gil->unlock();
+}
+
+// ---- copies ---------------------------------------------------------------------------
+namespace {
+
+// A copy's SimGrid comms (one, or two legs when staged through host memory). Both
+// devices' streams hold it, so two actors may need its end: the first waits for the
+// comms, later ones wait for the first.
+class CopyPending : public SimPending {
+ public:
+  CopyPending(std::vector<s4u::CommPtr> comms, Seconds start, std::function<void(Seconds, Seconds)> on_done)
+      : comms_(std::move(comms)), start_(start), on_done_(std::move(on_done)) {}
+  Seconds wait_end() override {
+    if (done_) return end_;
+    if (waiting_) {
+      if (!mu_) {
+        mu_ = s4u::Mutex::create();
+        cv_ = s4u::ConditionVariable::create();
+      }
+      std::unique_lock<s4u::Mutex> lock(*mu_);
+      while (!done_) cv_->wait(lock);
+      return end_;
+    }
+    waiting_ = true;
+    Seconds end = start_;
+    for (auto& c : comms_) {
+      c->wait();
+      end = std::max(end, c->get_finish_time());
+    }
+    end_ = end;
+    done_ = true;
+    comms_.clear();
+    if (on_done_) on_done_(start_, end_);
+    if (cv_) cv_->notify_all();
+    return end_;
+  }
+
+ private:
+  std::vector<s4u::CommPtr> comms_;
+  Seconds start_;
+  std::function<void(Seconds, Seconds)> on_done_;
+  bool waiting_ = false, done_ = false;
+  Seconds end_ = 0;
+  s4u::MutexPtr mu_;
+  s4u::ConditionVariablePtr cv_;
+};
+
+}  // namespace
+
+void SimBackend::copy(const Tensor& src, Tensor& dst) {
+  if (src.dtype() != dst.dtype() || src.numel() != dst.numel())
+    throw std::invalid_argument(fmt::format("copy {} {} -> {} {}: dtype or size differ", dtype_name(src.dtype()),
+                                            shape_to_string(src.shape()), dtype_name(dst.dtype()),
+                                            shape_to_string(dst.shape())));
+  auto* from = dynamic_cast<SimDevice*>(&src.device());
+  auto* to = dynamic_cast<SimDevice*>(&dst.device());
+  if (!from || !to)
+    throw std::invalid_argument(fmt::format("sim backend: copy from {} to {}: both tensors must be on sim devices",
+                                            src.device().name(), dst.device().name()));
+  if (from == to) {
+    kernel_copy(src, dst);
+    return;
+  }
+  // The data moves now (numeric mode); what follows is when, in simulated time.
+  if (options_.numeric && src.size_bytes() > 0 && src.data() != dst.data())
+    std::memcpy(dst.data(), src.data(), static_cast<size_t>(src.size_bytes()));
+  const Bytes n = src.size_bytes();
+  host_dispatch(1);
+  if (n == 0) return;
+  const Seconds ready = std::max({host_time(), from->stream_ready(SimStream::compute), to->stream_ready(SimStream::compute)});
+  host_flush();
+  if (ready > s4u::Engine::get_clock()) s4u::this_actor::sleep_until(ready);
+  const Seconds start = s4u::Engine::get_clock();
+  std::vector<s4u::CommPtr> comms;
+  const bool from_host = from->index() < 0, to_host = to->index() < 0;
+  if (from_host) {
+    const SimGpu& g = machine_.gpus[static_cast<size_t>(to->index())];
+    comms.push_back(machine_.transfer_async(g.cpu, g.host, n));
+  } else if (to_host) {
+    const SimGpu& g = machine_.gpus[static_cast<size_t>(from->index())];
+    comms.push_back(machine_.transfer_async(g.host, g.cpu, n));
+  } else if (machine_.peer_to_peer(from->index(), to->index())) {
+    comms.push_back(machine_.transfer_async(from->host(), to->host(), n));
+  } else {
+    // Staged through host memory: the driver pipelines the two legs, so they run together.
+    const SimGpu& a = machine_.gpus[static_cast<size_t>(from->index())];
+    const SimGpu& b = machine_.gpus[static_cast<size_t>(to->index())];
+    comms.push_back(machine_.transfer_async(a.host, a.cpu, n));
+    if (a.cpu != b.cpu) comms.push_back(machine_.transfer_async(a.cpu, b.cpu, n));
+    comms.push_back(machine_.transfer_async(b.cpu, b.host, n));
+  }
+  auto pending = std::make_shared<CopyPending>(std::move(comms), start, [this, from, to](Seconds b, Seconds e) {
+    add_communication_time(e - b);
+    for (SimDevice* d : {from, to}) {
+      if (d->index() < 0) continue;
+      d->note_communication(b, e);
+      if (options_.trace) options_.trace->add({"copy", "copy", trace_pid(d->index()), static_cast<int>(SimStream::copy), b, e - b});
+    }
+  });
+  if (from_host || to_host || options_.synchronous) {
+    // Copies with pageable host memory are synchronous for the host, as in PyTorch.
+    host_advance_to(pending->wait_end());
+    for (SimDevice* d : {from, to})
+      if (d->index() >= 0) d->stream_wait_until(SimStream::compute, s4u::Engine::get_clock());
+    return;
+  }
+  // Peer copies are asynchronous: both devices' streams wait for the copy, the host does not.
+  from->stream_add_pending(SimStream::compute, pending);
+  to->stream_add_pending(SimStream::compute, pending);
+}
+
+// ---- workers ----------------------------------------------------------------------------
+void SimBackend::parallel_for(int n, const std::function<void(int)>& fn) {
+  if (n < 0) throw std::invalid_argument(fmt::format("parallel_for: negative worker count {}", n));
+  // Workers start one after another on the caller (thread or process creation).
+  self_state().debt += machine_.worker_start_cost_s * n;
+  host_flush();
+  const int caller_process = self_state().process;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::vector<s4u::ActorPtr> workers;
+  workers.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const bool own_process = options_.workers == SimWorkerModel::process_per_worker;
+    const int process = own_process ? next_process_++ : caller_process;
+    s4u::Host* where = own_process && i < device_count() ? machine_.gpus[static_cast<size_t>(i)].cpu
+                                                         : s4u::this_actor::get_host();
+    workers.push_back(s4u::Actor::create(fmt::format("worker-{}", i), where, [this, i, process, &fn, &errors] {
+      self_state().process = process;
+      try {
+        fn(i);
+      } catch (const simgrid::ForcefulKillException&) {
+        throw;
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(i)] = std::current_exception();
+        if (!first_failure_) first_failure_ = std::current_exception();
+        abort_collectives(fmt::format("worker {} failed: {}", i, e.what()));
+      } catch (...) {
+        errors[static_cast<size_t>(i)] = std::current_exception();
+        if (!first_failure_) first_failure_ = std::current_exception();
+        abort_collectives(fmt::format("worker {} failed", i));
+      }
+      host_flush();
+      actors_.erase(static_cast<long>(s4u::this_actor::get_pid()));
+    }));
+  }
+  for (auto& w : workers) w->join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+void SimBackend::abort_collectives(const std::string& cause) {
+  if (aborted_) return;
+  aborted_ = true;
+  abort_cause_ = cause;
+  for (auto& wake : abort_waiters_) wake();
+}
+
+std::vector<std::unique_ptr<Communicator>> SimBackend::make_communicators(const std::vector<int>& devices) {
+  for (int d : devices) (void)sim_device(d);  // validates the indices
+  return make_sim_communicators(*this, devices);
+}
+
+namespace {
+class SimMutex : public BackendMutex {
+ public:
+  void lock() override { mu_->lock(); }
+  void unlock() override { mu_->unlock(); }
+
+ private:
+  s4u::MutexPtr mu_ = s4u::Mutex::create();
+};
+}  // namespace
+
+std::unique_ptr<BackendMutex> SimBackend::make_mutex() { return std::make_unique<SimMutex>(); }
+
+void sim_run_in_actor(s4u::Host* host, const std::function<void()>& body) {
+  std::exception_ptr error;
+  s4u::Actor::create("driver", host, [&] {
+    try {
+      body();
+    } catch (const simgrid::ForcefulKillException&) {
+      throw;
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  s4u::Engine::get_instance()->run();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace dpt

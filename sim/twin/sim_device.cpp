@@ -1,0 +1,188 @@
+#include "sim/twin/sim_device.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include "sim/twin/chrome_trace.hpp"
+#include "engine/core/kernels.hpp"
+#include "sim/twin/sim_backend.hpp"
+
+namespace dpt {
+
+Seconds sim_kernel_time_s(const OpCost& cost, const SimGpuRates& rates, DType dtype) {
+  if (cost.kind == OpKind::host) return 0;  // host-side work: charged as dispatch, not on the device
+  Seconds t_flops = 0;
+  if (cost.flops > 0) {
+    auto it = rates.peak_flops.find(dtype);
+    if (it == rates.peak_flops.end() || !(it->second > 0))
+      throw std::invalid_argument(fmt::format("GPU model '{}' has no peak flops for dtype {}", rates.model,
+                                              dtype_name(dtype)));
+    t_flops = cost.flops / (it->second * rates.compute_efficiency);
+  }
+  Seconds t_bytes = 0;
+  const Bytes bytes = cost.bytes_read + cost.bytes_written;
+  if (bytes > 0) {
+    if (!(rates.memory_bandwidth > 0))
+      throw std::invalid_argument(fmt::format("GPU model '{}' has no memory bandwidth", rates.model));
+    t_bytes = static_cast<double>(bytes) / (rates.memory_bandwidth * rates.memory_efficiency);
+  }
+  return std::max(t_flops, t_bytes) + rates.launch_latency_s;
+}
+
+bool sim_op_is_optimizer(const OpCost& cost) {
+  const std::string_view name(cost.name ? cost.name : "");
+  return name.ends_with("_step");  // sgd_step, adamw_step: the optimizer's update kernels
+}
+
+const char* sim_stream_name(SimStream s) {
+  switch (s) {
+    case SimStream::compute: return "compute";
+    case SimStream::copy: return "copy";
+    case SimStream::communication: return "communication";
+  }
+  return "?";
+}
+
+namespace {
+const char* op_kind_category(OpKind k) {
+  switch (k) {
+    case OpKind::compute: return "compute";
+    case OpKind::memory: return "memory";
+    case OpKind::copy: return "copy";
+    case OpKind::collective: return "collective";
+    case OpKind::host: return "host";
+  }
+  return "?";
+}
+}  // namespace
+
+SimDevice::SimDevice(SimBackend& backend, int index, std::string name, SimGpuRates rates, simgrid::s4u::Host* host,
+                     DType compute_dtype, bool numeric)
+    : backend_(backend), index_(index), name_(std::move(name)), rates_(std::move(rates)), host_(host),
+      dtype_(compute_dtype), numeric_(numeric) {
+  if (index_ >= 0) {
+    if (!(rates_.memory_bandwidth > 0) || !(rates_.compute_efficiency > 0) || !(rates_.memory_efficiency > 0))
+      throw std::invalid_argument(fmt::format("{}: GPU model '{}' needs a positive memory bandwidth and efficiencies",
+                                              name_, rates_.model));
+    if (!rates_.peak_flops.count(compute_dtype))
+      throw std::invalid_argument(fmt::format("{}: GPU model '{}' has no peak flops for dtype {}", name_,
+                                              rates_.model, dtype_name(compute_dtype)));
+  }
+}
+
+Kernels& SimDevice::kernels() { return host_kernels(); }
+
+void* SimDevice::raw_allocate(Bytes n) {
+  if (!numeric_ || n == 0) return nullptr;
+  const auto rounded = static_cast<size_t>((n + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void SimDevice::raw_free(void* p, Bytes) { std::free(p); }
+
+void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
+  backend_.host_dispatch(1);
+  if (index_ >= 0) {
+    const Seconds duration = sim_kernel_time_s(cost, rates_, dtype_);
+    if (duration > 0) {
+      const Seconds ready = stream_ready(SimStream::compute);
+      const Seconds start = std::max(backend_.host_time(), ready);
+      const bool optimizer = sim_op_is_optimizer(cost);
+      stream_occupy(SimStream::compute, start, start + duration, cost.name, op_kind_category(cost.kind));
+      (optimizer ? account_.optimizer_busy_s : account_.compute_busy_s) += duration;
+      ++account_.kernels;
+      if (backend_.options().synchronous) backend_.host_advance_to(start + duration);
+    }
+  }
+  if (numeric_) fn();
+}
+
+Seconds SimDevice::stream_ready(SimStream stream) {
+  SimStreamState& s = streams_[static_cast<int>(stream)];
+  if (!s.pending.empty()) {
+    // Waiting blocks this actor: it must first have spent the dispatch it owes.
+    backend_.host_flush();
+    for (auto& p : s.pending) s.free_at = std::max(s.free_at, p->wait_end());
+    s.pending.clear();
+  }
+  return s.free_at;
+}
+
+void SimDevice::stream_occupy(SimStream stream, Seconds start, Seconds end, const char* name, const char* category) {
+  SimStreamState& s = streams_[static_cast<int>(stream)];
+  if (stream == SimStream::compute) {
+    attribute_gap(compute_last_end_, start);
+    compute_last_end_ = std::max(compute_last_end_, end);
+  }
+  s.free_at = std::max(s.free_at, end);
+  if (ChromeTrace* trace = backend_.trace())
+    trace->add({name ? name : "", category, backend_.trace_pid(index_), static_cast<int>(stream), start, end - start});
+}
+
+void SimDevice::stream_add_pending(SimStream stream, std::shared_ptr<SimPending> p) {
+  streams_[static_cast<int>(stream)].pending.push_back(std::move(p));
+}
+
+void SimDevice::stream_wait_until(SimStream stream, Seconds t) {
+  SimStreamState& s = streams_[static_cast<int>(stream)];
+  s.free_at = std::max(s.free_at, t);
+}
+
+void SimDevice::note_communication(Seconds start, Seconds end) {
+  if (end > start) comm_intervals_.emplace_back(start, end);
+}
+
+Seconds SimDevice::all_streams_ready() {
+  Seconds t = 0;
+  for (int s = 0; s < kSimStreamCount; ++s) t = std::max(t, stream_ready(static_cast<SimStream>(s)));
+  return t;
+}
+
+void SimDevice::synchronize() { backend_.host_advance_to(all_streams_ready()); }
+
+// Splits the compute stream's idle time [from, to) into time some copy or
+// collective of this device was running (exposed communication) and the rest
+// (the stream waited for the host to dispatch).
+void SimDevice::attribute_gap(Seconds from, Seconds to) {
+  from = std::max(from, window_start_);
+  if (!(to > from)) return;
+  std::vector<std::pair<Seconds, Seconds>> parts;
+  for (const auto& [b, e] : comm_intervals_) {
+    const Seconds lo = std::max(b, from), hi = std::min(e, to);
+    if (hi > lo) parts.emplace_back(lo, hi);
+  }
+  std::sort(parts.begin(), parts.end());
+  Seconds covered = 0, reach = from;
+  for (const auto& [b, e] : parts) {
+    const Seconds lo = std::max(b, reach);
+    if (e > lo) {
+      covered += e - lo;
+      reach = e;
+    }
+  }
+  account_.exposed_comm_s += covered;
+  account_.idle_other_s += (to - from) - covered;
+  // Later gaps start at or after `to`: intervals that ended before it are done with.
+  std::erase_if(comm_intervals_, [&](const auto& iv) { return iv.second <= to; });
+}
+
+void SimDevice::begin_window(Seconds t0) {
+  account_ = {};
+  window_start_ = t0;
+  comm_intervals_.clear();
+  memory().reset_peak();
+}
+
+SimDeviceAccount SimDevice::end_window(Seconds t1) {
+  attribute_gap(compute_last_end_, t1);
+  compute_last_end_ = std::max(compute_last_end_, t1);
+  return account_;
+}
+
+}  // namespace dpt

@@ -1,0 +1,138 @@
+// SimDevice: one modelled GPU of the twin. It implements Device, so the strategies
+// run on it unchanged: in numeric mode its kernels are the host kernels (the same
+// Thrust and OpenBLAS code as the host backend, so gradients are bitwise equal);
+// in shape-only mode it allocates nothing and runs nothing, and tensors carry only
+// their shapes. Either way every submitted op costs simulated time on the device's
+// compute stream:
+//
+//   time = max(flops / (peak_flops[dtype] x compute_efficiency),
+//              bytes / (memory_bandwidth x memory_efficiency)) + launch_latency
+//
+// Streams are timelines, not actors: a kernel starts when both the host has
+// dispatched it and the stream is free, so a step of a 1,024-rank model costs
+// arithmetic, not SimGrid context switches. Copies and collectives are SimGrid
+// activities on the platform's links; a stream that must wait for one holds it
+// as pending and resolves it (waits for it) when the next op needs the stream.
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/core/device.hpp"
+#include "engine/core/dtype.hpp"
+
+namespace simgrid::s4u {
+class Host;
+}
+
+namespace dpt {
+
+class SimBackend;
+
+// The rates of one modelled GPU, read from the hardware file.
+struct SimGpuRates {
+  std::string model;                          // e.g. "H100-SXM5-80GB"
+  std::map<DType, FlopsPerSecond> peak_flops;  // datasheet peak per dtype (dense)
+  double compute_efficiency = 1.0;            // fraction of peak a GEMM reaches
+  BytesPerSecond memory_bandwidth = 0;        // datasheet HBM bandwidth
+  double memory_efficiency = 1.0;             // fraction of it a streaming kernel reaches
+  Seconds launch_latency_s = 0;               // per kernel
+  std::optional<Bytes> capacity_bytes;        // device memory; none: unbounded
+};
+
+// The cost model above, as a pure function (tests check it directly). Throws
+// std::invalid_argument when the rates have no peak for `dtype`.
+Seconds sim_kernel_time_s(const OpCost& cost, const SimGpuRates& rates, DType dtype);
+
+// Whether an op belongs to the optimizer (reported separately in the breakdown).
+bool sim_op_is_optimizer(const OpCost& cost);
+
+enum class SimStream { compute = 0, copy = 1, communication = 2 };
+inline constexpr int kSimStreamCount = 3;
+const char* sim_stream_name(SimStream s);
+
+// Something a stream must wait for: a copy or collective whose end time is known
+// only once SimGrid has simulated it.
+class SimPending {
+ public:
+  virtual ~SimPending() = default;
+  // Blocks the calling actor until the activity finished; returns its end time.
+  virtual Seconds wait_end() = 0;
+};
+
+// One stream's timeline.
+struct SimStreamState {
+  Seconds free_at = 0;                                 // when its last known work ends
+  std::vector<std::shared_ptr<SimPending>> pending;    // activities it waits for
+};
+
+// Per-device accounting over a measured window (see SimDevice::begin_window).
+struct SimDeviceAccount {
+  Seconds compute_busy_s = 0;    // non-optimizer kernels
+  Seconds optimizer_busy_s = 0;  // optimizer kernels
+  Seconds exposed_comm_s = 0;    // compute stream idle while a copy or collective of this device ran
+  Seconds idle_other_s = 0;      // compute stream idle otherwise (waiting for the host)
+  std::int64_t kernels = 0;
+};
+
+class SimDevice : public Device {
+ public:
+  // index >= 0: GPU `index` on `host`; index -1: the host memory of the node whose
+  // CPU is `host` (copies to and from it use that node's links).
+  SimDevice(SimBackend& backend, int index, std::string name, SimGpuRates rates, simgrid::s4u::Host* host,
+            DType compute_dtype, bool numeric);
+  int index() const override { return index_; }
+  DeviceKind kind() const override { return index_ < 0 ? DeviceKind::cpu_host : DeviceKind::sim; }
+  std::string name() const override { return name_; }
+  bool computes() const override { return numeric_; }
+  void submit(const OpCost& cost, const std::function<void()>& fn) override;
+  void synchronize() override;
+  Kernels& kernels() override;
+  std::optional<Bytes> capacity_bytes() const override { return index_ < 0 ? std::nullopt : rates_.capacity_bytes; }
+
+  const SimGpuRates& rates() const { return rates_; }
+  simgrid::s4u::Host* host() const { return host_; }
+
+  // When `stream` can start new work: waits for its pending activities (blocking
+  // the calling actor if they are still running).
+  Seconds stream_ready(SimStream stream);
+  // Marks `stream` busy until `end` (work of known duration) or until `p` ends.
+  void stream_occupy(SimStream stream, Seconds start, Seconds end, const char* name, const char* category);
+  void stream_add_pending(SimStream stream, std::shared_ptr<SimPending> p);
+  // `stream` may not start new work before t (an event it waits on).
+  void stream_wait_until(SimStream stream, Seconds t);
+  // Records [start, end] as communication involving this device (for the breakdown).
+  void note_communication(Seconds start, Seconds end);
+  // Time when every stream is done (waiting for pending activities).
+  Seconds all_streams_ready();
+
+  // Starts a measured window at `t0`: accounting restarts (memory peak too).
+  void begin_window(Seconds t0);
+  // Closes the window at `t1` (after synchronize), attributing the final idle gap.
+  SimDeviceAccount end_window(Seconds t1);
+
+ protected:
+  void* raw_allocate(Bytes n) override;
+  void raw_free(void* p, Bytes n) override;
+
+ private:
+  void attribute_gap(Seconds from, Seconds to);
+
+  SimBackend& backend_;
+  int index_;
+  std::string name_;
+  SimGpuRates rates_;
+  simgrid::s4u::Host* host_;
+  DType dtype_;
+  bool numeric_;
+  SimStreamState streams_[kSimStreamCount];
+  SimDeviceAccount account_;
+  Seconds window_start_ = 0;
+  Seconds compute_last_end_ = 0;  // end of the last kernel on the compute stream
+  // Communication intervals not yet entirely in the past of the compute stream.
+  std::vector<std::pair<Seconds, Seconds>> comm_intervals_;
+};
+
+}  // namespace dpt

@@ -1,0 +1,249 @@
+#include "sim/twin/step_report.hpp"
+
+#include "engine/io/safetensors.hpp"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace dpt {
+namespace {
+
+using json = nlohmann::json;
+
+json optional_number(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+json optional_bytes(const std::optional<Bytes>& v) { return v ? json(*v) : json(nullptr); }
+
+// Reading with the key's path in every error, so a bad file says where it is bad.
+class Reader {
+ public:
+  Reader(const json& j, std::string where) : j_(j), where_(std::move(where)) {
+    if (!j_.is_object()) fail("", "must be a JSON object");
+  }
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw std::invalid_argument(
+        fmt::format("step report {}: {}{}", where_, key.empty() ? "" : fmt::format("key '{}' ", key), what));
+  }
+  const json& at(const std::string& key) {
+    seen_.insert(key);
+    auto it = j_.find(key);
+    if (it == j_.end()) fail(key, "is missing");
+    return *it;
+  }
+  bool has(const std::string& key) const { return j_.contains(key); }
+  std::string str(const std::string& key) {
+    const json& v = at(key);
+    if (!v.is_string()) fail(key, "must be a string");
+    return v.get<std::string>();
+  }
+  double num(const std::string& key) {
+    const json& v = at(key);
+    if (!v.is_number()) fail(key, "must be a number");
+    return v.get<double>();
+  }
+  std::int64_t integer(const std::string& key) {
+    const json& v = at(key);
+    if (!v.is_number_integer()) fail(key, "must be an integer");
+    return v.get<std::int64_t>();
+  }
+  std::optional<double> opt_num(const std::string& key) {
+    const json& v = at(key);
+    if (v.is_null()) return std::nullopt;
+    if (!v.is_number()) fail(key, "must be a number or null");
+    return v.get<double>();
+  }
+  std::optional<Bytes> opt_bytes(const std::string& key) {
+    const json& v = at(key);
+    if (v.is_null()) return std::nullopt;
+    if (!v.is_number_integer()) fail(key, "must be an integer number of bytes or null");
+    return v.get<Bytes>();
+  }
+  const json& array(const std::string& key) {
+    const json& v = at(key);
+    if (!v.is_array()) fail(key, "must be an array");
+    return v;
+  }
+  std::map<std::string, Bytes> byte_map(const std::string& key) {
+    const json& v = at(key);
+    if (!v.is_object()) fail(key, "must be an object of category: bytes");
+    std::map<std::string, Bytes> out;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!it->is_number_integer()) fail(key + "." + it.key(), "must be an integer number of bytes");
+      out[it.key()] = it->get<Bytes>();
+    }
+    return out;
+  }
+  // Rejects keys this schema version does not define (a typo must not pass silently).
+  void reject_unknown() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it)
+      if (!seen_.count(it.key())) fail(it.key(), "is not part of " + std::string(kStepReportSchema));
+  }
+  const std::string& where() const { return where_; }
+
+ private:
+  const json& j_;
+  std::string where_;
+  std::set<std::string> seen_;
+};
+
+}  // namespace
+
+json step_report_to_json(const StepReport& r) {
+  json devices = json::array();
+  for (const auto& d : r.devices_detail)
+    devices.push_back({{"device", d.device},
+                       {"peak_memory_bytes", d.peak_memory_bytes},
+                       {"memory_breakdown_bytes", d.memory_breakdown_bytes},
+                       {"capacity_bytes", optional_bytes(d.capacity_bytes)},
+                       {"busy_s", d.busy_s}});
+  json links = json::array();
+  for (const auto& l : r.links)
+    links.push_back({{"name", l.name}, {"bytes", l.bytes}, {"busy_s", l.busy_s}, {"utilisation", l.utilisation}});
+  json oom = nullptr;
+  if (r.out_of_memory)
+    oom = {{"device", r.out_of_memory->device},
+           {"message", r.out_of_memory->message},
+           {"requested_bytes", r.out_of_memory->requested_bytes},
+           {"memory_breakdown_bytes", r.out_of_memory->memory_breakdown_bytes},
+           {"capacity_bytes", optional_bytes(r.out_of_memory->capacity_bytes)}};
+  return json{{"schema", kStepReportSchema},
+              {"source", r.source},
+              {"backend", r.backend},
+              {"hardware", r.hardware},
+              {"model", r.model},
+              {"strategy", r.strategy},
+              {"devices", r.devices},
+              {"nodes", r.nodes},
+              {"dtype", r.dtype},
+              {"batch_global", r.batch_global},
+              {"batch_per_device", r.batch_per_device},
+              {"step_time_s", optional_number(r.step_time_s)},
+              {"breakdown_s",
+               {{"compute", r.breakdown_s.compute},
+                {"exposed_communication", r.breakdown_s.exposed_communication},
+                {"dispatch", r.breakdown_s.dispatch},
+                {"optimizer", r.breakdown_s.optimizer}}},
+              {"throughput_samples_per_s", optional_number(r.throughput_samples_per_s)},
+              {"single_device_step_time_s", optional_number(r.single_device_step_time_s)},
+              {"scaling_efficiency", optional_number(r.scaling_efficiency)},
+              {"devices_detail", devices},
+              {"simulated_devices", r.simulated_devices ? json(*r.simulated_devices) : json(nullptr)},
+              {"links", links},
+              {"trace", r.trace},
+              {"out_of_memory", oom},
+              {"warnings", r.warnings}};
+}
+
+StepReport step_report_from_json(const json& j, const std::string& where) {
+  Reader in(j, where);
+  const std::string schema = in.str("schema");
+  if (schema != kStepReportSchema)
+    in.fail("schema", fmt::format("is '{}'; this dptwin reads '{}'", schema, kStepReportSchema));
+  StepReport r;
+  r.source = in.str("source");
+  if (r.source != "predicted" && r.source != "measured")
+    in.fail("source", fmt::format("is '{}'; expected 'predicted' or 'measured'", r.source));
+  r.backend = in.str("backend");
+  r.hardware = in.str("hardware");
+  r.model = in.str("model");
+  r.strategy = in.str("strategy");
+  r.devices = static_cast<int>(in.integer("devices"));
+  r.nodes = static_cast<int>(in.integer("nodes"));
+  if (r.devices < 1) in.fail("devices", "must be at least 1");
+  if (r.nodes < 1) in.fail("nodes", "must be at least 1");
+  r.dtype = in.str("dtype");
+  r.batch_global = in.integer("batch_global");
+  r.batch_per_device = in.integer("batch_per_device");
+  r.step_time_s = in.opt_num("step_time_s");
+  {
+    Reader b(in.at("breakdown_s"), where + ": breakdown_s");
+    r.breakdown_s.compute = b.num("compute");
+    r.breakdown_s.exposed_communication = b.num("exposed_communication");
+    r.breakdown_s.dispatch = b.num("dispatch");
+    r.breakdown_s.optimizer = b.num("optimizer");
+    b.reject_unknown();
+  }
+  r.throughput_samples_per_s = in.opt_num("throughput_samples_per_s");
+  r.single_device_step_time_s = in.opt_num("single_device_step_time_s");
+  r.scaling_efficiency = in.opt_num("scaling_efficiency");
+  const json& devices = in.array("devices_detail");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    Reader d(devices[i], fmt::format("{}: devices_detail[{}]", where, i));
+    DeviceReport out;
+    out.device = d.str("device");
+    out.peak_memory_bytes = d.integer("peak_memory_bytes");
+    out.memory_breakdown_bytes = d.byte_map("memory_breakdown_bytes");
+    out.capacity_bytes = d.opt_bytes("capacity_bytes");
+    out.busy_s = d.num("busy_s");
+    d.reject_unknown();
+    r.devices_detail.push_back(std::move(out));
+  }
+  if (in.has("simulated_devices")) {
+    const json& v = in.at("simulated_devices");
+    if (!v.is_null()) {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > r.devices)
+        in.fail("simulated_devices", fmt::format("must be null or an integer in 1..devices ({})", r.devices));
+      r.simulated_devices = v.get<int>();
+    }
+  }
+  const json& links = in.array("links");
+  for (size_t i = 0; i < links.size(); ++i) {
+    Reader l(links[i], fmt::format("{}: links[{}]", where, i));
+    LinkReport out;
+    out.name = l.str("name");
+    out.bytes = l.integer("bytes");
+    out.busy_s = l.num("busy_s");
+    out.utilisation = l.num("utilisation");
+    l.reject_unknown();
+    r.links.push_back(std::move(out));
+  }
+  r.trace = in.str("trace");
+  if (const json& oom = in.at("out_of_memory"); !oom.is_null()) {
+    Reader o(oom, where + ": out_of_memory");
+    OutOfMemoryReport out;
+    out.device = o.str("device");
+    out.message = o.str("message");
+    out.requested_bytes = o.integer("requested_bytes");
+    out.memory_breakdown_bytes = o.byte_map("memory_breakdown_bytes");
+    out.capacity_bytes = o.opt_bytes("capacity_bytes");
+    o.reject_unknown();
+    r.out_of_memory = std::move(out);
+  }
+  for (const auto& w : in.array("warnings")) {
+    if (!w.is_string()) in.fail("warnings", "must be an array of strings");
+    r.warnings.push_back(w.get<std::string>());
+  }
+  in.reject_unknown();
+  return r;
+}
+
+void write_file_atomically(const std::string& path, const std::string& text) {
+  // One atomic writer for the project (temporary file, fsync, rename, directory fsync);
+  // an output's missing directories are created, as --report DIR's are.
+  const auto* begin = reinterpret_cast<const std::byte*>(text.data());
+  write_file_atomic(path, std::vector<std::byte>(begin, begin + text.size()), /*create_parent_dirs=*/true);
+}
+
+void write_step_report(const StepReport& r, const std::string& path) {
+  write_file_atomically(path, step_report_to_json(r).dump(2) + "\n");
+}
+
+StepReport read_step_report(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw std::invalid_argument(fmt::format("step report {}: cannot open", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    throw std::invalid_argument(fmt::format("step report {}: not JSON: {}", path, e.what()));
+  }
+  return step_report_from_json(j, path);
+}
+
+}  // namespace dpt

@@ -1,0 +1,99 @@
+// The step report: what one training step cost, predicted by the twin or measured
+// on a real backend, in one versioned JSON format ("dptwin.step_report/1") so the
+// two can be laid side by side. The report renderer, `dptwin predict`, the host and
+// CUDA backends and the lesson all read and write this struct.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "engine/core/units.hpp"
+
+namespace dpt {
+
+inline constexpr const char* kStepReportSchema = "dptwin.step_report/1";
+
+// Where the step time went, in seconds of the step's critical path. The parts add
+// up to at most step_time_s (work that overlaps is counted once, in the first part
+// that covers it, in this order: compute, optimizer, exposed communication, dispatch).
+struct StepBreakdown {
+  Seconds compute = 0;                // forward, loss and backward kernels on the busiest device
+  Seconds exposed_communication = 0;  // copies and collectives not hidden behind compute
+  Seconds dispatch = 0;               // host-side dispatch not hidden behind device work
+  Seconds optimizer = 0;              // the optimizer's update kernels
+};
+
+struct DeviceReport {
+  std::string device;                               // "sim:gpu0", "host:1", "cuda:0"
+  Bytes peak_memory_bytes = 0;                      // highest live bytes during the step
+  std::map<std::string, Bytes> memory_breakdown_bytes;  // by MemoryCategory name, at the peak
+  std::optional<Bytes> capacity_bytes;              // the device's memory, when known
+  Seconds busy_s = 0;                               // time its compute stream ran kernels (optimizer included)
+};
+
+struct LinkReport {
+  std::string name;        // the platform's link name, e.g. "nvlink:gpu0-gpu1:up"
+  Bytes bytes = 0;         // bytes that crossed it during the step
+  Seconds busy_s = 0;      // bytes / bandwidth: the time it would need at full rate
+  double utilisation = 0;  // busy_s / step_time_s, in [0, 1]
+};
+
+// A prediction that did not fit: which device ran out and what filled it.
+struct OutOfMemoryReport {
+  std::string device;
+  std::string message;                              // the OutOfMemory exception's text
+  Bytes requested_bytes = 0;                        // the allocation that failed (0 when unknown)
+  std::map<std::string, Bytes> memory_breakdown_bytes;  // live bytes by category when it failed
+  std::optional<Bytes> capacity_bytes;
+};
+
+struct StepReport {
+  std::string source = "predicted";  // "predicted" (the twin) or "measured" (host, CUDA)
+  std::string backend;               // "sim", "host", "cuda"
+  std::string hardware;              // hardware file name, or the machine measured on
+  std::string model;                 // model name, e.g. "resnet50", "mlp:64-256-10"
+  std::string strategy;              // "single", "dp" or "ddp"
+  int devices = 1;
+  int nodes = 1;
+  std::string dtype = "f32";
+  std::int64_t batch_global = 0;      // samples in one step over all devices
+  std::int64_t batch_per_device = 0;  // the largest per-device batch (DataParallel chunk, DDP rank batch)
+  // Null when the step did not run (out of memory).
+  std::optional<Seconds> step_time_s;
+  StepBreakdown breakdown_s;
+  std::optional<double> throughput_samples_per_s;
+  // The same model and per-device batch on one device; null when not computed.
+  std::optional<Seconds> single_device_step_time_s;
+  // throughput / (devices x single-device throughput); null when not computed.
+  std::optional<double> scaling_efficiency;
+  std::vector<DeviceReport> devices_detail;
+  // Devices whose engine work the twin simulated when fewer than `devices`: node 0's
+  // ranks standing for every node's identical ranks (predict.hpp, symmetric_ranks);
+  // the other devices' details are copies of the simulated ones. Null: all simulated
+  // (and always for measured reports). Optional in the JSON (absent = null).
+  std::optional<int> simulated_devices;
+  std::vector<LinkReport> links;
+  std::string trace;                  // path of the Chrome trace, empty when none was written
+  std::optional<OutOfMemoryReport> out_of_memory;
+  std::vector<std::string> warnings;
+};
+
+nlohmann::json step_report_to_json(const StepReport& r);
+// Parses and validates a report. Throws std::invalid_argument naming `where` (a
+// file name, or "<json>") and the offending key on a wrong schema, a missing or
+// mistyped field, or an unknown key.
+StepReport step_report_from_json(const nlohmann::json& j, const std::string& where = "<json>");
+
+// Writes the report as indented JSON atomically (temporary file, fsync, rename).
+void write_step_report(const StepReport& r, const std::string& path);
+StepReport read_step_report(const std::string& path);
+
+// Writes `text` to `path` atomically: a temporary file beside it, fsync, rename.
+// Throws std::runtime_error naming the path and the OS error.
+void write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace dpt

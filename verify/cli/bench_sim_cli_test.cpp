@@ -1,0 +1,157 @@
+// `dptwin bench --backend sim` end to end, through the executable: nccl-tests' flags
+// (-b -e -f -n -w, --op, -d) give nccl-tests' sweep and columns; every row's figures
+// agree with one another as nccl-tests defines them; the JSON carries the same rows;
+// the twin never reports a bus bandwidth above the GPU's link bandwidth from its
+// datasheet.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "verify/support/cli_run.hpp"
+
+namespace dpt::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Row {
+  long long size = 0, count = 0;
+  std::string type, redop, root;
+  double time_us = 0, algbw = 0, busbw = 0;
+  std::string algo;
+};
+
+std::vector<Row> rows_of(const std::string& out) {
+  std::vector<Row> rows;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream l(line);
+    Row r;
+    l >> r.size >> r.count >> r.type >> r.redop >> r.root >> r.time_us >> r.algbw >> r.busbw >> r.algo;
+    EXPECT_FALSE(l.fail()) << "unparsable row: " << line;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+CliResult bench(const std::vector<std::string>& args) {
+  std::vector<std::string> a = {"bench", "--backend", "sim"};
+  a.insert(a.end(), args.begin(), args.end());
+  // A directory per test: ctest runs the tests as parallel processes, and run_dptwin
+  // captures output in files there.
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  return run_dptwin(a, fs::path(DPT_BINARY_DIR) / "bench_sim_cli" / test);
+}
+
+// Printed with two decimals: equal to x within half a unit of the last place plus
+// `input_error`, what rounding the printed inputs x was computed from can add.
+void expect_printed_near(double printed, double x, const std::string& what, double input_error = 0) {
+  EXPECT_LE(std::abs(printed - x), 0.005 + input_error + 1e-9 * std::abs(x))
+      << what << ": printed " << printed << ", expected " << x;
+}
+
+TEST(BenchSim, AllReduceSweepHasNcclTestsSizesAndColumns) {
+  const CliResult r = bench({"--hardware", "dgx-a100", "-b", "1K", "-e", "64M", "-f", "4", "-n", "2", "-w", "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("#       size        count     type  redop   root       time    algbw    busbw   algo"),
+            std::string::npos)
+      << r.out;
+  const auto rows = rows_of(r.out);
+  // 1 KiB, 4 KiB, ..., 64 MiB: nine sizes, each 4 x the last.
+  ASSERT_EQ(rows.size(), 9u) << r.out;
+  long long expected_size = 1024;
+  for (const Row& row : rows) {
+    EXPECT_EQ(row.size, expected_size);
+    EXPECT_EQ(row.count, row.size / 4);  // float elements
+    EXPECT_EQ(row.type, "float");
+    EXPECT_EQ(row.redop, "sum");
+    EXPECT_EQ(row.root, "-1");
+    ASSERT_GT(row.time_us, 0);
+    // nccl-tests: algbw = size / time; all-reduce busbw = algbw x 2 (n - 1) / n, n = 8.
+    // (time is printed to 0.005 us, algbw to 0.005 GB/s.)
+    const double algbw = row.size / (row.time_us * 1e-6) / 1e9;
+    expect_printed_near(row.algbw, algbw, "algbw", algbw * 0.005 / row.time_us);
+    expect_printed_near(row.busbw, row.algbw * 2.0 * 7 / 8, "busbw", 0.005 * 2.0 * 7 / 8);
+    // A100 SXM4: 12 third-generation NVLinks x 25 GB/s = 300 GB/s per direction (NVIDIA
+    // A100 datasheet: 600 GB/s bidirectional). A ring's bus bandwidth cannot exceed it.
+    EXPECT_LE(row.busbw, 300.0) << row.size;
+    expected_size *= 4;
+  }
+  // Larger messages amortise the per-step latency: 64 MiB moves faster than 1 KiB.
+  EXPECT_GT(rows.back().busbw, 10 * rows.front().busbw);
+}
+
+TEST(BenchSim, DgxOneAllReduceUsesAllSixNvlinksOfAGpu) {
+  // V100 SXM2: 6 NVLinks x 25 GB/s per direction = 150 GB/s (datasheet: 300 GB/s both
+  // directions). NCCL's rings use all six: a large all-reduce's bus bandwidth is above
+  // four links' worth and at most six links'. (The twin once ran two channels on one
+  // cycle, 45 GB/s.)
+  const CliResult r = bench({"--hardware", "dgx1-v100", "-b", "1G", "-e", "1G", "-n", "1", "-w", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = rows_of(r.out);
+  ASSERT_EQ(rows.size(), 1u) << r.out;
+  EXPECT_GT(rows[0].busbw, 4 * 25.0) << r.out;
+  EXPECT_LE(rows[0].busbw, 6 * 25.0) << r.out;
+}
+
+TEST(BenchSim, BroadcastIsRootedAndItsBusBandwidthIsItsAlgorithmBandwidth) {
+  const CliResult r = bench({"--hardware", "dgx-h100", "--devices", "4", "--op", "broadcast", "-b", "64K", "-e", "1M",
+                             "-f", "2", "-n", "1", "-w", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("4 ranks, op broadcast"), std::string::npos) << r.out;
+  const auto rows = rows_of(r.out);
+  ASSERT_EQ(rows.size(), 5u) << r.out;
+  for (const Row& row : rows) {
+    EXPECT_EQ(row.redop, "none");
+    EXPECT_EQ(row.root, "0");
+    EXPECT_EQ(row.busbw, row.algbw);  // nccl-tests: broadcast's bus factor is 1
+  }
+}
+
+TEST(BenchSim, AllGatherSizesAreWholeBlocksPerRankAndCountIsPerRank) {
+  // 1000 B of int32 over 8 ranks: 250 elements, 31 per rank, 248 in all (992 B).
+  const CliResult r = bench({"--hardware", "dgx-a100", "--op", "all_gather", "-d", "int32", "-b", "1000", "-e",
+                             "1000", "-n", "1", "-w", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = rows_of(r.out);
+  ASSERT_EQ(rows.size(), 1u) << r.out;
+  EXPECT_EQ(rows[0].size, 992);
+  EXPECT_EQ(rows[0].count, 31);
+  EXPECT_EQ(rows[0].type, "int32");
+  expect_printed_near(rows[0].busbw, rows[0].algbw * 7 / 8, "all_gather busbw", 0.005 * 7 / 8);
+}
+
+TEST(BenchSim, JsonCarriesTheTableRows) {
+  const std::vector<std::string> args = {"--hardware", "dgx-h100-cluster", "--nodes", "2", "-b", "1M", "-e", "16M",
+                                         "-f", "4", "-n", "1", "-w", "0"};
+  const CliResult table = bench(args);
+  std::vector<std::string> json_args = args;
+  json_args.push_back("--json");
+  const CliResult json = bench(json_args);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto rows = rows_of(table.out);
+  const auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j.at("ranks").get<int>(), 16);
+  EXPECT_EQ(j.at("op").get<std::string>(), "all_reduce");
+  EXPECT_EQ(j.at("units").at("time").get<std::string>(), "us");
+  ASSERT_EQ(j.at("rows").size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& jr = j["rows"][i];
+    EXPECT_EQ(jr.at("size").get<long long>(), rows[i].size);
+    EXPECT_EQ(jr.at("count").get<long long>(), rows[i].count);
+    expect_printed_near(rows[i].time_us, jr.at("time_us").get<double>(), "time");
+    expect_printed_near(rows[i].busbw, jr.at("busbw").get<double>(), "busbw");
+    EXPECT_EQ(jr.at("algorithm").get<std::string>(), rows[i].algo);
+  }
+}
+
+}  // namespace
+}  // namespace dpt::test

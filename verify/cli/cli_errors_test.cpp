@@ -1,0 +1,193 @@
+// Bad input to the what-if commands, through the real dptwin executable: each
+// case checks the exact error text on stderr and the exit code (2: bad flags or
+// input, nothing run). Also: every command's --help has an example and the exit
+// codes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "verify/support/cli_run.hpp"
+
+namespace dpt::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kGood =
+    "schema_version: 1\n"
+    "hardware: dgx-a100\n"
+    "model: resnet50\n"
+    "strategy: ddp\n"
+    "devices: 8\n"
+    "batch_per_device: 32\n";
+const std::string kSweep = kGood + "sweep:\n  devices: [1, 2]\n";
+// A shard file of a two-shard sweep (only shard 0/2), as dptwin sweep --shard writes it.
+const std::string kShard0 =
+    R"({"schema": "dptwin.sweep/1", "scenario": {"name": "s", "file": "s.yaml", "question": "", "digest": "00000000000000aa",)"
+    R"( "target": null}, "total_points": 2, "shard": {"index": 0, "count": 2}, "points": []})";
+
+struct CliCase {
+  const char* name;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> files;  // written into the case's directory first
+  int exit_code;
+  std::string err;  // exact stderr
+};
+
+class CliError : public ::testing::TestWithParam<CliCase> {};
+
+TEST_P(CliError, ExactMessageAndExitCode) {
+  const CliCase& c = GetParam();
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_errors" / c.name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const auto& [name, text] : c.files) std::ofstream(dir / name) << text;
+  const CliResult r = run_dptwin(c.args, dir);
+  EXPECT_EQ(r.err, c.err);
+  EXPECT_EQ(r.exit_code, c.exit_code);
+  EXPECT_EQ(r.out, "");  // nothing was run, nothing printed
+}
+
+// `dptwin predict` with a good configuration as flags, some replaced or added.
+std::vector<std::string> predict_with(const std::vector<std::pair<std::string, std::string>>& changes) {
+  std::vector<std::pair<std::string, std::string>> flags = {{"--hardware", "dgx-a100"}, {"--model", "resnet50"},
+                                                            {"--strategy", "ddp"},       {"--devices", "8"},
+                                                            {"--batch-per-device", "32"}};
+  for (const auto& [flag, value] : changes) {
+    auto it = std::find_if(flags.begin(), flags.end(), [&](const auto& f) { return f.first == flag; });
+    if (it != flags.end()) it->second = value;
+    else flags.emplace_back(flag, value);
+  }
+  std::vector<std::string> args = {"predict"};
+  for (const auto& [flag, value] : flags) {
+    args.push_back(flag);
+    args.push_back(value);
+  }
+  return args;
+}
+
+const std::string kHelp = "Run with --help for more information.\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CliError,
+    ::testing::Values(
+        CliCase{"UnknownFlag", {"predict", "--bogus"}, {}, 2, "The following argument was not expected: --bogus\n" + kHelp},
+        CliCase{"FlagOfTheWrongType", {"predict", "--devices", "eight"}, {}, 2,
+                "Could not convert: --devices = eight\n" + kHelp},
+        CliCase{"MissingScenarioFile", {"predict", "missing.yaml"}, {}, 2,
+                "scenario: File does not exist: missing.yaml\n" + kHelp},
+        CliCase{"PredictWithNothing", {"predict"}, {}, 2,
+                "dptwin predict: error: give a scenario file, or --hardware, --model, --strategy and --batch or "
+                "--batch-per-device\n"},
+        CliCase{"UnknownKeyInFile", {"predict", "bad.yaml"}, {{"bad.yaml", kGood + "devcies: 8\n"}}, 2,
+                "dptwin predict: error: bad.yaml:7: devcies: unknown key (allowed: batch, batch_per_device, "
+                "bucket_cap_mb, devices, dtype, gpus, hardware, model, name, nodes, optimizer, overrides, plan, question, "
+                "schema_version, strategy, sweep, target)\n"},
+        CliCase{"WrongTypeInFile", {"predict", "bad.yaml"}, {{"bad.yaml", kGood + "nodes: [1]\n"}}, 2,
+                "dptwin predict: error: bad.yaml:7: nodes: expected an integer, got '<not a scalar>'\n"},
+        CliCase{"MoreGpusThanTheHardwareHas", predict_with({{"--devices", "16"}}), {}, 2,
+                "dptwin predict: error: --devices: 16 GPUs per node, but dgx-a100 has 8\n"},
+        CliCase{"BatchZero", predict_with({{"--batch-per-device", "0"}}), {}, 2,
+                "dptwin predict: error: --batch-per-device: must be positive, got 0\n"},
+        CliCase{"ZeroBandwidthOverride", predict_with({{"--override", "nvswitch.link_bandwidth=0"}}), {}, 2,
+                "dptwin predict: error: --override nvswitch.link_bandwidth: must be positive, got 0\n"},
+        CliCase{"OverrideWithoutValue", predict_with({{"--override", "gpu.memory"}}), {}, 2,
+                "dptwin predict: error: --override gpu.memory: expected PATH=VALUE, e.g. --override 'gpu.memory=40 "
+                "GiB'\n"},
+        CliCase{"ModelDoesNotFit", predict_with({{"--model", "llama-2-7b"}, {"--optimizer", "adamw"}}), {}, 2,
+                "dptwin predict: error: --model: llama-2-7b does not fit: parameters, gradients and adamw state need "
+                "100.41 GiB per GPU at f32, A100-SXM4-80GB has 80.00 GiB\n"},
+        CliCase{"UnknownStrategy", predict_with({{"--strategy", "fsdp"}}), {}, 2,
+                "dptwin predict: error: --strategy: unknown strategy 'fsdp' (allowed: single, dp, ddp)\n"},
+        CliCase{"UnknownHardwareFile", predict_with({{"--hardware", "./nope.yaml"}}), {}, 2,
+                "dptwin predict: error: --hardware: hardware file ./nope.yaml does not exist\n"},
+        CliCase{"BadModelFile", predict_with({{"--model", "m.yaml"}}),
+                {{"m.yaml", "schema_version: 1\nname: m\nsample: x\ninput_features: 0\n"}}, 2,
+                "dptwin predict: error: --model: m.yaml:4: input_features: must be positive, got 0\n"},
+        CliCase{"PredictOnASweep", {"predict", "s.yaml"}, {{"s.yaml", kSweep}}, 2,
+                "dptwin predict: error: s.yaml: sweep: predict runs one configuration, this scenario sweeps devices "
+                "(run it with dptwin sweep, or fix the axes with flags)\n"},
+        CliCase{"SweepWithoutScenario", {"sweep"}, {}, 2, "scenario is required\n" + kHelp},
+        CliCase{"SweepJobsZero", {"sweep", "s.yaml", "--jobs", "0"}, {{"s.yaml", kSweep}}, 2,
+                "dptwin sweep: error: --jobs 0: must be at least 1\n"},
+        CliCase{"SweepBadShard", {"sweep", "s.yaml", "--shard", "3/2"}, {{"s.yaml", kSweep}}, 2,
+                "dptwin sweep: error: --shard 3/2: expected I/N with 0 <= I < N, e.g. --shard 0/4 (Slurm: --shard "
+                "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)\n"},
+        CliCase{"MergeNotJson", {"merge", "a.json"}, {{"a.json", "not json"}}, 2,
+                "dptwin merge: error: sweep result a.json: not JSON: [json.exception.parse_error.101] parse error at "
+                "line 1, column 2: syntax error while parsing value - invalid literal; last read: 'no'\n"},
+        CliCase{"MergeMissingShard", {"merge", "a.json"}, {{"a.json", kShard0}}, 2,
+                "dptwin merge: error: merge: shard 1/2 missing\n"},
+        CliCase{"ReportOnAShard", {"report", "a.json"}, {{"a.json", kShard0}}, 2,
+                "dptwin report: error: a.json: shard 0/2 holds only part of the sweep; dptwin merge the shards first\n"},
+        CliCase{"ReportJobsZero", {"report", "--jobs", "0"}, {}, 2, "dptwin report: error: --jobs 0: must be at least 1\n"},
+        CliCase{"PlanWithoutTarget", {"plan", "--model", "resnet50", "--hardware", "dgx-a100"}, {}, 2,
+                "dptwin plan: error: a target is required: --target-samples-per-s N, or --samples N --within-hours H\n"},
+        CliCase{"PlanBadPrice",
+                {"plan", "--model", "resnet50", "--target-samples-per-s", "100", "--hardware", "dgx-a100:cheap"}, {}, 2,
+                "dptwin plan: error: --hardware dgx-a100:cheap: expected NAME or NAME:PRICE_PER_GPU_HOUR, e.g. "
+                "dgx-a100:2.40\n"},
+        CliCase{"PlanNegativeTarget",
+                {"plan", "--model", "resnet50", "--target-samples-per-s", "-5", "--hardware", "dgx-a100"}, {}, 2,
+                "dptwin plan: error: --target-samples-per-s -5: must be positive\n"},
+        CliCase{"PlanFileWithoutPlanSection", {"plan", "p.yaml"}, {{"p.yaml", kGood}}, 2,
+                "dptwin plan: error: p.yaml: plan: missing key (dptwin plan needs a plan section)\n"},
+        CliCase{"CompareOneInput", {"compare", "a.yaml"}, {{"a.yaml", kGood}}, 2,
+                "dptwin compare: error: compare: give at least two inputs\n"},
+        CliCase{"BenchSimWithoutHardware", {"bench", "--backend", "sim"}, {}, 2,
+                "dptwin bench: error: --hardware is required with --backend sim\n"},
+        CliCase{"BenchUnknownBackend", {"bench", "--backend", "gpu"}, {}, 2,
+                "dptwin bench: error: --backend gpu: unknown backend (allowed: sim, host, cuda)\n"},
+        CliCase{"BenchMaxBelowMin", {"bench", "--hardware", "dgx-a100", "-b", "1M", "-e", "1K"}, {}, 2,
+                "dptwin bench: error: -e 1K is below -b 1M\n"},
+        CliCase{"BenchFactorOne", {"bench", "--hardware", "dgx-a100", "-f", "1"}, {}, 2,
+                "dptwin bench: error: -f: factor must be >= 2, got 1\n"},
+        CliCase{"BenchBadSizeSuffix", {"bench", "--hardware", "dgx-a100", "-b", "1X"}, {}, 2,
+                "dptwin bench: error: -b: unknown size suffix 'X' in '1X' (K, M, G = 1024^k)\n"},
+        CliCase{"BenchNoIterations", {"bench", "--hardware", "dgx-a100", "-n", "0"}, {}, 2,
+                "dptwin bench: error: -n: iterations must be >= 1, got 0\n"},
+        CliCase{"BenchUnknownType", {"bench", "--hardware", "dgx-a100", "-d", "float8"}, {}, 2,
+                "dptwin bench: error: -d: unknown type 'float8' (float, double, half, bfloat16, int8, int32, int64)\n"},
+        CliCase{"BenchUnknownOp", {"bench", "--hardware", "dgx-a100", "--op", "allgather2"}, {}, 2,
+                "dptwin bench: error: --op: unknown collective 'allgather2' (allowed: all_reduce, all_gather, "
+                "reduce_scatter, broadcast, reduce)\n"},
+        CliCase{"BenchSimReduce", {"bench", "--hardware", "dgx-a100", "--op", "reduce"}, {}, 2,
+                "dptwin bench: error: --op reduce: the sim backend sweeps nccl-tests' all_reduce, all_gather, "
+                "reduce_scatter and broadcast (host and cuda also run reduce)\n"},
+        CliCase{"BenchTooManyDevices", {"bench", "--hardware", "dgx-a100", "--devices", "9"}, {}, 2,
+                "dptwin bench: error: --devices 9 is not in 1..8 (GPUs of dgx-a100)\n"},
+        CliCase{"BenchNodesZero", {"bench", "--hardware", "dgx-h100-cluster", "--nodes", "0"}, {}, 2,
+                "dptwin bench: error: --nodes 0: must be in 1..4096\n"},
+        CliCase{"BenchNodesWithoutNetwork", {"bench", "--hardware", "l40s-4x-pcie4", "--nodes", "2"}, {}, 2,
+                "dptwin bench: error: --nodes 2: hardware l40s-4x-pcie4 has no network section, so it cannot have 2 "
+                "nodes\n"},
+        CliCase{"BenchUnknownAlgorithm", {"bench", "--hardware", "dgx-a100", "--algo", "butterfly"}, {}, 2,
+                "dptwin bench: error: --algo: unknown collective algorithm 'butterfly' (allowed: ring, tree, nvls)\n"},
+        CliCase{"BenchTreeOnOneNode", {"bench", "--hardware", "dgx-a100", "--algo", "tree"}, {}, 2,
+                "dptwin bench: error: --algo tree: algorithm tree cannot run all_reduce here: tree needs ranks on at "
+                "least 2 nodes\n"},
+        CliCase{"CompareBadStepReport", {"compare", "a.json", "b.json"},
+                {{"a.json", R"({"schema": "dptwin.step_report/0"})"}, {"b.json", "{}"}}, 2,
+                "dptwin compare: error: step report a.json: key 'schema' is 'dptwin.step_report/0'; this dptwin reads "
+                "'dptwin.step_report/1'\n"}),
+    [](const ::testing::TestParamInfo<CliCase>& param_info) { return std::string(param_info.param.name); });
+
+TEST(CliHelp, EveryWhatIfCommandHasAnExampleAndItsExitCodes) {
+  for (const char* cmd : {"predict", "sweep", "merge", "report", "plan", "compare", "bench"}) {
+    const CliResult r = run_dptwin({cmd, "--help"}, fs::path(DPT_BINARY_DIR) / "cli_errors" / "help");
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.out.find("Example"), std::string::npos) << cmd;
+    EXPECT_NE(r.out.find("dptwin " + std::string(cmd) + " "), std::string::npos) << cmd;
+    EXPECT_NE(r.out.find("Exit codes: 0 success; 1 a check or target failed; 2 bad flags or input (nothing run); 3 "
+                         "the run failed"),
+              std::string::npos)
+        << cmd;
+    EXPECT_NE(r.out.find("--json"), std::string::npos) << cmd;
+  }
+}
+
+}  // namespace
+}  // namespace dpt::test

@@ -1,0 +1,180 @@
+// Output tests of the what-if commands through the real dptwin executable and
+// the real twin: the printed text against expected text with numeric
+// placeholders (%float, %duration, %percent, %gib: see text_match.hpp), the
+// files they write, and the quick start (`dptwin report` with no argument).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "verify/support/cli_run.hpp"
+#include "verify/support/text_match.hpp"
+
+namespace dpt::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kWhatif = std::string(DPT_SOURCE_DIR) + "/scenarios/whatif/";
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_output" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(CliOutput, PredictPrintsTheSummaryAndWritesReportAndTrace) {
+  const fs::path dir = fresh_dir("predict");
+  const CliResult r =
+      run_dptwin({"predict", kWhatif + "resnet50-dgx-a100-ddp.yaml", "--out", "step.json", "--trace", "trace.json"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string expected =
+      "resnet50 on dgx-a100 (A100-SXM4-80GB), DDP on 8 GPUs (1 node), batch 256 (32 per GPU), f32\n"
+      "  step time                %duration\n"
+      "    compute                %duration\n"
+      "    exposed communication  %duration\n"
+      "    dispatch               %duration\n"
+      "    optimizer              %duration\n"
+      "  throughput               %float samples/s\n"
+      "  scaling efficiency       %percent (one GPU: %duration per step)\n"
+      "  peak memory sim:gpu0     %gib of 80.00 GiB\n"
+      "  peak memory sim:gpu1     %gib of 80.00 GiB\n"
+      "  peak memory sim:gpu7     %gib of 80.00 GiB\n"
+      "  trace                    trace.json\n";
+  EXPECT_EQ(match_text(expected, r.out), "");
+  const auto report = nlohmann::json::parse(slurp(dir / "step.json"));
+  EXPECT_EQ(report.at("schema"), "dptwin.step_report/1");
+  EXPECT_EQ(report.at("devices"), 8);
+  EXPECT_TRUE(fs::exists(dir / "trace.json"));
+  // The trace is Chrome's JSON trace format.
+  EXPECT_TRUE(nlohmann::json::parse(slurp(dir / "trace.json")).contains("traceEvents"));
+}
+
+TEST(CliOutput, PredictCreatesTheDirectoriesOfItsOutputs) {
+  // The README's command, run where out/ does not exist yet: the trace, the step report
+  // and the report land in directories made for them.
+  const fs::path dir = fresh_dir("predict_dirs");
+  const CliResult r = run_dptwin({"predict", kWhatif + "resnet50-dgx-a100-ddp.yaml", "--report", "out/", "--trace",
+                                  "out/trace.json", "--out", "runs/1/step.json"},
+                                 dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(slurp(dir / "out" / "trace.json")).contains("traceEvents"));
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "runs" / "1" / "step.json")).at("schema"), "dptwin.step_report/1");
+  EXPECT_TRUE(fs::exists(dir / "out" / "report.html"));
+}
+
+TEST(CliOutput, PredictJsonIsTheStepReport) {
+  const CliResult r = run_dptwin({"predict", "--hardware", "l40s-4x-pcie4", "--model", "resnet50", "--strategy", "dp",
+                                  "--devices", "4", "--batch", "128", "--json"},
+                                 fresh_dir("predict_json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("strategy"), "dp");
+  EXPECT_EQ(j.at("batch_global"), 128);
+  EXPECT_EQ(j.at("batch_per_device"), 32);
+  // DataParallel's GPU 0 holds more than the others (gathered outputs, reduced gradients).
+  const auto& d = j.at("devices_detail");
+  ASSERT_EQ(d.size(), 4u);
+  EXPECT_GT(d[0].at("peak_memory_bytes").get<long long>(), d[1].at("peak_memory_bytes").get<long long>());
+}
+
+TEST(CliOutput, SweepShardsMergeAndReport) {
+  const fs::path dir = fresh_dir("sweep");
+  const std::string scenario = kWhatif + "pcie-p2p.yaml";
+  for (const char* shard : {"0/2", "1/2"}) {
+    const std::string out = std::string("shard-") + shard[0] + ".json";
+    const CliResult r = run_dptwin({"sweep", scenario, "--shard", shard, "-o", out, "--jobs", "2"}, dir);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    // Not a terminal: no progress bar on stderr.
+    EXPECT_EQ(r.err, "");
+  }
+  const CliResult m = run_dptwin({"merge", "shard-0.json", "shard-1.json", "-o", "all.json"}, dir);
+  ASSERT_EQ(m.exit_code, 0) << m.err;
+  const std::string expected =
+      "#  hardware                 strategy      GPUs  batch  step time  samples/s  efficiency  status\n"
+      "0  desktop-2gpu-pcie-p2p    DataParallel     2  64/32  %duration  %float  %percent  ok\n"
+      "1  desktop-2gpu-pcie-p2p    DDP              2  64/32  %duration  %float  %percent  ok\n"
+      "2  desktop-2gpu-pcie-nop2p  DataParallel     2  64/32  %duration  %float  %percent  ok\n"
+      "3  desktop-2gpu-pcie-nop2p  DDP              2  64/32  %duration  %float  %percent  ok\n"
+      "\n"
+      "%any\n"
+      "merged 2 shards into all.json\n";
+  EXPECT_EQ(match_text(expected, m.out), "");
+  const CliResult rep = run_dptwin({"report", "all.json", "-o", "rep"}, dir);
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_TRUE(fs::exists(dir / "rep" / "report.html"));
+  EXPECT_TRUE(fs::exists(dir / "rep" / "points.csv"));
+}
+
+TEST(CliOutput, QuickStartWritesTheDefaultReport) {
+  // The README's first command: no argument, the embedded default scenario, the
+  // report into ./dptwin-report/.
+  const fs::path dir = fresh_dir("quickstart");
+  const CliResult r = run_dptwin({"report"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string expected =
+      "How do DataParallel and DDP scale ResNet-50 from 1 to 8 GPUs on a PCIe server without NVLink and on a DGX "
+      "A100?\n"
+      "%int" "x %any with %any reach %float samples/s at %percent scaling efficiency; DataParallel reaches %percent of "
+      "DDP's throughput on %int" "x %any.\n"
+      "report: dptwin-report/report.html (and report.md, points.csv)\n";
+  EXPECT_EQ(match_text(expected, r.out), "");
+  for (const char* f : {"report.html", "report.md", "points.csv", "results.json", "charts/throughput.svg",
+                        "charts/efficiency.svg", "charts/breakdown.svg", "charts/memory.svg"})
+    EXPECT_TRUE(fs::exists(dir / "dptwin-report" / f)) << f;
+  // One trace per predicted point: 16 points less the PCIe server's two 8-GPU ones.
+  size_t traces = 0;
+  for (const auto& e : fs::directory_iterator(dir / "dptwin-report" / "traces")) traces += e.is_regular_file();
+  EXPECT_EQ(traces, 14u);
+}
+
+TEST(CliOutput, PlanNamesTheWinnerAndWhyTheOthersLost) {
+  const CliResult r = run_dptwin({"plan", "--model", "resnet50", "--target-samples-per-s", "3000", "--hardware",
+                                  "l40s-4x-pcie4:1.10", "--hardware", "dgx-a100:2.40", "--max-gpus", "8", "--json"},
+                                 fresh_dir("plan"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j.at("winner").is_null());
+  const auto& winner = j.at("verdicts").at(j.at("winner").get<size_t>());
+  EXPECT_EQ(winner.at("verdict"), "winner");
+  EXPECT_GE(winner.at("throughput_samples_per_s").get<double>(), 3000.0);
+  // Every other configuration says why it lost; each verdict is one of the named kinds.
+  const std::set<std::string> kinds = {"winner", "more_expensive", "too_slow", "communication_bound",
+                                        "out_of_memory", "infeasible", "failed"};
+  for (const auto& v : j.at("verdicts")) {
+    EXPECT_TRUE(kinds.count(v.at("verdict").get<std::string>())) << v.dump();
+    EXPECT_FALSE(v.at("reason").get<std::string>().empty()) << v.dump();
+    // Nothing cheaper than the winner meets the target.
+    if (v.at("verdict") == "more_expensive") {
+      EXPECT_GE(v.at("price_per_hour").get<double>(), winner.at("price_per_hour").get<double>());
+    }
+  }
+  EXPECT_EQ(j.at("answer").get<std::string>().rfind("The cheapest configuration that meets 3,000 samples/s is ", 0), 0u);
+}
+
+TEST(CliOutput, CompareLaysTwoScenariosSideBySide) {
+  const CliResult r = run_dptwin(
+      {"compare", kWhatif + "resnet50-dgx-a100-dp.yaml", kWhatif + "resnet50-dgx-a100-ddp.yaml"}, fresh_dir("compare"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string expected =
+      "                       resnet50-dgx-a100-dp  resnet50-dgx-a100-ddp\n"
+      "source                 predicted             predicted\n"
+      "hardware               dgx-a100              dgx-a100\n"
+      "strategy               DataParallel          DDP\n"
+      "GPUs                   8  8\n"
+      "batch (global/per GPU)  256/32  256/32\n"
+      "step time  %duration  %duration\n"
+      "  vs first  %float %\n"
+      "%any\n%any\n%any\n%any\n"
+      "samples/s  %float  %float\n"
+      "  vs first  %float %\n"
+      "scaling efficiency  %percent  %percent\n"
+      "GPU 0 peak memory  %gib  %gib\n"
+      "out of memory  no  no\n";
+  EXPECT_EQ(match_text(expected, r.out), "");
+}
+
+}  // namespace
+}  // namespace dpt::test

@@ -1,0 +1,201 @@
+// Cost-only layers: they allocate what the real layer allocates (parameters,
+// gradients, saved activations) and charge what it costs, through the same
+// Device interface the numeric layers use.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "engine/nn/cost_layer.hpp"
+#include "engine/host/host_backend.hpp"
+#include "engine/core/kernels.hpp"
+#include "engine/nn/model_library.hpp"
+#include "engine/optim/optim.hpp"
+#include "engine/parallel/strategy.hpp"
+
+namespace dpt {
+namespace {
+
+// A shape-only device that records every op submitted to it, as the twin's
+// shape-only mode sees them (no data, costs only).
+class RecordingDevice final : public Device {
+ public:
+  int index() const override { return 0; }
+  DeviceKind kind() const override { return DeviceKind::sim; }
+  std::string name() const override { return "recording:0"; }
+  bool computes() const override { return false; }
+  void submit(const OpCost& cost, const std::function<void()>&) override { ops.push_back(cost); }
+  void synchronize() override {}
+  Kernels& kernels() override { return host_kernels(); }
+  std::vector<OpCost> ops;
+
+ protected:
+  void* raw_allocate(Bytes) override { return nullptr; }
+  void raw_free(void*, Bytes) override {}
+};
+
+LayerDescription block() {
+  // Hand-written: 2 parameters of 6 and 3 elements, 100 FLOPs and 10 saved elements per sample.
+  return {"block", "TestBlock", {{"weight", {3, 2}}, {"bias", {3}}}, 100.0, 10, 3};
+}
+
+TEST(CostLayer, AllocatesParametersAndGradientsOfTheDescribedShapes) {
+  RecordingDevice dev;
+  CostLayer layer(block(), 2, dev, DType::f32);
+  auto params = layer.parameters();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0]->name, "weight");
+  EXPECT_EQ(params[0]->value.shape(), (Shape{3, 2}));
+  EXPECT_EQ(params[1]->grad.shape(), (Shape{3}));
+  EXPECT_EQ(layer.type_name(), "TestBlock");
+  // (6 + 3) elements x 4 bytes, once as parameters and once as gradients.
+  auto at_peak = dev.memory().breakdown_at_peak();
+  EXPECT_EQ(at_peak[static_cast<int>(MemoryCategory::parameters)], 36);
+  EXPECT_EQ(at_peak[static_cast<int>(MemoryCategory::gradients)], 36);
+  EXPECT_EQ(dev.memory().live_bytes(), 72);
+}
+
+TEST(CostLayer, ForwardChargesFlopsTimesBatchAndSavesActivations) {
+  RecordingDevice dev;
+  CostLayer layer(block(), 2, dev, DType::f64);
+  Tensor x = Tensor::empty(dev, {5, 2}, DType::f64, MemoryCategory::inputs);
+  const Bytes before = dev.memory().live_bytes();
+  dev.ops.clear();
+  Tensor y = layer.forward(x);
+  EXPECT_EQ(y.shape(), (Shape{5, 3}));
+  ASSERT_EQ(dev.ops.size(), 1u);  // shape-only: no fill, just the layer's charge
+  EXPECT_DOUBLE_EQ(dev.ops[0].flops, 500.0);  // 100 per sample x 5
+  // Saved activations 10 x 5 x 8 bytes plus the output 5 x 3 x 8 bytes.
+  EXPECT_EQ(dev.memory().live_bytes() - before, 400 + 120);
+  dev.ops.clear();
+  Tensor dy = Tensor::empty(dev, {5, 3}, DType::f64, MemoryCategory::activations);
+  Tensor dx = layer.backward(dy, true);
+  ASSERT_EQ(dev.ops.size(), 1u);
+  EXPECT_DOUBLE_EQ(dev.ops[0].flops, 1000.0);  // backward is 2x forward
+  EXPECT_EQ(dx.shape(), (Shape{5, 2}));
+  y = Tensor();
+  dy = Tensor();
+  dx = Tensor();
+  // Backward freed the saved activations: only the input remains beyond the start.
+  EXPECT_EQ(dev.memory().live_bytes(), before);
+}
+
+TEST(CostLayer, BackwardWithoutInputGradReturnsUndefined) {
+  RecordingDevice dev;
+  CostLayer layer(block(), 2, dev, DType::f32);
+  Tensor x = Tensor::empty(dev, {4, 2}, DType::f32);
+  Tensor y = layer.forward(x);
+  Tensor dx = layer.backward(y, false);
+  EXPECT_FALSE(dx.defined());
+}
+
+TEST(CostLayer, OnAComputingDeviceTheOutputIsZeros) {
+  HostDevice dev(0, DeviceKind::host_worker);
+  CostLayer layer(block(), 2, dev, DType::f32);
+  Tensor x = Tensor::zeros(dev, {4, 2}, DType::f32);
+  Tensor y = layer.forward(x);
+  for (double v : tensor_to_f64_vector(y)) EXPECT_EQ(v, 0.0);
+  for (double v : tensor_to_f64_vector(layer.parameters()[0]->value)) EXPECT_EQ(v, 0.0);
+}
+
+TEST(CostLayer, RejectsAnInputOfTheWrongWidth) {
+  RecordingDevice dev;
+  CostLayer layer(block(), 2, dev, DType::f32);
+  Tensor x = Tensor::empty(dev, {4, 7}, DType::f32);
+  try {
+    layer.forward(x);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "cost-only layer block (TestBlock): input has shape [4, 7], expected [batch, 2]");
+  }
+}
+
+TEST(CostLayer, ReplicaHasTheSameParametersOnTheOtherDevice) {
+  RecordingDevice a, b;
+  CostLayer layer(block(), 2, a, DType::f32);
+  auto replica = layer.replicate_on(b);
+  auto p = replica->parameters();
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(&p[0]->value.device(), &b);
+  EXPECT_EQ(p[0]->value.shape(), (Shape{3, 2}));
+  EXPECT_EQ(replica->output_shape({9, 2}), (Shape{9, 3}));
+}
+
+TEST(ModelDescription, ValidationNamesTheModelLayerAndProblem) {
+  ModelDescription m{"toy", "x", 2, {block(), block()}, {}};
+  try {
+    validate_model_description(m);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "model toy: layer 1 (block): duplicate layer name");
+  }
+  m.layers[1].name = "block2";
+  m.layers[1].parameters[1].shape = {0};
+  try {
+    validate_model_description(m);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "model toy: layer 1 (block2): parameter 'bias' has shape [0]: dimensions must be positive");
+  }
+}
+
+TEST(ModelDescription, DescribeMlpCountsLinearParametersAndFlops) {
+  MlpSpec spec{{4, 16, 2}, Activation::relu, true};
+  ModelDescription m = describe_mlp(spec);
+  // Linear(4,16), LayerNorm(16), ReLU, Linear(16,2): as make_mlp registers them.
+  ASSERT_EQ(m.layers.size(), 4u);
+  EXPECT_EQ(m.layers[0].type, "Linear");
+  EXPECT_EQ(m.layers[1].type, "LayerNorm");
+  EXPECT_EQ(m.layers[2].type, "ReLU");
+  EXPECT_EQ(m.layers[3].name, "3");
+  // 4*16+16 + 16+16 + 16*2+2 parameters, counted by hand.
+  EXPECT_EQ(model_parameter_count(m), 80 + 32 + 34);
+  // 2*4*16+16 + 8*16 + 16 + 2*16*2+2 FLOPs per sample.
+  EXPECT_DOUBLE_EQ(model_forward_flops_per_sample(m), 144.0 + 128.0 + 16.0 + 66.0);
+  EXPECT_EQ(model_output_features(m), 2);
+}
+
+
+TEST(ModelDescription, DescribeMlpHasMakeMlpsParameterNamesAndShapes) {
+  // The library form of an MLP must present the strategies with exactly the
+  // parameters the numeric MLP registers, in the same order.
+  for (const char* text : {"mlp:4-16-2", "mlp:8-32-32-3", "mlp:5-7-1"}) {
+    for (bool layernorm : {false, true}) {
+      MlpSpec spec = parse_mlp_spec(text);
+      spec.layernorm = layernorm;
+      HostDevice dev(0, DeviceKind::host_worker);
+      Sequential numeric = make_mlp(spec, dev, DType::f32, 1);
+      Sequential cost = make_cost_only_model(describe_mlp(spec), dev, DType::f32);
+      auto a = numeric.named_parameters();
+      auto b = cost.named_parameters();
+      ASSERT_EQ(a.size(), b.size()) << text;
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i].name, b[i].name) << text;
+        EXPECT_EQ(a[i].param->value.shape(), b[i].param->value.shape()) << text << " " << a[i].name;
+      }
+      ASSERT_EQ(numeric.size(), cost.size());
+      for (size_t i = 0; i < numeric.size(); ++i) EXPECT_EQ(numeric.layer(i).type_name(), cost.layer(i).type_name());
+    }
+  }
+}
+
+TEST(CostOnlyModel, TrainsAStepUnderTheSingleStrategyOnTheHost) {
+  // The strategies cannot tell a cost-only model from a numeric one: a full step
+  // (forward, loss, backward, optimizer) runs on it, on zeros.
+  HostBackend backend(1);
+  const ModelDescription desc = describe_mlp(parse_mlp_spec("mlp:6-10-3"));
+  StrategyOptions options;
+  options.kind = StrategyKind::single;
+  auto strategy = make_strategy(
+      backend, options, [&](Device& d) { return make_cost_only_model(desc, d, DType::f32); },
+      [](std::vector<NamedParameter> p) { return make_sgd(std::move(p), SgdOptions{}); });
+  Tensor x = Tensor::zeros(backend.host_memory(), {4, 6}, DType::f32, MemoryCategory::inputs);
+  Tensor y = Tensor::zeros(backend.host_memory(), {4, 3}, DType::f32, MemoryCategory::inputs);
+  StepResult r = strategy->train_step(x, y);
+  EXPECT_EQ(r.loss, 0.0);  // zeros against zeros
+  ASSERT_EQ(r.samples_per_device.size(), 1u);
+  EXPECT_EQ(r.samples_per_device[0], 4);
+  EXPECT_EQ(strategy->module().parameter_count(), model_parameter_count(desc));
+}
+
+}  // namespace
+}  // namespace dpt

@@ -1,0 +1,103 @@
+// `dptwin calibrate --from BENCH.json`: efficiency fields from microbenchmark
+// figures against a library hardware file's datasheet rates.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "scenarios/measure/calibrate_bench.hpp"
+
+using namespace dpt;
+
+namespace {
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const std::filesystem::path kLibrary = std::filesystem::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+
+// A bench of 2 GPUs whose figures are the given fractions of `hw`'s datasheet rates.
+DeviceBenchResult bench_at(const sim::HardwareSpec& hw, double gemm, double memory, double pcie, double peer_Bps) {
+  DeviceBenchResult b;
+  b.backend = "cuda";
+  b.date = "2026-12-02T15:00:00Z";
+  b.hostname = "node1";
+  b.device_names = {"cuda:0", "cuda:1"};
+  b.gemm = {{"f32", 0, 4096, 4096, 4096, 1.0, gemm * hw.gpu.peak_flops.f32},
+            {"f32", 1, 4096, 4096, 4096, 1.0, 0.9 * gemm * hw.gpu.peak_flops.f32},
+            {"f64", 0, 4096, 4096, 4096, 1.0, 0.99 * hw.gpu.peak_flops.f64}};
+  const double raw_pcie = sim::pcie_lane_bandwidth(hw.pcie.generation) * hw.pcie.lanes;
+  b.bandwidth = {{"memory", 0, 0, 1 << 28, 1.0, memory * hw.gpu.memory_bandwidth},
+                 {"memory", 1, 1, 1 << 28, 1.0, 0.5 * memory * hw.gpu.memory_bandwidth},
+                 {"h2d", -1, 0, 1 << 28, 1.0, (pcie + 0.02) * raw_pcie},
+                 {"d2h", 0, -1, 1 << 28, 1.0, (pcie - 0.02) * raw_pcie},
+                 {"peer", 0, 1, 1 << 28, 1.0, peer_Bps},
+                 {"peer", 1, 0, 1 << 28, 1.0, peer_Bps}};
+  return b;
+}
+
+}  // namespace
+
+TEST(CalibrateBench, FieldsAreMeasuredOverDatasheetRates) {
+  const auto path = kLibrary / "dgx-h100.yaml";
+  const sim::HardwareSpec hw = sim::load_hardware_file(path);
+  ASSERT_TRUE(hw.nvswitch.has_value());
+  const double port = hw.nvswitch->links_per_gpu * hw.nvswitch->link_bandwidth;
+  const auto r = calibrate_from_bench(hw, read_text(path), bench_at(hw, 0.5, 0.8, 0.7, 0.9 * port), "b.json");
+  // Invariant: each field is (best or mean) measured figure / the datasheet rate it scales.
+  EXPECT_NEAR(r.spec.efficiency.gemm, 0.5, 1e-12);
+  EXPECT_NEAR(r.spec.efficiency.memory_bandwidth, 0.8, 1e-12);
+  EXPECT_NEAR(r.spec.efficiency.pcie, 0.7, 1e-12);
+  EXPECT_NEAR(r.spec.efficiency.p2p, 0.9, 1e-12);
+  EXPECT_EQ(r.spec.efficiency.nic, hw.efficiency.nic);  // not measured by the bench
+  // The emitted file loads and carries the calibrated values and their sources.
+  const sim::HardwareSpec back = sim::parse_hardware_yaml(r.yaml, "calibrated");
+  EXPECT_NEAR(back.efficiency.gemm, 0.5, 1e-4);
+  EXPECT_NEAR(back.efficiency.p2p, 0.9, 1e-4);
+  EXPECT_EQ(back.gpu.name, hw.gpu.name);
+  EXPECT_NE(r.yaml.find("# measured: f32 GEMM 4096^3"), std::string::npos) << r.yaml;
+  EXPECT_NE(r.yaml.find("2026-12-02"), std::string::npos);
+  EXPECT_EQ(r.yaml.find("efficiency:"), r.yaml.rfind("efficiency:"));  // one block only
+}
+
+TEST(CalibrateBench, FasterThanTheDatasheetIsCappedAtOne) {
+  const auto path = kLibrary / "dgx-h100.yaml";
+  const sim::HardwareSpec hw = sim::load_hardware_file(path);
+  const double port = hw.nvswitch->links_per_gpu * hw.nvswitch->link_bandwidth;
+  const auto r = calibrate_from_bench(hw, read_text(path), bench_at(hw, 1.3, 0.8, 0.7, 0.9 * port), "b.json");
+  EXPECT_EQ(r.spec.efficiency.gemm, 1.0);
+  const auto gemm = std::find_if(r.fields.begin(), r.fields.end(), [](auto& f) { return f.field == "gemm"; });
+  ASSERT_NE(gemm, r.fields.end());
+  EXPECT_TRUE(gemm->capped);
+  // A figure far below the datasheet means the file describes another machine.
+  try {
+    calibrate_from_bench(hw, read_text(path), bench_at(hw, 0.5, 0.8, 0.7, 1.0), "b.json");
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("efficiency.p2p: measured"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CalibrateBench, NoNvlinkLeavesP2pAndTooManyDevicesIsAnError) {
+  const auto path = kLibrary / "desktop-2gpu-pcie-p2p.yaml";
+  const sim::HardwareSpec hw = sim::load_hardware_file(path);
+  const auto r = calibrate_from_bench(hw, read_text(path), bench_at(hw, 0.5, 0.8, 0.7, 20e9), "b.json");
+  EXPECT_EQ(r.spec.efficiency.p2p, hw.efficiency.p2p);
+  auto many = bench_at(hw, 0.5, 0.8, 0.7, 20e9);
+  many.device_names = {"cuda:0", "cuda:1", "cuda:2"};
+  try {
+    calibrate_from_bench(hw, read_text(path), many, "b.json");
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("b.json: 3 devices measured"), std::string::npos) << e.what();
+  }
+  auto empty = bench_at(hw, 0.5, 0.8, 0.7, 20e9);
+  empty.gemm.clear();
+  empty.bandwidth.clear();
+  EXPECT_THROW(calibrate_from_bench(hw, read_text(path), empty, "b.json"), std::invalid_argument);
+}

@@ -1,0 +1,267 @@
+// nccl-tests logs (verify/data/nccl-tests/, in nccl-tests' exact layout) are read
+// row by row; malformed logs are rejected naming the file and the line.
+// Expected values are read off the files by eye (the table's own columns), not
+// recomputed by the parser.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "scenarios/measure/calibrate_nccl.hpp"
+#include "scenarios/measure/nccl_tests_log.hpp"
+#include "sim/net/hardware.hpp"
+
+namespace dpt {
+namespace {
+
+std::string data_path(const std::string& name) {
+  return std::string(DPT_SOURCE_DIR) + "/verify/data/nccl-tests/" + name;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Parses `text` and returns the error message (empty when it parsed).
+std::string parse_error(const std::string& text, const std::optional<std::string>& hint = std::nullopt) {
+  std::istringstream in(text);
+  try {
+    parse_nccl_tests_log(in, "edited.log", hint);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return {};
+}
+
+std::string replace_once(std::string text, const std::string& from, const std::string& to) {
+  const auto at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+// The line number (1-based) of the first line containing `needle`.
+int line_of(const std::string& text, const std::string& needle) {
+  std::istringstream in(text);
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.find(needle) != std::string::npos) return n;
+  }
+  return -1;
+}
+
+TEST(NcclTestsLog, ReadsTheHandWrittenFourGpuAllReduce) {
+  const auto log = read_nccl_tests_log(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  EXPECT_EQ(log.program, "all_reduce_perf");
+  EXPECT_EQ(log.collective, "all_reduce");
+  EXPECT_EQ(log.ranks, 4);
+  ASSERT_EQ(log.device_names.size(), 4u);
+  EXPECT_EQ(log.device_names[3], "NVIDIA L40S");
+  ASSERT_EQ(log.hosts.size(), 1u);
+  EXPECT_EQ(log.hosts[0], "pcie4x");
+  ASSERT_EQ(log.rows.size(), 25u);  // 8 B to 128 MiB, factor 2
+  const auto& first = log.rows.front();
+  EXPECT_EQ(first.line, 14);
+  EXPECT_EQ(first.size_bytes, 8);
+  EXPECT_EQ(first.count, 2);
+  EXPECT_EQ(first.type, "float");
+  EXPECT_EQ(first.redop, "sum");
+  EXPECT_EQ(first.root, -1);
+  ASSERT_TRUE(first.out_of_place && first.in_place);
+  EXPECT_DOUBLE_EQ(first.out_of_place->time_s, 13.21e-6);
+  EXPECT_DOUBLE_EQ(first.in_place->time_s, 12.95e-6);
+  EXPECT_EQ(first.out_of_place->wrong, 0);
+  const auto& last = log.rows.back();
+  EXPECT_EQ(last.size_bytes, 134217728);
+  EXPECT_DOUBLE_EQ(last.out_of_place->time_s, 14682.0e-6);
+  EXPECT_DOUBLE_EQ(last.out_of_place->algbw_Bps, 9.14e9);
+  EXPECT_DOUBLE_EQ(last.out_of_place->busbw_Bps, 13.71e9);
+  EXPECT_DOUBLE_EQ(last.in_place->busbw_Bps, 13.73e9);
+  ASSERT_TRUE(log.avg_busbw_GBps.has_value());
+  EXPECT_DOUBLE_EQ(*log.avg_busbw_GBps, 4.51718);
+  EXPECT_EQ(log.out_of_bounds, 0);
+}
+
+TEST(NcclTestsLog, ReadsTheOlderLayoutWithoutATestName) {
+  // 2.x logs: an `error` column, ranks without `Group`, no "Collective test starting".
+  const auto log = read_nccl_tests_log(data_path("dgx-a100-8gpu-all_reduce-v2.log"));
+  EXPECT_EQ(log.program, "");
+  EXPECT_EQ(log.collective, "all_reduce");  // a summing collective whose size is count x 4 bytes
+  EXPECT_EQ(log.ranks, 8);
+  EXPECT_EQ(log.device_names[0], "A100-SXM4-40GB");
+  EXPECT_EQ(log.rows.size(), 28u);  // 8 B to 1 GiB
+  EXPECT_EQ(log.rows.back().out_of_place->wrong, 0);
+  EXPECT_DOUBLE_EQ(log.rows.back().size_bytes, 1073741824);
+}
+
+TEST(NcclTestsLog, ReadsAllGatherWithPerRankCounts) {
+  const auto log = read_nccl_tests_log(data_path("dgx-h100-8gpu-all_gather.log"));
+  EXPECT_EQ(log.collective, "all_gather");
+  EXPECT_EQ(log.ranks, 8);
+  EXPECT_EQ(log.rows.front().size_bytes, 1024);
+  EXPECT_EQ(log.rows.front().count, 32);  // per-rank elements: 1024 B / 4 B / 8 ranks
+  EXPECT_EQ(log.rows.front().redop, "none");
+  EXPECT_DOUBLE_EQ(log.rows.back().out_of_place->busbw_Bps, 360.78e9);
+}
+
+TEST(NcclTestsLog, BusbwFactorsAreNcclTests) {
+  EXPECT_DOUBLE_EQ(nccl_busbw_factor("all_reduce", 4), 1.5);
+  EXPECT_DOUBLE_EQ(nccl_busbw_factor("all_gather", 8), 0.875);
+  EXPECT_DOUBLE_EQ(nccl_busbw_factor("reduce_scatter", 2), 0.5);
+  EXPECT_DOUBLE_EQ(nccl_busbw_factor("broadcast", 8), 1.0);
+  EXPECT_THROW(nccl_busbw_factor("allreduce", 8), std::invalid_argument);
+}
+
+TEST(NcclTestsLog, TheCallersCollectiveMustAgreeWithTheLog) {
+  const std::string text = read_text(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  const std::string err = parse_error(text, std::string("all_gather"));
+  EXPECT_NE(err.find("measured all_reduce"), std::string::npos) << err;
+  // Without the test-name line an all_gather log cannot be told apart: the caller names it.
+  std::string gather = read_text(data_path("dgx-h100-8gpu-all_gather.log"));
+  gather = replace_once(gather, "# Collective test starting: all_gather_perf\n", "");
+  gather = replace_once(gather, "# Collective test concluded: all_gather_perf\n", "");
+  EXPECT_NE(parse_error(gather).find("--op"), std::string::npos) << parse_error(gather);
+  EXPECT_EQ(parse_error(gather, std::string("all_gather")), "");
+}
+
+TEST(NcclTestsLog, SkipsNcclDebugLinesAndKeepsWarnings) {
+  std::string text = read_text(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  text = replace_once(text, "#  Rank  0", "pcie4x:48213:48213 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.5<0>\n#  Rank  0");
+  text = replace_once(text, "# Out of bounds",
+                      "pcie4x:48213:48230 [2] NCCL WARN NET/Plugin: Could not find: libnccl-net.so\n# Out of bounds");
+  std::istringstream in(text);
+  const auto log = parse_nccl_tests_log(in, "debug.log");
+  EXPECT_EQ(log.rows.size(), 25u);
+  ASSERT_EQ(log.nccl_warnings.size(), 1u);
+  EXPECT_NE(log.nccl_warnings[0].find("libnccl-net.so"), std::string::npos);
+}
+
+// Each malformed log names the file and the offending line.
+TEST(NcclTestsLog, MalformedLogsNameTheLine) {
+  const std::string text = read_text(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  const int row_1m = line_of(text, "     1048576        262144");
+
+  // A row cut short (a log truncated while being written).
+  const std::string truncated = text.substr(0, text.find("     1048576        262144") + 60);
+  std::string err = parse_error(truncated);
+  EXPECT_NE(err.find("edited.log:" + std::to_string(row_1m) + ": a result row with"), std::string::npos) << err;
+
+  // A field that is not a number.
+  err = parse_error(replace_once(text, "   212.50    4.93    7.40", "   212.50    4.93    x.40"));
+  EXPECT_NE(err.find("edited.log:" + std::to_string(row_1m) + ": column 'busbw' holds 'x.40'"), std::string::npos)
+      << err;
+
+  // A count that is not an integer.
+  err = parse_error(replace_once(text, "     1048576        262144", "     1048576        262.44"));
+  EXPECT_NE(err.find(":" + std::to_string(row_1m) + ": column 'count'"), std::string::npos) << err;
+
+  // Text that is not a comment before the table: not an nccl-tests log.
+  err = parse_error("mpirun: command not found\n" + text);
+  EXPECT_NE(err.find("edited.log:1:"), std::string::npos) << err;
+
+  // Junk between rows.
+  err = parse_error(replace_once(text, "     1048576        262144", "Segmentation fault\n     1048576        262144"));
+  EXPECT_NE(err.find("edited.log:" + std::to_string(row_1m) + ":"), std::string::npos) << err;
+
+  // No table at all, and a header without rows.
+  err = parse_error("# nThread 1 nGpus 4\n#\n");
+  EXPECT_NE(err.find("no result table"), std::string::npos) << err;
+  const std::string header_only = text.substr(0, text.find("           8             2"));
+  err = parse_error(header_only);
+  EXPECT_NE(err.find("followed by no result rows"), std::string::npos) << err;
+
+  // A busbw edited so that it no longer matches algbw x 2(n-1)/n.
+  err = parse_error(replace_once(text, "   212.50    4.93    7.40", "   212.50    4.93    9.86"));
+  EXPECT_NE(err.find(":" + std::to_string(row_1m) + ": busbw / algbw = 2.000"), std::string::npos) << err;
+
+  // A negative time.
+  err = parse_error(replace_once(text, "   212.50    4.93    7.40", "  -212.50    4.93    7.40"));
+  EXPECT_NE(err.find("negative"), std::string::npos) << err;
+
+  EXPECT_THROW(read_nccl_tests_log(data_path("no-such.log")), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace dpt
+
+// ---- calibration: logs into hardware fields ----------------------------------------
+namespace dpt {
+namespace {
+
+const std::filesystem::path kLibrary = std::filesystem::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+
+TEST(NcclCalibration, TheFourGpuPcieLogSetsThePcieEfficiency) {
+  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kLibrary);
+  const auto log = read_nccl_tests_log(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-02T15:00:00Z");
+  ASSERT_EQ(r.fields.size(), 1u);
+  const auto& f = r.fields[0];
+  EXPECT_EQ(f.field, "efficiency.pcie");  // no NVLink: PCIe bounds the ring
+  EXPECT_EQ(f.line, 38);                  // the 128 MiB row
+  EXPECT_DOUBLE_EQ(f.measured_busbw_Bps, 13.71e9);
+  EXPECT_LT(f.after, f.before);  // the log is slower than the datasheet-based file
+  // The calibrated file, written and read back by the twin's own loader, reproduces
+  // the log's bus bandwidth at that size.
+  const auto path = std::filesystem::path(DPT_BINARY_DIR) / "l40s-calibrated.yaml";
+  std::ofstream(path) << r.yaml;
+  const sim::HardwareSpec loaded = sim::load_hardware_file(path);
+  EXPECT_NEAR(loaded.efficiency.pcie, f.after, 1e-8);
+  EXPECT_NEAR(twin_busbw(loaded, "all_reduce", 4, 134217728) / 13.71e9, 1.0, 0.02);
+  EXPECT_NE(r.yaml.find("# calibrated 2026-12-02T15:00:00Z from"), std::string::npos) << r.yaml;
+}
+
+TEST(NcclCalibration, NvswitchLogsSetTheP2pEfficiency) {
+  const sim::HardwareSpec base = sim::load_hardware("dgx-h100", kLibrary);
+  const auto log = read_nccl_tests_log(data_path("dgx-h100-8gpu-all_gather.log"));
+  const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-02T15:00:00Z");
+  ASSERT_EQ(r.fields.size(), 1u);
+  EXPECT_EQ(r.fields[0].field, "efficiency.p2p");
+  EXPECT_EQ(r.fields[0].collective, "all_gather");
+  if (!r.fields[0].capped) {
+    EXPECT_NEAR(r.fields[0].predicted_after_Bps / r.fields[0].measured_busbw_Bps, 1.0, 0.02);
+  }
+}
+
+TEST(NcclCalibration, RejectsWrongResultsAndTooManyRanks) {
+  std::string text = read_text(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  text = replace_once(text, "   9.14   13.71       0", "   9.14   13.71       3");
+  std::istringstream in(text);
+  const auto bad = parse_nccl_tests_log(in, "wrong.log");
+  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kLibrary);
+  try {
+    calibrate_from_nccl_logs(base, {bad}, "now");
+    FAIL() << "calibrated from wrong results";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("wrong.log:38: #wrong = 3"), std::string::npos) << e.what();
+  }
+  const auto eight = read_nccl_tests_log(data_path("dgx-h100-8gpu-all_gather.log"));
+  EXPECT_THROW(calibrate_from_nccl_logs(base, {eight}, "now"), std::invalid_argument);  // 8 ranks, 4 GPUs
+}
+
+TEST(NcclCalibration, TheCommandWritesTheFile) {
+  const auto out = std::filesystem::path(DPT_BINARY_DIR) / "calibrate-cmd.yaml";
+  std::filesystem::remove(out);
+  const std::string cmd = std::string(DPT_BINARY_DIR) + "/scenarios/dptwin calibrate --from " +
+                          data_path("l40s-4gpu-pcie-all_reduce.log") + " --hardware l40s-4x-pcie4 -o " +
+                          out.string() + " > /dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_NO_THROW(sim::load_hardware_file(out));
+  // A malformed log is a usage error (exit 2).
+  const std::string bad = std::string(DPT_BINARY_DIR) + "/scenarios/dptwin calibrate --from " +
+                          std::string(DPT_SOURCE_DIR) + "/verify/data/junit.xsd --hardware l40s-4x-pcie4 > /dev/null 2>&1";
+  EXPECT_EQ(WEXITSTATUS(std::system(bad.c_str())), 2);
+}
+
+}  // namespace
+}  // namespace dpt

@@ -1,0 +1,252 @@
+// Reports: the one-sentence answer, the Markdown and HTML pages (against expected
+// text with numeric placeholders), the CSV, the gnuplot charts, atomic writes.
+// The sweep results here are written by hand, so every expected figure is known.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "scenarios/plan/plan.hpp"
+#include "scenarios/report/report_document.hpp"
+#include "scenarios/report/report_format.hpp"
+#include "scenarios/report/report_sweep.hpp"
+#include "scenarios/report/report_text.hpp"
+#include "verify/support/text_match.hpp"
+
+namespace dpt::report {
+namespace {
+
+namespace fs = std::filesystem;
+using scenario::PointResult;
+using scenario::PointStatus;
+using scenario::SweepResult;
+
+TEST(Format, FiguresHaveThreeSignificantDigitsAndThousandsSeparators) {
+  EXPECT_EQ(format_figure(12437.2), "12,400");
+  EXPECT_EQ(format_figure(1234567), "1,230,000");
+  EXPECT_EQ(format_figure(512.3), "512");
+  EXPECT_EQ(format_figure(12.34), "12.3");
+  EXPECT_EQ(format_figure(1.234), "1.23");
+  EXPECT_EQ(format_figure(0.01234), "0.0123");
+  EXPECT_EQ(format_figure(0), "0");
+  EXPECT_EQ(format_figure(-2500), "-2,500");
+  EXPECT_EQ(format_percent(0.943), "94 %");
+  EXPECT_EQ(format_gib(3 * kGiB / 2), "1.50 GiB");
+  EXPECT_EQ(format_duration(0.0123), "12.3 ms");
+  EXPECT_EQ(format_duration(0.00085), "850 us");
+  EXPECT_EQ(format_duration(1.5), "1.50 s");
+  EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(html_escape("<a & \"b\">"), "&lt;a &amp; &quot;b&quot;&gt;");
+}
+
+// A point with a hand-written report: `thr` samples/s at 32 per GPU, one GPU at
+// 1,600 samples/s (step 20 ms), GPU 0 holding `gpu0_extra` more than the others.
+PointResult point(size_t index, const std::string& strategy, int gpus, double thr, Bytes gpu0_extra = 0) {
+  PointResult p;
+  p.index = index;
+  p.axes = {{"strategy", strategy}, {"devices", std::to_string(gpus)}};
+  p.hardware = "dgx-h100";
+  p.gpu_name = "H100-SXM5-80GB";
+  p.model = "resnet50";
+  p.strategy = strategy;
+  p.devices = gpus;
+  p.nodes = 1;
+  p.batch_per_device = 32;
+  p.batch_global = 32 * gpus;
+  p.dtype = "f32";
+  p.bucket_cap_mb = 25;
+  p.optimizer = "sgd_momentum";
+  StepReport r;
+  r.hardware = p.hardware;
+  r.model = p.model;
+  r.strategy = strategy;
+  r.devices = gpus;
+  r.batch_global = p.batch_global;
+  r.batch_per_device = 32;
+  r.step_time_s = p.batch_global / thr;
+  r.breakdown_s.compute = 0.018;
+  r.breakdown_s.optimizer = 0.001;
+  r.breakdown_s.exposed_communication = *r.step_time_s - 0.019;
+  r.throughput_samples_per_s = thr;
+  r.single_device_step_time_s = 0.02;
+  r.scaling_efficiency = thr / (gpus * 1600.0);
+  for (int g = 0; g < gpus; ++g) {
+    DeviceReport d;
+    d.device = "sim:gpu" + std::to_string(g);
+    d.peak_memory_bytes = 10 * kGiB + (g == 0 ? gpu0_extra : 0);
+    d.capacity_bytes = 80 * kGiB;
+    r.devices_detail.push_back(d);
+  }
+  r.trace = "out/traces/point-" + std::to_string(index) + ".json";
+  p.report = r;
+  return p;
+}
+
+SweepResult h100_sweep() {
+  SweepResult r;
+  r.scenario_name = "h100-scaling";
+  r.scenario_file = "h100.yaml";
+  r.question = "How do DataParallel and DDP scale on a DGX H100?";
+  r.scenario_digest = "0123456789abcdef";
+  r.target = scenario::Target{5000.0, std::nullopt, std::nullopt};
+  r.total_points = 8;
+  const int gpus[] = {1, 2, 4, 8};
+  const double dp[] = {1600, 2800, 4300, 7600};
+  const double ddp[] = {1600, 3150, 6200, 12437};
+  for (int i = 0; i < 4; ++i) r.points.push_back(point(static_cast<size_t>(i), "dp", gpus[i], dp[i], (i + 1) * kGiB));
+  for (int i = 0; i < 4; ++i) r.points.push_back(point(static_cast<size_t>(4 + i), "ddp", gpus[i], ddp[i]));
+  return r;
+}
+
+TEST(Answer, NamesTheBestConfigurationTheTargetAndDataParallelAgainstDdp) {
+  // Best: 8 GPUs DDP at 12,437 samples/s = 12437 / (8 x 1600) = 97 % efficiency.
+  // Fewest GPUs meeting 5,000: 4 with DDP (6,200). DP at 8: 7600 / 12437 = 61 %.
+  EXPECT_EQ(sweep_answer(h100_sweep()),
+            "8x H100-SXM5-80GB with DDP reach 12,400 samples/s at 97 % scaling efficiency; 4x H100-SXM5-80GB with "
+            "DDP meet the target of 5,000 samples/s; DataParallel reaches 61 % of DDP's throughput on 8x "
+            "H100-SXM5-80GB.");
+  EXPECT_TRUE(sweep_meets_target(h100_sweep()));
+}
+
+TEST(Answer, SaysWhenNoConfigurationMeetsTheTarget) {
+  SweepResult r = h100_sweep();
+  r.target = scenario::Target{50000.0, std::nullopt, std::nullopt};
+  EXPECT_FALSE(sweep_meets_target(r));
+  EXPECT_NE(sweep_answer(r).find("; no configuration meets the target of 50,000 samples/s;"), std::string::npos)
+      << sweep_answer(r);
+}
+
+TEST(Csv, OneRowPerPointWithEveryColumn) {
+  const std::string csv = sweep_csv(h100_sweep());
+  const auto lines = test::split_lines(csv);
+  ASSERT_EQ(lines.size(), 9u);
+  const auto columns = std::count(lines[0].begin(), lines[0].end(), ',');
+  for (const auto& l : lines) EXPECT_EQ(std::count(l.begin(), l.end(), ','), columns) << l;
+  EXPECT_EQ(lines[8].substr(0, 52), "7,dgx-h100,H100-SXM5-80GB,resnet50,ddp,8,1,8,256,32,");
+}
+
+TEST(Markdown, MatchesTheExpectedLayout) {
+  const ReportDocument doc = build_sweep_report(h100_sweep(), {"out", "dptwin report h100.yaml", ""});
+  const std::string md = render_markdown(doc);
+  const std::string expected_head =
+      "# dptwin report: h100-scaling\n"
+      "\n"
+      "**Question.** How do DataParallel and DDP scale on a DGX H100?\n"
+      "\n"
+      "**Answer.** %int" "x H100-SXM5-80GB with DDP reach %float samples/s at %percent scaling efficiency; %any\n"
+      "\n"
+      "## Scaling\n"
+      "\n"
+      "![Throughput against GPU count](charts/throughput.svg)\n"
+      "\n"
+      "*Predicted samples per second; dashed: the single-GPU throughput times the GPU count (linear scaling).*\n"
+      "\n"
+      "![Scaling efficiency](charts/efficiency.svg)\n";
+  const auto lines = test::split_lines(md);
+  std::string head;
+  for (size_t i = 0; i < 13 && i < lines.size(); ++i) head += lines[i] + "\n";
+  EXPECT_EQ(test::match_text(expected_head, head), "");
+  // The table of every point: one row per point, figures in place.
+  EXPECT_NE(md.find("| # | hardware | strategy | GPUs | batch (global / per GPU) | step time | samples/s | efficiency | "
+                    "GPU 0 peak | status |"),
+            std::string::npos);
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(md, m, std::regex(test::placeholder_regex(
+                                           "| 7 | dgx-h100 | DDP | 8 | 256 / 32 | %duration | 12,400 | 97 % | %gib | ok |"))));
+  EXPECT_NE(md.find("- [point 7: dgx-h100 DDP on 8 GPUs](traces/point-7.json)"), std::string::npos);
+  // DataParallel's GPU 0 holds 4 GiB more at 8 GPUs (written into the sweep above).
+  EXPECT_NE(md.find("| DataParallel (8 GPUs) | 14.00 GiB | 10.00 GiB | 4.00 GiB | 80.00 GiB |"), std::string::npos);
+}
+
+TEST(Html, IsSelfContainedWithEveryChartInline) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "report_test_out";
+  fs::remove_all(dir);
+  const ReportDocument doc = build_sweep_report(h100_sweep(), {dir.string(), "dptwin report", "schema_version: 1\n"});
+  const WrittenReport w = write_report(doc, dir.string());
+  for (const char* f : {"report.html", "report.md", "points.csv", "results.json", "scenario.yaml",
+                        "charts/throughput.svg", "charts/efficiency.svg", "charts/breakdown.svg", "charts/memory.svg"})
+    EXPECT_TRUE(fs::exists(dir / f)) << f;
+  // Atomic writes leave no temporaries behind.
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+  std::ifstream in(dir / "report.html");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string html = ss.str();
+  size_t svgs = 0;
+  for (size_t pos = 0; (pos = html.find("<svg", pos)) != std::string::npos; ++pos) ++svgs;
+  EXPECT_EQ(svgs, 4u);
+  EXPECT_EQ(html.find("<?xml"), std::string::npos);       // declarations stripped for inline use
+  EXPECT_EQ(html.find("src=\"http"), std::string::npos);  // nothing fetched from elsewhere
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_NE(html.find("<p class=\"answer\" id=\"answer\"><strong>Answer.</strong> 8x H100-SXM5-80GB with DDP reach"),
+            std::string::npos);
+}
+
+TEST(Chart, GnuplotScriptDrawsLogScaleLinesAndDashedIdeals) {
+  Chart c{"t", "T", "GPUs", "samples/s", ChartKind::lines, true, {}, {}, ""};
+  c.series.push_back({"DDP", {{1, 10}, {2, 20}}, {}, false, 0});
+  c.series.push_back({"ideal", {{1, 10}, {2, 20}}, {}, true, 0});
+  const std::string g = gnuplot_script(c, "d.txt", "o.svg");
+  EXPECT_NE(g.find("set logscale x 2"), std::string::npos);
+  EXPECT_NE(g.find("\"d.txt\" index 1 using 1:2 with lines dt 2"), std::string::npos);
+  EXPECT_NE(render_chart_svg(c).find("<svg"), std::string::npos);
+}
+
+TEST(Text, SweepTableAndStepSummary) {
+  const std::string table = sweep_table_text(h100_sweep());
+  const std::string expected =
+      "#  hardware  strategy      GPUs   batch  step time  samples/s  efficiency  status\n"
+      "0  dgx-h100  DataParallel     1   32/32  %duration      1,600       100 %  ok\n"
+      "%any\n%any\n%any\n%any\n%any\n%any\n"
+      "7  dgx-h100  DDP              8  256/32  %duration     12,400        97 %  ok\n";
+  EXPECT_EQ(test::match_text(expected, table), "");
+  const std::string summary = step_summary_text(*h100_sweep().points[7].report, "H100-SXM5-80GB");
+  const std::string expected_summary =
+      "resnet50 on dgx-h100 (H100-SXM5-80GB), DDP on 8 GPUs (1 node), batch 256 (32 per GPU), f32\n"
+      "  step time                %duration\n"
+      "    compute                18.0 ms\n"
+      "    exposed communication  %duration\n"
+      "    dispatch               0\n"
+      "    optimizer              1.00 ms\n"
+      "  throughput               12,400 samples/s\n"
+      "  scaling efficiency       97 % (one GPU: 20.0 ms per step)\n"
+      "  peak memory sim:gpu0     10.00 GiB of 80.00 GiB\n"
+      "  peak memory sim:gpu1     10.00 GiB of 80.00 GiB\n"
+      "  peak memory sim:gpu7     10.00 GiB of 80.00 GiB\n"
+      "  trace                    out/traces/point-7.json\n";
+  EXPECT_EQ(test::match_text(expected_summary, summary), "");
+}
+
+TEST(Plan, CheapestConfigurationMeetingTheTargetWinsAndTheOthersSayWhy) {
+  SweepResult s = h100_sweep();
+  // An out-of-memory point and a communication-bound one, written by hand.
+  s.points[0].status = PointStatus::out_of_memory;
+  s.points[0].report->out_of_memory = OutOfMemoryReport{"sim:gpu0", "out of memory on sim:gpu0", 0, {}, std::nullopt};
+  s.points[0].report->step_time_s.reset();
+  s.points[0].report->throughput_samples_per_s.reset();
+  auto& slow = *s.points[2].report;  // DP on 4 GPUs: 4,300 samples/s, mostly communication
+  slow.breakdown_s.compute = 0.005;
+  slow.breakdown_s.exposed_communication = *slow.step_time_s - 0.006;
+  const std::vector<scenario::PlanCandidate> candidates = {{"dgx-h100", 4.5, ""}};
+  const auto plan = scenario::judge_plan(s, scenario::Target{5000.0, std::nullopt, std::nullopt}, candidates);
+  ASSERT_TRUE(plan.winner.has_value());
+  // 4 GPUs with DDP (6,200 samples/s) at 4 x 4.50 = 18.00 per hour is the cheapest meeting 5,000.
+  EXPECT_EQ(plan.verdicts[*plan.winner].point, 6u);
+  EXPECT_EQ(scenario::plan_answer(plan),
+            "The cheapest configuration that meets 5,000 samples/s is 4x H100-SXM5-80GB (dgx-h100) with DDP, at 6,200 "
+            "samples/s for 18.00 per hour.");
+  EXPECT_EQ(plan.verdicts[0].kind, scenario::PlanVerdictKind::out_of_memory);
+  EXPECT_EQ(plan.verdicts[0].reason, "out of memory on sim:gpu0");
+  EXPECT_EQ(plan.verdicts[1].kind, scenario::PlanVerdictKind::too_slow);
+  EXPECT_EQ(plan.verdicts[1].reason, "too slow: 2,800 < 5,000 samples/s");
+  EXPECT_EQ(plan.verdicts[2].kind, scenario::PlanVerdictKind::communication_bound);
+  EXPECT_EQ(plan.verdicts[3].kind, scenario::PlanVerdictKind::more_expensive);
+  EXPECT_EQ(plan.verdicts[3].reason, "meets the target but costs 36.00 per hour against 18.00");
+}
+
+}  // namespace
+}  // namespace dpt::report

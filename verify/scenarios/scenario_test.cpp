@@ -1,0 +1,342 @@
+// Scenario files, the model library and sweeps: every file in the repository
+// loads and validates; bad input fails with the file, line, key and what is
+// wrong; sweeps expand, shard and merge exactly.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "scenarios/scenario/default_scenario.hpp"
+#include "scenarios/scenario/model_library_yaml.hpp"
+#include "scenarios/plan/plan.hpp"
+#include "scenarios/scenario/scenario.hpp"
+#include "scenarios/scenario/sweep.hpp"
+#include "sim/net/hardware.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace dpt::scenario {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kScenarios = fs::path(DPT_SOURCE_DIR) / "scenarios";
+Library lib() { return Library::at(kScenarios); }
+
+std::vector<fs::path> yaml_files(const fs::path& dir) {
+  std::vector<fs::path> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".yaml") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// ---- every file in the repository ---------------------------------------------
+
+TEST(Library, EveryHardwareFileLoads) {
+  const auto files = yaml_files(kScenarios / "hardware");
+  ASSERT_GE(files.size(), 6u);
+  for (const auto& f : files) EXPECT_NO_THROW(sim::load_hardware_file(f)) << f;
+}
+
+TEST(Library, EveryModelFileLoadsWithItsPublishedParameterCount) {
+  // Published parameter counts (not computed by dptwin): torchvision resnet50;
+  // Hugging Face bert-large-uncased BertForPreTraining, gpt2, gpt2-xl,
+  // meta-llama/Llama-2-7b-hf.
+  const std::map<std::string, Elements> published = {{"resnet50", 25'557'032},
+                                                     {"bert-large", 336'226'108},
+                                                     {"gpt2-124m", 124'439'808},
+                                                     {"gpt2-1.5b", 1'557'611'200},
+                                                     {"llama-2-7b", 6'738'415'616}};
+  const auto names = list_models(kScenarios / "models");
+  ASSERT_EQ(names.size(), published.size());
+  for (const auto& [name, count] : published) {
+    const ModelDescription m = load_model(name, kScenarios / "models");
+    EXPECT_EQ(m.name, name);
+    EXPECT_EQ(model_parameter_count(m), count) << name;
+    EXPECT_FALSE(m.sources.empty()) << name;
+  }
+}
+
+TEST(Library, ResNet50ForwardFlopsMatchThePaper) {
+  // He et al. 2015, Table 1: 3.8e9 multiply-adds for the 50-layer net (v1);
+  // torchvision's v1.5 (stride in the 3x3 conv) is commonly quoted at 4.1 GMACs.
+  // A multiply-add is 2 FLOPs; element-wise work adds a few percent.
+  const double gflops = model_forward_flops_per_sample(load_model("resnet50", kScenarios / "models")) / 1e9;
+  EXPECT_GT(gflops, 2 * 4.0);
+  EXPECT_LT(gflops, 2 * 4.3);
+}
+
+TEST(Library, EveryScenarioFileValidates) {
+  std::vector<fs::path> files = yaml_files(kScenarios / "whatif");
+  ASSERT_GE(files.size(), 8u);
+  files.push_back(kScenarios / "default.yaml");
+  for (const auto& f : files) {
+    SCOPED_TRACE(f.string());
+    Scenario s = load_scenario_file(f);
+    if (s.plan) s = plan_scenario_from_file(s);
+    try {
+      validate_scenario(s, lib());
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+}
+
+TEST(Library, EmbeddedDefaultIsTheDefaultFile) {
+  std::ifstream in(kScenarios / "default.yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(default_scenario_text(), ss.str());
+  const Scenario s = parse_scenario(default_scenario_text(), kDefaultScenarioLabel, kScenarios);
+  EXPECT_FALSE(s.question.empty());
+  EXPECT_EQ(expand_sweep(s).size(), 16u);  // 2 hardware x 2 strategies x 4 device counts
+}
+
+// ---- bad scenario files: exact error text ---------------------------------------
+
+std::string error_of(const std::string& text) {
+  try {
+    Scenario s = parse_scenario(text, "bad.yaml", kScenarios);
+    validate_scenario(s, lib());
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+const char* kGood =
+    "schema_version: 1\n"
+    "hardware: dgx-a100\n"
+    "model: resnet50\n"
+    "strategy: ddp\n"
+    "devices: 8\n"
+    "batch_per_device: 32\n";
+
+TEST(ScenarioErrors, TheGoodBaseValidates) { EXPECT_EQ(error_of(kGood), "<no error>"); }
+
+struct BadCase {
+  const char* name;
+  std::string text;
+  std::string error;
+};
+
+class BadScenario : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadScenario, FailsNamingFileLineAndKey) { EXPECT_EQ(error_of(GetParam().text), GetParam().error); }
+
+std::string with(const std::string& extra) { return std::string(kGood) + extra; }
+std::string replaced(const std::string& from, const std::string& to) {
+  std::string s = kGood;
+  s.replace(s.find(from), from.size(), to);
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BadScenario,
+    ::testing::Values(
+        BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key (allowed: batch, batch_per_device, bucket_cap_mb, devices, dtype, gpus, "
+                "hardware, model, name, nodes, optimizer, overrides, plan, question, schema_version, strategy, sweep, "
+                "target)"},
+        BadCase{"WrongType", replaced("devices: 8", "devices: eight"),
+                "bad.yaml:5: devices: expected an integer, got 'eight'"},
+        BadCase{"BatchZero", replaced("batch_per_device: 32", "batch_per_device: 0"),
+                "bad.yaml:6: batch_per_device: must be positive, got 0"},
+        BadCase{"ZeroBandwidth", with("overrides:\n  nvswitch.link_bandwidth: 0\n"),
+                "bad.yaml:8: overrides.nvswitch.link_bandwidth: must be positive, got 0"},
+        BadCase{"MoreGpusThanTheHardwareHas", replaced("devices: 8", "devices: 16"),
+                "bad.yaml:5: devices: 16 GPUs per node, but dgx-a100 has 8"},
+        BadCase{"ModelDoesNotFit", replaced("model: resnet50", "model: llama-2-7b") + "optimizer: adamw\n",
+                "bad.yaml:3: model: llama-2-7b does not fit: parameters, gradients and adamw state need 100.41 GiB per "
+                "GPU at f32, A100-SXM4-80GB has 80.00 GiB"},
+        BadCase{"SchemaVersion", replaced("schema_version: 1", "schema_version: 2"),
+                "bad.yaml:1: schema_version: unsupported scenario schema version 2 (this dptwin reads 1)"},
+        BadCase{"UnknownStrategy", replaced("strategy: ddp", "strategy: fsdp"),
+                "bad.yaml:4: strategy: unknown strategy 'fsdp' (allowed: single, dp, ddp)"},
+        BadCase{"BothBatches", with("batch: 256\n"), "bad.yaml:7: batch: give batch (global) or batch_per_device, not both"},
+        BadCase{"UnknownHardware", replaced("hardware: dgx-a100", "hardware: dgx-z100"),
+                "bad.yaml:2: hardware: unknown hardware 'dgx-z100' (library: desktop-2gpu-pcie-nop2p, "
+                "desktop-2gpu-pcie-p2p, dgx-a100, dgx-a100-cluster, dgx-h100, dgx-h100-cluster, dgx1-v100, "
+                "l40s-4x-pcie4; or a path to a .yaml file)"},
+        BadCase{"UnknownModel", replaced("model: resnet50", "model: resnet51"),
+                "bad.yaml:3: model: unknown model 'resnet51' (library: bert-large, gpt2-1.5b, gpt2-124m, llama-2-7b, "
+                "resnet50; or a path to a .yaml file, or mlp:IN-H-...-OUT)"},
+        BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
+                "bad.yaml:8: sweep.colour: unknown sweep axis (allowed: hardware, model, strategy, devices, nodes, "
+                "gpus, batch, batch_per_device, dtype, bucket_cap_mb, optimizer, overrides.<hardware field>)"},
+        BadCase{"EmptySweepAxis", with("sweep:\n  devices: []\n"),
+                "bad.yaml:8: sweep.devices: expected a non-empty list of values"},
+        BadCase{"DataParallelAcrossNodes",
+                "schema_version: 1\nhardware: dgx-a100-cluster\nmodel: resnet50\nstrategy: dp\nnodes: 2\n"
+                "batch: 64\n",
+                "bad.yaml:4: strategy: DataParallel runs in one process on one node, but 2 nodes are asked for"},
+        BadCase{"GpusAndDevices", with("gpus: 16\n"), "bad.yaml:5: devices: give gpus (total) or devices and nodes, not both"},
+        BadCase{"MissingSchemaVersion", std::string(kGood).substr(18), "bad.yaml:1: schema_version: missing key"},
+        BadCase{"UnknownOverrideSection", with("overrides:\n  tpu.memory: 16 GiB\n"),
+                "bad.yaml:8: overrides.tpu.memory: hardware dgx-a100 has no section 'tpu'"},
+        BadCase{"BadSweepValue", with("sweep:\n  devices: [1, two]\n"),
+                "bad.yaml:8: sweep.devices[1]: expected an integer, got 'two'"},
+        BadCase{"NegativeBucket", with("bucket_cap_mb: -1\n"), "bad.yaml:7: bucket_cap_mb: must be positive, got -1"},
+        BadCase{"UnknownDtype", with("dtype: f16\n"), "bad.yaml:7: dtype: unsupported dtype 'f16' (allowed: f32, f64)"},
+        BadCase{"TargetBoth", with("target: {samples_per_s: 10, samples: 5, within_hours: 1}\n"),
+                "bad.yaml:7: target.samples_per_s: give samples_per_s, or samples and within_hours, not both"},
+        BadCase{"SweepDevicesBeyondEveryHardware", with("sweep:\n  devices: [16, 32]\n"),
+                "bad.yaml:8: sweep.devices[0]: 16 GPUs per node, but dgx-a100 has 8; no point of the sweep can run"}),
+    [](const ::testing::TestParamInfo<BadCase>& param_info) { return std::string(param_info.param.name); });
+
+
+// ---- sweeps: expansion, parallel runs, shards and merge -----------------------------
+
+Scenario default_scenario() { return parse_scenario(default_scenario_text(), kDefaultScenarioLabel, kScenarios); }
+
+// A point runner with a closed form instead of the twin, so the sweep machinery
+// (processes, ordering, shards, merge) is checked on exactly known values.
+StepReport closed_form(const ResolvedPoint& p, const std::string&) {
+  StepReport r;
+  r.hardware = p.hardware_name;
+  r.model = p.model.name;
+  r.strategy = strategy_kind_name(p.strategy);
+  r.devices = p.world();
+  r.nodes = p.nodes;
+  r.batch_global = p.batch_global;
+  r.batch_per_device = p.batch_per_device;
+  r.step_time_s = 0.1 + 0.01 * p.world();
+  r.breakdown_s.compute = 0.1;
+  r.breakdown_s.exposed_communication = 0.01 * p.world();
+  r.throughput_samples_per_s = static_cast<double>(p.batch_global) / *r.step_time_s;
+  r.single_device_step_time_s = 0.11;
+  r.scaling_efficiency = *r.throughput_samples_per_s / (p.world() * p.batch_per_device / 0.11);
+  return r;
+}
+
+TEST(Sweep, ExpandsTheCartesianProductLastAxisFastest) {
+  const auto points = expand_sweep(default_scenario());
+  ASSERT_EQ(points.size(), 16u);
+  auto axes = [](const SweepPoint& p) {
+    std::string out;
+    for (const auto& [k, v] : p.axes) out += k + "=" + v + " ";
+    return out;
+  };
+  EXPECT_EQ(axes(points[0]), "hardware=l40s-4x-pcie4 strategy=dp devices=1 ");
+  EXPECT_EQ(axes(points[1]), "hardware=l40s-4x-pcie4 strategy=dp devices=2 ");
+  EXPECT_EQ(axes(points[4]), "hardware=l40s-4x-pcie4 strategy=ddp devices=1 ");
+  EXPECT_EQ(axes(points[15]), "hardware=dgx-a100 strategy=ddp devices=8 ");
+  EXPECT_EQ(points[15].config.devices, 8);
+  EXPECT_EQ(points[15].config.where.at("devices"),
+            std::string(kDefaultScenarioLabel) + ":17: sweep.devices[3]: ");
+}
+
+TEST(Sweep, RunsEveryPointInParallelProcessesInIndexOrder) {
+  const Scenario s = default_scenario();
+  SweepOptions o;
+  o.jobs = 3;
+  const SweepResult r = run_sweep(s, lib(), closed_form, o);
+  ASSERT_EQ(r.points.size(), 16u);
+  EXPECT_EQ(r.total_points, 16u);
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    const auto& p = r.points[i];
+    EXPECT_EQ(p.index, i);
+    if (p.hardware == "l40s-4x-pcie4" && p.axes[2].second == "8") {
+      // The PCIe server has 4 GPUs: its 8-GPU points are skipped with the reason.
+      EXPECT_EQ(p.status, PointStatus::skipped);
+      EXPECT_EQ(p.reason, "8 GPUs per node, but l40s-4x-pcie4 has 4");
+      EXPECT_FALSE(p.report.has_value());
+    } else {
+      ASSERT_EQ(p.status, PointStatus::ok) << p.reason;
+      EXPECT_EQ(p.gpus(), std::stoi(p.axes[2].second));
+      EXPECT_EQ(p.batch_global, 32 * p.gpus());
+      EXPECT_DOUBLE_EQ(*p.report->step_time_s, 0.1 + 0.01 * p.gpus());
+    }
+  }
+}
+
+TEST(Sweep, ShardsMergeBackIntoTheWholeSweep) {
+  const Scenario s = default_scenario();
+  const SweepResult whole = run_sweep(s, lib(), closed_form, {});
+  std::vector<SweepResult> shards;
+  for (int i = 0; i < 3; ++i) {
+    SweepOptions o;
+    o.shard_index = i;
+    o.shard_count = 3;
+    shards.push_back(run_sweep(s, lib(), closed_form, o));
+    for (const auto& p : shards.back().points) EXPECT_EQ(p.index % 3, static_cast<size_t>(i));
+  }
+  // Shards in any order, through their JSON form (as dptwin merge reads them).
+  std::vector<SweepResult> read_back;
+  for (int i : {2, 0, 1}) read_back.push_back(sweep_result_from_json(sweep_result_to_json(shards[i]), "shard"));
+  const SweepResult merged = merge_sweep_results(read_back);
+  // Equal but for the wall-clock time each point took.
+  auto without_wall = [](nlohmann::json j) {
+    for (auto& p : j["points"]) p.erase("wall_s");
+    return j;
+  };
+  EXPECT_EQ(without_wall(sweep_result_to_json(merged)), without_wall(sweep_result_to_json(whole)));
+  ASSERT_EQ(merged.points.size(), whole.points.size());
+  for (size_t i = 0; i < merged.points.size(); ++i) {
+    EXPECT_EQ(merged.points[i].index, whole.points[i].index);
+    EXPECT_EQ(merged.points[i].status, whole.points[i].status);
+  }
+}
+
+std::string merge_error(const std::vector<SweepResult>& shards) {
+  try {
+    merge_sweep_results(shards);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(Sweep, MergeRejectsMissingDuplicateAndForeignShards) {
+  const Scenario s = default_scenario();
+  std::vector<SweepResult> shards;
+  for (int i = 0; i < 3; ++i) {
+    SweepOptions o;
+    o.shard_index = i;
+    o.shard_count = 3;
+    shards.push_back(run_sweep(s, lib(), closed_form, o));
+  }
+  EXPECT_EQ(merge_error({shards[0], shards[2]}), "merge: shard 1/3 missing");
+  EXPECT_EQ(merge_error({shards[0], shards[1], shards[1], shards[2]}), "merge: shard 1/3 given twice");
+  SweepResult foreign = shards[1];
+  foreign.scenario_digest = "0000000000000000";
+  foreign.scenario_name = "other";
+  EXPECT_EQ(merge_error({shards[0], foreign, shards[2]}),
+            "merge: result 2 comes from scenario 'other' (digest 0000000000000000), result 1 from "
+            "'dataparallel-vs-ddp' (digest " + shards[0].scenario_digest + "): not shards of one sweep");
+}
+
+TEST(Sweep, OutOfMemoryAndCrashedPredictionsAreResultsNotCrashes) {
+  Scenario s = parse_scenario(std::string(kGood) + "sweep:\n  devices: [1, 2, 4]\n", "oom.yaml", kScenarios);
+  const SweepResult r = run_sweep(
+      s, lib(),
+      [](const ResolvedPoint& p, const std::string&) -> StepReport {
+        if (p.world() == 2) throw OutOfMemory("out of memory on sim:gpu0: test");
+        if (p.world() == 4) std::abort();
+        return closed_form(p, "");
+      },
+      {});
+  ASSERT_EQ(r.points.size(), 3u);
+  EXPECT_EQ(r.points[0].status, PointStatus::ok);
+  EXPECT_EQ(r.points[1].status, PointStatus::out_of_memory);
+  EXPECT_EQ(r.points[1].reason, "out of memory on sim:gpu0: test");
+  EXPECT_EQ(r.points[2].status, PointStatus::failed);
+  EXPECT_EQ(r.points[2].reason, "the prediction process died of signal 6 (Aborted)");
+}
+
+TEST(Sweep, ShardFlagParsing) {
+  EXPECT_EQ(parse_shard("2/8", "--shard"), std::make_pair(2, 8));
+  try {
+    parse_shard("8/8", "--shard");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "--shard 8/8: expected I/N with 0 <= I < N, e.g. --shard 0/4 (Slurm: --shard "
+                           "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)");
+  }
+}
+
+}  // namespace
+}  // namespace dpt::scenario

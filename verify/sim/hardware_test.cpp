@@ -1,0 +1,216 @@
+// Hardware files: every library file loads and validates; bad files fail with the exact
+// "FILE:LINE: key: what" message; unit-carrying quantities parse as documented; every
+// library file builds a SimGrid platform with a route between every pair of GPUs.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/net/hardware.hpp"
+#include "sim/net/platform.hpp"
+#include "sim/twin/sim_process.hpp"
+#include "sim/net/yaml_util.hpp"
+
+namespace fs = std::filesystem;
+using namespace dpt;
+using namespace dpt::sim;
+
+namespace {
+
+const fs::path kLibrary = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+
+// A small valid file; tests below break one line of it at a time.
+const char* kGood = R"(nodes: 1
+gpus_per_node: 2
+gpu:
+  name: test-gpu
+  peak_flops: {f32: 10 TFLOPS, f64: 5 TFLOPS}
+  memory: 16 GiB
+  memory_bandwidth: 900 GB/s
+  kernel_launch_latency: 5 us
+pcie:
+  generation: 4
+  lanes: 16
+  latency: 1 us
+  peer_to_peer: true
+host:
+  cpu: test
+  sockets: 1
+  cores: 8
+  memory_bandwidth: 100 GB/s
+  dispatch_cost: 10 us
+  gil: true
+)";
+
+std::string replace_line(const std::string& text, int line, const std::string& with) {
+  std::string out;
+  int n = 1;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    out += (n == line ? with : text.substr(start, end - start));
+    if (end == text.size()) break;
+    out += "\n";
+    start = end + 1;
+    ++n;
+  }
+  return out;
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_hardware_yaml(text, "bad.yaml");
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(HardwareLibrary, EveryFileLoadsAndValidates) {
+  const auto names = list_hardware(kLibrary);
+  // The hardware library the README lists.
+  for (const char* required : {"dgx1-v100", "dgx-a100", "dgx-h100", "l40s-4x-pcie4", "desktop-2gpu-pcie-p2p",
+                                "desktop-2gpu-pcie-nop2p", "dgx-a100-cluster", "dgx-h100-cluster"})
+    EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
+  for (const auto& name : names) {
+    SCOPED_TRACE(name);
+    const HardwareSpec hw = load_hardware(name, kLibrary);
+    EXPECT_EQ(hw.name, name);  // a file's name field matches its file name
+    EXPECT_GT(hw.gpu.peak_flops.f32, 0);
+    EXPECT_GT(hw.gpu.memory_bytes, 0);
+  }
+}
+
+TEST(HardwareLibrary, ClustersScaleTo128Nodes) {
+  for (const char* name : {"dgx-a100-cluster", "dgx-h100-cluster"}) {
+    const HardwareSpec hw = load_hardware(name, kLibrary);
+    for (int nodes : {2, 16, 128}) EXPECT_EQ(with_nodes(hw, nodes).gpu_count(), nodes * 8);
+  }
+  // A machine without a network cannot grow nodes.
+  const HardwareSpec l40s = load_hardware("l40s-4x-pcie4", kLibrary);
+  EXPECT_THROW(with_nodes(l40s, 2), std::invalid_argument);
+}
+
+TEST(HardwareLibrary, DatasheetFiguresReadInTheirUnits) {
+  const HardwareSpec h100 = load_hardware("dgx-h100", kLibrary);
+  EXPECT_EQ(h100.gpu.memory_bytes, 80 * kGiB);                 // "80 GiB"
+  EXPECT_DOUBLE_EQ(h100.gpu.memory_bandwidth, 3.35e12);        // "3.35 TB/s"
+  EXPECT_DOUBLE_EQ(h100.network->nic_bandwidth, 400e9 / 8);    // "400 Gb/s" are bits
+  EXPECT_DOUBLE_EQ(*h100.gpu.peak_flops.bf16, 989.4e12);       // "989.4 TFLOPS"
+  EXPECT_DOUBLE_EQ(h100.gpu.kernel_launch_latency_s, 4e-6);    // "4 us"
+  EXPECT_TRUE(h100.nvswitch->in_switch_reduction);
+  const HardwareSpec dgx1 = load_hardware("dgx1-v100", kLibrary);
+  EXPECT_EQ(dgx1.nvlink->links_between(0, 3), 2);
+  EXPECT_EQ(dgx1.nvlink->links_between(3, 0), 2);
+  EXPECT_EQ(dgx1.nvlink->links_between(0, 5), 0);
+  EXPECT_THROW(peak_flops(dgx1.gpu, ComputeType::bf16), std::invalid_argument);  // no BF16 on Volta
+}
+
+TEST(HardwareUnits, QuantitiesParseAsDocumented) {
+  EXPECT_EQ(parse_bytes_quantity("80 GiB", ""), 80LL * 1024 * 1024 * 1024);
+  EXPECT_EQ(parse_bytes_quantity("80 GB", ""), 80'000'000'000LL);
+  EXPECT_EQ(parse_bytes_quantity("4096", ""), 4096);
+  EXPECT_DOUBLE_EQ(parse_bandwidth_quantity("200 Gb/s", ""), 25e9);
+  EXPECT_DOUBLE_EQ(parse_bandwidth_quantity("24.5 GiB/s", ""), 24.5 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(parse_time_quantity("1.5 ms", ""), 1.5e-3);
+  EXPECT_DOUBLE_EQ(parse_time_quantity("2e-6", ""), 2e-6);
+  EXPECT_DOUBLE_EQ(parse_flops_quantity("19.5 TFLOPS", ""), 19.5e12);
+  EXPECT_THROW(parse_bytes_quantity("12 parsecs", "x: "), std::invalid_argument);
+  EXPECT_THROW(parse_bandwidth_quantity("fast", "x: "), std::invalid_argument);
+}
+
+TEST(HardwareErrors, GoodFileParses) { EXPECT_EQ(parse_hardware_yaml(kGood, "good.yaml").gpu_count(), 2); }
+
+TEST(HardwareErrors, UnknownKeyNamesFileLineAndKey) {
+  const std::string text = replace_line(kGood, 6, "  memroy: 16 GiB");
+  EXPECT_EQ(error_of(text).rfind("bad.yaml:4: gpu.memory: missing key", 0), 0u) << error_of(text);
+  // With the required key present, the extra key is what fails, on its own line.
+  const std::string extra = replace_line(kGood, 8, "  kernel_launch_latency: 5 us\n  memroy: 16 GiB");
+  EXPECT_EQ(error_of(extra).rfind("bad.yaml:9: gpu.memroy: unknown key (allowed: ", 0), 0u) << error_of(extra);
+}
+
+TEST(HardwareErrors, NegativeBandwidthIsRejected) {
+  const std::string text = replace_line(kGood, 7, "  memory_bandwidth: -900 GB/s");
+  EXPECT_EQ(error_of(text), "bad.yaml:7: gpu.memory_bandwidth: must be positive, got -900000000000");
+}
+
+TEST(HardwareErrors, ZeroLanesAreRejected) {
+  const std::string text = replace_line(kGood, 11, "  lanes: 0");
+  EXPECT_EQ(error_of(text), "bad.yaml:11: pcie.lanes: must be positive, got 0");
+}
+
+TEST(HardwareErrors, WrongTypeIsRejected) {
+  EXPECT_EQ(error_of(replace_line(kGood, 1, "nodes: two")), "bad.yaml:1: nodes: expected an integer, got 'two'");
+  EXPECT_EQ(error_of(replace_line(kGood, 13, "  peer_to_peer: sometimes")),
+            "bad.yaml:13: pcie.peer_to_peer: expected a boolean (true or false), got 'sometimes'");
+  EXPECT_EQ(error_of(replace_line(kGood, 4, "  name: [a, b]")), "bad.yaml:4: gpu.name: expected a string, got a list");
+  EXPECT_EQ(error_of(replace_line(kGood, 6, "  memory: 16 parsecs")),
+            "bad.yaml:6: gpu.memory: unknown size unit 'parsecs' in '16 parsecs' (allowed: B, KB, MB, GB, TB, KiB, "
+            "MiB, GiB, TiB, or none)");
+}
+
+TEST(HardwareErrors, CrossFieldChecksNameTheField) {
+  std::string text = std::string(kGood) + "nvlink:\n  generation: 2\n  link_bandwidth: 25 GB/s\n  latency: 1 us\n"
+                                          "  pairs: [[0, 7, 1]]\n";
+  EXPECT_EQ(error_of(text), "bad.yaml: nvlink.pairs: pair [0, 7] names a GPU outside 0..1");
+  EXPECT_EQ(error_of(replace_line(kGood, 1, "nodes: 2")), "bad.yaml: network: required for nodes: 2 (> 1)");
+}
+
+TEST(HardwareErrors, MissingFileAndUnknownNameAreNamed) {
+  EXPECT_THROW(load_hardware("no-such-machine", kLibrary), std::invalid_argument);
+  try {
+    load_hardware("no-such-machine", kLibrary);
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown hardware 'no-such-machine'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dgx-h100"), std::string::npos) << e.what();
+  }
+}
+
+// Every library machine becomes a platform where every GPU reaches every other GPU and
+// its host memory, over the links its hardware file describes.
+TEST(HardwarePlatform, EveryLibraryFileBuildsWithAllRoutes) {
+  for (const auto& name : list_hardware(kLibrary)) {
+    SCOPED_TRACE(name);
+    HardwareSpec hw = load_hardware(name, kLibrary);
+    if (hw.network) hw = with_nodes(hw, 2);
+    const std::string out = run_in_child_process([&]() {
+      auto engine = make_engine();
+      auto p = Platform::build(*engine, hw);
+      nlohmann::json j;
+      int missing = 0;
+      for (int a = 0; a < p->gpu_count(); ++a) {
+        for (int b = 0; b < p->gpu_count(); ++b)
+          if (a != b && p->route(p->gpu_host(a), p->gpu_host(b)).links.empty()) ++missing;
+        if (p->route(p->gpu_host(a), p->cpu_host_of_gpu(a)).links.empty()) ++missing;
+      }
+      j["missing"] = missing;
+      j["gpus"] = p->gpu_count();
+      j["r01"] = p->route_link_names(p->gpu_host(0), p->gpu_host(1));
+      if (p->gpu_count() > 8) j["r08"] = p->route_link_names(p->gpu_host(0), p->gpu_host(8));
+      engine.release();  // the child exits next; SimGrid needs no teardown
+      return j.dump();
+    });
+    const auto j = nlohmann::json::parse(out);
+    EXPECT_EQ(j["missing"], 0);
+    EXPECT_EQ(j["gpus"], hw.gpu_count());
+    if (name == "dgx1-v100") {
+      EXPECT_EQ(j["r01"], nlohmann::json::array({"n0.nvl0-1_UP"}));
+    }
+    if (name == "dgx-h100") {
+      EXPECT_EQ(j["r01"], nlohmann::json::array({"n0.gpu0.nvswitch_UP", "n0.gpu1.nvswitch_DOWN"}));
+    }
+    if (name == "desktop-2gpu-pcie-nop2p") {
+      EXPECT_EQ(j["r01"], nlohmann::json::array({"n0.gpu0.pcie_UP", "n0.cpu0.mem", "n0.gpu1.pcie_DOWN"}));
+    }
+    if (name == "dgx-a100-cluster") {
+      EXPECT_EQ(j["r08"], nlohmann::json::array({"n0.gpu0.pcie_UP", "n0.nic0.pcie_DOWN", "n0.nic0.ib_UP",
+                                                 "n1.nic0.ib_DOWN", "n1.nic0.pcie_UP", "n1.gpu0.pcie_DOWN"}));
+    }
+  }
+}

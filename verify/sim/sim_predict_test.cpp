@@ -1,0 +1,354 @@
+// predict_step on the twin: step-time bounds and monotonicity (properties with
+// planted bugs), the memory model (DataParallel's GPU 0 carries the most, DDP's
+// ranks carry the same), out-of-memory as a report entry, and numeric-mode
+// gradients equal to the host backend's bit for bit.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <rapidcheck/detail/Configuration.h>
+
+#include "engine/host/host_backend.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/optim/optim.hpp"
+#include "engine/parallel/strategy.hpp"
+#include "sim/twin/predict.hpp"
+#include "sim/twin/sim_process.hpp"
+
+namespace dpt {
+namespace {
+
+// A small node built in code: N GPUs on one NVSwitch, PCIe to the host, a Python
+// host with a GIL. Rates are round numbers; the properties hold for any rates.
+sim::HardwareSpec test_node(int gpus) {
+  sim::HardwareSpec hw;
+  hw.name = "test-node";
+  hw.nodes = 1;
+  hw.gpus_per_node = gpus;
+  hw.gpu.name = "test-gpu";
+  hw.gpu.peak_flops.f32 = 10e12;
+  hw.gpu.peak_flops.f64 = 5e12;
+  hw.gpu.memory_bytes = 16 * kGiB;
+  hw.gpu.memory_bandwidth = 900e9;
+  hw.gpu.kernel_launch_latency_s = 4e-6;
+  hw.pcie.generation = 3;
+  hw.pcie.lanes = 16;
+  hw.pcie.latency_s = 1e-6;
+  hw.pcie.peer_to_peer = true;
+  sim::NvswitchSpec sw;
+  sw.generation = 2;
+  sw.links_per_gpu = 6;
+  sw.link_bandwidth = 25e9;
+  sw.latency_s = 0.7e-6;
+  hw.nvswitch = sw;
+  hw.host.cpu = "test-cpu";
+  hw.host.sockets = 1;
+  hw.host.cores = 8;
+  hw.host.memory_bandwidth = 50e9;
+  hw.host.inter_socket_bandwidth = 10e9;
+  hw.host.dispatch_cost_s = 10e-6;
+  hw.host.gil = true;
+  sim::validate_hardware(hw);
+  return hw;
+}
+
+struct MlpCase {
+  MlpSpec spec;
+  StrategyKind strategy = StrategyKind::ddp;
+  int devices = 2;
+  std::int64_t batch_per_device = 8;
+};
+
+PredictConfig config_of(const MlpCase& c) {
+  PredictConfig p;
+  p.strategy = c.strategy;
+  p.devices = c.devices;
+  p.batch_per_device = c.batch_per_device;
+  p.model_name = "mlp";
+  p.input_features = c.spec.widths.front();
+  p.output_features = c.spec.widths.back();
+  p.single_device_baseline = false;
+  return p;
+}
+
+ModelBuilder mlp_builder(const MlpSpec& spec, DType dtype = DType::f32) {
+  return [spec, dtype](Device& d) { return make_mlp(spec, d, dtype, 1234); };
+}
+
+rc::Gen<MlpCase> gen_case(int max_devices) {
+  return rc::gen::exec([max_devices] {
+    MlpCase c;
+    const int layers = *rc::gen::inRange(1, 4);
+    c.spec.widths.push_back(*rc::gen::inRange(4, 512));
+    for (int i = 0; i < layers; ++i) c.spec.widths.push_back(*rc::gen::inRange(4, 512));
+    c.strategy = *rc::gen::element(StrategyKind::data_parallel, StrategyKind::ddp);
+    c.devices = *rc::gen::inRange(2, max_devices + 1);
+    c.batch_per_device = *rc::gen::inRange(1, 256);
+    return c;
+  });
+}
+
+// Each case forks simulations, so these properties run a stated number of cases
+// (not RapidCheck's default 100) to keep the suite fast.
+template <typename F> rc::detail::TestResult run_property(F property, int cases) {
+  rc::detail::TestParams params = rc::detail::configuration().testParams;
+  params.maxSuccess = cases;
+  return rc::detail::checkTestable(property, rc::detail::TestMetadata{}, params);
+}
+template <typename F> bool property_fails(F property, int cases) {
+  return run_property(property, cases).template is<rc::detail::FailureResult>();
+}
+template <typename F> void expect_property_holds(F property, int cases) {
+  const auto result = run_property(property, cases);
+  std::ostringstream why;
+  rc::detail::printResultMessage(result, why);
+  EXPECT_TRUE(result.template is<rc::detail::SuccessResult>()) << why.str();
+}
+
+// ---- step-time bounds ----------------------------------------------------------------
+
+using StepTimeFn = std::function<PredictDetail(const sim::HardwareSpec&, const MlpCase&)>;
+
+PredictDetail real_predict(const sim::HardwareSpec& hw, const MlpCase& c) {
+  return predict_step_detailed(hw, mlp_builder(c.spec), config_of(c));
+}
+
+auto bounds_property(StepTimeFn predict) {
+  return [predict] {
+    const MlpCase c = *gen_case(4);
+    const PredictDetail d = predict(test_node(4), c);
+    RC_ASSERT(d.report.step_time_s.has_value());
+    const Seconds step = *d.report.step_time_s;
+    Seconds longest_compute = 0, busy_total = 0;
+    for (const auto& dev : d.report.devices_detail) {
+      longest_compute = std::max(longest_compute, dev.busy_s);
+      busy_total += dev.busy_s;
+    }
+    // Invariant: the step lasts at least as long as its longest compute path (the
+    // busiest device's kernels run one after another on its compute stream) and at
+    // most as long as all its parts done one after another (every kernel on every
+    // device, every dispatch, every copy and collective).
+    RC_ASSERT(step >= longest_compute * (1 - 1e-12));
+    RC_ASSERT(step <= (busy_total + d.dispatch_total_s + d.communication_total_s) * (1 + 1e-9));
+  };
+}
+
+TEST(SimPredict, StepTimeIsBetweenLongestComputePathAndSumOfParts) {
+  expect_property_holds(bounds_property(real_predict), 12);
+}
+
+TEST(SimPredict, PlantedBugBreaksTheStepTimeBounds) {
+  // The planted bug: a step time that counts only the busiest device's forward and
+  // backward kernels, forgetting the optimizer's update and everything else.
+  StepTimeFn forgets_optimizer = [](const sim::HardwareSpec& hw, const MlpCase& c) {
+    PredictDetail d = real_predict(hw, c);
+    d.report.step_time_s = d.report.breakdown_s.compute;
+    return d;
+  };
+  EXPECT_TRUE(property_fails(bounds_property(forgets_optimizer), 12));
+}
+
+// ---- monotonicity -----------------------------------------------------------------------
+
+using HardwareEdit = std::function<void(sim::HardwareSpec&, double factor)>;
+
+void faster_links(sim::HardwareSpec& hw, double f) {
+  hw.nvswitch->link_bandwidth *= f;
+  hw.host.memory_bandwidth *= f;
+  hw.efficiency.pcie = std::min(1.0, hw.efficiency.pcie * f);
+}
+void faster_gpu(sim::HardwareSpec& hw, double f) {
+  hw.gpu.peak_flops.f32 *= f;
+  hw.gpu.memory_bandwidth *= f;
+}
+
+auto monotone_property(HardwareEdit edit) {
+  return [edit] {
+    const MlpCase c = *gen_case(4);
+    const double factor = *rc::gen::element(1.25, 2.0, 8.0);
+    const sim::HardwareSpec base = test_node(4);
+    sim::HardwareSpec better = base;
+    edit(better, factor);
+    const Seconds t_base = *real_predict(base, c).report.step_time_s;
+    const Seconds t_better = *real_predict(better, c).report.step_time_s;
+    RC_LOG() << "base " << t_base << " s, improved " << t_better << " s\n";
+    // Invariant: more link bandwidth, or a faster GPU, never makes the step slower.
+    RC_ASSERT(t_better <= t_base * (1 + 1e-9));
+  };
+}
+
+TEST(SimPredict, MoreLinkBandwidthNeverIncreasesStepTime) { expect_property_holds(monotone_property(faster_links), 8); }
+TEST(SimPredict, FasterGpuNeverIncreasesStepTime) { expect_property_holds(monotone_property(faster_gpu), 8); }
+
+TEST(SimPredict, PlantedBugMakesFasterGpuSlower) {
+  // The planted bug: an edit that claims to speed the GPU up but divides its peak.
+  HardwareEdit inverted = [](sim::HardwareSpec& hw, double f) {
+    hw.gpu.peak_flops.f32 /= f;
+    hw.gpu.memory_bandwidth /= f;
+  };
+  EXPECT_TRUE(property_fails(monotone_property(inverted), 8));
+}
+
+// ---- memory model ------------------------------------------------------------------------
+
+TEST(SimPredict, DataParallelGpu0PeakExceedsEveryOtherGpu) {
+  expect_property_holds(
+      [] {
+        MlpCase c = *gen_case(4);
+        c.strategy = StrategyKind::data_parallel;
+        const StepReport r = real_predict(test_node(4), c).report;
+        const auto& d = r.devices_detail;
+        // Invariant: under DataParallel GPU 0 holds the gathered outputs, the loss, the
+        // reduced gradients and the optimizer state besides its replica: its peak is
+        // above every other GPU's.
+        for (size_t i = 1; i < d.size(); ++i) RC_ASSERT(d[0].peak_memory_bytes > d[i].peak_memory_bytes);
+      },
+      8);
+}
+
+TEST(SimPredict, DdpPeaksAreEqualAcrossRanks) {
+  expect_property_holds(
+      [] {
+        MlpCase c = *gen_case(4);
+        c.strategy = StrategyKind::ddp;
+        const StepReport r = real_predict(test_node(4), c).report;
+        // Invariant: DDP ranks run the same model on the same batch size with the same
+        // buckets: their peak memory is the same on every rank.
+        for (const auto& d : r.devices_detail) RC_ASSERT(d.peak_memory_bytes == r.devices_detail[0].peak_memory_bytes);
+      },
+      8);
+}
+
+TEST(SimPredict, OutOfMemoryIsAReportEntryNamingTheDevice) {
+  sim::HardwareSpec hw = test_node(2);
+  hw.gpu.memory_bytes = 4 * kMiB;
+  MlpCase c;
+  c.spec.widths = {512, 1024, 10};  // 2 MiB of f32 weights: parameters + gradients alone fill 4 MiB
+  c.strategy = StrategyKind::data_parallel;
+  c.batch_per_device = 64;
+  const StepReport r = real_predict(hw, c).report;
+  ASSERT_TRUE(r.out_of_memory.has_value());
+  EXPECT_FALSE(r.step_time_s.has_value());
+  EXPECT_EQ(r.out_of_memory->device, "sim:gpu0");
+  EXPECT_GT(r.out_of_memory->memory_breakdown_bytes.at("parameters"), 0);
+  EXPECT_EQ(r.out_of_memory->capacity_bytes, 4 * kMiB);
+}
+
+TEST(SimPredict, TraceHasAProcessPerDeviceAndAThreadPerStream) {
+  const auto path = (std::filesystem::temp_directory_path() / "dpt_predict_trace.json").string();
+  MlpCase c;
+  c.spec.widths = {64, 128, 10};
+  c.strategy = StrategyKind::ddp;
+  PredictConfig p = config_of(c);
+  p.trace_path = path;
+  const StepReport r = predict_step(test_node(2), mlp_builder(c.spec), p);
+  EXPECT_EQ(r.trace, path);
+  std::ifstream in(path);
+  const auto j = nlohmann::json::parse(in);
+  std::set<std::string> processes;
+  std::set<std::pair<int, int>> streams_with_events;
+  for (const auto& e : j.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "process_name") processes.insert(e.at("args").at("name").get<std::string>());
+    if (e.at("ph") == "X") {
+      streams_with_events.insert({e.at("pid").get<int>(), e.at("tid").get<int>()});
+      // Complete events of the measured step, in microseconds from its start.
+      EXPECT_GE(e.at("ts").get<double>(), 0.0);
+      EXPECT_LE(e.at("ts").get<double>(), 1e6 * *r.step_time_s);
+    }
+  }
+  EXPECT_TRUE(processes.count("sim:gpu0") && processes.count("sim:gpu1"));
+  // Both GPUs ran kernels (compute stream, tid 0) and all-reduces (communication, tid 2).
+  for (int pid : {1, 2})
+    for (int tid : {0, 2}) EXPECT_TRUE(streams_with_events.count({pid, tid})) << pid << "/" << tid;
+  std::filesystem::remove(path);
+}
+
+// ---- numerics: the twin computes what the host backend computes -------------------------
+
+// Parameters and gradients after one step as hex, for a bitwise comparison.
+std::string step_fingerprint(Backend& b, const MlpCase& c, DType dtype, std::uint64_t data_seed) {
+  StrategyOptions so;
+  so.kind = c.strategy;
+  for (int i = 0; i < c.devices; ++i) so.device_ids.push_back(i);
+  so.bucket_cap_mb = 0.001;  // several buckets even for small models
+  auto strategy = make_strategy(b, so, mlp_builder(c.spec, dtype),
+                                [](std::vector<NamedParameter> p) { return make_sgd(std::move(p), SgdOptions{0.1, 0.9}); });
+  const std::int64_t batch = c.batch_per_device * c.devices - (c.devices > 1 ? 1 : 0);  // uneven on purpose
+  Tensor x = Tensor::empty(b.host_memory(), {batch, c.spec.widths.front()}, dtype, MemoryCategory::inputs);
+  Tensor y = Tensor::empty(b.host_memory(), {batch, c.spec.widths.back()}, dtype, MemoryCategory::inputs);
+  std::vector<double> xv(static_cast<size_t>(x.numel())), yv(static_cast<size_t>(y.numel()));
+  std::uint64_t s = data_seed;
+  auto next = [&] {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(s >> 11) / 9007199254740992.0 - 0.5;
+  };
+  for (auto& v : xv) v = next();
+  for (auto& v : yv) v = next();
+  tensor_fill_from_f64(x, xv);
+  tensor_fill_from_f64(y, yv);
+  std::string out;
+  for (int step = 0; step < 2; ++step) {
+    strategy->train_step(x, y);
+    for (auto& p : strategy->module().named_parameters()) {
+      const Tensor& g = p.param->grad;
+      std::vector<unsigned char> bytes(static_cast<size_t>(g.size_bytes()));
+      std::memcpy(bytes.data(), g.data(), bytes.size());
+      for (unsigned char byte : bytes) out += fmt::format("{:02x}", byte);
+      out += "|";
+    }
+  }
+  return out;
+}
+
+// Where the simulation's driver leaves its result for run_simulation's finish (in the child).
+std::string& twin_result() {
+  static std::string s;
+  return s;
+}
+
+TEST(SimPredict, NumericTwinGradientsEqualHostBackendBitwise) {
+  expect_property_holds(
+      [] {
+        MlpCase c = *gen_case(3);
+        c.spec.widths.front() = *rc::gen::inRange(1, 24);
+        c.spec.widths.back() = *rc::gen::inRange(1, 12);
+        for (size_t i = 1; i + 1 < c.spec.widths.size(); ++i) c.spec.widths[i] = *rc::gen::inRange(1, 40);
+        c.batch_per_device = *rc::gen::inRange(2, 9);  // the batch below is one short: uneven, none empty
+        const DType dtype = *rc::gen::element(DType::f32, DType::f64);
+        const auto seed = *rc::gen::arbitrary<std::uint32_t>();
+        HostBackend host(c.devices);
+        const std::string expected = step_fingerprint(host, c, dtype, seed);
+        const sim::HardwareSpec hw = test_node(c.devices);
+        const std::string twin = sim::run_simulation(
+            hw,
+            [&](sim::Platform& p) {
+              std::vector<int> gpus;
+              for (int i = 0; i < c.devices; ++i) gpus.push_back(i);
+              SimBackendOptions o;
+              o.numeric = true;
+              o.compute_dtype = dtype;
+              o.workers = c.strategy == StrategyKind::ddp ? SimWorkerModel::process_per_worker
+                                                          : SimWorkerModel::threads_of_one_process;
+              auto* backend = new SimBackend(sim_machine_from_platform(p, gpus), o);  // lives until the child exits
+              simgrid::s4u::Actor::create("driver", p.cpu_host(0), [backend, c, dtype, seed] {
+                twin_result() = step_fingerprint(*backend, c, dtype, seed);
+              });
+            },
+            [](sim::Platform&) { return twin_result(); });
+        // Invariant: the twin in numeric mode runs the host kernels and reduces in the
+        // host ring's order, so every gradient of both steps is the same bits.
+        RC_ASSERT(twin == expected);
+      },
+      10);
+}
+
+}  // namespace
+}  // namespace dpt

@@ -1,0 +1,249 @@
+// Predicted against measured: the twin, given a "host platform" whose rates come
+// from microbenchmarks run here and now (GEMM rate at the model's shapes, memcpy
+// bandwidth, the fixed cost of one tiny kernel), predicts the step times the host
+// backend measures for DataParallel and DDP on a small MLP, on 1 and 2 devices (this
+// machine has 2 cores: one worker per core) and on 4 (two workers per core: the twin
+// gives each worker an even share of the cores measured free).
+//
+// The rates are microbenchmarks, never step times: the step is what is predicted.
+#include <cblas.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "engine/host/host_backend.hpp"
+#include "engine/core/kernels.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/optim/optim.hpp"
+#include "engine/parallel/strategy.hpp"
+#include "verify/support/sim_test_support.hpp"
+
+namespace dpt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+const MlpSpec kSpec = parse_mlp_spec("mlp:256-512-512-16");
+constexpr std::int64_t kBatch = 128;  // global batch of every step
+
+struct HostRates {
+  FlopsPerSecond gemm = 0;          // at the model's GEMM shapes, one thread
+  BytesPerSecond memcpy_bytes = 0;  // bytes copied per second
+  BytesPerSecond stream_bytes = 0;  // bytes read and written per second by a streaming kernel (axpy)
+  Seconds op_overhead_s = 0;        // one kernel on one element: the per-op fixed cost
+  Seconds worker_start_s = 0;       // starting and joining one thread
+  double parallel_cores = 1;        // how many GEMMs run at full speed side by side right now
+};
+
+// Rates and steps alternate over rounds and each keeps its best: on a machine shared
+// with other work, the least disturbed run of each is the one to compare.
+HostRates best_of(const HostRates& a, const HostRates& b) {
+  return {std::max(a.gemm, b.gemm), std::max(a.memcpy_bytes, b.memcpy_bytes), std::max(a.stream_bytes, b.stream_bytes),
+          std::min(a.op_overhead_s, b.op_overhead_s), std::min(a.worker_start_s, b.worker_start_s),
+          std::max(a.parallel_cores, b.parallel_cores)};
+}
+
+// The fastest of `reps` timings of fn: on a machine shared with other work the least
+// disturbed run is the one closest to what the code costs (for rates and steps alike).
+template <typename F> double best_time(int reps, F&& fn) {
+  double best = 1e300;
+  for (int i = 0; i < reps; ++i) {
+    const auto start = Clock::now();
+    fn();
+    best = std::min(best, seconds_since(start));
+  }
+  return best;
+}
+
+// Every forward and backward GEMM of the MLP at `rows` rows, on its own buffers.
+class GemmSet {
+ public:
+  explicit GemmSet(std::int64_t rows) : rows_(rows) {
+    for (size_t l = 0; l + 1 < kSpec.widths.size(); ++l) {
+      const std::int64_t in = kSpec.widths[l], out = kSpec.widths[l + 1];
+      layers_.push_back({in, out, std::vector<float>(static_cast<size_t>(rows * in), 0.5f),
+                         std::vector<float>(static_cast<size_t>(out * in), 0.25f),
+                         std::vector<float>(static_cast<size_t>(rows * out), 0.0f),
+                         std::vector<float>(static_cast<size_t>(out * in), 0.0f),
+                         std::vector<float>(static_cast<size_t>(rows * in), 0.0f)});
+      flops_ += 3 * 2.0 * static_cast<double>(rows * in * out);
+    }
+  }
+  void run() {
+    Kernels& k = host_kernels();
+    for (auto& L : layers_) {
+      k.gemm(DType::f32, false, true, rows_, L.out, L.in, 1.0, L.x.data(), L.w.data(), 0.0, L.y.data());
+      k.gemm(DType::f32, true, false, L.out, L.in, rows_, 1.0, L.y.data(), L.x.data(), 1.0, L.dw.data());
+      k.gemm(DType::f32, false, false, rows_, L.in, L.out, 1.0, L.y.data(), L.w.data(), 0.0, L.dx.data());
+    }
+  }
+  double flops() const { return flops_; }
+
+ private:
+  struct Layer {
+    std::int64_t in, out;
+    std::vector<float> x, w, y, dw, dx;
+  };
+  std::int64_t rows_;
+  std::vector<Layer> layers_;
+  double flops_ = 0;
+};
+
+HostRates measure_host_rates(std::int64_t rows) {
+  Kernels& k = host_kernels();
+  HostRates r;
+  openblas_set_num_threads(1);  // as the backends run it: one thread per worker
+  GemmSet a_set(rows), b_set(rows);
+  const Seconds one = best_time(15, [&] { a_set.run(); });
+  r.gemm = a_set.flops() / one;
+  // Cores available now: the same GEMMs on two threads at once against one thread.
+  // 2 on an idle 2-core machine; less while other work holds a core.
+  const Seconds two = best_time(5, [&] {
+    std::thread t([&] { b_set.run(); });
+    a_set.run();
+    t.join();
+  });
+  r.parallel_cores = std::clamp(2.0 * one / two, 0.25, 2.0);
+  std::vector<char> a(8 * kMiB, 1), b(8 * kMiB, 0);
+  r.memcpy_bytes = static_cast<double>(a.size()) / best_time(15, [&] { std::memcpy(b.data(), a.data(), a.size()); });
+  // A streaming kernel of the host library at the model's activation size: axpy reads
+  // two vectors and writes one.
+  const Elements n = rows * 512;
+  std::vector<float> sx(static_cast<size_t>(n), 1.0f), sy(static_cast<size_t>(n), 2.0f);
+  r.stream_bytes = 3.0 * 4.0 * static_cast<double>(n) /
+                   best_time(15, [&] { k.axpy(DType::f32, n, 0.5, sx.data(), sy.data()); });
+  float scalar = 0;
+  r.worker_start_s = best_time(20, [] { std::thread([] {}).join(); });
+  r.op_overhead_s = best_time(15, [&] {
+                      for (int i = 0; i < 1000; ++i) k.fill(DType::f32, 1, 1.0, &scalar);
+                    }) /
+                    1000;
+  return r;
+}
+
+OptimizerBuilder sgd() {
+  return [](std::vector<NamedParameter> p) { return make_sgd(std::move(p), SgdOptions{0.01, 0.9}); };
+}
+
+std::pair<Tensor, Tensor> batch_on(Backend& b) {
+  Tensor x = Tensor::zeros(b.host_memory(), {kBatch, kSpec.widths.front()}, DType::f32, MemoryCategory::inputs);
+  Tensor y = Tensor::zeros(b.host_memory(), {kBatch, kSpec.widths.back()}, DType::f32, MemoryCategory::inputs);
+  return {x, y};
+}
+
+StrategyOptions options_for(StrategyKind kind, int devices) {
+  StrategyOptions so;
+  so.kind = kind;
+  for (int i = 0; i < devices; ++i) so.device_ids.push_back(i);
+  return so;
+}
+
+// The host backend's measured step: the fastest of 10 steps after 3 warm-up steps.
+double measured_step(StrategyKind kind, int devices) {
+  HostBackend host(devices);
+  auto s = make_strategy(host, options_for(kind, devices),
+                         [](Device& d) { return make_mlp(kSpec, d, DType::f32, 3); }, sgd());
+  auto [x, y] = batch_on(host);
+  for (int i = 0; i < 3; ++i) s->train_step(x, y);
+  return best_time(10, [&] { s->train_step(x, y); });
+}
+
+
+
+// The twin's prediction on the host platform: each device a worker over host memory
+// (GEMM at the measured rate, streaming kernels at memcpy speed), copies and ring
+// steps at memcpy bandwidth, kernels synchronous for the calling thread.
+double predicted_step(StrategyKind kind, int devices, const HostRates& rates) {
+  // Oversubscription: `devices` workers share the cores measured free, each getting at
+  // most one core's rates.
+  const double share = std::min(1.0, rates.parallel_cores / devices);
+  test::TestMachineOptions o;
+  o.gpus = devices;
+  o.link_bandwidth = rates.memcpy_bytes;
+  o.link_latency = 0;
+  o.peak_flops = rates.gemm * share;
+  o.memory_bandwidth = rates.stream_bytes * share;
+  o.worker_start_cost = rates.worker_start_s;
+  o.launch_latency = rates.op_overhead_s;
+  SimBackendOptions bo;
+  bo.numeric = true;
+  bo.synchronous = true;
+  bo.workers = kind == StrategyKind::ddp ? SimWorkerModel::process_per_worker : SimWorkerModel::threads_of_one_process;
+  return std::stod(test::simulate(o, bo, [&](SimBackend& b) {
+    auto s = make_strategy(b, options_for(kind, devices), [](Device& d) { return make_mlp(kSpec, d, DType::f32, 3); },
+                           sgd());
+    auto [x, y] = batch_on(b);
+    s->train_step(x, y);
+    for (int i = 0; i < devices; ++i) b.device(i).synchronize();
+    const Seconds t0 = b.now();
+    s->train_step(x, y);
+    for (int i = 0; i < devices; ++i) b.device(i).synchronize();
+    return fmt::format("{:.17g}", b.now() - t0);
+  }));
+}
+
+TEST(SimVsHost, PredictsTheHostBackendsMeasuredStepTimes) {
+  // The comparison needs the machine's two cores: with other work holding one, the
+  // measured two-worker steps say more about that work than about dptwin.
+  const double cores = measure_host_rates(kBatch).parallel_cores;
+  if (cores < 1.6)
+    GTEST_SKIP() << fmt::format("machine busy: two GEMM threads ran at {:.2f} cores' speed (needs >= 1.6 of 2); "
+                                "step times measured now would not be this machine's",
+                                cores);
+  struct Row {
+    const char* strategy;
+    int devices;
+    double measured, predicted;
+    double cores;  // cores' speed two GEMM threads reached around this row's measurements
+  };
+  std::vector<Row> rows;
+  // 1 and 2 devices: one worker per core. 4: two workers per core (oversubscribed).
+  for (StrategyKind kind : {StrategyKind::data_parallel, StrategyKind::ddp})
+    for (int n : {1, 2, 4}) {
+      const std::int64_t rows_per_device = kind == StrategyKind::ddp ? kBatch / n : (kBatch + n - 1) / n;
+      HostRates rates = measure_host_rates(rows_per_device);
+      double measured = measured_step(kind, n);
+      for (int round = 1; round < 3; ++round) {
+        rates = best_of(rates, measure_host_rates(rows_per_device));
+        measured = std::min(measured, measured_step(kind, n));
+      }
+      const double predicted = predicted_step(kind, n, rates);
+      rows.push_back({strategy_kind_name(kind), n, measured, predicted, rates.parallel_cores});
+      std::printf("%-4s %d device(s): measured %.3f ms, predicted %.3f ms, error %+.1f %% "
+                  "(GEMM %.2f GFLOP/s, memcpy %.2f GB/s, streaming %.2f GB/s, per-op %.2f us, thread %.1f us, "
+                  "cores %.2f)\n",
+                  strategy_kind_name(kind), n, 1e3 * measured, 1e3 * predicted, 100 * (predicted - measured) / measured,
+                  rates.gemm / 1e9, rates.memcpy_bytes / 1e9, rates.stream_bytes / 1e9, 1e6 * rates.op_overhead_s,
+                  1e6 * rates.worker_start_s, rates.parallel_cores);
+    }
+  // Tolerance: 40 % with one worker per core, 60 % oversubscribed. Why: the rates are
+  // microbenchmarks taken moments apart from the steps on a machine that may run other
+  // work (each side keeps its best of several alternated rounds); the twin charges each
+  // op a GEMM or streaming rate where kernels of a few microseconds reach neither; the
+  // host backend allocates every step's activations (page faults) where the twin's
+  // allocations cost nothing; and DDP's per-rank communication threads compete with the
+  // ranks for the cores, which the twin's even share per worker does not see (hence the
+  // wider bound with 4 workers on 2 cores). Errors beyond these would mean a missing or
+  // double-counted part of the step, not noise.
+  // A row whose measurements saw the machine busy (other work took a core) is reported
+  // above, not judged: its measured step says more about that work than about dptwin.
+  int judged = 0;
+  for (const auto& r : rows) {
+    if (r.cores < 1.6) {
+      std::printf("not judged: %s on %d device(s) measured while two GEMM threads reached %.2f cores\n", r.strategy,
+                  r.devices, r.cores);
+      continue;
+    }
+    ++judged;
+    const double tolerance = r.devices <= 2 ? 0.40 : 0.60;
+    EXPECT_NEAR(r.predicted, r.measured, tolerance * r.measured) << r.strategy << " on " << r.devices << " device(s)";
+  }
+  if (judged == 0) GTEST_SKIP() << "machine busy during every row's measurements; nothing judged";
+}
+
+}  // namespace
+}  // namespace dpt
