@@ -156,17 +156,23 @@ std::size_t thread_count() {
 }
 
 // Invariant: a GEMM runs on its caller only (the host devices are the parallelism),
-// so the process starts no thread for it, however many cores the machine has.
+// so the process starts no thread for it, however many cores the machine has. The
+// GEMMs run on a fresh thread (an OpenMP runtime keeps one pool per calling thread,
+// so threads that earlier tests may have started would hide new ones), which counts
+// the process's threads before it returns: itself is the only one added.
 TEST(HostGemm, RunsOnTheCallingThreadOnly) {
   (void)host_gemm_info();  // the libraries loaded before counting
   const std::size_t before = thread_count();
-  std::mt19937_64 rng(29);
-  Case<float> f = random_case<float>(rng, 512, 512, 512);
-  Case<double> d = random_case<double>(rng, 512, 512, 512);
-  f.beta = d.beta = 0;
-  host_gemm(false, false, 512, 512, 512, 1.0f, f.a.data(), f.b.data(), 0.0f, f.c.data());
-  host_gemm(false, false, 512, 512, 512, 1.0, d.a.data(), d.b.data(), 0.0, d.c.data());
-  EXPECT_EQ(thread_count(), before);
+  std::size_t during = 0;
+  std::thread([&] {
+    std::mt19937_64 rng(29);
+    Case<float> f = random_case<float>(rng, 512, 512, 512);
+    Case<double> d = random_case<double>(rng, 512, 512, 512);
+    host_gemm(false, false, 512, 512, 512, 1.0f, f.a.data(), f.b.data(), 0.0f, f.c.data());
+    host_gemm(false, false, 512, 512, 512, 1.0, d.a.data(), d.b.data(), 0.0, d.c.data());
+    during = thread_count();
+  }).join();
+  EXPECT_EQ(during, before + 1);
 }
 
 TEST(HostGemm, OpenBlasCoreFollowsTheFeatureFlags) {
