@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -148,6 +149,52 @@ void check_deterministic() {
 
 TEST(HostGemm, F32SameBitsWhateverTheAlignmentAndThread) { check_deterministic<float>(); }
 TEST(HostGemm, F64SameBitsWhateverTheAlignmentAndThread) { check_deterministic<double>(); }
+
+// FNV-1a over the result bits of fixed f32 and f64 GEMMs of every transpose.
+std::uint64_t gemm_digest() {
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* p, size_t bytes) {
+    for (size_t i = 0; i < bytes; ++i) h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  };
+  std::mt19937_64 rng(31);
+  for (int t = 0; t < 4; ++t) {
+    Case<float> f = random_case<float>(rng, 257, 129, 300);
+    Case<double> d = random_case<double>(rng, 257, 129, 300);
+    f.ta = d.ta = t & 1, f.tb = d.tb = t & 2;
+    host_gemm(f.ta, f.tb, f.m, f.n, f.k, f.alpha, f.a.data(), f.b.data(), f.beta, f.c.data());
+    host_gemm(d.ta, d.tb, d.m, d.n, d.k, d.alpha, d.a.data(), d.b.data(), d.beta, d.c.data());
+    mix(f.c.data(), f.c.size() * sizeof(float));
+    mix(d.c.data(), d.c.size() * sizeof(double));
+  }
+  return h;
+}
+
+// Run by SameBitsInAFreshProcess in a child process (disabled otherwise).
+TEST(HostGemm, DISABLED_PrintsTheDigestForAParentProcess) {
+  const std::uint64_t digest = gemm_digest();
+  EXPECT_NE(digest, 0u);
+  std::printf("gemm digest: %016llx\n", static_cast<unsigned long long>(digest));
+}
+
+// Invariant: run to run, the same inputs give the same bits: a fresh process (new
+// addresses, libraries loaded and JIT kernels generated anew, its first GEMMs)
+// computes the digest this process computes after many GEMMs.
+TEST(HostGemm, SameBitsInAFreshProcess) {
+  (void)gemm_digest();  // here, the digest's GEMMs are not the process's first
+  const std::uint64_t here = gemm_digest();
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd = "'" + self + "' --gtest_also_run_disabled_tests " +
+                          "--gtest_filter=HostGemm.DISABLED_PrintsTheDigestForAParentProcess 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  ASSERT_EQ(pclose(p), 0) << out;
+  const auto at = out.find("gemm digest: ");
+  ASSERT_NE(at, std::string::npos) << out;
+  EXPECT_EQ(std::stoull(out.substr(at + 13, 16), nullptr, 16), here) << out;
+}
 
 std::size_t thread_count() {
   std::size_t n = 0;
