@@ -49,9 +49,9 @@ SimBackend::SimBackend(SimMachine machine, SimBackendOptions options)
       throw std::invalid_argument(
           "sim backend: symmetric ranks need shape-only mode (numeric collectives need every rank's data)");
   }
-  // The host GEMM libraries, loaded now (one BLAS thread per caller, as the host
-  // backend runs them: same results bit for bit).
-  (void)host_gemm_info();
+  // Numeric mode runs the host kernels (one BLAS thread per caller, as the host
+  // backend: same results bit for bit); their GEMM libraries are loaded now.
+  if (options_.numeric) (void)host_gemm_info();
   for (size_t i = 0; i < machine_.gpus.size(); ++i) {
     const SimGpu& g = machine_.gpus[i];
     if (!g.host || !g.cpu) throw std::invalid_argument(fmt::format("sim machine '{}': GPU {} has no host", machine_.name, i));
