@@ -1,6 +1,6 @@
-// Host GEMM dispatch. Debian's OpenBLAS (DYNAMIC_ARCH) picks its kernels by CPU
-// model number and falls back to old ones (Prescott SSE3 on a Xeon it does not
-// know, Haswell AVX2 on an AVX-512 EPYC), so dptwin picks by CPU feature flags:
+// Host GEMM dispatch. Debian's OpenBLAS 0.3.21 (DYNAMIC_ARCH) picks its kernels by
+// CPU model number and may fall back to old ones (Prescott SSE3 on a recent Xeon
+// it does not know), so dptwin picks by CPU feature flags:
 //   f32: oneDNN's dnnl_sgemm, JIT-compiled for the ISA the CPU reports;
 //   f64: OpenBLAS (oneDNN has no dgemm), loaded with dlopen after
 //        OPENBLAS_CORETYPE names the core the flags call for, because OpenBLAS
