@@ -3,7 +3,7 @@
 // Two levels:
 //  * class Kernels: raw primitives on one device's memory (type-erased pointers plus
 //    a DType). The host backend implements them with Thrust's CPP system and
-//    OpenBLAS; the CUDA backend with the same Thrust sources and cuBLAS
+//    host GEMM (oneDNN, OpenBLAS); the CUDA backend with the same Thrust sources and cuBLAS
 //    (kernels_impl.hpp is that one source).
 //  * kernel_* functions: tensor-level calls that check shapes, state each op's cost
 //    and submit it through Device::submit, so the twin charges exactly this work.
@@ -71,8 +71,8 @@ class Kernels {
   virtual double sum(DType t, Elements n, const void* x) = 0;
 };
 
-// The host implementation (Thrust CPP system + OpenBLAS), shared by the host and
-// sim backends. OpenBLAS is pinned to one thread per caller by the backends.
+// The host implementation (Thrust CPP system + engine/host/host_gemm.hpp), shared by
+// the host and sim backends. Each GEMM runs on its calling thread only.
 Kernels& host_kernels();
 
 // ---- tensor-level ops: shape checks, cost, submit -------------------------------

@@ -1,7 +1,7 @@
 // The one source of the element-wise and reduction kernels, written with Thrust.
 // Compiled by g++ with Thrust's CPP system for the host (host_kernels.cpp) and by
 // nvcc with the CUDA system for GPUs (cuda/cuda_kernels.cu). Only GEMM differs:
-// OpenBLAS on the host, cuBLAS on the GPU, injected as `Blas`.
+// host_gemm (oneDNN, OpenBLAS) on the host, cuBLAS on the GPU, injected as `Blas`.
 //
 // Every functor is a plain struct with DPT_HD operator(), so the same code runs on
 // either side without extended lambdas.

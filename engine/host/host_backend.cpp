@@ -1,7 +1,5 @@
 #include "engine/host/host_backend.hpp"
 
-#include <cblas.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +12,7 @@
 
 #include "engine/core/kernels.hpp"
 #include "engine/host/host_communicator.hpp"
+#include "engine/host/host_gemm.hpp"
 
 namespace dpt {
 
@@ -26,8 +25,9 @@ Tensor copy_to(Backend& backend, const Tensor& src, Device& device, MemoryCatego
 HostBackend::HostBackend(int device_count) {
   if (device_count < 1)
     throw std::invalid_argument(fmt::format("host backend: --devices must be at least 1, got {}", device_count));
-  // One BLAS thread per worker: parallelism comes from the devices, as on GPUs.
-  openblas_set_num_threads(1);
+  // Loads the GEMM libraries (one BLAS thread per worker: parallelism comes from
+  // the devices, as on GPUs) before any worker thread exists.
+  (void)host_gemm_info();
   for (int i = 0; i < device_count; ++i) devices_.push_back(std::make_unique<HostDevice>(i, DeviceKind::host_worker));
 }
 

@@ -14,6 +14,7 @@
 
 #include "scenarios/cli/command.hpp"
 #include "engine/host/host_backend.hpp"
+#include "engine/host/host_gemm.hpp"
 #include "scenarios/measure/calibrate.hpp"
 #include "scenarios/verify/verify_check.hpp"
 #include "scenarios/measure/faults.hpp"
@@ -126,6 +127,8 @@ int run_verify(const VerifyFlags& f) {
     std::cout << fmt::format("dptwin verify: backend {}, {} device(s), seed {}, {} cases per property{}\n",
                              run.backend, devices, run.seed, run.cases,
                              nominal ? ", hardware " + nominal->spec.name : "");
+  if (!f.json && f.backend != "cuda")  // the host backend and the twin's numerics run the host kernels
+    std::cout << "host GEMM: " << host_gemm_info().summary() << "\n";
 
   if (run_correctness) {
     CorrectnessOptions co;

@@ -1,12 +1,11 @@
 #include "scenarios/measure/real_backend.hpp"
 
-#include <cblas.h>
-
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "engine/host/host_backend.hpp"
+#include "engine/host/host_gemm.hpp"
 #if DPT_HAVE_CUDA
 #include "engine/cuda/cuda_backend.hpp"
 #endif
@@ -38,8 +37,11 @@ std::optional<MeasuredStep> collect_measured(Backend& backend, Seconds step_time
 std::map<std::string, std::string> backend_versions(const std::string& name) {
   std::map<std::string, std::string> out;
   if (name == "host") {
-    const char* config = openblas_get_config();
-    out["openblas"] = config ? config : "unknown";
+    try {
+      out["gemm"] = host_gemm_info().summary();
+    } catch (const std::exception& e) {
+      out["gemm"] = fmt::format("unknown ({})", e.what());
+    }
   }
 #if DPT_HAVE_CUDA
   if (name == "cuda") {

@@ -34,7 +34,7 @@ bool start_measuring(Backend& backend);
 std::optional<MeasuredStep> collect_measured(Backend& backend, Seconds step_time_s);
 
 // Library versions for reports: cuda gives "cuda_runtime", "cuda_driver", "nccl",
-// "cublas"; host gives "openblas". Never throws (unknown parts read "unknown").
+// "cublas"; host gives "gemm" (the GEMM libraries and kernels). Never throws (unknown parts read "unknown").
 std::map<std::string, std::string> backend_versions(const std::string& name);
 
 }  // namespace dpt

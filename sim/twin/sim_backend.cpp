@@ -1,7 +1,5 @@
 #include "sim/twin/sim_backend.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -16,6 +14,7 @@
 
 #include "sim/twin/chrome_trace.hpp"
 #include "engine/core/kernels.hpp"
+#include "engine/host/host_gemm.hpp"
 #include "sim/twin/sim_communicator.hpp"
 
 namespace dpt {
@@ -50,9 +49,9 @@ SimBackend::SimBackend(SimMachine machine, SimBackendOptions options)
       throw std::invalid_argument(
           "sim backend: symmetric ranks need shape-only mode (numeric collectives need every rank's data)");
   }
-  // One BLAS thread: kernels run inside actors of a single-threaded simulation, and the
-  // host backend pins OpenBLAS the same way (same results bit for bit).
-  openblas_set_num_threads(1);
+  // Numeric mode runs the host kernels (one BLAS thread per caller, as the host
+  // backend: same results bit for bit); their GEMM libraries are loaded now.
+  if (options_.numeric) (void)host_gemm_info();
   for (size_t i = 0; i < machine_.gpus.size(); ++i) {
     const SimGpu& g = machine_.gpus[i];
     if (!g.host || !g.cpu) throw std::invalid_argument(fmt::format("sim machine '{}': GPU {} has no host", machine_.name, i));

@@ -1,12 +1,30 @@
 """PyTorch side of verify/bench_step: one training step (zero_grad, forward,
 MSE loss, backward, SGD step) of the same MLP on the CPU with one thread.
-Prints one JSON line: the per-step times in seconds and the run's conditions.
+Prints one JSON line: the per-step times in seconds (wall and process CPU time)
+and the run's conditions, with the BLAS library and core this torch runs on.
 Run with Debian's torch: /usr/bin/python3 bench_step_torch.py --widths 1024-4096-4096-1024 --batch 256."""
 import argparse
+import ctypes
 import json
+import os
 import time
 
 import torch
+
+
+def blas_in_use():
+    """The BLAS library mapped into this process and, for OpenBLAS, its core."""
+    with open("/proc/self/maps") as f:
+        libs = sorted({l.split()[-1] for l in f if "blas" in l.split()[-1].lower()})
+    for lib in libs:
+        if "openblas" in lib:
+            try:
+                core = ctypes.CDLL(lib).openblas_get_corename
+                core.restype = ctypes.c_char_p
+                return "OpenBLAS %s (%s)" % (core().decode(), lib)
+            except (OSError, AttributeError):
+                pass
+    return ", ".join(libs) or "unknown"
 
 
 def main():
@@ -41,14 +59,15 @@ def main():
 
     for _ in range(args.warmup):
         step()
-    times = []
+    times, cpu_times = [], []
     for _ in range(args.steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         step()
         times.append(time.perf_counter() - t0)
-    blas = [l.strip() for l in torch.__config__.show().splitlines() if "BLAS_INFO" in l or "LAPACK_INFO" in l]
-    print(json.dumps({"times_s": times, "torch": torch.__version__, "threads": torch.get_num_threads(),
-                      "build": blas}))
+        cpu_times.append(time.process_time() - c0)
+    print(json.dumps({"times_s": times, "cpu_times_s": cpu_times, "torch": torch.__version__,
+                      "threads": torch.get_num_threads(), "blas": blas_in_use(),
+                      "os_threads": len(os.listdir("/proc/self/task"))}))
 
 
 if __name__ == "__main__":

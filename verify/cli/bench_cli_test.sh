@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `dptwin bench --backend host` end to end: exit 0, a valid dptwin.bench/1 file
-# with exact collectives, nccl-tests' columns in the text; `--backend cuda`
+# with exact collectives, nccl-tests' columns in the text, the host GEMM kernels
+# named (as in `dptwin verify`); `--backend cuda`
 # without a GPU exits 2 naming the CUDA runtime's reason.
 set -uo pipefail
 dptwin=$1
@@ -12,6 +13,11 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 grep -q '#       size         count      type   redop    root     time   algbw   busbw  #wrong' "$tmp/bench.txt" \
   || fail "no nccl-tests column header in: $(head -40 "$tmp/bench.txt")"
 [ "$(grep -c '^# Collective test starting:' "$tmp/bench.txt")" = 5 ] || fail "expected 5 sweeps"
+# The host GEMM kernels are named, in bench and in verify.
+grep -Eq '^# gemm: f32 oneDNN .*; f64 OpenBLAS ' "$tmp/bench.txt" || fail "no '# gemm:' line in: $(head -5 "$tmp/bench.txt")"
+"$dptwin" verify --backend host --only correctness --cases 1 --seed 1 > "$tmp/verify.txt" 2>&1 \
+  || fail "verify --backend host exited $?: $(cat "$tmp/verify.txt")"
+grep -Eq '^host GEMM: f32 oneDNN .*; f64 OpenBLAS ' "$tmp/verify.txt" || fail "no 'host GEMM:' line in: $(head -5 "$tmp/verify.txt")"
 grep -q '^# Out of bounds values : 0 OK' "$tmp/bench.txt" || fail "a sweep reported wrong values"
 /usr/bin/python3 - "$tmp/bench.json" <<'PY' || fail "bad JSON document"
 import json, sys

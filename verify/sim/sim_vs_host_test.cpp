@@ -6,7 +6,6 @@
 // gives each worker an even share of the cores measured free).
 //
 // The rates are microbenchmarks, never step times: the step is what is predicted.
-#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -96,7 +95,6 @@ class GemmSet {
 HostRates measure_host_rates(std::int64_t rows) {
   Kernels& k = host_kernels();
   HostRates r;
-  openblas_set_num_threads(1);  // as the backends run it: one thread per worker
   GemmSet a_set(rows), b_set(rows);
   const Seconds one = best_time(15, [&] { a_set.run(); });
   r.gemm = a_set.flops() / one;
