@@ -95,7 +95,7 @@ Bytes parse_size(const std::string& text, const char* flag) {
   if (bytes < 1 || bytes != std::floor(bytes))
     throw std::invalid_argument(fmt::format("{} {}: {} bytes is not a whole number of bytes", flag, text, bytes));
   if (bytes > static_cast<double>(kMaxBenchBytes))
-    throw std::invalid_argument(fmt::format("{} {}: must be at most 1024T (1 PiB, {} bytes)", flag, text, kMaxBenchBytes));
+    throw std::invalid_argument(fmt::format("{} {}: must be at most 1 PiB ({} bytes)", flag, text, kMaxBenchBytes));
   return static_cast<Bytes>(bytes);
 }
 

@@ -61,7 +61,7 @@ double host_bytes_needed(const TrainConfig& c, int devices, LossKind loss) {
   const double element = c.dtype && *c.dtype == DType::f64 ? 8 : 4;
   const double per_device_batch = std::ceil(static_cast<double>(c.batch) / devices);
   const double samples = c.data_path ? 0.0 : static_cast<double>(std::max(c.batch, c.synthetic_samples));
-  const double label = loss == LossKind::ce ? 1 : static_cast<double>(w.back());
+  const double label = loss == LossKind::cross_entropy ? 1 : static_cast<double>(w.back());
   return element * (devices * (params * (2 + state) + 2 * per_device_batch * widths) +
                     samples * (static_cast<double>(w.front()) + label));
 }
