@@ -239,11 +239,12 @@ INSTANTIATE_TEST_SUITE_P(
                   "dptwin sweep: error: -o d: is a directory, expected a file name\n"},
         // merge: counts that wrapped, points given twice.
         LimitCase{"MergeShardCountWraps", {"merge", "a.json"},
-                  {{"a.json", shard_json("2", "3", "4294967299", "")}},
+                  {{"a.json", shard_json("2", "0", "4294967299", "")}},
                   "dptwin merge: error: sweep result a.json shard: key 'count' 4294967299 is not in 1..10000000\n"},
         LimitCase{"MergePointListedTwice", {"merge", "a.json"},
-                  {{"a.json", shard_json("2", "0", "1", skipped_point(0) + ", " + skipped_point(0))}},
-                  "dptwin merge: error: merge: point 0 is listed twice (in shard 0/1)\n"},
+                  {{"a.json", shard_json("2", "0", "1",
+                                         skipped_point(0) + ", " + skipped_point(1) + ", " + skipped_point(1))}},
+                  "dptwin merge: error: merge: point 1 is listed twice (in shard 0/1)\n"},
         // verify: a self-test must be able to fail on the backend it runs on.
         LimitCase{"VerifySimRingStep", {"verify", "--backend", "sim", "--hardware", "dgx-a100", "--inject-bug",
                                         "ring-step"}, {},

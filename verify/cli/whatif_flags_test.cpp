@@ -5,6 +5,8 @@
 // the same typed value the file's key gives.
 #include <gtest/gtest.h>
 
+#include <regex>
+#include <sstream>
 #include <string>
 
 #include "scenarios/cli/whatif_flags.hpp"
@@ -21,15 +23,29 @@ const std::string kGood =
     "strategy: ddp\n"
     "batch_per_device: 32\n";
 
-// The error of `yaml_line` appended to the good scenario, without "bad.yaml:6: KEY: ".
+// The error of the good scenario with `key: value` (replacing the key's line, or
+// added), without "bad.yaml:LINE: KEY: ".
 std::string file_error(const std::string& key, const std::string& value) {
+  std::string text;
+  bool replaced = false;
+  std::stringstream lines(kGood);
+  for (std::string line; std::getline(lines, line);) {
+    const bool same = line.rfind(key + ":", 0) == 0;
+    text += (same ? key + ": " + value : line) + "\n";
+    replaced = replaced || same;
+  }
+  if (!replaced) text += key + ": " + value + "\n";
   try {
-    scenario::parse_scenario(kGood + key + ": " + value + "\n", "bad.yaml");
+    scenario::parse_scenario(text, "bad.yaml");
   } catch (const std::invalid_argument& e) {
-    const std::string prefix = "bad.yaml:6: " + key + ": ";
     const std::string msg = e.what();
-    EXPECT_EQ(msg.substr(0, prefix.size()), prefix) << msg;
-    return msg.substr(prefix.size());
+    const std::smatch m = [&] {
+      std::smatch r;
+      std::regex_search(msg, r, std::regex("^bad\\.yaml:[0-9]+: " + key + ": "));
+      return r;
+    }();
+    EXPECT_FALSE(m.empty()) << msg;
+    return m.empty() ? msg : m.suffix().str();
   }
   return "<no error>";
 }
