@@ -123,6 +123,9 @@ int run_verify(const VerifyFlags& f) {
   if (f.backend != "sim") real = make_real_backend(f.backend, f.devices);
   const int devices = real ? real->device_count() : f.devices.value_or(nominal->spec.gpu_count());
   if (devices < 1) throw std::invalid_argument(fmt::format("--devices {}: must be at least 1", devices));
+  if (!real && devices > nominal->spec.gpu_count())  // refused before the header is printed
+    throw std::invalid_argument(fmt::format("--devices {}: hardware '{}' has {} GPUs", devices, nominal->spec.name,
+                                            nominal->spec.gpu_count()));
 
   VerifyRun run;
   run.backend = f.backend;

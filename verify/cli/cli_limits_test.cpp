@@ -251,6 +251,11 @@ INSTANTIATE_TEST_SUITE_P(
                   "dptwin verify: error: --inject-bug ring-step: the bug is planted in the host backend's ring "
                   "all-reduce; --backend sim runs other collectives, so the self-test would prove nothing (use "
                   "--backend host, or drop-chunk or skip-divide)\n"},
+        LimitCase{"VerifySimOn40000Devices", {"verify", "--backend", "sim", "--hardware", "dgx-a100", "--devices",
+                                              "40000"}, {},
+                  "dptwin verify: error: --devices 40000: hardware 'dgx-a100' has 8 GPUs\n"},
+        LimitCase{"VerifyHostOn40000Devices", {"verify", "--devices", "40000"}, {},
+                  "dptwin verify: error: --devices 40000: must be in 1..1024 (host devices are worker threads)\n"},
         LimitCase{"VerifyNegativeSeed", {"verify", "--seed", "-1"}, {},
                   "dptwin verify: error: --seed -1: must not be negative\n"}),
     [](const ::testing::TestParamInfo<LimitCase>& info) { return std::string(info.param.name); });
