@@ -97,13 +97,14 @@ std::vector<std::string> list_models(const std::filesystem::path& library_dir) {
 ModelDescription load_model(const std::string& name_or_path, const std::filesystem::path& library_dir) {
   if (name_or_path.rfind("mlp:", 0) == 0) return describe_mlp(parse_mlp_spec(name_or_path));
   const std::filesystem::path as_path(name_or_path);
+  std::error_code ec;  // a name too long for a file name is just not there
   if (as_path.extension() == ".yaml" || name_or_path.find('/') != std::string::npos) {
-    if (!std::filesystem::exists(as_path))
+    if (!std::filesystem::exists(as_path, ec))
       throw std::invalid_argument(fmt::format("model file {} does not exist", name_or_path));
     return load_model_file(as_path);
   }
   const auto file = library_dir / (name_or_path + ".yaml");
-  if (!std::filesystem::exists(file)) {
+  if (!std::filesystem::exists(file, ec)) {
     std::string known;
     for (const auto& n : list_models(library_dir)) known += fmt::format("{}{}", known.empty() ? "" : ", ", n);
     throw std::invalid_argument(fmt::format("unknown model '{}' (library: {}; or a path to a .yaml file, or "

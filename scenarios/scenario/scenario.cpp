@@ -53,12 +53,14 @@ std::string as_string(const YAML::Node& v, const std::string& where) {
   return v.Scalar();
 }
 
-int positive_int(const YAML::Node& v, const std::string& where) {
-  const auto x = as_int(v, where);
+int positive_count(std::int64_t x, const std::string& where) {
   if (x <= 0) fail_at(where, fmt::format("must be positive, got {}", x));
   if (x > 1'000'000) fail_at(where, fmt::format("must be at most 1000000, got {}", x));
   return static_cast<int>(x);
 }
+
+constexpr double kMinBucketCapMb = 1.0 / (1024 * 1024);
+constexpr double kMaxBucketCapMb = 1024.0 * 1024;
 
 OptimizerKind optimizer_from_name(const std::string& n, const std::string& where) {
   if (n == "sgd") return OptimizerKind::sgd;
@@ -172,28 +174,52 @@ void set_point_field(PointConfig& c, const std::string& field, const YAML::Node&
     else c.overrides.push_back({path, v, where});
     return;
   }
+  // Read the YAML value as the field's type; set_point_value checks it.
+  if (field == "devices" || field == "nodes" || field == "gpus" || field == "batch" || field == "batch_per_device")
+    set_point_value(c, field, as_int(v, where), where);
+  else if (field == "bucket_cap_mb")
+    set_point_value(c, field, as_double(v, where), where);
+  else if (field == "hardware" || field == "model" || field == "strategy" || field == "dtype" || field == "optimizer")
+    set_point_value(c, field, as_string(v, where), where);
+  else fail_at(where, fmt::format("unknown field (allowed: {}, overrides.<hardware field>)", join(sweepable_fields())));
+}
+
+void set_point_value(PointConfig& c, const std::string& field, const PointValue& v, const std::string& where) {
+  auto text = [&] {
+    const std::string& t = std::get<std::string>(v);
+    if (t.empty()) fail_at(where, "expected a non-empty string");
+    return t;
+  };
+  auto count = [&] { return positive_count(std::get<std::int64_t>(v), where); };
+  if (field.rfind("overrides.", 0) == 0) {
+    set_point_field(c, field, YAML::Node(text()), where);
+    return;
+  }
   c.where[field] = where;
-  if (field == "hardware") c.hardware = as_string(v, where);
-  else if (field == "model") c.model = as_string(v, where);
+  if (field == "hardware") c.hardware = text();
+  else if (field == "model") c.model = text();
   else if (field == "strategy") {
-    const std::string s = as_string(v, where);
+    const std::string s = text();
     if (s != "single" && s != "dp" && s != "ddp")
       fail_at(where, fmt::format("unknown strategy '{}' (allowed: single, dp, ddp)", s));
     c.strategy = s;
-  } else if (field == "devices") c.devices = positive_int(v, where);
-  else if (field == "nodes") c.nodes = positive_int(v, where);
-  else if (field == "gpus") c.gpus = positive_int(v, where);
-  else if (field == "batch") c.batch = positive_int(v, where);
-  else if (field == "batch_per_device") c.batch_per_device = positive_int(v, where);
+  } else if (field == "devices") c.devices = count();
+  else if (field == "nodes") c.nodes = count();
+  else if (field == "gpus") c.gpus = count();
+  else if (field == "batch") c.batch = count();
+  else if (field == "batch_per_device") c.batch_per_device = count();
   else if (field == "dtype") {
-    const std::string s = as_string(v, where);
+    const std::string s = text();
     if (s != "f32" && s != "f64") fail_at(where, fmt::format("unsupported dtype '{}' (allowed: f32, f64)", s));
     c.dtype = dtype_from_name(s);
   } else if (field == "bucket_cap_mb") {
-    const double mb = as_double(v, where);
-    if (!(mb > 0)) fail_at(where, fmt::format("must be positive, got {}", scalar_text(v)));
+    const double mb = std::get<double>(v);
+    if (!(mb > 0)) fail_at(where, fmt::format("must be positive, got {}", mb));
+    // PyTorch's bucket holds int(mb * 2^20) bytes: at least one byte, and at most 1 TiB here.
+    if (!(mb >= kMinBucketCapMb && mb <= kMaxBucketCapMb))
+      fail_at(where, fmt::format("{} MiB is outside {} .. {} MiB (1 byte .. 1 TiB)", mb, kMinBucketCapMb, kMaxBucketCapMb));
     c.bucket_cap_mb = mb;
-  } else if (field == "optimizer") c.optimizer = optimizer_from_name(as_string(v, where), where);
+  } else if (field == "optimizer") c.optimizer = optimizer_from_name(text(), where);
   else fail_at(where, fmt::format("unknown field (allowed: {}, overrides.<hardware field>)", join(sweepable_fields())));
 }
 
@@ -293,15 +319,16 @@ sim::HardwareSpec load_hardware_with_overrides(const std::string& name_or_path, 
   namespace fs = std::filesystem;
   const bool is_path = name_or_path.find('/') != std::string::npos || fs::path(name_or_path).extension() == ".yaml";
   fs::path file;
+  std::error_code ec;  // a name too long for a file name is just not there
   if (is_path) {
     file = fs::path(name_or_path).is_absolute() ? fs::path(name_or_path) : dir / name_or_path;
-    if (!fs::exists(file))
+    if (!fs::exists(file, ec))
       fail_at(where, fmt::format("hardware file {} does not exist{}", name_or_path,
                                  file.string() == name_or_path || dir == "." ? ""
                                                                              : fmt::format(" (looked for {})", file.string())));
   } else {
     file = lib.hardware_dir / (name_or_path + ".yaml");
-    if (!fs::exists(file))
+    if (!fs::exists(file, ec))
       fail_at(where, fmt::format("unknown hardware '{}' (library: {}; or a path to a .yaml file)", name_or_path,
                                  join(sim::list_hardware(lib.hardware_dir))));
   }
