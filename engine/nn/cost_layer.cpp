@@ -63,8 +63,11 @@ Tensor CostLayer::forward(const Tensor& x) {
   saved_ = device_->allocate(saved_bytes, MemoryCategory::activations);
   saved_batch_ = batch;
   Tensor y = make_tensor(batch, desc_.output_features, MemoryCategory::activations);
-  kernel_charge(*device_, {"cost_fwd", OpKind::compute, desc_.forward_flops_per_sample * static_cast<double>(batch),
-                           x.size_bytes() + param_bytes, y.size_bytes() + saved_bytes});
+  OpCost cost{"cost_fwd", OpKind::compute, desc_.forward_flops_per_sample * static_cast<double>(batch),
+              x.size_bytes() + param_bytes, y.size_bytes() + saved_bytes};
+  if (desc_.measured_forward_s_per_sample)
+    cost.measured_s = *desc_.measured_forward_s_per_sample * static_cast<double>(batch);
+  kernel_charge(*device_, cost);
   return y;
 }
 
@@ -81,9 +84,11 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
   if (need_input_grad) dx = make_tensor(batch, input_features_, MemoryCategory::activations);
   // Backward is two GEMM-shaped passes (input gradient and weight gradient), each
   // as costly as the forward: 2x forward FLOPs, the convention of Kaplan et al. 2020.
-  kernel_charge(*device_, {"cost_bwd", OpKind::compute, 2.0 * desc_.forward_flops_per_sample * static_cast<double>(batch),
-                           dy.size_bytes() + saved_->size_bytes() + param_bytes,
-                           (dx.defined() ? dx.size_bytes() : 0) + param_bytes});
+  OpCost cost{"cost_bwd", OpKind::compute, 2.0 * desc_.forward_flops_per_sample * static_cast<double>(batch),
+              dy.size_bytes() + saved_->size_bytes() + param_bytes, (dx.defined() ? dx.size_bytes() : 0) + param_bytes};
+  if (desc_.measured_backward_s_per_sample)
+    cost.measured_s = *desc_.measured_backward_s_per_sample * static_cast<double>(batch);
+  kernel_charge(*device_, cost);
   clear_saved();
   return dx;
 }

@@ -1,0 +1,17 @@
+"""dptwin_profile: measure a PyTorch model on one device and write it as a dptwin
+model file (the library schema of scenarios/models/*.yaml, with measured costs).
+
+    import dptwin_profile
+    prof = dptwin_profile.profile(model, (inputs, targets), loss_fn, optimizer)
+    prof.write("my.yaml")            # dptwin predict --model my.yaml ...
+
+or from the command line, with PYTHONPATH set to this package's parent:
+
+    python3 -m dptwin_profile my_model:build --batch 32 --device cpu -o my.yaml
+
+where my_model.build() returns (model, (inputs, targets), loss_fn).
+"""
+from .errors import ProfileError
+from .profiler import Profile, profile
+
+__all__ = ["ProfileError", "Profile", "profile"]
