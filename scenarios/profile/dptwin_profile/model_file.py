@@ -44,7 +44,7 @@ def to_yaml(prof):
             flops=layer.flops / batch,
             acts=int(round(layer.saved_bytes / prof.element_bytes / batch)),
             out=features,
-            fwd=_median(layer.forward_s), bwd=_median(layer.backward_s)))
+            fwd=layer.forward_s_median, bwd=layer.backward_s_median))
     total_params = sum(p.numel() for r in rows for _, p in r["params"])
     assert total_params == prof.parameter_count, (total_params, prof.parameter_count)
     out = ["# Written by dptwin_profile: measured on one device; dptwin uses the measured times as they are",
@@ -98,12 +98,6 @@ def to_yaml(prof):
             frozen = "" if p.requires_grad else ", requires_grad: false"
             out.append(f"      - {{name: {_q(local)}, shape: [{', '.join(str(d) for d in (p.shape or [1]))}]{frozen}}}")
     return "\n".join(out) + "\n"
-
-
-def _median(xs):
-    s = sorted(xs)
-    n = len(s)
-    return 0.0 if n == 0 else (s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2)
 
 
 def write(prof, path):

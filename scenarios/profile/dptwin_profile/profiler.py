@@ -292,6 +292,17 @@ def _attribute(rec, marks, clock):
     return fwd, bwd
 
 
+def _scale_to_totals(layers, forward_s, backward_s):
+    """Per layer the median over steps, scaled so the layers add up to the median
+    step's forward and backward: a noisy step shifts one layer's median little but
+    the sum of medians falls below the median of sums (right-skewed noise)."""
+    for attr, total in (("forward_s", forward_s), ("backward_s", backward_s)):
+        medians = {layer: statistics.median(getattr(layer, attr)) for layer in layers}
+        s = sum(medians.values())
+        for layer in layers:
+            setattr(layer, attr + "_median", medians[layer] * (total / s) if s > 0 else 0.0)
+
+
 def profile(model, batch, loss_fn, optimizer=None, *, steps=10, warmup=3, device=None, name=None,
             gpu_model=None):
     """Profiles `model` on `batch` = (inputs, targets) with `loss_fn(model(inputs), targets)`
@@ -340,6 +351,7 @@ def profile(model, batch, loss_fn, optimizer=None, *, steps=10, warmup=3, device
             bwd_total.append(clock.seconds(t2, t3))
     finally:
         rec.remove()
+    _scale_to_totals(rec.layers.values(), statistics.median(fwd_total), statistics.median(bwd_total))
     if not any(layer.backward_s and max(layer.backward_s) > 0 for layer in rec.layers.values()):
         raise ProfileError("the trace has no backward: no layer's output received a gradient")
     dtype = params[0].dtype
