@@ -37,7 +37,7 @@ int run_list() {
   std::vector<std::string> configs;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(models / "hf", ec))
-    if (fs::exists(e.path() / "config.json")) configs.push_back((e.path() / "config.json").string());
+    if (fs::exists(e.path() / "config.json")) configs.push_back(fs::proximate(e.path() / "config.json").string());
   std::sort(configs.begin(), configs.end());
   for (const auto& c : configs) std::cout << "  hf:" << c << "\n";
   std::cout << "\nAlso accepted wherever a model is named:\n"

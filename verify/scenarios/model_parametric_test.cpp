@@ -23,9 +23,9 @@ ModelDescription hf(const std::string& dir) { return load_model("hf:" + (kModels
 
 // Invariant: two descriptions of one architecture agree layer by layer on every
 // field the twin uses (names, types, parameter names and shapes in order, FLOPs,
-// activations, output sizes). Shown to fail on a planted bug: a c_fc bias of
-// width 4h+1 in describe_transformer, and GELU counted as 11 FLOPs, each break
-// GptFromTheSpecEqualsTheLibrary.
+// activations, output sizes). Shown to fail on a planted bug: GELU counted as 11
+// FLOPs in model_transformer.cpp breaks GptFromTheSpecEqualsTheLibrary and
+// FamiliesEqualTheLibraryModelsOfTheSameConfig.
 void expect_same_layers(const ModelDescription& a, const ModelDescription& b) {
   EXPECT_EQ(a.input_features, b.input_features);
   ASSERT_EQ(a.layers.size(), b.layers.size());
