@@ -171,10 +171,11 @@ std::string model_to_yaml(const ModelDescription& m) {
   for (const auto& s : m.sources) out += fmt::format("  - {}\n", yaml_scalar(s, true));
   out += fmt::format(
       "totals:  # checked on load against the sum over layers\n  parameters: {}\n  forward_flops_per_sample: {}\n"
-      "  activation_elements_per_sample: {}\nlayers:\n",
+      "  activation_elements_per_sample: {}\n",
       model_parameter_count(m), yaml_number(model_forward_flops_per_sample(m)),
       model_activation_elements_per_sample(m));
   if (m.measured) out += measured_to_yaml(*m.measured);
+  out += "layers:\n";
   for (const auto& l : m.layers) {
     out += fmt::format("  - name: {}\n    type: {}\n    forward_flops_per_sample: {}\n"
                        "    activation_elements_per_sample: {}\n    output_features: {}\n",

@@ -11,6 +11,7 @@
 #include "engine/nn/model_transformer.hpp"
 #include "scenarios/scenario/model_hf_config.hpp"
 #include "scenarios/scenario/model_library_yaml.hpp"
+#include "sim/twin/sim_device.hpp"
 
 namespace dpt {
 namespace {
@@ -206,6 +207,113 @@ TEST(ModelYaml, WriterReproducesTheGeneratedLibraryFile) {
   for (std::string line; std::getline(in, line);)
     if (line.rfind('#', 0) != 0) expected << line << '\n';
   EXPECT_EQ(model_to_yaml(library("gpt2-124m")), expected.str());
+}
+
+// ---- measured profiles (dptwin_profile's files) ----------------------------------
+
+// A two-layer profile as dptwin_profile writes it: times for the batch of 4.
+std::string profile_yaml(const std::string& measured_extra, const std::string& layer_extra) {
+  return R"(schema_version: 1
+name: "Net"
+sample: "one sample"
+input_features: 8
+sources: ["dptwin_profile"]
+totals: {parameters: 36, forward_flops_per_sample: 72, activation_elements_per_sample: 12}
+measured:
+  device: "NVIDIA H100 80GB HBM3"
+  device_kind: cuda
+  torch: "2.3.0"
+  dtype: f32
+  batch: 4
+  optimizer: adamw
+  steps: 10
+  warmup_steps: 3
+  step_s: 0.01
+  forward_s: 0.004
+  backward_s: 0.005
+  optimizer_step_s: 0.001
+)" + measured_extra + R"(layers:
+  - name: "0"
+    type: Linear
+    forward_flops_per_sample: 72
+    activation_elements_per_sample: 8
+    output_features: 4
+    forward_s: 0.002
+    backward_s: 0.003
+    parameters:
+      - {name: weight, shape: [4, 8], requires_grad: false}
+      - {name: bias, shape: [4]}
+  - name: "1"
+    type: ReLU
+    forward_flops_per_sample: 0
+    activation_elements_per_sample: 4
+    output_features: 4
+    parameters: []
+)" + layer_extra;
+}
+
+TEST(Measured, ProfileFileReadsPerSampleTimesAndFrozenParameters) {
+  const auto m = parse_model_yaml(profile_yaml("", "    forward_s: 0.002\n    backward_s: 0.002\n"), "p.yaml");
+  ASSERT_TRUE(m.measured);
+  EXPECT_EQ(m.measured->batch, 4);
+  EXPECT_EQ(m.measured->device, "NVIDIA H100 80GB HBM3");
+  // 0.002 s and 0.003 s for 4 samples.
+  EXPECT_DOUBLE_EQ(*m.layers[0].measured_forward_s_per_sample, 0.0005);
+  EXPECT_DOUBLE_EQ(*m.layers[0].measured_backward_s_per_sample, 0.00075);
+  EXPECT_FALSE(m.layers[0].parameters[0].requires_grad);
+  EXPECT_TRUE(m.layers[0].parameters[1].requires_grad);
+  // The writer gives back the batch's times and the frozen mark.
+  const auto back = parse_model_yaml(model_to_yaml(m), "back.yaml");
+  EXPECT_DOUBLE_EQ(*back.layers[0].measured_forward_s_per_sample, 0.0005);
+  EXPECT_FALSE(back.layers[0].parameters[0].requires_grad);
+  EXPECT_EQ(back.measured->optimizer, "adamw");
+}
+
+TEST(Measured, ProfileFileErrorsNameTheKey) {
+  // A layer without times in a measured file, and a device kind that is neither cpu nor cuda.
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {profile_yaml("", ""), "layer 1 has no forward_s and backward_s"},
+           {profile_yaml("", "    forward_s: -1\n    backward_s: 0\n"), "forward_s"},
+       }) {
+    try {
+      parse_model_yaml(text, "p.yaml");
+      ADD_FAILURE() << "accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("p.yaml"), std::string::npos) << e.what();
+    }
+  }
+  std::string tpu = profile_yaml("", "    forward_s: 0.002\n    backward_s: 0.002\n");
+  tpu.replace(tpu.find("device_kind: cuda"), 17, "device_kind: tpu");
+  EXPECT_THROW(parse_model_yaml(tpu, "p.yaml"), std::invalid_argument);
+}
+
+TEST(Measured, TimesApplyOnlyOnTheGpuKindAndDtypeMeasured) {
+  const std::string text = profile_yaml("", "    forward_s: 0.002\n    backward_s: 0.002\n");
+  auto on = [&](const std::string& gpu, const std::string& dtype) {
+    ModelDescription m = parse_model_yaml(text, "p.yaml");
+    const std::string note = apply_measured_costs(m, gpu, dtype);
+    EXPECT_FALSE(note.empty());
+    return m.layers[0].measured_forward_s_per_sample.has_value();
+  };
+  EXPECT_TRUE(on("H100-SXM5-80GB", "f32"));   // "H100" is a word of "NVIDIA H100 80GB HBM3"
+  EXPECT_FALSE(on("H100-SXM5-80GB", "bf16"));  // another dtype
+  EXPECT_FALSE(on("A100-SXM4-80GB", "f32"));   // another GPU
+  EXPECT_FALSE(on("H10-PCIE", "f32"));         // a prefix of a word is not the word
+  ModelDescription library_model = library("gpt2-124m");
+  EXPECT_EQ(apply_measured_costs(library_model, "H100-SXM5-80GB", "f32"), "");
+}
+
+TEST(Measured, TheTwinChargesAMeasuredOpItsMeasuredTime) {
+  SimGpuRates rates;
+  rates.model = "H100-SXM5-80GB";
+  rates.peak_flops[DType::f32] = 67e12;
+  rates.memory_bandwidth = 3.35e12;
+  rates.launch_latency_s = 4e-6;
+  OpCost cost{"cost_fwd", OpKind::compute, 1e12, 1 << 20, 1 << 20};
+  EXPECT_GT(sim_kernel_time_s(cost, rates, DType::f32), 0.01);  // 1 TFLOP at 67 TFLOPS
+  cost.measured_s = 0.0025;
+  EXPECT_EQ(sim_kernel_time_s(cost, rates, DType::f32), 0.0025);
 }
 
 }  // namespace
