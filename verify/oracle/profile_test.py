@@ -136,13 +136,41 @@ class Twin(unittest.TestCase):
         self.assertLess(compute, measured * 1.01 + 1e-4)  # plus the loss kernels the twin charges itself
 
 
+def profile_cli(target, out, *extra):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PROFILE_DIR, os.path.join(PROFILE_DIR, "examples")]))
+    return subprocess.run([sys.executable, "-m", "dptwin_profile", target, "--steps", "1", "--warmup", "0",
+                           "-o", out, *extra], capture_output=True, text=True, env=env, timeout=300)
+
+
+class CommandLine(unittest.TestCase):
+    def test_batch_and_optimizer_flags(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "cnn.yaml")
+            r = profile_cli("models:cnn_bn", out, "--batch", "4", "--optimizer", "sgd", "--threads", "1")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as fh:
+                doc = yaml.safe_load(fh)
+        self.assertEqual((doc["measured"]["batch"], doc["measured"]["optimizer"]), (4, "sgd"))
+        self.assertEqual(doc["input_features"], 3 * 32 * 32)
+        self.assertIn("cnn.yaml", r.stdout)
+
+    def test_a_file_path_target_and_a_bad_target(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "m.yaml")
+            path = os.path.join(PROFILE_DIR, "examples", "models.py")
+            self.assertEqual(profile_cli(path + ":mlp", out).returncode, 0)
+            r = profile_cli("models:no_such_fn", out)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("models has no function no_such_fn", r.stderr)
+            r = profile_cli("models", out)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("not MODULE:FN", r.stderr)
+
+
 class BadInput(unittest.TestCase):
     def cli(self, target):
         with tempfile.TemporaryDirectory() as tmp:
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([PROFILE_DIR, os.path.join(PROFILE_DIR, "examples")]))
-            return subprocess.run([sys.executable, "-m", "dptwin_profile", target, "--steps", "1", "--warmup", "0",
-                                   "-o", os.path.join(tmp, "out.yaml")], capture_output=True, text=True, env=env,
-                                  timeout=300)
+            return profile_cli(target, os.path.join(tmp, "out.yaml"))
 
     def expect_error(self, target, *phrases):
         r = self.cli(target)
