@@ -72,6 +72,10 @@ ModelDescription llama_from(const ConfigReader& c, const std::string& name) {
   s.layers = c.get_int("num_hidden_layers");
   s.hidden = c.get_int("hidden_size");
   s.heads = c.get_int("num_attention_heads");
+  if (c.has("head_dim") && s.heads > 0 && c.get_int("head_dim") * s.heads != s.hidden)
+    c.fail("head_dim", fmt::format("{} x {} heads is not hidden_size {}: a head size other than hidden/heads is not "
+                                   "modelled",
+                                   c.get_int("head_dim"), s.heads, s.hidden));
   s.kv_heads = c.get_int("num_key_value_heads", s.heads);
   s.intermediate = c.get_int("intermediate_size");
   s.seq = c.get_int("max_position_embeddings");

@@ -11,7 +11,13 @@ or from the command line, with PYTHONPATH set to this package's parent:
 
 where my_model.build() returns (model, (inputs, targets), loss_fn).
 """
-from .errors import ProfileError
-from .profiler import Profile, profile
+try:
+    import torch  # noqa: F401
+except ImportError as e:  # the python3 first on PATH may lack torch (Debian's is /usr/bin/python3)
+    raise ImportError(f"dptwin_profile needs PyTorch in this Python ({e}); run it with the Python your model "
+                      "uses") from e
+
+from .errors import ProfileError  # noqa: E402
+from .profiler import Profile, profile  # noqa: E402
 
 __all__ = ["ProfileError", "Profile", "profile"]
