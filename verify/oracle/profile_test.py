@@ -180,6 +180,7 @@ class BadInput(unittest.TestCase):
 
     def test_a_model_that_does_not_run(self):
         self.expect_error("models:broken", "does not run", "module '2' (Linear)", "mat1 and mat2")
+        self.expect_error("models:bad_loss", "does not run", "the loss failed")
 
     def test_a_non_module(self):
         self.expect_error("models:not_a_module", "not a torch.nn.Module")

@@ -98,6 +98,7 @@ class _Recorder:
         self.param_ptrs = set()
         self.saved_keys = set()
         self.failing = None       # the innermost module whose forward raised
+        self.phase = ""           # what the step is doing (named when it fails)
         self.handles = []
 
     # -- hooks ------------------------------------------------------------------
@@ -208,9 +209,11 @@ def _device_name(device):
 def _step(model, inputs, targets, loss_fn, optimizer, rec, clock):
     """One training step; returns the marks (start, model end, loss end, backward end, step end)."""
     optimizer.zero_grad(set_to_none=True)
+    rec.phase = "the model's forward"
     t0 = clock.mark()
     out = _call(model, inputs)
     t1 = clock.mark()
+    rec.phase = "the loss"
     loss = loss_fn(out, targets)
     t2 = clock.mark()
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
@@ -218,8 +221,10 @@ def _step(model, inputs, targets, loss_fn, optimizer, rec, clock):
     if not loss.requires_grad:
         raise ProfileError("the loss has no backward: it does not depend on any parameter that requires grad "
                            "(all parameters frozen, or the loss detached)")
+    rec.phase = "backward"
     loss.backward()
     t3 = clock.mark()
+    rec.phase = "the optimizer step"
     optimizer.step()
     t4 = clock.mark()
     return t0, t1, t2, t3, t4
@@ -235,7 +240,8 @@ def _census(model, inputs, targets, loss_fn, optimizer, rec, clock):
         raise
     except Exception as e:  # the user's model failed: say where
         where = f" in module '{rec.names[rec.failing]}' ({type(rec.failing).__name__})" if rec.failing else ""
-        raise ProfileError(f"the model does not run on the example batch{where}: {type(e).__name__}: {e}") from e
+        raise ProfileError(f"the model does not run on the example batch: {rec.phase} failed{where}: "
+                           f"{type(e).__name__}: {e}") from e
     finally:
         rec.stack = []
     grads = [p for p in model.parameters() if p.requires_grad and p.grad is not None]

@@ -107,3 +107,9 @@ def detached_loss(batch=8):
     """A loss that detaches the output: nothing reaches the parameters."""
     model = nn.Sequential(nn.Linear(8, 4))
     return model, (torch.randn(batch, 8), torch.randn(batch, 4)), lambda out, y: ((out.detach() - y) ** 2).mean()
+
+
+def bad_loss(batch=8):
+    """A loss that does not fit the output: 4 outputs, targets of 5 classes."""
+    model = nn.Sequential(nn.Linear(8, 4))
+    return model, (torch.randn(batch, 8), torch.randn(batch, 5)), nn.MSELoss()
