@@ -101,7 +101,7 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=10, help="timed steps (median taken; default 10)")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     p.add_argument("--threads", type=int, help="torch.set_num_threads on the CPU")
-    p.add_argument("--name", help="model name in the file (default: the model's class)")
+    p.add_argument("--name", help="model name in the file (default: MODULE:FN)")
     p.add_argument("--gpu-model", help="the hardware files' GPU model this device is (e.g. H100-SXM5-80GB): the "
                                        "twin then uses the measured times when it predicts that GPU")
     p.add_argument("-o", "--out", required=True, help="model file to write (YAML)")
@@ -121,7 +121,7 @@ def main(argv=None):
         if trainable:
             opt = torch.optim.SGD(trainable, lr=0.01) if args.optimizer == "sgd" else torch.optim.AdamW(trainable)
         prof = profile(model, batch, loss_fn, opt, steps=args.steps, warmup=args.warmup, device=device,
-                       name=args.name, gpu_model=args.gpu_model)
+                       name=args.name or args.target, gpu_model=args.gpu_model)
     except ProfileError as e:
         print(f"dptwin_profile: error: {e}", file=sys.stderr)
         return 2
