@@ -60,6 +60,9 @@ struct OpCost {
   double flops = 0;         // floating-point operations
   Bytes bytes_read = 0;
   Bytes bytes_written = 0;
+  // The op's duration as measured on this device kind (a profiled layer): the
+  // twin charges it instead of its FLOPs and bytes; real devices ignore it.
+  std::optional<Seconds> measured_s;
 };
 
 class Device;

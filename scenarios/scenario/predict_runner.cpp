@@ -38,10 +38,13 @@ StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool e
       c.optimizer = [](std::vector<NamedParameter> params) { return make_adamw(std::move(params), AdamWOptions{}); };
       break;
   }
-  const ModelDescription model = p.model;
+  ModelDescription model = p.model;
   const DType dtype = p.dtype;
+  // A profiled model: its measured times hold on the GPU kind it was measured on.
+  const std::string cost_note = apply_measured_costs(model, p.hardware.gpu.name, std::string(dtype_name(dtype)));
   StepReport r = predict_step(p.hardware, [model, dtype](Device& d) { return make_cost_only_model(model, d, dtype); }, c);
   r.hardware = p.hardware_name;
+  if (!cost_note.empty()) r.warnings.push_back(cost_note);
   return r;
 }
 

@@ -15,6 +15,7 @@ namespace dpt {
 
 Seconds sim_kernel_time_s(const OpCost& cost, const SimGpuRates& rates, DType dtype) {
   if (cost.kind == OpKind::host) return 0;  // host-side work: charged as dispatch, not on the device
+  if (cost.measured_s) return *cost.measured_s;  // measured on this GPU kind: launches included
   Seconds t_flops = 0;
   if (cost.flops > 0) {
     auto it = rates.peak_flops.find(dtype);

@@ -163,7 +163,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "l40s-4x-pcie4; or a path to a .yaml file)"},
         BadCase{"UnknownModel", replaced("model: resnet50", "model: resnet51"),
                 "bad.yaml:3: model: unknown model 'resnet51' (library: bert-large, gpt2-1.5b, gpt2-124m, llama-2-7b, "
-                "resnet50; or a path to a .yaml file, or mlp:IN-H-...-OUT)"},
+                "resnet50; or a path to a .yaml file, or mlp:IN-H-...-OUT, "
+                "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied], hf:PATH/config.json)"},
         BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
                 "bad.yaml:8: sweep.colour: unknown sweep axis (allowed: hardware, model, strategy, devices, nodes, "
                 "gpus, batch, batch_per_device, dtype, bucket_cap_mb, optimizer, overrides.<hardware field>)"},
