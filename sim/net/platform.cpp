@@ -299,12 +299,19 @@ std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpe
   }
   const FatTreeShape shape = fat_tree_shape(hw);
   // A switch group (leaf or pod) as a star zone whose router reaches the level above over
-  // one uplink; towards the spine (or core) the uplink is used UP from the router.
+  // one uplink: leaving the group a route takes the uplink's DOWN direction (centre to
+  // router), entering it UP. The router sits in a zone of its own inside the group:
+  // SimGrid resolves a route from a host in a child zone to a router placed directly in
+  // an ancestor zone as if the host were that zone's own member (it looked up whichever
+  // member shared the host's index, and dropped the node's NIC links).
   auto group = [&](const std::string& name, BytesPerSecond up_bw) {
     sg4::NetZone* z = detached_zone(sg4::create_star_zone(name), root);
-    auto* router = z->create_router(name + ".router");
+    sg4::NetZone* sw = detached_zone(sg4::create_empty_zone(name + ".switch"), root);
+    auto* router = sw->create_router(name + ".router");
+    sw->set_parent(z);
+    sw->seal();
     sg4::Link* uplink = z->create_split_duplex_link(name + ".uplink", up_bw)->set_latency(net.latency_s / 2)->seal();
-    z->add_route(router, nullptr, nullptr, nullptr, {{uplink, Dir::UP}}, true);
+    z->add_route(sw->get_netpoint(), nullptr, router, nullptr, {{uplink, Dir::UP}}, true);
     return std::make_pair(z, router);
   };
   std::vector<std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*>> top;  // joined to the root last

@@ -216,13 +216,21 @@ TEST(SimSymmetricRanks, ThreeLevelFatTreeRoutesCrossLeafSpineAndCore) {
   const auto pod = uplinks(j["same_pod"]);
   ASSERT_EQ(pod.size(), 2u) << j["same_pod"];
   ASSERT_TRUE(pod.count("leaf0") && pod.count("leaf1")) << j["same_pod"];
-  EXPECT_NE(pod.at("leaf0"), pod.at("leaf1"));
+  EXPECT_NE(pod.at("leaf0"), pod.at("leaf1")) << j["same_pod"];
   const auto far = uplinks(j["across_pods"]);
   ASSERT_EQ(far.size(), 4u) << j["across_pods"];
   ASSERT_TRUE(far.count("leaf0") && far.count("pod0") && far.count("pod2") && far.count("leaf5")) << j["across_pods"];
   EXPECT_EQ(far.at("leaf0"), far.at("pod0"));
   EXPECT_EQ(far.at("leaf5"), far.at("pod2"));
   EXPECT_NE(far.at("leaf0"), far.at("leaf5"));
+  // Both ends keep their own NIC links (the route leaves and enters through GPU 0's rail).
+  auto has = [](const nlohmann::json& route, const std::string& link) {
+    return std::find(route.begin(), route.end(), link) != route.end();
+  };
+  for (const char* key : {"same_leaf", "same_pod", "across_pods"})
+    EXPECT_TRUE(has(j[key], "n0.nic0.ib_UP")) << key << ": " << j[key];
+  EXPECT_TRUE(has(j["same_pod"], "n2.nic0.ib_DOWN")) << j["same_pod"];
+  EXPECT_TRUE(has(j["across_pods"], "n11.nic0.ib_DOWN")) << j["across_pods"];
 }
 
 TEST(SimSymmetricRanks, AppliesOnlyToMultiNodeShapeOnlyDdpWithEqualBatches) {
