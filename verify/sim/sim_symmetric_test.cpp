@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -231,6 +232,32 @@ TEST(SimSymmetricRanks, ThreeLevelFatTreeRoutesCrossLeafSpineAndCore) {
     EXPECT_TRUE(has(j[key], "n0.nic0.ib_UP")) << key << ": " << j[key];
   EXPECT_TRUE(has(j["same_pod"], "n2.nic0.ib_DOWN")) << j["same_pod"];
   EXPECT_TRUE(has(j["across_pods"], "n11.nic0.ib_DOWN")) << j["across_pods"];
+}
+
+// Bad fat-tree figures are errors naming the file, line and key.
+TEST(SimSymmetricRanks, FatTreeSwitchFiguresAreValidated) {
+  std::ifstream in(kHardwareDir + "/dgx-h100-cluster.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string good = text.str();
+  ASSERT_NE(good.find("switch_radix: 64"), std::string::npos);
+  auto error_of = [&](const std::string& from, const std::string& to) {
+    std::string bad = good;
+    bad.replace(bad.find(from), from.size(), to);
+    try {
+      sim::parse_hardware_yaml(bad, "cluster.yaml");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string odd = error_of("switch_radix: 64", "switch_radix: 63");
+  EXPECT_NE(odd.find("cluster.yaml:"), std::string::npos) << odd;
+  EXPECT_NE(odd.find("switch_radix"), std::string::npos) << odd;
+  const std::string small = error_of("switch_radix: 64", "switch_radix: 16");  // 32 nodes per leaf
+  EXPECT_NE(small.find("nodes_per_leaf"), std::string::npos) << small;
+  const std::string core = error_of("switch_link_rate: 400 Gb/s", "core_oversubscription: 0.5");
+  EXPECT_NE(core.find("core_oversubscription"), std::string::npos) << core;
 }
 
 TEST(SimSymmetricRanks, AppliesOnlyToMultiNodeShapeOnlyDdpWithEqualBatches) {
