@@ -192,6 +192,18 @@ NetworkSpec read_network(MapReader r) {
     n.nodes_per_leaf = static_cast<int>(r.get_positive_int("nodes_per_leaf"));
     n.oversubscription = r.opt_double("oversubscription").value_or(1.0);
     r.require_range("oversubscription", n.oversubscription, 1.0, 64.0);
+    if (const auto radix = r.opt_int("switch_radix")) {
+      if (*radix < 4 || *radix > 1024 || *radix % 2 != 0)
+        r.fail("switch_radix", fmt::format("must be an even port count in 4..1024, got {}", *radix));
+      n.switch_radix = static_cast<int>(*radix);
+      if (n.nodes_per_leaf > n.switch_radix)
+        r.fail("nodes_per_leaf", fmt::format("{} nodes on one leaf need more than its switch_radix of {} ports",
+                                             n.nodes_per_leaf, n.switch_radix));
+    }
+    n.switch_link_rate = r.opt_bandwidth("switch_link_rate");
+    if (n.switch_link_rate) r.require_positive("switch_link_rate", *n.switch_link_rate);
+    n.core_oversubscription = r.opt_double("core_oversubscription").value_or(1.0);
+    r.require_range("core_oversubscription", n.core_oversubscription, 1.0, 64.0);
   } else {
     r.fail("topology", fmt::format("must be single_switch or fat_tree, got '{}'", topo));
   }

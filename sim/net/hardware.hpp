@@ -50,6 +50,10 @@
 //     topology: single_switch | fat_tree
 //     nodes_per_leaf: 16               # fat_tree only
 //     oversubscription: 1.0            # fat_tree only, optional (leaf uplinks = downlinks / this)
+//     switch_radix: 64                 # fat_tree only, optional: ports per switch; past this many
+//                                      #   leaves a core level joins pods of radix / 2 leaves
+//     switch_link_rate: 400 Gb/s       # fat_tree only, optional: switch-to-switch link rate (default nic_bandwidth)
+//     core_oversubscription: 1.0       # fat_tree only, optional (pod uplinks = leaf uplinks / this)
 //   efficiency:                        # optional block; each field optional with a documented default
 //     gemm: 0.8                        # fraction of peak flops a large GEMM reaches
 //     memory_bandwidth: 0.85           # fraction of memory bandwidth a streaming kernel reaches
@@ -144,6 +148,9 @@ struct NetworkSpec {
   FabricTopology topology = FabricTopology::single_switch;
   int nodes_per_leaf = 0;            // fat_tree: nodes under one leaf switch
   double oversubscription = 1.0;     // fat_tree: leaf downlink / uplink bandwidth ratio
+  int switch_radix = 0;              // fat_tree: ports per switch (0: two levels at any size)
+  std::optional<BytesPerSecond> switch_link_rate;  // fat_tree: switch-to-switch link rate; default nic_bandwidth
+  double core_oversubscription = 1.0;  // three-level fat_tree: spine downlink / core uplink bandwidth ratio
 };
 
 // Fractions of datasheet rates that real transfers and kernels reach, each from
