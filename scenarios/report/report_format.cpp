@@ -18,6 +18,13 @@ std::string format_figure(double v) {
     std::string s = fmt::format("{:.{}f}", a, decimals);
     return negative ? "-" + s : s;
   }
+  if (magnitude >= 15 || magnitude < -6) {
+    // Past 10^15 the rounded digits no longer fit the integer arithmetic below (10^20
+    // overflowed long long), and below 10^-6 the decimals run long (1e-300 would print
+    // 302 of them): such figures read better in scientific notation.
+    std::string s = fmt::format("{:.2e}", a);
+    return negative ? "-" + s : s;
+  }
   const double unit = std::pow(10.0, magnitude - 2);
   const auto rounded = static_cast<long long>(std::llround(a / unit) * static_cast<long long>(std::llround(unit)));
   std::string digits = std::to_string(rounded);
