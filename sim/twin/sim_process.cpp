@@ -242,6 +242,7 @@ std::string run_in_child_process(const std::function<std::string()>& fn, const C
   ChildProcessScope scope;
   pid_t pid = 0;
   try {
+    scope.throw_if_stopped();  // a stop signal that a caller caught and went on from
     pid = scope.fork_child();
   } catch (...) {
     ::close(fds[0]);

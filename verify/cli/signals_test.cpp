@@ -47,13 +47,23 @@ struct Case {
   fs::path dir, tmp;
 };
 
-Case make_case(const std::string& name) {
+// Two points: a run that is meant to finish.
+const char* kShortSweep =
+    "schema_version: 1\n"
+    "hardware: dgx-h100\n"
+    "model: gpt2-124m\n"
+    "strategy: ddp\n"
+    "batch_per_device: 8\n"
+    "sweep:\n"
+    "  gpus: [4, 8]\n";
+
+Case make_case(const std::string& name, const char* scenario = kSweep) {
   Case c;
   c.dir = fs::path(DPT_BINARY_DIR) / "signals_test" / name;
   fs::remove_all(c.dir);
   c.tmp = c.dir / "tmp";
   fs::create_directories(c.tmp);
-  std::ofstream(c.dir / "sweep.yaml") << kSweep;
+  std::ofstream(c.dir / "sweep.yaml") << scenario;
   return c;
 }
 
@@ -115,12 +125,12 @@ TEST(Signals, CtrlCToTheGroupEndsEveryProcessPromptly) {
 
 TEST(Signals, IgnoredSigintDoesNotDisturbTheRun) {
   become_subreaper();
-  const Case c = make_case("ignored");
+  const Case c = make_case("ignored", kShortSweep);
   SpawnOptions o;
   o.ignore_sigint = true;
   const pid_t pid = start_sweep(c, o);
   ::kill(-pid, SIGINT);
-  const auto rc = wait_for(pid, 300s);
+  const auto rc = wait_for(pid, 120s);
   if (!rc) kill_group(pid);
   ASSERT_TRUE(rc.has_value()) << "the sweep hung";
   EXPECT_EQ(*rc, 0) << slurp(c.dir / ".stderr");
