@@ -128,8 +128,12 @@ TEST(Signals, IgnoredSigintDoesNotDisturbTheRun) {
   const Case c = make_case("ignored", kShortSweep);
   SpawnOptions o;
   o.ignore_sigint = true;
-  const pid_t pid = start_sweep(c, o);
-  ::kill(-pid, SIGINT);
+  o.env["TMPDIR"] = c.tmp.string();
+  const pid_t pid = spawn_dptwin({"sweep", "sweep.yaml", "--jobs", "2", "-o", "out.json"}, c.dir, o);
+  for (int i = 0; i < 5; ++i) {  // Ctrl-C, again and again, while it runs
+    std::this_thread::sleep_for(400ms);
+    ::kill(-pid, SIGINT);
+  }
   const auto rc = wait_for(pid, 120s);
   if (!rc) kill_group(pid);
   ASSERT_TRUE(rc.has_value()) << "the sweep hung";

@@ -109,7 +109,6 @@ TEST(HardwareInput, AbsurdLatenciesAreOutsideTheirBounds) {
 }
 
 TEST(HardwareInput, AbsurdRatesAreOutsideTheirBounds) {
-  EXPECT_EQ(error_of(h100_with(R"(link_bandwidth: 25 GB/s)", "link_bandwidth: 1e-300 B/s")).substr(0, 5), "h.yaml");
   EXPECT_NE(error_of(h100_with(R"(link_bandwidth: 25 GB/s)", "link_bandwidth: 1e-300 B/s"))
                 .find("nvswitch.link_bandwidth: 1e-300 B/s is outside 1 MB/s .. 10 TB/s"),
             std::string::npos);
@@ -156,8 +155,9 @@ TEST(HardwareInput, EveryQuantityOfEveryLibraryFileRefusesAbsurdValues) {
     for (size_t i = 0; i < lines.size(); ++i) {
       std::smatch m;
       if (!std::regex_match(lines[i], m, quantity)) continue;
-      for (const std::string& v : {m[4].str() + "e300 " + m[5].str(), "1e-300 " + m[5].str(), m[4].str(),
-                                   "-" + m[4].str() + " " + m[5].str()}) {
+      const std::string num = m[4].str(), unit = m[5].str();
+      for (const std::string& v : {fmt::format("{}e300 {}", num, unit), fmt::format("1e-300 {}", unit), num,
+                                   fmt::format("-{} {}", num, unit)}) {
         std::vector<std::string> changed = lines;
         changed[i] = fmt::format("{}{}{}: {}{}", m[1].str(), m[2].str(), m[3].str(), v, m[6].str());
         std::string mutated;
