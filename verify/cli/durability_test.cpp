@@ -168,3 +168,32 @@ TEST(Durability, CheckpointToAFifoIsRefusedBeforeTheRun) {
   EXPECT_TRUE(fs::is_symlink(dir / "link.safetensors"));
   EXPECT_NO_THROW(read_safetensors((dir / "real" / "c.safetensors").string()));
 }
+
+// Report outputs on links and FIFOs through the executable: a link keeps being a link
+// and its target gets the JSON; a FIFO's reader gets the JSON straight through.
+TEST(Durability, PredictOutputThroughALinkAndAFifo) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "durability" / "outputs";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "real");
+  const std::vector<std::string> predict = {"predict", "--hardware", "dgx-h100", "--model", "resnet50", "--strategy",
+                                            "ddp",     "--devices",  "2",        "--batch-per-device", "8", "--out"};
+  fs::create_symlink("real/report.json", dir / "link.json");
+  auto args = predict;
+  args.push_back("link.json");
+  ASSERT_EQ(wait_for(spawn_dptwin(args, dir), std::chrono::seconds(120)), 0) << slurp(dir / ".stderr");
+  EXPECT_TRUE(fs::is_symlink(dir / "link.json"));
+  EXPECT_NE(slurp(dir / "real" / "report.json").find("\"step_time_s\""), std::string::npos);
+  ASSERT_EQ(::mkfifo((dir / "pipe.json").c_str(), 0600), 0);
+  std::string got;
+  std::thread reader([&] { got = slurp(dir / "pipe.json"); });
+  args = predict;
+  args.push_back("pipe.json");
+  const auto rc = wait_for(spawn_dptwin(args, dir), std::chrono::seconds(120));
+  if (!rc) {  // never leave the reader blocked: open the FIFO for writing once
+    std::ofstream(dir / "pipe.json") << "";
+  }
+  reader.join();
+  ASSERT_EQ(rc, 0) << slurp(dir / ".stderr");
+  EXPECT_NE(got.find("\"step_time_s\""), std::string::npos) << got;
+  EXPECT_TRUE(fs::is_fifo(dir / "pipe.json"));
+}

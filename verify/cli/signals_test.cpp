@@ -123,6 +123,27 @@ TEST(Signals, CtrlCToTheGroupEndsEveryProcessPromptly) {
   }
 }
 
+// The probe's deadlock: Ctrl-C during a multi-node `predict --every-rank` (a run of a
+// few seconds), at several points of the simulation.
+TEST(Signals, CtrlCDuringAnEveryRankPredictionEndsIt) {
+  become_subreaper();
+  for (int i = 0; i < 5; ++i) {
+    const fs::path dir = fs::path(DPT_BINARY_DIR) / "signals_test" / fmt::format("predict{}", i);
+    fs::remove_all(dir);
+    const pid_t pid = spawn_dptwin({"predict", "--hardware", "dgx-h100-cluster", "--nodes", "64", "--devices", "8",
+                                    "--every-rank", "--model", "gpt2-124m", "--strategy", "ddp", "--batch-per-device",
+                                    "8"},
+                                   dir);
+    std::this_thread::sleep_for(std::chrono::milliseconds(400 + 250 * i));
+    ::kill(-pid, SIGINT);
+    const auto rc = wait_for(pid, 10s);
+    if (!rc) kill_group(pid);
+    ASSERT_TRUE(rc.has_value()) << "try " << i << ": predict did not end within 10 s of SIGINT";
+    EXPECT_EQ(*rc, 128 + SIGINT) << slurp(dir / ".stderr");
+    EXPECT_TRUE(group_gone_within(pid, 5s)) << "try " << i << ": processes left running";
+  }
+}
+
 TEST(Signals, IgnoredSigintDoesNotDisturbTheRun) {
   become_subreaper();
   const Case c = make_case("ignored", kShortSweep);
