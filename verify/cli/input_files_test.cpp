@@ -11,6 +11,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <random>
 #include <sstream>
 #include <string>
@@ -217,4 +218,41 @@ TEST(InputFiles, FiguresFarOutOfRangeStillPrint) {
   EXPECT_EQ(report::format_figure(1e-300), "1.00e-300");
   EXPECT_EQ(report::format_figure(9.99e14), "999,000,000,000,000");  // the last integer figure
   EXPECT_EQ(report::format_figure(12437.2), "12,400");                // unchanged below
+}
+
+// Mutants the loader accepts are predicted through the executable: exit 0 (a figure),
+// 1 (out of memory) or 3 (a run-time error with a message), within a bound, never a
+// signal. Mutants: DPTWIN_PREDICT_MUTANTS (default 20, about 12 s).
+TEST(InputFiles, AcceptedHardwareMutantsPredictWithoutCrashOrHang) {
+  const char* env = std::getenv("DPTWIN_PREDICT_MUTANTS");
+  const int wanted = env ? std::atoi(env) : 20;
+  std::mt19937 rng(7);
+  const std::string base = read_text(kScenarios / "hardware" / "dgx-h100.yaml");
+  int predicted = 0, tries = 0;
+  std::map<int, int> by_exit;
+  while (predicted < wanted && ++tries < 100 * wanted) {
+    const std::string text = mutate(base, rng);
+    try {
+      sim::parse_hardware_yaml(text, "h.yaml");
+    } catch (const std::invalid_argument&) {
+      continue;  // refused at load: covered above
+    }
+    const fs::path dir = fs::path(DPT_BINARY_DIR) / "input_files_test" / "mutants";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream(dir / "h.yaml") << text;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = test::run_dptwin({"predict", "--hardware", "h.yaml", "--model", "resnet50", "--strategy", "ddp",
+                                     "--devices", "8", "--batch-per-device", "32"},
+                                    dir);
+    ++predicted;
+    ++by_exit[r.exit_code];
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1 || r.exit_code == 3) << r.exit_code << " " << r.err << "\n"
+                                                                           << text;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(120));
+  }
+  std::string tally;
+  for (const auto& [code, n] : by_exit) tally += fmt::format(" exit {}: {};", code, n);
+  std::cout << fmt::format("accepted hardware mutants predicted: {} ({})\n", predicted, tally);
+  EXPECT_EQ(predicted, wanted);
 }
