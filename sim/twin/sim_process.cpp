@@ -115,6 +115,25 @@ int g_result_fd = -1;
   ::_exit(0);
 }
 
+// Reads `fd` until EOF (true) or until `wall_s` seconds have passed (false). A stop
+// signal interrupts poll; the handler has already forwarded it to the child, so EOF follows.
+bool read_until_eof(int fd, double wall_s, std::string& data) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wall_s));
+  char buf[65536];
+  for (;;) {
+    const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left_ms <= 0) return false;
+    struct pollfd p {fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left_ms, 1'000'000)));
+    if (ready <= 0) continue;  // EINTR, or the loop checks the deadline
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return true;
+    data.append(buf, static_cast<size_t>(n));
+  }
+}
+
 }  // namespace
 
 Interrupted::Interrupted(int signal)
@@ -269,28 +288,8 @@ std::string run_in_child_process(const std::function<std::string()>& fn, const C
     child_report_and_exit(out[0], out.substr(1));  // no atexit handlers: they belong to the parent
   }
   ::close(fds[1]);
-  // Read until EOF, the wall-clock budget, or a stop signal (which the handler has
-  // already forwarded to the child, so EOF follows).
-  using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(budget.wall_s));
   std::string data;
-  bool over_budget = false;
-  char buf[65536];
-  for (;;) {
-    const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left_ms <= 0) {
-      over_budget = true;
-      break;
-    }
-    struct pollfd p {fds[0], POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(std::min<long long>(left_ms, 1'000'000)));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) continue;  // the loop checks the deadline
-    const ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    data.append(buf, static_cast<size_t>(n));
-  }
+  const bool over_budget = !read_until_eof(fds[0], budget.wall_s, data);
   ::close(fds[0]);
   if (over_budget) ::kill(pid, SIGKILL);
   int status = 0;
