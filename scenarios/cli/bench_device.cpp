@@ -128,7 +128,7 @@ int run_device_bench_command(const SharedBenchFlags& s, const DeviceBenchFlags& 
   const auto j = device_bench_to_json(r);
   if (s.json) std::cout << j.dump(2) << "\n";
   if (f.out) {
-    write_file_atomically(*f.out, j.dump(2) + "\n");
+    write_file_atomic(*f.out, j.dump(2) + "\n", {.create_parent_dirs = true});
     if (!s.json) std::cout << "# JSON written to " << *f.out << "\n";
   }
   std::int64_t wrong = 0;

@@ -199,7 +199,7 @@ int run_verify(const VerifyFlags& f) {
         const std::string device = measured.device_names.empty() ? f.backend : measured.device_names.front();
         const CalibrationResult cal =
             calibrate_from_figures(*prediction_spec, measured, predicted, device, run.timestamp);
-        write_file_atomically(f.calibrate_out, cal.yaml);
+        write_file_atomic(f.calibrate_out, cal.yaml, {.create_parent_dirs = true});
         if (!f.json) std::cout << "calibrated hardware file written to " << f.calibrate_out << "\n";
       }
     }

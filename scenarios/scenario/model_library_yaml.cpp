@@ -51,10 +51,20 @@ ModelDescription parse_model_node(const YAML::Node& root, const std::string& fil
   ModelDescription m;
   m.name = top.get_string("name");
   m.sample = top.get_string("sample");
-  m.input_features = top.get_positive_int("input_features");
+  // Plausibility bounds: a per-sample size of 10^12 elements is 4 TB of input per sample;
+  // a layer of 10^18 flops per sample is 1,000x GPT-3's whole forward per sequence.
+  constexpr std::int64_t kMaxFeatures = 1'000'000'000'000;
+  constexpr double kMaxLayerFlops = 1e18;
+  constexpr std::int64_t kMaxTensorElements = 10'000'000'000'000;  // 10^13 per tensor
+  constexpr std::int64_t kMaxModelElements = 100'000'000'000'000;  // 10^14 parameters in all
+  m.input_features = top.get_int_in("input_features", 1, kMaxFeatures);
   YAML::Node sources = top.node("sources");
   if (!sources.IsSequence() || sources.size() == 0) top.fail("sources", "expected a non-empty list of sources");
-  for (const auto& s : sources) m.sources.push_back(s.as<std::string>());
+  for (const auto& s : sources) {
+    if (!s.IsScalar()) top.fail("sources", "expected a list of strings");
+    m.sources.push_back(s.Scalar());
+  }
+  std::int64_t model_elements = 0;
 
   if (top.has("measured")) m.measured = parse_measured(top.map("measured"));
   std::vector<MapReader> layers = top.map_list("layers");
@@ -63,11 +73,9 @@ ModelDescription parse_model_node(const YAML::Node& root, const std::string& fil
     LayerDescription l;
     l.name = lr.get_string("name");
     l.type = lr.get_string("type");
-    l.forward_flops_per_sample = lr.get_double("forward_flops_per_sample");
-    lr.require_non_negative("forward_flops_per_sample", l.forward_flops_per_sample);
-    l.activation_elements_per_sample = lr.get_int("activation_elements_per_sample");
-    lr.require_non_negative("activation_elements_per_sample", static_cast<double>(l.activation_elements_per_sample));
-    l.output_features = lr.get_positive_int("output_features");
+    l.forward_flops_per_sample = lr.get_double_in("forward_flops_per_sample", 0, kMaxLayerFlops);
+    l.activation_elements_per_sample = lr.get_int_in("activation_elements_per_sample", 0, kMaxTensorElements);
+    l.output_features = lr.get_int_in("output_features", 1, kMaxFeatures);
     // The file holds the measured batch's times; the description keeps them per sample.
     for (auto [key, field] : {std::pair{"forward_s", &l.measured_forward_s_per_sample},
                               {"backward_s", &l.measured_backward_s_per_sample}})
@@ -82,8 +90,17 @@ ModelDescription parse_model_node(const YAML::Node& root, const std::string& fil
       p.shape = pr.get_int_list("shape");
       if (p.shape.empty()) pr.fail("shape", "expected at least one dimension");
       p.requires_grad = pr.opt_bool("requires_grad").value_or(true);
-      for (auto d : p.shape)
+      // Checked as the product grows, so no multiplication can overflow.
+      std::int64_t elements = 1;
+      for (auto d : p.shape) {
         if (d <= 0) pr.fail("shape", fmt::format("dimensions must be positive, got {}", shape_to_string(p.shape)));
+        if (d > kMaxTensorElements / elements)
+          pr.fail("shape", fmt::format("{} has more than {} elements", shape_to_string(p.shape), kMaxTensorElements));
+        elements *= d;
+      }
+      model_elements += elements;
+      if (model_elements > kMaxModelElements)
+        pr.fail("shape", fmt::format("the model's parameters exceed {} elements", kMaxModelElements));
       pr.finish();
       l.parameters.push_back(std::move(p));
     }

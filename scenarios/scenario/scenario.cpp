@@ -77,17 +77,16 @@ std::string join(const std::vector<std::string>& v) {
 
 Target parse_target(MapReader r) {
   Target t;
-  t.samples_per_s = r.opt_double("samples_per_s");
-  t.samples = r.opt_double("samples");
-  t.within_hours = r.opt_double("within_hours");
+  // Plausibility bounds: one sample per hour .. 10^12 samples per second; up to 10^15
+  // samples; a deadline of one second .. about 114 years.
+  t.samples_per_s = r.opt_double_in("samples_per_s", 1.0 / 3600, 1e12);
+  t.samples = r.opt_double_in("samples", 1, 1e15);
+  t.within_hours = r.opt_double_in("within_hours", 1.0 / 3600, 1e6);
   r.finish();
   if (t.samples_per_s) {
-    r.require_positive("samples_per_s", *t.samples_per_s);
     if (t.samples || t.within_hours) r.fail("samples_per_s", "give samples_per_s, or samples and within_hours, not both");
   } else {
     if (!t.samples || !t.within_hours) r.fail("samples_per_s", "missing key (or samples and within_hours)");
-    r.require_positive("samples", *t.samples);
-    r.require_positive("within_hours", *t.within_hours);
   }
   return t;
 }
@@ -98,8 +97,7 @@ PlanSpec parse_plan(MapReader r) {
     PlanCandidate pc;
     pc.where = c.where("hardware");
     pc.hardware = c.get_string("hardware");
-    pc.price_per_gpu_hour = c.opt_double("price_per_gpu_hour");
-    if (pc.price_per_gpu_hour) c.require_non_negative("price_per_gpu_hour", *pc.price_per_gpu_hour);
+    pc.price_per_gpu_hour = c.opt_double_in("price_per_gpu_hour", 0, 1e6);
     c.finish();
     p.candidates.push_back(pc);
   }
@@ -114,10 +112,7 @@ PlanSpec parse_plan(MapReader r) {
       p.strategies.push_back(name);
     }
   }
-  if (auto m = r.opt_int("max_gpus")) {
-    r.require_range("max_gpus", static_cast<double>(*m), 1, 65536);
-    p.max_gpus = static_cast<int>(*m);
-  }
+  if (auto m = r.opt_int_in("max_gpus", 1, 65536)) p.max_gpus = static_cast<int>(*m);
   r.finish();
   return p;
 }

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/device.hpp"
+#include "sim/twin/sim_process.hpp"
 
 namespace dpt::scenario {
 namespace {
@@ -278,15 +279,15 @@ SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& 
     Clock::time_point start;
   };
   std::map<pid_t, Running> running;
+  // SIGINT/SIGTERM stop the workers and throw Interrupted; `cleanup` removes `tmp`.
+  sim::ChildProcessScope workers;
   while (!queue.empty() || !running.empty()) {
+    workers.throw_if_stopped();
     while (!queue.empty() && static_cast<int>(running.size()) < options.jobs) {
       Job job = std::move(queue.front());
       queue.pop_front();
       const fs::path result_file = tmp / fmt::format("{}.json", job.result.index);
-      std::fflush(stdout);
-      std::fflush(stderr);
-      const pid_t pid = ::fork();
-      if (pid < 0) throw std::runtime_error(fmt::format("cannot fork a sweep worker: {}", std::strerror(errno)));
+      const pid_t pid = workers.fork_child();
       if (pid == 0) {
         // Child: predict, hand the result back in a file, and leave without running
         // the parent's exit handlers or flushing its buffers.
@@ -302,6 +303,7 @@ SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& 
       if (errno == EINTR) continue;
       throw std::runtime_error(fmt::format("waiting for sweep workers: {}", std::strerror(errno)));
     }
+    workers.reaped(pid);
     auto it = running.find(pid);
     if (it == running.end()) continue;  // not one of ours (a gnuplot or other child)
     Job job = std::move(it->second.job);

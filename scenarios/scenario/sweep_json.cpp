@@ -175,7 +175,7 @@ SweepResult sweep_result_from_json(const json& j, const std::string& where) {
 }
 
 void write_sweep_result(const SweepResult& r, const std::string& path) {
-  write_file_atomically(path, sweep_result_to_json(r).dump(1) + "\n");
+  write_file_atomic(path, sweep_result_to_json(r).dump(1) + "\n", {.create_parent_dirs = true});
 }
 
 SweepResult read_sweep_result(const std::string& path) {

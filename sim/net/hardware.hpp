@@ -6,6 +6,11 @@
 // fitted to end-to-end collective or training-step results, which are what the
 // twin predicts); calibration from a real node may override them.
 //
+// Every quantity needs its unit, and every number has a plausibility range with physical
+// meaning, checked on load (hardware.cpp lists them): e.g. link latencies 1 ns .. 1 s,
+// per-op host costs 1 ns .. 100 ms, link and memory bandwidths 1 MB/s .. 1 PB/s, GPU
+// memory 1 MiB .. 64 TiB, peak rates 1 GFLOPS .. 100 PFLOPS, nodes 1 .. 4096.
+//
 // Schema (units as in yaml_util.hpp; every key below is required unless marked optional):
 //   name: dgx-h100                     # optional; defaults to the file's stem
 //   description: "..."                 # optional, free text
