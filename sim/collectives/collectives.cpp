@@ -1,6 +1,6 @@
 // Collective planning, schedules as pure functions, and the CollectiveGroup that runs
 // them: see collectives.hpp. The message-level executors are in collective_exact.cpp,
-// the large-N formulation in collective_model.cpp.
+// the large-N formulation in large_n/.
 #include "sim/collectives/collectives.hpp"
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "sim/collectives/collective_exact.hpp"
-#include "sim/collectives/collective_model.hpp"
+#include "sim/collectives/large_n/dispatch.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -409,6 +409,9 @@ std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>
       if (pv >= 0) tc.parent[ch[0]] = chain(pv)[0];
     }
     tc.root = chain(trees[tc.tree].root)[0];
+    tc.children.assign(rank_gpus.size(), {});
+    for (int r = 0; r < static_cast<int>(rank_gpus.size()); ++r)
+      if (tc.parent[r] >= 0) tc.children[tc.parent[r]].push_back(r);
     out.push_back(std::move(tc));
   }
   return out;

@@ -25,7 +25,7 @@
 //
 // Selection (when not forced), after NCCL's tuning (src/graph/tuning.cc), which picks
 // the algorithm its alpha-beta model predicts fastest: among the algorithms that can
-// run the op on these ranks, take the one whose large-N model time (collective_model.hpp,
+// run the op on these ranks, take the one whose large-N model time (large_n/dispatch.hpp,
 // on these very links) is least; ties go to ring, then tree. Only all_reduce has a
 // choice (nvls needs one node whose NVSwitch reduces in-switch; tree needs >= 2 nodes);
 // every other op uses ring. So tree wins across nodes where its log-depth latency
@@ -43,13 +43,8 @@
 // for a ring all-reduce). Above exact_max_ranks ranks (default 8, one DGX node: a DDP
 // step's hundreds of buckets across 8 nodes take minutes exactly), ring (every op:
 // broadcast and reduce as pipelined chains) and tree all_reduce use the large-N
-// formulation of collective_model.hpp: no simulated messages at all. Property tests
-// compare it with the exact one for N <= 64: ring all_reduce/reduce_scatter/all_gather
-// within 1 % on every hardware file; broadcast/reduce chains and tree all_reduce are
-// replayed transfer by transfer under SimGrid's max-min sharing up to a bound on their
-// transfers (every call up to 128 MiB at N <= 64): trees and single-node chains within
-// 0.1 %, chains across nodes within 5 %; above the bound, estimates (chains within 60 %,
-// trees within 12 %; see collective_model.hpp). nvls always runs exact (one node only, so
+// formulation of large_n/dispatch.hpp: no simulated messages at all (its property tests
+// state how close it stays to the exact one). nvls always runs exact (one node only, so
 // at most a node's GPUs x pieces messages).
 //
 // Calling convention: every rank's actor calls CollectiveGroup::run(rank, call) with the
@@ -150,6 +145,7 @@ struct TreeChannel {
   int tree = 0;             // which tree of the double binary tree (c mod 2)
   int root = 0;             // root rank
   std::vector<int> parent;  // by rank
+  std::vector<std::vector<int>> children;  // by rank, in rank order (built from parent once)
 };
 // The channels of a tree all-reduce (see "tree" above). Throws if the ranks span one node.
 std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>& rank_gpus, int channels);
