@@ -21,17 +21,6 @@ namespace sg4 = simgrid::s4u;
 
 namespace dpt::sim {
 
-const char* collective_op_name(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::all_reduce: return "all_reduce";
-    case CollectiveOp::all_gather: return "all_gather";
-    case CollectiveOp::reduce_scatter: return "reduce_scatter";
-    case CollectiveOp::broadcast: return "broadcast";
-    case CollectiveOp::reduce: return "reduce";
-  }
-  return "?";
-}
-
 const char* collective_algorithm_name(CollectiveAlgorithm a) {
   switch (a) {
     case CollectiveAlgorithm::ring: return "ring";
@@ -51,15 +40,6 @@ std::string normalise(std::string_view s) {
   return out;
 }
 }  // namespace
-
-CollectiveOp parse_collective_op(std::string_view name) {
-  const std::string n = normalise(name);
-  for (auto op : {CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter,
-                  CollectiveOp::broadcast, CollectiveOp::reduce})
-    if (n == normalise(collective_op_name(op))) return op;
-  throw std::invalid_argument(fmt::format(
-      "unknown collective '{}' (allowed: all_reduce, all_gather, reduce_scatter, broadcast, reduce)", name));
-}
 
 CollectiveAlgorithm parse_collective_algorithm(std::string_view name) {
   const std::string n = normalise(name);

@@ -59,34 +59,26 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/core/collective.hpp"
 #include "engine/core/units.hpp"
 #include "sim/net/platform.hpp"
 
 namespace dpt::sim {
 
-enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, broadcast, reduce };
+// The engine's collective vocabulary (engine/core/collective.hpp), by its sim:: names too.
+using dpt::CollectiveCall;
+using dpt::CollectiveOp;
+using dpt::collective_op_name;
+using dpt::parse_collective_op;
+
 enum class CollectiveAlgorithm { ring, tree, nvls };
 enum class Formulation { exact, large_n };
 
-const char* collective_op_name(CollectiveOp op);           // "all_reduce", ...
 const char* collective_algorithm_name(CollectiveAlgorithm a);  // "ring", "tree", "nvls"
 const char* formulation_name(Formulation f);               // "exact", "large_n"
-// Parse names (case-insensitive; "allreduce"/"all-reduce" accepted). Throw
-// std::invalid_argument naming the value and the allowed names.
-CollectiveOp parse_collective_op(std::string_view name);
+// Parses a name (case-insensitive). Throws std::invalid_argument naming the value and
+// the allowed names.
 CollectiveAlgorithm parse_collective_algorithm(std::string_view name);
-
-// One collective as nccl-tests sizes it: `count` elements of the whole buffer.
-//   all_reduce, broadcast, reduce: the buffer on every rank;
-//   all_gather:     the output (N x each rank's input);
-//   reduce_scatter: the input  (N x each rank's output).
-struct CollectiveCall {
-  CollectiveOp op = CollectiveOp::all_reduce;
-  Elements count = 0;
-  Bytes element_bytes = 4;
-  int root = 0;  // broadcast and reduce
-  Bytes bytes() const { return count * element_bytes; }
-};
 
 struct CollectiveSettings {
   std::optional<CollectiveAlgorithm> algorithm;  // forced, like NCCL_ALGO

@@ -47,31 +47,12 @@ std::vector<int> predict_gpu_indices(const sim::HardwareSpec& hw, int devices, i
 
 namespace {
 
-sim::CollectiveOp collective_op(SimCollectiveKind k) {
-  switch (k) {
-    case SimCollectiveKind::all_reduce:
-    case SimCollectiveKind::barrier: return sim::CollectiveOp::all_reduce;
-    case SimCollectiveKind::broadcast: return sim::CollectiveOp::broadcast;
-    case SimCollectiveKind::reduce: return sim::CollectiveOp::reduce;
-    case SimCollectiveKind::all_gather: return sim::CollectiveOp::all_gather;
-    case SimCollectiveKind::reduce_scatter: return sim::CollectiveOp::reduce_scatter;
-  }
-  return sim::CollectiveOp::all_reduce;
-}
-
 // The platform's collective algorithms behind the backend's timer interface.
 class PlatformCollectives : public SimCollectiveGroup {
  public:
   PlatformCollectives(sim::Platform& p, std::vector<int> gpus, int participants = 0)
       : group_(p, std::move(gpus), {}, participants) {}
-  void run(int rank, const SimCollectiveCall& c) override {
-    sim::CollectiveCall call;
-    call.op = collective_op(c.kind);
-    call.count = c.count;
-    call.element_bytes = c.element_bytes;
-    call.root = c.root;
-    group_.run(rank, call);
-  }
+  void run(int rank, const CollectiveCall& call) override { group_.run(rank, call); }
 
  private:
   sim::CollectiveGroup group_;
