@@ -307,7 +307,7 @@ void write_file_atomic(const std::string& path, const std::vector<std::byte>& by
   }
 }
 
-bool device_is_cpu_readable(const Device& device) { return device.kind() != DeviceKind::cuda && device.computes(); }
+bool device_is_cpu_readable(const Device& device) { return device.host_readable() && device.computes(); }
 
 SafetensorsTensor safetensors_tensor_from(const std::string& name, const Tensor& t, Backend* backend) {
   if (!t.defined()) throw std::invalid_argument(fmt::format("tensor '{}' is undefined", name));

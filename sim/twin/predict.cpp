@@ -9,6 +9,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "sim/twin/chrome_trace.hpp"
+#include "engine/core/fault_injection.hpp"
 #include "engine/optim/optim.hpp"
 #include "sim/collectives/collectives.hpp"
 #include "sim/net/platform.hpp"
@@ -222,7 +223,7 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
             if (!node0)
               throw std::invalid_argument(fmt::format("symmetric ranks: a group of {} ranks, expected the {} simulated ranks in order",
                                                       devices.size(), simulated));
-            if (c.faults.symmetric_group_of_simulated_ranks_only)  // planted bug: times node 0's ranks alone
+            if (fault_active(Fault::predict_symmetric_node0_only))  // planted fault: times node 0's ranks alone
               return std::make_shared<PlatformCollectives>(
                   p, std::vector<int>(gpus.begin(), gpus.begin() + simulated), simulated);
             return std::make_shared<PlatformCollectives>(p, gpus, simulated);
