@@ -7,6 +7,7 @@
 #include <rapidcheck.h>
 
 #include <atomic>
+#include <random>
 #include <set>
 
 #include "engine/core/fault_injection.hpp"
