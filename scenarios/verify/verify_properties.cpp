@@ -88,9 +88,9 @@ std::string mismatch(Backend& backend, const MlpCase& c, const Batch& b, Sequent
   const auto params = model.named_parameters();
   const std::string tensor =
       e.worst_tensor >= 0 && e.worst_tensor < static_cast<int>(params.size()) ? params[e.worst_tensor].name : "?";
-  return fmt::format("gradients differ from the single-device full-batch gradient: relative error {:.3g} (worst "
-                     "tensor {}: {:.3g}) > rounding tolerance {:.3g} (tensor: {:.3g})",
-                     e.global, tensor, e.per_tensor, tol, 100 * tol);
+  return fmt::format("gradient of {} differs from the single-device full-batch gradient: relative error {:.3g} "
+                     "(this tensor {:.3g}) > rounding tolerance {:.3g} ({:.3g} per tensor)",
+                     tensor, e.global, e.per_tensor, tol, 100 * tol);
 }
 
 // ---- the properties ---------------------------------------------------------------
