@@ -171,7 +171,10 @@ double rounding_tolerance(const MlpCase& c) {
   const double u = c.dtype == DType::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
   const std::int64_t width = *std::max_element(c.spec.widths.begin(), c.spec.widths.end());
   const auto depth = static_cast<std::int64_t>(c.spec.widths.size()) - 1;
-  const double n = static_cast<double>(c.batch + c.devices + depth * (width + 1));
+  // Per layer: the forward and the backward inner products (width + 1 terms each), and
+  // with LayerNorm its mean and variance forward and their two sums backward (width each).
+  const std::int64_t per_layer = 2 * (width + 1) + (c.spec.layernorm ? 4 * width : 0);
+  const double n = static_cast<double>(c.batch + c.devices + depth * per_layer);
   return 2 * n * u / (1 - n * u);
 }
 

@@ -99,11 +99,13 @@ std::ostream& operator<<(std::ostream& os, const GradError& e);
 // The tolerance a correct strategy's global error stays within, from the rounding of
 // what it reorders. Every gradient element is a sum over the batch of per-sample
 // terms, each the product of a forward and a backward chain of `depth` layers whose
-// inner products run over at most `width` features. A strategy sums the batch in
+// sums run over at most `width` features. A strategy sums the batch in
 // another order (chunks per device, then across at most `devices` partial sums) and may
 // block those inner products differently; each of the two computations is within
 // gamma_n = n u / (1 - n u) of the exact sum of |terms| (u: the unit roundoff of the
-// dtype) with n = batch + devices + depth (width + 1), so they differ by at most
+// dtype) with n = batch + devices + depth x (the sums one layer adds to a term's
+// forward and backward chain: 2 (width + 1) inner-product terms, plus 4 width for
+// LayerNorm's mean and variance and their backward sums), so they differ by at most
 // 2 gamma_n. Planted bugs move whole tensors by O(1).
 double rounding_tolerance(const MlpCase& c);
 
