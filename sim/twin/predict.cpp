@@ -9,6 +9,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "sim/twin/chrome_trace.hpp"
+#include "engine/core/fault_injection.hpp"
 #include "engine/optim/optim.hpp"
 #include "sim/collectives/collectives.hpp"
 #include "sim/net/platform.hpp"
@@ -47,31 +48,12 @@ std::vector<int> predict_gpu_indices(const sim::HardwareSpec& hw, int devices, i
 
 namespace {
 
-sim::CollectiveOp collective_op(SimCollectiveKind k) {
-  switch (k) {
-    case SimCollectiveKind::all_reduce:
-    case SimCollectiveKind::barrier: return sim::CollectiveOp::all_reduce;
-    case SimCollectiveKind::broadcast: return sim::CollectiveOp::broadcast;
-    case SimCollectiveKind::reduce: return sim::CollectiveOp::reduce;
-    case SimCollectiveKind::all_gather: return sim::CollectiveOp::all_gather;
-    case SimCollectiveKind::reduce_scatter: return sim::CollectiveOp::reduce_scatter;
-  }
-  return sim::CollectiveOp::all_reduce;
-}
-
 // The platform's collective algorithms behind the backend's timer interface.
 class PlatformCollectives : public SimCollectiveGroup {
  public:
   PlatformCollectives(sim::Platform& p, std::vector<int> gpus, int participants = 0)
       : group_(p, std::move(gpus), {}, participants) {}
-  void run(int rank, const SimCollectiveCall& c) override {
-    sim::CollectiveCall call;
-    call.op = collective_op(c.kind);
-    call.count = c.count;
-    call.element_bytes = c.element_bytes;
-    call.root = c.root;
-    group_.run(rank, call);
-  }
+  void run(int rank, const CollectiveCall& call) override { group_.run(rank, call); }
 
  private:
   sim::CollectiveGroup group_;
@@ -241,7 +223,7 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
             if (!node0)
               throw std::invalid_argument(fmt::format("symmetric ranks: a group of {} ranks, expected the {} simulated ranks in order",
                                                       devices.size(), simulated));
-            if (c.faults.symmetric_group_of_simulated_ranks_only)  // planted bug: times node 0's ranks alone
+            if (fault_active(Fault::predict_symmetric_node0_only))  // planted fault: times node 0's ranks alone
               return std::make_shared<PlatformCollectives>(
                   p, std::vector<int>(gpus.begin(), gpus.begin() + simulated), simulated);
             return std::make_shared<PlatformCollectives>(p, gpus, simulated);
