@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <unistd.h>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -295,7 +296,7 @@ CheckOutcome checkpoint_property(Backend& backend, const CorrectnessOptions& opt
     for (size_t i = 0; i < plain.size(); ++i) RC_ASSERT(wrapped[i].first == "module." + plain[i].name);
 
     const std::string path =
-        (std::filesystem::path(options.scratch_dir) / fmt::format("verify-checkpoint-{}.safetensors", c.seed)).string();
+        (std::filesystem::path(options.scratch_dir) / fmt::format("verify-checkpoint-{}-{}.safetensors", ::getpid(), c.seed)).string();
     write_safetensors_atomic(path, wrapped, &backend);
     const SafetensorsFile file = read_safetensors(path);
     std::filesystem::remove(path);
