@@ -28,7 +28,7 @@ case "$mode" in
     mkdir -p "$work/corpus" "$work/artifacts"
     seconds=${DPT_FUZZ_SECONDS:-60}
     echo "$(basename "$target"): fuzzing for $seconds s from $* (new inputs in $work/corpus)"
-    exec "$target" -max_total_time="$seconds" -timeout="${DPT_FUZZ_INPUT_TIMEOUT_S:-10}" -rss_limit_mb=2048 \
+    exec "$target" -max_total_time="$seconds" -timeout="${DPT_FUZZ_INPUT_TIMEOUT_S:-10}" -rss_limit_mb=2048 -print_funcs=0 \
       -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" "$@"
     ;;
   *) echo "fuzz_run.sh: unknown mode '$mode' (replay or fuzz)" >&2; exit 2 ;;
