@@ -193,7 +193,10 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
 
 // One configuration in a forked child.
 PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder& build_model, const PredictConfig& c) {
-  const auto [batch_global, batch_per_device] = predict_batches(c);
+  // Plain variables, not a structured binding: the lambdas below capture them, which
+  // clang before 16 rejects for bindings.
+  const std::pair<std::int64_t, std::int64_t> batches = predict_batches(c);
+  const std::int64_t batch_global = batches.first, batch_per_device = batches.second;
   const sim::HardwareSpec hw = c.nodes == hw_in.nodes ? hw_in : sim::with_nodes(hw_in, c.nodes);
   const std::vector<int> gpus = predict_gpu_indices(hw, c.devices, c.nodes);
   // Symmetric ranks: node 0's GPUs are simulated and stand for all (see PredictConfig).
