@@ -168,9 +168,8 @@ TEST(SimSymmetricRanks, NodeZeroStandsForEveryNodeOnAThreeLevelFatTree) {
 }
 
 TEST(SimSymmetricRanks, PlantedBugIsCaughtOnAThreeLevelFatTree) {
-  PredictFaults faults;
-  faults.symmetric_group_of_simulated_ranks_only = true;
-  const auto result = run_property([faults] { check_symmetric_equals_full(*gen_three_level_case(), faults); }, 3);
+  const ScopedFault planted(Fault::predict_symmetric_node0_only);
+  const auto result = run_property([] { check_symmetric_equals_full(*gen_three_level_case()); }, 3);
   EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
 }
 
