@@ -258,7 +258,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "dptwin verify: error: --devices 40000: must be in 1..1024 (host devices are worker threads)\n"},
         LimitCase{"VerifyNegativeSeed", {"verify", "--seed", "-1"}, {},
                   "dptwin verify: error: --seed -1: must not be negative\n"}),
-    [](const ::testing::TestParamInfo<LimitCase>& info) { return std::string(info.param.name); });
+    [](const ::testing::TestParamInfo<LimitCase>& case_info) { return std::string(case_info.param.name); });
 
 // The twin's bench writes --out as the host bench does (it wrote nothing and exited 0).
 TEST(CliLimitsBench, SimWritesOut) {
