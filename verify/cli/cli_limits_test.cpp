@@ -227,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(
                   {{"s.yaml", kScenario + "sweep:\n  model: [resnet50, " + std::string(300, 'm') + "]\n"}},
                   "dptwin sweep: error: s.yaml:8: sweep.model[1]: unknown model '" + std::string(300, 'm') +
                       "' (library: ",
-                  "; or a path to a .yaml file, or mlp:IN-H-...-OUT)\n"},
+                  "; or a path to a .yaml file, or mlp:IN-H-...-OUT, transformer:"},
         LimitCase{"SweepTraceDirIsAFile", {"sweep", "s.yaml", "--trace-dir", "taken"},
                   {{"s.yaml", kScenario + "sweep:\n  devices: [1, 2]\n"}, {"taken", "x"}},
                   "dptwin sweep: error: --trace-dir taken: not a directory\n"},
