@@ -170,7 +170,7 @@ template <typename T> void reduce_into(ReduceOp op, Elements n, const T* src, T*
 
 // dst[i] = op(a[i], b[i]) without touching a (reduce's chain into scratch).
 template <typename T> void combine(ReduceOp op, Elements n, const T* a, const T* b, T* dst) {
-  std::memcpy(dst, b, static_cast<size_t>(n) * sizeof(T));
+  if (n > 0) std::memcpy(dst, b, static_cast<size_t>(n) * sizeof(T));  // dst may be null when n is 0
   reduce_into<T>(op, n, a, dst);
 }
 
