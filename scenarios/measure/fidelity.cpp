@@ -66,8 +66,10 @@ Result predict_collective(const Entry& e, const scenario::Library& lib, const st
   for (int node = 0; node < c.nodes; ++node)
     for (int g = 0; g < per_node; ++g) ranks.push_back(node * hw.gpus_per_node + g);
   const bool blocked = c.op == sim::CollectiveOp::all_gather || c.op == sim::CollectiveOp::reduce_scatter;
+  // The whole buffer, as `dptwin bench` passes it (rounded down to a multiple of the ranks
+  // for all_gather and reduce_scatter, as nccl-tests rounds it).
   Elements count = c.bytes / c.element_bytes;
-  if (blocked) count = count / c.gpus;  // per rank's call, as nccl-tests counts it
+  if (blocked) count = count / c.gpus * c.gpus;
   const CollectiveCall call{c.op, count, c.element_bytes, 0};
   sim::CollectiveSettings settings;
   if (c.algorithm) settings.algorithm = sim::parse_collective_algorithm(*c.algorithm);
