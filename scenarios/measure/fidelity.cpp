@@ -114,8 +114,9 @@ Result predict_collective(const Entry& e, const scenario::Library& lib, const st
 
 // As `dptwin predict` runs a point: the scenario's fields set through the same checks,
 // resolved against the library, predicted. With gradient accumulation (A micro-batches
-// per optimizer step, no_sync in between) the step is A predicted steps less the A-1
-// exposed communications and optimizer updates that no_sync and accumulation skip.
+// per optimizer step, DDP's no_sync on the first A-1) the step is one predicted step plus
+// A-1 micro-batches that neither synchronise nor update: the twin's single-device step of
+// the same per-device batch (its input copy and dispatch included) less its optimizer.
 Result predict_training(const Entry& e, const scenario::Library& lib, const std::filesystem::path& dir) {
   const TrainingConfig& t = *e.training;
   const std::string where = fmt::format("{}:{}: training: ", e.file, e.line);
@@ -140,15 +141,20 @@ Result predict_training(const Entry& e, const scenario::Library& lib, const std:
     throw std::invalid_argument(fmt::format("{}the twin predicts out of memory ({})", where,
                                             rep.out_of_memory ? rep.out_of_memory->message : "no step time"));
   const int a = t.accumulation_steps;
-  const double skipped_s = rep.breakdown_s.exposed_communication + rep.breakdown_s.optimizer;
-  const double step_s = a * *rep.step_time_s - (a - 1) * skipped_s;
+  const std::optional<Seconds> single_s = t.strategy == "single" ? rep.step_time_s : rep.single_device_step_time_s;
+  if (a > 1 && !single_s)
+    throw std::invalid_argument(fmt::format("{}accumulation_steps: the twin gave no single-device step to compose "
+                                            "the no_sync micro-batches from",
+                                            where));
+  const double micro_s = a > 1 ? *single_s - rep.breakdown_s.optimizer : 0;
+  const double step_s = *rep.step_time_s + (a - 1) * micro_s;
   const double samples = static_cast<double>(rep.batch_global) * a;
   Result r;
   r.entry = &e;
   r.predicted = samples / step_s;
   r.detail = a == 1 ? fmt::format("step {:.2f} ms", *rep.step_time_s * 1e3)
-                    : fmt::format("{} x step {:.2f} ms, less {} x {:.2f} ms", a, *rep.step_time_s * 1e3, a - 1,
-                                  skipped_s * 1e3);
+                    : fmt::format("step {:.2f} ms + {} x no_sync {:.2f} ms", *rep.step_time_s * 1e3, a - 1,
+                                  micro_s * 1e3);
   return r;
 }
 
