@@ -278,5 +278,44 @@ TEST(FidelityPredict, AccumulationAmortisesTheOptimizerUpdate) {
   EXPECT_GT(predicted, 32 / *r.step_time_s);  // amortising an update is faster than one update per batch
 }
 
+// The command: a malformed source is bad input (exit 2, file:line:key on stderr, nothing
+// run); a tolerance exceeded is a failed check (exit 1, the entry named); JSON carries
+// the same rows as the table.
+TEST(FidelityCli, ExitCodesAndJson) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "fidelity_test" / "cli";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "bad");
+  fs::create_directories(dir / "far");
+  std::ofstream(dir / "bad" / "s.yaml") << source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: "
+                                                         "all_reduce, bytes: 8, gpus: 8}\n    measured: {busbw: 1}\n");
+  auto r = test::run_dptwin({"fidelity", (dir / "bad").string()}, dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find((dir / "bad" / "s.yaml").string() + ":11: entries[0].measured.busbw: unknown key"),
+            std::string::npos)
+      << r.err;
+  // A measured figure a million times below anything the twin predicts.
+  std::ofstream(dir / "far" / "s.yaml") << source_text("  - id: far\n    hardware_file: autodl-2x2080ti-pcie3-nop2p\n"
+                                                         "    collective: {op: all_reduce, bytes: 1048576, gpus: 2}\n"
+                                                         "    measured: {busbw_GB_per_s: 0.000001}\n");
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-abs-error", "50"}, dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("far misses by"), std::string::npos) << r.err;
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-median-error", "mid=50"}, dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("collective mid: median |error|"), std::string::npos) << r.err;
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-median-error", "huge=50"}, dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-median-error huge=50: expected CLASS=PCT"), std::string::npos) << r.err;
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--json"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["entries"].size(), 1u);
+  EXPECT_EQ(j["entries"][0]["id"], "far");
+  EXPECT_DOUBLE_EQ(j["entries"][0]["measured"].get<double>(), 0.000001);
+  EXPECT_GT(j["entries"][0]["error"].get<double>(), 1e3);  // predicted far above a micro-GB/s
+  ASSERT_EQ(j["classes"].size(), 1u);
+  EXPECT_EQ(j["classes"][0]["entries"], 1);
+}
+
 }  // namespace
 }  // namespace dpt::fidelity
