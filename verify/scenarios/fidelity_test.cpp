@@ -154,6 +154,21 @@ TEST(FidelityTable, ShippedTableCoversTheClasses) {
   EXPECT_GE(all_reduce[EntryClass::collective_large], 1);
 }
 
+// Machines no library file describes get their own hardware file beside the table, from
+// datasheets; each loads and validates as a library file does.
+TEST(FidelityTable, TableHardwareFilesLoad) {
+  const fs::path dir = fs::path(DPT_SOURCE_DIR) / "scenarios" / "measured" / "public" / "hardware";
+  int files = 0;
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() != ".yaml") continue;
+    ++files;
+    const sim::HardwareSpec hw = sim::load_hardware_file(f.path());
+    EXPECT_EQ(hw.name, f.path().stem().string());  // the name field matches the file name
+    EXPECT_NO_THROW(sim::validate_hardware(hw)) << f.path();
+  }
+  EXPECT_GE(files, 1);
+}
+
 TEST(FidelityClasses, BoundariesAre64KiBAnd256MiB) {
   Entry e;
   e.collective = CollectiveConfig{};
@@ -294,7 +309,7 @@ TEST(FidelityCli, ExitCodesAndJson) {
             std::string::npos)
       << r.err;
   // A measured figure a million times below anything the twin predicts.
-  std::ofstream(dir / "far" / "s.yaml") << source_text("  - id: far\n    hardware_file: autodl-2x2080ti-pcie3-nop2p\n"
+  std::ofstream(dir / "far" / "s.yaml") << source_text("  - id: far\n    hardware_file: dgx-a100\n"
                                                          "    collective: {op: all_reduce, bytes: 1048576, gpus: 2}\n"
                                                          "    measured: {busbw_GB_per_s: 0.000001}\n");
   r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-abs-error", "50"}, dir);
