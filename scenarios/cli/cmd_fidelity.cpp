@@ -54,12 +54,14 @@ std::string config_text(const fidelity::Entry& e) {
 
 void print_table(const std::vector<fidelity::Result>& results, const std::vector<fidelity::ClassSummary>& sums) {
   fmt::print("# dptwin fidelity: the twin against published measurements (error = (predicted - measured) / measured)\n");
-  fmt::print("{:<34} {:<18} {:<42} {:<15} {:>11} {:>11} {:>8}  {}\n", "id", "hardware", "configuration", "metric",
+  fmt::print("{:<38} {:<27} {:<46} {:<15} {:>10} {:>10} {:>8}  {}\n", "id", "hardware", "configuration", "metric",
              "measured", "predicted", "error", "twin");
   for (const auto& r : results) {
     const auto& e = *r.entry;
-    fmt::print("{:<34} {:<18} {:<42} {:<15} {:>11.4g} {:>11.4g} {:>+7.1f}%  {}\n", e.id, e.hardware_file,
-               config_text(e), fidelity::metric_name(e.metric), e.measured, r.predicted, r.error * 100, r.detail);
+    // A hardware file given as a path shows as its name (the file's stem).
+    fmt::print("{:<38} {:<27} {:<46} {:<15} {:>10.4g} {:>10.4g} {:>+7.1f}%  {}\n", e.id,
+               std::filesystem::path(e.hardware_file).stem().string(), config_text(e), fidelity::metric_name(e.metric),
+               e.measured, r.predicted, r.error * 100, r.detail);
   }
   fmt::print("\n{:<32} {:>7} {:>14} {:>11}  {}\n", "class", "entries", "median |error|", "max |error|", "worst");
   for (const auto& s : sums)

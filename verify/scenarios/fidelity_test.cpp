@@ -293,6 +293,39 @@ TEST(FidelityPredict, AccumulationAmortisesTheOptimizerUpdate) {
   EXPECT_GT(predicted, 32 / *r.step_time_s);  // amortising an update is faster than one update per batch
 }
 
+// DDP with accumulation: one synchronised step plus A-1 no_sync micro-batches, each the
+// twin's single-device step of the same per-device batch less its optimizer update:
+// throughput = A x devices x batch / (ddp step + (A-1) x (single step - optimizer)).
+TEST(FidelityPredict, DdpAccumulationAddsNoSyncMicroBatches) {
+  const auto lib = library();
+  Entry e;
+  e.id = "ddp-acc";
+  e.file = "acc.yaml";
+  e.line = 1;
+  e.hardware_file = "dgx-a100";
+  e.training = TrainingConfig{"resnet50", "ddp", 4, 1, 32, "fp32", "f32", "sgd_momentum", 8};
+  e.metric = Metric::samples_per_s;
+  e.measured = 1;
+  const double predicted = predict_entry(e, lib, ".").predicted;
+
+  scenario::Scenario s;
+  s.file = "acc.yaml";
+  s.name = "ddp-acc";
+  scenario::set_point_value(s.base, "hardware", std::string("dgx-a100"), "");
+  scenario::set_point_value(s.base, "model", std::string("resnet50"), "");
+  scenario::set_point_value(s.base, "strategy", std::string("ddp"), "");
+  scenario::set_point_value(s.base, "devices", std::int64_t{4}, "");
+  scenario::set_point_value(s.base, "batch_per_device", std::int64_t{32}, "");
+  scenario::set_point_value(s.base, "optimizer", std::string("sgd_momentum"), "");
+  const StepReport r = scenario::predict_point(scenario::resolve_point(s, s.base, lib), "");
+  ASSERT_TRUE(r.step_time_s && r.single_device_step_time_s);
+  const double expected =
+      8.0 * 4 * 32 / (*r.step_time_s + 7 * (*r.single_device_step_time_s - r.breakdown_s.optimizer));
+  EXPECT_NEAR(predicted, expected, 1e-9 * expected);
+  // Fewer synchronisations per sample: more samples per second than one synchronised step.
+  EXPECT_GT(predicted, 4.0 * 32 / *r.step_time_s);
+}
+
 // The command: a malformed source is bad input (exit 2, file:line:key on stderr, nothing
 // run); a tolerance exceeded is a failed check (exit 1, the entry named); JSON carries
 // the same rows as the table.
