@@ -20,6 +20,7 @@ enum class Fault : unsigned {
   ring_skips_last_all_gather_step,  // "ring-step": the host ring's all-gather omits its last step
   predict_symmetric_node0_only,     // "symmetric-node0": symmetric collectives timed for node 0 alone
   fluid_sim_unweighted_sharing,     // "fluid-unweighted": max-min shares ignore the 1/latency weights
+  fidelity_per_rank_count,          // "fidelity-per-rank-count": fidelity's all-gather/reduce-scatter pass one rank's count
 };
 
 // Every fault, in declaration order.

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <simgrid/s4u/Actor.hpp>
 
+#include "engine/core/fault_injection.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
 #include "sim/net/hardware.hpp"
 #include "sim/net/platform.hpp"
@@ -70,6 +71,7 @@ Result predict_collective(const Entry& e, const scenario::Library& lib, const st
   // for all_gather and reduce_scatter, as nccl-tests rounds it).
   Elements count = c.bytes / c.element_bytes;
   if (blocked) count = count / c.gpus * c.gpus;
+  if (blocked && fault_active(Fault::fidelity_per_rank_count)) count /= c.gpus;  // planted: one rank's count
   const CollectiveCall call{c.op, count, c.element_bytes, 0};
   sim::CollectiveSettings settings;
   if (c.algorithm) settings.algorithm = sim::parse_collective_algorithm(*c.algorithm);
