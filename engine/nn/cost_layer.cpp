@@ -8,11 +8,18 @@
 
 namespace dpt {
 
-CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype)
-    : desc_(std::move(desc)), input_features_(input_features), device_(&device), dtype_(dtype) {
-  if (!dtype_is_floating(dtype))
+CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype,
+                     std::optional<Precision> precision, PrecisionFaults faults)
+    : desc_(std::move(desc)), input_features_(input_features), device_(&device), dtype_(dtype),
+      precision_(precision ? *precision : precision_of_dtype(dtype == DType::f64 ? DType::f64 : DType::f32)),
+      op_class_(layer_op_class(desc_)), faults_(faults) {
+  if (!dtype_is_floating(dtype) && !dtype_is_half(dtype))
     throw std::invalid_argument(fmt::format("cost-only layer {}: dtype {} is not a floating type", desc_.name,
                                             dtype_name(dtype)));
+  if (dtype_is_half(dtype) && device.computes())
+    throw std::invalid_argument(fmt::format("cost-only layer {}: dtype {} is storage-only; a computing device needs "
+                                            "f32 or f64",
+                                            desc_.name, dtype_name(dtype)));
   if (input_features_ <= 0 || desc_.output_features <= 0)
     throw std::invalid_argument(fmt::format("cost-only layer {}: input features {} and output features {} must be "
                                             "positive",
@@ -56,7 +63,8 @@ Tensor CostLayer::forward(const Tensor& x) {
     throw std::invalid_argument(fmt::format("cost-only layer {}: input on {}, layer on {}", desc_.name,
                                             x.device().name(), device_->name()));
   const std::int64_t batch = x.dim(0);
-  const Bytes elt = dtype_size_bytes(dtype_);
+  const DType saved_dtype = precision_activation_dtype(precision_, op_class_);
+  const Bytes elt = faults_.half_activations_saved_as_f64 && dtype_is_half(saved_dtype) ? 8 : dtype_size_bytes(saved_dtype);
   Bytes param_bytes = 0;
   for (const auto& p : params_) param_bytes += p.value.size_bytes();
   const Bytes saved_bytes = desc_.activation_elements_per_sample * batch * elt;
@@ -64,7 +72,7 @@ Tensor CostLayer::forward(const Tensor& x) {
   saved_batch_ = batch;
   Tensor y = make_tensor(batch, desc_.output_features, MemoryCategory::activations);
   kernel_charge(*device_, {"cost_fwd", OpKind::compute, desc_.forward_flops_per_sample * static_cast<double>(batch),
-                           x.size_bytes() + param_bytes, y.size_bytes() + saved_bytes});
+                           x.size_bytes() + param_bytes, y.size_bytes() + saved_bytes, op_class_});
   return y;
 }
 
@@ -83,13 +91,13 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
   // as costly as the forward: 2x forward FLOPs, the convention of Kaplan et al. 2020.
   kernel_charge(*device_, {"cost_bwd", OpKind::compute, 2.0 * desc_.forward_flops_per_sample * static_cast<double>(batch),
                            dy.size_bytes() + saved_->size_bytes() + param_bytes,
-                           (dx.defined() ? dx.size_bytes() : 0) + param_bytes});
+                           (dx.defined() ? dx.size_bytes() : 0) + param_bytes, op_class_});
   clear_saved();
   return dx;
 }
 
 std::unique_ptr<Layer> CostLayer::replicate_on(Device& device) const {
-  return std::make_unique<CostLayer>(desc_, input_features_, device, dtype_);
+  return std::make_unique<CostLayer>(desc_, input_features_, device, dtype_, precision_, faults_);
 }
 
 void CostLayer::clear_saved() {

@@ -6,6 +6,10 @@
 // allocations of the library's shapes, so the memory model, DataParallel's
 // replicate and DDP's buckets see exactly the tensors the real model has.
 //
+// Under a training precision the layer's kernels carry its op class (matmul, conv
+// or other, from layer_op_class) so the device charges them at that compute type's
+// peak, and its saved activations take precision_activation_dtype's bytes.
+//
 // In the twin's shape-only mode the tensors carry shapes and no data; on a device
 // that computes, the data is allocated and zeroed, so a cost-only model also runs
 // (as zeros) on the host backend.
@@ -24,7 +28,9 @@ class CostLayer final : public Layer {
  public:
   // `input_features` is the flattened per-sample size of the layer's input (the
   // previous layer's output_features, or the model's input_features).
-  CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype);
+  // `precision` defaults to the dtype's (f32 or f64); the parameters' dtype is `dtype`.
+  CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype,
+            std::optional<Precision> precision = std::nullopt, PrecisionFaults faults = {});
 
   std::string type_name() const override { return desc_.type; }
   std::vector<Parameter*> parameters() override;
@@ -46,6 +52,9 @@ class CostLayer final : public Layer {
   std::int64_t input_features_;
   Device* device_;
   DType dtype_;
+  Precision precision_;
+  OpClass op_class_;
+  PrecisionFaults faults_;
   std::vector<Parameter> params_;
   // What forward saved for backward: the activation bytes and the batch size.
   std::shared_ptr<Storage> saved_;

@@ -34,7 +34,7 @@ inline int default_jobs() {
 inline bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 struct PointFlags {
-  std::optional<std::string> hardware, model, strategy, dtype, optimizer;
+  std::optional<std::string> hardware, model, strategy, dtype, precision, optimizer;
   std::optional<int> devices, nodes, gpus;
   std::optional<long long> batch, batch_per_device;
   std::optional<double> bucket_cap_mb;
@@ -52,6 +52,9 @@ inline void add_point_flags(CLI::App* app, PointFlags& f) {
   app->add_option("--batch", f.batch, "global batch of one step (as a DataParallel script writes it)")->group(g);
   app->add_option("--batch-per-device", f.batch_per_device, "per-GPU batch (as a DDP script writes it)")->group(g);
   app->add_option("--dtype", f.dtype, "f32 | f64")->group(g);
+  app->add_option("--precision", f.precision,
+                  "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 | f64")
+      ->group(g);
   app->add_option("--bucket-cap-mb", f.bucket_cap_mb, "DDP bucket size in MiB (PyTorch's default 25)")->group(g);
   app->add_option("--optimizer", f.optimizer, "sgd | sgd_momentum | adamw")->group(g);
   app->add_option("--override", f.overrides, "hardware field PATH=VALUE, e.g. --override 'gpu.memory=40 GiB'")->group(g);
@@ -98,6 +101,7 @@ inline void apply_point_flags(scenario::Scenario& s, const PointFlags& f) {
     set_flag(s, "batch_per_device", std::to_string(*f.batch_per_device), "--batch-per-device");
   }
   if (f.dtype) set_flag(s, "dtype", *f.dtype, "--dtype");
+  if (f.precision) set_flag(s, "precision", *f.precision, "--precision");
   if (f.bucket_cap_mb) set_flag(s, "bucket_cap_mb", fmt::format("{}", *f.bucket_cap_mb), "--bucket-cap-mb");
   if (f.optimizer) set_flag(s, "optimizer", *f.optimizer, "--optimizer");
   for (const auto& o : f.overrides) {

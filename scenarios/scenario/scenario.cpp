@@ -158,7 +158,7 @@ std::string Target::describe() const {
 const std::vector<std::string>& sweepable_fields() {
   static const std::vector<std::string> fields = {"hardware", "model",   "strategy",      "devices",
                                                   "nodes",    "gpus",    "batch",         "batch_per_device",
-                                                  "dtype",    "bucket_cap_mb", "optimizer"};
+                                                  "dtype",    "precision", "bucket_cap_mb", "optimizer"};
   return fields;
 }
 
@@ -189,6 +189,12 @@ void set_point_field(PointConfig& c, const std::string& field, const YAML::Node&
     const std::string s = as_string(v, where);
     if (s != "f32" && s != "f64") fail_at(where, fmt::format("unsupported dtype '{}' (allowed: f32, f64)", s));
     c.dtype = dtype_from_name(s);
+  } else if (field == "precision") {
+    try {
+      c.precision = precision_from_name(as_string(v, where));
+    } catch (const std::invalid_argument& e) {
+      fail_at(where, e.what());
+    }
   } else if (field == "bucket_cap_mb") {
     const double mb = as_double(v, where);
     if (!(mb > 0)) fail_at(where, fmt::format("must be positive, got {}", scalar_text(v)));

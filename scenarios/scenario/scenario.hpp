@@ -15,6 +15,7 @@
 //   gpus: 64                          # alternative to devices/nodes: total GPUs, whole nodes
 //   batch_per_device: 32              # or batch: 256 (the global batch of one step); not both
 //   dtype: f32                        # f32 | f64
+//   precision: bf16-amp               # f32 (PyTorch defaults) | tf32 | bf16-amp | f16-amp | bf16 | f64
 //   bucket_cap_mb: 25                 # DDP bucket size (PyTorch's default 25)
 //   optimizer: sgd_momentum           # sgd | sgd_momentum | adamw
 //   overrides:                        # any hardware field by its dotted path
@@ -90,6 +91,7 @@ struct PointConfig {
   std::optional<std::int64_t> batch;
   std::optional<std::int64_t> batch_per_device;
   DType dtype = DType::f32;
+  std::optional<Precision> precision;  // none: the dtype's (f32: PyTorch defaults)
   double bucket_cap_mb = 25.0;
   OptimizerKind optimizer = OptimizerKind::sgd;
   std::vector<Override> overrides;
@@ -150,7 +152,8 @@ struct ResolvedPoint {
   int world() const { return devices * nodes; }
   std::int64_t batch_global = 0;
   std::int64_t batch_per_device = 0;  // the largest per-device batch
-  DType dtype = DType::f32;
+  DType dtype = DType::f32;  // of parameters, gradients and optimizer state (precision_parameter_dtype)
+  Precision precision = Precision::f32;
   double bucket_cap_mb = 25.0;
   OptimizerKind optimizer = OptimizerKind::sgd;
   // Parameters, gradients and optimizer state on one GPU: a lower bound on its memory.

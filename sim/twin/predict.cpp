@@ -77,6 +77,20 @@ class PlatformCollectives : public SimCollectiveGroup {
   sim::CollectiveGroup group_;
 };
 
+// Planted bug (PredictFaults::half_elements_on_wire_as_f64): 2-byte elements sent as 8.
+class HalfAsF64Collectives : public SimCollectiveGroup {
+ public:
+  explicit HalfAsF64Collectives(std::shared_ptr<SimCollectiveGroup> inner) : inner_(std::move(inner)) {}
+  void run(int rank, const SimCollectiveCall& c) override {
+    SimCollectiveCall wrong = c;
+    if (wrong.element_bytes == 2) wrong.element_bytes = 8;
+    inner_->run(rank, wrong);
+  }
+
+ private:
+  std::shared_ptr<SimCollectiveGroup> inner_;
+};
+
 }  // namespace
 
 SimMachine sim_machine_from_platform(sim::Platform& platform, const std::vector<int>& gpus) {
@@ -88,6 +102,10 @@ SimMachine sim_machine_from_platform(sim::Platform& platform, const std::vector<
   SimGpuRates rates;
   rates.model = hw.gpu.name;
   rates.peak_flops = {{DType::f32, hw.gpu.peak_flops.f32}, {DType::f64, hw.gpu.peak_flops.f64}};
+  rates.compute_peak_flops = {{ComputeType::f32, hw.gpu.peak_flops.f32}, {ComputeType::f64, hw.gpu.peak_flops.f64}};
+  if (hw.gpu.peak_flops.tf32) rates.compute_peak_flops[ComputeType::tf32] = *hw.gpu.peak_flops.tf32;
+  if (hw.gpu.peak_flops.bf16) rates.compute_peak_flops[ComputeType::bf16] = *hw.gpu.peak_flops.bf16;
+  if (hw.gpu.peak_flops.f16) rates.compute_peak_flops[ComputeType::f16] = *hw.gpu.peak_flops.f16;
   rates.compute_efficiency = hw.efficiency.gemm;
   rates.memory_bandwidth = hw.gpu.memory_bandwidth;
   rates.memory_efficiency = hw.efficiency.memory_bandwidth;
@@ -228,6 +246,11 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
         SimBackendOptions o;
         o.numeric = c.numeric;
         o.compute_dtype = c.dtype;
+        o.precision = c.precision;
+        if (c.faults.every_op_at_f32_peak) {  // planted bug: the twin before it knew precisions
+          o.precision.reset();
+          o.compute_dtype = c.dtype == DType::f64 ? DType::f64 : DType::f32;
+        }
         o.workers = c.strategy == StrategyKind::ddp ? SimWorkerModel::process_per_worker
                                                     : SimWorkerModel::threads_of_one_process;
         o.trace = c.trace_path.empty() ? nullptr : &trace;
@@ -247,6 +270,10 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
             return std::make_shared<PlatformCollectives>(p, gpus, simulated);
           };
         }
+        if (c.faults.half_elements_on_wire_as_f64)
+          machine.make_collective_group = [make = machine.make_collective_group](const std::vector<int>& devices) {
+            return std::make_shared<HalfAsF64Collectives>(make(devices));
+          };
         backend = std::make_unique<SimBackend>(std::move(machine), o);
         s4u::Actor::create("driver", p.cpu_host(0), [&, batch = symmetric ? batch_per_device * simulated : batch_global] {
           drive(*backend, c, build_model, batch, [&p] { p.reset_link_usage(); }, m);
@@ -263,6 +290,7 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
         r.devices = c.devices;
         r.nodes = c.nodes;
         r.dtype = std::string(dtype_name(c.dtype));
+        if (c.precision) r.precision = std::string(precision_name(*c.precision));
         r.batch_global = batch_global;
         r.batch_per_device = batch_per_device;
         r.out_of_memory = m.oom;

@@ -22,6 +22,8 @@ namespace dpt {
 // Planted bugs, for tests that show the properties catch them. All off in real use.
 struct PredictFaults {
   bool symmetric_group_of_simulated_ranks_only = false;  // symmetric ranks' collectives timed for node 0 alone
+  bool half_elements_on_wire_as_f64 = false;  // bf16/f16 collectives move 8 bytes per element
+  bool every_op_at_f32_peak = false;           // the precision ignored: every op at the f32 (f64) peak
 };
 
 struct PredictConfig {
@@ -32,7 +34,11 @@ struct PredictConfig {
   // writes it) or the per-rank batch (as a DDP script writes it).
   std::optional<std::int64_t> batch_global;
   std::optional<std::int64_t> batch_per_device;
-  DType dtype = DType::f32;
+  DType dtype = DType::f32;  // the inputs' and (without a precision) the model's dtype
+  // The training precision; none: the dtype's (f32: PyTorch defaults, f64). With one,
+  // the SimDevices charge each op class at its compute type and `dtype` should be
+  // precision_parameter_dtype(precision) (make_cost_only_model's parameters).
+  std::optional<Precision> precision;
   double bucket_cap_mb = 25.0;  // DDP, PyTorch's default
   bool numeric = false;         // true: compute for real (small models); false: shape-only
   int warmup_steps = 1;         // steps before the measured one (DDP's buckets are rebuilt after step 1)

@@ -33,6 +33,8 @@ namespace dpt {
 struct DdpFaults {
   ReducerFaults reducer;
   bool skip_initial_broadcast = false;  // ranks keep their own initial parameters
+  bool synchronise_inside_no_sync = false;   // no_sync ignored: every backward all-reduces
+  bool accumulate_without_loss_division = false;  // accumulation sums K micro-batch means
 };
 
 class DistributedDataParallel : public Strategy {

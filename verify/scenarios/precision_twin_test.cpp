@@ -1,0 +1,192 @@
+// The twin under a training precision, on the library's models and hardware:
+// lower precision never moves more bytes or saves more activations, H100 beats
+// L40S per GPU in every precision, and the scenario key and report plumbing.
+// Each property is shown to fail on a planted bug.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include <filesystem>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "engine/optim/optim.hpp"
+#include "scenarios/scenario/model_library_yaml.hpp"
+#include "scenarios/scenario/predict_runner.hpp"
+#include "scenarios/scenario/scenario.hpp"
+#include "sim/twin/predict.hpp"
+#include "verify/support/rc_cases.hpp"
+
+namespace dpt {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kScenarios = fs::path(DPT_SOURCE_DIR) / "scenarios";
+
+// Highest precision first: each next one stores every tensor in at most as many bytes.
+const std::vector<Precision> kDescending = {Precision::f64,      Precision::f32,     Precision::tf32,
+                                            Precision::bf16_amp, Precision::f16_amp, Precision::bf16};
+
+struct Case {
+  std::string hardware, model;
+  StrategyKind strategy = StrategyKind::ddp;
+  int devices = 1;
+  std::int64_t batch_per_device = 1;
+};
+
+StepReport predict(const Case& k, Precision p, PrecisionFaults pf = {}, PredictFaults f = {}) {
+  const sim::HardwareSpec hw = sim::load_hardware(k.hardware, kScenarios / "hardware");
+  const ModelDescription m = scenario::load_model(k.model, kScenarios / "models");
+  PredictConfig c;
+  c.strategy = k.strategy;
+  c.devices = k.devices;
+  c.batch_per_device = k.batch_per_device;
+  c.precision = p;
+  c.dtype = precision_parameter_dtype(p);
+  c.model_name = m.name;
+  c.input_features = m.input_features;
+  c.output_features = model_output_features(m);
+  c.single_device_baseline = false;
+  c.faults = f;
+  return predict_step(hw, [m, p, pf](Device& d) { return make_cost_only_model(m, d, p, pf); }, c);
+}
+
+Bytes wire_bytes(const StepReport& r) {
+  Bytes n = 0;
+  for (const auto& l : r.links) n += l.bytes;
+  return n;
+}
+
+Bytes activation_bytes(const StepReport& r) {
+  Bytes most = 0;
+  for (const auto& d : r.devices_detail)
+    if (auto it = d.memory_breakdown_bytes.find("activations"); it != d.memory_breakdown_bytes.end())
+      most = std::max(most, it->second);
+  return most;
+}
+
+rc::Gen<Case> gen_ddp_case() {
+  return rc::gen::apply(
+      [](int model, int devices_log2, int batch) {
+        Case k;
+        k.hardware = "dgx-a100";
+        k.model = model == 0 ? "resnet50" : "gpt2-124m";
+        k.devices = 1 << devices_log2;
+        k.batch_per_device = batch;
+        return k;
+      },
+      rc::gen::inRange(0, 2), rc::gen::inRange(1, 4), rc::gen::inRange(1, 9));
+}
+
+// Invariant: along f64 > f32 = tf32 > bf16-amp = f16-amp > bf16, neither the bytes
+// that cross the links in a DDP step (gradient buckets: f32 under autocast, bf16
+// when pure) nor the activations saved for backward ever increase.
+void expect_monotone(PrecisionFaults pf, PredictFaults f, bool planted) {
+  auto prop = [&] {
+    const Case k = *gen_ddp_case();
+    Bytes wire_before = 0, act_before = 0;
+    for (size_t i = 0; i < kDescending.size(); ++i) {
+      const StepReport r = predict(k, kDescending[i], pf, f);
+      RC_ASSERT(!r.out_of_memory);
+      const Bytes wire = wire_bytes(r), act = activation_bytes(r);
+      RC_ASSERT(wire > 0);
+      RC_ASSERT(act > 0);
+      if (i > 0) {
+        RC_ASSERT(wire <= wire_before);
+        RC_ASSERT(act <= act_before);
+      }
+      wire_before = wire;
+      act_before = act;
+    }
+  };
+  if (planted) DPT_EXPECT_COUNTEREXAMPLE("lower precision never adds wire bytes or activations", 3, prop);
+  else DPT_EXPECT_PROPERTY("lower precision never adds wire bytes or activations", 4, prop);
+}
+
+TEST(PrecisionTwin, LowerPrecisionNeverAddsWireBytesOrActivationMemory) { expect_monotone({}, {}, false); }
+TEST(PrecisionTwin, PlantedBugHalfActivationsAtEightBytesIsCaught) {
+  expect_monotone({.half_activations_saved_as_f64 = true}, {}, true);
+}
+TEST(PrecisionTwin, PlantedBugHalfElementsOnTheWireAtEightBytesIsCaught) {
+  PredictFaults f;
+  f.half_elements_on_wire_as_f64 = true;
+  expect_monotone({}, f, true);
+}
+
+// Invariant: one H100 SXM trains ResNet-50 and GPT-2 124M faster than one L40S in
+// every precision (its dense peak and HBM bandwidth are higher for every compute
+// type; only the L40S's f32 CUDA-core peak, 91.6 against 66.9 TFLOPS, is not).
+void expect_h100_beats_l40s(PredictFaults f, bool planted) {
+  auto prop = [&] {
+    const int model = *rc::gen::inRange(0, 2);
+    const Precision p = *rc::gen::elementOf(kDescending);
+    Case k;
+    k.model = model == 0 ? "resnet50" : "gpt2-124m";
+    k.strategy = StrategyKind::single;
+    k.batch_per_device = *rc::gen::inRange(1, model == 0 ? 129 : 17);
+    k.hardware = "dgx-h100";
+    const StepReport h100 = predict(k, p, {}, f);
+    k.hardware = "l40s-4x-pcie4";
+    const StepReport l40s = predict(k, p, {}, f);
+    RC_ASSERT(h100.throughput_samples_per_s && l40s.throughput_samples_per_s);
+    RC_ASSERT(*h100.throughput_samples_per_s > *l40s.throughput_samples_per_s);
+  };
+  if (planted) DPT_EXPECT_COUNTEREXAMPLE("H100 beats L40S per GPU", 12, prop);
+  else DPT_EXPECT_PROPERTY("H100 beats L40S per GPU", 12, prop);
+}
+
+TEST(PrecisionTwin, H100BeatsL40SPerGpuInEveryPrecision) { expect_h100_beats_l40s({}, false); }
+TEST(PrecisionTwin, PlantedBugEveryOpAtTheF32PeakIsCaught) {
+  PredictFaults f;
+  f.every_op_at_f32_peak = true;
+  expect_h100_beats_l40s(f, true);
+}
+
+// The precision changes what each op costs: on an A100, bf16 autocast makes
+// GPT-2's matmuls 16x faster than f32 (312 against 19.5 TFLOPS), so its compute
+// must at least halve; an unsupported precision is an error naming it.
+TEST(PrecisionTwin, AutocastCutsComputeAndVoltaRejectsBf16) {
+  Case k{"dgx-a100", "gpt2-124m", StrategyKind::single, 1, 4};
+  const StepReport f32 = predict(k, Precision::f32), amp = predict(k, Precision::bf16_amp);
+  EXPECT_EQ(amp.precision, "bf16-amp");
+  EXPECT_LT(amp.breakdown_s.compute * 2, f32.breakdown_s.compute);
+  k.hardware = "dgx1-v100";
+  try {
+    predict(k, Precision::bf16_amp);
+    FAIL() << "bf16-amp on a V100";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("no bf16 peak flops, which precision bf16-amp needs"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(PrecisionTwin, ScenarioKeyAndDtypeContradiction) {
+  const std::string base =
+      "schema_version: 1\nhardware: dgx-a100\nmodel: resnet50\nstrategy: ddp\ndevices: 2\nbatch_per_device: 8\n";
+  const auto lib = scenario::Library::at(kScenarios);
+  scenario::Scenario s = scenario::parse_scenario(base + "precision: bf16\n", "p.yaml", kScenarios);
+  const scenario::ResolvedPoint p = scenario::resolve_point(s, s.base, lib);
+  EXPECT_EQ(p.precision, Precision::bf16);
+  EXPECT_EQ(p.dtype, DType::bf16);
+  scenario::Scenario d = scenario::parse_scenario(base + "dtype: f64\n", "d.yaml", kScenarios);
+  EXPECT_EQ(scenario::resolve_point(d, d.base, lib).precision, Precision::f64);
+  try {
+    scenario::parse_scenario(base + "precision: fp8\n", "bad.yaml", kScenarios);
+    FAIL() << "fp8 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.yaml:7: precision:"), std::string::npos) << e.what();
+  }
+  scenario::Scenario both = scenario::parse_scenario(base + "dtype: f64\nprecision: bf16-amp\n", "both.yaml", kScenarios);
+  try {
+    scenario::resolve_point(both, both.base, lib);
+    FAIL() << "dtype f64 with precision bf16-amp accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("both.yaml:8: precision: precision bf16-amp keeps parameters in f32, but "
+                                         "dtype is f64"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dpt
