@@ -59,6 +59,9 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
     }
     out += fmt::format("  precision: {}\n", what);
   }
+  if (r.accumulate)
+    out += fmt::format("  gradient accumulation: {} micro-batches of {} per GPU per step (no_sync for {})\n",
+                       *r.accumulate, r.batch_per_device, *r.accumulate - 1);
   if (r.out_of_memory) {
     out += fmt::format("  out of memory on {}: {}\n", r.out_of_memory->device, r.out_of_memory->message);
     return out;

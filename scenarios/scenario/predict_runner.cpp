@@ -19,6 +19,7 @@ StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool e
   else c.batch_per_device = p.batch_per_device;
   c.dtype = p.dtype;
   c.precision = p.precision;
+  c.accumulate = p.accumulate;
   c.bucket_cap_mb = p.bucket_cap_mb;
   c.numeric = false;
   c.trace_path = trace_path;

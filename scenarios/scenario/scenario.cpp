@@ -158,7 +158,7 @@ std::string Target::describe() const {
 const std::vector<std::string>& sweepable_fields() {
   static const std::vector<std::string> fields = {"hardware", "model",   "strategy",      "devices",
                                                   "nodes",    "gpus",    "batch",         "batch_per_device",
-                                                  "dtype",    "precision", "bucket_cap_mb", "optimizer"};
+                                                  "dtype",    "precision", "accumulate", "bucket_cap_mb", "optimizer"};
   return fields;
 }
 
@@ -195,7 +195,8 @@ void set_point_field(PointConfig& c, const std::string& field, const YAML::Node&
     } catch (const std::invalid_argument& e) {
       fail_at(where, e.what());
     }
-  } else if (field == "bucket_cap_mb") {
+  } else if (field == "accumulate") c.accumulate = positive_int(v, where);
+  else if (field == "bucket_cap_mb") {
     const double mb = as_double(v, where);
     if (!(mb > 0)) fail_at(where, fmt::format("must be positive, got {}", scalar_text(v)));
     c.bucket_cap_mb = mb;

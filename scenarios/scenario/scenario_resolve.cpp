@@ -41,6 +41,11 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
                                                                  precision_name(r.precision), dtype_name(r.dtype),
                                                                  dtype_name(c.dtype)));
   r.bucket_cap_mb = c.bucket_cap_mb;
+  r.accumulate = c.accumulate;
+  if (r.accumulate > 1 && r.strategy != StrategyKind::ddp)
+    throw std::invalid_argument(where("accumulate") + fmt::format("gradient accumulation (no_sync) needs strategy ddp, "
+                                                                  "not {}",
+                                                                  c.strategy.value()));
   r.optimizer = c.optimizer;
 
   const auto& hw = r.hardware;

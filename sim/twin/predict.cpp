@@ -10,6 +10,7 @@
 
 #include "sim/twin/chrome_trace.hpp"
 #include "engine/optim/optim.hpp"
+#include "engine/parallel/ddp/accumulate.hpp"
 #include "sim/collectives/collectives.hpp"
 #include "sim/net/platform.hpp"
 #include "sim/twin/sim_process.hpp"
@@ -178,6 +179,7 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
     so.kind = c.strategy;
     for (int i = 0; i < b.device_count(); ++i) so.device_ids.push_back(i);
     so.bucket_cap_mb = c.bucket_cap_mb;
+    so.accumulate = c.accumulate;
     // Class labels (int64, one per sample), as a classifier or language model trains:
     // an MSE target as wide as the output would put a second output's worth of memory
     // on the devices that real training does not have.
@@ -186,6 +188,12 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
       return make_sgd(std::move(p), SgdOptions{});
     };
     auto strategy = make_strategy(b, so, build_model, opt);
+    // One step: K micro-batches of `batch` (K = 1 without accumulation).
+    auto step = [&strategy, &c](const Tensor& xs, const Tensor& ys) {
+      if (c.accumulate == 1) return strategy->train_step(xs, ys);
+      return ddp_accumulated_step(dynamic_cast<DistributedDataParallel&>(*strategy), c.accumulate, xs, ys);
+    };
+    batch *= c.accumulate;
     Tensor x = Tensor::empty(b.host_memory(), {batch, c.input_features}, c.dtype, MemoryCategory::inputs);
     Tensor y = Tensor::empty(b.host_memory(), {batch}, DType::i64, MemoryCategory::inputs);
     if (b.options().numeric) {
@@ -197,14 +205,14 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
       tensor_fill_from_f64(y, yv);
     }
     for (int w = 0; w < c.warmup_steps; ++w) {
-      strategy->train_step(x, y);
+      step(x, y);
       synchronize_all(b);
     }
     out.t0 = synchronize_all(b);
     for (int i = 0; i < b.device_count(); ++i) b.sim_device(i).begin_window(out.t0);
     b.reset_totals();
     at_window_start();
-    const StepResult r = strategy->train_step(x, y);
+    const StepResult r = step(x, y);
     out.t1 = synchronize_all(b);
     for (int i = 0; i < b.device_count(); ++i) out.accounts.push_back(b.sim_device(i).end_window(out.t1));
     out.dispatch_total_s = b.dispatch_total_s();
@@ -291,7 +299,8 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
         r.nodes = c.nodes;
         r.dtype = std::string(dtype_name(c.dtype));
         if (c.precision) r.precision = std::string(precision_name(*c.precision));
-        r.batch_global = batch_global;
+        r.batch_global = batch_global * c.accumulate;
+        if (c.accumulate > 1) r.accumulate = c.accumulate;
         r.batch_per_device = batch_per_device;
         r.out_of_memory = m.oom;
         r.warnings = m.warnings;
@@ -360,6 +369,9 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
     throw std::invalid_argument("predict: input_features and output_features of the model must be set");
   if (c.strategy == StrategyKind::single && c.devices != 1)
     throw std::invalid_argument(fmt::format("predict: strategy single runs on 1 device, {} given", c.devices));
+  if (c.accumulate < 1 || (c.accumulate > 1 && c.strategy != StrategyKind::ddp))
+    throw std::invalid_argument(fmt::format("predict: accumulate {} needs strategy ddp and K >= 1 (got {})", c.accumulate,
+                                            strategy_kind_name(c.strategy)));
   PredictDetail detail = simulate_config(hw, build_model, c);
   StepReport& r = detail.report;
   if (c.single_device_baseline && r.step_time_s) {
@@ -371,9 +383,12 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
     one.batch_per_device = r.batch_per_device;
     one.trace_path.clear();
     one.single_device_baseline = false;
+    one.accumulate = 1;
     const StepReport base = simulate_config(hw, build_model, one).report;
     if (base.step_time_s) {
       r.single_device_step_time_s = base.step_time_s;
+      // Samples per second of one GPU on one micro-batch (accumulation does not change it
+      // on one device, where there is nothing to all-reduce).
       const double one_device = static_cast<double>(r.batch_per_device) / *base.step_time_s;
       r.scaling_efficiency = *r.throughput_samples_per_s / (c.devices * one_device);
     } else {

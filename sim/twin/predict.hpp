@@ -39,6 +39,10 @@ struct PredictConfig {
   // the SimDevices charge each op class at its compute type and `dtype` should be
   // precision_parameter_dtype(precision) (make_cost_only_model's parameters).
   std::optional<Precision> precision;
+  // DDP gradient accumulation: K micro-batches per optimizer step, the first K-1
+  // under no_sync (ddp_accumulated_step). The batch fields describe one micro-batch;
+  // the report's batch_global and throughput count every sample of the step.
+  int accumulate = 1;
   double bucket_cap_mb = 25.0;  // DDP, PyTorch's default
   bool numeric = false;         // true: compute for real (small models); false: shape-only
   int warmup_steps = 1;         // steps before the measured one (DDP's buckets are rebuilt after step 1)

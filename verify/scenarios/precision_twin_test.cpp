@@ -36,7 +36,7 @@ struct Case {
 
 StepReport predict(const Case& k, Precision p, PrecisionFaults pf = {}, PredictFaults f = {}) {
   const sim::HardwareSpec hw = sim::load_hardware(k.hardware, kScenarios / "hardware");
-  const ModelDescription m = scenario::load_model(k.model, kScenarios / "models");
+  const ModelDescription m = load_model(k.model, kScenarios / "models");
   PredictConfig c;
   c.strategy = k.strategy;
   c.devices = k.devices;
