@@ -121,10 +121,8 @@ class Predictor {
     p.input_features = model_.input_features;
     p.output_features = model_output_features(model_);
     p.single_device_baseline = kind != StrategyKind::single;
-    p.precision = Precision::f32;  // PyTorch's defaults, as the lesson's scripts run: TF32 convolutions on Ampere+
     const ModelDescription desc = model_;
-    StepReport r =
-        predict_step(hw_, [desc](Device& d) { return make_cost_only_model(desc, d, Precision::f32); }, p);
+    StepReport r = predict_step(hw_, [desc](Device& d) { return make_cost_only_model(desc, d, DType::f32); }, p);
     cache_.emplace(key, r);
     return r;
   }

@@ -114,12 +114,15 @@ TEST(PrecisionTwin, PlantedBugHalfElementsOnTheWireAtEightBytesIsCaught) {
 }
 
 // Invariant: one H100 SXM trains ResNet-50 and GPT-2 124M faster than one L40S in
-// every precision (its dense peak and HBM bandwidth are higher for every compute
-// type; only the L40S's f32 CUDA-core peak, 91.6 against 66.9 TFLOPS, is not).
+// every precision, except GPT-2 in f32: PyTorch's defaults keep matmul off TF32, so
+// its GEMMs run on CUDA cores, where the L40S datasheet's FP32 peak (91.6 TFLOPS)
+// exceeds the H100's (66.9); H100's HBM bandwidth and every tensor-core peak are
+// higher. (ResNet-50 in f32 runs its convolutions on TF32.)
 void expect_h100_beats_l40s(PredictFaults f, bool planted) {
   auto prop = [&] {
     const int model = *rc::gen::inRange(0, 2);
     const Precision p = *rc::gen::elementOf(kDescending);
+    RC_PRE(!(model == 1 && p == Precision::f32));
     Case k;
     k.model = model == 0 ? "resnet50" : "gpt2-124m";
     k.strategy = StrategyKind::single;
@@ -136,6 +139,15 @@ void expect_h100_beats_l40s(PredictFaults f, bool planted) {
 }
 
 TEST(PrecisionTwin, H100BeatsL40SPerGpuInEveryPrecision) { expect_h100_beats_l40s({}, false); }
+
+// The exception above, stated: GPT-2 124M in f32 (matmul on CUDA cores) on one GPU.
+TEST(PrecisionTwin, Gpt2InF32FollowsTheCudaCoreFp32Peaks) {
+  Case k{"dgx-h100", "gpt2-124m", StrategyKind::single, 1, 16};
+  const StepReport h100 = predict(k, Precision::f32);
+  k.hardware = "l40s-4x-pcie4";
+  const StepReport l40s = predict(k, Precision::f32);
+  EXPECT_GT(*l40s.throughput_samples_per_s, *h100.throughput_samples_per_s);
+}
 TEST(PrecisionTwin, PlantedBugEveryOpAtTheF32PeakIsCaught) {
   PredictFaults f;
   f.every_op_at_f32_peak = true;

@@ -138,9 +138,9 @@ std::string replaced(const std::string& from, const std::string& to) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadScenario,
     ::testing::Values(
-        BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key (allowed: batch, batch_per_device, bucket_cap_mb, devices, dtype, gpus, "
-                "hardware, model, name, nodes, optimizer, overrides, plan, question, schema_version, strategy, sweep, "
-                "target)"},
+        BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key (allowed: accumulate, batch, batch_per_device, bucket_cap_mb, devices, "
+                "dtype, gpus, hardware, model, name, nodes, optimizer, overrides, plan, precision, question, "
+                "schema_version, strategy, sweep, target)"},
         BadCase{"WrongType", replaced("devices: 8", "devices: eight"),
                 "bad.yaml:5: devices: expected an integer, got 'eight'"},
         BadCase{"BatchZero", replaced("batch_per_device: 32", "batch_per_device: 0"),
@@ -166,7 +166,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "resnet50; or a path to a .yaml file, or mlp:IN-H-...-OUT)"},
         BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
                 "bad.yaml:8: sweep.colour: unknown sweep axis (allowed: hardware, model, strategy, devices, nodes, "
-                "gpus, batch, batch_per_device, dtype, bucket_cap_mb, optimizer, overrides.<hardware field>)"},
+                "gpus, batch, batch_per_device, dtype, precision, accumulate, bucket_cap_mb, optimizer, "
+                "overrides.<hardware field>)"},
         BadCase{"EmptySweepAxis", with("sweep:\n  devices: []\n"),
                 "bad.yaml:8: sweep.devices: expected a non-empty list of values"},
         BadCase{"DataParallelAcrossNodes",
