@@ -34,7 +34,7 @@ struct Case {
   std::int64_t batch_per_device = 1;
 };
 
-StepReport predict(const Case& k, Precision p, PrecisionFaults pf = {}, PredictFaults f = {}) {
+StepReport predict(const Case& k, Precision p, PrecisionFaults pf = {}, PredictFaults f = {}, int accumulate = 1) {
   const sim::HardwareSpec hw = sim::load_hardware(k.hardware, kScenarios / "hardware");
   const ModelDescription m = load_model(k.model, kScenarios / "models");
   PredictConfig c;
@@ -48,6 +48,7 @@ StepReport predict(const Case& k, Precision p, PrecisionFaults pf = {}, PredictF
   c.output_features = model_output_features(m);
   c.single_device_baseline = false;
   c.faults = f;
+  c.accumulate = accumulate;
   return predict_step(hw, [m, p, pf](Device& d) { return make_cost_only_model(m, d, p, pf); }, c);
 }
 
@@ -172,6 +173,32 @@ TEST(PrecisionTwin, AutocastCutsComputeAndVoltaRejectsBf16) {
     EXPECT_NE(std::string(e.what()).find("no bf16 peak flops, which precision bf16-amp needs"), std::string::npos)
         << e.what();
   }
+}
+
+// Bytes on the GPUs' NVSwitch ports: the collectives (input copies use PCIe).
+Bytes nvswitch_bytes(const StepReport& r) {
+  Bytes n = 0;
+  for (const auto& l : r.links)
+    if (l.name.find("nvswitch") != std::string::npos) n += l.bytes;
+  return n;
+}
+
+// Accumulation in the twin: a DDP step of K micro-batches moves the collective bytes
+// of one synchronised step (one all-reduce per bucket) and counts K x the samples;
+// each extra micro-batch adds the same compute (its forward and backward), while the
+// bucket copies happen once per step.
+TEST(PrecisionTwin, AccumulatedStepMovesOneStepsBytesForKTimesTheSamples) {
+  const Case k{"dgx-a100", "gpt2-124m", StrategyKind::ddp, 4, 2};
+  const StepReport one = predict(k, Precision::bf16_amp), two = predict(k, Precision::bf16_amp, {}, {}, 2),
+                   four = predict(k, Precision::bf16_amp, {}, {}, 4);
+  EXPECT_GT(nvswitch_bytes(one), 0);
+  EXPECT_EQ(nvswitch_bytes(four), nvswitch_bytes(one));
+  EXPECT_EQ(four.batch_global, 4 * one.batch_global);
+  EXPECT_EQ(four.accumulate, 4);
+  EXPECT_FALSE(one.accumulate.has_value());
+  const double per_micro = two.breakdown_s.compute - one.breakdown_s.compute;
+  EXPECT_GT(per_micro, 0);
+  EXPECT_NEAR(four.breakdown_s.compute - two.breakdown_s.compute, 2 * per_micro, 1e-6 * four.breakdown_s.compute);
 }
 
 TEST(PrecisionTwin, ScenarioKeyAndDtypeContradiction) {
