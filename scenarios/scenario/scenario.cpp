@@ -187,7 +187,9 @@ void set_point_field(PointConfig& c, const std::string& field, const YAML::Node&
   else if (field == "batch_per_device") c.batch_per_device = positive_int(v, where);
   else if (field == "dtype") {
     const std::string s = as_string(v, where);
-    if (s != "f32" && s != "f64") fail_at(where, fmt::format("unsupported dtype '{}' (allowed: f32, f64)", s));
+    if (s != "f32" && s != "f64") fail_at(where, fmt::format("unsupported dtype '{}' (allowed: f32, f64; bf16 and f16 training is a precision: "
+                                 "bf16-amp, f16-amp, bf16)",
+                                 s));
     c.dtype = dtype_from_name(s);
   } else if (field == "precision") {
     try {

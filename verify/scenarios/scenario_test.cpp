@@ -181,7 +181,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"BadSweepValue", with("sweep:\n  devices: [1, two]\n"),
                 "bad.yaml:8: sweep.devices[1]: expected an integer, got 'two'"},
         BadCase{"NegativeBucket", with("bucket_cap_mb: -1\n"), "bad.yaml:7: bucket_cap_mb: must be positive, got -1"},
-        BadCase{"UnknownDtype", with("dtype: f16\n"), "bad.yaml:7: dtype: unsupported dtype 'f16' (allowed: f32, f64)"},
+        BadCase{"UnknownDtype", with("dtype: f16\n"), "bad.yaml:7: dtype: unsupported dtype 'f16' (allowed: f32, f64; bf16 and f16 training is a "
+                "precision: bf16-amp, f16-amp, bf16)"},
         BadCase{"TargetBoth", with("target: {samples_per_s: 10, samples: 5, within_hours: 1}\n"),
                 "bad.yaml:7: target.samples_per_s: give samples_per_s, or samples and within_hours, not both"},
         BadCase{"SweepDevicesBeyondEveryHardware", with("sweep:\n  devices: [16, 32]\n"),
