@@ -64,6 +64,9 @@ struct OpCost {
   // Which compute type the flops run in follows from this and the precision (the
   // twin's devices look it up); other: the tensors' dtype, as every host kernel.
   OpClass op_class = OpClass::other;
+  // The op's duration as measured on this device kind (a profiled layer): the
+  // twin charges it instead of its FLOPs and bytes; real devices ignore it.
+  std::optional<Seconds> measured_s;
 };
 
 class Device;

@@ -255,58 +255,6 @@ std::vector<std::byte> encode_safetensors(const std::vector<SafetensorsTensor>& 
   return out;
 }
 
-void write_file_atomic(const std::string& path, const std::vector<std::byte>& bytes, bool create_parent_dirs) {
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-  if (create_parent_dirs && !target.parent_path().empty()) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw std::runtime_error(fmt::format("{}: cannot create directory {}: {}", path, dir.string(), ec.message()));
-  }
-  // Built by appends: g++ 12 warns falsely (-Wrestrict) on "." + std::string.
-  std::string tmp_name(".");
-  tmp_name += target.filename().string();
-  tmp_name += ".tmp.XXXXXX";
-  std::string tmp = (dir / tmp_name).string();
-  int fd = ::mkstemp(tmp.data());
-  if (fd < 0)
-    throw std::runtime_error(
-        fmt::format("{}: cannot create a temporary file in {}: {}", path, dir.string(), std::strerror(errno)));
-  auto fail = [&](const char* step) {
-    int err = errno;
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    return std::runtime_error(fmt::format("{}: {} failed: {} (previous file left unchanged)", path, step,
-                                          std::strerror(err)));
-  };
-  // mkstemp creates 0600; a checkpoint is an ordinary file.
-  if (::fchmod(fd, 0644) != 0) throw fail("fchmod");
-  const char* p = reinterpret_cast<const char*>(bytes.data());
-  size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t w = ::write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw fail("write");
-    }
-    p += w;
-    left -= static_cast<size_t>(w);
-  }
-  if (::fsync(fd) != 0) throw fail("fsync");
-  int rc = ::close(fd);
-  fd = -1;
-  if (rc != 0) throw fail("close");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) throw fail("rename");
-  // Make the rename itself durable. The new file is already in place, so a failure
-  // here cannot be reported as "not written"; it only weakens crash durability.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
-}
-
 bool device_is_cpu_readable(const Device& device) { return device.kind() != DeviceKind::cuda && device.computes(); }
 
 SafetensorsTensor safetensors_tensor_from(const std::string& name, const Tensor& t, Backend* backend) {
@@ -341,7 +289,7 @@ void write_safetensors_atomic(const std::string& path, const std::vector<std::pa
   std::vector<SafetensorsTensor> host;
   host.reserve(tensors.size());
   for (const auto& [name, t] : tensors) host.push_back(safetensors_tensor_from(name, t, backend));
-  write_file_atomic(path, encode_safetensors(host, metadata));
+  write_file_atomic(path, encode_safetensors(host, metadata), WriteOptions{.kind = OutputKind::replaceable});
 }
 
 Tensor tensor_from_safetensors(const SafetensorsTensor& st, Device& device, MemoryCategory category,

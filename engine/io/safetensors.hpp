@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/core/backend.hpp"
+#include "engine/io/atomic_file.hpp"
 #include "engine/core/dtype.hpp"
 #include "engine/core/tensor.hpp"
 
@@ -54,21 +55,13 @@ SafetensorsFile parse_safetensors(const std::vector<std::byte>& bytes, const std
 std::vector<std::byte> encode_safetensors(const std::vector<SafetensorsTensor>& tensors,
                                           const std::map<std::string, std::string>& metadata = {});
 
-// Writes `bytes` to `path` atomically: a temporary file in the same directory,
-// fsync, rename over `path`, fsync of the directory. On any failure the temporary
-// file is removed, the previous file at `path` is left untouched, and
-// std::runtime_error names the file and the system's reason. With
-// `create_parent_dirs`, missing directories above `path` are created first (reports,
-// traces and JSON outputs, as `--report DIR` does); checkpoints leave it off, as
-// torch.save does, so a mistyped directory is an error.
-void write_file_atomic(const std::string& path, const std::vector<std::byte>& bytes, bool create_parent_dirs = false);
-
 // Host copy of a tensor's bytes. Tensors that the CPU cannot read (CUDA) are copied
 // to backend->host_memory() through backend->copy; without a backend that is an
 // std::invalid_argument naming `name`, as is a shape-only tensor (no data).
 SafetensorsTensor safetensors_tensor_from(const std::string& name, const Tensor& t, Backend* backend = nullptr);
 
-// Saves named tensors (a state dict, or data "x" and "y") atomically as safetensors.
+// Saves named tensors (a state dict, or data "x" and "y") atomically as safetensors
+// (write_file_atomic as OutputKind::replaceable: a regular file, or a link to one).
 void write_safetensors_atomic(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                               Backend* backend = nullptr, const std::map<std::string, std::string>& metadata = {});
 

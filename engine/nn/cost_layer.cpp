@@ -27,6 +27,12 @@ CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device&
   params_.reserve(desc_.parameters.size());
   for (const auto& p : desc_.parameters) {
     const bool zero = device.computes();
+    if (!p.requires_grad) {
+      // Frozen: a value and no gradient, invisible to the optimizer and to DDP's buckets.
+      frozen_.push_back(zero ? Tensor::zeros(device, p.shape, dtype, MemoryCategory::parameters)
+                             : Tensor::empty(device, p.shape, dtype, MemoryCategory::parameters));
+      continue;
+    }
     Parameter param;
     param.name = p.name;
     param.value = zero ? Tensor::zeros(device, p.shape, dtype, MemoryCategory::parameters)
@@ -35,6 +41,13 @@ CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device&
                       : Tensor::empty(device, p.shape, dtype, MemoryCategory::gradients);
     params_.push_back(std::move(param));
   }
+}
+
+Bytes CostLayer::parameter_bytes() const {
+  Bytes n = 0;
+  for (const auto& p : params_) n += p.value.size_bytes();
+  for (const auto& t : frozen_) n += t.size_bytes();
+  return n;
 }
 
 std::vector<Parameter*> CostLayer::parameters() {
@@ -65,14 +78,16 @@ Tensor CostLayer::forward(const Tensor& x) {
   const std::int64_t batch = x.dim(0);
   const DType saved_dtype = precision_activation_dtype(precision_, op_class_);
   const Bytes elt = faults_.half_activations_saved_as_f64 && dtype_is_half(saved_dtype) ? 8 : dtype_size_bytes(saved_dtype);
-  Bytes param_bytes = 0;
-  for (const auto& p : params_) param_bytes += p.value.size_bytes();
+  const Bytes param_bytes = parameter_bytes();
   const Bytes saved_bytes = desc_.activation_elements_per_sample * batch * elt;
   saved_ = device_->allocate(saved_bytes, MemoryCategory::activations);
   saved_batch_ = batch;
   Tensor y = make_tensor(batch, desc_.output_features, MemoryCategory::activations);
-  kernel_charge(*device_, {"cost_fwd", OpKind::compute, desc_.forward_flops_per_sample * static_cast<double>(batch),
-                           x.size_bytes() + param_bytes, y.size_bytes() + saved_bytes, op_class_});
+  OpCost cost{"cost_fwd", OpKind::compute, desc_.forward_flops_per_sample * static_cast<double>(batch),
+              x.size_bytes() + param_bytes, y.size_bytes() + saved_bytes, op_class_};
+  if (desc_.measured_forward_s_per_sample)
+    cost.measured_s = *desc_.measured_forward_s_per_sample * static_cast<double>(batch);
+  kernel_charge(*device_, cost);
   return y;
 }
 
@@ -83,15 +98,19 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
   if (dy.ndim() != 2 || dy.dim(0) != batch || dy.dim(1) != desc_.output_features)
     throw std::invalid_argument(fmt::format("cost-only layer {}: output gradient has shape {}, expected [{}, {}]",
                                             desc_.name, shape_to_string(dy.shape()), batch, desc_.output_features));
-  Bytes param_bytes = 0;
-  for (const auto& p : params_) param_bytes += p.value.size_bytes();
+  const Bytes param_bytes = parameter_bytes();
+  Bytes grad_bytes = 0;
+  for (const auto& p : params_) grad_bytes += p.grad.size_bytes();
   Tensor dx;
   if (need_input_grad) dx = make_tensor(batch, input_features_, MemoryCategory::activations);
   // Backward is two GEMM-shaped passes (input gradient and weight gradient), each
   // as costly as the forward: 2x forward FLOPs, the convention of Kaplan et al. 2020.
-  kernel_charge(*device_, {"cost_bwd", OpKind::compute, 2.0 * desc_.forward_flops_per_sample * static_cast<double>(batch),
-                           dy.size_bytes() + saved_->size_bytes() + param_bytes,
-                           (dx.defined() ? dx.size_bytes() : 0) + param_bytes, op_class_});
+  OpCost cost{"cost_bwd", OpKind::compute, 2.0 * desc_.forward_flops_per_sample * static_cast<double>(batch),
+              dy.size_bytes() + saved_->size_bytes() + param_bytes, (dx.defined() ? dx.size_bytes() : 0) + grad_bytes,
+              op_class_};
+  if (desc_.measured_backward_s_per_sample)
+    cost.measured_s = *desc_.measured_backward_s_per_sample * static_cast<double>(batch);
+  kernel_charge(*device_, cost);
   clear_saved();
   return dx;
 }

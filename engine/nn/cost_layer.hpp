@@ -4,7 +4,12 @@
 // backward charges twice the forward FLOPs (one GEMM for the input gradient, one
 // for the weight gradient) and frees them. Parameters and gradients are real
 // allocations of the library's shapes, so the memory model, DataParallel's
-// replicate and DDP's buckets see exactly the tensors the real model has.
+// replicate and DDP's buckets see exactly the tensors the real model has. A
+// frozen parameter (requires_grad false in a profile) is a value without a
+// gradient and is not among parameters(): the optimizer and DDP's buckets skip it,
+// as PyTorch's do (DataParallel's replicate then skips it too, where PyTorch
+// broadcasts it). A profiled layer's measured times, when present, are charged
+// instead of its FLOPs and bytes (OpCost::measured_s).
 //
 // Under a training precision the layer's kernels carry its op class (matmul, conv
 // or other, from layer_op_class) so the device charges them at that compute type's
@@ -47,6 +52,7 @@ class CostLayer final : public Layer {
   // (so downstream numeric code reads defined values).
   Tensor make_tensor(std::int64_t rows, std::int64_t features, MemoryCategory category) const;
   void check_input(const Shape& input, const char* what) const;
+  Bytes parameter_bytes() const;  // trainable and frozen values, read by forward and backward
 
   LayerDescription desc_;
   std::int64_t input_features_;
@@ -55,7 +61,8 @@ class CostLayer final : public Layer {
   Precision precision_;
   OpClass op_class_;
   PrecisionFaults faults_;
-  std::vector<Parameter> params_;
+  std::vector<Parameter> params_;  // trainable: value and gradient
+  std::vector<Tensor> frozen_;     // requires_grad false: value only, not in parameters()
   // What forward saved for backward: the activation bytes and the batch size.
   std::shared_ptr<Storage> saved_;
   std::optional<std::int64_t> saved_batch_;

@@ -1,5 +1,6 @@
 #include "engine/nn/model_library.hpp"
 
+#include <cctype>
 #include <set>
 #include <stdexcept>
 
@@ -59,6 +60,41 @@ void validate_model_description(const ModelDescription& m) {
                                             shape_to_string(p.shape)));
     }
   }
+}
+
+namespace {
+
+bool same_gpu_kind(const MeasuredProfile& p, const std::string& gpu_model) {
+  if (p.gpu_model) return *p.gpu_model == gpu_model;
+  if (p.device_kind != "cuda" || gpu_model.empty()) return false;
+  // The GPU's short name (before the first '-') as a whole word of the device's name.
+  const std::string kind = gpu_model.substr(0, gpu_model.find('-'));
+  for (size_t at = p.device.find(kind); at != std::string::npos; at = p.device.find(kind, at + 1)) {
+    const size_t end = at + kind.size();
+    const bool starts = at == 0 || !std::isalnum(static_cast<unsigned char>(p.device[at - 1]));
+    const bool ends = end == p.device.size() || !std::isalnum(static_cast<unsigned char>(p.device[end]));
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string apply_measured_costs(ModelDescription& m, const std::string& gpu_model, const std::string& dtype) {
+  if (!m.measured) return "";
+  const MeasuredProfile& p = *m.measured;
+  const std::string where = fmt::format("{} (torch {}, {}, batch {})", p.device, p.torch, p.dtype, p.batch);
+  if (same_gpu_kind(p, gpu_model) && p.dtype == dtype)
+    return fmt::format("model {}: per-layer forward and backward times measured on {} used as measured on {}, "
+                       "scaled linearly with the batch",
+                       m.name, where, gpu_model);
+  for (auto& l : m.layers) {
+    l.measured_forward_s_per_sample.reset();
+    l.measured_backward_s_per_sample.reset();
+  }
+  return fmt::format("model {}: measured on {}, predicted on {} in {}: the measured times do not apply (another "
+                     "device kind or dtype); the layers cost their FLOPs and bytes on {}",
+                     m.name, where, gpu_model, dtype, gpu_model);
 }
 
 ModelDescription describe_mlp(const MlpSpec& spec) {

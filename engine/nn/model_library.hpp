@@ -7,6 +7,7 @@
 // with the same parameters in the same order.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@ namespace dpt {
 struct ParameterDescription {
   std::string name;
   Shape shape;
+  bool requires_grad = true;  // false: frozen in the profiled model (counted, as model.parameters() counts it)
 };
 
 struct LayerDescription {
@@ -32,6 +34,26 @@ struct LayerDescription {
   // Kept in elements because the dtype is chosen per scenario: bytes = elements x dtype size.
   Elements activation_elements_per_sample = 0;
   std::int64_t output_features = 0;  // flattened per-sample size of the layer's output
+  // Times measured by dptwin_profile (ModelDescription::measured), per sample: the
+  // file holds them for the measured batch; the twin scales them linearly with batch.
+  std::optional<Seconds> measured_forward_s_per_sample;
+  std::optional<Seconds> measured_backward_s_per_sample;
+};
+
+// Where and how a profiled model was measured (dptwin_profile's `measured` block).
+struct MeasuredProfile {
+  std::string device;       // the device's own name ("NVIDIA H100 80GB HBM3", "cpu: AMD EPYC")
+  std::string device_kind;  // "cpu" or "cuda"
+  std::optional<std::string> gpu_model;  // the hardware files' GPU model it is, when the user said so
+  std::string torch;        // torch version
+  std::string dtype;        // "f32", "bf16", ...
+  std::int64_t batch = 0;   // samples per measured step
+  std::optional<int> threads;  // torch threads on the CPU
+  std::string optimizer;    // "adamw", "sgd"
+  int steps = 0, warmup_steps = 0;
+  Seconds step_s = 0, forward_s = 0, backward_s = 0, optimizer_step_s = 0;  // medians
+  Elements frozen_parameters = 0;  // elements with requires_grad false
+  Elements buffer_elements = 0;    // buffers (BatchNorm running statistics): not parameters
 };
 
 struct ModelDescription {
@@ -40,6 +62,7 @@ struct ModelDescription {
   std::int64_t input_features = 0;  // flattened per-sample size of the model's input
   std::vector<LayerDescription> layers;
   std::vector<std::string> sources;  // where the architecture and the FLOP counts come from
+  std::optional<MeasuredProfile> measured;  // present in a dptwin_profile file
 };
 
 // Sum over layers and parameters.
@@ -58,6 +81,14 @@ void validate_model_description(const ModelDescription& m);
 // [out], 2 x in x out forward FLOPs per sample; LayerNorm and activation layers
 // as their own entries, exactly as make_mlp registers them.
 ModelDescription describe_mlp(const MlpSpec& spec);
+
+// Decides whether a profiled model's measured times apply to a prediction on
+// `gpu_model` (the hardware file's GPU name) in `dtype`: they do when the profile
+// was taken on that GPU kind (its gpu_model, or the GPU name in its device name,
+// "H100" of "H100-SXM5-80GB" in "NVIDIA H100 80GB HBM3") in that dtype. Otherwise
+// the per-layer times are dropped, and the layers cost their FLOPs and bytes.
+// Returns the sentence that says which (empty for a model without a profile).
+std::string apply_measured_costs(ModelDescription& m, const std::string& gpu_model, const std::string& dtype);
 
 // Builds the cost-only model on `device`: one CostLayer per description entry,
 // parameters and gradients really allocated (zeroed where the device computes).

@@ -52,24 +52,42 @@ std::vector<std::int64_t> torch_randperm(std::int64_t n, std::uint64_t seed) {
   return r;
 }
 
+namespace {
+std::vector<std::int64_t> sampler_permutation(std::int64_t dataset_len, const DistributedSamplerOptions& o) {
+  if (o.shuffle) return torch_randperm(dataset_len, o.seed + static_cast<std::uint64_t>(o.epoch));
+  std::vector<std::int64_t> perm(static_cast<size_t>(dataset_len));
+  std::iota(perm.begin(), perm.end(), 0);
+  return perm;
+}
+
+// Padding repeats the permutation from its start (as many times as needed);
+// drop_last truncates instead. Either way the ranks hold `total` entries together.
+std::vector<std::int64_t> rank_slice(const std::vector<std::int64_t>& perm, int rank, std::int64_t per_rank,
+                                     const DistributedSamplerOptions& o) {
+  const std::int64_t total = per_rank * o.num_replicas;
+  const auto len = static_cast<std::int64_t>(perm.size());
+  std::vector<std::int64_t> out;
+  out.reserve(static_cast<size_t>(per_rank));
+  for (std::int64_t i = rank; i < total; i += o.num_replicas) out.push_back(perm[static_cast<size_t>(i % len)]);
+  return out;
+}
+}  // namespace
+
 std::vector<std::int64_t> distributed_sampler_indices(std::int64_t dataset_len, int rank,
                                                       const DistributedSamplerOptions& o) {
   const std::int64_t per_rank = distributed_sampler_num_samples(dataset_len, o);
   if (rank < 0 || rank >= o.num_replicas)
     throw std::invalid_argument(fmt::format("DistributedSampler: rank {} is outside 0..{}", rank, o.num_replicas - 1));
-  const std::int64_t total = per_rank * o.num_replicas;
-  std::vector<std::int64_t> perm;
-  if (o.shuffle) {
-    perm = torch_randperm(dataset_len, o.seed + static_cast<std::uint64_t>(o.epoch));
-  } else {
-    perm.resize(static_cast<size_t>(dataset_len));
-    std::iota(perm.begin(), perm.end(), 0);
-  }
-  // Padding repeats the permutation from its start (as many times as needed);
-  // drop_last truncates instead. Either way the result has `total` entries.
-  std::vector<std::int64_t> out;
-  out.reserve(static_cast<size_t>(per_rank));
-  for (std::int64_t i = rank; i < total; i += o.num_replicas) out.push_back(perm[static_cast<size_t>(i % dataset_len)]);
+  return rank_slice(sampler_permutation(dataset_len, o), rank, per_rank, o);
+}
+
+std::vector<std::vector<std::int64_t>> distributed_sampler_assignment(std::int64_t dataset_len,
+                                                                      const DistributedSamplerOptions& o) {
+  const std::int64_t per_rank = distributed_sampler_num_samples(dataset_len, o);
+  const auto perm = sampler_permutation(dataset_len, o);
+  std::vector<std::vector<std::int64_t>> out;
+  out.reserve(static_cast<size_t>(o.num_replicas));
+  for (int r = 0; r < o.num_replicas; ++r) out.push_back(rank_slice(perm, r, per_rank, o));
   return out;
 }
 

@@ -33,6 +33,10 @@ std::int64_t distributed_sampler_num_samples(std::int64_t dataset_len, const Dis
 // The indices rank `rank` visits in one epoch, in order.
 std::vector<std::int64_t> distributed_sampler_indices(std::int64_t dataset_len, int rank,
                                                       const DistributedSamplerOptions& o);
+// Every rank's indices at once (element r is distributed_sampler_indices(len, r, o)),
+// drawing the permutation once instead of once per rank.
+std::vector<std::vector<std::int64_t>> distributed_sampler_assignment(std::int64_t dataset_len,
+                                                                      const DistributedSamplerOptions& o);
 
 // torch.randperm(n, generator=torch.Generator().manual_seed(seed)) on the CPU,
 // element for element: PyTorch's CPU generator is a 32-bit mt19937 seeded with the

@@ -58,6 +58,8 @@ void check_config(const TrainConfig& c) {
   if (c.batch < 1) throw std::invalid_argument(fmt::format("--batch must be at least 1, got {}", c.batch));
   if (c.steps < 0) throw std::invalid_argument(fmt::format("--steps must not be negative, got {}", c.steps));
   if (c.model.widths.size() < 2) throw std::invalid_argument("--model needs at least two widths");
+  // Refused before training, not after it: a checkpoint must be a regular file.
+  if (c.checkpoint_path) check_output_path(*c.checkpoint_path, OutputKind::replaceable, "--checkpoint");
 }
 
 void check_dataset(const Dataset& d, const MlpSpec& spec, LossKind loss, DType dtype, const std::string& where) {

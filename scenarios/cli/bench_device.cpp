@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/flag_limits.hpp"
 #include "scenarios/measure/device_bench.hpp"
 #include "scenarios/measure/real_backend.hpp"
 #include "sim/twin/step_report.hpp"
@@ -29,6 +30,30 @@ std::vector<std::string> collectives_from(const std::string& op, bool given) {
   while (std::getline(in, item, ','))
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+// GEMM sizes beyond this take hours on any machine (2 x 65536^3 flops per GEMM).
+constexpr std::int64_t kMaxGemmSize = 65536;
+
+// On the host every device's buffers live in this machine's memory: refuse a run
+// that cannot fit before allocating. The benchmarks run one after another, so the
+// largest of them bounds the need: a collective's input and output on every rank,
+// a copy's source and destination (plus host staging), three GEMM matrices in f64.
+void require_host_memory(const DeviceBenchOptions& o, int devices, const std::string& max_bytes_text,
+                         const DeviceBenchFlags& f) {
+  const double n = devices;
+  const double collectives = n * 2.0 * static_cast<double>(o.sweep.max_bytes);
+  limits::require_memory(fmt::format("-e {} on {} host devices: every rank's input and output buffers", max_bytes_text,
+                                     devices),
+                         collectives);
+  if (!o.run_memory && !o.run_copies && !o.run_gemm) return;
+  const double copies = (n + 1) * 2.0 * static_cast<double>(o.copy_bytes);
+  limits::require_memory(fmt::format("--copy-bytes {} on {} host devices: the copies' buffers",
+                                     f.copy_bytes.value_or(std::to_string(o.copy_bytes)), devices),
+                         copies);
+  const double g = static_cast<double>(o.gemm_size);
+  limits::require_memory(fmt::format("--gemm-size {}: three {}x{} f64 matrices", o.gemm_size, o.gemm_size, o.gemm_size),
+                         3.0 * g * g * 8.0);
 }
 
 }  // namespace
@@ -55,10 +80,19 @@ int run_device_bench_command(const SharedBenchFlags& s, const DeviceBenchFlags& 
   o.sweep.check = f.check == 1;
   o.dtype = dtype_from_nccl_name(s.dtype);
   o.collectives = collectives_from(s.op, s.op_given);
-  if (f.gemm_size) o.gemm_size = *f.gemm_size;
+  if (f.gemm_size) {
+    if (*f.gemm_size < 1) throw std::invalid_argument(fmt::format("--gemm-size {}: must be positive", *f.gemm_size));
+    limits::require_int_in<std::int64_t>("--gemm-size", *f.gemm_size, 1, kMaxGemmSize);
+    o.gemm_size = *f.gemm_size;
+  }
   if (f.copy_bytes) o.copy_bytes = parse_nccl_size(*f.copy_bytes, "--copy-bytes");
   o.run_gemm = o.run_memory = o.run_copies = !f.no_micro;
   if (f.tf32 && s.backend != "cuda") throw std::invalid_argument("--tf32 applies to --backend cuda only");
+  if (s.backend == "host") {
+    const int devices = s.devices.value_or(2);
+    limits::require_int_in("--devices", devices, 1, limits::kMaxHostDevices, "host devices are worker threads");
+    if (o.sweep.max_bytes >= o.sweep.min_bytes) require_host_memory(o, devices, s.max_bytes, f);
+  }
 
   RealBackendOptions bo;
   bo.devices = s.devices ? s.devices : (s.backend == "host" ? std::optional<int>(2) : std::nullopt);
@@ -94,7 +128,7 @@ int run_device_bench_command(const SharedBenchFlags& s, const DeviceBenchFlags& 
   const auto j = device_bench_to_json(r);
   if (s.json) std::cout << j.dump(2) << "\n";
   if (f.out) {
-    write_file_atomically(*f.out, j.dump(2) + "\n");
+    write_file_atomic(*f.out, j.dump(2) + "\n", {.create_parent_dirs = true});
     if (!s.json) std::cout << "# JSON written to " << *f.out << "\n";
   }
   std::int64_t wrong = 0;

@@ -28,11 +28,13 @@
 
 #include "scenarios/cli/bench_device.hpp"
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/flag_limits.hpp"
 #include "engine/core/units.hpp"
 #include "sim/collectives/collectives.hpp"
 #include "sim/net/hardware.hpp"
 #include "sim/net/platform.hpp"
 #include "sim/twin/sim_process.hpp"
+#include "sim/twin/step_report.hpp"
 
 namespace dpt::cli {
 namespace {
@@ -53,6 +55,7 @@ struct BenchOptions {
   bool json = false;
   DeviceBenchFlags device;           // --backend host|cuda only (bench_device.hpp)
   bool op_given = false;
+  std::vector<std::string> given;    // the flags on the command line, by their long name
 };
 
 struct BenchRow {
@@ -62,7 +65,16 @@ struct BenchRow {
   std::string algorithm;  // what ran (sim: ring/tree/nvls)
 };
 
+// The largest buffer any backend sweeps: 1 PiB (the twin bounds it further by a
+// GPU's memory, the host by this machine's).
+constexpr Bytes kMaxBenchBytes = Bytes{1} << 50;
+// Sizes of one sweep, and collective calls the twin simulates for it (sizes x
+// (warm-up + timed iterations)): bounds that keep a sweep to minutes.
+constexpr int kMaxBenchIters = 100000;
+constexpr std::size_t kMaxSimCollectiveCalls = 100000;
+
 // nccl-tests' parsesize: a number with an optional K, M or G suffix (powers of 1024).
+// The result is a whole number of bytes in 1 .. kMaxBenchBytes.
 Bytes parse_size(const std::string& text, const char* flag) {
   size_t pos = 0;
   double value = 0;
@@ -79,7 +91,12 @@ Bytes parse_size(const std::string& text, const char* flag) {
   else if (!suffix.empty())
     throw std::invalid_argument(fmt::format("{}: unknown size suffix '{}' in '{}' (K, M, G = 1024^k)", flag, suffix, text));
   if (!(value > 0)) throw std::invalid_argument(fmt::format("{}: size must be positive, got '{}'", flag, text));
-  return static_cast<Bytes>(value * mult);
+  const double bytes = value * mult;
+  if (bytes < 1 || bytes != std::floor(bytes))
+    throw std::invalid_argument(fmt::format("{} {}: {} bytes is not a whole number of bytes", flag, text, bytes));
+  if (bytes > static_cast<double>(kMaxBenchBytes))
+    throw std::invalid_argument(fmt::format("{} {}: must be at most 1 PiB ({} bytes)", flag, text, kMaxBenchBytes));
+  return static_cast<Bytes>(bytes);
 }
 
 Bytes dtype_bytes(const std::string& name) {
@@ -112,11 +129,11 @@ std::vector<std::pair<Bytes, Elements>> sweep(const BenchOptions& o, sim::Collec
   const Bytes eb = dtype_bytes(o.dtype);
   const bool blocked = op == sim::CollectiveOp::all_gather || op == sim::CollectiveOp::reduce_scatter;
   std::vector<std::pair<Bytes, Elements>> out;
-  for (Bytes s = lo; s <= hi; s *= o.factor) {
+  for (Bytes s = lo;; s *= o.factor) {
     Elements total = s / eb;
     if (blocked) total = total / n * n;
-    if (total == 0) continue;
-    out.push_back({total * eb, blocked ? total / n : total});
+    if (total > 0) out.push_back({total * eb, blocked ? total / n : total});
+    if (s > hi / o.factor) break;  // the next size would pass -e (or overflow)
   }
   return out;
 }
@@ -157,6 +174,17 @@ std::vector<BenchRow> run_bench_sim(const BenchOptions& o, sim::CollectiveOp op,
   const int n = static_cast<int>(setup.ranks.size());
   const auto sizes = sweep(o, op, n);
   const Bytes eb = dtype_bytes(o.dtype);
+  const Bytes gpu_memory = setup.hw.gpu.memory_bytes;
+  if (!sizes.empty() && sizes.back().first > gpu_memory)
+    throw std::invalid_argument(fmt::format("-e {}: a buffer of {} bytes does not fit in one GPU's memory ({} has {} "
+                                            "bytes)",
+                                            o.max_bytes, sizes.back().first, setup.hw.gpu.name, gpu_memory));
+  const std::size_t calls = sizes.size() * static_cast<std::size_t>(o.warmup + o.iters);
+  if (calls > kMaxSimCollectiveCalls)
+    throw std::invalid_argument(fmt::format("-n {} -w {}: {} sizes x {} iterations = {} collectives to simulate, at most "
+                                            "{}",
+                                            o.iters, o.warmup, sizes.size(), o.warmup + o.iters, calls,
+                                            kMaxSimCollectiveCalls));
   sim::CollectiveSettings settings;
   if (o.algo) {
     try {
@@ -227,8 +255,8 @@ void print_table(const BenchOptions& o, sim::CollectiveOp op, int n, const std::
   if (!rows.empty()) fmt::print("# Avg bus bandwidth    : {:.3f}\n", busbw_sum / rows.size());
 }
 
-void print_json(const BenchOptions& o, sim::CollectiveOp op, int n, const std::string& machine,
-                const std::vector<BenchRow>& rows) {
+nlohmann::json bench_json(const BenchOptions& o, sim::CollectiveOp op, int n, const std::string& machine,
+                          const std::vector<BenchRow>& rows) {
   nlohmann::json j;
   j["backend"] = o.backend;
   j["hardware"] = machine;
@@ -248,10 +276,34 @@ void print_json(const BenchOptions& o, sim::CollectiveOp op, int n, const std::s
                          {"busbw", algbw * busbw_factor(op, n)},
                          {"algorithm", r.algorithm}});
   }
-  std::cout << j.dump(2) << "\n";
+  return j;
+}
+
+bool given(const BenchOptions& o, const std::string& flag) {
+  return std::find(o.given.begin(), o.given.end(), flag) != o.given.end();
+}
+
+// A flag the chosen backend would ignore is refused, naming it.
+void refuse_foreign_flags(const BenchOptions& o) {
+  const bool sim = o.backend == "sim";
+  const std::vector<std::string> sim_only = {"--hardware", "--nodes", "--algo"};
+  const std::vector<std::string> real_only = {"--check", "--gemm-size", "--copy-bytes", "--no-micro", "--tf32"};
+  for (const auto& f : sim ? real_only : sim_only)
+    if (given(o, f))
+      throw std::invalid_argument(sim ? fmt::format("{} applies to --backend host or cuda (the twin has no {})", f,
+                                                    f == "--check" ? "wrong results" : "microbenchmarks")
+                                      : fmt::format("{} applies to --backend sim only (--backend {} measures this "
+                                                    "machine)",
+                                                    f, o.backend));
 }
 
 int run_bench(const BenchOptions& o) {
+  if (o.iters > kMaxBenchIters)
+    throw std::invalid_argument(fmt::format("-n {}: at most {} timed iterations per size", o.iters, kMaxBenchIters));
+  if (o.warmup > kMaxBenchIters)
+    throw std::invalid_argument(fmt::format("-w {}: at most {} warm-up iterations per size", o.warmup, kMaxBenchIters));
+  if (o.backend == "host" || o.backend == "cuda" || o.backend == "sim") refuse_foreign_flags(o);
+  if (o.device.out) limits::require_output_file("--out", *o.device.out);
   if (o.backend == "host" || o.backend == "cuda")
     return run_device_bench_command({o.backend, o.devices, o.min_bytes, o.max_bytes, o.factor, o.iters, o.warmup, o.op,
                                      o.dtype, o.json, o.op_given},
@@ -275,8 +327,13 @@ int run_bench(const BenchOptions& o) {
   const int n = static_cast<int>(setup.ranks.size());
   const std::string machine =
       setup.hw.nodes > 1 ? fmt::format("{} x {} nodes", setup.hw.name, setup.hw.nodes) : setup.hw.name;
-  if (o.json) print_json(o, op, n, machine, rows);
+  const nlohmann::json doc = bench_json(o, op, n, machine, rows);
+  if (o.json) std::cout << doc.dump(2) << "\n";
   else print_table(o, op, n, machine, rows);
+  if (o.device.out) {
+    write_file_atomically(*o.device.out, doc.dump(2) + "\n");
+    if (!o.json) std::cout << "# JSON written to " << *o.device.out << "\n";
+  }
   return kExitOk;
 }
 
@@ -309,6 +366,9 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
               exit_codes_help());
   return [o, cmd]() {
     o->op_given = cmd->count("--op") > 0;
+    for (const char* f : {"--hardware", "--nodes", "--algo", "--check", "--gemm-size", "--copy-bytes", "--no-micro",
+                          "--tf32"})
+      if (cmd->count(f) > 0) o->given.push_back(f);
     return run_bench(*o);
   };
 }};

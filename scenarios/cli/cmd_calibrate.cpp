@@ -49,7 +49,7 @@ int run_calibrate(const CalibrateFlags& f) {
   if (f.out.empty()) {
     std::cout << "\n" << r.yaml;
   } else {
-    write_file_atomically(f.out, r.yaml);
+    write_file_atomic(f.out, r.yaml, {.create_parent_dirs = true});
     std::cout << "calibrated hardware file written to " << f.out << "\n";
   }
   return kExitOk;

@@ -13,6 +13,7 @@
 #include "scenarios/report/report_format.hpp"
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/report/report_text.hpp"
+#include "scenarios/cli/report_lock.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
 namespace dpt::cli {
@@ -94,6 +95,7 @@ int run_compare(const CompareArgs& a) {
     labels.push_back(std::filesystem::path(in).stem().string());
     reports.push_back(load_input(in, lib));
   }
+  const ReportDirLock lock("--report", a.report_dir);
   if (!a.report_dir.empty()) report::write_report(compare_document(labels, reports), a.report_dir);
   if (a.json) {
     nlohmann::json j = nlohmann::json::array();

@@ -7,6 +7,8 @@
 #include "scenarios/cli/command.hpp"
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/report/report_text.hpp"
+#include "scenarios/cli/flag_limits.hpp"
+#include "scenarios/cli/report_lock.hpp"
 #include "scenarios/scenario/sweep.hpp"
 
 namespace dpt::cli {
@@ -23,6 +25,8 @@ int run_merge(const MergeArgs& a) {
   std::vector<scenario::SweepResult> shards;
   for (const auto& f : a.inputs) shards.push_back(scenario::read_sweep_result(f));
   const scenario::SweepResult merged = scenario::merge_sweep_results(shards);
+  limits::require_output_file("-o", a.out);
+  const ReportDirLock lock("--report", a.report_dir);
   if (!a.out.empty()) scenario::write_sweep_result(merged, a.out);
   if (!a.report_dir.empty())
     report::write_report(report::build_sweep_report(merged, {a.report_dir, "dptwin merge", ""}), a.report_dir);

@@ -11,6 +11,8 @@
 #include "scenarios/report/report_format.hpp"
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/report/report_text.hpp"
+#include "scenarios/cli/flag_limits.hpp"
+#include "scenarios/cli/report_lock.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
 namespace dpt::cli {
@@ -119,6 +121,8 @@ int run_plan(const PlanArgs& a) {
   }
   if (a.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", a.jobs));
   scenario::validate_scenario(s, lib);
+  limits::require_output_file("--out", a.out);
+  const ReportDirLock lock("--report", a.report_dir);
   scenario::SweepOptions o;
   o.jobs = a.jobs;
   o.progress = whatif::stderr_is_terminal() && !a.json;

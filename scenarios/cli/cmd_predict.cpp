@@ -9,6 +9,8 @@
 #include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/report/report_text.hpp"
+#include "scenarios/cli/flag_limits.hpp"
+#include "scenarios/cli/report_lock.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
 namespace dpt::cli {
@@ -42,6 +44,9 @@ int run_predict(const PredictArgs& a) {
                                             s.file, axes));
   }
   const scenario::ResolvedPoint point = scenario::resolve_point(s, s.base, lib);
+  limits::require_output_file("--out", a.out);
+  limits::require_output_file("--trace", a.trace);
+  const ReportDirLock lock("--report", a.report_dir);
   const StepReport r = a.every_rank ? scenario::predict_point_every_rank(point, a.trace) : scenario::predict_point(point, a.trace);
   if (!a.out.empty()) write_step_report(r, a.out);
   if (!a.report_dir.empty()) {

@@ -11,6 +11,7 @@
 #include "scenarios/scenario/default_scenario.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/report/report_sweep.hpp"
+#include "scenarios/cli/report_lock.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
 namespace dpt::cli {
@@ -28,6 +29,7 @@ bool is_results_file(const std::string& path) { return std::filesystem::path(pat
 
 int run_report(const ReportArgs& a) {
   const auto lib = whatif::library();
+  ReportDirLock lock;  // taken once the input is known good
   scenario::SweepResult r;
   std::string scenario_text;
   if (!a.input.empty() && is_results_file(a.input)) {
@@ -35,6 +37,7 @@ int run_report(const ReportArgs& a) {
     if (r.shard_count != 1)
       throw std::invalid_argument(fmt::format("{}: shard {}/{} holds only part of the sweep; dptwin merge the shards "
                                               "first", a.input, r.shard_index, r.shard_count));
+    lock = ReportDirLock("-o", a.out_dir);
   } else {
     if (a.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", a.jobs));
     scenario::Scenario s = a.input.empty()
@@ -43,6 +46,7 @@ int run_report(const ReportArgs& a) {
                                : scenario::load_scenario_file(a.input);
     whatif::apply_point_flags(s, a.flags);
     scenario::validate_scenario(s, lib);
+    lock = ReportDirLock("-o", a.out_dir);
     scenario::SweepOptions o;
     o.jobs = a.jobs;
     o.progress = whatif::stderr_is_terminal() && !a.json;

@@ -14,8 +14,9 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "scenarios/cli/command.hpp"
 #include "engine/parallel/split.hpp"
+#include "scenarios/cli/command.hpp"
+#include "scenarios/cli/flag_limits.hpp"
 
 namespace dpt::cli {
 namespace {
@@ -25,7 +26,7 @@ struct SplitFlags {
   int devices = 0;            // --devices
   std::string strategy = "dp";
   bool shuffle = false;       // --shuffle (ddp)
-  std::uint64_t seed = 0;     // --seed (ddp, with --shuffle; PyTorch's default 0)
+  std::int64_t seed = 0;      // --seed (ddp, with --shuffle; PyTorch's default 0)
   std::int64_t epoch = 0;     // --epoch (ddp, with --shuffle; set_epoch)
   bool drop_last = false;     // --drop-last (ddp)
   bool json = false;
@@ -46,9 +47,17 @@ std::string indices_text(const std::vector<std::int64_t>& v) {
 
 std::string samples_word(std::int64_t n) { return n == 1 ? "sample" : "samples"; }
 
+// split lists every index it assigns, so the batch and the device count are bounded
+// by what a listing can hold (2^24 indices: about 400 MiB as JSON), not by memory.
+constexpr std::int64_t kMaxSplitBatch = std::int64_t{1} << 24;
+constexpr int kMaxSplitDevices = 65536;
+
 int run_split(const SplitFlags& f) {
   if (f.batch < 0) throw std::invalid_argument(fmt::format("--batch must not be negative, got {}", f.batch));
   if (f.devices < 1) throw std::invalid_argument(fmt::format("--devices must be at least 1, got {}", f.devices));
+  limits::require_int_in<std::int64_t>("--batch", f.batch, 0, kMaxSplitBatch, "split lists every index");
+  limits::require_int_in("--devices", f.devices, 1, kMaxSplitDevices);
+  if (f.seed < 0) throw std::invalid_argument(fmt::format("--seed must not be negative, got {}", f.seed));
   const bool ddp = f.strategy == "ddp";
   if (!ddp && (f.shuffle || f.drop_last || f.seed != 0 || f.epoch != 0))
     throw std::invalid_argument("--shuffle, --seed, --epoch and --drop-last apply to --strategy ddp only "
@@ -76,10 +85,10 @@ int run_split(const SplitFlags& f) {
     DistributedSamplerOptions o;
     o.num_replicas = f.devices;
     o.shuffle = f.shuffle;
-    o.seed = f.seed;
+    o.seed = static_cast<std::uint64_t>(f.seed);
     o.epoch = f.epoch;
     o.drop_last = f.drop_last;
-    for (int r = 0; r < f.devices; ++r) per_device[static_cast<size_t>(r)] = distributed_sampler_indices(f.batch, r, o);
+    per_device = distributed_sampler_assignment(f.batch, o);
     const std::int64_t per_rank = distributed_sampler_num_samples(f.batch, o);
     const std::int64_t total = per_rank * f.devices;
     doc["rule"] = "DistributedSampler: rank r gets indices[r::N]";

@@ -9,6 +9,8 @@
 #include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/report/report_text.hpp"
+#include "scenarios/cli/flag_limits.hpp"
+#include "scenarios/cli/report_lock.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
 namespace dpt::cli {
@@ -31,7 +33,15 @@ int run_sweep_command(const SweepArgs& a) {
   whatif::apply_point_flags(s, a.flags);
   if (a.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", a.jobs));
   const auto [shard_index, shard_count] = scenario::parse_shard(a.shard, "--shard");
-  scenario::validate_scenario(s, lib);
+  const bool whole = shard_count == 1;
+  if (!a.report_dir.empty() && !whole)
+    throw std::invalid_argument("--report needs every point: run the shards, dptwin merge them, then dptwin report "
+                                "MERGED.json");
+  limits::require_output_file("-o", a.out);
+  limits::require_output_dir("--trace-dir", a.trace_dir);
+  // Only this shard's points are resolved: a shard of a huge sweep starts at once.
+  scenario::validate_scenario(s, lib, shard_index, shard_count);
+  const ReportDirLock lock("--report", a.report_dir);
   scenario::SweepOptions o;
   o.jobs = a.jobs;
   o.shard_index = shard_index;
@@ -40,11 +50,7 @@ int run_sweep_command(const SweepArgs& a) {
   o.trace_dir = !a.trace_dir.empty() ? a.trace_dir : (!a.report_dir.empty() ? a.report_dir + "/traces" : "");
   const scenario::SweepResult r = scenario::run_sweep(s, lib, scenario::predict_point, o);
   if (!a.out.empty()) scenario::write_sweep_result(r, a.out);
-  const bool whole = shard_count == 1;
   if (!a.report_dir.empty()) {
-    if (!whole)
-      throw std::invalid_argument("--report needs every point: run the shards, dptwin merge them, then dptwin report "
-                                  "MERGED.json");
     report::write_report(report::build_sweep_report(r, {a.report_dir, "dptwin sweep " + a.scenario_file, s.text}),
                          a.report_dir);
   }

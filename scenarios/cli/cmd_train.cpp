@@ -1,5 +1,7 @@
 // `dptwin train`: trains an MLP on the host or CUDA backend with the single, dp or ddp
 // strategy, printing the loss of every step (or one JSON document with --json).
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <iostream>
 #include <optional>
@@ -8,9 +10,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "scenarios/cli/command.hpp"
-#include "scenarios/cli/train_device.hpp"
 #include "engine/parallel/trainer.hpp"
+#include "scenarios/cli/command.hpp"
+#include "scenarios/cli/flag_limits.hpp"
+#include "scenarios/cli/train_device.hpp"
 
 namespace dpt::cli {
 namespace {
@@ -28,7 +31,7 @@ struct TrainFlags {
   std::optional<std::int64_t> batch;      // --batch: global batch of one step
   std::optional<std::int64_t> batch_per_device;  // --batch-per-device: per-rank batch
   int steps = 10;                         // --steps
-  std::uint64_t seed = 0;                 // --seed
+  std::int64_t seed = 0;                  // --seed (not negative)
   std::optional<std::string> dtype;       // --dtype f32|f64
   std::optional<std::string> checkpoint;  // --checkpoint OUT.safetensors
   std::optional<std::string> init;        // --init IN.safetensors
@@ -43,6 +46,25 @@ struct TrainFlags {
 };
 
 constexpr std::int64_t kDefaultBatch = 32;
+
+// A lower bound on the host memory a run takes, in bytes (double: the product of two
+// huge widths must not wrap): every device's replica of the parameters and
+// gradients, the optimizer state, the activations of its share of the batch
+// (forward and backward) and the synthetic data set.
+double host_bytes_needed(const TrainConfig& c, int devices, LossKind loss) {
+  double params = 0, widths = 0;
+  const auto& w = c.model.widths;
+  for (size_t i = 0; i + 1 < w.size(); ++i)
+    params += static_cast<double>(w[i]) * static_cast<double>(w[i + 1]) + static_cast<double>(w[i + 1]);
+  for (auto x : w) widths += static_cast<double>(x);
+  const double state = c.optimizer == OptimizerKind::adamw ? 2 : (c.sgd.momentum > 0 ? 1 : 0);
+  const double element = c.dtype && *c.dtype == DType::f64 ? 8 : 4;
+  const double per_device_batch = std::ceil(static_cast<double>(c.batch) / devices);
+  const double samples = c.data_path ? 0.0 : static_cast<double>(std::max(c.batch, c.synthetic_samples));
+  const double label = loss == LossKind::cross_entropy ? 1 : static_cast<double>(w.back());
+  return element * (devices * (params * (2 + state) + 2 * per_device_batch * widths) +
+                    samples * (static_cast<double>(w.front()) + label));
+}
 
 TrainConfig config_from(const TrainFlags& f, int& devices_out) {
   TrainConfig c;
@@ -62,18 +84,24 @@ TrainConfig config_from(const TrainFlags& f, int& devices_out) {
   if (c.strategy.kind == StrategyKind::single && devices != 1)
     throw std::invalid_argument(
         fmt::format("--devices {} needs --strategy dp or ddp (single uses one device)", devices));
+  if (f.device.backend == "host")
+    limits::require_int_in("--devices", devices, 1, limits::kMaxHostDevices, "host devices are worker threads");
   for (int i = 0; i < devices; ++i) c.strategy.device_ids.push_back(i);
   devices_out = devices;
 
   if (f.lr && !(*f.lr >= 0)) throw std::invalid_argument(fmt::format("--lr must not be negative, got {}", *f.lr));
   if (f.weight_decay && !(*f.weight_decay >= 0))
     throw std::invalid_argument(fmt::format("--weight-decay must not be negative, got {}", *f.weight_decay));
+  // Finite, and below what any recipe uses: larger values only train to NaN.
+  if (f.lr) limits::require_finite_in("--lr", *f.lr, 0, 1e6);
+  if (f.weight_decay) limits::require_finite_in("--weight-decay", *f.weight_decay, 0, 1e6);
   if (c.optimizer == OptimizerKind::sgd) {
     c.sgd.lr = f.lr.value_or(0.01);
     c.sgd.momentum = f.momentum.value_or(0.0);
     c.sgd.weight_decay = f.weight_decay.value_or(0.0);
     if (!(c.sgd.momentum >= 0))
       throw std::invalid_argument(fmt::format("--momentum must not be negative, got {}", c.sgd.momentum));
+    limits::require_finite_in("--momentum", c.sgd.momentum, 0, 1, "a momentum above 1 makes the buffer grow");
   } else {
     if (f.momentum) throw std::invalid_argument("--momentum applies to --optimizer sgd only (AdamW has betas)");
     c.adamw.lr = f.lr.value_or(1e-3);
@@ -92,7 +120,8 @@ TrainConfig config_from(const TrainFlags& f, int& devices_out) {
 
   if (f.steps < 0) throw std::invalid_argument(fmt::format("--steps must not be negative, got {}", f.steps));
   c.steps = f.steps;
-  c.seed = f.seed;
+  if (f.seed < 0) throw std::invalid_argument(fmt::format("--seed must not be negative, got {}", f.seed));
+  c.seed = static_cast<std::uint64_t>(f.seed);
   if (f.dtype) {
     c.dtype = dtype_from_name(*f.dtype);
     if (!dtype_is_floating(*c.dtype))
@@ -107,12 +136,19 @@ TrainConfig config_from(const TrainFlags& f, int& devices_out) {
     if (!ddp) throw std::invalid_argument("--bucket-cap-mb applies to --strategy ddp only");
     if (!(*f.bucket_cap_mb > 0))
       throw std::invalid_argument(fmt::format("--bucket-cap-mb must be positive, got {}", *f.bucket_cap_mb));
+    limits::require_finite_in("--bucket-cap-mb", *f.bucket_cap_mb, limits::kMinBucketCapMb, limits::kMaxBucketCapMb,
+                              "a bucket holds at least one byte and at most 1 TiB");
     c.strategy.bucket_cap_mb = *f.bucket_cap_mb;
   }
   if (f.uneven) {
     if (!ddp) throw std::invalid_argument("--uneven applies to --strategy ddp only");
     c.strategy.uneven = *f.uneven == "weighted" ? UnevenMode::weighted : UnevenMode::pytorch;
   }
+  if (f.device.backend == "host")
+    limits::require_memory(fmt::format("--model {} with --batch {} on {} device(s): parameters, gradients, optimizer "
+                                       "state, activations and data",
+                                       f.model, c.batch, devices),
+                           host_bytes_needed(c, devices, c.loss));
   return c;
 }
 

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/flag_limits.hpp"
 #include "engine/host/host_backend.hpp"
 #include "engine/host/host_gemm.hpp"
 #include "scenarios/measure/calibrate.hpp"
@@ -38,7 +39,7 @@ struct VerifyFlags {
   std::optional<int> devices;
   std::string hardware;
   int cases = 100;
-  std::optional<std::uint64_t> seed;
+  std::optional<std::int64_t> seed;   // not negative
   std::string only;
   bool json = false;
   std::string junit;
@@ -99,6 +100,16 @@ int run_verify(const VerifyFlags& f) {
     throw std::invalid_argument("--as-measured is for --backend sim (a degraded twin as the machine under test)");
   if (f.cases < 1) throw std::invalid_argument(fmt::format("--cases {}: must be at least 1", f.cases));
   const PlantedBug bug = planted_bug_from_name(f.inject_bug);
+  // A self-test must be able to fail: ring-step lives in the host backend's ring, so
+  // on the twin or on NCCL it would plant nothing and pass.
+  if (bug == PlantedBug::ring_step && f.backend != "host")
+    throw std::invalid_argument(fmt::format("--inject-bug ring-step: the bug is planted in the host backend's ring "
+                                            "all-reduce; --backend {} runs other collectives, so the self-test would "
+                                            "prove nothing (use --backend host, or drop-chunk or skip-divide)",
+                                            f.backend));
+  if (f.seed && *f.seed < 0) throw std::invalid_argument(fmt::format("--seed {}: must not be negative", *f.seed));
+  if (f.backend == "host" && f.devices)
+    limits::require_int_in("--devices", *f.devices, 1, limits::kMaxHostDevices, "host devices are worker threads");
   const std::optional<CheckKind> only =
       f.only.empty() ? std::nullopt : std::optional<CheckKind>(check_kind_from_name(f.only));
   const bool run_correctness = !only || *only == CheckKind::correctness;
@@ -113,12 +124,15 @@ int run_verify(const VerifyFlags& f) {
   if (f.backend != "sim") real = make_real_backend(f.backend, f.devices);
   const int devices = real ? real->device_count() : f.devices.value_or(nominal->spec.gpu_count());
   if (devices < 1) throw std::invalid_argument(fmt::format("--devices {}: must be at least 1", devices));
+  if (!real && devices > nominal->spec.gpu_count())  // refused before the header is printed
+    throw std::invalid_argument(fmt::format("--devices {}: hardware '{}' has {} GPUs", devices, nominal->spec.name,
+                                            nominal->spec.gpu_count()));
 
   VerifyRun run;
   run.backend = f.backend;
   run.devices = devices;
   run.hardware = nominal ? nominal->spec.source_file : (f.backend == "host" ? "host calibration" : "");
-  run.seed = f.seed ? *f.seed : std::random_device{}() % 1000000;
+  run.seed = f.seed ? static_cast<std::uint64_t>(*f.seed) : std::random_device{}() % 1000000;
   run.cases = f.cases;
   run.timestamp = utc_timestamp_now();
   run.hostname = local_hostname();
@@ -185,7 +199,7 @@ int run_verify(const VerifyFlags& f) {
         const std::string device = measured.device_names.empty() ? f.backend : measured.device_names.front();
         const CalibrationResult cal =
             calibrate_from_figures(*prediction_spec, measured, predicted, device, run.timestamp);
-        write_file_atomically(f.calibrate_out, cal.yaml);
+        write_file_atomic(f.calibrate_out, cal.yaml, {.create_parent_dirs = true});
         if (!f.json) std::cout << "calibrated hardware file written to " << f.calibrate_out << "\n";
       }
     }

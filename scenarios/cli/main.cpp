@@ -5,6 +5,7 @@
 #include <map>
 
 #include "scenarios/cli/command.hpp"
+#include "sim/twin/sim_process.hpp"
 
 namespace dpt::cli {
 
@@ -45,6 +46,10 @@ int main(int argc, char** argv) {
     } catch (const std::invalid_argument& e) {
       std::cerr << "dptwin " << sub->get_name() << ": error: " << e.what() << "\n";
       return kExitUsage;
+    } catch (const dpt::sim::Interrupted& e) {
+      // As a shell reports a process ended by the signal.
+      std::cerr << "dptwin " << sub->get_name() << ": " << e.what() << "\n";
+      return 128 + e.signal();
     } catch (const std::exception& e) {
       std::cerr << "dptwin " << sub->get_name() << ": error: " << e.what() << "\n";
       return kExitRuntimeError;

@@ -5,6 +5,7 @@
 #pragma once
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -14,7 +15,6 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <yaml-cpp/yaml.h>
 
 #include "scenarios/scenario/scenario.hpp"
 
@@ -63,10 +63,13 @@ inline void add_point_flags(CLI::App* app, PointFlags& f) {
 }
 
 namespace detail {
-inline void set_flag(scenario::Scenario& s, const std::string& field, const std::string& value, const std::string& flag) {
-  // A flag fixes the field: it replaces the file's value and any sweep axis over it.
+// A flag fixes the field: it replaces the file's value and any sweep axis over it.
+// The value goes into the scenario as its type (no text round trip), through the
+// checks the file's keys get.
+inline void set_flag(scenario::Scenario& s, const std::string& field, const scenario::PointValue& value,
+                     const std::string& flag) {
   std::erase_if(s.sweep, [&](const scenario::SweepAxis& a) { return a.name == field; });
-  scenario::set_point_field(s.base, field, YAML::Node(value), flag + ": ");
+  scenario::set_point_value(s.base, field, value, flag + ": ");
 }
 inline void clear_field(scenario::Scenario& s, const std::string& field) {
   std::erase_if(s.sweep, [&](const scenario::SweepAxis& a) { return a.name == field; });
@@ -77,40 +80,54 @@ inline void clear_field(scenario::Scenario& s, const std::string& field) {
   if (field == "devices") s.base.devices.reset();
   if (field == "nodes") s.base.nodes.reset();
 }
+// Flags that contradict each other are refused, as the same keys in a file are.
+inline void check_flag_conflicts(const PointFlags& f) {
+  if (f.gpus && (f.devices || f.nodes))
+    throw std::invalid_argument(fmt::format("--gpus {}{}{}: give --gpus (total) or --devices and --nodes, not both",
+                                            *f.gpus, f.devices ? fmt::format(" --devices {}", *f.devices) : "",
+                                            f.nodes ? fmt::format(" --nodes {}", *f.nodes) : ""));
+  if (f.batch && f.batch_per_device)
+    throw std::invalid_argument(fmt::format("--batch {} --batch-per-device {}: give --batch (global) or "
+                                            "--batch-per-device, not both",
+                                            *f.batch, *f.batch_per_device));
+}
 }  // namespace detail
 
 // Applies the flags to a scenario and re-checks its cross-field rules.
 inline void apply_point_flags(scenario::Scenario& s, const PointFlags& f) {
   using detail::clear_field;
   using detail::set_flag;
+  using I = std::int64_t;
+  detail::check_flag_conflicts(f);
   if (f.hardware) set_flag(s, "hardware", *f.hardware, "--hardware");
   if (f.model) set_flag(s, "model", *f.model, "--model");
   if (f.strategy) set_flag(s, "strategy", *f.strategy, "--strategy");
   if (f.gpus) {
     clear_field(s, "devices");
     clear_field(s, "nodes");
-    set_flag(s, "gpus", std::to_string(*f.gpus), "--gpus");
+    set_flag(s, "gpus", I{*f.gpus}, "--gpus");
   }
   if (f.devices || f.nodes) clear_field(s, "gpus");
-  if (f.devices) set_flag(s, "devices", std::to_string(*f.devices), "--devices");
-  if (f.nodes) set_flag(s, "nodes", std::to_string(*f.nodes), "--nodes");
+  if (f.devices) set_flag(s, "devices", I{*f.devices}, "--devices");
+  if (f.nodes) set_flag(s, "nodes", I{*f.nodes}, "--nodes");
   if (f.batch) {
     clear_field(s, "batch_per_device");
-    set_flag(s, "batch", std::to_string(*f.batch), "--batch");
+    set_flag(s, "batch", I{*f.batch}, "--batch");
   }
   if (f.batch_per_device) {
     clear_field(s, "batch");
-    set_flag(s, "batch_per_device", std::to_string(*f.batch_per_device), "--batch-per-device");
+    set_flag(s, "batch_per_device", I{*f.batch_per_device}, "--batch-per-device");
   }
   if (f.dtype) set_flag(s, "dtype", *f.dtype, "--dtype");
   if (f.precision) set_flag(s, "precision", *f.precision, "--precision");
-  if (f.accumulate) set_flag(s, "accumulate", std::to_string(*f.accumulate), "--accumulate");
-  if (f.bucket_cap_mb) set_flag(s, "bucket_cap_mb", fmt::format("{}", *f.bucket_cap_mb), "--bucket-cap-mb");
+  if (f.accumulate) set_flag(s, "accumulate", I{*f.accumulate}, "--accumulate");
+  if (f.bucket_cap_mb) set_flag(s, "bucket_cap_mb", *f.bucket_cap_mb, "--bucket-cap-mb");
   if (f.optimizer) set_flag(s, "optimizer", *f.optimizer, "--optimizer");
   for (const auto& o : f.overrides) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == o.size())
       throw std::invalid_argument(fmt::format("--override {}: expected PATH=VALUE, e.g. --override 'gpu.memory=40 GiB'", o));
+    // The value is text as the user wrote it (it may carry a unit): the hardware parser reads it.
     const std::string path = o.substr(0, eq);
     set_flag(s, "overrides." + path, o.substr(eq + 1), "--override " + path);
   }

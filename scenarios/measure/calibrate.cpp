@@ -170,6 +170,12 @@ std::string hardware_yaml(const sim::HardwareSpec& hw, const YamlComments& comme
     if (fat) {
       e.line(2, "network.nodes_per_leaf", "nodes_per_leaf", std::to_string(hw.network->nodes_per_leaf));
       e.line(2, "network.oversubscription", "oversubscription", fmt::format("{:.9g}", hw.network->oversubscription));
+      if (hw.network->switch_radix > 0)
+        e.line(2, "network.switch_radix", "switch_radix", std::to_string(hw.network->switch_radix));
+      if (hw.network->switch_link_rate)
+        e.line(2, "network.switch_link_rate", "switch_link_rate", bandwidth(*hw.network->switch_link_rate));
+      e.line(2, "network.core_oversubscription", "core_oversubscription",
+             fmt::format("{:.9g}", hw.network->core_oversubscription));
     }
   }
   e.line(0, "efficiency", "efficiency", "");

@@ -130,7 +130,7 @@ WrittenReport write_report(const ReportDocument& doc, const std::string& dir) {
   auto write = [&](const std::string& rel, const std::string& text) {
     const fs::path p = fs::path(dir) / rel;
     fs::create_directories(p.parent_path(), ec);
-    write_file_atomically(p.string(), text);
+    write_file_atomic(p.string(), text, {.create_parent_dirs = true});
     out.files.push_back(rel);
   };
   std::map<std::string, std::string> svgs;

@@ -12,6 +12,13 @@ std::string format_figure(double v) {
   const bool negative = v < 0;
   double a = std::fabs(v);
   const int magnitude = static_cast<int>(std::floor(std::log10(a)));
+  if (magnitude >= 15 || magnitude < -6) {
+    // Past 10^15 the rounded digits no longer fit the integer arithmetic below (10^20
+    // overflowed long long), and below 10^-6 the decimals run long (1e-300 would print
+    // 302 of them): such figures read better in scientific notation.
+    std::string s = fmt::format("{:.2e}", a);
+    return negative ? "-" + s : s;
+  }
   if (magnitude < 2) {
     // Below 100: three significant digits as decimals (12.3, 1.23, 0.0123).
     const int decimals = 2 - magnitude;

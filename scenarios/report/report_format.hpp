@@ -9,7 +9,8 @@
 namespace dpt::report {
 
 // Three significant digits with thousands separators: 12437.2 -> "12,400",
-// 512.3 -> "512", 12.34 -> "12.3", 0.01234 -> "0.0123".
+// 512.3 -> "512", 12.34 -> "12.3", 0.01234 -> "0.0123"; from 10^15 and below 10^-6 in scientific
+// notation (1.23e+20); "n/a" when not finite.
 std::string format_figure(double v);
 // A fraction as a whole percentage with a space: 0.943 -> "94 %".
 std::string format_percent(double fraction);

@@ -1,17 +1,46 @@
 #include "scenarios/scenario/model_library_yaml.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "engine/nn/model_transformer.hpp"
+#include "scenarios/scenario/model_hf_config.hpp"
 #include "sim/net/yaml_util.hpp"
 
 namespace dpt {
 namespace {
 
 using sim::MapReader;
+
+// dptwin_profile's block: where and how the model was measured.
+MeasuredProfile parse_measured(MapReader r) {
+  MeasuredProfile p;
+  p.device = r.get_string("device");
+  p.device_kind = r.get_string("device_kind");
+  if (p.device_kind != "cpu" && p.device_kind != "cuda")
+    r.fail("device_kind", fmt::format("'{}' is neither cpu nor cuda", p.device_kind));
+  p.gpu_model = r.opt_string("gpu_model");
+  p.torch = r.get_string("torch");
+  p.dtype = r.get_string("dtype");
+  p.batch = r.get_positive_int("batch");
+  if (auto t = r.opt_int("threads")) p.threads = static_cast<int>(*t);
+  p.optimizer = r.get_string("optimizer");
+  p.steps = static_cast<int>(r.get_positive_int("steps"));
+  p.warmup_steps = static_cast<int>(r.get_int("warmup_steps"));
+  for (auto [key, field] : {std::pair{"step_s", &p.step_s}, {"forward_s", &p.forward_s},
+                            {"backward_s", &p.backward_s}, {"optimizer_step_s", &p.optimizer_step_s}}) {
+    *field = r.get_double(key);
+    r.require_non_negative(key, *field);
+  }
+  p.frozen_parameters = r.opt_int("frozen_parameters").value_or(0);
+  p.buffer_elements = r.opt_int("buffer_elements").value_or(0);
+  r.finish();
+  return p;
+}
 
 ModelDescription parse_model_node(const YAML::Node& root, const std::string& file) {
   MapReader top(root, file, "");
@@ -22,29 +51,56 @@ ModelDescription parse_model_node(const YAML::Node& root, const std::string& fil
   ModelDescription m;
   m.name = top.get_string("name");
   m.sample = top.get_string("sample");
-  m.input_features = top.get_positive_int("input_features");
+  // Plausibility bounds: a per-sample size of 10^12 elements is 4 TB of input per sample;
+  // a layer of 10^18 flops per sample is 1,000x GPT-3's whole forward per sequence.
+  constexpr std::int64_t kMaxFeatures = 1'000'000'000'000;
+  constexpr double kMaxLayerFlops = 1e18;
+  constexpr std::int64_t kMaxTensorElements = 10'000'000'000'000;  // 10^13 per tensor
+  constexpr std::int64_t kMaxModelElements = 100'000'000'000'000;  // 10^14 parameters in all
+  m.input_features = top.get_int_in("input_features", 1, kMaxFeatures);
   YAML::Node sources = top.node("sources");
   if (!sources.IsSequence() || sources.size() == 0) top.fail("sources", "expected a non-empty list of sources");
-  for (const auto& s : sources) m.sources.push_back(s.as<std::string>());
+  for (const auto& s : sources) {
+    if (!s.IsScalar()) top.fail("sources", "expected a list of strings");
+    m.sources.push_back(s.Scalar());
+  }
+  std::int64_t model_elements = 0;
 
+  if (top.has("measured")) m.measured = parse_measured(top.map("measured"));
   std::vector<MapReader> layers = top.map_list("layers");
   if (layers.empty()) top.fail("layers", "expected at least one layer");
   for (auto& lr : layers) {
     LayerDescription l;
     l.name = lr.get_string("name");
     l.type = lr.get_string("type");
-    l.forward_flops_per_sample = lr.get_double("forward_flops_per_sample");
-    lr.require_non_negative("forward_flops_per_sample", l.forward_flops_per_sample);
-    l.activation_elements_per_sample = lr.get_int("activation_elements_per_sample");
-    lr.require_non_negative("activation_elements_per_sample", static_cast<double>(l.activation_elements_per_sample));
-    l.output_features = lr.get_positive_int("output_features");
+    l.forward_flops_per_sample = lr.get_double_in("forward_flops_per_sample", 0, kMaxLayerFlops);
+    l.activation_elements_per_sample = lr.get_int_in("activation_elements_per_sample", 0, kMaxTensorElements);
+    l.output_features = lr.get_int_in("output_features", 1, kMaxFeatures);
+    // The file holds the measured batch's times; the description keeps them per sample.
+    for (auto [key, field] : {std::pair{"forward_s", &l.measured_forward_s_per_sample},
+                              {"backward_s", &l.measured_backward_s_per_sample}})
+      if (auto v = lr.opt_double(key)) {
+        lr.require_non_negative(key, *v);
+        if (!m.measured) lr.fail(key, "measured times need the file's measured block (batch, device)");
+        *field = *v / static_cast<double>(m.measured->batch);
+      }
     for (auto& pr : lr.map_list("parameters")) {
       ParameterDescription p;
       p.name = pr.get_string("name");
       p.shape = pr.get_int_list("shape");
       if (p.shape.empty()) pr.fail("shape", "expected at least one dimension");
-      for (auto d : p.shape)
+      p.requires_grad = pr.opt_bool("requires_grad").value_or(true);
+      // Checked as the product grows, so no multiplication can overflow.
+      std::int64_t elements = 1;
+      for (auto d : p.shape) {
         if (d <= 0) pr.fail("shape", fmt::format("dimensions must be positive, got {}", shape_to_string(p.shape)));
+        if (d > kMaxTensorElements / elements)
+          pr.fail("shape", fmt::format("{} has more than {} elements", shape_to_string(p.shape), kMaxTensorElements));
+        elements *= d;
+      }
+      model_elements += elements;
+      if (model_elements > kMaxModelElements)
+        pr.fail("shape", fmt::format("the model's parameters exceed {} elements", kMaxModelElements));
       pr.finish();
       l.parameters.push_back(std::move(p));
     }
@@ -67,6 +123,12 @@ ModelDescription parse_model_node(const YAML::Node& root, const std::string& fil
                 fmt::format("{} disagrees with the layers' sum {}", acts, model_activation_elements_per_sample(m)));
   totals.finish();
   top.finish();
+  if (m.measured)
+    for (const auto& l : m.layers)
+      if (!l.measured_forward_s_per_sample || !l.measured_backward_s_per_sample)
+        top.fail("layers", fmt::format("layer {} has no forward_s and backward_s, but the file is a measured profile "
+                                       "(every layer needs both)",
+                                       l.name));
   try {
     validate_model_description(m);
   } catch (const std::invalid_argument& e) {
@@ -75,7 +137,88 @@ ModelDescription parse_model_node(const YAML::Node& root, const std::string& fil
   return m;
 }
 
+// A YAML scalar: plain when it is a simple word (names such as "h.0",
+// "Conv2d+BatchNorm2d"), otherwise double-quoted with escapes.
+std::string yaml_scalar(const std::string& s, bool always_quote = false) {
+  bool plain = !always_quote && !s.empty();
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '+' || c == '-')) plain = false;
+  if (plain && (s[0] == '-' || s[0] == '.')) plain = false;
+  for (const char* word : {"null", "Null", "NULL", "true", "True", "false", "False", "yes", "no", "on", "off"})
+    if (s == word) plain = false;  // words YAML would read as something other than a string
+  if (plain) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out + '"';
+}
+
+// Whole numbers as integers (as generate.py writes them); others in the shortest
+// form that reads back to the same double.
+std::string yaml_number(double x) {
+  if (std::nearbyint(x) == x && std::fabs(x) < 9.0e15) return fmt::format("{:.0f}", x);
+  return fmt::format("{}", x);
+}
+
+std::string measured_to_yaml(const MeasuredProfile& p) {
+  std::string out = fmt::format("measured:\n  device: {}\n  device_kind: {}\n", yaml_scalar(p.device, true),
+                                p.device_kind);
+  if (p.gpu_model) out += fmt::format("  gpu_model: {}\n", yaml_scalar(*p.gpu_model, true));
+  out += fmt::format("  torch: {}\n  dtype: {}\n  batch: {}\n", yaml_scalar(p.torch, true), p.dtype, p.batch);
+  if (p.threads) out += fmt::format("  threads: {}\n", *p.threads);
+  out += fmt::format("  optimizer: {}\n  steps: {}\n  warmup_steps: {}\n  step_s: {}\n  forward_s: {}\n"
+                     "  backward_s: {}\n  optimizer_step_s: {}\n  frozen_parameters: {}\n  buffer_elements: {}\n",
+                     p.optimizer, p.steps, p.warmup_steps, p.step_s, p.forward_s, p.backward_s, p.optimizer_step_s,
+                     p.frozen_parameters, p.buffer_elements);
+  return out;
+}
+
 }  // namespace
+
+std::string model_to_yaml(const ModelDescription& m) {
+  std::string out = fmt::format("schema_version: {}\nname: {}\nsample: {}\ninput_features: {}\nsources:\n",
+                                kModelSchemaVersion, yaml_scalar(m.name), yaml_scalar(m.sample, true),
+                                m.input_features);
+  for (const auto& s : m.sources) out += fmt::format("  - {}\n", yaml_scalar(s, true));
+  out += fmt::format(
+      "totals:  # checked on load against the sum over layers\n  parameters: {}\n  forward_flops_per_sample: {}\n"
+      "  activation_elements_per_sample: {}\n",
+      model_parameter_count(m), yaml_number(model_forward_flops_per_sample(m)),
+      model_activation_elements_per_sample(m));
+  if (m.measured) out += measured_to_yaml(*m.measured);
+  out += "layers:\n";
+  for (const auto& l : m.layers) {
+    out += fmt::format("  - name: {}\n    type: {}\n    forward_flops_per_sample: {}\n"
+                       "    activation_elements_per_sample: {}\n    output_features: {}\n",
+                       yaml_scalar(l.name), yaml_scalar(l.type), yaml_number(l.forward_flops_per_sample),
+                       l.activation_elements_per_sample, l.output_features);
+    if (m.measured) {
+      const auto batch = static_cast<double>(m.measured->batch);
+      if (l.measured_forward_s_per_sample)
+        out += fmt::format("    forward_s: {}\n", *l.measured_forward_s_per_sample * batch);
+      if (l.measured_backward_s_per_sample)
+        out += fmt::format("    backward_s: {}\n", *l.measured_backward_s_per_sample * batch);
+    }
+    if (l.parameters.empty()) {
+      out += "    parameters: []\n";
+      continue;
+    }
+    out += "    parameters:\n";
+    for (const auto& p : l.parameters) {
+      std::string dims;
+      for (size_t i = 0; i < p.shape.size(); ++i) dims += fmt::format("{}{}", i ? ", " : "", p.shape[i]);
+      out += fmt::format("      - {{name: {}, shape: [{}]{}}}\n", yaml_scalar(p.name), dims,
+                         p.requires_grad ? "" : ", requires_grad: false");
+    }
+  }
+  return out;
+}
 
 ModelDescription load_model_file(const std::filesystem::path& path) {
   return parse_model_node(sim::yaml_load_file(path.string()), path.string());
@@ -96,18 +239,23 @@ std::vector<std::string> list_models(const std::filesystem::path& library_dir) {
 
 ModelDescription load_model(const std::string& name_or_path, const std::filesystem::path& library_dir) {
   if (name_or_path.rfind("mlp:", 0) == 0) return describe_mlp(parse_mlp_spec(name_or_path));
+  if (name_or_path.rfind("transformer:", 0) == 0) return describe_transformer(parse_transformer_spec(name_or_path));
+  if (name_or_path.rfind("hf:", 0) == 0) return load_hf_config(name_or_path.substr(3));
   const std::filesystem::path as_path(name_or_path);
+  std::error_code ec;  // a name too long for a file name is just not there
   if (as_path.extension() == ".yaml" || name_or_path.find('/') != std::string::npos) {
-    if (!std::filesystem::exists(as_path))
+    if (!std::filesystem::exists(as_path, ec))
       throw std::invalid_argument(fmt::format("model file {} does not exist", name_or_path));
     return load_model_file(as_path);
   }
   const auto file = library_dir / (name_or_path + ".yaml");
-  if (!std::filesystem::exists(file)) {
+  if (!std::filesystem::exists(file, ec)) {
     std::string known;
     for (const auto& n : list_models(library_dir)) known += fmt::format("{}{}", known.empty() ? "" : ", ", n);
     throw std::invalid_argument(fmt::format("unknown model '{}' (library: {}; or a path to a .yaml file, or "
-                                            "mlp:IN-H-...-OUT)",
+                                            "mlp:IN-H-...-OUT, "
+                                            "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied], "
+                                            "hf:PATH/config.json)",
                                             name_or_path, known));
   }
   return load_model_file(file);

@@ -19,9 +19,13 @@ inline constexpr int kModelSchemaVersion = 1;
 ModelDescription load_model_file(const std::filesystem::path& path);
 // Same from YAML text; `file_label` names the source in errors.
 ModelDescription parse_model_yaml(const std::string& text, const std::string& file_label);
-// NAME (library_dir/NAME.yaml), a path to a .yaml file, or "mlp:..." (described
-// by describe_mlp). An unknown name throws listing the library's names.
+// NAME (library_dir/NAME.yaml), a path to a .yaml file, "mlp:..." (described by
+// describe_mlp), "transformer:..." (describe_transformer) or "hf:PATH" (a Hugging
+// Face config.json, load_hf_config). An unknown name throws listing the library's names.
 ModelDescription load_model(const std::string& name_or_path, const std::filesystem::path& library_dir);
+// The model file text in the library schema (what load_model_file reads back to
+// an equal description): header, totals, layers in order.
+std::string model_to_yaml(const ModelDescription& m);
 // Stems of library_dir/*.yaml, sorted.
 std::vector<std::string> list_models(const std::filesystem::path& library_dir);
 

@@ -53,12 +53,14 @@ std::string as_string(const YAML::Node& v, const std::string& where) {
   return v.Scalar();
 }
 
-int positive_int(const YAML::Node& v, const std::string& where) {
-  const auto x = as_int(v, where);
+int positive_count(std::int64_t x, const std::string& where) {
   if (x <= 0) fail_at(where, fmt::format("must be positive, got {}", x));
   if (x > 1'000'000) fail_at(where, fmt::format("must be at most 1000000, got {}", x));
   return static_cast<int>(x);
 }
+
+constexpr double kMinBucketCapMb = 1.0 / (1024 * 1024);
+constexpr double kMaxBucketCapMb = 1024.0 * 1024;
 
 OptimizerKind optimizer_from_name(const std::string& n, const std::string& where) {
   if (n == "sgd") return OptimizerKind::sgd;
@@ -75,17 +77,16 @@ std::string join(const std::vector<std::string>& v) {
 
 Target parse_target(MapReader r) {
   Target t;
-  t.samples_per_s = r.opt_double("samples_per_s");
-  t.samples = r.opt_double("samples");
-  t.within_hours = r.opt_double("within_hours");
+  // Plausibility bounds: one sample per hour .. 10^12 samples per second; up to 10^15
+  // samples; a deadline of one second .. about 114 years.
+  t.samples_per_s = r.opt_double_in("samples_per_s", 1.0 / 3600, 1e12);
+  t.samples = r.opt_double_in("samples", 1, 1e15);
+  t.within_hours = r.opt_double_in("within_hours", 1.0 / 3600, 1e6);
   r.finish();
   if (t.samples_per_s) {
-    r.require_positive("samples_per_s", *t.samples_per_s);
     if (t.samples || t.within_hours) r.fail("samples_per_s", "give samples_per_s, or samples and within_hours, not both");
   } else {
     if (!t.samples || !t.within_hours) r.fail("samples_per_s", "missing key (or samples and within_hours)");
-    r.require_positive("samples", *t.samples);
-    r.require_positive("within_hours", *t.within_hours);
   }
   return t;
 }
@@ -96,8 +97,7 @@ PlanSpec parse_plan(MapReader r) {
     PlanCandidate pc;
     pc.where = c.where("hardware");
     pc.hardware = c.get_string("hardware");
-    pc.price_per_gpu_hour = c.opt_double("price_per_gpu_hour");
-    if (pc.price_per_gpu_hour) c.require_non_negative("price_per_gpu_hour", *pc.price_per_gpu_hour);
+    pc.price_per_gpu_hour = c.opt_double_in("price_per_gpu_hour", 0, 1e6);
     c.finish();
     p.candidates.push_back(pc);
   }
@@ -112,10 +112,7 @@ PlanSpec parse_plan(MapReader r) {
       p.strategies.push_back(name);
     }
   }
-  if (auto m = r.opt_int("max_gpus")) {
-    r.require_range("max_gpus", static_cast<double>(*m), 1, 65536);
-    p.max_gpus = static_cast<int>(*m);
-  }
+  if (auto m = r.opt_int_in("max_gpus", 1, 65536)) p.max_gpus = static_cast<int>(*m);
   r.finish();
   return p;
 }
@@ -172,37 +169,65 @@ void set_point_field(PointConfig& c, const std::string& field, const YAML::Node&
     else c.overrides.push_back({path, v, where});
     return;
   }
+  // Read the YAML value as the field's type; set_point_value checks it.
+  if (field == "devices" || field == "nodes" || field == "gpus" || field == "batch" || field == "batch_per_device" ||
+      field == "accumulate")
+    set_point_value(c, field, as_int(v, where), where);
+  else if (field == "bucket_cap_mb")
+    set_point_value(c, field, as_double(v, where), where);
+  else if (field == "hardware" || field == "model" || field == "strategy" || field == "dtype" || field == "precision" ||
+           field == "optimizer")
+    set_point_value(c, field, as_string(v, where), where);
+  else fail_at(where, fmt::format("unknown field (allowed: {}, overrides.<hardware field>)", join(sweepable_fields())));
+}
+
+void set_point_value(PointConfig& c, const std::string& field, const PointValue& v, const std::string& where) {
+  auto text = [&] {
+    const std::string& t = std::get<std::string>(v);
+    if (t.empty()) fail_at(where, "expected a non-empty string");
+    return t;
+  };
+  auto count = [&] { return positive_count(std::get<std::int64_t>(v), where); };
+  if (field.rfind("overrides.", 0) == 0) {
+    set_point_field(c, field, YAML::Node(text()), where);
+    return;
+  }
   c.where[field] = where;
-  if (field == "hardware") c.hardware = as_string(v, where);
-  else if (field == "model") c.model = as_string(v, where);
+  if (field == "hardware") c.hardware = text();
+  else if (field == "model") c.model = text();
   else if (field == "strategy") {
-    const std::string s = as_string(v, where);
+    const std::string s = text();
     if (s != "single" && s != "dp" && s != "ddp")
       fail_at(where, fmt::format("unknown strategy '{}' (allowed: single, dp, ddp)", s));
     c.strategy = s;
-  } else if (field == "devices") c.devices = positive_int(v, where);
-  else if (field == "nodes") c.nodes = positive_int(v, where);
-  else if (field == "gpus") c.gpus = positive_int(v, where);
-  else if (field == "batch") c.batch = positive_int(v, where);
-  else if (field == "batch_per_device") c.batch_per_device = positive_int(v, where);
+  } else if (field == "devices") c.devices = count();
+  else if (field == "nodes") c.nodes = count();
+  else if (field == "gpus") c.gpus = count();
+  else if (field == "batch") c.batch = count();
+  else if (field == "batch_per_device") c.batch_per_device = count();
   else if (field == "dtype") {
-    const std::string s = as_string(v, where);
-    if (s != "f32" && s != "f64") fail_at(where, fmt::format("unsupported dtype '{}' (allowed: f32, f64; bf16 and f16 training is a precision: "
+    const std::string s = text();
+    if (s != "f32" && s != "f64")
+      fail_at(where, fmt::format("unsupported dtype '{}' (allowed: f32, f64; bf16 and f16 training is a precision: "
                                  "bf16-amp, f16-amp, bf16)",
                                  s));
     c.dtype = dtype_from_name(s);
   } else if (field == "precision") {
     try {
-      c.precision = precision_from_name(as_string(v, where));
+      c.precision = precision_from_name(text());
     } catch (const std::invalid_argument& e) {
       fail_at(where, e.what());
     }
-  } else if (field == "accumulate") c.accumulate = positive_int(v, where);
-  else if (field == "bucket_cap_mb") {
-    const double mb = as_double(v, where);
-    if (!(mb > 0)) fail_at(where, fmt::format("must be positive, got {}", scalar_text(v)));
+  } else if (field == "accumulate") {
+    c.accumulate = static_cast<int>(count());
+  } else if (field == "bucket_cap_mb") {
+    const double mb = std::get<double>(v);
+    if (!(mb > 0)) fail_at(where, fmt::format("must be positive, got {}", mb));
+    // PyTorch's bucket holds int(mb * 2^20) bytes: at least one byte, and at most 1 TiB here.
+    if (!(mb >= kMinBucketCapMb && mb <= kMaxBucketCapMb))
+      fail_at(where, fmt::format("{} MiB is outside {} .. {} MiB (1 byte .. 1 TiB)", mb, kMinBucketCapMb, kMaxBucketCapMb));
     c.bucket_cap_mb = mb;
-  } else if (field == "optimizer") c.optimizer = optimizer_from_name(as_string(v, where), where);
+  } else if (field == "optimizer") c.optimizer = optimizer_from_name(text(), where);
   else fail_at(where, fmt::format("unknown field (allowed: {}, overrides.<hardware field>)", join(sweepable_fields())));
 }
 
@@ -302,15 +327,16 @@ sim::HardwareSpec load_hardware_with_overrides(const std::string& name_or_path, 
   namespace fs = std::filesystem;
   const bool is_path = name_or_path.find('/') != std::string::npos || fs::path(name_or_path).extension() == ".yaml";
   fs::path file;
+  std::error_code ec;  // a name too long for a file name is just not there
   if (is_path) {
     file = fs::path(name_or_path).is_absolute() ? fs::path(name_or_path) : dir / name_or_path;
-    if (!fs::exists(file))
+    if (!fs::exists(file, ec))
       fail_at(where, fmt::format("hardware file {} does not exist{}", name_or_path,
                                  file.string() == name_or_path || dir == "." ? ""
                                                                              : fmt::format(" (looked for {})", file.string())));
   } else {
     file = lib.hardware_dir / (name_or_path + ".yaml");
-    if (!fs::exists(file))
+    if (!fs::exists(file, ec))
       fail_at(where, fmt::format("unknown hardware '{}' (library: {}; or a path to a .yaml file)", name_or_path,
                                  join(sim::list_hardware(lib.hardware_dir))));
   }

@@ -36,6 +36,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -193,6 +194,12 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& config, const 
 // Sets one field (a field name or "overrides.<path>") from a YAML value; used for
 // the file's keys, sweep values and command-line overrides alike.
 void set_point_field(PointConfig& c, const std::string& field, const YAML::Node& value, const std::string& where);
+// One field's value, typed: command-line flags set fields with it directly, never
+// printing a number back to text. set_point_field reads a YAML value into one of
+// these and calls set_point_value, so a flag and a file key get the same checks
+// and the same messages (after `where`: "--devices: " or "FILE:LINE: devices: ").
+using PointValue = std::variant<std::string, std::int64_t, double>;
+void set_point_value(PointConfig& c, const std::string& field, const PointValue& value, const std::string& where);
 // Field names a sweep may range over (besides overrides.<path>).
 const std::vector<std::string>& sweepable_fields();
 

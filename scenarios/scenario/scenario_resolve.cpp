@@ -25,10 +25,13 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
   r.hardware_name = c.hardware.value();
   r.hardware = load_hardware_with_overrides(r.hardware_name, c.overrides, lib, s.dir, where("hardware"));
   try {
+    // A relative model file (FILE.yaml, or hf:PATH's config.json) is relative to the scenario's directory.
     std::string model = c.model.value();
-    if (model.rfind("mlp:", 0) != 0 && model.find('/') != std::string::npos && !std::filesystem::path(model).is_absolute())
-      model = (s.dir / model).string();
-    r.model = load_model(model, lib.models_dir);
+    const std::string prefix = model.rfind("hf:", 0) == 0 ? "hf:" : "";
+    std::string path = model.substr(prefix.size());
+    if (model.rfind("mlp:", 0) != 0 && path.find('/') != std::string::npos && !std::filesystem::path(path).is_absolute())
+      path = (s.dir / path).string();
+    r.model = load_model(prefix + path, lib.models_dir);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(where("model") + e.what());
   }

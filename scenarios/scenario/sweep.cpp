@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/device.hpp"
+#include "sim/twin/sim_process.hpp"
 
 namespace dpt::scenario {
 namespace {
@@ -60,7 +61,9 @@ void fill_resolved(PointResult& r, const ResolvedPoint& rp) {
 }
 
 std::string trace_file_name(const PointResult& r) {
-  std::string name = fmt::format("point-{:04d}-{}-{}-{}gpu.json", r.index, r.hardware, r.strategy, r.gpus());
+  // The hardware's name (or path) is cut so the file name stays within NAME_MAX (255).
+  const std::string hardware = r.hardware.substr(0, 160);
+  std::string name = fmt::format("point-{:04d}-{}-{}-{}gpu.json", r.index, hardware, r.strategy, r.gpus());
   for (auto& ch : name)
     if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '.' || ch == '_')) ch = '_';
   return name;
@@ -131,39 +134,52 @@ std::string text_digest(const std::string& text) {
   return fmt::format("{:016x}", h);
 }
 
-std::vector<SweepPoint> expand_sweep(const Scenario& s) {
-  std::vector<SweepPoint> points;
-  size_t total = 1;
-  for (const auto& a : s.sweep) total *= a.values.size();
-  points.reserve(total);
-  for (size_t i = 0; i < total; ++i) {
-    SweepPoint p;
-    p.index = i;
-    p.config = s.base;
-    // Row-major: the last axis varies fastest.
-    size_t rest = i;
-    std::vector<size_t> pick(s.sweep.size());
-    for (size_t a = s.sweep.size(); a-- > 0;) {
-      pick[a] = rest % s.sweep[a].values.size();
-      rest /= s.sweep[a].values.size();
-    }
-    for (size_t a = 0; a < s.sweep.size(); ++a) {
-      const auto& axis = s.sweep[a];
-      set_point_field(p.config, axis.name, axis.values[pick[a]], axis.where[pick[a]]);
-      p.axes.emplace_back(axis.name, value_label(axis.values[pick[a]]));
-    }
-    points.push_back(std::move(p));
+std::size_t sweep_point_count(const Scenario& s) {
+  std::size_t total = 1;
+  for (const auto& a : s.sweep) {
+    if (a.values.empty()) throw std::invalid_argument(fmt::format("{}: sweep.{}: expected a non-empty list", s.file, a.name));
+    if (total > kMaxSweepPoints / a.values.size())
+      throw std::invalid_argument(fmt::format("{}: sweep: the {} axes make more than {} points (at most {} per sweep)",
+                                              s.file, s.sweep.size(), kMaxSweepPoints, kMaxSweepPoints));
+    total *= a.values.size();
   }
+  return total;
+}
+
+SweepPoint sweep_point(const Scenario& s, std::size_t index) {
+  SweepPoint p;
+  p.index = index;
+  p.config = s.base;
+  // Row-major: the last axis varies fastest.
+  size_t rest = index;
+  std::vector<size_t> pick(s.sweep.size());
+  for (size_t a = s.sweep.size(); a-- > 0;) {
+    pick[a] = rest % s.sweep[a].values.size();
+    rest /= s.sweep[a].values.size();
+  }
+  for (size_t a = 0; a < s.sweep.size(); ++a) {
+    const auto& axis = s.sweep[a];
+    set_point_field(p.config, axis.name, axis.values[pick[a]], axis.where[pick[a]]);
+    p.axes.emplace_back(axis.name, value_label(axis.values[pick[a]]));
+  }
+  return p;
+}
+
+std::vector<SweepPoint> expand_sweep(const Scenario& s) {
+  const std::size_t total = sweep_point_count(s);
+  std::vector<SweepPoint> points;
+  points.reserve(total);
+  for (size_t i = 0; i < total; ++i) points.push_back(sweep_point(s, i));
   return points;
 }
 
-void validate_scenario(const Scenario& s, const Library& lib) {
-  const auto points = expand_sweep(s);
+void validate_scenario(const Scenario& s, const Library& lib, int shard_index, int shard_count) {
+  const std::size_t total = sweep_point_count(s);
   std::optional<std::string> first_infeasible;
   bool any_feasible = false;
-  for (const auto& p : points) {
+  for (std::size_t i = static_cast<std::size_t>(shard_index); i < total; i += static_cast<std::size_t>(shard_count)) {
     try {
-      resolve_point(s, p.config, lib);
+      resolve_point(s, sweep_point(s, i).config, lib);
       any_feasible = true;
     } catch (const InfeasiblePoint& e) {
       if (s.sweep.empty()) throw;
@@ -175,17 +191,31 @@ void validate_scenario(const Scenario& s, const Library& lib) {
     }
   }
   if (!any_feasible && first_infeasible)
-    throw std::invalid_argument(*first_infeasible + "; no point of the sweep can run");
+    throw std::invalid_argument(*first_infeasible + (shard_count == 1 ? "; no point of the sweep can run"
+                                                                      : "; no point of this shard can run"));
 }
 
 std::pair<int, int> parse_shard(const std::string& text, const std::string& flag) {
-  int i = -1, n = 0;
-  char slash = 0, extra = 0;
-  if (std::sscanf(text.c_str(), "%d%c%d%c", &i, &slash, &n, &extra) != 3 || slash != '/' || n < 1 || i < 0 || i >= n)
+  auto digits = [](const std::string& t) { return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos; };
+  const auto slash = text.find('/');
+  const std::string i_text = slash == std::string::npos ? "" : text.substr(0, slash);
+  const std::string n_text = slash == std::string::npos ? "" : text.substr(slash + 1);
+  const bool well_formed = digits(i_text) && digits(n_text);
+  // Compared as text lengths first, so no count wraps on its way to an int.
+  const std::string max_text = std::to_string(kMaxSweepPoints);
+  const auto too_big = [&](const std::string& t) {
+    const auto first = t.find_first_not_of('0');
+    const std::string v = first == std::string::npos ? "0" : t.substr(first);
+    return v.size() > max_text.size() || (v.size() == max_text.size() && v > max_text);
+  };
+  if (well_formed && (too_big(n_text) || too_big(i_text)))
+    throw std::invalid_argument(fmt::format("{} {}: at most {} shards", flag, text, kMaxSweepPoints));
+  const long long i = well_formed ? std::stoll(i_text) : -1, n = well_formed ? std::stoll(n_text) : 0;
+  if (!well_formed || n < 1 || i < 0 || i >= n)
     throw std::invalid_argument(
         fmt::format("{} {}: expected I/N with 0 <= I < N, e.g. {} 0/4 (Slurm: {} $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)",
                     flag, text, flag, flag));
-  return {i, n};
+  return {static_cast<int>(i), static_cast<int>(n)};
 }
 
 SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& runner, const SweepOptions& options) {
@@ -198,8 +228,7 @@ SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& 
   out.target = s.target;
   out.shard_index = options.shard_index;
   out.shard_count = options.shard_count;
-  const auto points = expand_sweep(s);
-  out.total_points = points.size();
+  out.total_points = sweep_point_count(s);
 
   struct Job {
     PointResult result;
@@ -208,8 +237,9 @@ SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& 
   };
   std::deque<Job> queue;
   std::map<size_t, PointResult> finished;
-  for (const auto& p : points) {
-    if (static_cast<int>(p.index % static_cast<size_t>(options.shard_count)) != options.shard_index) continue;
+  for (std::size_t i = static_cast<std::size_t>(options.shard_index); i < out.total_points;
+       i += static_cast<std::size_t>(options.shard_count)) {
+    const SweepPoint p = sweep_point(s, i);
     PointResult r = result_skeleton(p);
     try {
       ResolvedPoint rp = resolve_point(s, p.config, lib);
@@ -249,15 +279,15 @@ SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& 
     Clock::time_point start;
   };
   std::map<pid_t, Running> running;
+  // SIGINT/SIGTERM stop the workers and throw Interrupted; `cleanup` removes `tmp`.
+  sim::ChildProcessScope workers;
   while (!queue.empty() || !running.empty()) {
+    workers.throw_if_stopped();
     while (!queue.empty() && static_cast<int>(running.size()) < options.jobs) {
       Job job = std::move(queue.front());
       queue.pop_front();
       const fs::path result_file = tmp / fmt::format("{}.json", job.result.index);
-      std::fflush(stdout);
-      std::fflush(stderr);
-      const pid_t pid = ::fork();
-      if (pid < 0) throw std::runtime_error(fmt::format("cannot fork a sweep worker: {}", std::strerror(errno)));
+      const pid_t pid = workers.fork_child();
       if (pid == 0) {
         // Child: predict, hand the result back in a file, and leave without running
         // the parent's exit handlers or flushing its buffers.
@@ -273,6 +303,7 @@ SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& 
       if (errno == EINTR) continue;
       throw std::runtime_error(fmt::format("waiting for sweep workers: {}", std::strerror(errno)));
     }
+    workers.reaped(pid);
     auto it = running.find(pid);
     if (it == running.end()) continue;  // not one of ours (a gnuplot or other child)
     Job job = std::move(it->second.job);
@@ -325,7 +356,9 @@ SweepResult merge_sweep_results(const std::vector<SweepResult>& shards) {
       if (static_cast<int>(p.index % static_cast<size_t>(s.shard_count)) != s.shard_index)
         throw std::invalid_argument(fmt::format("merge: shard {}/{} holds point {}, which belongs to shard {}",
                                                 s.shard_index, s.shard_count, p.index, p.index % s.shard_count));
-      by_index[p.index] = p;
+      if (!by_index.emplace(p.index, p).second)
+        throw std::invalid_argument(fmt::format("merge: point {} is listed twice (in shard {}/{})", p.index,
+                                                s.shard_index, s.shard_count));
     }
   }
   std::vector<std::string> missing;

@@ -76,14 +76,24 @@ struct SweepPoint {
   std::vector<std::pair<std::string, std::string>> axes;
   PointConfig config;
 };
-// The cartesian product of the axes in the order written (the last axis varies
-// fastest); a scenario without sweep is one point.
+
+// The most points one sweep may have (a result file holds every point; sharded
+// runs expand only their own points).
+inline constexpr std::size_t kMaxSweepPoints = 10'000'000;
+// The product of the axes' lengths; throws std::invalid_argument naming the file
+// when it exceeds kMaxSweepPoints (checked before it could overflow).
+std::size_t sweep_point_count(const Scenario& s);
+// Point `index` of the cartesian product of the axes in the order written (the
+// last axis varies fastest), built on its own: sweeps never hold every point.
+SweepPoint sweep_point(const Scenario& s, std::size_t index);
+// Every point; a scenario without sweep is one point.
 std::vector<SweepPoint> expand_sweep(const Scenario& s);
 
-// Resolves every point: bad references and values throw (std::invalid_argument
-// with file, line and key); infeasible points are allowed in a sweep as long as
-// some point is feasible; a scenario without sweep must be feasible and fit.
-void validate_scenario(const Scenario& s, const Library& lib);
+// Resolves the points of one shard (all of them by default): bad references and
+// values throw (std::invalid_argument with file, line and key); infeasible points
+// are allowed in a sweep as long as some point of the shard is feasible (for a
+// whole sweep: some point at all); a scenario without sweep must be feasible and fit.
+void validate_scenario(const Scenario& s, const Library& lib, int shard_index = 0, int shard_count = 1);
 
 // Predicts one resolved point; writes its Chrome trace to trace_path when not empty.
 using PointRunner = std::function<StepReport(const ResolvedPoint& point, const std::string& trace_path)>;
@@ -96,7 +106,8 @@ struct SweepOptions {
   std::string trace_dir;     // write each point's Chrome trace here (empty: none)
 };
 
-// Parses "I/N" (0 <= I < N); throws std::invalid_argument naming the flag.
+// Parses "I/N" (0 <= I < N <= kMaxSweepPoints); throws std::invalid_argument naming
+// the flag.
 std::pair<int, int> parse_shard(const std::string& text, const std::string& flag);
 
 // Runs the scenario's points (this shard's) and returns their results. Must be
@@ -104,7 +115,8 @@ std::pair<int, int> parse_shard(const std::string& text, const std::string& flag
 SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& runner, const SweepOptions& options);
 
 // Joins shards of one sweep. Throws std::invalid_argument when they come from
-// different scenarios, overlap, or leave points out (naming the missing shards).
+// different scenarios, overlap, list a point twice, or leave points out (naming
+// the missing shards).
 SweepResult merge_sweep_results(const std::vector<SweepResult>& shards);
 
 // FNV-1a 64-bit of a text, as 16 hex digits (stable across builds and machines).

@@ -31,6 +31,15 @@ std::string str(const json& j, const std::string& k, const std::string& w) {
 std::int64_t integer(const json& j, const std::string& k, const std::string& w) {
   return field(j, k, w, [](const json& v) { return v.is_number_integer(); }, "an integer").get<std::int64_t>();
 }
+// An integer in lo..hi, checked before any narrowing (a count of 4294967299 must not become 3).
+std::int64_t integer_in(const json& j, const std::string& k, const std::string& w, std::int64_t lo, std::int64_t hi) {
+  const json& v = field(j, k, w, [](const json& x) { return x.is_number_integer(); }, "an integer");
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi))
+    bad(w, k, fmt::format("{} is not in {}..{}", v.get<std::uint64_t>(), lo, hi));
+  const std::int64_t x = v.get<std::int64_t>();
+  if (x < lo || x > hi) bad(w, k, fmt::format("{} is not in {}..{}", x, lo, hi));
+  return x;
+}
 double number(const json& j, const std::string& k, const std::string& w) {
   return field(j, k, w, [](const json& v) { return v.is_number(); }, "a number").get<double>();
 }
@@ -122,10 +131,11 @@ SweepResult sweep_result_from_json(const json& j, const std::string& where) {
   r.question = str(sc, "question", where);
   r.scenario_digest = str(sc, "digest", where);
   r.target = target_from(sc.contains("target") ? sc.at("target") : json(nullptr), where);
-  r.total_points = static_cast<std::size_t>(integer(j, "total_points", where));
+  constexpr auto kMax = static_cast<std::int64_t>(kMaxSweepPoints);
+  r.total_points = static_cast<std::size_t>(integer_in(j, "total_points", where, 1, kMax));
   const json& sh = field(j, "shard", where, [](const json& v) { return v.is_object(); }, "an object");
-  r.shard_index = static_cast<int>(integer(sh, "index", where));
-  r.shard_count = static_cast<int>(integer(sh, "count", where));
+  r.shard_index = static_cast<int>(integer_in(sh, "index", where + " shard", 0, kMax));
+  r.shard_count = static_cast<int>(integer_in(sh, "count", where + " shard", 1, kMax));
   if (r.shard_count < 1 || r.shard_index < 0 || r.shard_index >= r.shard_count)
     bad(where, "shard", fmt::format("{}/{} is not a valid shard", r.shard_index, r.shard_count));
   const json& pts = field(j, "points", where, [](const json& v) { return v.is_array(); }, "an array");
@@ -137,7 +147,7 @@ SweepResult sweep_result_from_json(const json& j, const std::string& where) {
                    "batch_per_device", "dtype", "bucket_cap_mb", "optimizer", "status", "reason", "wall_s", "report"},
               pw);
     PointResult p;
-    p.index = static_cast<std::size_t>(integer(pj, "index", pw));
+    p.index = static_cast<std::size_t>(integer_in(pj, "index", pw, 0, kMax));
     if (p.index >= r.total_points) bad(pw, "index", fmt::format("{} is not below total_points {}", p.index, r.total_points));
     for (const auto& a : field(pj, "axes", pw, [](const json& v) { return v.is_array(); }, "an array"))
       p.axes.emplace_back(str(a, "axis", pw), str(a, "value", pw));
@@ -145,8 +155,8 @@ SweepResult sweep_result_from_json(const json& j, const std::string& where) {
     p.gpu_name = str(pj, "gpu_name", pw);
     p.model = str(pj, "model", pw);
     p.strategy = str(pj, "strategy", pw);
-    p.devices = static_cast<int>(integer(pj, "devices", pw));
-    p.nodes = static_cast<int>(integer(pj, "nodes", pw));
+    p.devices = static_cast<int>(integer_in(pj, "devices", pw, 0, 1'000'000));
+    p.nodes = static_cast<int>(integer_in(pj, "nodes", pw, 0, 1'000'000));
     p.batch_global = integer(pj, "batch_global", pw);
     p.batch_per_device = integer(pj, "batch_per_device", pw);
     p.dtype = str(pj, "dtype", pw);
@@ -165,7 +175,7 @@ SweepResult sweep_result_from_json(const json& j, const std::string& where) {
 }
 
 void write_sweep_result(const SweepResult& r, const std::string& path) {
-  write_file_atomically(path, sweep_result_to_json(r).dump(1) + "\n");
+  write_file_atomic(path, sweep_result_to_json(r).dump(1) + "\n", {.create_parent_dirs = true});
 }
 
 SweepResult read_sweep_result(const std::string& path) {

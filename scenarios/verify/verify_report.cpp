@@ -14,9 +14,7 @@ namespace {
 constexpr CheckKind kKinds[] = {CheckKind::correctness, CheckKind::performance};
 
 void write_text_atomic(const std::string& path, const std::string& text) {
-  std::vector<std::byte> bytes(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) bytes[i] = static_cast<std::byte>(text[i]);
-  write_file_atomic(path, bytes, /*create_parent_dirs=*/true);
+  write_file_atomic(path, text, {.create_parent_dirs = true});
 }
 
 std::string indent(const std::string& text, const std::string& prefix) {

@@ -2,6 +2,7 @@
 #include "sim/net/hardware.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -58,51 +59,60 @@ FlopsPerSecond peak_flops(const GpuSpec& gpu, ComputeType t) {
 
 namespace {
 
+// Plausibility bounds, each wide enough for any real part and narrow enough that the
+// simulation stays meaningful (a latency of years or a bandwidth of 1e-300 B/s is a typo,
+// and makes the simulator's clock useless). Integers are checked before narrowing to int.
+constexpr double kNs = 1e-9, kMs = 1e-3;
+constexpr double kMBps = 1e6, kTBps = 1e12, kPBps = 1e15;
+constexpr double kGflops = 1e9, kPflops = 1e15;
+// Link latencies: a PCIe, NVLink, NVSwitch or NIC hop takes 100s of ns to a few us.
+constexpr double kLinkLatencyLo = 1 * kNs, kLinkLatencyHi = 1.0;
+// Host-side costs per op (kernel launch, framework dispatch): 1 ns .. 100 ms.
+constexpr double kOpCostLo = 1 * kNs, kOpCostHi = 100 * kMs;
+// Any link or memory: 1 MB/s (a crippled link) .. 1 PB/s (far beyond any HBM).
+constexpr double kBandwidthLo = 1 * kMBps, kBandwidthHi = 1 * kPBps;
+
+int int_in(MapReader& r, const std::string& key, int lo, int hi) { return static_cast<int>(r.get_int_in(key, lo, hi)); }
+
 GpuSpec read_gpu(MapReader r) {
   GpuSpec g;
   g.name = r.get_string("name");
   MapReader pf = r.map("peak_flops");
-  g.peak_flops.f32 = pf.get_flops("f32");
-  pf.require_positive("f32", g.peak_flops.f32);
-  g.peak_flops.f64 = pf.get_flops("f64");
-  pf.require_positive("f64", g.peak_flops.f64);
-  for (const char* k : {"tf32", "bf16", "f16"}) {
-    auto v = pf.opt_flops(k);
-    if (v) pf.require_positive(k, *v);
-    if (std::string(k) == "tf32") g.peak_flops.tf32 = v;
-    if (std::string(k) == "bf16") g.peak_flops.bf16 = v;
-    if (std::string(k) == "f16") g.peak_flops.f16 = v;
-  }
+  // Dense peaks of one GPU: 1 GFLOPS (an old or emulated device) .. 100 PFLOPS.
+  g.peak_flops.f32 = pf.get_flops_in("f32", 1 * kGflops, 100 * kPflops);
+  g.peak_flops.f64 = pf.get_flops_in("f64", 1 * kGflops, 100 * kPflops);
+  g.peak_flops.tf32 = pf.opt_flops_in("tf32", 1 * kGflops, 100 * kPflops);
+  g.peak_flops.bf16 = pf.opt_flops_in("bf16", 1 * kGflops, 100 * kPflops);
+  g.peak_flops.f16 = pf.opt_flops_in("f16", 1 * kGflops, 100 * kPflops);
   pf.finish();
-  g.memory_bytes = r.get_bytes("memory");
-  r.require_positive("memory", static_cast<double>(g.memory_bytes));
-  g.memory_bandwidth = r.get_bandwidth("memory_bandwidth");
-  r.require_positive("memory_bandwidth", g.memory_bandwidth);
-  g.kernel_launch_latency_s = r.get_time("kernel_launch_latency");
-  r.require_non_negative("kernel_launch_latency", g.kernel_launch_latency_s);
+  // Device memory: 1 MiB .. 64 TiB (today's largest GPUs hold under 0.5 TiB).
+  g.memory_bytes = r.get_bytes_in("memory", kMiB, 64 * 1024 * kGiB);
+  g.memory_bandwidth = r.get_bandwidth_in("memory_bandwidth", kBandwidthLo, kBandwidthHi);
+  g.kernel_launch_latency_s = r.get_time_in("kernel_launch_latency", kOpCostLo, kOpCostHi);
   r.finish();
   return g;
 }
 
 PcieSpec read_pcie(MapReader r) {
   PcieSpec p;
-  p.generation = static_cast<int>(r.get_int("generation"));
-  r.require_range("generation", p.generation, 1, 6);
-  p.lanes = static_cast<int>(r.get_positive_int("lanes"));
-  r.require_range("lanes", p.lanes, 1, 32);
-  p.latency_s = r.get_time("latency");
-  r.require_non_negative("latency", p.latency_s);
+  p.generation = int_in(r, "generation", 1, 6);
+  p.lanes = int_in(r, "lanes", 1, 32);
+  p.latency_s = r.get_time_in("latency", kLinkLatencyLo, kLinkLatencyHi);
   p.peer_to_peer = r.get_bool("peer_to_peer");
   if (r.has("switches")) {
     for (MapReader s : r.map_list("switches")) {
       PcieSwitchSpec sw;
-      sw.socket = static_cast<int>(s.get_int("socket"));
-      s.require_non_negative("socket", sw.socket);
-      for (auto g : s.get_int_list("gpus")) sw.gpus.push_back(static_cast<int>(g));
+      sw.socket = int_in(s, "socket", 0, 15);
+      for (auto g : s.get_int_list("gpus")) {
+        if (g < 0 || g > 63) s.fail("gpus", fmt::format("GPU {} is outside 0 .. 63", g));
+        sw.gpus.push_back(static_cast<int>(g));
+      }
       if (s.has("nics"))
-        for (auto n : s.get_int_list("nics")) sw.nics.push_back(static_cast<int>(n));
-      sw.uplink_lanes = static_cast<int>(s.opt_int("uplink_lanes").value_or(16));
-      s.require_range("uplink_lanes", sw.uplink_lanes, 1, 64);
+        for (auto n : s.get_int_list("nics")) {
+          if (n < 0 || n > 63) s.fail("nics", fmt::format("NIC {} is outside 0 .. 63", n));
+          sw.nics.push_back(static_cast<int>(n));
+        }
+      sw.uplink_lanes = static_cast<int>(s.opt_int_in("uplink_lanes", 1, 64).value_or(16));
       s.finish();
       p.switches.push_back(std::move(sw));
     }
@@ -113,32 +123,29 @@ PcieSpec read_pcie(MapReader r) {
 
 NvlinkSpec read_nvlink(MapReader r) {
   NvlinkSpec n;
-  n.generation = static_cast<int>(r.get_int("generation"));
-  r.require_range("generation", n.generation, 1, 5);
-  n.link_bandwidth = r.get_bandwidth("link_bandwidth");
-  r.require_positive("link_bandwidth", n.link_bandwidth);
-  n.latency_s = r.get_time("latency");
-  r.require_non_negative("latency", n.latency_s);
+  n.generation = int_in(r, "generation", 1, 5);
+  n.link_bandwidth = r.get_bandwidth_in("link_bandwidth", kBandwidthLo, 10 * kTBps);
+  n.latency_s = r.get_time_in("latency", kLinkLatencyLo, kLinkLatencyHi);
   const YAML::Node pairs = r.node("pairs");
   if (!pairs.IsSequence()) r.fail("pairs", "expected a list of [gpu_a, gpu_b, links]");
   for (size_t i = 0; i < pairs.size(); ++i) {
     const std::string w = yaml_where(r.file(), pairs[i]) + fmt::format("{}[{}]: ", r.key_path("pairs"), i);
     if (!pairs[i].IsSequence() || pairs[i].size() != 3)
       throw std::invalid_argument(w + "expected [gpu_a, gpu_b, links]");
-    int v[3];
+    std::int64_t v[3];
     for (int k = 0; k < 3; ++k) {
-      try {
-        v[k] = pairs[i][k].as<int>();
-      } catch (const YAML::Exception&) {
-        throw std::invalid_argument(w + fmt::format("expected an integer, got '{}'",
-                                                    pairs[i][k].IsScalar() ? pairs[i][k].Scalar() : "?"));
-      }
+      const std::string s = pairs[i][k].IsScalar() ? pairs[i][k].Scalar() : "?";
+      auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v[k]);
+      if (s.empty() || ec != std::errc() || ptr != s.data() + s.size())
+        throw std::invalid_argument(w + fmt::format("expected an integer, got '{}'", s));
     }
-    if (v[0] < 0 || v[1] < 0 || v[0] == v[1]) throw std::invalid_argument(w + "GPUs must be two distinct indices >= 0");
-    if (v[2] <= 0) throw std::invalid_argument(w + fmt::format("links must be positive, got {}", v[2]));
-    if (n.links_between(v[0], v[1]) > 0)
-      throw std::invalid_argument(w + fmt::format("pair {}-{} listed twice", v[0], v[1]));
-    n.pairs.push_back({v[0], v[1], v[2]});
+    if (v[0] < 0 || v[1] < 0 || v[0] > 63 || v[1] > 63 || v[0] == v[1])
+      throw std::invalid_argument(w + "GPUs must be two distinct indices in 0 .. 63");
+    // NVLink 4 has 18 links per GPU, the most so far.
+    if (v[2] < 1 || v[2] > 64) throw std::invalid_argument(w + fmt::format("links {} is outside 1 .. 64", v[2]));
+    const int a = static_cast<int>(v[0]), b = static_cast<int>(v[1]);
+    if (n.links_between(a, b) > 0) throw std::invalid_argument(w + fmt::format("pair {}-{} listed twice", a, b));
+    n.pairs.push_back({a, b, static_cast<int>(v[2])});
   }
   r.finish();
   return n;
@@ -146,13 +153,10 @@ NvlinkSpec read_nvlink(MapReader r) {
 
 NvswitchSpec read_nvswitch(MapReader r) {
   NvswitchSpec s;
-  s.generation = static_cast<int>(r.get_int("generation"));
-  r.require_range("generation", s.generation, 1, 4);
-  s.links_per_gpu = static_cast<int>(r.get_positive_int("links_per_gpu"));
-  s.link_bandwidth = r.get_bandwidth("link_bandwidth");
-  r.require_positive("link_bandwidth", s.link_bandwidth);
-  s.latency_s = r.get_time("latency");
-  r.require_non_negative("latency", s.latency_s);
+  s.generation = int_in(r, "generation", 1, 4);
+  s.links_per_gpu = int_in(r, "links_per_gpu", 1, 64);
+  s.link_bandwidth = r.get_bandwidth_in("link_bandwidth", kBandwidthLo, 10 * kTBps);
+  s.latency_s = r.get_time_in("latency", kLinkLatencyLo, kLinkLatencyHi);
   s.in_switch_reduction = r.get_bool("in_switch_reduction");
   r.finish();
   return s;
@@ -161,17 +165,12 @@ NvswitchSpec read_nvswitch(MapReader r) {
 HostSpec read_host(MapReader r) {
   HostSpec h;
   h.cpu = r.get_string("cpu");
-  h.sockets = static_cast<int>(r.get_positive_int("sockets"));
-  r.require_range("sockets", h.sockets, 1, 16);
-  h.cores = static_cast<int>(r.get_positive_int("cores"));
-  h.memory_bandwidth = r.get_bandwidth("memory_bandwidth");
-  r.require_positive("memory_bandwidth", h.memory_bandwidth);
-  if (h.sockets > 1 || r.has("inter_socket_bandwidth")) {
-    h.inter_socket_bandwidth = r.get_bandwidth("inter_socket_bandwidth");
-    r.require_positive("inter_socket_bandwidth", h.inter_socket_bandwidth);
-  }
-  h.dispatch_cost_s = r.get_time("dispatch_cost");
-  r.require_non_negative("dispatch_cost", h.dispatch_cost_s);
+  h.sockets = int_in(r, "sockets", 1, 16);
+  h.cores = int_in(r, "cores", 1, 65536);
+  h.memory_bandwidth = r.get_bandwidth_in("memory_bandwidth", kBandwidthLo, kBandwidthHi);
+  if (h.sockets > 1 || r.has("inter_socket_bandwidth"))
+    h.inter_socket_bandwidth = r.get_bandwidth_in("inter_socket_bandwidth", kBandwidthLo, kBandwidthHi);
+  h.dispatch_cost_s = r.get_time_in("dispatch_cost", kOpCostLo, kOpCostHi);
   h.gil = r.get_bool("gil");
   r.finish();
   return h;
@@ -179,19 +178,27 @@ HostSpec read_host(MapReader r) {
 
 NetworkSpec read_network(MapReader r) {
   NetworkSpec n;
-  n.nics_per_node = static_cast<int>(r.get_positive_int("nics_per_node"));
-  n.nic_bandwidth = r.get_bandwidth("nic_bandwidth");
-  r.require_positive("nic_bandwidth", n.nic_bandwidth);
-  n.latency_s = r.get_time("latency");
-  r.require_non_negative("latency", n.latency_s);
+  n.nics_per_node = int_in(r, "nics_per_node", 1, 64);
+  // A NIC: 1 Mb/s .. 100 Tb/s line rate.
+  n.nic_bandwidth = r.get_bandwidth_in("nic_bandwidth", 1e6 / 8, 100e12 / 8);
+  n.latency_s = r.get_time_in("latency", kLinkLatencyLo, kLinkLatencyHi);
   const std::string topo = r.get_string("topology");
   if (topo == "single_switch") {
     n.topology = FabricTopology::single_switch;
   } else if (topo == "fat_tree") {
     n.topology = FabricTopology::fat_tree;
-    n.nodes_per_leaf = static_cast<int>(r.get_positive_int("nodes_per_leaf"));
-    n.oversubscription = r.opt_double("oversubscription").value_or(1.0);
-    r.require_range("oversubscription", n.oversubscription, 1.0, 64.0);
+    n.nodes_per_leaf = int_in(r, "nodes_per_leaf", 1, 4096);
+    n.oversubscription = r.opt_double_in("oversubscription", 1.0, 64.0).value_or(1.0);
+    if (const auto radix = r.opt_int_in("switch_radix", 4, 1024)) {
+      if (*radix % 2 != 0) r.fail("switch_radix", fmt::format("must be an even port count in 4..1024, got {}", *radix));
+      n.switch_radix = static_cast<int>(*radix);
+      if (n.nodes_per_leaf > n.switch_radix)
+        r.fail("nodes_per_leaf", fmt::format("{} nodes on one leaf need more than its switch_radix of {} ports",
+                                             n.nodes_per_leaf, n.switch_radix));
+    }
+    n.switch_link_rate = r.opt_bandwidth("switch_link_rate");
+    if (n.switch_link_rate) r.require_range("switch_link_rate", *n.switch_link_rate, 1e6 / 8, 100e12 / 8);
+    n.core_oversubscription = r.opt_double_in("core_oversubscription", 1.0, 64.0).value_or(1.0);
   } else {
     r.fail("topology", fmt::format("must be single_switch or fat_tree, got '{}'", topo));
   }
@@ -202,10 +209,7 @@ NetworkSpec read_network(MapReader r) {
 EfficiencySpec read_efficiency(MapReader r) {
   EfficiencySpec e;  // defaults (sources in hardware.hpp's EfficiencySpec and below)
   auto field = [&](const char* key, double& out) {
-    if (auto v = r.opt_double(key)) {
-      r.require_range(key, *v, 1e-3, 1.0);
-      out = *v;
-    }
+    if (auto v = r.opt_double_in(key, 1e-3, 1.0)) out = *v;
   };
   field("gemm", e.gemm);
   field("memory_bandwidth", e.memory_bandwidth);
@@ -227,10 +231,8 @@ HardwareSpec parse_hardware_yaml(const std::string& text, const std::string& fil
   hw.source_file = file_label;
   hw.name = r.opt_string("name").value_or(stem_of(file_label));
   hw.description = r.opt_string("description").value_or("");
-  hw.nodes = static_cast<int>(r.get_positive_int("nodes"));
-  r.require_range("nodes", hw.nodes, 1, 4096);
-  hw.gpus_per_node = static_cast<int>(r.get_positive_int("gpus_per_node"));
-  r.require_range("gpus_per_node", hw.gpus_per_node, 1, 64);
+  hw.nodes = int_in(r, "nodes", 1, 4096);
+  hw.gpus_per_node = int_in(r, "gpus_per_node", 1, 64);
   hw.gpu = read_gpu(r.map("gpu"));
   hw.pcie = read_pcie(r.map("pcie"));
   if (r.has("nvlink")) hw.nvlink = read_nvlink(r.map("nvlink"));

@@ -6,6 +6,11 @@
 // fitted to end-to-end collective or training-step results, which are what the
 // twin predicts); calibration from a real node may override them.
 //
+// Every quantity needs its unit, and every number has a plausibility range with physical
+// meaning, checked on load (hardware.cpp lists them): e.g. link latencies 1 ns .. 1 s,
+// per-op host costs 1 ns .. 100 ms, link and memory bandwidths 1 MB/s .. 1 PB/s, GPU
+// memory 1 MiB .. 64 TiB, peak rates 1 GFLOPS .. 100 PFLOPS, nodes 1 .. 4096.
+//
 // Schema (units as in yaml_util.hpp; every key below is required unless marked optional):
 //   name: dgx-h100                     # optional; defaults to the file's stem
 //   description: "..."                 # optional, free text
@@ -50,6 +55,10 @@
 //     topology: single_switch | fat_tree
 //     nodes_per_leaf: 16               # fat_tree only
 //     oversubscription: 1.0            # fat_tree only, optional (leaf uplinks = downlinks / this)
+//     switch_radix: 64                 # fat_tree only, optional: ports per switch; past this many
+//                                      #   leaves a core level joins pods of radix / 2 leaves
+//     switch_link_rate: 400 Gb/s       # fat_tree only, optional: switch-to-switch link rate (default nic_bandwidth)
+//     core_oversubscription: 1.0       # fat_tree only, optional (pod uplinks = leaf uplinks / this)
 //   efficiency:                        # optional block; each field optional with a documented default
 //     gemm: 0.8                        # fraction of peak flops a large GEMM reaches
 //     memory_bandwidth: 0.85           # fraction of memory bandwidth a streaming kernel reaches
@@ -146,6 +155,9 @@ struct NetworkSpec {
   FabricTopology topology = FabricTopology::single_switch;
   int nodes_per_leaf = 0;            // fat_tree: nodes under one leaf switch
   double oversubscription = 1.0;     // fat_tree: leaf downlink / uplink bandwidth ratio
+  int switch_radix = 0;              // fat_tree: ports per switch (0: two levels at any size)
+  std::optional<BytesPerSecond> switch_link_rate;  // fat_tree: switch-to-switch link rate; default nic_bandwidth
+  double core_oversubscription = 1.0;  // three-level fat_tree: spine downlink / core uplink bandwidth ratio
 };
 
 // Fractions of datasheet rates that real transfers and kernels reach, each from

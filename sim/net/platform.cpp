@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <simgrid/kernel/routing/NetZoneImpl.hpp>
 
 namespace sg4 = simgrid::s4u;
 using Dir = sg4::LinkInRoute::Direction;
@@ -31,6 +32,24 @@ struct NodeLinks {
   sg4::Link* upi = nullptr;              // between sockets 0 and 1 (UP = 0 -> 1)
   std::map<std::pair<int, int>, sg4::Link*> nvl;  // (a, b) with a < b; UP = a -> b
 };
+
+// SimGrid 3.32 checks every new host's and link's name against every zone reachable from
+// the root (a recursive search), and sealing a zone scans every reachable host: with one
+// zone per node, building 4,096 nodes took minutes. A zone built detached (no parent yet,
+// the parent's models copied so it can create hosts and links) is invisible to both
+// scans; it is attached (set_parent) once its content exists, and sealed while its own
+// parent is still detached, so each scan sees only the few zones already attached.
+sg4::NetZone* detached_zone(sg4::NetZone* zone, const sg4::NetZone* models_from) {
+  auto* impl = zone->get_impl();
+  const auto* from = models_from->get_impl();
+  impl->set_network_model(from->get_network_model());
+  impl->set_cpu_pm_model(from->get_cpu_pm_model());
+  impl->set_cpu_vm_model(from->get_cpu_vm_model());
+  impl->set_disk_model(from->get_disk_model());
+  impl->set_host_model(from->get_host_model());
+  return zone;
+}
+
 
 }  // namespace
 
@@ -111,12 +130,14 @@ struct PlatformBuilder {
     return p;
   }
 
-  void build_node(sg4::NetZone* parent, int k) {
+  // Builds node k's zone, detached (see detached_zone) when `models_from` is given, the
+  // platform's only zone otherwise. The caller attaches and seals it.
+  sg4::NetZone* build_node(const sg4::NetZone* models_from, int k) {
     const int n = hw.gpus_per_node;
     const double eff_pcie = hw.efficiency.pcie, eff_p2p = hw.efficiency.p2p;
     const std::string pre = fmt::format("n{}.", k);
-    sg4::NetZone* zone = sg4::create_full_zone(fmt::format("node{}", k));
-    if (parent) zone->set_parent(parent);
+    sg4::NetZone* zone = models_from ? detached_zone(sg4::create_full_zone(fmt::format("node{}", k)), models_from)
+                                     : sg4::create_full_zone(fmt::format("node{}", k));
 
     // Hosts. GPU hosts compute at the f32 peak (the device model charges kernels itself).
     std::vector<sg4::Host*> gpus(n), cpus(hw.host.sockets);
@@ -231,15 +252,15 @@ struct PlatformBuilder {
         route(ib, cpus[s]->get_netpoint(), in);
       }
     }
-    zone->seal();
-
     for (int g = 0; g < n; ++g) pf.gpu_hosts_[k * n + g] = gpus[g];
     pf.cpu_hosts_[k] = cpus;
     pf.nvswitch_hosts_[k] = nvs;
     pf.node_zones_[k] = zone;
     pf.node_gateways_[k] = ib;
+    return zone;
   }
 };
+
 
 std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpec& hw) {
   (void)engine;  // the platform goes into the process's only Engine
@@ -257,44 +278,83 @@ std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpe
   PlatformBuilder b{*pf, hw};
 
   if (hw.nodes == 1) {
-    b.build_node(nullptr, 0);
+    b.build_node(nullptr, 0)->seal();
     return pf;
   }
   const NetworkSpec& net = *hw.network;
   sg4::NetZone* root = sg4::create_star_zone("fabric");
-  auto attach = [&](sg4::NetZone* star, int k) {
-    // The node's gateway is its InfiniBand router; the NIC links are inside the node zone.
-    star->add_route(pf->node_zones_[k]->get_netpoint(), nullptr, pf->node_gateways_[k], nullptr, {}, true);
+  // A zone joins its parent star through its router (a node's: its InfiniBand router;
+  // the links from there are inside the zone).
+  auto join = [](sg4::NetZone* star, sg4::NetZone* zone, simgrid::kernel::routing::NetPoint* router) {
+    zone->set_parent(star);
+    star->add_route(zone->get_netpoint(), nullptr, router, nullptr, {}, true);
   };
   if (net.topology == FabricTopology::single_switch) {
     for (int k = 0; k < hw.nodes; ++k) {
-      b.build_node(root, k);
-      attach(root, k);
+      sg4::NetZone* node = b.build_node(root, k);
+      join(root, node, pf->node_gateways_[k]);
     }
-  } else {
-    const int per_leaf = net.nodes_per_leaf;
-    const int leaves = (hw.nodes + per_leaf - 1) / per_leaf;
-    // A leaf's uplinks carry what its nodes' NICs can send, divided by the oversubscription.
-    const BytesPerSecond up_bw =
-        per_leaf * net.nics_per_node * net.nic_bandwidth * hw.efficiency.nic / net.oversubscription;
-    for (int l = 0; l < leaves; ++l) {
-      sg4::NetZone* leaf = sg4::create_star_zone(fmt::format("leaf{}", l));
-      leaf->set_parent(root);
-      auto* router = leaf->create_router(fmt::format("leaf{}.router", l));
-      sg4::Link* uplink =
-          leaf->create_split_duplex_link(fmt::format("leaf{}.uplink", l), up_bw)->set_latency(net.latency_s / 2)->seal();
-      // Towards the spine the uplink is used DOWN from the leaf's centre to its router.
-      leaf->add_route(router, nullptr, nullptr, nullptr, {{uplink, Dir::UP}}, true);
-      for (int k = l * per_leaf; k < std::min(hw.nodes, (l + 1) * per_leaf); ++k) {
-        b.build_node(leaf, k);
-        attach(leaf, k);
-      }
-      leaf->seal();
-      root->add_route(leaf->get_netpoint(), nullptr, router, nullptr, {}, true);
-    }
+    root->seal();
+    return pf;
   }
+  const FatTreeShape shape = fat_tree_shape(hw);
+  // A switch group (leaf or pod) as a star zone whose router reaches the level above over
+  // one uplink: leaving the group a route takes the uplink's DOWN direction (centre to
+  // router), entering it UP. The router sits in a zone of its own inside the group:
+  // SimGrid resolves a route from a host in a child zone to a router placed directly in
+  // an ancestor zone as if the host were that zone's own member (it looked up whichever
+  // member shared the host's index, and dropped the node's NIC links).
+  auto group = [&](const std::string& name, BytesPerSecond up_bw) {
+    sg4::NetZone* z = detached_zone(sg4::create_star_zone(name), root);
+    sg4::NetZone* sw = detached_zone(sg4::create_empty_zone(name + ".switch"), root);
+    auto* router = sw->create_router(name + ".router");
+    sw->set_parent(z);
+    sw->seal();
+    sg4::Link* uplink = z->create_split_duplex_link(name + ".uplink", up_bw)->set_latency(net.latency_s / 2)->seal();
+    z->add_route(sw->get_netpoint(), nullptr, router, nullptr, {{uplink, Dir::UP}}, true);
+    return std::make_pair(z, router);
+  };
+  std::vector<std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*>> top;  // joined to the root last
+  for (int pod = 0; pod < shape.pods; ++pod) {
+    std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*> p{nullptr, nullptr};
+    if (shape.pods > 1) p = group(fmt::format("pod{}", pod), shape.pod_uplink_bandwidth);
+    for (int l = pod * shape.leaves_per_pod; l < std::min(shape.leaves, (pod + 1) * shape.leaves_per_pod); ++l) {
+      const auto [leaf, router] = group(fmt::format("leaf{}", l), shape.leaf_uplink_bandwidth);
+      for (int k = l * net.nodes_per_leaf; k < std::min(hw.nodes, (l + 1) * net.nodes_per_leaf); ++k) {
+        sg4::NetZone* node = b.build_node(root, k);  // sets node_gateways_[k]
+        join(leaf, node, pf->node_gateways_[k]);
+        node->seal();
+      }
+      if (p.first) {
+        join(p.first, leaf, router);
+        leaf->seal();
+      } else {
+        top.emplace_back(leaf, router);
+      }
+    }
+    if (p.first) top.push_back(p);
+  }
+  for (const auto& [zone, router] : top) join(root, zone, router);
   root->seal();
   return pf;
+}
+
+FatTreeShape fat_tree_shape(const HardwareSpec& hw) {
+  if (!hw.network || hw.network->topology != FabricTopology::fat_tree)
+    throw std::invalid_argument(fmt::format("hardware '{}': fat_tree_shape needs a fat_tree network", hw.name));
+  const NetworkSpec& net = *hw.network;
+  FatTreeShape s;
+  s.leaves = (hw.nodes + net.nodes_per_leaf - 1) / net.nodes_per_leaf;
+  // A spine switch with all its ports down reaches switch_radix leaves (one per rail
+  // plane); beyond that, spines give half their ports to a core level and a pod holds
+  // switch_radix / 2 leaves.
+  s.leaves_per_pod = net.switch_radix > 0 && s.leaves > net.switch_radix ? net.switch_radix / 2 : s.leaves;
+  s.pods = (s.leaves + s.leaves_per_pod - 1) / s.leaves_per_pod;
+  const BytesPerSecond link_rate = net.switch_link_rate.value_or(net.nic_bandwidth) * hw.efficiency.nic;
+  // A leaf's uplinks: one port per node and rail, divided by the oversubscription.
+  s.leaf_uplink_bandwidth = net.nodes_per_leaf * net.nics_per_node * link_rate / net.oversubscription;
+  s.pod_uplink_bandwidth = s.leaves_per_pod * s.leaf_uplink_bandwidth / net.core_oversubscription;
+  return s;
 }
 
 sg4::Host* Platform::gpu_host(int gpu) const { return gpu_hosts_.at(static_cast<size_t>(gpu)); }

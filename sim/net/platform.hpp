@@ -13,11 +13,13 @@
 //            n{k}.cpu{s}.mem         host memory of a socket                   (SHARED)
 //            n{k}.upi                between sockets                           (SPLITDUPLEX)
 //            leaf{l}.uplink          fat-tree leaf <-> spine                   (SPLITDUPLEX)
+//            pod{p}.uplink           three-level fat-tree pod <-> core         (SPLITDUPLEX)
 //   SimGrid names a split-duplex link's directions "<name>_UP" and "<name>_DOWN".
 // Each node is a full zone whose routes this code computes (NVLink if the pair has
 // links, else NVSwitch, else PCIe peer-to-peer when allowed, else staged through
 // host memory); nodes hang off star zones (one InfiniBand switch, or leaves of a
-// two-level fat-tree under a spine), entering and leaving through each GPU's own NIC
+// fat-tree: under one spine level, or, past switch_radix leaves, in pods of spines under
+// a core level; see fat_tree_shape), entering and leaving through each GPU's own NIC
 // (rail). Link bandwidths are datasheet rates times the efficiency fields.
 //
 // The network is configured for an exact alpha-beta model: network/model:CM02,
@@ -57,6 +59,21 @@ struct RouteInfo {
   Seconds latency_s = 0;                 // sum of the links' latencies
   BytesPerSecond bottleneck_bandwidth = 0;  // min of the links' bandwidths (inf when empty)
 };
+
+// The switch levels of a fat_tree network, as Platform::build lays them out. Each leaf
+// (nodes_per_leaf nodes, every rail) has one uplink to the spine; with switch_radix
+// given and more leaves than one spine switch reaches (switch_radix, all its ports
+// down), the spines give half their ports to a core level: pods of switch_radix / 2
+// leaves, each with one uplink to the core. Otherwise pods == 1 (two levels, no pod zone).
+struct FatTreeShape {
+  int leaves = 0;
+  int leaves_per_pod = 0;
+  int pods = 0;
+  BytesPerSecond leaf_uplink_bandwidth = 0;  // per direction, after the NIC efficiency
+  BytesPerSecond pod_uplink_bandwidth = 0;   // per direction (three levels only)
+};
+// Throws std::invalid_argument when the spec's network is not a fat_tree.
+FatTreeShape fat_tree_shape(const HardwareSpec& hw);
 
 class Platform {
  public:

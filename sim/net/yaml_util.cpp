@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -36,22 +37,93 @@ std::pair<double, std::string> split_number_unit(std::string_view text, const st
   double value = 0;
   auto [ptr, ec] = std::from_chars(num.data(), num.data() + num.size(), value);
   if (num.empty() || ec != std::errc() || ptr != num.data() + num.size() || !std::isfinite(value))
-    throw std::invalid_argument(where + fmt::format("expected a number with an optional unit, got '{}'", t));
+    throw std::invalid_argument(where + fmt::format("expected a number and a unit, got '{}'", t));
   return {value, trim(std::string_view(t).substr(i))};
 }
 
+// The factor of `unit` in `table`. A missing unit is an error: a bare "10" could be
+// seconds or microseconds, bytes or GiB, and a typo then costs a factor of a million.
 double unit_factor(const std::string& unit, std::initializer_list<std::pair<const char*, double>> table,
                    const std::string& where, const std::string& text, const char* kind) {
-  for (auto& [name, factor] : table)
-    if (unit == name) return factor;
   std::string allowed;
   for (auto& [name, factor] : table) {
-    (void)factor;
-    if (*name == '\0') continue;
+    if (unit == name) return factor;
     allowed += allowed.empty() ? name : std::string(", ") + name;
   }
+  if (unit.empty())
+    throw std::invalid_argument(
+        where + fmt::format("'{}' has no unit; a {} needs one (allowed: {})", trim(text), kind, allowed));
   throw std::invalid_argument(
-      where + fmt::format("unknown {} unit '{}' in '{}' (allowed: {}, or none)", kind, unit, trim(text), allowed));
+      where + fmt::format("unknown {} unit '{}' in '{}' (allowed: {})", kind, unit, trim(text), allowed));
+}
+
+// A bound printed in the largest unit of `units` (ascending factors) that keeps it >= 1.
+std::string format_bound(double v, std::initializer_list<std::pair<const char*, double>> units) {
+  if (v == 0) return fmt::format("0 {}", units.begin()->first);
+  auto chosen = *units.begin();
+  for (const auto& u : units)
+    if (std::fabs(v) >= u.second * (1 - 1e-12)) chosen = u;
+  return fmt::format("{:g} {}", v / chosen.second, chosen.first);
+}
+
+constexpr int kMaxDepth = 64;
+constexpr std::size_t kMaxNodes = 1'000'000;
+
+bool allowed_tag(const std::string& tag) {
+  static const char* const ok[] = {"",
+                                   "?",
+                                   "!",
+                                   "tag:yaml.org,2002:str",
+                                   "tag:yaml.org,2002:int",
+                                   "tag:yaml.org,2002:float",
+                                   "tag:yaml.org,2002:bool",
+                                   "tag:yaml.org,2002:null",
+                                   "tag:yaml.org,2002:map",
+                                   "tag:yaml.org,2002:seq"};
+  for (const char* t : ok)
+    if (tag == t) return true;
+  return false;
+}
+
+std::string shown_tag(const std::string& tag) {
+  const std::string core = "tag:yaml.org,2002:";
+  return tag.rfind(core, 0) == 0 ? "!!" + tag.substr(core.size()) : tag;
+}
+
+// Walks the whole document once: duplicate keys, non-scalar keys, unsupported tags,
+// nesting depth and node count (see the header comment).
+void check_document(const YAML::Node& n, const std::string& file, const std::string& path, int depth,
+                    std::size_t& nodes) {
+  const std::string name = path.empty() ? "document" : path;
+  if (++nodes > kMaxNodes)
+    throw std::invalid_argument(
+        fmt::format("{}{}: more than {} YAML nodes (aliases counted each time they are used)", yaml_where(file, n),
+                    name, kMaxNodes));
+  if (depth > kMaxDepth)
+    throw std::invalid_argument(fmt::format("{}{}: nested deeper than {} levels", yaml_where(file, n), name, kMaxDepth));
+  if (!allowed_tag(n.Tag()))
+    throw std::invalid_argument(fmt::format("{}{}: YAML tag '{}' is not supported (plain values only)",
+                                            yaml_where(file, n), name, shown_tag(n.Tag())));
+  if (n.IsSequence()) {
+    for (std::size_t i = 0; i < n.size(); ++i)
+      check_document(n[i], file, fmt::format("{}[{}]", path, i), depth + 1, nodes);
+  } else if (n.IsMap()) {
+    std::map<std::string, int> first_line;  // key -> 1-based line of its first occurrence
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      if (!it->first.IsScalar())
+        throw std::invalid_argument(
+            fmt::format("{}{}: a key must be a plain string, not a list or mapping", yaml_where(file, it->first), name));
+      const std::string key = it->first.Scalar();
+      const std::string key_path = path.empty() ? key : path + "." + key;
+      const int line = it->first.Mark().is_null() ? 0 : it->first.Mark().line + 1;
+      if (const auto seen = first_line.find(key); seen != first_line.end())
+        throw std::invalid_argument(fmt::format("{}{}: duplicate key (first given at line {})",
+                                                yaml_where(file, it->first), key_path, seen->second));
+      first_line.emplace(key, line);
+      check_document(it->first, file, key_path, depth + 1, nodes);
+      check_document(it->second, file, key_path, depth + 1, nodes);
+    }
+  }
 }
 
 }  // namespace
@@ -65,11 +137,32 @@ YAML::Node yaml_load_file(const std::string& path) {
 }
 
 YAML::Node yaml_load_string(const std::string& text, const std::string& file_label) {
+  YAML::Node doc;
   try {
-    return YAML::Load(text);
+    doc = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     throw std::invalid_argument(fmt::format("{}:{}: YAML syntax error: {}", file_label, e.mark.line + 1, e.msg));
+  } catch (const YAML::Exception& e) {
+    throw std::invalid_argument(fmt::format("{}: YAML error: {}", file_label, e.msg));
   }
+  std::size_t nodes = 0;
+  check_document(doc, file_label, "", 0, nodes);
+  return doc;
+}
+
+std::string format_time_bound(Seconds s) {
+  return format_bound(s, {{"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}});
+}
+std::string format_bandwidth_bound(BytesPerSecond b) {
+  return format_bound(b, {{"B/s", 1.0}, {"KB/s", 1e3}, {"MB/s", 1e6}, {"GB/s", 1e9}, {"TB/s", 1e12}, {"PB/s", 1e15}});
+}
+std::string format_bytes_bound(Bytes b) {
+  const double k = 1024.0;
+  return format_bound(static_cast<double>(b), {{"B", 1.0}, {"KiB", k}, {"MiB", k * k}, {"GiB", k * k * k},
+                                               {"TiB", k * k * k * k}, {"PiB", k * k * k * k * k}});
+}
+std::string format_flops_bound(FlopsPerSecond f) {
+  return format_bound(f, {{"FLOPS", 1.0}, {"GFLOPS", 1e9}, {"TFLOPS", 1e12}, {"PFLOPS", 1e15}, {"EFLOPS", 1e18}});
 }
 
 std::string yaml_where(const std::string& file, const YAML::Node& node) {
@@ -81,7 +174,7 @@ std::string yaml_where(const std::string& file, const YAML::Node& node) {
 Bytes parse_bytes_quantity(std::string_view text, const std::string& where) {
   auto [value, unit] = split_number_unit(text, where);
   const double f = unit_factor(unit,
-                               {{"", 1.0}, {"B", 1.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
+                               {{"B", 1.0}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
                                 {"KiB", 1024.0}, {"MiB", 1024.0 * 1024}, {"GiB", 1024.0 * 1024 * 1024},
                                 {"TiB", 1024.0 * 1024 * 1024 * 1024}},
                                where, std::string(text), "size");
@@ -96,7 +189,7 @@ BytesPerSecond parse_bandwidth_quantity(std::string_view text, const std::string
   auto [value, unit] = split_number_unit(text, where);
   // Gb/s etc. are bits per second (network line rates): divide by 8.
   const double f = unit_factor(unit,
-                               {{"", 1.0}, {"B/s", 1.0}, {"KB/s", 1e3}, {"MB/s", 1e6}, {"GB/s", 1e9},
+                               {{"B/s", 1.0}, {"KB/s", 1e3}, {"MB/s", 1e6}, {"GB/s", 1e9},
                                 {"TB/s", 1e12}, {"KiB/s", 1024.0}, {"MiB/s", 1024.0 * 1024},
                                 {"GiB/s", 1024.0 * 1024 * 1024}, {"Mb/s", 1e6 / 8}, {"Gb/s", 1e9 / 8},
                                 {"Tb/s", 1e12 / 8}},
@@ -106,15 +199,15 @@ BytesPerSecond parse_bandwidth_quantity(std::string_view text, const std::string
 
 FlopsPerSecond parse_flops_quantity(std::string_view text, const std::string& where) {
   auto [value, unit] = split_number_unit(text, where);
-  const double f = unit_factor(unit, {{"", 1.0}, {"FLOPS", 1.0}, {"GFLOPS", 1e9}, {"TFLOPS", 1e12}, {"PFLOPS", 1e15}},
-                               where, std::string(text), "flops");
+  const double f = unit_factor(unit, {{"FLOPS", 1.0}, {"GFLOPS", 1e9}, {"TFLOPS", 1e12}, {"PFLOPS", 1e15}},
+                               where, std::string(text), "flop rate");
   return value * f;
 }
 
 Seconds parse_time_quantity(std::string_view text, const std::string& where) {
   auto [value, unit] = split_number_unit(text, where);
   const double f =
-      unit_factor(unit, {{"", 1.0}, {"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}}, where, std::string(text), "time");
+      unit_factor(unit, {{"s", 1.0}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}}, where, std::string(text), "time");
   return value * f;
 }
 
@@ -286,6 +379,58 @@ std::optional<FlopsPerSecond> MapReader::opt_flops(const std::string& key) {
 std::optional<Seconds> MapReader::opt_time(const std::string& key) {
   if (!has(key)) return std::nullopt;
   return get_time(key);
+}
+
+void MapReader::check_in(const std::string& key, double value, double lo, double hi, const std::string& lo_text,
+                         const std::string& hi_text) {
+  if (value >= lo && value <= hi) return;
+  const YAML::Node v = node_[key];
+  const std::string text = v.IsDefined() && v.IsScalar() ? trim(v.Scalar()) : fmt::format("{:g}", value);
+  fail(key, fmt::format("{} is outside {} .. {}", text, lo_text, hi_text));
+}
+
+std::int64_t MapReader::get_int_in(const std::string& key, std::int64_t lo, std::int64_t hi) {
+  const std::int64_t v = get_int(key);
+  if (v < lo || v > hi) fail(key, fmt::format("{} is outside {} .. {}", v, lo, hi));
+  return v;
+}
+std::optional<std::int64_t> MapReader::opt_int_in(const std::string& key, std::int64_t lo, std::int64_t hi) {
+  if (!has(key)) return std::nullopt;
+  return get_int_in(key, lo, hi);
+}
+double MapReader::get_double_in(const std::string& key, double lo, double hi) {
+  const double v = get_double(key);
+  check_in(key, v, lo, hi, fmt::format("{:g}", lo), fmt::format("{:g}", hi));
+  return v;
+}
+std::optional<double> MapReader::opt_double_in(const std::string& key, double lo, double hi) {
+  if (!has(key)) return std::nullopt;
+  return get_double_in(key, lo, hi);
+}
+Bytes MapReader::get_bytes_in(const std::string& key, Bytes lo, Bytes hi) {
+  const Bytes v = get_bytes(key);
+  check_in(key, static_cast<double>(v), static_cast<double>(lo), static_cast<double>(hi), format_bytes_bound(lo),
+           format_bytes_bound(hi));
+  return v;
+}
+BytesPerSecond MapReader::get_bandwidth_in(const std::string& key, BytesPerSecond lo, BytesPerSecond hi) {
+  const BytesPerSecond v = get_bandwidth(key);
+  check_in(key, v, lo, hi, format_bandwidth_bound(lo), format_bandwidth_bound(hi));
+  return v;
+}
+FlopsPerSecond MapReader::get_flops_in(const std::string& key, FlopsPerSecond lo, FlopsPerSecond hi) {
+  const FlopsPerSecond v = get_flops(key);
+  check_in(key, v, lo, hi, format_flops_bound(lo), format_flops_bound(hi));
+  return v;
+}
+std::optional<FlopsPerSecond> MapReader::opt_flops_in(const std::string& key, FlopsPerSecond lo, FlopsPerSecond hi) {
+  if (!has(key)) return std::nullopt;
+  return get_flops_in(key, lo, hi);
+}
+Seconds MapReader::get_time_in(const std::string& key, Seconds lo, Seconds hi) {
+  const Seconds v = get_time(key);
+  check_in(key, v, lo, hi, format_time_bound(lo), format_time_bound(hi));
+  return v;
 }
 
 void MapReader::require_positive(const std::string& key, double value) const {

@@ -7,12 +7,23 @@
 // Unknown keys are rejected: a MapReader remembers which keys were read and
 // finish() names the first key that was not, with that key's own line.
 //
-// Quantities may carry units so files say what they mean:
-//   bytes:      80 GiB, 48 GB, 512 KiB, 4096 B, 1e9   (KiB/MiB/GiB/TiB = 1024^k, KB/MB/GB/TB = 1000^k)
-//   bandwidth:  25 GB/s, 2 TB/s, 24.5 GiB/s, 200 Gb/s (Gb/s are bits: 200 Gb/s = 25e9 B/s), 1e9
-//   flops:      989.4 TFLOPS, 1.4e12                  (FLOPS, GFLOPS, TFLOPS, PFLOPS = 1000^k per second)
-//   time:       5 us, 1.5 ms, 700 ns, 0.001 s, 2e-6   (plain numbers are seconds)
-// A plain number is taken in the base unit (bytes, bytes/s, flop/s, seconds).
+// Quantities carry units so files say what they mean:
+//   bytes:      80 GiB, 48 GB, 512 KiB, 4096 B        (KiB/MiB/GiB/TiB = 1024^k, KB/MB/GB/TB = 1000^k)
+//   bandwidth:  25 GB/s, 2 TB/s, 24.5 GiB/s, 200 Gb/s (Gb/s are bits: 200 Gb/s = 25e9 B/s)
+//   flops:      989.4 TFLOPS, 1.4e12 FLOPS            (FLOPS, GFLOPS, TFLOPS, PFLOPS = 1000^k per second)
+//   time:       5 us, 1.5 ms, 700 ns, 0.001 s
+// A plain number without a unit is an error: "10" could be seconds or microseconds.
+//
+// Loading checks the whole document first: a key given twice in one mapping, a key that
+// is not a plain scalar, and an explicit tag other than YAML's core ones (!!str, !!int,
+// !!float, !!bool, !!null, !!map, !!seq; e.g. !!binary) are errors naming file, line and
+// key path. Documents nest at most 64 levels and hold at most 1,000,000 nodes (aliases
+// counted each time they are used), so a hostile file cannot exhaust the stack or memory.
+//
+// Ranges: the *_in getters check a value against a plausibility range with physical
+// meaning and name both in the error, in the quantity's units:
+//   "x.yaml:23: pcie.latency: 1e300 s is outside 1 ns .. 1 s".
+// Integers are range-checked as 64-bit values before any narrowing to int.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -35,6 +46,12 @@ YAML::Node yaml_load_string(const std::string& text, const std::string& file_lab
 
 // "FILE:LINE: " for a node (LINE 1-based); "FILE: " when the node has no mark.
 std::string yaml_where(const std::string& file, const YAML::Node& node);
+
+// Bounds as they read in errors: "1 ns", "25 GB/s", "80 GiB", "1 PFLOPS".
+std::string format_time_bound(Seconds s);
+std::string format_bandwidth_bound(BytesPerSecond b);
+std::string format_bytes_bound(Bytes b);
+std::string format_flops_bound(FlopsPerSecond f);
 
 // Unit-carrying quantity parsers (see the header comment). `where` ("FILE:LINE: key: ")
 // is prepended to the std::invalid_argument message on a malformed value.
@@ -91,6 +108,17 @@ class MapReader {
   std::optional<FlopsPerSecond> opt_flops(const std::string& key);
   std::optional<Seconds> opt_time(const std::string& key);
 
+  // Checked reads: the value must lie in [lo, hi] (see the header comment).
+  std::int64_t get_int_in(const std::string& key, std::int64_t lo, std::int64_t hi);
+  std::optional<std::int64_t> opt_int_in(const std::string& key, std::int64_t lo, std::int64_t hi);
+  double get_double_in(const std::string& key, double lo, double hi);
+  std::optional<double> opt_double_in(const std::string& key, double lo, double hi);
+  Bytes get_bytes_in(const std::string& key, Bytes lo, Bytes hi);
+  BytesPerSecond get_bandwidth_in(const std::string& key, BytesPerSecond lo, BytesPerSecond hi);
+  FlopsPerSecond get_flops_in(const std::string& key, FlopsPerSecond lo, FlopsPerSecond hi);
+  std::optional<FlopsPerSecond> opt_flops_in(const std::string& key, FlopsPerSecond lo, FlopsPerSecond hi);
+  Seconds get_time_in(const std::string& key, Seconds lo, Seconds hi);
+
   // Range checks on a value already read; they throw naming the key and the value.
   void require_positive(const std::string& key, double value) const;      // value > 0
   void require_non_negative(const std::string& key, double value) const;  // value >= 0
@@ -105,6 +133,9 @@ class MapReader {
 
  private:
   YAML::Node child(const std::string& key);  // marks the key asked and read; throws "missing key"
+  // Throws "VALUE is outside LO .. HI" at the key when !(lo <= value <= hi).
+  void check_in(const std::string& key, double value, double lo, double hi, const std::string& lo_text,
+                const std::string& hi_text);
   YAML::Node node_;
   std::string file_;
   std::string path_;

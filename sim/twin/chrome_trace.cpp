@@ -46,6 +46,6 @@ std::string ChromeTrace::to_json_text() const {
   return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
 }
 
-void ChromeTrace::write(const std::string& path) const { write_file_atomically(path, to_json_text()); }
+void ChromeTrace::write(const std::string& path) const { write_file_atomic(path, to_json_text(), {.create_parent_dirs = true}); }
 
 }  // namespace dpt

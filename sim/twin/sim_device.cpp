@@ -18,6 +18,7 @@ namespace {
 // `peak` is asked for only when the op has flops (it throws when the GPU lacks it).
 template <typename Peak> Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, Peak&& peak) {
   if (cost.kind == OpKind::host) return 0;  // host-side work: charged as dispatch, not on the device
+  if (cost.measured_s) return *cost.measured_s;  // measured on this GPU kind: launches included
   Seconds t_flops = 0;
   if (cost.flops > 0) t_flops = cost.flops / (peak() * rates.compute_efficiency);
   Seconds t_bytes = 0;

@@ -232,15 +232,8 @@ StepReport step_report_from_json(const json& j, const std::string& where) {
   return r;
 }
 
-void write_file_atomically(const std::string& path, const std::string& text) {
-  // One atomic writer for the project (temporary file, fsync, rename, directory fsync);
-  // an output's missing directories are created, as --report DIR's are.
-  const auto* begin = reinterpret_cast<const std::byte*>(text.data());
-  write_file_atomic(path, std::vector<std::byte>(begin, begin + text.size()), /*create_parent_dirs=*/true);
-}
-
 void write_step_report(const StepReport& r, const std::string& path) {
-  write_file_atomically(path, step_report_to_json(r).dump(2) + "\n");
+  write_file_atomic(path, step_report_to_json(r).dump(2) + "\n", {.create_parent_dirs = true});
 }
 
 StepReport read_step_report(const std::string& path) {

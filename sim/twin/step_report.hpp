@@ -12,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "engine/core/units.hpp"
+#include "engine/io/atomic_file.hpp"
 
 namespace dpt {
 
@@ -94,12 +95,9 @@ nlohmann::json step_report_to_json(const StepReport& r);
 // mistyped field, or an unknown key.
 StepReport step_report_from_json(const nlohmann::json& j, const std::string& where = "<json>");
 
-// Writes the report as indented JSON atomically (temporary file, fsync, rename).
+// Writes the report as indented JSON with write_file_atomic (atomically, through links;
+// straight through to a FIFO or pipe), creating missing directories.
 void write_step_report(const StepReport& r, const std::string& path);
 StepReport read_step_report(const std::string& path);
-
-// Writes `text` to `path` atomically: a temporary file beside it, fsync, rename.
-// Throws std::runtime_error naming the path and the OS error.
-void write_file_atomically(const std::string& path, const std::string& text);
 
 }  // namespace dpt

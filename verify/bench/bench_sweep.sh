@@ -6,10 +6,10 @@
 #  2. the quick start (`dptwin report` on the embedded default), target < 30 s.
 # CPU time (user + system of every process) is printed beside the wall time: on a
 # shared machine the wall time includes waiting for other people's work.
-# Usage: verify/bench/bench_sweep.sh [DPTWIN_EXE]   (default: build/scenarios/dptwin)
+# Usage: verify/bench/bench_sweep.sh [DPTWIN_EXE]   (default: build/release/scenarios/dptwin)
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-exe=$(realpath "${1:-$root/build/scenarios/dptwin}")
+root=$(cd "$(dirname "$0")/../.." && pwd)
+exe=$(realpath "${1:-$root/build/release/scenarios/dptwin}")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"

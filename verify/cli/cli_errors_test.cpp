@@ -92,8 +92,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "dptwin predict: error: --devices: 16 GPUs per node, but dgx-a100 has 8\n"},
         CliCase{"BatchZero", predict_with({{"--batch-per-device", "0"}}), {}, 2,
                 "dptwin predict: error: --batch-per-device: must be positive, got 0\n"},
-        CliCase{"ZeroBandwidthOverride", predict_with({{"--override", "nvswitch.link_bandwidth=0"}}), {}, 2,
-                "dptwin predict: error: --override nvswitch.link_bandwidth: must be positive, got 0\n"},
+        CliCase{"ZeroBandwidthOverride", predict_with({{"--override", "nvswitch.link_bandwidth=0 GB/s"}}), {}, 2,
+                "dptwin predict: error: --override nvswitch.link_bandwidth: 0 GB/s is outside 1 MB/s .. 10 TB/s\n"},
         CliCase{"OverrideWithoutValue", predict_with({{"--override", "gpu.memory"}}), {}, 2,
                 "dptwin predict: error: --override gpu.memory: expected PATH=VALUE, e.g. --override 'gpu.memory=40 "
                 "GiB'\n"},
@@ -106,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "dptwin predict: error: --hardware: hardware file ./nope.yaml does not exist\n"},
         CliCase{"BadModelFile", predict_with({{"--model", "m.yaml"}}),
                 {{"m.yaml", "schema_version: 1\nname: m\nsample: x\ninput_features: 0\n"}}, 2,
-                "dptwin predict: error: --model: m.yaml:4: input_features: must be positive, got 0\n"},
+                "dptwin predict: error: --model: m.yaml:4: input_features: 0 is outside 1 .. 1000000000000\n"},
         CliCase{"PredictOnASweep", {"predict", "s.yaml"}, {{"s.yaml", kSweep}}, 2,
                 "dptwin predict: error: s.yaml: sweep: predict runs one configuration, this scenario sweeps devices "
                 "(run it with dptwin sweep, or fix the axes with flags)\n"},

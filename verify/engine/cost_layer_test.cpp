@@ -197,5 +197,48 @@ TEST(CostOnlyModel, TrainsAStepUnderTheSingleStrategyOnTheHost) {
   EXPECT_EQ(strategy->module().parameter_count(), model_parameter_count(desc));
 }
 
+// A profiled layer (dptwin_profile): frozen weight, measured times per sample.
+LayerDescription profiled_block() {
+  LayerDescription l = block();
+  l.parameters[0].requires_grad = false;
+  l.measured_forward_s_per_sample = 0.001;
+  l.measured_backward_s_per_sample = 0.003;
+  return l;
+}
+
+TEST(CostLayer, FrozenParametersHaveValuesButNoGradientsAndAreNotTrained) {
+  // Invariant: a frozen tensor costs its value's memory and nothing else; only the
+  // trainable ones reach the optimizer and DDP (parameters()).
+  RecordingDevice dev;
+  CostLayer layer(profiled_block(), 2, dev, DType::f32);
+  const auto params = layer.parameters();
+  ASSERT_EQ(params.size(), 1u);
+  EXPECT_EQ(params[0]->name, "bias");
+  auto at_peak = dev.memory().breakdown_at_peak();
+  EXPECT_EQ(at_peak[static_cast<int>(MemoryCategory::parameters)], (6 + 3) * 4);
+  EXPECT_EQ(at_peak[static_cast<int>(MemoryCategory::gradients)], 3 * 4);
+}
+
+TEST(CostLayer, MeasuredTimesAreChargedScaledByTheBatch) {
+  RecordingDevice dev;
+  CostLayer layer(profiled_block(), 2, dev, DType::f32);
+  Tensor x = Tensor::empty(dev, {5, 2}, DType::f32, MemoryCategory::inputs);
+  dev.ops.clear();
+  Tensor y = layer.forward(x);
+  ASSERT_EQ(dev.ops.size(), 1u);
+  ASSERT_TRUE(dev.ops[0].measured_s);
+  EXPECT_DOUBLE_EQ(*dev.ops[0].measured_s, 0.005);  // 1 ms per sample x 5
+  Tensor dy = Tensor::empty(dev, {5, 3}, DType::f32, MemoryCategory::activations);
+  dev.ops.clear();
+  layer.backward(dy, true);
+  ASSERT_EQ(dev.ops.size(), 1u);
+  EXPECT_DOUBLE_EQ(*dev.ops[0].measured_s, 0.015);  // 3 ms per sample x 5
+  // Without measured times the op has none: the twin costs its FLOPs and bytes.
+  CostLayer plain(block(), 2, dev, DType::f32);
+  dev.ops.clear();
+  plain.forward(x);
+  EXPECT_FALSE(dev.ops[0].measured_s);
+}
+
 }  // namespace
 }  // namespace dpt

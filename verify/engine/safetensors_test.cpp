@@ -373,13 +373,13 @@ TEST(SafetensorsAtomic, UnwritableTargets) {
   auto bytes = encode_safetensors({t});
   // Directory that does not exist: the temporary file cannot be created.
   EXPECT_THROW(write_file_atomic((d / "no" / "such" / "f.safetensors").string(), bytes), std::runtime_error);
-  // Target is a non-empty directory: the rename fails and the directory is kept.
+  // Target is a non-empty directory: refused before any temporary file, the directory kept.
   fs::create_directories(d / "isdir" / "keep");
   try {
     write_file_atomic((d / "isdir").string(), bytes);
-    FAIL() << "rename over a directory succeeded";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("rename failed"), std::string::npos) << e.what();
+    FAIL() << "wrote over a directory";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(fs::is_directory(d / "isdir" / "keep"));
   int entries = 0;
@@ -396,12 +396,12 @@ TEST(SafetensorsAtomic, OutputsCreateTheirDirectoriesCheckpointsDoNot) {
   EXPECT_THROW(write_file_atomic(nested.string(), bytes), std::runtime_error);
   EXPECT_FALSE(fs::exists(d / "a"));
   // With it (reports, traces, JSON): the directories are made and the file written.
-  write_file_atomic(nested.string(), bytes, /*create_parent_dirs=*/true);
+  write_file_atomic(nested.string(), bytes, {.create_parent_dirs = true});
   EXPECT_EQ(file_bytes(nested), bytes);
   // A parent that is a regular file: an error naming the directory, the file kept.
   std::ofstream(d / "plain") << "keep";
   try {
-    write_file_atomic((d / "plain" / "f.json").string(), bytes, true);
+    write_file_atomic((d / "plain" / "f.json").string(), bytes, {.create_parent_dirs = true});
     FAIL() << "wrote below a regular file";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot create directory"), std::string::npos) << e.what();

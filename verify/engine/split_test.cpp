@@ -121,6 +121,27 @@ TEST(DistributedSampler, PlantedBugNoPaddingIsCaught) {
   DPT_EXPECT_COUNTEREXAMPLE("DistributedSampler without padding", 500, [&] { sampler_is_strided_and_padded(unpadded); });
 }
 
+TEST(DistributedSampler, AssignmentOfAllRanksEqualsEachRanksIndices) {
+  // Invariant: drawing the permutation once for every rank gives each rank exactly
+  // what distributed_sampler_indices (checked against PyTorch) gives it alone.
+  // Exhaustive over small lengths, world sizes, seeds and both flags.
+  for (std::int64_t len = 0; len <= 40; ++len)
+    for (int n = 1; n <= 9; ++n)
+      for (bool shuffle : {false, true})
+        for (bool drop_last : {false, true})
+          for (std::uint64_t seed : {0u, 7u}) {
+            DistributedSamplerOptions o;
+            o.num_replicas = n;
+            o.shuffle = shuffle;
+            o.drop_last = drop_last;
+            o.seed = seed;
+            o.epoch = 3;
+            const auto all = distributed_sampler_assignment(len, o);
+            ASSERT_EQ(all.size(), static_cast<size_t>(n));
+            for (int r = 0; r < n; ++r) ASSERT_EQ(all[size_t(r)], distributed_sampler_indices(len, r, o)) << len << " " << n;
+          }
+}
+
 TEST(DistributedSampler, LessonExample) {
   DistributedSamplerOptions o;
   o.num_replicas = 4;

@@ -145,8 +145,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:5: devices: expected an integer, got 'eight'"},
         BadCase{"BatchZero", replaced("batch_per_device: 32", "batch_per_device: 0"),
                 "bad.yaml:6: batch_per_device: must be positive, got 0"},
-        BadCase{"ZeroBandwidth", with("overrides:\n  nvswitch.link_bandwidth: 0\n"),
-                "bad.yaml:8: overrides.nvswitch.link_bandwidth: must be positive, got 0"},
+        BadCase{"ZeroBandwidth", with("overrides:\n  nvswitch.link_bandwidth: 0 GB/s\n"),
+                "bad.yaml:8: overrides.nvswitch.link_bandwidth: 0 GB/s is outside 1 MB/s .. 10 TB/s"},
         BadCase{"MoreGpusThanTheHardwareHas", replaced("devices: 8", "devices: 16"),
                 "bad.yaml:5: devices: 16 GPUs per node, but dgx-a100 has 8"},
         BadCase{"ModelDoesNotFit", replaced("model: resnet50", "model: llama-2-7b") + "optimizer: adamw\n",
@@ -163,7 +163,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "l40s-4x-pcie4; or a path to a .yaml file)"},
         BadCase{"UnknownModel", replaced("model: resnet50", "model: resnet51"),
                 "bad.yaml:3: model: unknown model 'resnet51' (library: bert-large, gpt2-1.5b, gpt2-124m, llama-2-7b, "
-                "resnet50; or a path to a .yaml file, or mlp:IN-H-...-OUT)"},
+                "resnet50; or a path to a .yaml file, or mlp:IN-H-...-OUT, "
+                "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied], hf:PATH/config.json)"},
         BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
                 "bad.yaml:8: sweep.colour: unknown sweep axis (allowed: hardware, model, strategy, devices, nodes, "
                 "gpus, batch, batch_per_device, dtype, precision, accumulate, bucket_cap_mb, optimizer, "

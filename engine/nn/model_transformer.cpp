@@ -1,0 +1,297 @@
+#include "engine/nn/model_transformer.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace dpt {
+namespace {
+
+// Element-wise FLOPs per element, as engine/core/kernels.cpp charges them (and
+// scenarios/models/generate.py counts them).
+constexpr double kGelu = 12, kLayerNorm = 8, kSoftmax = 5, kAdd = 1;
+
+// Rounds as generate.py does (Python's round: half to even), so the descriptions
+// equal the library files to the element.
+std::int64_t round_half_even(double x) { return static_cast<std::int64_t>(std::nearbyint(x)); }
+
+void add_layer(ModelDescription& m, std::string name, std::string type, std::vector<ParameterDescription> params,
+               double flops, double activations, std::int64_t output_features) {
+  m.layers.push_back({std::move(name), std::move(type), std::move(params),
+                      static_cast<double>(round_half_even(flops)), round_half_even(activations), output_features});
+}
+
+// QK^T and attention x V (2 x s x s x h each) and the softmax over a x s x s scores.
+double attention_flops(double s, double h, double a) { return 4 * s * s * h + kSoftmax * a * s * s; }
+
+// One encoder/decoder block with a GELU MLP of width f: the GEMMs (4h^2 attention,
+// 2hf MLP per token), attention, two LayerNorms, GELU and two residual adds.
+double gelu_block_flops(double s, double h, double a, double f) {
+  return 2 * s * (4 * h * h + 2 * h * f) + attention_flops(s, h, a) + 2 * kLayerNorm * s * h + kGelu * s * f +
+         2 * kAdd * s * h;
+}
+
+// Korthikanti et al. Sec. 4.1 in elements: LayerNorm inputs 2sh, attention 5sh +
+// 2as^2, MLP sh + 2sf (16sh in all for f = 4h), dropout masks (as^2 + 2sh) / 4.
+double gelu_block_activations(double s, double h, double a, double f) {
+  return 8 * s * h + 2 * s * f + 2 * a * s * s + (a * s * s + 2 * s * h) / 4;
+}
+
+void require_positive(const std::string& model, const char* key, std::int64_t v) {
+  if (v <= 0) throw std::invalid_argument(fmt::format("model {}: {} must be positive, got {}", model, key, v));
+}
+
+void require_heads_divide(const std::string& model, std::int64_t hidden, std::int64_t heads) {
+  if (hidden % heads != 0)
+    throw std::invalid_argument(
+        fmt::format("model {}: heads={} does not divide hidden={} (head size must be whole)", model, heads, hidden));
+}
+
+}  // namespace
+
+TransformerSpec parse_transformer_spec(const std::string& spec) {
+  const std::string prefix = "transformer:";
+  const std::string form = "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied]";
+  if (spec.rfind(prefix, 0) != 0) throw std::invalid_argument(fmt::format("model spec '{}': expected {}", spec, form));
+  TransformerSpec s;
+  std::map<std::string, std::int64_t*> keys{{"layers", &s.layers}, {"hidden", &s.hidden}, {"heads", &s.heads},
+                                            {"seq", &s.seq},       {"vocab", &s.vocab}};
+  std::int64_t mlp = 0;
+  std::map<std::string, bool> seen;
+  const std::string body = spec.substr(prefix.size());
+  size_t start = 0;
+  while (start <= body.size()) {
+    const size_t end = std::min(body.find(',', start), body.size());
+    const std::string item = body.substr(start, end - start);
+    start = end + 1;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq);
+    if (seen[key]) throw std::invalid_argument(fmt::format("model spec '{}': key '{}' given twice", spec, key));
+    seen[key] = true;
+    if (key == "tied" && eq == std::string::npos) {
+      s.tied = true;
+      continue;
+    }
+    std::int64_t* target = key == "mlp" ? &mlp : (keys.count(key) ? keys[key] : nullptr);
+    if (!target || eq == std::string::npos)
+      throw std::invalid_argument(fmt::format("model spec '{}': '{}' is not a key of {}", spec, item, form));
+    const std::string value = item.substr(eq + 1);
+    const auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), *target);
+    if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || *target < 1)
+      throw std::invalid_argument(
+          fmt::format("model spec '{}': {} is '{}', not a positive integer", spec, key, value));
+  }
+  for (const auto& [key, _] : keys)
+    if (!seen[key]) throw std::invalid_argument(fmt::format("model spec '{}': missing {} (form: {})", spec, key, form));
+  if (seen["mlp"]) s.mlp = mlp;
+  require_heads_divide(spec, s.hidden, s.heads);
+  return s;
+}
+
+std::string transformer_spec_string(const TransformerSpec& s) {
+  std::string out = fmt::format("transformer:layers={},hidden={},heads={},seq={},vocab={}", s.layers, s.hidden,
+                                s.heads, s.seq, s.vocab);
+  if (s.mlp) out += fmt::format(",mlp={}", *s.mlp);
+  if (s.tied) out += ",tied";
+  return out;
+}
+
+ModelDescription describe_transformer(const TransformerSpec& spec, const std::string& name) {
+  ModelDescription m;
+  m.name = name.empty() ? transformer_spec_string(spec) : name;
+  for (auto [key, v] : {std::pair{"layers", spec.layers}, {"hidden", spec.hidden}, {"heads", spec.heads},
+                        {"seq", spec.seq}, {"vocab", spec.vocab}, {"mlp", spec.mlp.value_or(1)}})
+    require_positive(m.name, key, v);
+  require_heads_divide(m.name, spec.hidden, spec.heads);
+  const std::int64_t s = spec.seq, h = spec.hidden, a = spec.heads, v = spec.vocab;
+  const std::int64_t f = spec.mlp.value_or(4 * h);
+  const double sd = static_cast<double>(s), hd = static_cast<double>(h), ad = static_cast<double>(a),
+               fd = static_cast<double>(f), vd = static_cast<double>(v);
+  m.sample = fmt::format("a {}-token sequence", s);
+  m.input_features = s;
+  m.sources = {"GPT-2 architecture (Radford et al. 2019; Hugging Face GPT2LMHeadModel parameter names and order)",
+               "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.1; "
+               "counting conventions of scenarios/models/generate.py"};
+  // Token and position lookups cost no FLOPs worth counting; their sum costs one
+  // add per element, and embedding dropout saves a mask.
+  add_layer(m, "embeddings", "GPT2Embeddings", {{"wte.weight", {v, h}}, {"wpe.weight", {s, h}}}, kAdd * sd * hd,
+            sd * hd / 4, s * h);
+  for (std::int64_t i = 0; i < spec.layers; ++i)
+    add_layer(m, fmt::format("h.{}", i), "GPT2Block",
+              {{"ln_1.weight", {h}}, {"ln_1.bias", {h}}, {"attn.c_attn.weight", {h, 3 * h}},
+               {"attn.c_attn.bias", {3 * h}}, {"attn.c_proj.weight", {h, h}}, {"attn.c_proj.bias", {h}},
+               {"ln_2.weight", {h}}, {"ln_2.bias", {h}}, {"mlp.c_fc.weight", {h, f}}, {"mlp.c_fc.bias", {f}},
+               {"mlp.c_proj.weight", {f, h}}, {"mlp.c_proj.bias", {h}}},
+              gelu_block_flops(sd, hd, ad, fd), gelu_block_activations(sd, hd, ad, fd), s * h);
+  // ln_f, then the LM head; the loss saves the logits, the head's weight gradient the ln_f output.
+  std::vector<ParameterDescription> head{{"ln_f.weight", {h}}, {"ln_f.bias", {h}}};
+  if (!spec.tied) head.push_back({"lm_head.weight", {v, h}});
+  add_layer(m, "ln_f+lm_head", spec.tied ? "LayerNorm+TiedLinear" : "LayerNorm+Linear", std::move(head),
+            kLayerNorm * sd * hd + 2 * sd * hd * vd, 2 * sd * hd + sd * vd, s * v);
+  return m;
+}
+
+ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) {
+  ModelDescription m;
+  m.name = name;
+  for (auto [key, val] : {std::pair{"num_hidden_layers", spec.layers}, {"hidden_size", spec.hidden},
+                          {"num_attention_heads", spec.heads}, {"num_key_value_heads", spec.kv_heads},
+                          {"intermediate_size", spec.intermediate}, {"max_position_embeddings", spec.seq},
+                          {"vocab_size", spec.vocab}})
+    require_positive(name, key, val);
+  require_heads_divide(name, spec.hidden, spec.heads);
+  if (spec.heads % spec.kv_heads != 0)
+    throw std::invalid_argument(fmt::format("model {}: num_key_value_heads={} does not divide num_attention_heads={}",
+                                            name, spec.kv_heads, spec.heads));
+  const std::int64_t s = spec.seq, h = spec.hidden, f = spec.intermediate, v = spec.vocab;
+  const std::int64_t kv = spec.hidden / spec.heads * spec.kv_heads;  // width of k_proj and v_proj
+  const double sd = static_cast<double>(s), hd = static_cast<double>(h), ad = static_cast<double>(spec.heads),
+               fd = static_cast<double>(f), kvd = static_cast<double>(kv), vd = static_cast<double>(v);
+  m.sample = fmt::format("a {}-token sequence", s);
+  m.input_features = s;
+  m.sources = {"Llama architecture (Touvron et al. 2023; Hugging Face LlamaForCausalLM parameter names and order)",
+               "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022 adapted to SwiGLU, RMSNorm, "
+               "no dropout; counting conventions of scenarios/models/generate.py"};
+  add_layer(m, "embed_tokens", "Embedding", {{"embed_tokens.weight", {v, h}}}, 0, 0, s * h);
+  for (std::int64_t i = 0; i < spec.layers; ++i) {
+    const double flops = 2 * sd * (2 * hd * hd + 2 * hd * kvd + 3 * hd * fd) + attention_flops(sd, hd, ad) +
+                         2 * kLayerNorm * sd * hd + 4 * sd * fd + 2 * kAdd * sd * hd;
+    // Attention: its input, q, the output before o_proj (3sh), k and v (2 s kv) and
+    // the softmax output as^2 (no dropout); SwiGLU: input sh, gate, up, silu(gate),
+    // their product 4sf; the two RMSNorm inputs 2sh.
+    const double acts = 6 * sd * hd + 2 * sd * kvd + ad * sd * sd + 4 * sd * fd;
+    add_layer(m, fmt::format("layers.{}", i), "LlamaDecoderLayer",
+              {{"self_attn.q_proj.weight", {h, h}}, {"self_attn.k_proj.weight", {kv, h}},
+               {"self_attn.v_proj.weight", {kv, h}}, {"self_attn.o_proj.weight", {h, h}},
+               {"mlp.gate_proj.weight", {f, h}}, {"mlp.up_proj.weight", {f, h}}, {"mlp.down_proj.weight", {h, f}},
+               {"input_layernorm.weight", {h}}, {"post_attention_layernorm.weight", {h}}},
+              flops, acts, s * h);
+  }
+  std::vector<ParameterDescription> head{{"norm.weight", {h}}};
+  if (!spec.tied) head.push_back({"lm_head.weight", {v, h}});
+  add_layer(m, "norm+lm_head", spec.tied ? "RMSNorm+TiedLinear" : "RMSNorm+Linear", std::move(head),
+            kLayerNorm * sd * hd + 2 * sd * hd * vd, 2 * sd * hd + sd * vd, s * v);
+  return m;
+}
+
+namespace {
+
+// BERT and ViT share the encoder layer (post-LN in BERT, pre-LN in ViT; the same
+// tensors either way): self-attention, output dense, intermediate and output.
+std::vector<ParameterDescription> attention_params(const std::string& self, const std::string& out, std::int64_t h) {
+  std::vector<ParameterDescription> p;
+  for (const char* proj : {"query", "key", "value"})
+    p.insert(p.end(), {{fmt::format("{}.{}.weight", self, proj), {h, h}}, {fmt::format("{}.{}.bias", self, proj), {h}}});
+  p.insert(p.end(), {{out + ".dense.weight", {h, h}}, {out + ".dense.bias", {h}}});
+  return p;
+}
+
+void append(std::vector<ParameterDescription>& to, std::vector<ParameterDescription> from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
+
+}  // namespace
+
+ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
+  ModelDescription m;
+  m.name = name;
+  for (auto [key, val] : {std::pair{"num_hidden_layers", spec.layers}, {"hidden_size", spec.hidden},
+                          {"num_attention_heads", spec.heads}, {"intermediate_size", spec.intermediate},
+                          {"max_position_embeddings", spec.seq}, {"vocab_size", spec.vocab},
+                          {"type_vocab_size", spec.type_vocab}})
+    require_positive(name, key, val);
+  require_heads_divide(name, spec.hidden, spec.heads);
+  const std::int64_t s = spec.seq, h = spec.hidden, f = spec.intermediate, v = spec.vocab;
+  const double sd = static_cast<double>(s), hd = static_cast<double>(h), ad = static_cast<double>(spec.heads),
+               fd = static_cast<double>(f), vd = static_cast<double>(v);
+  m.sample = spec.pretraining_heads ? fmt::format("a {}-token sequence (pre-training, MLM and NSP heads)", s)
+                                    : fmt::format("a {}-token sequence", s);
+  m.input_features = s;
+  m.sources = {std::string("BERT architecture (Devlin et al. 2018; Hugging Face ") +
+                   (spec.pretraining_heads ? "BertForPreTraining" : "BertModel with its pooler") +
+                   " parameter names and order)",
+               "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.1; "
+               "counting conventions of scenarios/models/generate.py"};
+  add_layer(m, "embeddings", "BertEmbeddings",
+            {{"word_embeddings.weight", {v, h}}, {"position_embeddings.weight", {s, h}},
+             {"token_type_embeddings.weight", {spec.type_vocab, h}}, {"LayerNorm.weight", {h}},
+             {"LayerNorm.bias", {h}}},
+            2 * kAdd * sd * hd + kLayerNorm * sd * hd, 2 * sd * hd + sd * hd / 4, s * h);
+  for (std::int64_t i = 0; i < spec.layers; ++i) {
+    auto params = attention_params("attention.self", "attention.output", h);
+    append(params, {{"attention.output.LayerNorm.weight", {h}}, {"attention.output.LayerNorm.bias", {h}},
+                    {"intermediate.dense.weight", {f, h}}, {"intermediate.dense.bias", {f}},
+                    {"output.dense.weight", {h, f}}, {"output.dense.bias", {h}}, {"output.LayerNorm.weight", {h}},
+                    {"output.LayerNorm.bias", {h}}});
+    add_layer(m, fmt::format("encoder.layer.{}", i), "BertLayer", std::move(params), gelu_block_flops(sd, hd, ad, fd),
+              gelu_block_activations(sd, hd, ad, fd), s * h);
+  }
+  if (!spec.pretraining_heads) {
+    // The pooler: dense and tanh on the first token; saves the dense input and the tanh output.
+    add_layer(m, "pooler", "BertPooler", {{"pooler.dense.weight", {h, h}}, {"pooler.dense.bias", {h}}},
+              2 * hd * hd + hd, 2 * hd, h);
+    return m;
+  }
+  // Pooler and NSP head, then the MLM head: dense, GELU, LayerNorm, decoder tied to
+  // word_embeddings with its own bias; MLM logits for every position.
+  add_layer(m, "pooler+heads", "BertPreTrainingHeads",
+            {{"pooler.dense.weight", {h, h}}, {"pooler.dense.bias", {h}}, {"cls.predictions.bias", {v}},
+             {"cls.predictions.transform.dense.weight", {h, h}}, {"cls.predictions.transform.dense.bias", {h}},
+             {"cls.predictions.transform.LayerNorm.weight", {h}}, {"cls.predictions.transform.LayerNorm.bias", {h}},
+             {"cls.seq_relationship.weight", {2, h}}, {"cls.seq_relationship.bias", {2}}},
+            2 * hd * hd + 2 * hd * 2 + 2 * sd * hd * hd + kGelu * sd * hd + kLayerNorm * sd * hd + 2 * sd * hd * vd,
+            4 * sd * hd + sd * vd, s * v + 2);
+  return m;
+}
+
+ModelDescription describe_vit(const VitSpec& spec, const std::string& name) {
+  ModelDescription m;
+  m.name = name;
+  for (auto [key, val] : {std::pair{"num_hidden_layers", spec.layers}, {"hidden_size", spec.hidden},
+                          {"num_attention_heads", spec.heads}, {"intermediate_size", spec.intermediate},
+                          {"image_size", spec.image}, {"patch_size", spec.patch}, {"num_channels", spec.channels},
+                          {"num_labels", spec.labels}})
+    require_positive(name, key, val);
+  require_heads_divide(name, spec.hidden, spec.heads);
+  if (spec.image % spec.patch != 0)
+    throw std::invalid_argument(
+        fmt::format("model {}: patch_size={} does not divide image_size={}", name, spec.patch, spec.image));
+  const std::int64_t h = spec.hidden, f = spec.intermediate, c = spec.channels, p = spec.patch;
+  const std::int64_t patches = (spec.image / p) * (spec.image / p), s = patches + 1;  // plus the class token
+  const double sd = static_cast<double>(s), hd = static_cast<double>(h), ad = static_cast<double>(spec.heads),
+               fd = static_cast<double>(f), labels = static_cast<double>(spec.labels);
+  m.sample = fmt::format("one {}x{} image, {} channels ({} tokens of {}x{} patches and a class token)", spec.image,
+                         spec.image, c, s, p, p);
+  m.input_features = c * spec.image * spec.image;
+  m.sources = {"ViT architecture (Dosovitskiy et al. 2020; Hugging Face ViTForImageClassification parameter names "
+               "and order)",
+               "FLOPs from the GEMM and convolution shapes; activations after Korthikanti et al. 2022, Sec. 4.1; "
+               "counting conventions of scenarios/models/generate.py"};
+  // The patch projection (a stride-p convolution) saves the image; the position
+  // add costs one FLOP per element; embedding dropout saves a mask.
+  add_layer(m, "embeddings", "ViTEmbeddings",
+            {{"cls_token", {1, 1, h}}, {"position_embeddings", {1, s, h}},
+             {"patch_embeddings.projection.weight", {h, c, p, p}}, {"patch_embeddings.projection.bias", {h}}},
+            2 * static_cast<double>(c * p * p * h * patches) + kAdd * sd * hd,
+            static_cast<double>(m.input_features) + sd * hd / 4, s * h);
+  for (std::int64_t i = 0; i < spec.layers; ++i) {
+    auto params = attention_params("attention.attention", "attention.output", h);
+    append(params, {{"intermediate.dense.weight", {f, h}}, {"intermediate.dense.bias", {f}},
+                    {"output.dense.weight", {h, f}}, {"output.dense.bias", {h}}, {"layernorm_before.weight", {h}},
+                    {"layernorm_before.bias", {h}}, {"layernorm_after.weight", {h}}, {"layernorm_after.bias", {h}}});
+    add_layer(m, fmt::format("encoder.layer.{}", i), "ViTLayer", std::move(params), gelu_block_flops(sd, hd, ad, fd),
+              gelu_block_activations(sd, hd, ad, fd), s * h);
+  }
+  // The final LayerNorm runs on every token (it saves its input); the classifier
+  // reads the class token (it saves that h-vector).
+  add_layer(m, "layernorm+classifier", "LayerNorm+Linear",
+            {{"layernorm.weight", {h}}, {"layernorm.bias", {h}}, {"classifier.weight", {spec.labels, h}},
+             {"classifier.bias", {spec.labels}}},
+            kLayerNorm * sd * hd + 2 * hd * labels + labels, sd * hd + hd, spec.labels);
+  return m;
+}
+
+}  // namespace dpt

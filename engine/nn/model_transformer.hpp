@@ -1,0 +1,64 @@
+// Transformer descriptions from hyperparameters: the parametric GPT-2-style
+// decoder (`transformer:layers=24,hidden=1024,heads=16,seq=1024,vocab=50257`) and
+// the Hugging Face families the config.json reader knows (GPT-2, Llama, BERT,
+// ViT). Each builder gives the parameters exactly as the reference
+// implementation registers them (names, shapes, order) and per-layer FLOPs and
+// saved activations under the counting conventions of scenarios/models/generate.py
+// (a multiply-add is 2 FLOPs; element-wise work as engine/core/kernels.cpp charges
+// it; activations after Korthikanti et al. 2022, Sec. 4.1, dropout masks a quarter
+// of an element). Built from the same hyperparameters, they reproduce the
+// library's gpt2-124m, gpt2-1.5b, bert-large and llama-2-7b files exactly.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/nn/model_library.hpp"
+
+namespace dpt {
+
+// GPT-2 (GPT2LMHeadModel): learned positions, pre-LayerNorm blocks with a GELU
+// MLP, final LayerNorm and an LM head, tied to the token embedding or its own.
+struct TransformerSpec {
+  std::int64_t layers = 0;  // blocks (n_layer)
+  std::int64_t hidden = 0;  // model width (n_embd)
+  std::int64_t heads = 0;   // attention heads (n_head); must divide hidden
+  std::int64_t seq = 0;     // tokens per sample, also the position table's size (n_positions)
+  std::int64_t vocab = 0;   // vocabulary size
+  std::optional<std::int64_t> mlp;  // MLP inner width (n_inner); none: 4 x hidden
+  bool tied = false;                // LM head shares the token embedding (no lm_head.weight)
+};
+
+// Parses "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied]";
+// throws std::invalid_argument naming the spec and the key that is wrong.
+TransformerSpec parse_transformer_spec(const std::string& spec);
+// The spec in the canonical form parse_transformer_spec reads.
+std::string transformer_spec_string(const TransformerSpec& s);
+// `name` empty: the canonical spec string.
+ModelDescription describe_transformer(const TransformerSpec& s, const std::string& name = "");
+
+// Llama (LlamaForCausalLM): RMSNorm, rotary positions (no parameters), grouped
+// query attention without biases, SwiGLU MLP, untied LM head unless `tied`.
+struct LlamaSpec {
+  std::int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, intermediate = 0, seq = 0, vocab = 0;
+  bool tied = false;
+};
+ModelDescription describe_llama(const LlamaSpec& s, const std::string& name);
+
+// BERT: BertModel with its pooler, or with `pretraining_heads` BertForPreTraining
+// (pooler, masked-LM head tied to the word embeddings, next-sentence head).
+struct BertSpec {
+  std::int64_t layers = 0, hidden = 0, heads = 0, intermediate = 0, seq = 0, vocab = 0, type_vocab = 0;
+  bool pretraining_heads = false;
+};
+ModelDescription describe_bert(const BertSpec& s, const std::string& name);
+
+// ViT (ViTForImageClassification): patch embedding, class token, learned
+// positions, pre-LayerNorm encoder, final LayerNorm, linear classifier.
+struct VitSpec {
+  std::int64_t layers = 0, hidden = 0, heads = 0, intermediate = 0, image = 0, patch = 0, channels = 0;
+  std::int64_t labels = 0;  // classifier outputs
+};
+ModelDescription describe_vit(const VitSpec& s, const std::string& name);
+
+}  // namespace dpt

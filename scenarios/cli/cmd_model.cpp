@@ -1,0 +1,85 @@
+// dptwin model: the models the twin can predict. `list` names the library's
+// models, the parametric and config forms and the sample configs; `show NAME`
+// prints any of them (library name, file, mlp:, transformer:, hf:) as a model
+// file in the library schema, which `--model FILE.yaml` reads back.
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "scenarios/cli/command.hpp"
+#include "scenarios/scenario/model_library_yaml.hpp"
+
+namespace dpt::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The scenarios directory: DPTWIN_SCENARIOS_DIR, else the source tree's.
+fs::path scenarios_dir() {
+  if (const char* env = std::getenv("DPTWIN_SCENARIOS_DIR"); env && *env) return env;
+  return fs::path(DPT_SOURCE_DIR) / "scenarios";
+}
+
+int run_list() {
+  const fs::path models = scenarios_dir() / "models";
+  std::cout << fmt::format("{:<14} {:>16} {:>18}  {}\n", "library model", "parameters", "GFLOP fwd/sample",
+                           "sample");
+  for (const auto& name : list_models(models)) {
+    const ModelDescription m = load_model(name, models);
+    std::cout << fmt::format("{:<14} {:>16} {:>18.2f}  {}\n", name, model_parameter_count(m),
+                             model_forward_flops_per_sample(m) / 1e9, m.sample);
+  }
+  std::cout << "\nHugging Face config.json samples (--model hf:PATH):\n";
+  std::vector<std::string> configs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(models / "hf", ec))
+    if (fs::exists(e.path() / "config.json")) configs.push_back(fs::proximate(e.path() / "config.json").string());
+  std::sort(configs.begin(), configs.end());
+  for (const auto& c : configs) std::cout << "  hf:" << c << "\n";
+  std::cout << "\nAlso accepted wherever a model is named:\n"
+               "  FILE.yaml                      a model file (dptwin model show writes one; so does dptwin_profile)\n"
+               "  mlp:IN-H1-...-OUT              the MLP dptwin train runs\n"
+               "  transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied]\n"
+               "                                 a GPT-2-style decoder (mlp default 4H; tied: LM head shares wte)\n"
+               "  hf:PATH/config.json            a Hugging Face config of the gpt2, llama, bert or vit family\n";
+  return kExitOk;
+}
+
+int run_show(const std::string& name) {
+  const ModelDescription m = load_model(name, scenarios_dir() / "models");
+  std::cout << fmt::format("# dptwin model show {}\n# {} parameters, {:.2f} GFLOP forward per sample\n", name,
+                           model_parameter_count(m), model_forward_flops_per_sample(m) / 1e9)
+            << model_to_yaml(m);
+  return kExitOk;
+}
+
+RunFn setup(CLI::App& parent) {
+  auto name = std::make_shared<std::string>();
+  CLI::App* app = parent.add_subcommand(
+      "model", "The models the twin predicts: the library, parametric transformers, Hugging Face configs and "
+               "profiled model files.");
+  app->require_subcommand(1);
+  CLI::App* list = app->add_subcommand("list", "List the library's models and the other ways to name a model.");
+  CLI::App* show = app->add_subcommand(
+      "show", "Print a model (library name, FILE.yaml, mlp:..., transformer:..., hf:PATH) as a model file in the "
+              "library schema.");
+  show->add_option("name", *name, "the model")->required();
+  app->footer("Examples:\n  dptwin model list\n"
+              "  dptwin model show transformer:layers=24,hidden=1024,heads=16,seq=1024,vocab=50257,tied > my.yaml\n"
+              "  dptwin model show hf:scenarios/models/hf/vit-base-patch16-224/config.json\n\n" +
+              exit_codes_help());
+  return [list, show, name] {
+    if (list->parsed()) return run_list();
+    if (show->parsed()) return run_show(*name);
+    return static_cast<int>(kExitUsage);
+  };
+}
+
+Registration reg{"model", setup};
+
+}  // namespace
+}  // namespace dpt::cli

@@ -1,0 +1,112 @@
+// Limits on command-line values, checked before anything runs: a value out of
+// range is std::invalid_argument naming the flag, the value and the limit (exit 2),
+// never an allocation failure, a wrapped integer or a hang later on.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "engine/core/units.hpp"
+
+namespace dpt::cli::limits {
+
+// Host "devices" are worker threads of this process: beyond this many the OS
+// refuses threads (EAGAIN) long before the work means anything.
+inline constexpr int kMaxHostDevices = 1024;
+
+// DDP's bucket cap in MiB: at least one byte, at most 1 TiB.
+inline constexpr double kMinBucketCapMb = 1.0 / (1024 * 1024);
+inline constexpr double kMaxBucketCapMb = 1024.0 * 1024;
+
+// What the kernel says this machine can still give (MemAvailable), or nullopt.
+inline std::optional<Bytes> available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  long long kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return static_cast<Bytes>(kib) * kKiB;
+  return std::nullopt;
+}
+
+// "1.50 GiB", "3.2e+04 TiB": sizes in messages (GiB = 2^30 bytes).
+inline std::string bytes_text(double bytes) {
+  if (bytes < static_cast<double>(kKiB)) return fmt::format("{:.0f} B", bytes);
+  if (bytes < static_cast<double>(kMiB)) return fmt::format("{:.2f} KiB", bytes / kKiB);
+  if (bytes < static_cast<double>(kGiB)) return fmt::format("{:.2f} MiB", bytes / kMiB);
+  if (bytes < 1024.0 * kGiB) return fmt::format("{:.2f} GiB", bytes / kGiB);
+  return fmt::format("{:.3g} TiB", bytes / (1024.0 * kGiB));
+}
+
+// Refuses a run that needs more memory than the machine has available, before
+// allocating: `what` says what needs it ("--model mlp:...: parameters, ...").
+inline void require_memory(const std::string& what, double bytes_needed) {
+  const auto available = available_memory_bytes();
+  if (available && bytes_needed > static_cast<double>(*available))
+    throw std::invalid_argument(fmt::format("{} need {} ({:.4g} bytes), this machine has {} available", what,
+                                            bytes_text(bytes_needed), bytes_needed,
+                                            bytes_text(static_cast<double>(*available))));
+}
+
+template <typename Int>
+void require_int_in(const std::string& flag, Int value, Int lo, Int hi, const std::string& why = "") {
+  if (value < lo || value > hi)
+    throw std::invalid_argument(fmt::format("{} {}: must be in {}..{}{}", flag, value, lo, hi,
+                                            why.empty() ? "" : " (" + why + ")"));
+}
+
+// A finite number in [lo, hi]; NaN and infinities are refused by name.
+inline void require_finite_in(const std::string& flag, double value, double lo, double hi, const std::string& why = "") {
+  if (!std::isfinite(value) || value < lo || value > hi)
+    throw std::invalid_argument(fmt::format("{} {}: must be a finite number in {}..{}{}", flag, value, lo, hi,
+                                            why.empty() ? "" : " (" + why + ")"));
+}
+
+// The first existing ancestor of `p` (p itself included) that is not a directory,
+// if any: output folders cannot be created below it.
+inline std::optional<std::filesystem::path> file_in_the_way(const std::filesystem::path& p) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (fs::path q = p; !q.empty(); q = q.parent_path()) {
+    const auto st = fs::status(q, ec);
+    if (ec == std::errc::filename_too_long)
+      throw std::invalid_argument(fmt::format("{}: the path is too long", q.string()));
+    if (fs::exists(st)) return fs::is_directory(st) ? std::nullopt : std::optional<fs::path>(q);
+    if (q == q.parent_path()) break;
+  }
+  return std::nullopt;
+}
+
+// An output directory flag (--report, --trace-dir): it must be a directory or
+// creatable as one.
+inline void require_output_dir(const std::string& flag, const std::string& path) {
+  if (path.empty()) return;
+  if (const auto f = file_in_the_way(path))
+    throw std::invalid_argument(f->string() == path
+                                    ? fmt::format("{} {}: not a directory", flag, path)
+                                    : fmt::format("{} {}: {} is not a directory", flag, path, f->string()));
+}
+
+// An output file flag (-o, --out, --trace): not a directory, and its folder must be
+// a directory or creatable as one.
+inline void require_output_file(const std::string& flag, const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return;
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw std::invalid_argument(fmt::format("{} {}: is a directory, expected a file name", flag, path));
+  const fs::path parent = fs::path(path).parent_path();
+  if (parent.empty()) return;
+  if (const auto f = file_in_the_way(parent))
+    throw std::invalid_argument(fmt::format("{} {}: {} is not a directory", flag, path, f->string()));
+}
+
+}  // namespace dpt::cli::limits

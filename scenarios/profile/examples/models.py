@@ -1,0 +1,115 @@
+"""Example models for dptwin_profile (and its tests): each build function returns
+(model, (inputs, targets), loss_fn) as `python3 -m dptwin_profile models:NAME` expects.
+
+  mlp           a plain MLP
+  tied_lm       a small causal transformer LM whose head shares the token embedding
+  cnn_bn        a small CNN with BatchNorm (running statistics are buffers, not parameters)
+  frozen        an MLP whose first layer is frozen (requires_grad=False)
+"""
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+def mlp(batch=32):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+    return model, (torch.randn(batch, 64), torch.randint(0, 10, (batch,))), nn.CrossEntropyLoss()
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm block; attention written functionally (its matmuls count as the block's own work)."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.out = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.ln_1(x)).split(d, dim=2)
+        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / (d // self.heads) ** 0.5
+        mask = torch.ones(s, s, dtype=torch.bool, device=x.device).tril()
+        att = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, s, d))
+        return x + self.out(F.gelu(self.fc(self.ln_2(x))))
+
+
+class TiedLM(nn.Module):
+    def __init__(self, vocab=512, d=64, heads=4, layers=2, seq=32):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(seq, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head.weight = self.wte.weight  # weight tying: one tensor, counted once
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def tied_lm(batch=8):
+    torch.manual_seed(0)
+    model = TiedLM()
+    idx = torch.randint(0, 512, (batch, 32))
+    return model, (idx, torch.randint(0, 512, (batch, 32))), lambda logits, y: F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def cnn_bn(batch=16):
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(inplace=True),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
+    return model, (torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))), nn.CrossEntropyLoss()
+
+
+def frozen(batch=32):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    for p in model[0].parameters():
+        p.requires_grad_(False)
+    return model, (torch.randn(batch, 64), torch.randint(0, 10, (batch,))), nn.CrossEntropyLoss()
+
+
+# ---- bad input, for the tests ---------------------------------------------------------
+
+def broken(batch=8):
+    """A model that does not run: its second layer expects 32 features, gets 16."""
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(32, 4))
+    return model, (torch.randn(batch, 8), torch.randint(0, 4, (batch,))), nn.CrossEntropyLoss()
+
+
+def not_a_module(batch=8):
+    return (lambda x: x * 2), (torch.randn(batch, 8), torch.randn(batch, 8)), nn.MSELoss()
+
+
+def no_backward(batch=8):
+    """Every parameter frozen: the loss has no backward."""
+    model = nn.Sequential(nn.Linear(8, 4))
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model, (torch.randn(batch, 8), torch.randn(batch, 4)), nn.MSELoss()
+
+
+def detached_loss(batch=8):
+    """A loss that detaches the output: nothing reaches the parameters."""
+    model = nn.Sequential(nn.Linear(8, 4))
+    return model, (torch.randn(batch, 8), torch.randn(batch, 4)), lambda out, y: ((out.detach() - y) ** 2).mean()
+
+
+def bad_loss(batch=8):
+    """A loss that does not fit the output: 4 outputs, targets of 5 classes."""
+    model = nn.Sequential(nn.Linear(8, 4))
+    return model, (torch.randn(batch, 8), torch.randn(batch, 5)), nn.MSELoss()

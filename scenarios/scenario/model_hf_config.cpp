@@ -1,0 +1,162 @@
+#include "scenarios/scenario/model_hf_config.hpp"
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/nn/model_transformer.hpp"
+
+namespace dpt {
+namespace {
+
+using nlohmann::json;
+
+// Typed field access with errors that name the file and the key.
+class ConfigReader {
+ public:
+  ConfigReader(const json& j, std::string file) : j_(j), file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw std::invalid_argument(fmt::format("{}: {}: {}", file_, key, what));
+  }
+  bool has(const std::string& key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  std::int64_t get_int(const std::string& key) const {
+    if (!has(key)) fail(key, "missing (this model family needs it)");
+    const json& v = j_.at(key);
+    if (!v.is_number_integer()) fail(key, fmt::format("expected an integer, got {}", v.dump()));
+    return v.get<std::int64_t>();
+  }
+  std::int64_t get_int(const std::string& key, std::int64_t fallback) const {
+    return has(key) ? get_int(key) : fallback;
+  }
+  bool get_bool(const std::string& key, bool fallback) const {
+    if (!has(key)) return fallback;
+    const json& v = j_.at(key);
+    if (!v.is_boolean()) fail(key, fmt::format("expected true or false, got {}", v.dump()));
+    return v.get<bool>();
+  }
+  bool architectures_include(const std::string& cls) const {
+    if (!has("architectures")) return false;
+    const json& v = j_.at("architectures");
+    if (!v.is_array()) fail("architectures", "expected a list of class names");
+    for (const auto& a : v)
+      if (a.is_string() && a.get<std::string>() == cls) return true;
+    return false;
+  }
+  const json& raw(const std::string& key) const { return j_.at(key); }
+
+ private:
+  const json& j_;
+  std::string file_;
+};
+
+ModelDescription gpt2_from(const ConfigReader& c, const std::string& name) {
+  TransformerSpec s;
+  s.layers = c.get_int("n_layer");
+  s.hidden = c.get_int("n_embd");
+  s.heads = c.get_int("n_head");
+  s.seq = c.has("n_positions") ? c.get_int("n_positions") : c.get_int("n_ctx");
+  s.vocab = c.get_int("vocab_size");
+  if (c.has("n_inner")) s.mlp = c.get_int("n_inner");
+  s.tied = c.get_bool("tie_word_embeddings", true);
+  return describe_transformer(s, name);
+}
+
+ModelDescription llama_from(const ConfigReader& c, const std::string& name) {
+  for (const char* key : {"attention_bias", "mlp_bias"})
+    if (c.get_bool(key, false)) c.fail(key, "true is not modelled (Llama's projections have no biases)");
+  LlamaSpec s;
+  s.layers = c.get_int("num_hidden_layers");
+  s.hidden = c.get_int("hidden_size");
+  s.heads = c.get_int("num_attention_heads");
+  if (c.has("head_dim") && s.heads > 0 && c.get_int("head_dim") * s.heads != s.hidden)
+    c.fail("head_dim", fmt::format("{} x {} heads is not hidden_size {}: a head size other than hidden/heads is not "
+                                   "modelled",
+                                   c.get_int("head_dim"), s.heads, s.hidden));
+  s.kv_heads = c.get_int("num_key_value_heads", s.heads);
+  s.intermediate = c.get_int("intermediate_size");
+  s.seq = c.get_int("max_position_embeddings");
+  s.vocab = c.get_int("vocab_size");
+  s.tied = c.get_bool("tie_word_embeddings", false);
+  return describe_llama(s, name);
+}
+
+ModelDescription bert_from(const ConfigReader& c, const std::string& name) {
+  BertSpec s;
+  s.layers = c.get_int("num_hidden_layers");
+  s.hidden = c.get_int("hidden_size");
+  s.heads = c.get_int("num_attention_heads");
+  s.intermediate = c.get_int("intermediate_size");
+  s.seq = c.get_int("max_position_embeddings");
+  s.vocab = c.get_int("vocab_size");
+  s.type_vocab = c.get_int("type_vocab_size", 2);
+  s.pretraining_heads = c.architectures_include("BertForPreTraining");
+  return describe_bert(s, name);
+}
+
+ModelDescription vit_from(const ConfigReader& c, const std::string& name) {
+  if (!c.get_bool("qkv_bias", true)) c.fail("qkv_bias", "false is not modelled (query, key and value have biases)");
+  VitSpec s;
+  s.layers = c.get_int("num_hidden_layers");
+  s.hidden = c.get_int("hidden_size");
+  s.heads = c.get_int("num_attention_heads");
+  s.intermediate = c.get_int("intermediate_size");
+  s.image = c.get_int("image_size");
+  s.patch = c.get_int("patch_size");
+  s.channels = c.get_int("num_channels", 3);
+  if (c.has("id2label")) {
+    if (!c.raw("id2label").is_object()) c.fail("id2label", "expected a map from class index to label");
+    s.labels = static_cast<std::int64_t>(c.raw("id2label").size());
+  } else {
+    s.labels = c.get_int("num_labels", 2);  // transformers' PretrainedConfig default
+  }
+  return describe_vit(s, name);
+}
+
+}  // namespace
+
+ModelDescription parse_hf_config(const std::string& json_text, const std::string& file_label,
+                                 const std::string& model_name) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::parse_error& e) {
+    throw std::invalid_argument(fmt::format("{}: not valid JSON: {}", file_label, e.what()));
+  }
+  if (!j.is_object()) throw std::invalid_argument(fmt::format("{}: expected a JSON object (a config.json)", file_label));
+  const ConfigReader c(j, file_label);
+  if (!c.has("model_type") || !j.at("model_type").is_string())
+    c.fail("model_type", "missing: a Hugging Face config.json names its family in model_type");
+  const std::string type = j.at("model_type").get<std::string>();
+  ModelDescription m;
+  try {
+    if (type == "gpt2") m = gpt2_from(c, model_name);
+    else if (type == "llama") m = llama_from(c, model_name);
+    else if (type == "bert") m = bert_from(c, model_name);
+    else if (type == "vit") m = vit_from(c, model_name);
+    else
+      c.fail("model_type", fmt::format("'{}' is not a family this reader knows (gpt2, llama, bert, vit)", type));
+    validate_model_description(m);
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    if (what.rfind(file_label, 0) == 0) throw;
+    throw std::invalid_argument(fmt::format("{}: {}", file_label, what));
+  }
+  m.sources.insert(m.sources.begin(), fmt::format("Hugging Face config.json ({}), model_type {}", file_label, type));
+  return m;
+}
+
+ModelDescription load_hf_config(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in || std::filesystem::is_directory(path))
+    throw std::invalid_argument(fmt::format("hf config {} cannot be read (no such file, or not a file)",
+                                            path.string()));
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_hf_config(text.str(), path.string(), "hf:" + path.string());
+}
+
+}  // namespace dpt

@@ -1,0 +1,322 @@
+// Hostile and careless command lines, each exactly as it was found to crash, hang,
+// wrap or answer with a library's internal message. Invariant of every case: the
+// executable ends within the time limit with exit 2, prints nothing on stdout, and
+// its error names the flag (or file and key) and the limit it broke. The limit is
+// an alarm(2) the child inherits: a hang comes back as a SIGALRM death (exit 142),
+// an abort as 134, never as a passing test.
+#include <gtest/gtest.h>
+#include <sys/file.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "verify/support/cli_run.hpp"
+
+namespace dpt::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// run_dptwin with a deadline: the child arms alarm(seconds) before exec.
+CliResult run_bounded(const std::vector<std::string>& args, const fs::path& cwd, unsigned seconds) {
+  fs::create_directories(cwd);
+  const auto out_path = cwd / ".stdout", err_path = cwd / ".stderr";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    const int o = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) ::_exit(126);
+    std::vector<std::string> copy = args;
+    std::string exe = DPTWIN_EXE;
+    std::vector<char*> argv{exe.data()};
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::alarm(seconds);
+    ::execv(exe.c_str(), argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CliResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  return r;
+}
+
+fs::path case_dir(const std::string& name) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_limits" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+struct LimitCase {
+  const char* name;
+  std::vector<std::string> args;
+  std::map<std::string, std::string> files;  // written into the case's directory first
+  std::string err;   // the whole stderr, or its beginning when `also` is given
+  std::string also;  // when the rest varies (this machine's free memory, the library): a part of it
+};
+
+class CliLimit : public ::testing::TestWithParam<LimitCase> {};
+
+TEST_P(CliLimit, ExitTwoNamingTheFlagAndTheLimit) {
+  const LimitCase& c = GetParam();
+  const fs::path dir = case_dir(c.name);
+  for (const auto& [name, text] : c.files) {
+    if (text == "<dir>") fs::create_directories(dir / name);
+    else std::ofstream(dir / name) << text;
+  }
+  const CliResult r = run_bounded(c.args, dir, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  if (!c.also.empty()) {
+    EXPECT_EQ(r.err.substr(0, c.err.size()), c.err);
+    EXPECT_NE(r.err.find(c.also), std::string::npos) << r.err;
+  } else {
+    EXPECT_EQ(r.err, c.err);
+  }
+  EXPECT_EQ(r.out, "");
+}
+
+const std::string kScenario =
+    "schema_version: 1\n"
+    "hardware: dgx-a100\n"
+    "model: resnet50\n"
+    "strategy: ddp\n"
+    "devices: 8\n"
+    "batch_per_device: 32\n";
+
+// 64 axes of two values each: 2^64 points, which wrapped to 0 in a size_t product.
+std::string sweep_of_64_axes() {
+  std::string s = kScenario + "sweep:\n";
+  for (int i = 0; i < 64; ++i) s += fmt::format("  overrides.gpu.x{}: [1, 2]\n", i);
+  return s;
+}
+
+// A sweep result with `count` shards and the given points (JSON objects).
+std::string shard_json(const std::string& total, const std::string& index, const std::string& count,
+                       const std::string& points) {
+  return R"({"schema": "dptwin.sweep/1", "scenario": {"name": "s", "file": "s.yaml", "question": "", "digest": "aa",)"
+         R"( "target": null}, "total_points": )" + total + R"(, "shard": {"index": )" + index + R"(, "count": )" + count +
+         R"(}, "points": [)" + points + "]}";
+}
+std::string skipped_point(int index) {
+  return fmt::format(R"({{"index": {}, "axes": [], "hardware": "h", "gpu_name": "g", "model": "m", "strategy": "ddp",)"
+                     R"( "devices": 1, "nodes": 1, "batch_global": 1, "batch_per_device": 1, "dtype": "f32",)"
+                     R"( "bucket_cap_mb": 25, "optimizer": "sgd", "status": "skipped", "reason": "r", "wall_s": 0,)"
+                     R"( "report": null}})",
+                     index);
+}
+
+const std::string kSimBench = "desktop-2gpu-pcie-p2p";
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CliLimit,
+    ::testing::Values(
+        // split lists every index: bounded before the lists are built (was SIGABRT, bad_alloc).
+        LimitCase{"SplitHugeShuffledBatch", {"split", "--batch", "100000000", "--devices", "2", "--strategy", "ddp",
+                                             "--shuffle", "--json"}, {},
+                  "dptwin split: error: --batch 100000000: must be in 0..16777216 (split lists every index)\n"},
+        LimitCase{"SplitBillionBatch", {"split", "--batch", "1000000000", "--devices", "2"}, {},
+                  "dptwin split: error: --batch 1000000000: must be in 0..16777216 (split lists every index)\n"},
+        LimitCase{"SplitTwoBillionDevices", {"split", "--batch", "8", "--devices", "2000000000"}, {},
+                  "dptwin split: error: --devices 2000000000: must be in 1..65536\n"},
+        LimitCase{"SplitNegativeSeed", {"split", "--batch", "8", "--devices", "2", "--strategy", "ddp", "--seed", "-1"},
+                  {}, "dptwin split: error: --seed must not be negative, got -1\n"},
+        // train: refused before allocating, with the bytes needed and available.
+        LimitCase{"TrainModelTooLarge", {"train", "--model", "mlp:100000000-100000000"}, {},
+                  "dptwin train: error: --model mlp:100000000-100000000 with --batch 32 on 1 device(s): parameters, "
+                  "gradients, optimizer state, activations and data need 7.28e+04 TiB (8e+16 bytes), this "
+                  "machine has ",
+                  " available\n"},
+        LimitCase{"TrainInfiniteLr", {"train", "--model", "mlp:4-2", "--lr", "inf"}, {},
+                  "dptwin train: error: --lr inf: must be a finite number in 0..1000000\n"},
+        LimitCase{"TrainInfiniteMomentum", {"train", "--model", "mlp:4-2", "--momentum", "inf"}, {},
+                  "dptwin train: error: --momentum inf: must be a finite number in 0..1 (a momentum above 1 makes the "
+                  "buffer grow)\n"},
+        LimitCase{"TrainInfiniteWeightDecay", {"train", "--model", "mlp:4-2", "--weight-decay", "inf"}, {},
+                  "dptwin train: error: --weight-decay inf: must be a finite number in 0..1000000\n"},
+        LimitCase{"TrainNegativeSeed", {"train", "--model", "mlp:4-2", "--seed", "-1"}, {},
+                  "dptwin train: error: --seed must not be negative, got -1\n"},
+        LimitCase{"TrainTinyBucket", {"train", "--model", "mlp:4-2", "--strategy", "ddp", "--bucket-cap-mb", "1e-30"}, {},
+                  "dptwin train: error: --bucket-cap-mb 1e-30: must be a finite number in 9.5367431640625e-07..1048576 "
+                  "(a bucket holds at least one byte and at most 1 TiB)\n"},
+        LimitCase{"TrainDataParallelOn40000Devices", {"train", "--model", "mlp:4-2", "--strategy", "dp", "--devices",
+                                                      "40000"}, {},
+                  "dptwin train: error: --devices 40000: must be in 1..1024 (host devices are worker threads)\n"},
+        LimitCase{"TrainDdpOn100000Devices", {"train", "--model", "mlp:4-2", "--strategy", "ddp", "--devices",
+                                              "100000"}, {},
+                  "dptwin train: error: --devices 100000: must be in 1..1024 (host devices are worker threads)\n"},
+        // bench on the host: memory and time bounds before any buffer exists.
+        LimitCase{"BenchHostCopyBytes64G", {"bench", "--backend", "host", "--copy-bytes", "64G"}, {},
+                  "dptwin bench: error: --copy-bytes 64G on 2 host devices: the copies' buffers need 384.00 GiB "
+                  "(4.123e+11 bytes), this machine has ",
+                  " available\n"},
+        LimitCase{"BenchHostMaxBytes64G", {"bench", "--backend", "host", "-e", "64G"}, {},
+                  "dptwin bench: error: -e 64G on 2 host devices: every rank's input and output buffers need 256.00 GiB "
+                  "(2.749e+11 bytes), this machine has ",
+                  " available\n"},
+        LimitCase{"BenchHostGemmMillion", {"bench", "--backend", "host", "--gemm-size", "1000000"}, {},
+                  "dptwin bench: error: --gemm-size 1000000: must be in 1..65536\n"},
+        LimitCase{"BenchHostIntMaxIterations", {"bench", "--backend", "host", "-n", "2147483647"}, {},
+                  "dptwin bench: error: -n 2147483647: at most 100000 timed iterations per size\n"},
+        LimitCase{"BenchHost100000Devices", {"bench", "--backend", "host", "--devices", "100000"}, {},
+                  "dptwin bench: error: --devices 100000: must be in 1..1024 (host devices are worker threads)\n"},
+        LimitCase{"BenchHostIgnoresHardware", {"bench", "--backend", "host", "--hardware", "dgx-a100"}, {},
+                  "dptwin bench: error: --hardware applies to --backend sim only (--backend host measures this "
+                  "machine)\n"},
+        LimitCase{"BenchHostIgnoresAlgo", {"bench", "--backend", "host", "--algo", "ring"}, {},
+                  "dptwin bench: error: --algo applies to --backend sim only (--backend host measures this machine)\n"},
+        LimitCase{"BenchSimIgnoresGemmSize", {"bench", "--hardware", "dgx-a100", "--gemm-size", "64"}, {},
+                  "dptwin bench: error: --gemm-size applies to --backend host or cuda (the twin has no "
+                  "microbenchmarks)\n"},
+        // bench on the twin: these three ran until killed.
+        LimitCase{"BenchSimHalfByte", {"bench", "--backend", "sim", "--hardware", kSimBench, "-b", "0.5", "-e", "8"}, {},
+                  "dptwin bench: error: -b 0.5: 0.5 bytes is not a whole number of bytes\n"},
+        LimitCase{"BenchSimExabytesFactorMillion", {"bench", "--backend", "sim", "--hardware", kSimBench, "-b", "4G",
+                                                    "-e", "8000000000G", "-f", "1000000"}, {},
+                  "dptwin bench: error: -e 8000000000G: must be at most 1 PiB (1125899906842624 bytes)\n"},
+        LimitCase{"BenchSimExabytesOneIteration", {"bench", "--backend", "sim", "--hardware", kSimBench, "-b", "1G",
+                                                   "-e", "8589934591G", "-f", "2", "-n", "1", "-w", "0"}, {},
+                  "dptwin bench: error: -e 8589934591G: must be at most 1 PiB (1125899906842624 bytes)\n"},
+        LimitCase{"BenchSimBeyondGpuMemory", {"bench", "--backend", "sim", "--hardware", kSimBench, "-b", "1G", "-e",
+                                              "1024G", "-n", "1", "-w", "0"}, {},
+                  "dptwin bench: error: -e 1024G: a buffer of 1099511627776 bytes does not fit in one GPU's memory "
+                  "(RTX-A6000-48GB has 51539607552 bytes)\n"},
+        LimitCase{"BenchSimTooManyCollectives", {"bench", "--backend", "sim", "--hardware", kSimBench, "-b", "8", "-e",
+                                                 "128M", "-n", "100000", "-w", "0"}, {},
+                  "dptwin bench: error: -n 100000 -w 0: 25 sizes x 100000 iterations = 2500000 collectives to "
+                  "simulate, at most 100000\n"},
+        // what-if flags: the YAML file's rules, the YAML file's messages.
+        LimitCase{"PredictGpusAndNodes", {"predict", "--hardware", "dgx-a100-cluster", "--model", "resnet50",
+                                          "--strategy", "ddp", "--batch-per-device", "32", "--gpus", "64", "--nodes", "2"},
+                  {}, "dptwin predict: error: --gpus 64 --nodes 2: give --gpus (total) or --devices and --nodes, not both\n"},
+        LimitCase{"PredictGpusAndDevices", {"predict", "--hardware", "dgx-a100-cluster", "--model", "resnet50",
+                                            "--strategy", "ddp", "--batch-per-device", "32", "--gpus", "64", "--devices",
+                                            "8"},
+                  {}, "dptwin predict: error: --gpus 64 --devices 8: give --gpus (total) or --devices and --nodes, not "
+                      "both\n"},
+        LimitCase{"PredictTinyBucketFlag", {"predict", "s.yaml", "--bucket-cap-mb", "1e-30"}, {{"s.yaml", kScenario}},
+                  "dptwin predict: error: --bucket-cap-mb: 1e-30 MiB is outside 9.5367431640625e-07 .. 1048576 MiB "
+                  "(1 byte .. 1 TiB)\n"},
+        LimitCase{"PredictTinyBucketKey", {"predict", "s.yaml"}, {{"s.yaml", kScenario + "bucket_cap_mb: 1e-30\n"}},
+                  "dptwin predict: error: s.yaml:7: bucket_cap_mb: 1e-30 MiB is outside 9.5367431640625e-07 .. 1048576 "
+                  "MiB (1 byte .. 1 TiB)\n"},
+        LimitCase{"PredictMillionsOfDevicesFlag", {"predict", "s.yaml", "--devices", "2000000"}, {{"s.yaml", kScenario}},
+                  "dptwin predict: error: --devices: must be at most 1000000, got 2000000\n"},
+        LimitCase{"PredictReportIntoAFile", {"predict", "s.yaml", "--report", "taken"}, {{"s.yaml", kScenario}, {"taken", "x"}},
+                  "dptwin predict: error: --report taken: not a directory\n"},
+        // sweep: point counts, shard numbers and output paths.
+        LimitCase{"SweepOf64TwoValueAxes", {"sweep", "s.yaml"}, {{"s.yaml", sweep_of_64_axes()}},
+                  "dptwin sweep: error: s.yaml: sweep: the 64 axes make more than 10000000 points (at most 10000000 per "
+                  "sweep)\n"},
+        LimitCase{"SweepShardCountWraps", {"sweep", "s.yaml", "--shard", "3/4294967299"},
+                  {{"s.yaml", kScenario + "sweep:\n  devices: [1, 2]\n"}},
+                  "dptwin sweep: error: --shard 3/4294967299: at most 10000000 shards\n"},
+        LimitCase{"SweepModelNameTooLongForAFile", {"sweep", "s.yaml"},
+                  {{"s.yaml", kScenario + "sweep:\n  model: [resnet50, " + std::string(300, 'm') + "]\n"}},
+                  "dptwin sweep: error: s.yaml:8: sweep.model[1]: unknown model '" + std::string(300, 'm') +
+                      "' (library: ",
+                  "; or a path to a .yaml file, or mlp:IN-H-...-OUT)\n"},
+        LimitCase{"SweepTraceDirIsAFile", {"sweep", "s.yaml", "--trace-dir", "taken"},
+                  {{"s.yaml", kScenario + "sweep:\n  devices: [1, 2]\n"}, {"taken", "x"}},
+                  "dptwin sweep: error: --trace-dir taken: not a directory\n"},
+        LimitCase{"SweepOutBelowAFile", {"sweep", "s.yaml", "-o", "taken/r.json"},
+                  {{"s.yaml", kScenario + "sweep:\n  devices: [1, 2]\n"}, {"taken", "x"}},
+                  "dptwin sweep: error: -o taken/r.json: taken is not a directory\n"},
+        LimitCase{"SweepOutIsADirectory", {"sweep", "s.yaml", "-o", "d"},
+                  {{"s.yaml", kScenario + "sweep:\n  devices: [1, 2]\n"}, {"d", "<dir>"}},
+                  "dptwin sweep: error: -o d: is a directory, expected a file name\n"},
+        // merge: counts that wrapped, points given twice.
+        LimitCase{"MergeShardCountWraps", {"merge", "a.json"},
+                  {{"a.json", shard_json("2", "0", "4294967299", "")}},
+                  "dptwin merge: error: sweep result a.json shard: key 'count' 4294967299 is not in 1..10000000\n"},
+        LimitCase{"MergePointListedTwice", {"merge", "a.json"},
+                  {{"a.json", shard_json("2", "0", "1",
+                                         skipped_point(0) + ", " + skipped_point(1) + ", " + skipped_point(1))}},
+                  "dptwin merge: error: merge: point 1 is listed twice (in shard 0/1)\n"},
+        // verify: a self-test must be able to fail on the backend it runs on.
+        LimitCase{"VerifySimRingStep", {"verify", "--backend", "sim", "--hardware", "dgx-a100", "--inject-bug",
+                                        "ring-step"}, {},
+                  "dptwin verify: error: --inject-bug ring-step: the bug is planted in the host backend's ring "
+                  "all-reduce; --backend sim runs other collectives, so the self-test would prove nothing (use "
+                  "--backend host, or drop-chunk or skip-divide)\n"},
+        LimitCase{"VerifySimOn40000Devices", {"verify", "--backend", "sim", "--hardware", "dgx-a100", "--devices",
+                                              "40000"}, {},
+                  "dptwin verify: error: --devices 40000: hardware 'dgx-a100' has 8 GPUs\n"},
+        LimitCase{"VerifyHostOn40000Devices", {"verify", "--devices", "40000"}, {},
+                  "dptwin verify: error: --devices 40000: must be in 1..1024 (host devices are worker threads)\n"},
+        LimitCase{"VerifyNegativeSeed", {"verify", "--seed", "-1"}, {},
+                  "dptwin verify: error: --seed -1: must not be negative\n"}),
+    [](const ::testing::TestParamInfo<LimitCase>& info) { return std::string(info.param.name); });
+
+// The twin's bench writes --out as the host bench does (it wrote nothing and exited 0).
+TEST(CliLimitsBench, SimWritesOut) {
+  const fs::path dir = case_dir("SimWritesOut");
+  const CliResult r = run_bounded({"bench", "--hardware", "dgx-a100", "-b", "8", "-e", "64", "-n", "1", "-w", "0",
+                                   "--out", "b.json"},
+                                  dir, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(fs::exists(dir / "b.json"));
+  const auto j = nlohmann::json::parse(slurp(dir / "b.json"));
+  // 8, 16, 32, 64 bytes: four rows, each with its size.
+  ASSERT_EQ(j.at("rows").size(), 4u);
+  EXPECT_EQ(j.at("rows").at(3).at("size").get<long long>(), 64);
+  EXPECT_EQ(j.at("hardware").get<std::string>(), "dgx-a100");
+}
+
+// A shard of a sweep of 1,000,000 points expands and checks only its own points:
+// it finishes in seconds (checking every point took over 120 s).
+TEST(CliLimitsSweep, OnePointShardOfAMillionPointsIsQuick) {
+  const fs::path dir = case_dir("MillionPointShard");
+  std::string s = kScenario + "sweep:\n";
+  for (const char* axis : {"batch_per_device", "bucket_cap_mb", "overrides.host.dispatch_cost"}) {
+    s += fmt::format("  {}: [", axis);
+    for (int v = 1; v <= 100; ++v)
+      s += std::string(v == 1 ? "" : ", ") + (std::string(axis).rfind("overrides", 0) == 0 ? fmt::format("{} us", v)
+                                                                                            : std::to_string(v));
+    s += "]\n";
+  }
+  std::ofstream(dir / "s.yaml") << s;
+  const auto start = std::chrono::steady_clock::now();
+  const CliResult r = run_bounded({"sweep", "s.yaml", "--shard", "0/1000000", "-o", "r.json", "--json"}, dir, 60);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(slurp(dir / "r.json"));
+  EXPECT_EQ(j.at("total_points").get<long long>(), 1000000);
+  EXPECT_EQ(j.at("points").size(), 1u);
+  EXPECT_LT(seconds, 30.0);
+}
+
+// A report directory has one writer: while another process holds its lock, a
+// second command refuses before running (two sweeps left a mixed report).
+TEST(CliLimitsReport, SecondWriterOfAReportDirectoryIsRefused) {
+  const fs::path dir = case_dir("ReportLock");
+  std::ofstream(dir / "s.yaml") << kScenario;
+  fs::create_directories(dir / "rep");
+  const int fd = ::open((dir / "rep" / ".dptwin-report.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+  const CliResult held = run_bounded({"predict", "s.yaml", "--report", "rep"}, dir, 60);
+  EXPECT_EQ(held.exit_code, 2);
+  EXPECT_EQ(held.err, "dptwin predict: error: --report rep: another dptwin is writing a report into this directory (it "
+                      "holds rep/.dptwin-report.lock); wait for it or choose another directory\n");
+  EXPECT_FALSE(fs::exists(dir / "rep" / "report.html"));
+  ::close(fd);  // released: the same command now writes the report
+  const CliResult free = run_bounded({"predict", "s.yaml", "--report", "rep"}, dir, 60);
+  EXPECT_EQ(free.exit_code, 0) << free.err;
+  EXPECT_TRUE(fs::exists(dir / "rep" / "report.html"));
+}
+
+}  // namespace
+}  // namespace dpt::test

@@ -1,0 +1,58 @@
+// dptwin model list / show end to end: the listing names the library and the
+// sample configs; `show` prints a model file that reads back to the same model
+// (published counts checked on the file read back); bad names exit 2 naming them.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "scenarios/scenario/model_library_yaml.hpp"
+#include "verify/support/cli_run.hpp"
+
+namespace dpt::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path dir(const std::string& name) { return fs::path(DPT_BINARY_DIR) / "cli_model" / name; }
+const fs::path kSource(DPT_SOURCE_DIR);
+
+TEST(CliModel, ListNamesTheLibraryAndTheSampleConfigs) {
+  const CliResult r = run_dptwin({"model", "list"}, dir("list"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* name : {"resnet50", "bert-large", "gpt2-124m", "gpt2-1.5b", "llama-2-7b", "124439808",
+                           "vit-base-patch16-224/config.json", "transformer:layers=L"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name;
+}
+
+TEST(CliModel, ShowPrintsAModelFileThatReadsBack) {
+  // Published counts (Hugging Face): ViT-B/16 with its classifier, and GPT-2 from the parametric form.
+  const std::vector<std::pair<std::string, Elements>> cases = {
+      {"hf:" + (kSource / "scenarios/models/hf/vit-base-patch16-224/config.json").string(), 86'567'656},
+      {"transformer:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,tied", 124'439'808},
+      {"gpt2-124m", 124'439'808}};
+  for (const auto& [name, count] : cases) {
+    const CliResult r = run_dptwin({"model", "show", name}, dir("show"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const ModelDescription m = parse_model_yaml(r.out, name);
+    EXPECT_EQ(model_parameter_count(m), count) << name;
+    EXPECT_EQ(m.name, name.rfind("hf:", 0) == 0 ? name : m.name);
+  }
+}
+
+TEST(CliModel, BadNamesExit2NamingThem) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"model", "show", "gpt5"}, "unknown model 'gpt5'"},
+      {{"model", "show", "transformer:layers=2,hidden=64,heads=4,seq=8"}, "missing vocab"},
+      {{"model", "show", "hf:no/such/config.json"}, "no/such/config.json"},
+      {{"model"}, "subcommand is required"},  // list or show
+  };
+  for (const auto& [args, message] : cases) {
+    const CliResult r = run_dptwin(args, dir("bad"));
+    EXPECT_EQ(r.exit_code, 2) << args.back();
+    EXPECT_NE((r.err + r.out).find(message), std::string::npos) << r.err << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace dpt::test

@@ -1,0 +1,128 @@
+// What-if flags go straight into the typed scenario, through the same checks as
+// the file's keys. Invariant: for every field and every bad value, the flag's error
+// and the file key's error say the same thing after their location ("--devices: "
+// against "bad.yaml:7: devices: "); and a good flag value lands in the scenario as
+// the same typed value the file's key gives.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "scenarios/cli/whatif_flags.hpp"
+
+namespace dpt::test {
+namespace {
+
+using cli::whatif::PointFlags;
+
+const std::string kGood =
+    "schema_version: 1\n"
+    "hardware: dgx-a100\n"
+    "model: resnet50\n"
+    "strategy: ddp\n"
+    "batch_per_device: 32\n";
+
+// The error of the good scenario with `key: value` (replacing the key's line, or
+// added), without "bad.yaml:LINE: KEY: ".
+std::string file_error(const std::string& key, const std::string& value) {
+  std::string text;
+  bool replaced = false;
+  std::stringstream lines(kGood);
+  for (std::string line; std::getline(lines, line);) {
+    const bool same = line.rfind(key + ":", 0) == 0;
+    text += (same ? key + ": " + value : line) + "\n";
+    replaced = replaced || same;
+  }
+  if (!replaced) text += key + ": " + value + "\n";
+  try {
+    scenario::parse_scenario(text, "bad.yaml");
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    const std::smatch m = [&] {
+      std::smatch r;
+      std::regex_search(msg, r, std::regex("^bad\\.yaml:[0-9]+: " + key + ": "));
+      return r;
+    }();
+    EXPECT_FALSE(m.empty()) << msg;
+    return m.empty() ? msg : m.suffix().str();
+  }
+  return "<no error>";
+}
+
+// The error of the flags applied to the good scenario, without "FLAG: ".
+std::string flag_error(const PointFlags& f, const std::string& flag) {
+  scenario::Scenario s = scenario::parse_scenario(kGood, "good.yaml");
+  try {
+    cli::whatif::apply_point_flags(s, f);
+  } catch (const std::invalid_argument& e) {
+    const std::string prefix = flag + ": ";
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.substr(0, prefix.size()), prefix) << msg;
+    return msg.substr(prefix.size());
+  }
+  return "<no error>";
+}
+
+TEST(WhatifFlags, BadValuesGetTheFileKeysMessages) {
+  struct Case {
+    std::string key, flag, yaml;
+    PointFlags flags;
+  };
+  auto with = [](auto setter) {
+    PointFlags f;
+    setter(f);
+    return f;
+  };
+  const std::vector<Case> cases = {
+      {"devices", "--devices", "0", with([](PointFlags& f) { f.devices = 0; })},
+      {"devices", "--devices", "2000000", with([](PointFlags& f) { f.devices = 2000000; })},
+      {"nodes", "--nodes", "-3", with([](PointFlags& f) { f.nodes = -3; })},
+      {"batch_per_device", "--batch-per-device", "0", with([](PointFlags& f) { f.batch_per_device = 0; })},
+      {"bucket_cap_mb", "--bucket-cap-mb", "1e-30", with([](PointFlags& f) { f.bucket_cap_mb = 1e-30; })},
+      {"bucket_cap_mb", "--bucket-cap-mb", "-1", with([](PointFlags& f) { f.bucket_cap_mb = -1; })},
+      {"bucket_cap_mb", "--bucket-cap-mb", "2e6", with([](PointFlags& f) { f.bucket_cap_mb = 2e6; })},
+      {"strategy", "--strategy", "fsdp", with([](PointFlags& f) { f.strategy = "fsdp"; })},
+      {"dtype", "--dtype", "f16", with([](PointFlags& f) { f.dtype = "f16"; })},
+      {"optimizer", "--optimizer", "lamb", with([](PointFlags& f) { f.optimizer = "lamb"; })},
+      {"hardware", "--hardware", "''", with([](PointFlags& f) { f.hardware = ""; })},
+  };
+  for (const auto& c : cases) {
+    const std::string from_file = file_error(c.key, c.yaml);
+    EXPECT_NE(from_file, "<no error>") << c.key << " " << c.yaml;
+    EXPECT_EQ(flag_error(c.flags, c.flag), from_file) << c.flag << " " << c.yaml;
+  }
+}
+
+TEST(WhatifFlags, GoodValuesLandTyped) {
+  PointFlags f;
+  f.devices = 4;
+  f.bucket_cap_mb = 0.1 + 0.2;
+  f.optimizer = "adamw";
+  scenario::Scenario s = scenario::parse_scenario(kGood, "good.yaml");
+  cli::whatif::apply_point_flags(s, f);
+  EXPECT_EQ(s.base.devices, 4);
+  EXPECT_EQ(s.base.bucket_cap_mb, 0.1 + 0.2);
+  EXPECT_EQ(s.base.optimizer, scenario::OptimizerKind::adamw);
+  EXPECT_EQ(s.base.where.at("devices"), "--devices: ");
+}
+
+TEST(WhatifFlags, ContradictoryFlagsAreRefused) {
+  scenario::Scenario s = scenario::parse_scenario(kGood, "good.yaml");
+  PointFlags f;
+  f.gpus = 64;
+  f.nodes = 2;
+  EXPECT_THROW(cli::whatif::apply_point_flags(s, f), std::invalid_argument);
+  PointFlags b;
+  b.batch = 64;
+  b.batch_per_device = 8;
+  try {
+    cli::whatif::apply_point_flags(s, b);
+    FAIL() << "--batch with --batch-per-device was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "--batch 64 --batch-per-device 8: give --batch (global) or --batch-per-device, not both");
+  }
+}
+
+}  // namespace
+}  // namespace dpt::test

@@ -1,0 +1,323 @@
+// Parametric transformers, Hugging Face config.json files and the model file
+// writer: exact parameter names and counts against published figures and against
+// the library files that scenarios/models/generate.py (an independent Python
+// implementation) wrote from the same hyperparameters.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/nn/model_transformer.hpp"
+#include "scenarios/scenario/model_hf_config.hpp"
+#include "scenarios/scenario/model_library_yaml.hpp"
+#include "sim/twin/sim_device.hpp"
+
+namespace dpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kModels = fs::path(DPT_SOURCE_DIR) / "scenarios" / "models";
+ModelDescription library(const std::string& name) { return load_model(name, kModels); }
+ModelDescription hf(const std::string& dir) { return load_model("hf:" + (kModels / "hf" / dir / "config.json").string(), kModels); }
+
+// Invariant: two descriptions of one architecture agree layer by layer on every
+// field the twin uses (names, types, parameter names and shapes in order, FLOPs,
+// activations, output sizes). Shown to fail on a planted bug: GELU counted as 11
+// FLOPs in model_transformer.cpp breaks GptFromTheSpecEqualsTheLibrary and
+// FamiliesEqualTheLibraryModelsOfTheSameConfig.
+void expect_same_layers(const ModelDescription& a, const ModelDescription& b) {
+  EXPECT_EQ(a.input_features, b.input_features);
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    const auto& x = a.layers[i];
+    const auto& y = b.layers[i];
+    SCOPED_TRACE(x.name);
+    EXPECT_EQ(x.name, y.name);
+    EXPECT_EQ(x.type, y.type);
+    EXPECT_EQ(x.forward_flops_per_sample, y.forward_flops_per_sample);
+    EXPECT_EQ(x.activation_elements_per_sample, y.activation_elements_per_sample);
+    EXPECT_EQ(x.output_features, y.output_features);
+    ASSERT_EQ(x.parameters.size(), y.parameters.size());
+    for (size_t j = 0; j < x.parameters.size(); ++j) {
+      EXPECT_EQ(x.parameters[j].name, y.parameters[j].name);
+      EXPECT_EQ(x.parameters[j].shape, y.parameters[j].shape) << x.parameters[j].name;
+    }
+  }
+}
+
+// ---- the parametric transformer -------------------------------------------------
+
+TEST(Parametric, GptFromTheSpecEqualsTheLibrary) {
+  const auto small = load_model("transformer:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,tied", kModels);
+  EXPECT_EQ(model_parameter_count(small), 124'439'808);  // published: Hugging Face gpt2
+  expect_same_layers(small, library("gpt2-124m"));
+  const auto xl = load_model("transformer:layers=48,hidden=1600,heads=25,seq=1024,vocab=50257,tied", kModels);
+  EXPECT_EQ(model_parameter_count(xl), 1'557'611'200);  // published: Hugging Face gpt2-xl
+  expect_same_layers(xl, library("gpt2-1.5b"));
+}
+
+TEST(Parametric, UntiedHeadAndMlpWidthChangeExactlyTheirTensors) {
+  const auto tied = load_model("transformer:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,tied", kModels);
+  const auto untied = load_model("transformer:layers=12,hidden=768,heads=12,seq=1024,vocab=50257", kModels);
+  // An untied head adds lm_head.weight [vocab, hidden] and nothing else.
+  EXPECT_EQ(model_parameter_count(untied), 124'439'808 + 50'257 * 768);
+  EXPECT_EQ(untied.layers.back().parameters.back().name, "lm_head.weight");
+  // mlp=3072 is GPT-2's default 4 x 768: the same model.
+  expect_same_layers(load_model("transformer:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,mlp=3072,tied",
+                                kModels),
+                     tied);
+  // mlp=2048 changes c_fc and c_proj: 2 x 768 x (3072 - 2048) + (3072 - 2048) fewer per block.
+  const auto narrow =
+      load_model("transformer:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,mlp=2048,tied", kModels);
+  EXPECT_EQ(model_parameter_count(narrow), 124'439'808 - 12 * (2 * 768 * 1024 + 1024));
+}
+
+TEST(Parametric, BertLargeSizedStackMatchesThePublishedCountUpToBertsExtraTensors) {
+  // BERT-large (Hugging Face bert-large-uncased BertModel, published 335,141,888)
+  // is this GPT-2-style stack plus token-type embeddings (2 x 1024) and the pooler
+  // (1024 x 1024 + 1024); ln_f and BERT's embedding LayerNorm have the same size.
+  const auto m = load_model("transformer:layers=24,hidden=1024,heads=16,seq=512,vocab=30522,tied", kModels);
+  EXPECT_EQ(model_parameter_count(m) + 2 * 1024 + (1024 * 1024 + 1024), 335'141'888);
+}
+
+TEST(Parametric, BadSpecsNameTheKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"transformer:layers=12,hidden=768,heads=12,seq=1024", "missing vocab"},
+      {"transformer:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,depth=3", "'depth=3' is not a key"},
+      {"transformer:layers=x,hidden=768,heads=12,seq=1024,vocab=50257", "layers is 'x', not a positive integer"},
+      {"transformer:layers=0,hidden=768,heads=12,seq=1024,vocab=50257", "layers is '0'"},
+      {"transformer:layers=2,hidden=768,heads=10,seq=1024,vocab=50257", "heads=10 does not divide hidden=768"},
+      {"transformer:layers=2,layers=3,hidden=768,heads=12,seq=1024,vocab=50257", "key 'layers' given twice"},
+      {"transformer:layers=2,hidden=768,heads=12,seq=1024,vocab=50257,", "'' is not a key"},
+  };
+  for (const auto& [spec, message] : cases) {
+    try {
+      load_model(spec, kModels);
+      ADD_FAILURE() << spec << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(spec), std::string::npos) << e.what();
+    }
+  }
+}
+
+// ---- Hugging Face config.json -----------------------------------------------------
+
+TEST(HfConfig, PublishedParameterCounts) {
+  // Published counts (Hugging Face model cards and the papers), not computed here.
+  EXPECT_EQ(model_parameter_count(hf("gpt2")), 124'439'808);
+  EXPECT_EQ(model_parameter_count(hf("llama-2-7b")), 6'738'415'616);
+  EXPECT_EQ(model_parameter_count(hf("bert-base-uncased")), 109'482'240);     // BertModel with pooler
+  EXPECT_EQ(model_parameter_count(hf("vit-base-patch16-224")), 86'567'656);  // with the 1000-class head
+}
+
+TEST(HfConfig, FamiliesEqualTheLibraryModelsOfTheSameConfig) {
+  expect_same_layers(hf("gpt2"), library("gpt2-124m"));
+  expect_same_layers(hf("llama-2-7b"), library("llama-2-7b"));
+  // bert-large-uncased's published config with BertForPreTraining named.
+  const std::string bert_large = R"({"model_type": "bert", "architectures": ["BertForPreTraining"],
+      "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
+      "max_position_embeddings": 512, "vocab_size": 30522, "type_vocab_size": 2})";
+  expect_same_layers(parse_hf_config(bert_large, "bert-large.json", "bert-large"), library("bert-large"));
+}
+
+TEST(HfConfig, ParameterNamesAsTransformersRegistersThem) {
+  const auto vit = hf("vit-base-patch16-224");
+  ASSERT_EQ(vit.layers.size(), 14u);
+  const auto& emb = vit.layers.front().parameters;
+  ASSERT_EQ(emb.size(), 4u);
+  EXPECT_EQ(emb[0].name, "cls_token");
+  EXPECT_EQ(emb[0].shape, (Shape{1, 1, 768}));
+  EXPECT_EQ(emb[1].name, "position_embeddings");
+  EXPECT_EQ(emb[1].shape, (Shape{1, 197, 768}));  // 14 x 14 patches and the class token
+  EXPECT_EQ(emb[2].shape, (Shape{768, 3, 16, 16}));
+  EXPECT_EQ(vit.layers[1].parameters[0].name, "attention.attention.query.weight");
+  EXPECT_EQ(vit.layers.back().parameters[2].name, "classifier.weight");
+  EXPECT_EQ(vit.layers.back().parameters[2].shape, (Shape{1000, 768}));
+  const auto bert = hf("bert-base-uncased");
+  EXPECT_EQ(bert.layers.back().name, "pooler");
+  EXPECT_EQ(bert.layers[1].parameters[0].name, "attention.self.query.weight");
+  // id2label's size gives the classes, as transformers reads it.
+  const auto two = parse_hf_config(R"({"model_type": "vit", "hidden_size": 64, "num_hidden_layers": 1,
+      "num_attention_heads": 4, "intermediate_size": 128, "image_size": 32, "patch_size": 8,
+      "id2label": {"0": "cat", "1": "dog", "2": "bird"}})", "tiny.json", "tiny");
+  EXPECT_EQ(two.layers.back().output_features, 3);
+}
+
+TEST(HfConfig, GroupedQueryAttentionNarrowsKeyAndValue) {
+  // Llama with 8 of 32 heads for keys and values: k_proj and v_proj are [1024, 4096].
+  const auto m = parse_hf_config(R"({"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 2,
+      "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+      "max_position_embeddings": 8192, "vocab_size": 128256})", "gqa.json", "gqa");
+  EXPECT_EQ(m.layers[1].parameters[1].name, "self_attn.k_proj.weight");
+  EXPECT_EQ(m.layers[1].parameters[1].shape, (Shape{1024, 4096}));
+  EXPECT_EQ(m.layers[1].parameters[2].shape, (Shape{1024, 4096}));
+}
+
+TEST(HfConfig, BadConfigsNameTheFileAndTheKey) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {R"({"model_type": "t5", "d_model": 512})", {"cfg.json", "model_type", "'t5' is not a family", "gpt2, llama"}},
+      {R"({"n_layer": 12})", {"cfg.json", "model_type", "missing"}},
+      {R"({"model_type": "gpt2", "n_layer": 12, "n_embd": 768, "n_head": 12, "n_positions": 1024})",
+       {"cfg.json", "vocab_size", "missing"}},
+      {R"({"model_type": "gpt2", "n_layer": "12", "n_embd": 768, "n_head": 12, "n_positions": 1024,
+           "vocab_size": 5})",
+       {"cfg.json", "n_layer", "expected an integer"}},
+      {R"({"model_type": "llama", "attention_bias": true})", {"cfg.json", "attention_bias"}},
+      {R"({"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 4096, "num_attention_heads": 32,
+           "head_dim": 256})",
+       {"cfg.json", "head_dim", "256 x 32 heads is not hidden_size 4096"}},
+      {R"({"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 0, "num_attention_heads": 12,
+           "intermediate_size": 3072, "max_position_embeddings": 512, "vocab_size": 30522})",
+       {"cfg.json", "num_hidden_layers must be positive"}},
+      {"{not json", {"cfg.json", "not valid JSON"}},
+  };
+  for (const auto& [text, messages] : cases) {
+    try {
+      parse_hf_config(text, "cfg.json", "cfg");
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      for (const auto& m : messages) EXPECT_NE(std::string(e.what()).find(m), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(load_model("hf:" + (kModels / "hf" / "no-such" / "config.json").string(), kModels),
+               std::invalid_argument);
+}
+
+// ---- the writer -------------------------------------------------------------------
+
+TEST(ModelYaml, WriterRoundTripsEveryKindOfModel) {
+  // Invariant: reading back what model_to_yaml wrote gives the same description
+  // (and the reader checks the totals the writer computed against the layers).
+  for (const std::string name : {"resnet50", "bert-large", "gpt2-124m", "llama-2-7b", "mlp:4-16-2",
+                                 "transformer:layers=2,hidden=64,heads=4,seq=32,vocab=100,mlp=96"}) {
+    SCOPED_TRACE(name);
+    const auto m = load_model(name, kModels);
+    const auto back = parse_model_yaml(model_to_yaml(m), name);
+    EXPECT_EQ(back.name, m.name);
+    EXPECT_EQ(back.sample, m.sample);
+    EXPECT_EQ(back.sources, m.sources);
+    expect_same_layers(back, m);
+  }
+}
+
+TEST(ModelYaml, WriterReproducesTheGeneratedLibraryFile) {
+  // generate.py's file without its comment lines is exactly what the writer emits.
+  std::ifstream in(kModels / "gpt2-124m.yaml");
+  std::stringstream expected;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind('#', 0) != 0) expected << line << '\n';
+  EXPECT_EQ(model_to_yaml(library("gpt2-124m")), expected.str());
+}
+
+// ---- measured profiles (dptwin_profile's files) ----------------------------------
+
+// A two-layer profile as dptwin_profile writes it: times for the batch of 4.
+std::string profile_yaml(const std::string& measured_extra, const std::string& layer_extra) {
+  return R"(schema_version: 1
+name: "Net"
+sample: "one sample"
+input_features: 8
+sources: ["dptwin_profile"]
+totals: {parameters: 36, forward_flops_per_sample: 72, activation_elements_per_sample: 12}
+measured:
+  device: "NVIDIA H100 80GB HBM3"
+  device_kind: cuda
+  torch: "2.3.0"
+  dtype: f32
+  batch: 4
+  optimizer: adamw
+  steps: 10
+  warmup_steps: 3
+  step_s: 0.01
+  forward_s: 0.004
+  backward_s: 0.005
+  optimizer_step_s: 0.001
+)" + measured_extra + R"(layers:
+  - name: "0"
+    type: Linear
+    forward_flops_per_sample: 72
+    activation_elements_per_sample: 8
+    output_features: 4
+    forward_s: 0.002
+    backward_s: 0.003
+    parameters:
+      - {name: weight, shape: [4, 8], requires_grad: false}
+      - {name: bias, shape: [4]}
+  - name: "1"
+    type: ReLU
+    forward_flops_per_sample: 0
+    activation_elements_per_sample: 4
+    output_features: 4
+    parameters: []
+)" + layer_extra;
+}
+
+TEST(Measured, ProfileFileReadsPerSampleTimesAndFrozenParameters) {
+  const auto m = parse_model_yaml(profile_yaml("", "    forward_s: 0.002\n    backward_s: 0.002\n"), "p.yaml");
+  ASSERT_TRUE(m.measured);
+  EXPECT_EQ(m.measured->batch, 4);
+  EXPECT_EQ(m.measured->device, "NVIDIA H100 80GB HBM3");
+  // 0.002 s and 0.003 s for 4 samples.
+  EXPECT_DOUBLE_EQ(*m.layers[0].measured_forward_s_per_sample, 0.0005);
+  EXPECT_DOUBLE_EQ(*m.layers[0].measured_backward_s_per_sample, 0.00075);
+  EXPECT_FALSE(m.layers[0].parameters[0].requires_grad);
+  EXPECT_TRUE(m.layers[0].parameters[1].requires_grad);
+  // The writer gives back the batch's times and the frozen mark.
+  const auto back = parse_model_yaml(model_to_yaml(m), "back.yaml");
+  EXPECT_DOUBLE_EQ(*back.layers[0].measured_forward_s_per_sample, 0.0005);
+  EXPECT_FALSE(back.layers[0].parameters[0].requires_grad);
+  EXPECT_EQ(back.measured->optimizer, "adamw");
+}
+
+TEST(Measured, ProfileFileErrorsNameTheKey) {
+  // A layer without times in a measured file, and a device kind that is neither cpu nor cuda.
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {profile_yaml("", ""), "layer 1 has no forward_s and backward_s"},
+           {profile_yaml("", "    forward_s: -1\n    backward_s: 0\n"), "forward_s"},
+       }) {
+    try {
+      parse_model_yaml(text, "p.yaml");
+      ADD_FAILURE() << "accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("p.yaml"), std::string::npos) << e.what();
+    }
+  }
+  std::string tpu = profile_yaml("", "    forward_s: 0.002\n    backward_s: 0.002\n");
+  tpu.replace(tpu.find("device_kind: cuda"), 17, "device_kind: tpu");
+  EXPECT_THROW(parse_model_yaml(tpu, "p.yaml"), std::invalid_argument);
+}
+
+TEST(Measured, TimesApplyOnlyOnTheGpuKindAndDtypeMeasured) {
+  const std::string text = profile_yaml("", "    forward_s: 0.002\n    backward_s: 0.002\n");
+  auto on = [&](const std::string& gpu, const std::string& dtype) {
+    ModelDescription m = parse_model_yaml(text, "p.yaml");
+    const std::string note = apply_measured_costs(m, gpu, dtype);
+    EXPECT_FALSE(note.empty());
+    return m.layers[0].measured_forward_s_per_sample.has_value();
+  };
+  EXPECT_TRUE(on("H100-SXM5-80GB", "f32"));   // "H100" is a word of "NVIDIA H100 80GB HBM3"
+  EXPECT_FALSE(on("H100-SXM5-80GB", "bf16"));  // another dtype
+  EXPECT_FALSE(on("A100-SXM4-80GB", "f32"));   // another GPU
+  EXPECT_FALSE(on("H10-PCIE", "f32"));         // a prefix of a word is not the word
+  ModelDescription library_model = library("gpt2-124m");
+  EXPECT_EQ(apply_measured_costs(library_model, "H100-SXM5-80GB", "f32"), "");
+}
+
+TEST(Measured, TheTwinChargesAMeasuredOpItsMeasuredTime) {
+  SimGpuRates rates;
+  rates.model = "H100-SXM5-80GB";
+  rates.peak_flops[DType::f32] = 67e12;
+  rates.memory_bandwidth = 3.35e12;
+  rates.launch_latency_s = 4e-6;
+  OpCost cost{"cost_fwd", OpKind::compute, 1e12, 1 << 20, 1 << 20};
+  EXPECT_GT(sim_kernel_time_s(cost, rates, DType::f32), 0.01);  // 1 TFLOP at 67 TFLOPS
+  cost.measured_s = 0.0025;
+  EXPECT_EQ(sim_kernel_time_s(cost, rates, DType::f32), 0.0025);
+}
+
+}  // namespace
+}  // namespace dpt
