@@ -103,6 +103,9 @@ class Device {
   virtual std::string name() const = 0;  // e.g. "host:0", "cuda:1", "sim:gpu3"
   // False in the twin's shape-only mode: tensors carry shapes, kernels are charged, not run.
   virtual bool computes() const { return true; }
+  // Whether the CPU reads and writes this device's memory directly (host memory, host
+  // workers, the twin's devices; not GPU memory, which needs a Backend::copy).
+  virtual bool host_readable() const { return true; }
 
   // Allocates n bytes; the returned storage frees itself. Throws dpt::OutOfMemory
   // (naming the device and the breakdown) when the device's capacity is exceeded.

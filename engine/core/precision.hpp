@@ -57,11 +57,6 @@ DType precision_activation_dtype(Precision p, OpClass c);
 // those kernels are memory-bound and no datasheet states a non-tensor bf16 rate).
 ComputeType precision_compute_type(Precision p, OpClass c, bool gpu_has_tf32);
 
-// Planted bugs, for tests that show the precision properties catch them. Off in real use.
-struct PrecisionFaults {
-  bool half_activations_saved_as_f64 = false;  // bf16/f16 saved activations sized at 8 bytes
-};
-
 // Whether the precision runs GradScaler (f16-amp).
 bool precision_uses_grad_scaler(Precision p);
 

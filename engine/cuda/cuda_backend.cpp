@@ -1,10 +1,7 @@
 #include "engine/cuda/cuda_backend.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
-#include <exception>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -33,7 +30,8 @@ class PinnedHostDevice : public HostDevice {
 };
 }  // namespace
 
-CudaBackend::CudaBackend(const CudaBackendOptions& options) : staging_chunk_bytes_(options.staging_chunk_bytes) {
+CudaBackend::CudaBackend(const CudaBackendOptions& options)
+    : ThreadedBackend(/*inline_single_worker=*/false), staging_chunk_bytes_(options.staging_chunk_bytes) {
   if (options.pinned_host_memory) host_ = std::make_unique<PinnedHostDevice>();
   else host_ = std::make_unique<HostDevice>(-1, DeviceKind::cpu_host);
   std::string why;
@@ -150,24 +148,10 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   }
 }
 
-void CudaBackend::parallel_for(int n, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
-  auto run = [&](int i) {
-    try {
-      // Worker i drives GPU i (DataParallel's parallel_apply, DDP's ranks); the
-      // device is thread state in the CUDA runtime, so each thread sets its own.
-      DPT_CUDA_CHECK(cudaSetDevice(i % device_count()));
-      fn(i);
-    } catch (...) {
-      errors[static_cast<size_t>(i)] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> workers;
-  workers.reserve(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) workers.emplace_back(run, i);
-  for (auto& w : workers) w.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+void CudaBackend::on_worker_start(int i) {
+  // Worker i drives GPU i (DataParallel's parallel_apply, DDP's ranks); the device is
+  // thread state in the CUDA runtime, so each thread sets its own.
+  DPT_CUDA_CHECK(cudaSetDevice(i % device_count()));
 }
 
 std::vector<std::unique_ptr<Communicator>> CudaBackend::make_communicators(const std::vector<int>& devices) {
@@ -176,23 +160,9 @@ std::vector<std::unique_ptr<Communicator>> CudaBackend::make_communicators(const
   return make_nccl_communicators(devs);
 }
 
-namespace {
-class StdMutex : public BackendMutex {
- public:
-  void lock() override { mu_.lock(); }
-  void unlock() override { mu_.unlock(); }
-
- private:
-  std::mutex mu_;
-};
-}  // namespace
-
-std::unique_ptr<BackendMutex> CudaBackend::make_mutex() { return std::make_unique<StdMutex>(); }
-
 Seconds CudaBackend::now() {
   for (auto& d : devices_) d->synchronize();
-  using clock = std::chrono::steady_clock;
-  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+  return steady_clock_s();
 }
 
 void CudaBackend::start_timelines() {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/core/backend.hpp"
+#include "engine/core/threaded_backend.hpp"
 #include "engine/host/host_backend.hpp"
 #include "engine/cuda/caching_allocator.hpp"
 #include "engine/cuda/cuda_device.hpp"
@@ -25,7 +25,7 @@ struct CudaBackendOptions {
   bool pinned_host_memory = false;
 };
 
-class CudaBackend : public Backend {
+class CudaBackend : public ThreadedBackend {
  public:
   // Throws std::invalid_argument when no GPU is present (with the runtime's reason)
   // or when more GPUs are asked for than are visible.
@@ -38,9 +38,7 @@ class CudaBackend : public Backend {
   CudaDevice& cuda_device(int index);
   Device& host_memory() override { return *host_; }
   void copy(const Tensor& src, Tensor& dst) override;
-  void parallel_for(int n, const std::function<void(int)>& fn) override;
   std::vector<std::unique_ptr<Communicator>> make_communicators(const std::vector<int>& devices) override;
-  std::unique_ptr<BackendMutex> make_mutex() override;
   // Waits for every device, then reads the steady clock: a time after all work
   // enqueued so far has finished.
   Seconds now() override;
@@ -54,6 +52,9 @@ class CudaBackend : public Backend {
 
   // Whether device `from` reads and writes `to`'s memory directly (peer access enabled).
   bool peer_access(int from, int to) const;
+
+ protected:
+  void on_worker_start(int i) override;
 
  private:
   void copy_device_to_device(CudaDevice& s, CudaDevice& d, const void* src, void* dst, Bytes n);

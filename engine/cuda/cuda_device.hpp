@@ -30,6 +30,7 @@ class CudaDevice : public Device {
 
   int index() const override { return index_; }
   DeviceKind kind() const override { return DeviceKind::cuda; }
+  bool host_readable() const override { return false; }
   std::string name() const override;
   // Makes this device current and calls fn, which enqueues its kernels on the
   // compute stream; with a timeline, CUDA events bracket the op.

@@ -6,7 +6,7 @@
 #include <mutex>
 #include <vector>
 
-#include "engine/core/backend.hpp"
+#include "engine/core/threaded_backend.hpp"
 
 namespace dpt {
 
@@ -39,7 +39,8 @@ class HostDevice : public Device {
   Bytes cached_bytes_ = 0;
 };
 
-class HostBackend : public Backend {
+// Per-device work on OS threads (ThreadedBackend); parallel_for(1, fn) runs fn inline.
+class HostBackend : public ThreadedBackend {
  public:
   explicit HostBackend(int device_count);
   std::string name() const override { return "host"; }
@@ -47,10 +48,8 @@ class HostBackend : public Backend {
   Device& device(int index) override;
   Device& host_memory() override { return host_; }
   void copy(const Tensor& src, Tensor& dst) override;
-  void parallel_for(int n, const std::function<void(int)>& fn) override;
   std::vector<std::unique_ptr<Communicator>> make_communicators(const std::vector<int>& devices) override;
-  std::unique_ptr<BackendMutex> make_mutex() override;
-  Seconds now() override;
+  Seconds now() override { return steady_clock_s(); }
 
  private:
   HostDevice host_{-1, DeviceKind::cpu_host};

@@ -16,6 +16,8 @@
 // later collectives fail at once. Nothing waits forever.
 #include "engine/host/host_communicator.hpp"
 
+#include "engine/core/fault_injection.hpp"
+
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -168,7 +170,7 @@ template <typename T> void reduce_into(ReduceOp op, Elements n, const T* src, T*
 
 // dst[i] = op(a[i], b[i]) without touching a (reduce's chain into scratch).
 template <typename T> void combine(ReduceOp op, Elements n, const T* a, const T* b, T* dst) {
-  std::memcpy(dst, b, static_cast<size_t>(n) * sizeof(T));
+  if (n > 0) std::memcpy(dst, b, static_cast<size_t>(n) * sizeof(T));  // dst may be null when n is 0
   reduce_into<T>(op, n, a, dst);
 }
 
@@ -232,9 +234,9 @@ void ring_reduce_scatter(RingStep& st, int rank, int n_ranks, DType t, ReduceOp 
 // Ring all-gather: rank r starts owning chunk (r + 1 + shift); at step s it copies
 // chunk (r - s + shift) from its left neighbour.
 void ring_all_gather(RingStep& st, int rank, int n_ranks, DType t, Elements n, int shift, void* own,
-                     RingVariant variant = RingVariant::correct) {
+                     bool skip_last_step = false) {
   const int left = st.left();
-  const int steps = variant == RingVariant::skip_last_all_gather_step ? n_ranks - 2 : n_ranks - 1;
+  const int steps = skip_last_step ? n_ranks - 2 : n_ranks - 1;
   for (int s = 0; s < n_ranks - 1; ++s) {
     if (s >= steps) {  // the planted bug still ticks, so the ring stays in lockstep
       st.idle_step();
@@ -276,8 +278,7 @@ class HostWork : public Work {
 
 class HostRingCommunicator : public AbortableCommunicator {
  public:
-  HostRingCommunicator(std::shared_ptr<Group> g, int rank, RingVariant variant)
-      : g_(std::move(g)), rank_(rank), variant_(variant) {
+  HostRingCommunicator(std::shared_ptr<Group> g, int rank) : g_(std::move(g)), rank_(rank) {
     worker_ = std::thread([this] { run(); });
   }
   ~HostRingCommunicator() override {
@@ -305,7 +306,9 @@ class HostRingCommunicator : public AbortableCommunicator {
       const int n = g_->size;
       st.publish(Contribution{"all_reduce", t.dtype(), t.numel(), 0, o.op, t.data()});
       ring_reduce_scatter(st, rank_, n, t.dtype(), o.op, t.numel(), 0, t.data());
-      ring_all_gather(st, rank_, n, t.dtype(), t.numel(), 0, t.data(), variant_);
+      // Planted fault: the all-gather omits its last step, one chunk stays partial.
+      ring_all_gather(st, rank_, n, t.dtype(), t.numel(), 0, t.data(),
+                      fault_active(Fault::ring_skips_last_all_gather_step));
       // Divide in the completion tick: the right neighbour may still be copying the
       // last chunk from this buffer during the final all-gather tick.
       st.step([&] {
@@ -474,7 +477,6 @@ class HostRingCommunicator : public AbortableCommunicator {
 
   std::shared_ptr<Group> g_;
   int rank_;
-  RingVariant variant_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
@@ -486,15 +488,11 @@ class HostRingCommunicator : public AbortableCommunicator {
 }  // namespace
 
 std::vector<std::unique_ptr<Communicator>> make_host_ring_communicators(int world_size) {
-  return make_host_ring_communicators(world_size, RingVariant::correct);
-}
-
-std::vector<std::unique_ptr<Communicator>> make_host_ring_communicators(int world_size, RingVariant variant) {
   if (world_size < 1)
     throw std::invalid_argument(fmt::format("host ring communicator: world size must be at least 1, got {}", world_size));
   auto group = std::make_shared<Group>(world_size);
   std::vector<std::unique_ptr<Communicator>> out;
-  for (int r = 0; r < world_size; ++r) out.push_back(std::make_unique<HostRingCommunicator>(group, r, variant));
+  for (int r = 0; r < world_size; ++r) out.push_back(std::make_unique<HostRingCommunicator>(group, r));
   return out;
 }
 

@@ -255,7 +255,7 @@ std::vector<std::byte> encode_safetensors(const std::vector<SafetensorsTensor>& 
   return out;
 }
 
-bool device_is_cpu_readable(const Device& device) { return device.kind() != DeviceKind::cuda && device.computes(); }
+bool device_is_cpu_readable(const Device& device) { return device.host_readable() && device.computes(); }
 
 SafetensorsTensor safetensors_tensor_from(const std::string& name, const Tensor& t, Backend* backend) {
   if (!t.defined()) throw std::invalid_argument(fmt::format("tensor '{}' is undefined", name));

@@ -4,15 +4,16 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/core/kernels.hpp"
 
 namespace dpt {
 
 CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype,
-                     std::optional<Precision> precision, PrecisionFaults faults)
+                     std::optional<Precision> precision)
     : desc_(std::move(desc)), input_features_(input_features), device_(&device), dtype_(dtype),
       precision_(precision ? *precision : precision_of_dtype(dtype == DType::f64 ? DType::f64 : DType::f32)),
-      op_class_(layer_op_class(desc_)), faults_(faults) {
+      op_class_(layer_op_class(desc_)) {
   if (!dtype_is_floating(dtype) && !dtype_is_half(dtype))
     throw std::invalid_argument(fmt::format("cost-only layer {}: dtype {} is not a floating type", desc_.name,
                                             dtype_name(dtype)));
@@ -77,7 +78,9 @@ Tensor CostLayer::forward(const Tensor& x) {
                                             x.device().name(), device_->name()));
   const std::int64_t batch = x.dim(0);
   const DType saved_dtype = precision_activation_dtype(precision_, op_class_);
-  const Bytes elt = faults_.half_activations_saved_as_f64 && dtype_is_half(saved_dtype) ? 8 : dtype_size_bytes(saved_dtype);
+  // Planted fault: half-precision saved activations sized as f64.
+  const bool half_as_f64 = fault_active(Fault::cost_half_activations_as_f64) && dtype_is_half(saved_dtype);
+  const Bytes elt = half_as_f64 ? 8 : dtype_size_bytes(saved_dtype);
   const Bytes param_bytes = parameter_bytes();
   const Bytes saved_bytes = desc_.activation_elements_per_sample * batch * elt;
   saved_ = device_->allocate(saved_bytes, MemoryCategory::activations);
@@ -116,7 +119,7 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
 }
 
 std::unique_ptr<Layer> CostLayer::replicate_on(Device& device) const {
-  return std::make_unique<CostLayer>(desc_, input_features_, device, dtype_, precision_, faults_);
+  return std::make_unique<CostLayer>(desc_, input_features_, device, dtype_, precision_);
 }
 
 void CostLayer::clear_saved() {

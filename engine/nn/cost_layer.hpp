@@ -35,7 +35,7 @@ class CostLayer final : public Layer {
   // previous layer's output_features, or the model's input_features).
   // `precision` defaults to the dtype's (f32 or f64); the parameters' dtype is `dtype`.
   CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype,
-            std::optional<Precision> precision = std::nullopt, PrecisionFaults faults = {});
+            std::optional<Precision> precision = std::nullopt);
 
   std::string type_name() const override { return desc_.type; }
   std::vector<Parameter*> parameters() override;
@@ -60,7 +60,6 @@ class CostLayer final : public Layer {
   DType dtype_;
   Precision precision_;
   OpClass op_class_;
-  PrecisionFaults faults_;
   std::vector<Parameter> params_;  // trainable: value and gradient
   std::vector<Tensor> frozen_;     // requires_grad false: value only, not in parameters()
   // What forward saved for backward: the activation bytes and the batch size.

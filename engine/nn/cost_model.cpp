@@ -10,13 +10,12 @@ namespace dpt {
 
 namespace {
 
-Sequential build(const ModelDescription& m, Device& device, DType dtype, std::optional<Precision> precision,
-                 PrecisionFaults faults) {
+Sequential build(const ModelDescription& m, Device& device, DType dtype, std::optional<Precision> precision) {
   validate_model_description(m);
   Sequential model;
   std::int64_t features = m.input_features;
   for (const auto& l : m.layers) {
-    model.append(std::make_unique<CostLayer>(l, features, device, dtype, precision, faults));
+    model.append(std::make_unique<CostLayer>(l, features, device, dtype, precision));
     features = l.output_features;
   }
   return model;
@@ -37,12 +36,11 @@ bool part_is_other(std::string_view part) {
 }  // namespace
 
 Sequential make_cost_only_model(const ModelDescription& m, Device& device, DType dtype) {
-  return build(m, device, dtype, std::nullopt, {});
+  return build(m, device, dtype, std::nullopt);
 }
 
-Sequential make_cost_only_model(const ModelDescription& m, Device& device, Precision precision,
-                                PrecisionFaults faults) {
-  return build(m, device, precision_parameter_dtype(precision), precision, faults);
+Sequential make_cost_only_model(const ModelDescription& m, Device& device, Precision precision) {
+  return build(m, device, precision_parameter_dtype(precision), precision);
 }
 
 OpClass layer_op_class(const LayerDescription& l) {

@@ -44,7 +44,7 @@ void init_uniform(Tensor& t, double bound, Generator& gen) {
   std::vector<double> values(static_cast<size_t>(t.numel()));
   for (auto& v : values) v = gen.uniform(-bound, bound);
   if (!t.device().computes()) return;
-  if (t.device().kind() == DeviceKind::cuda)
+  if (!t.device().host_readable())
     throw std::logic_error(
         fmt::format("init_uniform: {} memory is not readable from the CPU; initialise on a host "
                     "device and copy",

@@ -95,8 +95,7 @@ std::string apply_measured_costs(ModelDescription& m, const std::string& gpu_mod
 // With a precision, parameters take precision_parameter_dtype and activations and
 // compute types follow it (see CostLayer).
 Sequential make_cost_only_model(const ModelDescription& m, Device& device, DType dtype);
-Sequential make_cost_only_model(const ModelDescription& m, Device& device, Precision precision,
-                                PrecisionFaults faults = {});
+Sequential make_cost_only_model(const ModelDescription& m, Device& device, Precision precision);
 
 // The op class of a layer, from its type's "+"-separated parts: conv when a part
 // is a convolution (Conv2d, Bottleneck); else matmul when a part holds GEMMs

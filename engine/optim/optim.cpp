@@ -108,4 +108,28 @@ std::unique_ptr<Optimizer> make_adamw(std::vector<NamedParameter> params, const 
   return std::make_unique<AdamW>(std::move(params), o);
 }
 
+const char* optimizer_kind_name(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::sgd: return "sgd";
+    case OptimizerKind::sgd_momentum: return "sgd_momentum";
+    case OptimizerKind::adamw: return "adamw";
+  }
+  return "?";
+}
+
+OptimizerKind parse_optimizer_kind(const std::string& name) {
+  for (auto k : {OptimizerKind::sgd, OptimizerKind::sgd_momentum, OptimizerKind::adamw})
+    if (name == optimizer_kind_name(k)) return k;
+  throw std::invalid_argument(fmt::format("unknown optimizer '{}' (allowed: sgd, sgd_momentum, adamw)", name));
+}
+
+int optimizer_state_tensors(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::sgd: return 0;
+    case OptimizerKind::sgd_momentum: return 1;
+    case OptimizerKind::adamw: return 2;
+  }
+  return 0;
+}
+
 }  // namespace dpt

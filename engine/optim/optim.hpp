@@ -9,6 +9,16 @@
 
 namespace dpt {
 
+// The optimizers by name: plain SGD, SGD with momentum (one state tensor per parameter),
+// AdamW (two). The trainer runs sgd (with an optional momentum) and adamw; scenarios
+// name all three to size optimizer state.
+enum class OptimizerKind { sgd, sgd_momentum, adamw };
+const char* optimizer_kind_name(OptimizerKind k);  // "sgd" | "sgd_momentum" | "adamw"
+// Parses a name; throws std::invalid_argument naming the value and the allowed names.
+OptimizerKind parse_optimizer_kind(const std::string& name);
+// Optimizer state tensors per parameter: 0 (SGD), 1 (momentum buffer), 2 (AdamW moments).
+int optimizer_state_tensors(OptimizerKind k);
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;

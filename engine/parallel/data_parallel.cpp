@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/io/checkpoint.hpp"
 #include "engine/parallel/dp/gather.hpp"
 #include "engine/parallel/dp/parallel_apply.hpp"
@@ -33,9 +34,9 @@ std::vector<int> resolve_device_ids(Backend& backend, const std::vector<int>& re
 }
 
 DataParallel::DataParallel(Backend& backend, const StrategyOptions& options, const ModelBuilder& build_model,
-                           const OptimizerBuilder& build_optimizer, DataParallelFaults faults)
+                           const OptimizerBuilder& build_optimizer)
     : backend_(backend), options_(options), device_ids_(resolve_device_ids(backend, options.device_ids, "dp")),
-      output_device_(options.output_device.value_or(device_ids_[0])), faults_(faults) {
+      output_device_(options.output_device.value_or(device_ids_[0])) {
   if (options.dim != 0)
     throw std::invalid_argument(fmt::format("dp: dim={} is not supported; DataParallel scatters along dim 0 only", options.dim));
   if (output_device_ < 0 || output_device_ >= backend.device_count())
@@ -61,12 +62,13 @@ StepResult DataParallel::train_step(const Tensor& x, const Tensor& target) {
   // 1. scatter: torch.chunk; devices past the last chunk get nothing (and no replica).
   std::vector<std::int64_t> sizes = chunk_sizes(x.dim(0), static_cast<int>(device_ids_.size()));
   std::vector<std::int64_t> computed = sizes;
-  if (faults_.scatter_drops_last_chunk && computed.size() > 1) computed.pop_back();
+  const bool drop_last = fault_active(Fault::dp_scatter_drops_last_chunk);  // planted fault
+  if (drop_last && computed.size() > 1) computed.pop_back();
   const std::vector<int> used(device_ids_.begin(), device_ids_.begin() + static_cast<std::ptrdiff_t>(computed.size()));
   backend_.host_dispatch(static_cast<int>(computed.size()));
   Tensor x_kept = x_primary.slice_rows(0, chunk_offsets(computed).back() + computed.back());
   std::vector<Tensor> inputs = scatter_rows(backend_, x_kept, computed, used, MemoryCategory::inputs);
-  if (faults_.scatter_drops_last_chunk) target_out = target_out.slice_rows(0, x_kept.dim(0));
+  if (drop_last) target_out = target_out.slice_rows(0, x_kept.dim(0));
 
   // 2. replicate: fresh replicas every step, parameters broadcast from the primary.
   backend_.host_dispatch(static_cast<int>(used.size()));
@@ -94,8 +96,7 @@ StepResult DataParallel::train_step(const Tensor& x, const Tensor& target) {
   });
   // Broadcast's backward: the replicas' gradients summed onto the primary.
   backend_.host_dispatch(1);
-  reduce_add_coalesced(backend_, primary_, std::vector<Sequential*>(replicas.begin() + 1, replicas.end()),
-                       kDataParallelCoalesceBytes, faults_.reduce_skips_last_replica);
+  reduce_add_coalesced(backend_, primary_, std::vector<Sequential*>(replicas.begin() + 1, replicas.end()));
 
   backend_.host_dispatch(1);
   optimizer_->step();

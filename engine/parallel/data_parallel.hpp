@@ -17,17 +17,11 @@
 
 namespace dpt {
 
-// Planted bugs, for tests that show the properties catch them. All off in real use.
-struct DataParallelFaults {
-  bool scatter_drops_last_chunk = false;   // the last chunk is never computed
-  bool reduce_skips_last_replica = false;  // the last replica's gradients are lost
-};
-
 class DataParallel : public Strategy {
  public:
   // Throws std::invalid_argument for bad device_ids, output_device or dim != 0.
   DataParallel(Backend& backend, const StrategyOptions& options, const ModelBuilder& build_model,
-               const OptimizerBuilder& build_optimizer, DataParallelFaults faults = {});
+               const OptimizerBuilder& build_optimizer);
   StrategyKind kind() const override { return StrategyKind::data_parallel; }
   StepResult train_step(const Tensor& x, const Tensor& target) override;
   Sequential& module() override { return primary_; }
@@ -43,7 +37,6 @@ class DataParallel : public Strategy {
   StrategyOptions options_;
   std::vector<int> device_ids_;
   int output_device_;
-  DataParallelFaults faults_;
   Sequential primary_;
   std::unique_ptr<Optimizer> optimizer_;
   int replicas_last_step_ = 0;

@@ -95,7 +95,7 @@ void check_dataset(const Dataset& d, const MlpSpec& spec, LossKind loss, DType d
 }
 
 std::unique_ptr<Optimizer> build_optimizer(const TrainConfig& c, std::vector<NamedParameter> params) {
-  if (c.optimizer == OptimizerKind::sgd) return make_sgd(std::move(params), c.sgd);
+  if (c.optimizer != OptimizerKind::adamw) return make_sgd(std::move(params), c.sgd);
   return make_adamw(std::move(params), c.adamw);
 }
 
@@ -115,8 +115,6 @@ OptimizerKind optimizer_kind_from_name(const std::string& name) {
   if (name == "adamw") return OptimizerKind::adamw;
   throw std::invalid_argument(fmt::format("unknown optimizer '{}': expected sgd or adamw", name));
 }
-
-const char* optimizer_kind_name(OptimizerKind k) { return k == OptimizerKind::sgd ? "sgd" : "adamw"; }
 
 Dataset make_synthetic_dataset(Backend& backend, const MlpSpec& spec, LossKind loss, DType dtype,
                                std::int64_t samples, std::uint64_t seed) {
@@ -237,7 +235,7 @@ TrainResult train_on(Backend& backend, const TrainConfig& config, const Dataset&
   options.loss = config.loss;
   options.reduction = config.reduction;
   const ModelBuilder build_model = [&](Device& device) {
-    if (device.kind() == DeviceKind::cuda) {
+    if (!device.host_readable()) {
       // GPU memory is not writable from the CPU: initialise in host memory with the
       // same generator, then copy the weights over (the same numbers as on the host).
       Sequential on_host = make_mlp(config.model, backend.host_memory(), dtype, config.seed);

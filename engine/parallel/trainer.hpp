@@ -16,9 +16,9 @@
 
 namespace dpt {
 
-enum class OptimizerKind { sgd, adamw };
-OptimizerKind optimizer_kind_from_name(const std::string& name);  // "sgd" | "adamw"; throws naming the value
-const char* optimizer_kind_name(OptimizerKind k);
+// The optimizers the trainer runs (OptimizerKind, engine/optim/optim.hpp): "sgd" (with
+// SgdOptions' momentum) or "adamw"; throws naming the value otherwise.
+OptimizerKind optimizer_kind_from_name(const std::string& name);
 
 struct TrainConfig {
   MlpSpec model;                                 // widths, activation, LayerNorm

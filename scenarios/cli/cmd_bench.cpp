@@ -29,6 +29,7 @@
 #include "scenarios/cli/bench_device.hpp"
 #include "scenarios/cli/command.hpp"
 #include "scenarios/cli/flag_limits.hpp"
+#include "engine/io/atomic_file.hpp"
 #include "engine/core/units.hpp"
 #include "sim/collectives/collectives.hpp"
 #include "sim/net/hardware.hpp"
@@ -331,7 +332,7 @@ int run_bench(const BenchOptions& o) {
   if (o.json) std::cout << doc.dump(2) << "\n";
   else print_table(o, op, n, machine, rows);
   if (o.device.out) {
-    write_file_atomically(*o.device.out, doc.dump(2) + "\n");
+    write_file_atomic(*o.device.out, doc.dump(2) + "\n", {.create_parent_dirs = true});
     if (!o.json) std::cout << "# JSON written to " << *o.device.out << "\n";
   }
   return kExitOk;

@@ -20,14 +20,12 @@
 #include "scenarios/verify/verify_check.hpp"
 #include "scenarios/measure/faults.hpp"
 #include "scenarios/measure/measure.hpp"
+#include "scenarios/measure/real_backend.hpp"
 #include "scenarios/verify/verify_performance.hpp"
 #include "scenarios/verify/verify_properties.hpp"
 #include "scenarios/verify/verify_report.hpp"
 #include "scenarios/verify/verify_twin.hpp"
 #include "sim/twin/step_report.hpp"
-#if DPT_HAVE_CUDA
-#include "engine/cuda/cuda_backend.hpp"
-#endif
 
 namespace dpt::cli {
 namespace {
@@ -63,17 +61,6 @@ void print_result(const CheckResult& r) {
     }
   }
   std::cout << std::flush;
-}
-
-std::unique_ptr<Backend> make_real_backend(const std::string& name, std::optional<int> devices) {
-  if (name == "host") return std::make_unique<HostBackend>(devices.value_or(2));
-#if DPT_HAVE_CUDA
-  CudaBackendOptions o;
-  o.device_count = devices;
-  return std::make_unique<CudaBackend>(o);
-#else
-  throw std::invalid_argument("--backend cuda: this dptwin was built without CUDA (DPT_WITH_CUDA=OFF)");
-#endif
 }
 
 // Host "devices" are threads on the machine's cores: with other processes keeping
@@ -121,7 +108,12 @@ int run_verify(const VerifyFlags& f) {
   if (!f.as_measured.empty()) as_measured = load_degraded_hardware(f.as_measured, kHardwareLibrary);
 
   std::unique_ptr<Backend> real;
-  if (f.backend != "sim") real = make_real_backend(f.backend, f.devices);
+  if (f.backend != "sim") {
+    RealBackendOptions o;
+    // verify's host default is 2 workers, so the multi-device properties have two ranks.
+    o.devices = f.backend == "host" ? std::optional<int>(f.devices.value_or(2)) : f.devices;
+    real = make_real_backend(f.backend, o);
+  }
   const int devices = real ? real->device_count() : f.devices.value_or(nominal->spec.gpu_count());
   if (devices < 1) throw std::invalid_argument(fmt::format("--devices {}: must be at least 1", devices));
   if (!real && devices > nominal->spec.gpu_count())  // refused before the header is printed

@@ -461,8 +461,8 @@ class Reader {
   }
   Reader sub(const nlohmann::json& j, const std::string& key) const { return Reader(j, where_, at(key)); }
   void only(std::initializer_list<const char*> keys) const {
-    for (const auto& [k, v] : j_.items()) {
-      (void)v;
+    for (const auto& item : j_.items()) {
+      const std::string& k = item.key();  // not a structured binding: clang before 16 cannot capture one
       if (std::none_of(keys.begin(), keys.end(), [&](const char* x) { return k == x; })) fail(at(k), "is not a known key");
     }
   }

@@ -97,7 +97,15 @@ NcclTestsTiming parse_timing(const Header& h, const std::vector<std::string>& to
       case Role::busbw: t.busbw_Bps = parse_nonnegative(tok, where, line, name) * 1e9; break;
       case Role::wrong:
         // "%6g" of a count: "0", "12", "1e+06"; "N/A" when validation was off (-c 0).
-        if (tok != "N/A") t.wrong = static_cast<std::int64_t>(parse_nonnegative(tok, where, line, name));
+        if (tok != "N/A") {
+          // A count beyond 2^53 is no count nccl-tests prints; refused before the cast,
+          // which would be undefined past int64's range.
+          const double w = parse_nonnegative(tok, where, line, name);
+          if (w > 9007199254740992.0)
+            throw std::invalid_argument(fmt::format("{}: column '{}' holds {}, which is not an error count",
+                                                    at(where, line), name, tok));
+          t.wrong = static_cast<std::int64_t>(w);
+        }
         break;
       case Role::error:
         // Old logs print the largest numerical error instead of a count: any nonzero

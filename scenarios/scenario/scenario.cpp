@@ -63,10 +63,11 @@ constexpr double kMinBucketCapMb = 1.0 / (1024 * 1024);
 constexpr double kMaxBucketCapMb = 1024.0 * 1024;
 
 OptimizerKind optimizer_from_name(const std::string& n, const std::string& where) {
-  if (n == "sgd") return OptimizerKind::sgd;
-  if (n == "sgd_momentum") return OptimizerKind::sgd_momentum;
-  if (n == "adamw") return OptimizerKind::adamw;
-  fail_at(where, fmt::format("unknown optimizer '{}' (allowed: sgd, sgd_momentum, adamw)", n));
+  try {
+    return parse_optimizer_kind(n);
+  } catch (const std::invalid_argument& e) {
+    fail_at(where, e.what());
+  }
 }
 
 std::string join(const std::vector<std::string>& v) {
@@ -121,24 +122,6 @@ PlanSpec parse_plan(MapReader r) {
 
 Library Library::at(const std::filesystem::path& scenarios_dir) {
   return {scenarios_dir / "hardware", scenarios_dir / "models"};
-}
-
-const char* optimizer_kind_name(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::sgd: return "sgd";
-    case OptimizerKind::sgd_momentum: return "sgd_momentum";
-    case OptimizerKind::adamw: return "adamw";
-  }
-  return "?";
-}
-
-int optimizer_state_tensors(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::sgd: return 0;
-    case OptimizerKind::sgd_momentum: return 1;
-    case OptimizerKind::adamw: return 2;
-  }
-  return 0;
 }
 
 double Target::required_samples_per_s() const {

@@ -43,6 +43,7 @@
 
 #include "engine/core/dtype.hpp"
 #include "engine/nn/model_library.hpp"
+#include "engine/optim/optim.hpp"
 #include "engine/parallel/strategy.hpp"
 #include "sim/net/hardware.hpp"
 
@@ -57,10 +58,10 @@ struct Library {
   static Library at(const std::filesystem::path& scenarios_dir);
 };
 
-enum class OptimizerKind { sgd, sgd_momentum, adamw };
-const char* optimizer_kind_name(OptimizerKind k);
-// Optimizer state tensors per parameter: 0 (SGD), 1 (momentum buffer), 2 (AdamW moments).
-int optimizer_state_tensors(OptimizerKind k);
+// The engine's optimizer names (engine/optim/optim.hpp).
+using dpt::OptimizerKind;
+using dpt::optimizer_kind_name;
+using dpt::optimizer_state_tensors;
 
 // What a result is measured against: a throughput, or a number of samples to
 // train within a time (which is the same thing as a throughput).

@@ -18,12 +18,16 @@
 #include <vector>
 
 #include "engine/core/backend.hpp"
+#include "engine/core/fault_injection.hpp"
 #include "scenarios/verify/verify_check.hpp"
 
 namespace dpt::verify {
 
 // A deliberately broken variant, as a self-test of verify: with one planted, the
 // correctness part must fail with a counterexample (`dptwin verify --inject-bug`).
+// These are the planted faults of engine/core/fault_injection.hpp that the
+// correctness part catches; the property that should catch one switches it on while
+// it runs.
 enum class PlantedBug {
   none,
   drop_chunk,   // DataParallel's scatter drops the last chunk (it is never computed)
@@ -32,6 +36,7 @@ enum class PlantedBug {
 };
 PlantedBug planted_bug_from_name(const std::string& name);  // "none" | "drop-chunk" | "skip-divide" | "ring-step"
 const char* planted_bug_name(PlantedBug b);
+Fault planted_fault(PlantedBug b);  // b != none
 
 struct CorrectnessOptions {
   int devices = 1;          // the most devices a property uses (cases draw 1..devices)

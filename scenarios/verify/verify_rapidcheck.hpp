@@ -10,18 +10,10 @@
 #include <fmt/format.h>
 #include <rapidcheck.h>
 
+#include "scenarios/verify/rc_listener.hpp"
 #include "scenarios/verify/verify_check.hpp"
 
 namespace dpt::verify {
-
-// RapidCheck's default listener prints progress and a "reproduce" line to stderr;
-// verify reports through its own reporters instead.
-class QuietRcListener : public rc::detail::TestListener {
- public:
-  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
-  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
-  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
-};
 
 struct PropertyRun {
   std::string description;  // the invariant, in words ("DataParallel gradient == single-device gradient")

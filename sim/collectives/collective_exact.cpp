@@ -168,9 +168,7 @@ void tree_all_reduce(Ctx& c, int rank, const CollectiveCall& call, int channels,
   for (int ch = 0; ch < channels; ++ch) {
     const TreeChannel& tc = trees[ch];
     const int parent = tc.parent[rank];
-    std::vector<int> children;
-    for (int r = 0; r < static_cast<int>(tc.parent.size()); ++r)
-      if (tc.parent[r] == rank) children.push_back(r);
+    const std::vector<int> children = tc.children[rank];
     const Elements elems = piece_count(call.count, channels, ch);
     const Elements pieces = ceil_div(elems, piece);
     const Bytes eb = call.element_bytes;

@@ -1,6 +1,6 @@
 // Collective planning, schedules as pure functions, and the CollectiveGroup that runs
 // them: see collectives.hpp. The message-level executors are in collective_exact.cpp,
-// the large-N formulation in collective_model.cpp.
+// the large-N formulation in large_n/.
 #include "sim/collectives/collectives.hpp"
 
 #include <algorithm>
@@ -15,22 +15,11 @@
 #include <fmt/format.h>
 
 #include "sim/collectives/collective_exact.hpp"
-#include "sim/collectives/collective_model.hpp"
+#include "sim/collectives/large_n/dispatch.hpp"
 
 namespace sg4 = simgrid::s4u;
 
 namespace dpt::sim {
-
-const char* collective_op_name(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::all_reduce: return "all_reduce";
-    case CollectiveOp::all_gather: return "all_gather";
-    case CollectiveOp::reduce_scatter: return "reduce_scatter";
-    case CollectiveOp::broadcast: return "broadcast";
-    case CollectiveOp::reduce: return "reduce";
-  }
-  return "?";
-}
 
 const char* collective_algorithm_name(CollectiveAlgorithm a) {
   switch (a) {
@@ -51,15 +40,6 @@ std::string normalise(std::string_view s) {
   return out;
 }
 }  // namespace
-
-CollectiveOp parse_collective_op(std::string_view name) {
-  const std::string n = normalise(name);
-  for (auto op : {CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter,
-                  CollectiveOp::broadcast, CollectiveOp::reduce})
-    if (n == normalise(collective_op_name(op))) return op;
-  throw std::invalid_argument(fmt::format(
-      "unknown collective '{}' (allowed: all_reduce, all_gather, reduce_scatter, broadcast, reduce)", name));
-}
 
 CollectiveAlgorithm parse_collective_algorithm(std::string_view name) {
   const std::string n = normalise(name);
@@ -409,6 +389,9 @@ std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>
       if (pv >= 0) tc.parent[ch[0]] = chain(pv)[0];
     }
     tc.root = chain(trees[tc.tree].root)[0];
+    tc.children.assign(rank_gpus.size(), {});
+    for (int r = 0; r < static_cast<int>(rank_gpus.size()); ++r)
+      if (tc.parent[r] >= 0) tc.children[tc.parent[r]].push_back(r);
     out.push_back(std::move(tc));
   }
   return out;

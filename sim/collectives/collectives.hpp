@@ -25,7 +25,7 @@
 //
 // Selection (when not forced), after NCCL's tuning (src/graph/tuning.cc), which picks
 // the algorithm its alpha-beta model predicts fastest: among the algorithms that can
-// run the op on these ranks, take the one whose large-N model time (collective_model.hpp,
+// run the op on these ranks, take the one whose large-N model time (large_n/dispatch.hpp,
 // on these very links) is least; ties go to ring, then tree. Only all_reduce has a
 // choice (nvls needs one node whose NVSwitch reduces in-switch; tree needs >= 2 nodes);
 // every other op uses ring. So tree wins across nodes where its log-depth latency
@@ -43,13 +43,8 @@
 // for a ring all-reduce). Above exact_max_ranks ranks (default 8, one DGX node: a DDP
 // step's hundreds of buckets across 8 nodes take minutes exactly), ring (every op:
 // broadcast and reduce as pipelined chains) and tree all_reduce use the large-N
-// formulation of collective_model.hpp: no simulated messages at all. Property tests
-// compare it with the exact one for N <= 64: ring all_reduce/reduce_scatter/all_gather
-// within 1 % on every hardware file; broadcast/reduce chains and tree all_reduce are
-// replayed transfer by transfer under SimGrid's max-min sharing up to a bound on their
-// transfers (every call up to 128 MiB at N <= 64): trees and single-node chains within
-// 0.1 %, chains across nodes within 5 %; above the bound, estimates (chains within 60 %,
-// trees within 12 %; see collective_model.hpp). nvls always runs exact (one node only, so
+// formulation of large_n/dispatch.hpp: no simulated messages at all (its property tests
+// state how close it stays to the exact one). nvls always runs exact (one node only, so
 // at most a node's GPUs x pieces messages).
 //
 // Calling convention: every rank's actor calls CollectiveGroup::run(rank, call) with the
@@ -64,34 +59,26 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/core/collective.hpp"
 #include "engine/core/units.hpp"
 #include "sim/net/platform.hpp"
 
 namespace dpt::sim {
 
-enum class CollectiveOp { all_reduce, all_gather, reduce_scatter, broadcast, reduce };
+// The engine's collective vocabulary (engine/core/collective.hpp), by its sim:: names too.
+using dpt::CollectiveCall;
+using dpt::CollectiveOp;
+using dpt::collective_op_name;
+using dpt::parse_collective_op;
+
 enum class CollectiveAlgorithm { ring, tree, nvls };
 enum class Formulation { exact, large_n };
 
-const char* collective_op_name(CollectiveOp op);           // "all_reduce", ...
 const char* collective_algorithm_name(CollectiveAlgorithm a);  // "ring", "tree", "nvls"
 const char* formulation_name(Formulation f);               // "exact", "large_n"
-// Parse names (case-insensitive; "allreduce"/"all-reduce" accepted). Throw
-// std::invalid_argument naming the value and the allowed names.
-CollectiveOp parse_collective_op(std::string_view name);
+// Parses a name (case-insensitive). Throws std::invalid_argument naming the value and
+// the allowed names.
 CollectiveAlgorithm parse_collective_algorithm(std::string_view name);
-
-// One collective as nccl-tests sizes it: `count` elements of the whole buffer.
-//   all_reduce, broadcast, reduce: the buffer on every rank;
-//   all_gather:     the output (N x each rank's input);
-//   reduce_scatter: the input  (N x each rank's output).
-struct CollectiveCall {
-  CollectiveOp op = CollectiveOp::all_reduce;
-  Elements count = 0;
-  Bytes element_bytes = 4;
-  int root = 0;  // broadcast and reduce
-  Bytes bytes() const { return count * element_bytes; }
-};
 
 struct CollectiveSettings {
   std::optional<CollectiveAlgorithm> algorithm;  // forced, like NCCL_ALGO
@@ -150,6 +137,7 @@ struct TreeChannel {
   int tree = 0;             // which tree of the double binary tree (c mod 2)
   int root = 0;             // root rank
   std::vector<int> parent;  // by rank
+  std::vector<std::vector<int>> children;  // by rank, in rank order (built from parent once)
 };
 // The channels of a tree all-reduce (see "tree" above). Throws if the ranks span one node.
 std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>& rank_gpus, int channels);

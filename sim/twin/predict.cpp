@@ -9,6 +9,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "sim/twin/chrome_trace.hpp"
+#include "engine/core/fault_injection.hpp"
 #include "engine/optim/optim.hpp"
 #include "engine/parallel/ddp/accumulate.hpp"
 #include "sim/collectives/collectives.hpp"
@@ -48,42 +49,23 @@ std::vector<int> predict_gpu_indices(const sim::HardwareSpec& hw, int devices, i
 
 namespace {
 
-sim::CollectiveOp collective_op(SimCollectiveKind k) {
-  switch (k) {
-    case SimCollectiveKind::all_reduce:
-    case SimCollectiveKind::barrier: return sim::CollectiveOp::all_reduce;
-    case SimCollectiveKind::broadcast: return sim::CollectiveOp::broadcast;
-    case SimCollectiveKind::reduce: return sim::CollectiveOp::reduce;
-    case SimCollectiveKind::all_gather: return sim::CollectiveOp::all_gather;
-    case SimCollectiveKind::reduce_scatter: return sim::CollectiveOp::reduce_scatter;
-  }
-  return sim::CollectiveOp::all_reduce;
-}
-
 // The platform's collective algorithms behind the backend's timer interface.
 class PlatformCollectives : public SimCollectiveGroup {
  public:
   PlatformCollectives(sim::Platform& p, std::vector<int> gpus, int participants = 0)
       : group_(p, std::move(gpus), {}, participants) {}
-  void run(int rank, const SimCollectiveCall& c) override {
-    sim::CollectiveCall call;
-    call.op = collective_op(c.kind);
-    call.count = c.count;
-    call.element_bytes = c.element_bytes;
-    call.root = c.root;
-    group_.run(rank, call);
-  }
+  void run(int rank, const CollectiveCall& call) override { group_.run(rank, call); }
 
  private:
   sim::CollectiveGroup group_;
 };
 
-// Planted bug (PredictFaults::half_elements_on_wire_as_f64): 2-byte elements sent as 8.
+// Planted fault (Fault::predict_half_wire_as_f64): 2-byte elements sent as 8.
 class HalfAsF64Collectives : public SimCollectiveGroup {
  public:
   explicit HalfAsF64Collectives(std::shared_ptr<SimCollectiveGroup> inner) : inner_(std::move(inner)) {}
-  void run(int rank, const SimCollectiveCall& c) override {
-    SimCollectiveCall wrong = c;
+  void run(int rank, const CollectiveCall& c) override {
+    CollectiveCall wrong = c;
     if (wrong.element_bytes == 2) wrong.element_bytes = 8;
     inner_->run(rank, wrong);
   }
@@ -237,7 +219,10 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
 
 // One configuration in a forked child.
 PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder& build_model, const PredictConfig& c) {
-  const auto [batch_global, batch_per_device] = predict_batches(c);
+  // Plain variables, not a structured binding: the lambdas below capture them, which
+  // clang before 16 rejects for bindings.
+  const std::pair<std::int64_t, std::int64_t> batches = predict_batches(c);
+  const std::int64_t batch_global = batches.first, batch_per_device = batches.second;
   const sim::HardwareSpec hw = c.nodes == hw_in.nodes ? hw_in : sim::with_nodes(hw_in, c.nodes);
   const std::vector<int> gpus = predict_gpu_indices(hw, c.devices, c.nodes);
   // Symmetric ranks: node 0's GPUs are simulated and stand for all (see PredictConfig).
@@ -255,7 +240,7 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
         o.numeric = c.numeric;
         o.compute_dtype = c.dtype;
         o.precision = c.precision;
-        if (c.faults.every_op_at_f32_peak) {  // planted bug: the twin before it knew precisions
+        if (fault_active(Fault::predict_every_op_at_f32_peak)) {  // planted fault: the twin before it knew precisions
           o.precision.reset();
           o.compute_dtype = c.dtype == DType::f64 ? DType::f64 : DType::f32;
         }
@@ -272,13 +257,13 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
             if (!node0)
               throw std::invalid_argument(fmt::format("symmetric ranks: a group of {} ranks, expected the {} simulated ranks in order",
                                                       devices.size(), simulated));
-            if (c.faults.symmetric_group_of_simulated_ranks_only)  // planted bug: times node 0's ranks alone
+            if (fault_active(Fault::predict_symmetric_node0_only))  // planted fault: times node 0's ranks alone
               return std::make_shared<PlatformCollectives>(
                   p, std::vector<int>(gpus.begin(), gpus.begin() + simulated), simulated);
             return std::make_shared<PlatformCollectives>(p, gpus, simulated);
           };
         }
-        if (c.faults.half_elements_on_wire_as_f64)
+        if (fault_active(Fault::predict_half_wire_as_f64))
           machine.make_collective_group = [make = machine.make_collective_group](const std::vector<int>& devices) {
             return std::make_shared<HalfAsF64Collectives>(make(devices));
           };

@@ -19,13 +19,6 @@
 
 namespace dpt {
 
-// Planted bugs, for tests that show the properties catch them. All off in real use.
-struct PredictFaults {
-  bool symmetric_group_of_simulated_ranks_only = false;  // symmetric ranks' collectives timed for node 0 alone
-  bool half_elements_on_wire_as_f64 = false;  // bf16/f16 collectives move 8 bytes per element
-  bool every_op_at_f32_peak = false;           // the precision ignored: every op at the f32 (f64) peak
-};
-
 struct PredictConfig {
   StrategyKind strategy = StrategyKind::ddp;
   int devices = 1;  // GPUs in all (the world size); devices / nodes per node
@@ -59,7 +52,6 @@ struct PredictConfig {
   // accounted, for all ranks (CollectiveGroup's participants). Cost: one node's engine
   // work instead of every rank's. false: simulate every rank (what the tests compare).
   bool symmetric_ranks = true;
-  PredictFaults faults;
 };
 
 // Whether predict_step simulates only node 0's ranks for `c` (see symmetric_ranks):

@@ -21,18 +21,6 @@ namespace dpt {
 
 namespace s4u = simgrid::s4u;
 
-const char* sim_collective_name(SimCollectiveKind k) {
-  switch (k) {
-    case SimCollectiveKind::all_reduce: return "all_reduce";
-    case SimCollectiveKind::broadcast: return "broadcast";
-    case SimCollectiveKind::reduce: return "reduce";
-    case SimCollectiveKind::all_gather: return "all_gather";
-    case SimCollectiveKind::reduce_scatter: return "reduce_scatter";
-    case SimCollectiveKind::barrier: return "barrier";
-  }
-  return "?";
-}
-
 SimBackend::SimBackend(SimMachine machine, SimBackendOptions options)
     : machine_(std::move(machine)), options_(options) {
   if (machine_.gpus.empty()) throw std::invalid_argument(fmt::format("sim machine '{}' has no GPUs", machine_.name));

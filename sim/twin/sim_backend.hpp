@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "engine/core/backend.hpp"
+#include "engine/core/collective.hpp"
 #include "sim/twin/sim_device.hpp"
 
 #include <simgrid/s4u/Comm.hpp>
@@ -34,26 +35,13 @@ namespace dpt {
 
 class ChromeTrace;
 
-enum class SimCollectiveKind { all_reduce, broadcast, reduce, all_gather, reduce_scatter, barrier };
-const char* sim_collective_name(SimCollectiveKind k);
-
-// One collective as nccl-tests sizes it: `count` elements of the whole buffer
-// (all_reduce, broadcast, reduce: the tensor; all_gather: the output; reduce_scatter:
-// the input).
-struct SimCollectiveCall {
-  SimCollectiveKind kind = SimCollectiveKind::all_reduce;
-  Elements count = 0;
-  Bytes element_bytes = 4;
-  int root = 0;
-};
-
 // Times collectives among a fixed set of GPUs on the platform. Every rank's actor
 // calls run(rank, call) with the same calls in the same order; run blocks that actor
 // (in simulated time only) until the collective finished on that rank.
 class SimCollectiveGroup {
  public:
   virtual ~SimCollectiveGroup() = default;
-  virtual void run(int rank, const SimCollectiveCall& call) = 0;
+  virtual void run(int rank, const CollectiveCall& call) = 0;
 };
 
 struct SimGpu {

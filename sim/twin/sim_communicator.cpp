@@ -3,6 +3,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 #include <simgrid/Exception.hpp>
@@ -121,7 +122,7 @@ namespace {
 // which every rank must repeat.
 struct Instance {
   const char* name = "";
-  SimCollectiveKind kind = SimCollectiveKind::all_reduce;
+  std::optional<CollectiveOp> kind;  // nullopt: a barrier
   DType dtype = DType::f32;
   Elements count = 0;
   int root = 0;
@@ -132,7 +133,7 @@ struct Instance {
 
 struct Item {
   std::int64_t seq = 0;
-  SimCollectiveCall call;
+  CollectiveCall call;
   Seconds ready_s = 0;
   const char* name = "";
 };
@@ -177,29 +178,29 @@ struct Group {
     const int n = simulated();  // numeric mode simulates every rank (SimBackend enforces it)
     std::vector<void*> a;
     for (auto& t : in.a) a.push_back(t.data());
-    switch (in.kind) {
-      case SimCollectiveKind::all_reduce: ring_all_reduce_values(in.dtype, in.op, in.count, a); break;
-      case SimCollectiveKind::reduce: ring_reduce_values(in.dtype, in.op, in.count, in.root, a); break;
-      case SimCollectiveKind::broadcast:
+    if (!in.kind) return;  // a barrier moves no data
+    switch (*in.kind) {
+      case CollectiveOp::all_reduce: ring_all_reduce_values(in.dtype, in.op, in.count, a); break;
+      case CollectiveOp::reduce: ring_reduce_values(in.dtype, in.op, in.count, in.root, a); break;
+      case CollectiveOp::broadcast:
         for (int r = 0; r < n; ++r)
           if (r != in.root && in.a[r].size_bytes() > 0)
             std::memcpy(a[r], a[in.root], static_cast<size_t>(in.a[r].size_bytes()));
         break;
-      case SimCollectiveKind::all_gather:
+      case CollectiveOp::all_gather:
         for (int r = 0; r < n; ++r)
           for (int q = 0; q < n; ++q)
             if (in.a[q].size_bytes() > 0)
               std::memcpy(static_cast<char*>(in.b[r].data()) + q * in.a[q].size_bytes(), a[q],
                           static_cast<size_t>(in.a[q].size_bytes()));
         break;
-      case SimCollectiveKind::reduce_scatter: {
+      case CollectiveOp::reduce_scatter: {
         std::vector<const void*> ins(a.begin(), a.end());
         std::vector<void*> outs;
         for (auto& t : in.b) outs.push_back(t.data());
         ring_reduce_scatter_values(in.dtype, in.op, in.b[0].numel(), ins, outs);
         break;
       }
-      case SimCollectiveKind::barrier: break;
     }
   }
 
@@ -279,30 +280,30 @@ class SimCommunicator : public Communicator {
   std::string backend_name() const override { return "sim"; }
 
   WorkPtr all_reduce(Tensor& t, const AllReduceOptions& o) override {
-    return issue("all_reduce", SimCollectiveKind::all_reduce, t.dtype(), t.numel(), 0, o.op, t, Tensor(), o.timeout);
+    return issue("all_reduce", CollectiveOp::all_reduce, t.dtype(), t.numel(), 0, o.op, t, Tensor(), o.timeout);
   }
   WorkPtr broadcast(Tensor& t, const BroadcastOptions& o) override {
     check_root("broadcast", o.root);
-    return issue("broadcast", SimCollectiveKind::broadcast, t.dtype(), t.numel(), o.root, ReduceOp::sum, t, Tensor(),
+    return issue("broadcast", CollectiveOp::broadcast, t.dtype(), t.numel(), o.root, ReduceOp::sum, t, Tensor(),
                  o.timeout);
   }
   WorkPtr reduce(Tensor& t, const ReduceOptions& o) override {
     check_root("reduce", o.root);
-    return issue("reduce", SimCollectiveKind::reduce, t.dtype(), t.numel(), o.root, o.op, t, Tensor(), o.timeout);
+    return issue("reduce", CollectiveOp::reduce, t.dtype(), t.numel(), o.root, o.op, t, Tensor(), o.timeout);
   }
   WorkPtr all_gather(Tensor& out, const Tensor& in, const AllGatherOptions& o) override {
     check_blocks("all_gather", out, in);
-    return issue("all_gather", SimCollectiveKind::all_gather, in.dtype(), out.numel(), 0, ReduceOp::sum, in, out,
+    return issue("all_gather", CollectiveOp::all_gather, in.dtype(), out.numel(), 0, ReduceOp::sum, in, out,
                  o.timeout);
   }
   WorkPtr reduce_scatter(Tensor& out, const Tensor& in, const ReduceScatterOptions& o) override {
     check_blocks("reduce_scatter", in, out);
-    return issue("reduce_scatter", SimCollectiveKind::reduce_scatter, in.dtype(), in.numel(), 0, o.op, in, out,
+    return issue("reduce_scatter", CollectiveOp::reduce_scatter, in.dtype(), in.numel(), 0, o.op, in, out,
                  o.timeout);
   }
   // As c10d's NCCL barrier: an all-reduce of one element.
   WorkPtr barrier(const BarrierOptions& o) override {
-    return issue("barrier", SimCollectiveKind::barrier, DType::f32, 1, 0, ReduceOp::sum, Tensor(), Tensor(), o.timeout);
+    return issue("barrier", std::nullopt, DType::f32, 1, 0, ReduceOp::sum, Tensor(), Tensor(), o.timeout);
   }
 
  private:
@@ -318,7 +319,7 @@ class SimCommunicator : public Communicator {
           dtype_name(block.dtype()), block.numel(), size(), block.numel(), dtype_name(big.dtype()), big.numel()));
   }
 
-  WorkPtr issue(const char* name, SimCollectiveKind kind, DType dtype, Elements count, int root, ReduceOp op,
+  WorkPtr issue(const char* name, std::optional<CollectiveOp> kind, DType dtype, Elements count, int root, ReduceOp op,
                 const Tensor& a, const Tensor& b, Seconds timeout) {
     if (!(timeout > 0))
       throw std::invalid_argument(fmt::format("{} on rank {}: timeout must be positive, got {} s", name, rank_, timeout));
@@ -344,16 +345,16 @@ class SimCommunicator : public Communicator {
     in.a[static_cast<size_t>(rank_)] = a;
     in.b[static_cast<size_t>(rank_)] = b;
     if (++in.arrived == g.simulated()) {
-      if (backend.options().numeric && kind != SimCollectiveKind::barrier) g.run_numeric(in);
+      if (backend.options().numeric && kind) g.run_numeric(in);
       g.instances.erase(seq);
     }
     // Timing: the stream starts it once this rank's data exists (its compute stream
     // has produced it) and the rank's host has issued it.
     SimDevice& dev = *g.devices[static_cast<size_t>(rank_)];
     const Seconds ready = std::max(backend.host_time(), dev.stream_ready(SimStream::compute));
-    const SimCollectiveKind timed = kind == SimCollectiveKind::barrier ? SimCollectiveKind::all_reduce : kind;
+    const CollectiveOp timed = kind.value_or(CollectiveOp::all_reduce);  // a barrier: one element all-reduced
     RankStream& s = *g.streams[static_cast<size_t>(rank_)];
-    s.queue.push_back(Item{seq, SimCollectiveCall{timed, count, dtype_size_bytes(dtype), root}, ready, name});
+    s.queue.push_back(Item{seq, CollectiveCall{timed, count, dtype_size_bytes(dtype), root}, ready, name});
     s.available->release();
     return std::make_shared<SimWork>(g_, rank_, seq, name);
   }

@@ -227,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(
                   {{"s.yaml", kScenario + "sweep:\n  model: [resnet50, " + std::string(300, 'm') + "]\n"}},
                   "dptwin sweep: error: s.yaml:8: sweep.model[1]: unknown model '" + std::string(300, 'm') +
                       "' (library: ",
-                  "; or a path to a .yaml file, or mlp:IN-H-...-OUT)\n"},
+                  "; or a path to a .yaml file, or mlp:IN-H-...-OUT, transformer:"},
         LimitCase{"SweepTraceDirIsAFile", {"sweep", "s.yaml", "--trace-dir", "taken"},
                   {{"s.yaml", kScenario + "sweep:\n  devices: [1, 2]\n"}, {"taken", "x"}},
                   "dptwin sweep: error: --trace-dir taken: not a directory\n"},
@@ -258,7 +258,7 @@ INSTANTIATE_TEST_SUITE_P(
                   "dptwin verify: error: --devices 40000: must be in 1..1024 (host devices are worker threads)\n"},
         LimitCase{"VerifyNegativeSeed", {"verify", "--seed", "-1"}, {},
                   "dptwin verify: error: --seed -1: must not be negative\n"}),
-    [](const ::testing::TestParamInfo<LimitCase>& info) { return std::string(info.param.name); });
+    [](const ::testing::TestParamInfo<LimitCase>& case_info) { return std::string(case_info.param.name); });
 
 // The twin's bench writes --out as the host bench does (it wrote nothing and exited 0).
 TEST(CliLimitsBench, SimWritesOut) {

@@ -194,7 +194,7 @@ TEST(InputFiles, ScenarioAndModelFieldsAreBounded) {
   };
   EXPECT_EQ(scenario_error(good + "devices: 4\n"), "s.yaml:7: devices: duplicate key (first given at line 5)");
   EXPECT_EQ(scenario_error(good + "bucket_cap_mb: 1e-30\n"),
-            "s.yaml:7: bucket_cap_mb: 1e-30 is outside 0.0009765625 .. 1048576 (MiB: 1 KiB .. 1 TiB)");
+            "s.yaml:7: bucket_cap_mb: 1e-30 MiB is outside 9.5367431640625e-07 .. 1048576 MiB (1 byte .. 1 TiB)");
   EXPECT_EQ(scenario_error(good + "target: {samples_per_s: 1e300}\n"),
             "s.yaml:7: target.samples_per_s: 1e300 is outside 0.000277778 .. 1e+12");
   std::string model = read_text(kScenarios / "models" / "resnet50.yaml");

@@ -123,14 +123,15 @@ TEST(Signals, CtrlCToTheGroupEndsEveryProcessPromptly) {
   }
 }
 
-// The probe's deadlock: Ctrl-C during a multi-node `predict --every-rank` (a run of a
-// few seconds), at several points of the simulation.
+// The probe's deadlock: Ctrl-C during a multi-node `predict --every-rank`, at several
+// points of the simulation. 256 nodes: about 4.5 s on an idle core, so every signal
+// (0.4-1.4 s after the start) lands while it runs (64 nodes now end in 0.7 s).
 TEST(Signals, CtrlCDuringAnEveryRankPredictionEndsIt) {
   become_subreaper();
   for (int i = 0; i < 5; ++i) {
     const fs::path dir = fs::path(DPT_BINARY_DIR) / "signals_test" / fmt::format("predict{}", i);
     fs::remove_all(dir);
-    const pid_t pid = spawn_dptwin({"predict", "--hardware", "dgx-h100-cluster", "--nodes", "64", "--devices", "8",
+    const pid_t pid = spawn_dptwin({"predict", "--hardware", "dgx-h100-cluster", "--nodes", "256", "--devices", "8",
                                     "--every-rank", "--model", "gpt2-124m", "--strategy", "ddp", "--batch-per-device",
                                     "8"},
                                    dir);

@@ -29,7 +29,8 @@
 #include "scenarios/verify/verify_report.hpp"
 #include "scenarios/verify/verify_twin.hpp"
 
-namespace dpt::verify {
+namespace dpt::test {
+using namespace dpt::verify;
 namespace {
 
 namespace fs = std::filesystem;
@@ -308,4 +309,4 @@ TEST(VerifyCalibrate, MeasuredFiguresBecomeALoadableHardwareFile) {
 }
 
 }  // namespace
-}  // namespace dpt::verify
+}  // namespace dpt::test

@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/host/host_backend.hpp"
 #include "engine/host/host_communicator.hpp"
 #include "engine/parallel/ddp/accumulate.hpp"
@@ -16,7 +17,7 @@
 namespace dpt {
 namespace {
 
-using namespace dpt::verify;
+using namespace dpt::test;
 
 // Forwards to an owned communicator and counts the all-reduces issued (shared
 // counter, so the test reads it after the strategy took the communicators).
@@ -74,14 +75,14 @@ MlpCase gen_case(int& k) {
 // Invariant: K accumulated micro-batches give every rank the gradient of one
 // single-device step on their concatenation, within 1e-12 relative to the
 // summation scale (f64).
-void accumulation_equals_full_batch(DdpFaults faults) {
+void accumulation_equals_full_batch() {
   int k = 1;
   const MlpCase c = gen_case(k);
   HostBackend backend(c.devices);
   const Batch b = make_batch(backend, c);
   const auto want = reference_grads(backend, c, b, 0, c.batch);
   const std::vector<double> scale = full_batch_scale(backend, c, b);
-  DistributedDataParallel ddp(backend, options(c, k), mlp_builder(c), sgd_builder(), faults);
+  DistributedDataParallel ddp(backend, options(c, k), mlp_builder(c), sgd_builder());
   ddp_accumulated_step(ddp, k, b.x, b.target);
   for (int rank = 0; rank < c.devices; ++rank) {
     RC_LOG() << "rank " << rank << "\n" << error_report(grads_of(ddp.rank_module(rank)), want);
@@ -90,19 +91,18 @@ void accumulation_equals_full_batch(DdpFaults faults) {
 }
 
 TEST(Accumulate, KMicroBatchesEqualOneFullBatchStep) {
-  DPT_EXPECT_PROPERTY("accumulation equals the full batch", 40, [] { accumulation_equals_full_batch({}); });
+  DPT_EXPECT_PROPERTY("accumulation equals the full batch", 40, [] { accumulation_equals_full_batch(); });
 }
 
 TEST(Accumulate, PlantedBugLossNotDividedByKIsCaught) {
-  DdpFaults f;
-  f.accumulate_without_loss_division = true;
-  DPT_EXPECT_COUNTEREXAMPLE("accumulation without loss / K", 40, [f] { accumulation_equals_full_batch(f); });
+  const ScopedFault planted(Fault::ddp_accumulate_undivided);
+  DPT_EXPECT_COUNTEREXAMPLE("accumulation without loss / K", 40, [] { accumulation_equals_full_batch(); });
 }
 
 // Invariant: an accumulated step over K micro-batches issues exactly the
 // all-reduces of one synchronised step (one per bucket), i.e. 1/K of what K
 // synchronised steps over the same micro-batches issue.
-void one_all_reduce_per_k_backward_passes(DdpFaults faults) {
+void one_all_reduce_per_k_backward_passes() {
   int k = 1;
   const MlpCase c = gen_case(k);
   HostBackend backend(c.devices);
@@ -110,13 +110,12 @@ void one_all_reduce_per_k_backward_passes(DdpFaults faults) {
   const std::int64_t micro = c.batch / k;
   auto synced = std::make_shared<int>(0), accumulated = std::make_shared<int>(0);
   {
-    DistributedDataParallel ddp(backend, options(c, 1), mlp_builder(c), sgd_builder(), {}, counting_ring(c.devices, synced));
+    DistributedDataParallel ddp(backend, options(c, 1), mlp_builder(c), sgd_builder(), counting_ring(c.devices, synced));
     ddp.train_step(b.x.slice_rows(0, micro), b.target.slice_rows(0, micro));  // buckets rebuilt after step 1
     *synced = 0;
     for (int i = 0; i < k; ++i) ddp.train_step(b.x.slice_rows(i * micro, micro), b.target.slice_rows(i * micro, micro));
   }
-  DistributedDataParallel ddp(backend, options(c, k), mlp_builder(c), sgd_builder(), faults,
-                              counting_ring(c.devices, accumulated));
+  DistributedDataParallel ddp(backend, options(c, k), mlp_builder(c), sgd_builder(), counting_ring(c.devices, accumulated));
   ddp_accumulated_step(ddp, k, b.x, b.target);  // buckets rebuilt after the first synchronised pass
   *accumulated = 0;
   ddp_accumulated_step(ddp, k, b.x, b.target);
@@ -126,13 +125,12 @@ void one_all_reduce_per_k_backward_passes(DdpFaults faults) {
 }
 
 TEST(Accumulate, OneAllReducePerKBackwardPasses) {
-  DPT_EXPECT_PROPERTY("all-reduce count 1/K", 30, [] { one_all_reduce_per_k_backward_passes({}); });
+  DPT_EXPECT_PROPERTY("all-reduce count 1/K", 30, [] { one_all_reduce_per_k_backward_passes(); });
 }
 
 TEST(Accumulate, PlantedBugAllReduceInsideNoSyncIsCaught) {
-  DdpFaults f;
-  f.synchronise_inside_no_sync = true;
-  DPT_EXPECT_COUNTEREXAMPLE("no_sync that all-reduces", 30, [f] { one_all_reduce_per_k_backward_passes(f); });
+  const ScopedFault planted(Fault::ddp_sync_inside_no_sync);
+  DPT_EXPECT_COUNTEREXAMPLE("no_sync that all-reduces", 30, [] { one_all_reduce_per_k_backward_passes(); });
 }
 
 TEST(Accumulate, ABatchThatDoesNotSplitIntoKMicroBatchesIsRejected) {

@@ -7,8 +7,10 @@
 #include <rapidcheck.h>
 
 #include <atomic>
+#include <random>
 #include <set>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/parallel/ddp/bucket_assignment.hpp"
 #include "engine/parallel/ddp/ddp.hpp"
 #include "engine/parallel/ddp/reducer.hpp"
@@ -21,7 +23,7 @@
 namespace dpt {
 namespace {
 
-using namespace dpt::verify;
+using namespace dpt::test;
 using Grads = std::vector<std::vector<double>>;
 
 constexpr int kDdpCases = 100;  // each case runs up to 8 rank threads for 3 steps
@@ -52,12 +54,12 @@ Grads scaled_sum(const std::vector<Grads>& parts, double scale) {
 }
 
 // ---- equal local batches ----------------------------------------------------------
-void ddp_even_matches_single(DdpFaults faults) {
+void ddp_even_matches_single() {
   MlpCase c = gen_mlp_case(16, 8, 24);
   c.batch = c.devices * *rc::gen::inRange<std::int64_t>(1, 17);  // equal local batches
   RC_LOG() << describe(c) << "\n";
   HostBackend backend(c.devices);
-  DistributedDataParallel ddp(backend, ddp_options(c), per_rank_init(c), sgd_builder(), faults);
+  DistributedDataParallel ddp(backend, ddp_options(c), per_rank_init(c), momentum_sgd_builder());
   for (int step = 0; step < 3; ++step) {
     const Batch b = make_batch(backend, c, static_cast<std::uint64_t>(step));
     const Grads want = step == 0 ? reference_grads(backend, c, b, 0, c.batch) : Grads{};
@@ -81,20 +83,18 @@ void ddp_even_matches_single(DdpFaults faults) {
 }
 
 TEST(Ddp, EqualLocalBatchesGiveFullBatchGradientAndIdenticalRanks) {
-  DPT_EXPECT_PROPERTY("DDP even: full-batch gradient, identical ranks", kDdpCases, [] { ddp_even_matches_single({}); });
+  DPT_EXPECT_PROPERTY("DDP even: full-batch gradient, identical ranks", kDdpCases, [] { ddp_even_matches_single(); });
 }
 
 TEST(Ddp, PlantedBugNoDivisionByWorldSizeIsCaught) {
-  DdpFaults f;
-  f.reducer.skip_divide_by_world_size = true;
+  const ScopedFault planted(Fault::ddp_skip_divide);
   DPT_EXPECT_COUNTEREXAMPLE("reducer that forgets to divide by the world size", kDdpCases,
-                            [f] { ddp_even_matches_single(f); });
+                            [] { ddp_even_matches_single(); });
 }
 
 TEST(Ddp, PlantedBugNoInitialBroadcastIsCaught) {
-  DdpFaults f;
-  f.skip_initial_broadcast = true;
-  DPT_EXPECT_COUNTEREXAMPLE("DDP without the broadcast from rank 0", kDdpCases, [f] { ddp_even_matches_single(f); });
+  const ScopedFault planted(Fault::ddp_skip_initial_broadcast);
+  DPT_EXPECT_COUNTEREXAMPLE("DDP without the broadcast from rank 0", kDdpCases, [] { ddp_even_matches_single(); });
 }
 
 // ---- uneven local batches ---------------------------------------------------------
@@ -131,7 +131,7 @@ void ddp_uneven_result(UnevenMode mode, UnevenMode expect) {
     want = reference_grads(backend, c, b, 0, c.batch);
     scale = full_batch_scale(backend, c, b);
   }
-  DistributedDataParallel ddp(backend, ddp_options(c, mode), mlp_builder(c), sgd_builder());
+  DistributedDataParallel ddp(backend, ddp_options(c, mode), mlp_builder(c), momentum_sgd_builder());
   const StepResult r = ddp.train_step(b.x, b.target);
   // Invariant: pytorch mode gives the average of per-rank means, weighted mode the
   // full-batch gradient, on every rank.
@@ -171,7 +171,7 @@ TEST(Ddp, LessonUnevenExampleWarnsAndEmptyRankIsRejected) {
   c.devices = 2;
   HostBackend backend(2);
   const Batch b = make_batch(backend, c);
-  DistributedDataParallel ddp(backend, ddp_options(c), mlp_builder(c), sgd_builder());
+  DistributedDataParallel ddp(backend, ddp_options(c), mlp_builder(c), momentum_sgd_builder());
   const StepResult r = ddp.train_step(b.x, b.target);
   EXPECT_EQ(r.samples_per_device, (std::vector<std::int64_t>{3, 2}));
   ASSERT_EQ(r.warnings.size(), 1u);
@@ -182,7 +182,7 @@ TEST(Ddp, LessonUnevenExampleWarnsAndEmptyRankIsRejected) {
   MlpCase c4 = c;
   c4.batch = 6;
   const Batch b4 = make_batch(four, c4);
-  DistributedDataParallel ddp4(four, ddp_options(c4), mlp_builder(c4), sgd_builder());
+  DistributedDataParallel ddp4(four, ddp_options(c4), mlp_builder(c4), momentum_sgd_builder());
   try {
     ddp4.train_step(b4.x, b4.target);
     ADD_FAILURE() << "expected std::invalid_argument";
@@ -192,7 +192,7 @@ TEST(Ddp, LessonUnevenExampleWarnsAndEmptyRankIsRejected) {
 }
 
 // ---- no_sync ------------------------------------------------------------------------
-void no_sync_accumulates(DdpFaults faults) {
+void no_sync_accumulates() {
   MlpCase c = gen_mlp_case(8, 4, 16);
   c.batch = c.devices * *rc::gen::inRange<std::int64_t>(1, 9);
   RC_LOG() << describe(c) << "\n";
@@ -202,7 +202,7 @@ void no_sync_accumulates(DdpFaults faults) {
   std::vector<double> scale = full_batch_scale(backend, c, b1);
   const std::vector<double> scale2 = full_batch_scale(backend, c, b2);
   for (size_t t = 0; t < scale.size(); ++t) scale[t] += scale2[t];
-  DistributedDataParallel ddp(backend, ddp_options(c), mlp_builder(c), sgd_builder(), faults);
+  DistributedDataParallel ddp(backend, ddp_options(c), mlp_builder(c), momentum_sgd_builder());
   ddp.no_sync_step(b1.x, b1.target);
   ddp.train_step(b2.x, b2.target);
   // Invariant: gradients accumulated under no_sync and synchronised by the next
@@ -212,13 +212,12 @@ void no_sync_accumulates(DdpFaults faults) {
 }
 
 TEST(Ddp, NoSyncAccumulatesThenSynchronises) {
-  DPT_EXPECT_PROPERTY("DDP no_sync accumulation", 25, [] { no_sync_accumulates({}); });
+  DPT_EXPECT_PROPERTY("DDP no_sync accumulation", 25, [] { no_sync_accumulates(); });
 }
 
 TEST(Ddp, PlantedBugInNoSyncIsCaught) {
-  DdpFaults f;
-  f.reducer.skip_divide_by_world_size = true;
-  DPT_EXPECT_COUNTEREXAMPLE("no_sync with a reducer that does not divide", 25, [f] { no_sync_accumulates(f); });
+  const ScopedFault planted(Fault::ddp_skip_divide);
+  DPT_EXPECT_COUNTEREXAMPLE("no_sync with a reducer that does not divide", 25, [] { no_sync_accumulates(); });
 }
 
 TEST(Ddp, FailedAllReduceSurfacesOnTheCaller) {
@@ -232,7 +231,7 @@ TEST(Ddp, FailedAllReduceSurfacesOnTheCaller) {
   plan.collective_index = 1;  // one coalesced parameter broadcast at construction, then the first all-reduce
   plan.cause = "NIC down";
   auto comms = wrap_with_faults(make_host_ring_communicators(2), plan);
-  DistributedDataParallel ddp(backend, ddp_options(c), mlp_builder(c), sgd_builder(), {}, std::move(comms));
+  DistributedDataParallel ddp(backend, ddp_options(c), mlp_builder(c), momentum_sgd_builder(), std::move(comms));
   try {
     ddp.train_step(b.x, b.target);
     ADD_FAILURE() << "expected CollectiveError";
@@ -267,7 +266,7 @@ class CountingCommunicator : public Communicator {
   Communicator& inner_;
 };
 
-void bucketed_equals_per_tensor(ReducerFaults faults) {
+void bucketed_equals_per_tensor() {
   const int world = *rc::gen::element(1, 2, 4, 8);  // powers of two: x(1/W) is exact
   const int count = *rc::gen::inRange(1, 9);
   std::vector<Elements> numels;
@@ -296,7 +295,7 @@ void bucketed_equals_per_tensor(ReducerFaults faults) {
     std::vector<NamedParameter> named;
     for (auto& p : params[size_t(r)]) named.push_back({p.name, &p});
     counting.push_back(std::make_unique<CountingCommunicator>(*comms[size_t(r)]));
-    reducers.push_back(std::make_unique<Reducer>(named, *counting.back(), ro, faults));
+    reducers.push_back(std::make_unique<Reducer>(named, *counting.back(), ro));
   }
   for (int iteration = 0; iteration < 2; ++iteration) {  // the second one runs on rebuilt buckets
     std::vector<std::vector<std::vector<double>>> grads(static_cast<size_t>(world));
@@ -335,7 +334,7 @@ void bucketed_equals_per_tensor(ReducerFaults faults) {
                std::all_of(layout[size_t(complete)].indices.begin(), layout[size_t(complete)].indices.end(),
                            [&](size_t j) { return done.count(j) > 0; }))
           ++complete;
-        if (!faults.skip_last_bucket) RC_ASSERT(cc.all_reduces - before == complete);
+        if (!fault_active(Fault::ddp_skip_last_bucket)) RC_ASSERT(cc.all_reduces - before == complete);
       }
       red.finalize();
     });
@@ -352,13 +351,12 @@ void bucketed_equals_per_tensor(ReducerFaults faults) {
 }
 
 TEST(Reducer, BucketedAllReduceEqualsPerTensorAllReduce) {
-  DPT_EXPECT_PROPERTY("bucketed all-reduce == per-tensor all-reduce", 60, [] { bucketed_equals_per_tensor({}); });
+  DPT_EXPECT_PROPERTY("bucketed all-reduce == per-tensor all-reduce", 60, [] { bucketed_equals_per_tensor(); });
 }
 
 TEST(Reducer, PlantedBugSkippedBucketIsCaught) {
-  ReducerFaults f;
-  f.skip_last_bucket = true;
-  DPT_EXPECT_COUNTEREXAMPLE("reducer that never reduces its last bucket", 60, [f] { bucketed_equals_per_tensor(f); });
+  const ScopedFault planted(Fault::ddp_skip_last_bucket);
+  DPT_EXPECT_COUNTEREXAMPLE("reducer that never reduces its last bucket", 60, [] { bucketed_equals_per_tensor(); });
 }
 
 // ---- bucket assignment (pure) ---------------------------------------------------------
@@ -445,7 +443,7 @@ TEST(Ddp, FirstIterationUsesOneBucketThenRebuildsInReadyOrder) {
   HostBackend backend(2);
   StrategyOptions o = ddp_options(c);
   o.bucket_cap_mb = 0.0005;  // 524 bytes: after the 1 MiB first bucket, one tensor per bucket
-  DistributedDataParallel ddp(backend, o, mlp_builder(c), sgd_builder());
+  DistributedDataParallel ddp(backend, o, mlp_builder(c), momentum_sgd_builder());
   EXPECT_EQ(ddp.reducer(0).buckets().size(), 1u);  // PyTorch 1.13, find_unused_parameters=False
   const Batch b = make_batch(backend, c);
   ddp.train_step(b.x, b.target);

@@ -11,6 +11,7 @@
 #include <iostream>
 #include <random>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/io/checkpoint.hpp"
 #include "engine/parallel/data_parallel.hpp"
 #include "engine/parallel/ddp/ddp.hpp"
@@ -22,7 +23,7 @@
 namespace dpt {
 namespace {
 
-using namespace dpt::verify;
+using namespace dpt::test;
 
 constexpr int kDpCases = 200;  // random MLPs up to 4 layers x 64 wide, batch <= 256, 8 devices
 
@@ -33,7 +34,7 @@ StrategyOptions dp_options(const MlpCase& c) {
   return o;
 }
 
-void dp_equals_full_batch(DataParallelFaults faults) {
+void dp_equals_full_batch() {
   const MlpCase c = gen_mlp_case(256, 8);
   RC_LOG() << describe(c) << "\n";
   HostBackend backend(c.devices);
@@ -41,7 +42,7 @@ void dp_equals_full_batch(DataParallelFaults faults) {
   const auto want = reference_grads(backend, c, b, 0, c.batch);
   RC_TAG(c.batch % c.devices == 0 ? "even split" : "uneven split");
   if (std::getenv("DPT_SHOW_CASES")) std::cerr << describe(c) << "\n";
-  DataParallel dp(backend, dp_options(c), mlp_builder(c), sgd_builder(), faults);
+  DataParallel dp(backend, dp_options(c), mlp_builder(c), momentum_sgd_builder());
   const StepResult r = dp.train_step(b.x, b.target);
   // Invariant: the primary's gradient is the full-batch gradient, whatever the split.
   const GradError err = gradient_error(grads_of(dp.module()), want, full_batch_scale(backend, c, b));
@@ -57,30 +58,28 @@ void dp_equals_full_batch(DataParallelFaults faults) {
 
 TEST(DataParallel, GradientEqualsFullBatchGradient) {
   DPT_EXPECT_PROPERTY("DP gradient == single-device full-batch gradient", kDpCases,
-                      [] { dp_equals_full_batch({}); });
+                      [] { dp_equals_full_batch(); });
 }
 
 TEST(DataParallel, PlantedBugLostReplicaGradientIsCaught) {
-  DataParallelFaults f;
-  f.reduce_skips_last_replica = true;
-  DPT_EXPECT_COUNTEREXAMPLE("reduce-add that loses the last replica's gradient", kDpCases, [f] { dp_equals_full_batch(f); });
+  const ScopedFault planted(Fault::dp_reduce_skips_last_replica);
+  DPT_EXPECT_COUNTEREXAMPLE("reduce-add that loses the last replica's gradient", kDpCases, [] { dp_equals_full_batch(); });
 }
 
 TEST(DataParallel, PlantedBugDroppedChunkIsCaught) {
-  DataParallelFaults f;
-  f.scatter_drops_last_chunk = true;
-  DPT_EXPECT_COUNTEREXAMPLE("scatter that drops the last chunk", kDpCases, [f] { dp_equals_full_batch(f); });
+  const ScopedFault planted(Fault::dp_scatter_drops_last_chunk);
+  DPT_EXPECT_COUNTEREXAMPLE("scatter that drops the last chunk", kDpCases, [] { dp_equals_full_batch(); });
 }
 
 // Several steps of DP and of the single-device strategy on the same batches.
-void dp_parameters_track_single(DataParallelFaults faults) {
+void dp_parameters_track_single() {
   const MlpCase c = gen_mlp_case(64, 8, 16);
   RC_LOG() << describe(c) << "\n";
   HostBackend backend(c.devices);
   StrategyOptions single_o = dp_options(c);
   single_o.kind = StrategyKind::single;
-  auto single = make_single_strategy(backend, single_o, mlp_builder(c), sgd_builder());
-  DataParallel dp(backend, dp_options(c), mlp_builder(c), sgd_builder(), faults);
+  auto single = make_single_strategy(backend, single_o, mlp_builder(c), momentum_sgd_builder());
+  DataParallel dp(backend, dp_options(c), mlp_builder(c), momentum_sgd_builder());
   for (int step = 0; step < 3; ++step) {
     const Batch b = make_batch(backend, c, static_cast<std::uint64_t>(step));
     const StepResult rs = single->train_step(b.x, b.target);
@@ -97,13 +96,12 @@ void dp_parameters_track_single(DataParallelFaults faults) {
 
 TEST(DataParallel, ParametersAfterSeveralStepsMatchSingleDevice) {
   DPT_EXPECT_PROPERTY("DP parameters == single-device parameters after 3 steps", 60,
-                      [] { dp_parameters_track_single({}); });
+                      [] { dp_parameters_track_single(); });
 }
 
 TEST(DataParallel, PlantedBugInStepsIsCaught) {
-  DataParallelFaults f;
-  f.reduce_skips_last_replica = true;
-  DPT_EXPECT_COUNTEREXAMPLE("DP steps with a lost replica gradient", 30, [f] { dp_parameters_track_single(f); });
+  const ScopedFault planted(Fault::dp_reduce_skips_last_replica);
+  DPT_EXPECT_COUNTEREXAMPLE("DP steps with a lost replica gradient", 30, [] { dp_parameters_track_single(); });
 }
 
 TEST(DataParallel, LessonSplitUsesThreeOfFourDevices) {
@@ -113,7 +111,7 @@ TEST(DataParallel, LessonSplitUsesThreeOfFourDevices) {
   c.devices = 4;
   HostBackend backend(4);
   const Batch b = make_batch(backend, c);
-  DataParallel dp(backend, dp_options(c), mlp_builder(c), sgd_builder());
+  DataParallel dp(backend, dp_options(c), mlp_builder(c), momentum_sgd_builder());
   const StepResult r = dp.train_step(b.x, b.target);
   EXPECT_EQ(r.samples_per_device, (std::vector<std::int64_t>{2, 2, 1, 0}));
   EXPECT_EQ(dp.replicas_last_step(), 3);
@@ -125,15 +123,15 @@ TEST(DataParallel, RejectsBadOptions) {
   HostBackend backend(2);
   StrategyOptions o = dp_options(c);
   o.dim = 1;
-  EXPECT_THROW(DataParallel(backend, o, mlp_builder(c), sgd_builder()), std::invalid_argument);
+  EXPECT_THROW(DataParallel(backend, o, mlp_builder(c), momentum_sgd_builder()), std::invalid_argument);
   o = dp_options(c);
   o.device_ids = {0, 0};
-  EXPECT_THROW(DataParallel(backend, o, mlp_builder(c), sgd_builder()), std::invalid_argument);
+  EXPECT_THROW(DataParallel(backend, o, mlp_builder(c), momentum_sgd_builder()), std::invalid_argument);
   o.device_ids = {0, 2};
-  EXPECT_THROW(DataParallel(backend, o, mlp_builder(c), sgd_builder()), std::invalid_argument);
+  EXPECT_THROW(DataParallel(backend, o, mlp_builder(c), momentum_sgd_builder()), std::invalid_argument);
   o.device_ids = {1, 0};
   o.output_device = 1;
-  DataParallel dp(backend, o, mlp_builder(c), sgd_builder());
+  DataParallel dp(backend, o, mlp_builder(c), momentum_sgd_builder());
   EXPECT_EQ(&dp.module().device(), &backend.device(1));
   c.batch = 4;
   const Batch b = make_batch(backend, c);
@@ -149,7 +147,7 @@ TEST(DataParallel, WorkerExceptionReachesTheCaller) {
   c.spec.widths = {3, 2};
   c.batch = 4;
   HostBackend backend(2);
-  DataParallel dp(backend, dp_options(c), mlp_builder(c), sgd_builder());
+  DataParallel dp(backend, dp_options(c), mlp_builder(c), momentum_sgd_builder());
   MlpCase wide = c;
   wide.spec.widths = {4, 2};
   const Batch b = make_batch(backend, wide);
@@ -163,7 +161,7 @@ std::vector<std::vector<double>> train_three_steps(StrategyKind kind, const MlpC
   o.kind = kind;
   o.loss = c.loss;
   if (kind == StrategyKind::single) o.device_ids = {0};
-  auto s = make_strategy(backend, o, build, sgd_builder());
+  auto s = make_strategy(backend, o, build, momentum_sgd_builder());
   for (int step = 0; step < 3; ++step) {
     const Batch b = make_batch(backend, c, static_cast<std::uint64_t>(step));
     s->train_step(b.x, b.target);
@@ -220,7 +218,7 @@ TEST(StateDict, WrappersCarryModulePrefixAndLoadAfterStripping) {
     HostBackend backend(2);
     StrategyOptions o;
     o.kind = kind;
-    auto s = make_strategy(backend, o, mlp_builder(c), sgd_builder());
+    auto s = make_strategy(backend, o, mlp_builder(c), momentum_sgd_builder());
     const Batch b = make_batch(backend, c);
     s->train_step(b.x, b.target);
     const StateDict sd = s->state_dict();
@@ -258,7 +256,7 @@ TEST(StateDict, PlantedUnprefixedStateDictIsCaught) {
   HostBackend backend(2);
   StrategyOptions o;
   o.kind = StrategyKind::data_parallel;
-  auto s = make_strategy(backend, o, mlp_builder(c), sgd_builder());
+  auto s = make_strategy(backend, o, mlp_builder(c), momentum_sgd_builder());
   ::testing::TestPartResultArray failures;
   {
     ::testing::ScopedFakeTestPartResultReporter reporter(::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &failures);

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/io/checkpoint.hpp"
 #include "engine/parallel/data_parallel.hpp"
 #include "engine/parallel/ddp/ddp.hpp"
@@ -235,11 +236,10 @@ TEST_F(TorchStrategyOracle, ComparisonCatchesSkippedBroadcast) {
   o.kind = StrategyKind::ddp;
   o.device_ids = {0, 1};
   o.loss = c.loss;
-  DdpFaults faults;
-  faults.skip_initial_broadcast = true;
+  const ScopedFault planted(Fault::ddp_skip_initial_broadcast);
   DistributedDataParallel ddp(
       backend, o, [&](Device& dev) { return build_rank_model(c, dev); },
-      [](std::vector<NamedParameter> ps) { return make_sgd(std::move(ps), kSgd); }, faults);
+      [](std::vector<NamedParameter> ps) { return make_sgd(std::move(ps), kSgd); });
   for (int step = 0; step < kSteps; ++step) {
     auto [x, y] = step_batch(c, backend.host_memory(), step);
     ddp.train_step(x, y);

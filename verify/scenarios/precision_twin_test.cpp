@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/optim/optim.hpp"
 #include "scenarios/scenario/model_library_yaml.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
@@ -34,7 +35,7 @@ struct Case {
   std::int64_t batch_per_device = 1;
 };
 
-StepReport predict(const Case& k, Precision p, PrecisionFaults pf = {}, PredictFaults f = {}, int accumulate = 1) {
+StepReport predict(const Case& k, Precision p, int accumulate = 1) {
   const sim::HardwareSpec hw = sim::load_hardware(k.hardware, kScenarios / "hardware");
   const ModelDescription m = load_model(k.model, kScenarios / "models");
   PredictConfig c;
@@ -47,9 +48,8 @@ StepReport predict(const Case& k, Precision p, PrecisionFaults pf = {}, PredictF
   c.input_features = m.input_features;
   c.output_features = model_output_features(m);
   c.single_device_baseline = false;
-  c.faults = f;
   c.accumulate = accumulate;
-  return predict_step(hw, [m, p, pf](Device& d) { return make_cost_only_model(m, d, p, pf); }, c);
+  return predict_step(hw, [m, p](Device& d) { return make_cost_only_model(m, d, p); }, c);
 }
 
 Bytes wire_bytes(const StepReport& r) {
@@ -82,12 +82,12 @@ rc::Gen<Case> gen_ddp_case() {
 // Invariant: along f64 > f32 = tf32 > bf16-amp = f16-amp > bf16, neither the bytes
 // that cross the links in a DDP step (gradient buckets: f32 under autocast, bf16
 // when pure) nor the activations saved for backward ever increase.
-void expect_monotone(PrecisionFaults pf, PredictFaults f, bool planted) {
+void expect_monotone(bool planted) {
   auto prop = [&] {
     const Case k = *gen_ddp_case();
     Bytes wire_before = 0, act_before = 0;
     for (size_t i = 0; i < kDescending.size(); ++i) {
-      const StepReport r = predict(k, kDescending[i], pf, f);
+      const StepReport r = predict(k, kDescending[i]);
       RC_ASSERT(!r.out_of_memory);
       const Bytes wire = wire_bytes(r), act = activation_bytes(r);
       RC_ASSERT(wire > 0);
@@ -104,14 +104,14 @@ void expect_monotone(PrecisionFaults pf, PredictFaults f, bool planted) {
   else DPT_EXPECT_PROPERTY("lower precision never adds wire bytes or activations", 10, prop);
 }
 
-TEST(PrecisionTwin, LowerPrecisionNeverAddsWireBytesOrActivationMemory) { expect_monotone({}, {}, false); }
+TEST(PrecisionTwin, LowerPrecisionNeverAddsWireBytesOrActivationMemory) { expect_monotone(false); }
 TEST(PrecisionTwin, PlantedBugHalfActivationsAtEightBytesIsCaught) {
-  expect_monotone({.half_activations_saved_as_f64 = true}, {}, true);
+  const ScopedFault planted(Fault::cost_half_activations_as_f64);
+  expect_monotone(true);
 }
 TEST(PrecisionTwin, PlantedBugHalfElementsOnTheWireAtEightBytesIsCaught) {
-  PredictFaults f;
-  f.half_elements_on_wire_as_f64 = true;
-  expect_monotone({}, f, true);
+  const ScopedFault planted(Fault::predict_half_wire_as_f64);
+  expect_monotone(true);
 }
 
 // Invariant: one H100 SXM trains ResNet-50 and GPT-2 124M faster than one L40S in
@@ -119,7 +119,7 @@ TEST(PrecisionTwin, PlantedBugHalfElementsOnTheWireAtEightBytesIsCaught) {
 // its GEMMs run on CUDA cores, where the L40S datasheet's FP32 peak (91.6 TFLOPS)
 // exceeds the H100's (66.9); H100's HBM bandwidth and every tensor-core peak are
 // higher. (ResNet-50 in f32 runs its convolutions on TF32.)
-void expect_h100_beats_l40s(PredictFaults f, bool planted) {
+void expect_h100_beats_l40s(bool planted) {
   auto prop = [&] {
     const int model = *rc::gen::inRange(0, 2);
     const Precision p = *rc::gen::elementOf(kDescending);
@@ -129,9 +129,9 @@ void expect_h100_beats_l40s(PredictFaults f, bool planted) {
     k.strategy = StrategyKind::single;
     k.batch_per_device = *rc::gen::inRange(1, model == 0 ? 129 : 17);
     k.hardware = "dgx-h100";
-    const StepReport h100 = predict(k, p, {}, f);
+    const StepReport h100 = predict(k, p);
     k.hardware = "l40s-4x-pcie4";
-    const StepReport l40s = predict(k, p, {}, f);
+    const StepReport l40s = predict(k, p);
     // Out of memory on the L40S (48 GiB) where the H100 (80 GiB) fits counts as H100 ahead.
     RC_PRE(h100.throughput_samples_per_s.has_value() || l40s.throughput_samples_per_s.has_value());
     RC_ASSERT(h100.throughput_samples_per_s.has_value());
@@ -141,7 +141,7 @@ void expect_h100_beats_l40s(PredictFaults f, bool planted) {
   else DPT_EXPECT_PROPERTY("H100 beats L40S per GPU", 30, prop);
 }
 
-TEST(PrecisionTwin, H100BeatsL40SPerGpuInEveryPrecision) { expect_h100_beats_l40s({}, false); }
+TEST(PrecisionTwin, H100BeatsL40SPerGpuInEveryPrecision) { expect_h100_beats_l40s(false); }
 
 // The exception above, stated: GPT-2 124M in f32 (matmul on CUDA cores) on one GPU.
 TEST(PrecisionTwin, Gpt2InF32FollowsTheCudaCoreFp32Peaks) {
@@ -152,9 +152,8 @@ TEST(PrecisionTwin, Gpt2InF32FollowsTheCudaCoreFp32Peaks) {
   EXPECT_GT(*l40s.throughput_samples_per_s, *h100.throughput_samples_per_s);
 }
 TEST(PrecisionTwin, PlantedBugEveryOpAtTheF32PeakIsCaught) {
-  PredictFaults f;
-  f.every_op_at_f32_peak = true;
-  expect_h100_beats_l40s(f, true);
+  const ScopedFault planted(Fault::predict_every_op_at_f32_peak);
+  expect_h100_beats_l40s(true);
 }
 
 // The precision changes what each op costs: on an A100, bf16 autocast makes
@@ -189,8 +188,8 @@ Bytes nvswitch_bytes(const StepReport& r) {
 // bucket copies happen once per step.
 TEST(PrecisionTwin, AccumulatedStepMovesOneStepsBytesForKTimesTheSamples) {
   const Case k{"dgx-a100", "gpt2-124m", StrategyKind::ddp, 4, 2};
-  const StepReport one = predict(k, Precision::bf16_amp), two = predict(k, Precision::bf16_amp, {}, {}, 2),
-                   four = predict(k, Precision::bf16_amp, {}, {}, 4);
+  const StepReport one = predict(k, Precision::bf16_amp), two = predict(k, Precision::bf16_amp, 2),
+                   four = predict(k, Precision::bf16_amp, 4);
   EXPECT_GT(nvswitch_bytes(one), 0);
   EXPECT_EQ(nvswitch_bytes(four), nvswitch_bytes(one));
   EXPECT_EQ(four.batch_global, 4 * one.batch_global);

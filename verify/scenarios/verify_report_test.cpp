@@ -15,7 +15,8 @@
 #include "scenarios/verify/verify_check.hpp"
 #include "scenarios/verify/verify_report.hpp"
 
-namespace dpt::verify {
+namespace dpt::test {
+using namespace dpt::verify;
 namespace {
 
 namespace fs = std::filesystem;
@@ -207,4 +208,4 @@ TEST(VerifyJunit, WritesAtomicallyAndNamesAnUnwritablePath) {
 }
 
 }  // namespace
-}  // namespace dpt::verify
+}  // namespace dpt::test

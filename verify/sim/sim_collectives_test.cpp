@@ -24,7 +24,7 @@
 #include <rapidcheck/gtest.h>
 
 #include "sim/collectives/collective_exact.hpp"
-#include "sim/collectives/collective_model.hpp"
+#include "sim/collectives/large_n/dispatch.hpp"
 #include "sim/collectives/collectives.hpp"
 #include "sim/net/hardware.hpp"
 #include "sim/net/platform.hpp"
@@ -296,7 +296,7 @@ TEST(SimCollectivesLargeN, RingWithinOnePercentOfExactOnEveryHardwareFile) {
 
 // Ring broadcast and reduce (pipelined chains): for N <= 64 and up to 128 MiB every call
 // is within kLargeNReplayMaxChainTransfers and replayed under the sharing rule the exact
-// formulation's SimGrid solver applies (collective_model.hpp). Within one node (every
+// formulation's SimGrid solver applies (large_n/replay.hpp). Within one node (every
 // single-node file) measured over ~1,400 random cases within 0.001 %.
 TEST(SimCollectivesLargeN, ChainWithinOneTenthPercentOfExactOnSingleNodes) {
   for (const HardwareSpec& hw : library_machines()) {
@@ -372,7 +372,7 @@ TEST(SimCollectivesLargeN, PlantedBugHalfTheBufferIsCaught) {
 }
 
 // Tree all_reduce across nodes: for N <= 64 and up to 128 MiB every call is within
-// kLargeNReplayMaxTreeTransfers and replayed (collective_model.hpp); measured over ~480
+// kLargeNReplayMaxTreeTransfers and replayed (large_n/replay.hpp); measured over ~480
 // random cases within 0.02 %.
 TEST(SimCollectivesLargeN, TreeWithinOneTenthPercentOfExactOnClusters) {
   for (const HardwareSpec& hw : library_machines()) {
@@ -422,7 +422,7 @@ TEST(SimCollectivesLargeN, TreeEstimatePlantedBugQuarterOfTheBufferIsCaught) {
   });
 }
 
-// Above the replay bounds (collective_model.hpp) the first K pieces of every channel are
+// Above the replay bounds (large_n/replay.hpp) the first K pieces of every channel are
 // replayed and the rest extrapolated from the head's steady period. Here K is forced to
 // the smallest head the automatic path accepts (2 x pipeline depth + 33: its worst
 // case) and the call has k = K + 1 .. 2 K pieces per channel, the last one partly full,

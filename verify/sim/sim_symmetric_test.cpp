@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <rapidcheck/detail/Configuration.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/nn/model.hpp"
 #include "sim/net/hardware.hpp"
 #include "sim/net/platform.hpp"
@@ -101,10 +102,9 @@ rc::Gen<Case> gen_case() {
 // times, so simulating node 0's ranks alone predicts the same step time, the same
 // per-device peak memory and breakdown, and the same InfiniBand traffic as simulating
 // every rank. (Step times agree to rounding: the same events, fewer actors.)
-void check_symmetric_equals_full(const Case& c, PredictFaults faults = {}) {
+void check_symmetric_equals_full(const Case& c) {
   RC_TAG(c.nodes);
   PredictConfig sym = config_of(c, true);
-  sym.faults = faults;
   RC_ASSERT(symmetric_ranks_apply(sym));
   const StepReport s = predict(c, sym);
   const StepReport f = predict(c, config_of(c, false));
@@ -155,9 +155,8 @@ TEST(SimSymmetricRanks, NodeZeroStandsForEveryNodeExactly) {
 }
 
 TEST(SimSymmetricRanks, PlantedBugCollectivesTimedForNodeZeroAloneIsCaught) {
-  PredictFaults faults;
-  faults.symmetric_group_of_simulated_ranks_only = true;
-  const auto result = run_property([faults] { check_symmetric_equals_full(*gen_case(), faults); }, 6);
+  const ScopedFault planted(Fault::predict_symmetric_node0_only);
+  const auto result = run_property([] { check_symmetric_equals_full(*gen_case()); }, 6);
   EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
 }
 
@@ -169,9 +168,8 @@ TEST(SimSymmetricRanks, NodeZeroStandsForEveryNodeOnAThreeLevelFatTree) {
 }
 
 TEST(SimSymmetricRanks, PlantedBugIsCaughtOnAThreeLevelFatTree) {
-  PredictFaults faults;
-  faults.symmetric_group_of_simulated_ranks_only = true;
-  const auto result = run_property([faults] { check_symmetric_equals_full(*gen_three_level_case(), faults); }, 3);
+  const ScopedFault planted(Fault::predict_symmetric_node0_only);
+  const auto result = run_property([] { check_symmetric_equals_full(*gen_three_level_case()); }, 3);
   EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
 }
 

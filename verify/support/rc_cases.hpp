@@ -7,16 +7,9 @@
 
 #include <rapidcheck.h>
 
-namespace dpt::verify {
+#include "scenarios/verify/rc_listener.hpp"
 
-// Listens to nothing: planted-bug checks are expected to fail, and RapidCheck's
-// default listener would print a "reproduce" line at exit as if a test had failed.
-class SilentListener : public rc::detail::TestListener {
- public:
-  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
-  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
-  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
-};
+namespace dpt::test {
 
 // True when `prop` holds on `cases` generated cases. `shrink` off is for planted-bug
 // checks, where any counterexample will do and shrinking would only cost time; their
@@ -30,7 +23,7 @@ bool holds_for(const std::string& description, int cases, Property&& prop, bool 
   TestMetadata metadata;
   metadata.id = description;
   metadata.description = description;
-  SilentListener silent;
+  verify::QuietRcListener silent;  // planted-bug checks are expected to fail: no "reproduce" line
   const TestResult result = shrink ? checkTestable(std::forward<Property>(prop), metadata, params)
                                    : checkTestable(std::forward<Property>(prop), metadata, params, silent);
   std::cerr << "- " << description << ": ";
@@ -39,12 +32,12 @@ bool holds_for(const std::string& description, int cases, Property&& prop, bool 
   return result.template is<SuccessResult>();
 }
 
-}  // namespace dpt::verify
+}  // namespace dpt::test
 
 // The property holds on `cases` cases.
 // (Variadic so a lambda with commas in its body passes through the preprocessor.)
 #define DPT_EXPECT_PROPERTY(description, cases, ...) \
-  EXPECT_TRUE(::dpt::verify::holds_for(description, cases, __VA_ARGS__))
+  EXPECT_TRUE(::dpt::test::holds_for(description, cases, __VA_ARGS__))
 // A planted bug: the property must find a counterexample within `cases` cases.
 #define DPT_EXPECT_COUNTEREXAMPLE(description, cases, ...) \
-  EXPECT_FALSE(::dpt::verify::holds_for(std::string("planted bug: ") + (description), cases, __VA_ARGS__, false))
+  EXPECT_FALSE(::dpt::test::holds_for(std::string("planted bug: ") + (description), cases, __VA_ARGS__, false))

@@ -112,18 +112,17 @@ class TestRingGroup : public SimCollectiveGroup {
  public:
   explicit TestRingGroup(std::vector<s4u::Host*> hosts)
       : hosts_(std::move(hosts)), barrier_(s4u::Barrier::create(static_cast<unsigned>(hosts_.size()))) {}
-  void run(int rank, const SimCollectiveCall& call) override {
+  void run(int rank, const CollectiveCall& call) override {
     const int n = static_cast<int>(hosts_.size());
     const Bytes bytes = call.count * call.element_bytes;
     int steps = 0;
     Bytes per_step = 0;
-    switch (call.kind) {
-      case SimCollectiveKind::all_reduce:
-      case SimCollectiveKind::barrier: steps = 2 * (n - 1); per_step = bytes / n; break;
-      case SimCollectiveKind::all_gather:
-      case SimCollectiveKind::reduce_scatter: steps = n - 1; per_step = bytes / n; break;
-      case SimCollectiveKind::broadcast:
-      case SimCollectiveKind::reduce: steps = n - 1; per_step = bytes; break;
+    switch (call.op) {
+      case CollectiveOp::all_reduce: steps = 2 * (n - 1); per_step = bytes / n; break;
+      case CollectiveOp::all_gather:
+      case CollectiveOp::reduce_scatter: steps = n - 1; per_step = bytes / n; break;
+      case CollectiveOp::broadcast:
+      case CollectiveOp::reduce: steps = n - 1; per_step = bytes; break;
     }
     barrier_->wait();
     for (int s = 0; s < steps; ++s) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/io/checkpoint.hpp"
 #include "engine/core/kernels.hpp"
 #include "engine/parallel/data_parallel.hpp"
@@ -96,10 +97,10 @@ void broadcast_coalesced(const std::vector<NamedParameter>& params, int rank, Co
 
 DistributedDataParallel::DistributedDataParallel(Backend& backend, const StrategyOptions& options,
                                                  const ModelBuilder& build_model,
-                                                 const OptimizerBuilder& build_optimizer, DdpFaults faults,
+                                                 const OptimizerBuilder& build_optimizer,
                                                  std::vector<std::unique_ptr<Communicator>> communicators)
     : backend_(backend), options_(options), device_ids_(resolve_device_ids(backend, options.device_ids, "ddp")),
-      faults_(faults), comms_(std::move(communicators)) {
+      comms_(std::move(communicators)) {
   if (comms_.empty()) comms_ = backend.make_communicators(device_ids_);
   if (comms_.size() != device_ids_.size())
     throw std::invalid_argument(fmt::format("ddp: {} communicators for {} devices", comms_.size(), device_ids_.size()));
@@ -112,10 +113,10 @@ DistributedDataParallel::DistributedDataParallel(Backend& backend, const Strateg
     rk.model = std::make_unique<Sequential>(build_model(backend_.device(device_ids_[static_cast<size_t>(r)])));
     // Parameters broadcast from rank 0 (torch's _sync_module_states), so every rank
     // starts from rank 0's initialisation whatever its own builder produced.
-    if (!faults_.skip_initial_broadcast) broadcast_coalesced(rk.model->named_parameters(), r, *comms_[static_cast<size_t>(r)], ro.timeout_s);
+    if (!fault_active(Fault::ddp_skip_initial_broadcast))  // planted fault: ranks keep their own
+      broadcast_coalesced(rk.model->named_parameters(), r, *comms_[static_cast<size_t>(r)], ro.timeout_s);
     rk.optimizer = build_optimizer(rk.model->named_parameters());
-    rk.reducer = std::make_unique<Reducer>(rk.model->named_parameters(), *comms_[static_cast<size_t>(r)], ro,
-                                           faults_.reducer);
+    rk.reducer = std::make_unique<Reducer>(rk.model->named_parameters(), *comms_[static_cast<size_t>(r)], ro);
   });
 }
 
@@ -166,7 +167,8 @@ StepResult DistributedDataParallel::run(const Tensor& x, const Tensor& target, b
     const Tensor x_r = copy_to(backend_, x.slice_rows(at, n), dev, MemoryCategory::inputs);
     const Tensor t_r = copy_to(backend_, target.slice_rows(at, n), dev, MemoryCategory::inputs);
     if (zero_first) rk.model->zero_grad();
-    rk.reducer->prepare_for_backward(sync || faults_.synchronise_inside_no_sync);
+    // Planted fault: no_sync ignored, every backward all-reduces.
+    rk.reducer->prepare_for_backward(sync || fault_active(Fault::ddp_sync_inside_no_sync));
     backend_.host_dispatch(static_cast<int>(rk.model->size()));
     const Tensor y = rk.model->forward(x_r);
     std::optional<double> divisor;
@@ -177,7 +179,8 @@ StepResult DistributedDataParallel::run(const Tensor& x, const Tensor& target, b
       const double full = options_.reduction == Reduction::mean ? double(batch) * per_sample : 1.0;
       divisor = full / world;
     }
-    if (options_.accumulate > 1 && !faults_.accumulate_without_loss_division)  // the recipe's loss / K
+    // The recipe's loss / K (planted fault: the K micro-batch means summed undivided).
+    if (options_.accumulate > 1 && !fault_active(Fault::ddp_accumulate_undivided))
       divisor = divisor.value_or(options_.reduction == Reduction::mean ? double(n) * per_sample : 1.0) *
                 options_.accumulate;
     backend_.host_dispatch(1);

@@ -29,19 +29,11 @@
 
 namespace dpt {
 
-// Planted bugs, for tests that show the properties catch them. All off in real use.
-struct DdpFaults {
-  ReducerFaults reducer;
-  bool skip_initial_broadcast = false;  // ranks keep their own initial parameters
-  bool synchronise_inside_no_sync = false;   // no_sync ignored: every backward all-reduces
-  bool accumulate_without_loss_division = false;  // accumulation sums K micro-batch means
-};
-
 class DistributedDataParallel : public Strategy {
  public:
   // `communicators` replaces the backend's (tests inject a FaultCommunicator); empty: the backend's.
   DistributedDataParallel(Backend& backend, const StrategyOptions& options, const ModelBuilder& build_model,
-                          const OptimizerBuilder& build_optimizer, DdpFaults faults = {},
+                          const OptimizerBuilder& build_optimizer,
                           std::vector<std::unique_ptr<Communicator>> communicators = {});
   ~DistributedDataParallel() override;
   StrategyKind kind() const override { return StrategyKind::ddp; }
@@ -66,7 +58,6 @@ class DistributedDataParallel : public Strategy {
   Backend& backend_;
   StrategyOptions options_;
   std::vector<int> device_ids_;
-  DdpFaults faults_;
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   bool accumulating_ = false;  // a no_sync_step left gradients to keep

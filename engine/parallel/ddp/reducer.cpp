@@ -5,12 +5,13 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/core/kernels.hpp"
 
 namespace dpt {
 
-Reducer::Reducer(std::vector<NamedParameter> params, Communicator& comm, ReducerOptions options, ReducerFaults faults)
-    : params_(std::move(params)), comm_(comm), options_(options), faults_(faults) {
+Reducer::Reducer(std::vector<NamedParameter> params, Communicator& comm, ReducerOptions options)
+    : params_(std::move(params)), comm_(comm), options_(options) {
   std::vector<BucketTensor> in_registration_order;
   for (size_t i = 0; i < params_.size(); ++i)
     in_registration_order.push_back({i, params_[i].param->value.size_bytes(), params_[i].param->value.dtype()});
@@ -68,7 +69,7 @@ void Reducer::mark_ready(size_t index) {
   const Slot& s = slots_[index];
   Runtime& rt = runtime_[s.bucket];
   // Divided by the world size on its way into the bucket (c10d multiplies by 1/N).
-  const double factor = faults_.skip_divide_by_world_size ? 1.0 : 1.0 / comm_.size();
+  const double factor = fault_active(Fault::ddp_skip_divide) ? 1.0 : 1.0 / comm_.size();  // planted fault: no divide
   if (options_.gradient_as_bucket_view) {
     kernel_scale(p.grad, factor);
   } else {
@@ -83,7 +84,7 @@ void Reducer::mark_ready(size_t index) {
 void Reducer::launch_ready_buckets() {
   // Buckets start in order: a ready bucket waits for the ones before it.
   while (next_bucket_ < runtime_.size() && runtime_[next_bucket_].pending == 0) {
-    const bool skipped = faults_.skip_last_bucket && next_bucket_ + 1 == runtime_.size();
+    const bool skipped = fault_active(Fault::ddp_skip_last_bucket) && next_bucket_ + 1 == runtime_.size();  // planted
     if (!skipped) runtime_[next_bucket_].work = comm_.all_reduce(runtime_[next_bucket_].flat, {ReduceOp::sum, options_.timeout_s});
     ++next_bucket_;
   }

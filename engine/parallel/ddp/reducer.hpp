@@ -25,16 +25,10 @@ struct ReducerOptions {
   Seconds timeout_s = 300.0;             // per all-reduce
 };
 
-// Planted bugs for the tests; all off in real use.
-struct ReducerFaults {
-  bool skip_divide_by_world_size = false;  // gradients summed, not averaged
-  bool skip_last_bucket = false;           // the last bucket is never all-reduced
-};
-
 class Reducer {
  public:
   // `params` in registration order, all on this rank's device.
-  Reducer(std::vector<NamedParameter> params, Communicator& comm, ReducerOptions options, ReducerFaults faults = {});
+  Reducer(std::vector<NamedParameter> params, Communicator& comm, ReducerOptions options);
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
@@ -72,7 +66,6 @@ class Reducer {
   std::vector<NamedParameter> params_;
   Communicator& comm_;
   ReducerOptions options_;
-  ReducerFaults faults_;
   std::vector<Bucket> layout_;
   std::vector<Slot> slots_;  // per parameter
   std::vector<Runtime> runtime_;

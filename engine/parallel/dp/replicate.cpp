@@ -1,5 +1,7 @@
 #include "engine/parallel/dp/replicate.hpp"
 
+#include "engine/core/fault_injection.hpp"
+
 #include <map>
 #include <stdexcept>
 
@@ -91,7 +93,8 @@ std::vector<Sequential> replicate(Backend& backend, Sequential& primary, const s
 }
 
 void reduce_add_coalesced(Backend& backend, Sequential& primary, const std::vector<Sequential*>& replicas,
-                          Bytes coalesce_bytes, bool skip_last_replica) {
+                          Bytes coalesce_bytes) {
+  const bool skip_last_replica = fault_active(Fault::dp_reduce_skips_last_replica);  // planted fault
   const size_t used = skip_last_replica && !replicas.empty() ? replicas.size() - 1 : replicas.size();
   if (used == 0) return;
   const std::vector<Tensor*> into = grads_of(primary);

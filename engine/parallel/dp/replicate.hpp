@@ -27,9 +27,8 @@ std::vector<Sequential> replicate(Backend& backend, Sequential& primary, const s
 
 // ReduceAddCoalesced: primary.grad += sum of the replicas' gradients, summed in
 // replica order onto the primary ((g0 + g1) + g2 ..., as torch's reduce_add without
-// NCCL), through coalesced buffers (MemoryCategory::buckets). `skip_last_replica`
-// is a planted bug for the tests (the last replica's gradients are lost).
+// NCCL), through coalesced buffers (MemoryCategory::buckets).
 void reduce_add_coalesced(Backend& backend, Sequential& primary, const std::vector<Sequential*>& replicas,
-                          Bytes coalesce_bytes = kDataParallelCoalesceBytes, bool skip_last_replica = false);
+                          Bytes coalesce_bytes = kDataParallelCoalesceBytes);
 
 }  // namespace dpt

@@ -1,0 +1,68 @@
+// The planted-fault registry (see fault_injection.hpp): one bit per fault.
+#include "engine/core/fault_injection.hpp"
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace dpt {
+
+namespace {
+
+std::atomic<std::uint64_t> g_active{0};
+
+std::uint64_t bit(Fault f) { return std::uint64_t{1} << static_cast<unsigned>(f); }
+
+}  // namespace
+
+const std::vector<Fault>& all_faults() {
+  static const std::vector<Fault> faults = {
+      Fault::dp_scatter_drops_last_chunk, Fault::dp_reduce_skips_last_replica,  Fault::ddp_skip_divide,
+      Fault::ddp_skip_last_bucket,        Fault::ddp_skip_initial_broadcast,    Fault::ring_skips_last_all_gather_step,
+      Fault::predict_symmetric_node0_only, Fault::fluid_sim_unweighted_sharing,
+      Fault::ddp_sync_inside_no_sync,     Fault::ddp_accumulate_undivided,      Fault::cost_half_activations_as_f64,
+      Fault::predict_half_wire_as_f64,    Fault::predict_every_op_at_f32_peak,
+  };
+  return faults;
+}
+
+const char* fault_name(Fault f) {
+  switch (f) {
+    case Fault::dp_scatter_drops_last_chunk: return "drop-chunk";
+    case Fault::dp_reduce_skips_last_replica: return "dp-skip-last-replica";
+    case Fault::ddp_skip_divide: return "skip-divide";
+    case Fault::ddp_skip_last_bucket: return "ddp-skip-last-bucket";
+    case Fault::ddp_skip_initial_broadcast: return "ddp-skip-initial-broadcast";
+    case Fault::ring_skips_last_all_gather_step: return "ring-step";
+    case Fault::predict_symmetric_node0_only: return "symmetric-node0";
+    case Fault::fluid_sim_unweighted_sharing: return "fluid-unweighted";
+    case Fault::ddp_sync_inside_no_sync: return "ddp-sync-inside-no-sync";
+    case Fault::ddp_accumulate_undivided: return "ddp-accumulate-undivided";
+    case Fault::cost_half_activations_as_f64: return "half-activations-f64";
+    case Fault::predict_half_wire_as_f64: return "half-wire-f64";
+    case Fault::predict_every_op_at_f32_peak: return "every-op-f32-peak";
+  }
+  return "?";
+}
+
+Fault fault_from_name(std::string_view name) {
+  std::string names;
+  for (Fault f : all_faults()) {
+    if (name == fault_name(f)) return f;
+    names += names.empty() ? "" : ", ";
+    names += fault_name(f);
+  }
+  throw std::invalid_argument("unknown planted fault '" + std::string(name) + "' (known: " + names + ")");
+}
+
+bool fault_active(Fault f) { return (g_active.load(std::memory_order_relaxed) & bit(f)) != 0; }
+
+void set_fault(Fault f, bool on) {
+  if (on) g_active.fetch_or(bit(f));
+  else g_active.fetch_and(~bit(f));
+}
+
+ScopedFault::ScopedFault(Fault f) : fault_(f), was_(fault_active(f)) { set_fault(f, true); }
+ScopedFault::~ScopedFault() { set_fault(fault_, was_); }
+
+}  // namespace dpt

@@ -1,0 +1,55 @@
+// Planted faults: deliberate bugs that tests and `dptwin verify --inject-bug` switch on
+// to show that a property catches them. Each is checked where the fault happens
+// (`if (fault_active(Fault::x))`), so no public signature carries a planted-bug flag
+// and code that does not plant one cannot tell the mechanism exists. All are off
+// unless switched on; the switch is process-wide (a forked simulation inherits it), so
+// switch faults on before starting the threads or processes that should see them.
+#pragma once
+#include <atomic>
+#include <string_view>
+#include <vector>
+
+namespace dpt {
+
+enum class Fault : unsigned {
+  dp_scatter_drops_last_chunk,      // "drop-chunk": DataParallel never computes the last chunk
+  dp_reduce_skips_last_replica,     // "dp-skip-last-replica": the last replica's gradients are lost
+  ddp_skip_divide,                  // "skip-divide": DDP's gradients summed, not averaged
+  ddp_skip_last_bucket,             // "ddp-skip-last-bucket": the last bucket is never all-reduced
+  ddp_skip_initial_broadcast,       // "ddp-skip-initial-broadcast": ranks keep their own parameters
+  ring_skips_last_all_gather_step,  // "ring-step": the host ring's all-gather omits its last step
+  predict_symmetric_node0_only,     // "symmetric-node0": symmetric collectives timed for node 0 alone
+  fluid_sim_unweighted_sharing,     // "fluid-unweighted": max-min shares ignore the 1/latency weights
+  ddp_sync_inside_no_sync,          // "ddp-sync-inside-no-sync": no_sync ignored, every backward all-reduces
+  ddp_accumulate_undivided,         // "ddp-accumulate-undivided": accumulation sums K micro-batch means
+  cost_half_activations_as_f64,     // "half-activations-f64": bf16/f16 saved activations sized at 8 bytes
+  predict_half_wire_as_f64,         // "half-wire-f64": bf16/f16 collectives move 8 bytes per element
+  predict_every_op_at_f32_peak,     // "every-op-f32-peak": the precision ignored, every op at the f32 (f64) peak
+};
+
+// Every fault, in declaration order.
+const std::vector<Fault>& all_faults();
+// Its name as above ("drop-chunk", ...).
+const char* fault_name(Fault f);
+// The fault with that name; throws std::invalid_argument naming the value and every name.
+Fault fault_from_name(std::string_view name);
+
+// Whether the fault is switched on (cheap: one relaxed atomic load).
+bool fault_active(Fault f);
+// Switches a fault on or off process-wide.
+void set_fault(Fault f, bool on);
+
+// Switches a fault on for its lifetime, then restores its previous state.
+class ScopedFault {
+ public:
+  explicit ScopedFault(Fault f);
+  ~ScopedFault();
+  ScopedFault(const ScopedFault&) = delete;
+  ScopedFault& operator=(const ScopedFault&) = delete;
+
+ private:
+  Fault fault_;
+  bool was_;
+};
+
+}  // namespace dpt

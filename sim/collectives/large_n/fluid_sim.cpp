@@ -1,0 +1,191 @@
+// The CM02 fluid simulation of a transfer DAG (see fluid_sim.hpp).
+#include "sim/collectives/large_n/fluid_sim.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+#include <tuple>
+#include <unordered_map>
+
+#include "engine/core/fault_injection.hpp"
+
+namespace dpt::sim {
+
+namespace {
+
+class FluidSim {
+ public:
+  explicit FluidSim(const std::vector<FluidTransfer>& ts) : ts_(ts) {}
+
+  // End time of every transfer (those that wait for nothing start at 0).
+  std::vector<Seconds> run() {
+    const int n = static_cast<int>(ts_.size());
+    end_.assign(n, -1);
+    link_of_.clear();
+    bw_.clear();
+    flow_links_.clear();
+    flows_.assign(n, {});
+    const bool unweighted = fault_active(Fault::fluid_sim_unweighted_sharing);  // planted fault
+    for (int i = 0; i < n; ++i) {
+      Flow& f = flows_[i];
+      f.waits = ts_[i].waits;
+      const RouteInfo* r = ts_[i].route;
+      f.lat = r->latency_s;
+      f.weight = r->latency_s > 0 && !unweighted ? 1.0 / r->latency_s : 1.0;
+      f.rem = ts_[i].bytes;
+      f.first_link = static_cast<int>(flow_links_.size());
+      for (const auto* l : r->links) flow_links_.push_back(link_id(l));
+      f.last_link = static_cast<int>(flow_links_.size());
+    }
+    usage_.assign(bw_.size(), 0);
+    cap_.assign(bw_.size(), 0);
+    version_.assign(bw_.size(), 0);
+    on_link_.assign(bw_.size(), {});
+    count_.assign(bw_.size(), 0);
+    for (int i = 0; i < n; ++i)
+      if (flows_[i].waits == 0) start(i, 0.0);
+    double t = 0;
+    std::vector<int> done;
+    while (!lat_heap_.empty() || !active_.empty()) {
+      if (dirty_) share();
+      double t_next = std::numeric_limits<double>::infinity();
+      if (!lat_heap_.empty()) t_next = lat_heap_.top().first;
+      for (int i : active_) t_next = std::min(t_next, t + flows_[i].rem / flows_[i].rate);
+      if (!std::isfinite(t_next)) break;  // only flows with no bandwidth left: cannot happen on real links
+      const double dt = t_next - t;
+      t = t_next;
+      const double eps_t = 1e-9 * t + 1e-15;
+      done.clear();
+      for (int i : active_) {
+        Flow& f = flows_[i];
+        if (std::isinf(f.rate)) {  // a route without links: done as soon as its latency is paid
+          done.push_back(i);
+          continue;
+        }
+        f.rem -= f.rate * dt;
+        if (f.rem <= f.rate * eps_t) done.push_back(i);
+      }
+      while (!lat_heap_.empty() && lat_heap_.top().first <= t + eps_t) {
+        const int i = lat_heap_.top().second;
+        lat_heap_.pop();
+        if (flows_[i].rem <= 0) {
+          finish(i, t);
+        } else {
+          activate(i);
+        }
+      }
+      if (!done.empty()) {
+        dirty_ = true;
+        for (int i : done) flows_[i].ended = true;
+        std::erase_if(active_, [&](int i) { return flows_[i].ended; });
+        for (int i : done) finish(i, t);
+      }
+    }
+    return end_;
+  }
+
+ private:
+  struct Flow {
+    int waits = 0;
+    double lat = 0, weight = 1, rem = 0, rate = 0;
+    int first_link = 0, last_link = 0;
+    bool ended = false;
+  };
+
+  int link_id(const simgrid::s4u::Link* l) {
+    auto [it, added] = link_of_.try_emplace(l, static_cast<int>(bw_.size()));
+    if (added) bw_.push_back(l->get_bandwidth());
+    return it->second;
+  }
+
+  void start(int i, double t) {
+    Flow& f = flows_[i];
+    if (f.lat > 0) lat_heap_.push({t + f.lat, i});
+    else if (f.rem > 0) activate(i);
+    else finish(i, t);
+  }
+  void activate(int i) {
+    active_.push_back(i);
+    dirty_ = true;
+  }
+  void finish(int i, double t) {
+    end_[i] = t;
+    for (int j : ts_[i].then)
+      if (--flows_[j].waits == 0) start(j, t);
+  }
+
+  // Weighted max-min (progressive filling): the link with the least capacity per unit
+  // of weight saturates first; its flows get that share times their weight.
+  void share() {
+    dirty_ = false;
+    std::vector<int>& links = touched_;
+    links.clear();
+    for (int i : active_) {
+      Flow& f = flows_[i];
+      f.rate = -1;
+      for (int k = f.first_link; k < f.last_link; ++k) {
+        const int l = flow_links_[k];
+        if (on_link_[l].empty()) {
+          links.push_back(l);
+          usage_[l] = 0;
+          cap_[l] = bw_[l];
+        }
+        on_link_[l].push_back(i);
+        usage_[l] += f.weight;
+      }
+    }
+    size_t left = active_.size();
+    // Links by capacity per unit of weight, least first; entries made stale by a later
+    // change of the link (its version) are skipped.
+    heap_ = {};
+    for (int l : links) {
+      count_[l] = static_cast<int>(on_link_[l].size());
+      version_[l] = 0;
+      heap_.push({cap_[l] / usage_[l], l, 0});
+    }
+    while (left > 0 && !heap_.empty()) {
+      const auto [m, best, ver] = heap_.top();
+      heap_.pop();
+      if (ver != version_[best] || count_[best] <= 0) continue;
+      for (int i : on_link_[best]) {
+        Flow& f = flows_[i];
+        if (f.rate >= 0) continue;
+        f.rate = m * f.weight;
+        --left;
+        for (int k = f.first_link; k < f.last_link; ++k) {
+          const int l = flow_links_[k];
+          cap_[l] = std::max(0.0, cap_[l] - f.rate);
+          usage_[l] -= f.weight;
+          --count_[l];
+          if (l != best && count_[l] > 0) heap_.push({cap_[l] / usage_[l], l, ++version_[l]});
+        }
+      }
+      count_[best] = 0;
+    }
+    for (int i : active_)
+      if (flows_[i].rate < 0) flows_[i].rate = std::numeric_limits<double>::infinity();  // no links
+    for (int l : links) on_link_[l].clear();
+  }
+
+  const std::vector<FluidTransfer>& ts_;
+  std::vector<Flow> flows_;
+  std::vector<int> flow_links_;
+  std::unordered_map<const simgrid::s4u::Link*, int> link_of_;
+  std::vector<double> bw_, usage_, cap_;
+  std::vector<std::vector<int>> on_link_;
+  std::vector<int> count_, version_;
+  std::vector<int> active_, touched_;
+  std::priority_queue<std::tuple<double, int, int>, std::vector<std::tuple<double, int, int>>, std::greater<>> heap_;
+  std::vector<Seconds> end_;
+  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>> lat_heap_;
+  bool dirty_ = false;
+};
+
+}  // namespace
+
+std::vector<Seconds> fluid_sim_end_times(const std::vector<FluidTransfer>& transfers) {
+  return FluidSim(transfers).run();
+}
+
+}  // namespace dpt::sim
