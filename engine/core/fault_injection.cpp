@@ -20,7 +20,6 @@ const std::vector<Fault>& all_faults() {
       Fault::dp_scatter_drops_last_chunk, Fault::dp_reduce_skips_last_replica,  Fault::ddp_skip_divide,
       Fault::ddp_skip_last_bucket,        Fault::ddp_skip_initial_broadcast,    Fault::ring_skips_last_all_gather_step,
       Fault::predict_symmetric_node0_only, Fault::fluid_sim_unweighted_sharing, Fault::fidelity_per_rank_count,
-      Fault::predict_symmetric_node0_only, Fault::fluid_sim_unweighted_sharing,
       Fault::ddp_sync_inside_no_sync,     Fault::ddp_accumulate_undivided,      Fault::cost_half_activations_as_f64,
       Fault::predict_half_wire_as_f64,    Fault::predict_every_op_at_f32_peak,
   };
