@@ -50,7 +50,10 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
                                 r.devices == 1 ? "" : "s", r.nodes, r.nodes == 1 ? "" : "s", r.batch_global,
                                 r.batch_per_device, r.dtype);
   if (r.out_of_memory) {
-    out += fmt::format("  out of memory on {}: {}\n", r.out_of_memory->device, r.out_of_memory->message);
+    // The engine's message already names the device ("out of memory on sim:gpu0: allocating ...").
+    const auto& m = r.out_of_memory->message;
+    out += m.rfind("out of memory on", 0) == 0 ? fmt::format("  {}\n", m)
+                                               : fmt::format("  out of memory on {}: {}\n", r.out_of_memory->device, m);
     return out;
   }
   std::vector<std::vector<std::string>> rows = {
