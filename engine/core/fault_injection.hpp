@@ -20,6 +20,9 @@ enum class Fault : unsigned {
   ring_skips_last_all_gather_step,  // "ring-step": the host ring's all-gather omits its last step
   predict_symmetric_node0_only,     // "symmetric-node0": symmetric collectives timed for node 0 alone
   fluid_sim_unweighted_sharing,     // "fluid-unweighted": max-min shares ignore the 1/latency weights
+  trace_flow_unmatched,             // "trace-flow-unmatched": a flow's finish event carries another id
+  plan_powers_of_two_only,          // "plan-powers-of-two": plans try only 1, 2, 4, ... GPUs
+  report_no_swept_columns,          // "report-no-swept-columns": swept fields get no column in reports
 };
 
 // Every fault, in declaration order.

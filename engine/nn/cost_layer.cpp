@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/kernels.hpp"
+#include "engine/core/op_scope.hpp"
 
 namespace dpt {
 
@@ -79,6 +80,7 @@ Tensor CostLayer::forward(const Tensor& x) {
               x.size_bytes() + param_bytes, y.size_bytes() + saved_bytes};
   if (desc_.measured_forward_s_per_sample)
     cost.measured_s = *desc_.measured_forward_s_per_sample * static_cast<double>(batch);
+  const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "forward");
   kernel_charge(*device_, cost);
   return y;
 }
@@ -101,6 +103,7 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
               dy.size_bytes() + saved_->size_bytes() + param_bytes, (dx.defined() ? dx.size_bytes() : 0) + grad_bytes};
   if (desc_.measured_backward_s_per_sample)
     cost.measured_s = *desc_.measured_backward_s_per_sample * static_cast<double>(batch);
+  const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "backward");
   kernel_charge(*device_, cost);
   clear_saved();
   return dx;

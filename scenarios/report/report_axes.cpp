@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/fault_injection.hpp"
+
 namespace dpt::report {
 namespace {
 
@@ -93,6 +95,7 @@ std::string series_label(const scenario::PointResult& p, const std::string& x_ax
 }
 
 std::vector<SweptField> extra_swept_fields(const scenario::SweepResult& r) {
+  if (fault_active(Fault::report_no_swept_columns)) return {};
   std::vector<std::string> order;
   for (const auto& p : r.points)
     for (const auto& [axis, value] : p.axes)

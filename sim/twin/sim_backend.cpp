@@ -1,6 +1,7 @@
 #include "sim/twin/sim_backend.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <exception>
 
@@ -94,6 +95,35 @@ void SimBackend::host_flush() {
 
 Seconds SimBackend::now() { return host_time(); }
 
+// Host threads in the trace: process 0 (the host), a row per thread from 100 on
+// (the main thread, then worker i at 101 + i), and row 99 for the GIL.
+constexpr int kTraceMainThread = 100;
+constexpr int kTraceGilRow = 99;
+
+int SimBackend::trace_host_thread() {
+  const ActorState& st = self_state();
+  const int tid = kTraceMainThread + 1 + st.worker;
+  if (named_host_threads_.insert(tid).second)
+    options_.trace->name_thread(0, tid, st.worker < 0 ? "main thread: dispatch"
+                                                      : fmt::format("worker {} thread: dispatch", st.worker));
+  return tid;
+}
+
+// One dispatch slice per run of back-to-back ops (each op would be thousands of slices).
+void SimBackend::trace_dispatch(Seconds start, Seconds cost) {
+  ActorState& st = self_state();
+  const int tid = trace_host_thread();
+  if (st.dispatch_event) {
+    TraceEvent& last = options_.trace->event(*st.dispatch_event);
+    if (last.tid == tid && std::abs(last.start_s + last.duration_s - start) < 1e-12) {
+      last.duration_s += cost;
+      last.number_args.back().second += 1;
+      return;
+    }
+  }
+  st.dispatch_event = options_.trace->add({"dispatch", "host", 0, tid, start, cost, {}, {{"ops", 1}}});
+}
+
 void SimBackend::host_dispatch(int ops) {
   const Seconds cost = machine_.dispatch_cost_s * ops;
   if (!(cost > 0)) return;
@@ -102,6 +132,7 @@ void SimBackend::host_dispatch(int ops) {
   const bool shared_gil = machine_.gil && options_.workers == SimWorkerModel::threads_of_one_process;
   if (!shared_gil) {
     // Nothing observes this actor until it next interacts with the simulation: charge lazily.
+    if (options_.trace) trace_dispatch(host_time(), cost);
     st.debt += cost;
     return;
   }
@@ -109,7 +140,20 @@ void SimBackend::host_dispatch(int ops) {
   host_flush();
   auto& gil = gils_[st.process];
   if (!gil) gil = s4u::Mutex::create();
+  const Seconds asked = s4u::Engine::get_clock();
   gil->lock();
+  const Seconds held = s4u::Engine::get_clock();
+  if (options_.trace) {
+    if (named_host_threads_.insert(kTraceGilRow).second) options_.trace->name_thread(0, kTraceGilRow, "GIL (holder)");
+    const int tid = trace_host_thread();
+    if (held > asked) {
+      options_.trace->add({"waiting for the GIL", "host", 0, tid, asked, held - asked, {}, {}});
+      st.dispatch_event.reset();
+    }
+    trace_dispatch(held, cost);
+    options_.trace->add({st.worker < 0 ? "GIL: main thread" : fmt::format("GIL: worker {}", st.worker), "host", 0,
+                         kTraceGilRow, held, cost, {{"holder", st.worker < 0 ? "main" : std::to_string(st.worker)}}, {}});
+  }
   s4u::this_actor::sleep_for(cost);
   gil->unlock();
 }
@@ -240,6 +284,7 @@ void SimBackend::parallel_for(int n, const std::function<void(int)>& fn) {
                                                          : s4u::this_actor::get_host();
     workers.push_back(s4u::Actor::create(fmt::format("worker-{}", i), where, [this, i, process, &fn, &errors] {
       self_state().process = process;
+      self_state().worker = i;
       try {
         fn(i);
       } catch (const simgrid::ForcefulKillException&) {
