@@ -1,8 +1,9 @@
 // The layer a kernel belongs to, for traces (as PyTorch's profiler labels ops with
-// their module through record_function): a layer opens a ScopedOp around the
-// kernels it charges; the twin's device reads current_op_scope() when the kernel is
-// submitted, before its actor can yield, and puts it in the trace event's args.
-// Per thread; the pointers must outlive the scope (a layer's own strings).
+// their module through record_function): a layer opens a ScopedOp around the one
+// kernel it charges; the twin's device takes (and clears) current_op_scope() when the
+// kernel is submitted, before its actor can yield, and copies it into the trace
+// event's args. Per thread; the pointers must outlive the scope (a layer's strings).
+// Scopes do not nest: the destructor clears the scope.
 #pragma once
 
 namespace dpt {
@@ -20,15 +21,10 @@ inline OpScope& current_op_scope() {
 
 class ScopedOp {
  public:
-  ScopedOp(const char* layer, const char* op_class, const char* pass) : saved_(current_op_scope()) {
-    current_op_scope() = {layer, op_class, pass};
-  }
-  ~ScopedOp() { current_op_scope() = saved_; }
+  ScopedOp(const char* layer, const char* op_class, const char* pass) { current_op_scope() = {layer, op_class, pass}; }
+  ~ScopedOp() { current_op_scope() = {}; }
   ScopedOp(const ScopedOp&) = delete;
   ScopedOp& operator=(const ScopedOp&) = delete;
-
- private:
-  OpScope saved_;
 };
 
 }  // namespace dpt

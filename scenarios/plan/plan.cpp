@@ -44,7 +44,7 @@ void set_plan_axes(YAML::Node& root, const std::string& hardware, const std::vec
 
 // The target in samples: a target in tokens is converted with the file's
 // tokens_per_sample or the model's "N-token" sample.
-Target samples_target(const Scenario& base, const PlanSpec& spec, const Library& lib) {
+Target samples_target(const Scenario& base, const Library& lib) {
   const Target& t = *base.target;
   if (!t.in_tokens()) return t;
   if (t.tokens_per_sample) return target_in_samples(t, *t.tokens_per_sample);
@@ -63,7 +63,7 @@ Target samples_target(const Scenario& base, const PlanSpec& spec, const Library&
 
 std::vector<Scenario> scenarios_for(const YAML::Node& base_root, const Scenario& base, const PlanSpec& spec,
                                     const Library& lib) {
-  const Target target = samples_target(base, spec, lib);
+  const Target target = samples_target(base, lib);
   std::vector<Scenario> out;
   for (const auto& c : spec.candidates) {
     const auto hw = sim::load_hardware(c.hardware, lib.hardware_dir);

@@ -87,6 +87,8 @@ Target parse_target(MapReader r) {
   t.tokens = r.opt_double_in("tokens", 1, 1e18);
   t.tokens_per_sample = r.opt_double_in("tokens_per_sample", 1, 1e9);
   r.finish();
+  if (t.samples_per_s && (t.samples || t.within_hours))
+    r.fail("samples_per_s", "give samples_per_s, or samples and within_hours, not both");
   const int rates = (t.samples_per_s ? 1 : 0) + (t.tokens_per_s ? 1 : 0) + (t.samples ? 1 : 0) + (t.tokens ? 1 : 0);
   if (rates != 1)
     r.fail(t.samples_per_s ? "samples_per_s" : t.tokens_per_s ? "tokens_per_s" : "samples_per_s",

@@ -18,6 +18,7 @@
 #pragma once
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -151,7 +152,7 @@ class SimBackend : public Backend {
   };
   // The trace row of the calling actor's host thread (named on first use).
   int trace_host_thread();
-  void trace_dispatch(Seconds start, Seconds cost);
+  void trace_dispatch(Seconds start, Seconds cost, int ops);
   ActorState& self_state();
 
   SimMachine machine_;
@@ -160,6 +161,10 @@ class SimBackend : public Backend {
   std::vector<std::unique_ptr<SimDevice>> host_memory_;  // one: copies use each GPU's own node's CPU
   std::unordered_map<long, ActorState> actors_;
   std::set<int> named_host_threads_;  // trace rows of host threads already named
+  // Per device, the copies traced on each copy row: concurrent copies (DataParallel's
+  // scatter from GPU 0) get rows of their own, as CUDA streams would.
+  std::map<int, std::vector<std::vector<std::pair<Seconds, Seconds>>>> copy_rows_;
+  int trace_copy_row(int device, Seconds begin, Seconds end);
   std::unordered_map<int, simgrid::s4u::MutexPtr> gils_;  // by process
   int next_process_ = 1;
   Seconds dispatch_total_s_ = 0;

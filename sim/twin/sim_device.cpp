@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <new>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -89,8 +90,13 @@ void* SimDevice::raw_allocate(Bytes n) {
 void SimDevice::raw_free(void* p, Bytes) { std::free(p); }
 
 void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
-  // The layer the kernel belongs to, read before dispatch can yield to another actor.
-  const OpScope scope = current_op_scope();
+  // The layer the kernel belongs to, taken (and cleared, so no other actor's kernel
+  // inherits it) before dispatch can yield to another actor; copied, since the layer
+  // (a DataParallel replica) may be gone by the time the kernel is recorded.
+  const OpScope taken = std::exchange(current_op_scope(), OpScope{});
+  const KernelLabel label = backend_.trace() ? KernelLabel{taken.layer ? taken.layer : "",
+                                                           taken.op_class ? taken.op_class : "", taken.pass ? taken.pass : ""}
+                                             : KernelLabel{};
   backend_.host_dispatch(1);
   if (index_ >= 0) {
     const Seconds duration = sim_kernel_time_s(cost, rates_, dtype_);
@@ -99,7 +105,7 @@ void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
       const Seconds start = std::max(backend_.host_time(), ready);
       const bool optimizer = sim_op_is_optimizer(cost);
       const auto event = stream_occupy(SimStream::compute, start, start + duration, cost.name, op_kind_category(cost.kind));
-      if (event) annotate_kernel(backend_.trace()->event(*event), cost, scope);
+      if (event) annotate_kernel(backend_.trace()->event(*event), cost, label);
       (optimizer ? account_.optimizer_busy_s : account_.compute_busy_s) += duration;
       ++account_.kernels;
       if (backend_.options().synchronous) backend_.host_advance_to(start + duration);
@@ -110,14 +116,14 @@ void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
 
 // A kernel's trace event as PyTorch's profiler shows it: named after its layer when
 // one is known, with the op, the layer's type and pass, FLOPs and bytes in its args.
-void SimDevice::annotate_kernel(TraceEvent& e, const OpCost& cost, const OpScope& scope) const {
+void SimDevice::annotate_kernel(TraceEvent& e, const OpCost& cost, const KernelLabel& label) const {
   e.args.emplace_back("op", cost.name ? cost.name : "");
-  e.args.emplace_back("op_class", scope.op_class ? scope.op_class : op_kind_category(cost.kind));
-  if (scope.layer) {
-    e.args.emplace_back("layer", scope.layer);
-    e.name = scope.layer;
+  e.args.emplace_back("op_class", !label.op_class.empty() ? label.op_class : op_kind_category(cost.kind));
+  if (!label.layer.empty()) {
+    e.args.emplace_back("layer", label.layer);
+    e.name = label.layer;
   }
-  if (scope.pass) e.args.emplace_back("pass", scope.pass);
+  if (!label.pass.empty()) e.args.emplace_back("pass", label.pass);
   e.number_args.emplace_back("flops", cost.flops);
   e.number_args.emplace_back("bytes_read", static_cast<double>(cost.bytes_read));
   e.number_args.emplace_back("bytes_written", static_cast<double>(cost.bytes_written));

@@ -30,7 +30,11 @@ class Host;
 namespace dpt {
 
 struct TraceEvent;
-struct OpScope;
+
+// A kernel's layer, op class and pass as the trace shows them (copied from OpScope).
+struct KernelLabel {
+  std::string layer, op_class, pass;
+};
 
 class SimBackend;
 
@@ -107,7 +111,7 @@ class SimDevice : public Device {
                                            const char* category);
   void stream_add_pending(SimStream stream, std::shared_ptr<SimPending> p);
   // A kernel's trace args: its layer, op class, pass, FLOPs and bytes.
-  void annotate_kernel(TraceEvent& e, const OpCost& cost, const OpScope& scope) const;
+  void annotate_kernel(TraceEvent& e, const OpCost& cost, const KernelLabel& label) const;
   // `stream` may not start new work before t (an event it waits on).
   void stream_wait_until(SimStream stream, Seconds t);
   // Records [start, end] as communication involving this device (for the breakdown).

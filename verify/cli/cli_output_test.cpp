@@ -141,8 +141,8 @@ TEST(CliOutput, PlanNamesTheWinnerAndWhyTheOthersLost) {
   EXPECT_EQ(winner.at("verdict"), "winner");
   EXPECT_GE(winner.at("throughput_samples_per_s").get<double>(), 3000.0);
   // Every other configuration says why it lost; each verdict is one of the named kinds.
-  const std::set<std::string> kinds = {"winner", "more_expensive", "too_slow", "communication_bound",
-                                        "out_of_memory", "infeasible", "failed"};
+  const std::set<std::string> kinds = {"winner", "alternative", "more_expensive", "too_slow",
+                                        "communication_bound", "out_of_memory", "infeasible", "failed"};
   for (const auto& v : j.at("verdicts")) {
     EXPECT_TRUE(kinds.count(v.at("verdict").get<std::string>())) << v.dump();
     EXPECT_FALSE(v.at("reason").get<std::string>().empty()) << v.dump();

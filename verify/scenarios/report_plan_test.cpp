@@ -189,7 +189,7 @@ TEST(Directory, ARerunReplacesTheReportWhole) {
 TEST(Question, RegeneratedFromThePointsRun) {
   SweepResult r = bucket_sweep();
   r.points[0].hardware = "dgx-h100";
-  EXPECT_EQ(question_for_points(r), "How does DDP train resnet50 on 4 GPUs on l40s-4x-pcie4 and dgx-h100?");
+  EXPECT_EQ(question_for_points(r), "How does DDP train resnet50 on 4 GPUs on dgx-h100 and l40s-4x-pcie4?");
 }
 
 // ---- plans -------------------------------------------------------------------------
