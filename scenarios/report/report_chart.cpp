@@ -217,6 +217,11 @@ std::string name_svg_tooltips(const Chart& chart, std::string svg) {
   replace("<title>Gnuplot</title>", "<title>" + xml_escape(chart.title) + "</title>");
   for (size_t s = 0; s < chart.series.size(); ++s)
     replace(fmt::format("<title>gnuplot_plot_{}</title>", s + 1), "<title>" + xml_escape(chart.series[s].name) + "</title>");
+  // Ids unique in a page holding several charts: "gnuplot_plot_3" -> "chart-memory-plot_3".
+  for (const std::string from : {"id=\"gnuplot_", "url(#gnuplot_", "href=\"#gnuplot_"}) {
+    const std::string to = from.substr(0, from.size() - 8) + "chart-" + chart.id + "-";
+    for (auto at = svg.find(from); at != std::string::npos; at = svg.find(from, at + to.size())) svg.replace(at, from.size(), to);
+  }
   return svg;
 }
 

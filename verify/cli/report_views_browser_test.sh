@@ -56,8 +56,8 @@ check "default: capacity line" default-dom.html '>capacity 80.00 GiB</text>'
 check "bucket-size: capacity line" bucket-dom.html '>capacity 48.00 GiB</text>'
 check "plan: verdicts with a currency" plan-dom.html 'price per hour (USD)'
 check "plan: a winner" plan-dom.html 'winner: cheapest configuration that meets the target'
-if grep -q "gnuplot_plot_" default-dom.html bucket-dom.html plan-dom.html; then
-  echo "FAIL: SVG tooltips still say gnuplot_plot_N"
+if grep -q "<title>gnuplot_plot_\|id=\"gnuplot_" default-dom.html bucket-dom.html plan-dom.html; then
+  echo "FAIL: SVG tooltips say gnuplot_plot_N, or ids repeat across the page's charts"
   fail=1
 fi
 [ "$fail" -eq 0 ] && echo "PASS: swept-field column and axis, assumptions, capacity lines; screenshots in $out"

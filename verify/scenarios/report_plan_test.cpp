@@ -157,7 +157,7 @@ TEST(Svg, TooltipsNameTheSeries) {
   Chart c{"t", "Throughput", "GPUs", "samples/s", ChartKind::lines, false, {}, {}, ""};
   c.series.push_back({"DDP", {{1, 10}, {2, 20}}, {}, false, 0});
   const std::string svg = name_svg_tooltips(c, "<title>Gnuplot</title><g id=\"gnuplot_plot_1\" ><title>gnuplot_plot_1</title>");
-  EXPECT_EQ(svg, "<title>Throughput</title><g id=\"gnuplot_plot_1\" ><title>DDP</title>");
+  EXPECT_EQ(svg, "<title>Throughput</title><g id=\"chart-t-plot_1\" ><title>DDP</title>");
 }
 
 TEST(Assumptions, NameSourcePrecisionVersionAndDate) {
