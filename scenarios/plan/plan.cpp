@@ -154,6 +154,8 @@ SweepResult run_plan_sweeps(const std::vector<Scenario>& scenarios, const Librar
     }
     for (auto& p : one.points) {
       p.index = all.points.size();
+      // The candidate as a swept value: reports draw a series per hardware and strategy.
+      p.axes.insert(p.axes.begin(), {"hardware", p.hardware});
       all.points.push_back(std::move(p));
     }
   }

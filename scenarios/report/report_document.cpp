@@ -61,7 +61,7 @@ constexpr const char* kStyle = R"(body{font-family:system-ui,-apple-system,"Sego
 h1{font-size:1.6em;margin-bottom:.3em}h2{font-size:1.25em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
 .question{font-size:1.05em;color:#444}.answer{font-size:1.15em;background:#eef6fb;border-left:4px solid #0072B2;padding:.6em .9em}
 figure{margin:1.2em 0}figure svg{width:100%;height:auto;max-width:760px}figcaption{color:#555;font-size:.92em}
-table{border-collapse:collapse;margin:1em 0;font-size:.92em;display:block;overflow-x:auto;max-width:100%}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}
+table{border-collapse:collapse;margin:1em 0;font-size:.92em;display:block;overflow-x:auto;max-width:100%}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;white-space:nowrap}td:last-child{white-space:normal;min-width:16em}
 th{background:#f4f4f4}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}caption{text-align:left;color:#555;padding:.3em 0}
 footer{margin-top:2.5em;color:#666;font-size:.85em}code{background:#f4f4f4;padding:0 .2em})";
 
