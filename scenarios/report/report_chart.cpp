@@ -115,17 +115,23 @@ void write_y_range_and_lines(std::ostringstream& g, const Chart& c) {
 
 std::string gnuplot_script(const Chart& c, const std::string& data_path, const std::string& svg_path) {
   std::ostringstream g;
-  g << "set terminal svg size 760,420 dynamic noenhanced font \"sans,12\" background rgb \"white\"\n";
+  // Many or long category labels stand vertical below the bars (slanted ones ran past the
+  // right edge and were clipped); the chart grows by their length.
+  size_t label_chars = 0, longest = 0;
+  for (const auto& cat : c.categories) {
+    label_chars += cat.size() + 2;
+    longest = std::max(longest, cat.size());
+  }
+  const bool rotate = c.kind != ChartKind::lines && (c.categories.size() > 6 || label_chars > 70);
+  constexpr int kPixelsPerChar = 7;  // sans 12 in gnuplot's SVG
+  const size_t height = 420 + (rotate ? kPixelsPerChar * longest : 0);
+  g << "set terminal svg size 760," << height << " dynamic noenhanced font \"sans,12\" background rgb \"white\"\n";
   g << "set output " << quoted(svg_path) << "\n";
   g << "set title " << quoted(c.title) << "\n";
   g << "set xlabel " << quoted(c.x_label) << "\nset ylabel " << quoted(c.y_label) << "\n";
   g << "set grid ytics lc rgb \"#dddddd\"\nset border 3\nset tics nomirror\n";
   g << "set key below maxrows 4 width 2\nset xlabel offset 0,0.5\n";
-  // Room at the bottom for rotated category labels and at the right for reference-line labels.
-  size_t label_chars = 0;
-  for (const auto& cat : c.categories) label_chars += cat.size() + 2;
-  const bool rotate = c.kind != ChartKind::lines && (c.categories.size() > 6 || label_chars > 70);
-  g << "set bmargin " << (rotate ? 10 : 5) << "\n";
+  // Room at the right for reference-line labels.
   if (!c.y_lines.empty()) g << "set rmargin 16\n";
   write_y_range_and_lines(g, c);
   if (c.kind == ChartKind::lines) {
@@ -157,7 +163,8 @@ std::string gnuplot_script(const Chart& c, const std::string& data_path, const s
   g << (c.kind == ChartKind::stacked_bars ? "set style histogram rowstacked\n"
                                            : "set style histogram clustered gap 1\n");
   g << "set style fill solid 0.85 border -1\nset boxwidth 0.75\n";
-  if (rotate) g << "set xtics rotate by -30\n";
+  // Vertical labels need their length (a line is about two characters wide) plus the key below.
+  if (rotate) g << "set xtics rotate by 90 right\nset bmargin " << (longest + 1) / 2 + 5 << "\n";
   g << "plot ";
   for (size_t s = 0; s < c.series.size(); ++s) {
     g << (s ? ", \\\n     " : "") << quoted(data_path) << " using " << (s + 2) << (s == 0 ? ":xtic(1)" : "")
