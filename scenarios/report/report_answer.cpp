@@ -152,6 +152,7 @@ std::string memory_answer(const SweepResult& r) {
   if (!oom.empty()) {
     const PointResult& p = *oom.front();
     s += fmt::format("; {} runs out of memory", config_phrase(p));
+    if (!p.report && !p.reason.empty()) s += ": " + p.reason;  // before any step: what does not fit
     if (p.report && p.report->out_of_memory) {
       const auto& o = *p.report->out_of_memory;
       Bytes live = 0;
