@@ -169,6 +169,13 @@ std::string without_trailing_slash(const std::string& dir) {
 
 ReportStaging::ReportStaging(const std::string& dir) : dir_(without_trailing_slash(dir)) {
   namespace fs = std::filesystem;
+  const std::string name = fs::path(dir_).filename().string();
+  if (name == "." || name == ".." || dir_ == "/") {
+    // The working directory (or a parent) cannot be swapped: written in place.
+    staging_ = dir_;
+    committed_ = true;
+    return;
+  }
   staging_ = fmt::format("{}.partial-{}", dir_, ::getpid());
   std::error_code ec;
   fs::remove_all(staging_, ec);  // a previous run of this pid that died
@@ -184,6 +191,7 @@ ReportStaging::~ReportStaging() {
 
 void ReportStaging::commit() {
   namespace fs = std::filesystem;
+  if (staging_ == dir_) return;  // written in place
   if (committed_) throw std::logic_error("ReportStaging::commit called twice");
   std::error_code ec;
   if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, dir_.c_str(), RENAME_EXCHANGE) == 0) {

@@ -56,6 +56,7 @@ struct WrittenReport {
 // RENAME_EXCHANGE (a plain rename when DIR is missing) and removes the previous
 // report. A reader sees the old report or the new one, never a mix, and nothing of
 // the old one (stale traces) survives. Without commit the staging directory is removed.
+// "." and ".." cannot be swapped: they are written in place.
 class ReportStaging {
  public:
   explicit ReportStaging(const std::string& dir);
