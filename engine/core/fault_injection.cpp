@@ -22,6 +22,8 @@ const std::vector<Fault>& all_faults() {
       Fault::predict_symmetric_node0_only, Fault::fluid_sim_unweighted_sharing, Fault::fidelity_per_rank_count,
       Fault::ddp_sync_inside_no_sync,     Fault::ddp_accumulate_undivided,      Fault::cost_half_activations_as_f64,
       Fault::predict_half_wire_as_f64,    Fault::predict_every_op_at_f32_peak,
+      Fault::trace_flow_unmatched,
+      Fault::plan_powers_of_two_only,     Fault::report_no_swept_columns,
   };
   return faults;
 }
@@ -42,6 +44,9 @@ const char* fault_name(Fault f) {
     case Fault::cost_half_activations_as_f64: return "half-activations-f64";
     case Fault::predict_half_wire_as_f64: return "half-wire-f64";
     case Fault::predict_every_op_at_f32_peak: return "every-op-f32-peak";
+    case Fault::trace_flow_unmatched: return "trace-flow-unmatched";
+    case Fault::plan_powers_of_two_only: return "plan-powers-of-two";
+    case Fault::report_no_swept_columns: return "report-no-swept-columns";
   }
   return "?";
 }

@@ -26,6 +26,9 @@ enum class Fault : unsigned {
   cost_half_activations_as_f64,     // "half-activations-f64": bf16/f16 saved activations sized at 8 bytes
   predict_half_wire_as_f64,         // "half-wire-f64": bf16/f16 collectives move 8 bytes per element
   predict_every_op_at_f32_peak,     // "every-op-f32-peak": the precision ignored, every op at the f32 (f64) peak
+  trace_flow_unmatched,             // "trace-flow-unmatched": a flow's finish event carries another id
+  plan_powers_of_two_only,          // "plan-powers-of-two": plans try only 1, 2, 4, ... GPUs
+  report_no_swept_columns,          // "report-no-swept-columns": swept fields get no column in reports
 };
 
 // Every fault, in declaration order.

@@ -6,6 +6,7 @@
 
 #include "engine/core/fault_injection.hpp"
 #include "engine/core/kernels.hpp"
+#include "engine/core/op_scope.hpp"
 
 namespace dpt {
 
@@ -90,6 +91,7 @@ Tensor CostLayer::forward(const Tensor& x) {
               x.size_bytes() + param_bytes, y.size_bytes() + saved_bytes, op_class_};
   if (desc_.measured_forward_s_per_sample)
     cost.measured_s = *desc_.measured_forward_s_per_sample * static_cast<double>(batch);
+  const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "forward");
   kernel_charge(*device_, cost);
   return y;
 }
@@ -113,6 +115,7 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
               op_class_};
   if (desc_.measured_backward_s_per_sample)
     cost.measured_s = *desc_.measured_backward_s_per_sample * static_cast<double>(batch);
+  const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "backward");
   kernel_charge(*device_, cost);
   clear_saved();
   return dx;

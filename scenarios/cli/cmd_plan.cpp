@@ -21,7 +21,10 @@ namespace {
 struct PlanArgs {
   std::string plan_file;
   std::optional<std::string> model;
-  std::optional<double> samples_per_s, samples, within_hours;
+  std::optional<double> samples_per_s, samples, within_hours, tokens_per_s, tokens, tokens_per_sample;
+  std::optional<std::string> currency;
+  std::optional<double> train_samples, tie_margin;
+  std::vector<std::string> overrides;  // PATH=VALUE
   std::vector<std::string> hardware;  // NAME or NAME:PRICE
   std::vector<std::string> strategies;
   std::optional<int> max_gpus;
@@ -58,29 +61,41 @@ scenario::PlanCandidate parse_candidate(const std::string& text) {
   return c;
 }
 
-scenario::Scenario plan_from_flags(const PlanArgs& a) {
+scenario::Target target_from_flags(const PlanArgs& a) {
+  scenario::Target t;
+  const int given = (a.samples_per_s ? 1 : 0) + (a.tokens_per_s ? 1 : 0) + (a.samples ? 1 : 0) + (a.tokens ? 1 : 0);
+  if (given != 1)
+    throw std::invalid_argument("give one target: --target-samples-per-s N, --target-tokens-per-s N, --samples N "
+                                "--within-hours H, or --tokens N --within-hours H");
+  using Flag = std::pair<const char*, std::optional<double>>;
+  const std::vector<Flag> numbers = {{"--target-samples-per-s", a.samples_per_s}, {"--target-tokens-per-s", a.tokens_per_s},
+                                     {"--samples", a.samples}, {"--tokens", a.tokens}, {"--within-hours", a.within_hours},
+                                     {"--tokens-per-sample", a.tokens_per_sample}};
+  for (const auto& [flag, v] : numbers)
+    if (v && !(*v > 0)) throw std::invalid_argument(fmt::format("{} {}: must be positive", flag, *v));
+  if ((a.samples || a.tokens) != a.within_hours.has_value())
+    throw std::invalid_argument(a.within_hours ? "--within-hours: goes with --samples or --tokens"
+                                               : fmt::format("{}: needs --within-hours", a.samples ? "--samples" : "--tokens"));
+  t.samples_per_s = a.samples_per_s;
+  t.tokens_per_s = a.tokens_per_s;
+  t.samples = a.samples;
+  t.tokens = a.tokens;
+  t.within_hours = a.within_hours;
+  t.tokens_per_sample = a.tokens_per_sample;
+  return t;
+}
+
+std::vector<scenario::Scenario> plan_from_flags(const PlanArgs& a, const scenario::Library& lib) {
   scenario::PlanRequest q;
   if (!a.model) throw std::invalid_argument("--model: required (or give a plan file)");
   q.model = *a.model;
-  if (a.samples_per_s) {
-    if (a.samples || a.within_hours)
-      throw std::invalid_argument("--target-samples-per-s: give it, or --samples with --within-hours, not both");
-    if (!(*a.samples_per_s > 0)) throw std::invalid_argument(fmt::format("--target-samples-per-s {}: must be positive", *a.samples_per_s));
-    q.target.samples_per_s = a.samples_per_s;
-  } else if (a.samples && a.within_hours) {
-    if (!(*a.samples > 0) || !(*a.within_hours > 0))
-      throw std::invalid_argument("--samples and --within-hours: must be positive");
-    q.target.samples = a.samples;
-    q.target.within_hours = a.within_hours;
-  } else {
-    throw std::invalid_argument("a target is required: --target-samples-per-s N, or --samples N --within-hours H");
-  }
+  q.target = target_from_flags(a);
   if (a.hardware.empty()) throw std::invalid_argument("--hardware: give at least one candidate, e.g. --hardware dgx-a100:2.40");
-  for (const auto& h : a.hardware) q.candidates.push_back(parse_candidate(h));
-  if (!a.strategies.empty()) q.strategies = a.strategies;
+  for (const auto& h : a.hardware) q.spec.candidates.push_back(parse_candidate(h));
+  if (!a.strategies.empty()) q.spec.strategies = a.strategies;
   if (a.max_gpus) {
     if (*a.max_gpus < 1) throw std::invalid_argument(fmt::format("--max-gpus {}: must be at least 1", *a.max_gpus));
-    q.max_gpus = *a.max_gpus;
+    q.spec.max_gpus = *a.max_gpus;
   }
   if (a.batch_per_device) {
     if (*a.batch_per_device < 1)
@@ -105,84 +120,137 @@ scenario::Scenario plan_from_flags(const PlanArgs& a) {
     scenario::set_point_field(scratch, "optimizer", YAML::Node(*a.optimizer), "--optimizer: ");
     q.optimizer = scratch.optimizer;
   }
-  for (const auto& s : q.strategies) strategy_kind_from_name(s);
-  return scenario::plan_scenario(q);
+  for (const auto& s : q.spec.strategies) strategy_kind_from_name(s);
+  return scenario::plan_scenarios(q, lib);
+}
+
+// Flags that refine any plan, from a file or from flags: currency, training length,
+// tie margin, hardware overrides.
+void apply_plan_flags(std::vector<scenario::Scenario>& plan, const PlanArgs& a) {
+  if (a.tie_margin && !(*a.tie_margin >= 0 && *a.tie_margin <= 1))
+    throw std::invalid_argument(fmt::format("--tie-margin {}: must be a fraction in [0, 1] (0.02 is 2 %)", *a.tie_margin));
+  if (a.train_samples && !(*a.train_samples > 0))
+    throw std::invalid_argument(fmt::format("--train-samples {}: must be positive", *a.train_samples));
+  if (a.currency && (a.currency->empty() || a.currency->size() > 8))
+    throw std::invalid_argument(fmt::format("--currency '{}': expected a currency code such as USD or EUR", *a.currency));
+  for (auto& s : plan) {
+    if (a.currency) s.plan->currency = *a.currency;
+    if (a.train_samples) s.plan->train_samples = a.train_samples;
+    if (a.tie_margin) s.plan->tie_margin = *a.tie_margin;
+    for (const auto& o : a.overrides) {
+      const auto eq = o.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == o.size())
+        throw std::invalid_argument(fmt::format("--override {}: expected PATH=VALUE, e.g. --override 'gpu.memory=40 GiB'", o));
+      const std::string path = o.substr(0, eq);
+      scenario::set_point_value(s.base, "overrides." + path, o.substr(eq + 1), "--override " + path + ": ");
+    }
+  }
+}
+
+void print_plan(const scenario::PlanResult& plan, bool json) {
+  const auto& spec = plan.spec;
+  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  if (json) {
+    nlohmann::json verdicts = nlohmann::json::array();
+    for (const auto& v : plan.verdicts) {
+      const auto& p = plan.sweep.points[v.point];
+      verdicts.push_back({{"hardware", p.hardware}, {"strategy", p.strategy}, {"gpus", scenario::plan_point_gpus(p)},
+                          {"throughput_samples_per_s", p.report && p.status == scenario::PointStatus::ok
+                                                           ? opt(p.report->throughput_samples_per_s) : nlohmann::json(nullptr)},
+                          {"price_per_hour", opt(v.price_per_hour)}, {"hours_to_train", opt(v.hours_to_train)},
+                          {"total_cost", opt(v.cost_of_target)},
+                          {"verdict", scenario::plan_verdict_name(v.kind)}, {"reason", v.reason}});
+    }
+    std::cout << nlohmann::json{{"answer", scenario::plan_answer(plan)},
+                                {"target_samples_per_s", plan.target.required_samples_per_s()},
+                                {"currency", spec.currency.empty() ? nlohmann::json(nullptr) : nlohmann::json(spec.currency)},
+                                {"tie_margin", spec.tie_margin},
+                                {"winner", plan.winner ? nlohmann::json(*plan.winner) : nlohmann::json(nullptr)},
+                                {"verdicts", verdicts}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  const std::string cur = spec.currency.empty() ? "" : " (" + spec.currency + ")";
+  std::vector<std::vector<std::string>> rows = {
+      {"hardware", "strategy", "GPUs", "samples/s", "per hour" + cur, "to train", "total" + cur, "verdict"}};
+  auto money = [](const std::optional<double>& v) { return v ? fmt::format("{:.2f}", *v) : std::string("-"); };
+  for (const auto& v : plan.verdicts) {
+    const auto& p = plan.sweep.points[v.point];
+    const bool ok = p.status == scenario::PointStatus::ok;
+    const int gpus = scenario::plan_point_gpus(p);
+    rows.push_back({p.hardware, report::strategy_display_name(p.strategy), gpus ? std::to_string(gpus) : "-",
+                    ok ? report::format_figure(*p.report->throughput_samples_per_s) : "-", money(v.price_per_hour),
+                    v.hours_to_train ? report::format_figure(*v.hours_to_train) + " h" : "-", money(v.cost_of_target),
+                    std::string(scenario::plan_verdict_name(v.kind))});
+  }
+  std::cout << report::text_table(rows) << "\n";
+  for (const auto& v : plan.verdicts) {
+    if (v.kind == scenario::PlanVerdictKind::winner) continue;
+    const auto& p = plan.sweep.points[v.point];
+    std::cout << fmt::format("{} {} x{}: {}\n", p.hardware, report::strategy_display_name(p.strategy),
+                             scenario::plan_point_gpus(p), v.reason);
+  }
+  std::cout << "\n" << scenario::plan_answer(plan) << "\n";
 }
 
 int run_plan(const PlanArgs& a) {
   const auto lib = whatif::library();
-  scenario::Scenario s;
+  std::vector<scenario::Scenario> plan_scenarios;
   if (!a.plan_file.empty()) {
-    if (a.model || !a.hardware.empty() || a.samples_per_s || a.samples)
+    if (a.model || !a.hardware.empty() || a.samples_per_s || a.samples || a.tokens_per_s || a.tokens)
       throw std::invalid_argument("give a plan file or --model/--hardware/target flags, not both");
-    s = scenario::plan_scenario_from_file(scenario::load_scenario_file(a.plan_file));
+    plan_scenarios = scenario::plan_scenarios_from_file(scenario::load_scenario_file(a.plan_file), lib);
   } else {
-    s = plan_from_flags(a);
+    plan_scenarios = plan_from_flags(a, lib);
   }
+  apply_plan_flags(plan_scenarios, a);
   if (a.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", a.jobs));
-  scenario::validate_scenario(s, lib);
+  for (const auto& s : plan_scenarios) scenario::validate_scenario(s, lib);
   limits::require_output_file("--out", a.out);
   const ReportDirLock lock("--report", a.report_dir);
   scenario::SweepOptions o;
   o.jobs = a.jobs;
   o.progress = whatif::stderr_is_terminal() && !a.json;
-  const auto sweep = scenario::run_sweep(s, lib, scenario::predict_point, o);
-  const auto plan = scenario::judge_plan(sweep, *s.target, s.plan->candidates);
+  const auto sweep = scenario::run_plan_sweeps(plan_scenarios, lib, scenario::predict_point, o);
+  const auto& first = plan_scenarios.front();
+  const auto plan = scenario::judge_plan(sweep, *first.target, *first.plan);
   if (!a.out.empty()) scenario::write_sweep_result(sweep, a.out);
   if (!a.report_dir.empty()) {
-    auto doc = scenario::build_plan_report(plan, a.plan_file.empty() ? "dptwin plan" : "dptwin plan " + a.plan_file);
-    report::write_report(doc, a.report_dir);
+    auto doc = scenario::build_plan_report(plan, a.plan_file.empty() ? "dptwin plan" : "dptwin plan " + a.plan_file,
+                                           report::assumptions_input(sweep, &first, lib));
+    report::write_report_whole(doc, a.report_dir);
   }
-  if (a.json) {
-    nlohmann::json verdicts = nlohmann::json::array();
-    for (const auto& v : plan.verdicts) {
-      const auto& p = plan.sweep.points[v.point];
-      verdicts.push_back({{"hardware", p.hardware}, {"strategy", p.strategy}, {"gpus", p.gpus()},
-                          {"throughput_samples_per_s", p.report && p.report->throughput_samples_per_s
-                                                           ? nlohmann::json(*p.report->throughput_samples_per_s)
-                                                           : nlohmann::json(nullptr)},
-                          {"price_per_hour", v.price_per_hour ? nlohmann::json(*v.price_per_hour) : nlohmann::json(nullptr)},
-                          {"verdict", scenario::plan_verdict_name(v.kind)}, {"reason", v.reason}});
-    }
-    std::cout << nlohmann::json{{"answer", scenario::plan_answer(plan)},
-                                {"target_samples_per_s", plan.target.required_samples_per_s()},
-                                {"winner", plan.winner ? nlohmann::json(*plan.winner) : nlohmann::json(nullptr)},
-                                {"verdicts", verdicts}}
-                     .dump(2)
-              << "\n";
-  } else {
-    std::vector<std::vector<std::string>> rows = {{"hardware", "strategy", "GPUs", "samples/s", "per hour", "verdict"}};
-    for (const auto& v : plan.verdicts) {
-      const auto& p = plan.sweep.points[v.point];
-      const bool ok = p.status == scenario::PointStatus::ok;
-      rows.push_back({p.hardware, report::strategy_display_name(p.strategy), p.gpus() ? std::to_string(p.gpus()) : "-",
-                      ok ? report::format_figure(*p.report->throughput_samples_per_s) : "-",
-                      v.price_per_hour ? fmt::format("{:.2f}", *v.price_per_hour) : "-",
-                      std::string(scenario::plan_verdict_name(v.kind))});
-    }
-    std::cout << report::text_table(rows) << "\n";
-    for (const auto& v : plan.verdicts) {
-      if (v.kind == scenario::PlanVerdictKind::winner) continue;
-      const auto& p = plan.sweep.points[v.point];
-      std::cout << fmt::format("{} {} x{}: {}\n", p.hardware, report::strategy_display_name(p.strategy), p.gpus(), v.reason);
-    }
-    std::cout << "\n" << scenario::plan_answer(plan) << "\n";
-  }
+  print_plan(plan, a.json);
   return plan.winner ? kExitOk : kExitFailure;
 }
 
 RunFn setup(CLI::App& parent) {
   auto a = std::make_shared<PlanArgs>();
   CLI::App* app = parent.add_subcommand(
-      "plan", "Find the cheapest configuration (hardware x strategy x GPU count, powers of two) that meets a target "
-              "throughput, or trains a number of samples within a time, within GPU memory; say why every other "
-              "configuration lost (out of memory, communication-bound, too slow, more expensive).");
+      "plan", "Find the cheapest configuration (hardware x strategy x GPU count: 1, 2, 4, ... within a node, then "
+              "every whole number of nodes) that meets a target throughput in samples/s or tokens/s, or trains a "
+              "number of samples or tokens within a time, within GPU memory; show near-ties as alternatives and say "
+              "why every other configuration lost (out of memory, communication-bound, too slow, more expensive, "
+              "infeasible).");
   app->add_option("plan", a->plan_file, "scenario YAML with target and plan sections (instead of the flags)")
       ->check(CLI::ExistingFile);
   app->add_option("--model", a->model, "model library name, YAML path, or mlp:IN-H-...-OUT");
-  app->add_option("--target-samples-per-s", a->samples_per_s, "throughput target");
+  app->add_option("--target-samples-per-s", a->samples_per_s, "throughput target in samples/s");
+  app->add_option("--target-tokens-per-s", a->tokens_per_s, "throughput target in tokens/s (converted with the "
+                                                              "model's tokens per sample)");
   app->add_option("--samples", a->samples, "target: train this many samples ...");
+  app->add_option("--tokens", a->tokens, "target: train this many tokens ...");
   app->add_option("--within-hours", a->within_hours, "... within this many hours");
+  app->add_option("--tokens-per-sample", a->tokens_per_sample, "tokens in one sample (default: from the model, "
+                                                                "e.g. gpt2-124m's 1,024-token sequence)");
+  app->add_option("--train-samples", a->train_samples, "samples one training run needs: adds time to train and "
+                                                       "total cost (e.g. 1.28e8: 100 epochs of ImageNet-1k)");
+  app->add_option("--currency", a->currency, "currency of the prices, printed with them (e.g. USD)");
+  app->add_option("--tie-margin", a->tie_margin, "configurations costing at most this fraction more than the "
+                                                 "cheapest are shown as alternatives (default 0.02)");
+  app->add_option("--override", a->overrides, "hardware field PATH=VALUE for every candidate, e.g. --override "
+                                               "'gpu.memory=40 GiB'");
   app->add_option("--hardware", a->hardware, "candidate NAME or NAME:PRICE_PER_GPU_HOUR (repeat for each)");
   app->add_option("--strategies", a->strategies, "strategies to consider (default: dp ddp)")->delimiter(',');
   app->add_option("--max-gpus", a->max_gpus, "largest GPU count to consider (default 64)");
@@ -201,7 +269,8 @@ RunFn setup(CLI::App& parent) {
               "--hardware l40s-4x-pcie4:1.10\n"
               "  dptwin plan --model gpt2-124m --samples 1e9 --within-hours 24 --hardware dgx-h100-cluster:4.50 "
               "--strategies ddp --max-gpus 256\n"
-              "  dptwin plan scenarios/whatif/plan-resnet50.yaml --report plan/\n\n" +
+              "  dptwin plan scenarios/whatif/plan-resnet50.yaml --report plan/\n"
+              "  dptwin plan --model gpt2-124m --target-tokens-per-s 2e6 --hardware dgx-h100-cluster:4.50 --currency USD\n\n" +
               exit_codes_help() + " Exit 1 here: no configuration meets the target.");
   return [a] { return run_plan(*a); };
 }

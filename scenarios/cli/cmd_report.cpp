@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -27,17 +28,26 @@ struct ReportArgs {
 
 bool is_results_file(const std::string& path) { return std::filesystem::path(path).extension() == ".json"; }
 
+// Whether a flag changed what the scenario sweeps: then its question no longer fits.
+bool flags_change_question(const whatif::PointFlags& f) {
+  return f.hardware || f.model || f.strategy || f.devices || f.nodes || f.gpus || f.batch || f.batch_per_device ||
+         f.dtype || f.optimizer || f.bucket_cap_mb || !f.overrides.empty();
+}
+
 int run_report(const ReportArgs& a) {
   const auto lib = whatif::library();
   ReportDirLock lock;  // taken once the input is known good
+  std::optional<report::ReportStaging> staging;
   scenario::SweepResult r;
   std::string scenario_text;
+  std::optional<scenario::Scenario> scenario_used;
   if (!a.input.empty() && is_results_file(a.input)) {
     r = scenario::read_sweep_result(a.input);
     if (r.shard_count != 1)
       throw std::invalid_argument(fmt::format("{}: shard {}/{} holds only part of the sweep; dptwin merge the shards "
                                               "first", a.input, r.shard_index, r.shard_count));
     lock = ReportDirLock("-o", a.out_dir);
+    staging.emplace(a.out_dir);
   } else {
     if (a.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", a.jobs));
     scenario::Scenario s = a.input.empty()
@@ -47,29 +57,39 @@ int run_report(const ReportArgs& a) {
     whatif::apply_point_flags(s, a.flags);
     scenario::validate_scenario(s, lib);
     lock = ReportDirLock("-o", a.out_dir);
+    staging.emplace(a.out_dir);
     scenario::SweepOptions o;
     o.jobs = a.jobs;
     o.progress = whatif::stderr_is_terminal() && !a.json;
-    o.trace_dir = (std::filesystem::path(a.out_dir) / "traces").string();
+    // Traces go into the staging directory, which replaces the report directory whole.
+    o.trace_dir = (std::filesystem::path(staging->path()) / "traces").string();
     r = scenario::run_sweep(s, lib, scenario::predict_point, o);
+    report::move_trace_paths(r, staging->path(), staging->dir());
     scenario_text = s.text;
+    // Flags that change the sweep make the file's question wrong (a PCIe server and a
+    // DGX A100 above H100 results): ask what was run instead.
+    if (flags_change_question(a.flags)) r.question = report::question_for_points(r);
+    scenario_used = s;
   }
   const std::string command = a.input.empty() ? "dptwin report" : "dptwin report " + a.input;
-  const auto doc = report::build_sweep_report(r, {a.out_dir, command, scenario_text});
-  const auto written = report::write_report(doc, a.out_dir);
+  report::SweepReportOptions options{staging->dir(), command, scenario_text, std::nullopt};
+  options.assumptions = report::assumptions_input(r, scenario_used ? &*scenario_used : nullptr, lib);
+  const auto doc = report::build_sweep_report(r, options);
+  const auto written = report::write_report(doc, staging->path());
+  staging->commit();
   const bool met = report::sweep_meets_target(r);
   if (a.json) {
     nlohmann::json files = nlohmann::json::array();
-    for (const auto& f : written.files) files.push_back((std::filesystem::path(a.out_dir) / f).string());
+    for (const auto& f : written.files) files.push_back((std::filesystem::path(staging->dir()) / f).string());
     std::cout << nlohmann::json{{"question", doc.question}, {"answer", doc.answer}, {"meets_target", met},
-                                {"report_html", (std::filesystem::path(a.out_dir) / "report.html").string()},
+                                {"report_html", (std::filesystem::path(staging->dir()) / "report.html").string()},
                                 {"files", files}}
                      .dump(2)
               << "\n";
   } else {
     if (!doc.question.empty()) std::cout << doc.question << "\n";
     std::cout << doc.answer << "\n"
-              << "report: " << (std::filesystem::path(a.out_dir) / "report.html").string() << " (and report.md, "
+              << "report: " << (std::filesystem::path(staging->dir()) / "report.html").string() << " (and report.md, "
               << "points.csv)\n";
   }
   for (const auto& p : r.points)

@@ -1,5 +1,7 @@
 // dptwin sweep: every point of a scenario's sweep axes, predicted in parallel processes.
+#include <filesystem>
 #include <iostream>
+#include <optional>
 #include <memory>
 
 #include <fmt/format.h>
@@ -47,12 +49,19 @@ int run_sweep_command(const SweepArgs& a) {
   o.shard_index = shard_index;
   o.shard_count = shard_count;
   o.progress = whatif::stderr_is_terminal() && !a.json;
-  o.trace_dir = !a.trace_dir.empty() ? a.trace_dir : (!a.report_dir.empty() ? a.report_dir + "/traces" : "");
-  const scenario::SweepResult r = scenario::run_sweep(s, lib, scenario::predict_point, o);
+  // A report directory is replaced whole: its traces go into the staging directory.
+  std::optional<report::ReportStaging> staging;
+  if (!a.report_dir.empty()) staging.emplace(a.report_dir);
+  o.trace_dir = !a.trace_dir.empty() ? a.trace_dir
+                                     : (staging ? (std::filesystem::path(staging->path()) / "traces").string() : "");
+  scenario::SweepResult r = scenario::run_sweep(s, lib, scenario::predict_point, o);
+  if (staging) report::move_trace_paths(r, staging->path(), staging->dir());
   if (!a.out.empty()) scenario::write_sweep_result(r, a.out);
-  if (!a.report_dir.empty()) {
-    report::write_report(report::build_sweep_report(r, {a.report_dir, "dptwin sweep " + a.scenario_file, s.text}),
-                         a.report_dir);
+  if (staging) {
+    report::SweepReportOptions options{staging->dir(), "dptwin sweep " + a.scenario_file, s.text, std::nullopt};
+    options.assumptions = report::assumptions_input(r, &s, lib);
+    report::write_report(report::build_sweep_report(r, options), staging->path());
+    staging->commit();
   }
   if (a.json) {
     std::cout << scenario::sweep_result_to_json(r).dump(1) << "\n";
@@ -60,7 +69,7 @@ int run_sweep_command(const SweepArgs& a) {
     std::cout << report::sweep_table_text(r);
     if (whole) std::cout << "\n" << report::sweep_answer(r) << "\n";
     if (!a.out.empty()) std::cout << "results: " << a.out << "\n";
-    if (!a.report_dir.empty()) std::cout << "report: " << a.report_dir << "/report.html\n";
+    if (staging) std::cout << "report: " << (std::filesystem::path(staging->dir()) / "report.html").string() << "\n";
   }
   for (const auto& p : r.points)
     if (p.status == scenario::PointStatus::failed) return kExitRuntimeError;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -63,18 +64,91 @@ std::string colour_of(const Chart& c, size_t s) {
   return kPalette[i % kPaletteSize];
 }
 
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '&') out += "&amp;";
+    else if (ch == '<') out += "&lt;";
+    else if (ch == '>') out += "&gt;";
+    else if (ch == '"') out += "&quot;";
+    else out += ch;
+  }
+  return out;
+}
+
+double max_value(const Chart& c) {
+  double m = 0;
+  for (const auto& s : c.series) {
+    for (auto [x, y] : s.points)
+      if (std::isfinite(y)) m = std::max(m, y);
+    if (c.kind == ChartKind::stacked_bars) continue;
+    for (double v : s.values)
+      if (std::isfinite(v)) m = std::max(m, v);
+  }
+  if (c.kind == ChartKind::stacked_bars)
+    for (size_t i = 0; i < c.categories.size(); ++i) {
+      double sum = 0;
+      for (const auto& s : c.series)
+        if (i < s.values.size() && std::isfinite(s.values[i])) sum += s.values[i];
+      m = std::max(m, sum);
+    }
+  return m;
+}
+
+// From zero; up to the reference lines too, so a capacity far above the data is drawn
+// (3 GiB of 80 GiB must look like 3 of 80).
+void write_y_range_and_lines(std::ostringstream& g, const Chart& c) {
+  double top = 0;
+  for (const auto& l : c.y_lines) top = std::max(top, l.y);
+  if (top > 0) g << "set yrange [0:" << number(std::max(top, max_value(c)) * 1.08) << "]\n";
+  else g << "set yrange [0:*]\n";
+  for (size_t i = 0; i < c.y_lines.size(); ++i) {
+    const auto& l = c.y_lines[i];
+    g << "set arrow " << (i + 1) << " from graph 0, first " << number(l.y) << " to graph 1, first " << number(l.y)
+      << " nohead dt 2 lw 1.5 lc rgb \"#000000\" front\n";
+    g << "set label " << (i + 1) << " " << quoted(l.label) << " at graph 1.01, first " << number(l.y)
+      << " left font \"sans,10\"\n";
+  }
+}
+
 }  // namespace
 
 std::string gnuplot_script(const Chart& c, const std::string& data_path, const std::string& svg_path) {
   std::ostringstream g;
-  g << "set terminal svg size 760,420 dynamic noenhanced font \"sans,12\" background rgb \"white\"\n";
+  // Many or long category labels stand vertical below the bars (slanted ones ran past the
+  // right edge and were clipped); the chart grows by their length.
+  size_t label_chars = 0, longest = 0;
+  for (const auto& cat : c.categories) {
+    label_chars += cat.size() + 2;
+    longest = std::max(longest, cat.size());
+  }
+  const bool rotate = c.kind != ChartKind::lines && (c.categories.size() > 6 || label_chars > 70);
+  constexpr int kPixelsPerChar = 7;  // sans 12 in gnuplot's SVG
+  const size_t height = 420 + (rotate ? kPixelsPerChar * longest : 0);
+  g << "set terminal svg size 760," << height << " dynamic noenhanced font \"sans,12\" background rgb \"white\"\n";
   g << "set output " << quoted(svg_path) << "\n";
   g << "set title " << quoted(c.title) << "\n";
   g << "set xlabel " << quoted(c.x_label) << "\nset ylabel " << quoted(c.y_label) << "\n";
   g << "set grid ytics lc rgb \"#dddddd\"\nset border 3\nset tics nomirror\n";
-  g << "set key below maxrows 4 width 2\nset xlabel offset 0,0.5\nset yrange [0:*]\n";
+  g << "set key below maxrows 4 width 2\nset xlabel offset 0,0.5\n";
+  // Room at the right for reference-line labels.
+  if (!c.y_lines.empty()) g << "set rmargin 16\n";
+  write_y_range_and_lines(g, c);
   if (c.kind == ChartKind::lines) {
     if (c.log2_x) g << "set logscale x 2\n";
+    if (c.log10_x) g << "set logscale x 10\n";
+    if (!c.x_tics.empty()) {
+      g << "set xtics (";
+      for (size_t i = 0; i < c.x_tics.size(); ++i) g << (i ? ", " : "") << number(c.x_tics[i]);
+      g << ")\n";
+      // A little room either side so the first and last points are not on the border.
+      const auto [lo, hi] = std::minmax_element(c.x_tics.begin(), c.x_tics.end());
+      if (*lo < *hi) {
+        const bool log = c.log2_x || c.log10_x;
+        const double pad = log ? 1.15 : 0.05 * (*hi - *lo);
+        g << "set xrange [" << number(log ? *lo / pad : *lo - pad) << ":" << number(log ? *hi * pad : *hi + pad) << "]\n";
+      }
+    }
     g << "plot ";
     for (size_t s = 0; s < c.series.size(); ++s) {
       const auto& series = c.series[s];
@@ -89,7 +163,8 @@ std::string gnuplot_script(const Chart& c, const std::string& data_path, const s
   g << (c.kind == ChartKind::stacked_bars ? "set style histogram rowstacked\n"
                                            : "set style histogram clustered gap 1\n");
   g << "set style fill solid 0.85 border -1\nset boxwidth 0.75\n";
-  if (c.categories.size() > 6) g << "set xtics rotate by -35\n";
+  // Vertical labels need their length (a line is about two characters wide) plus the key below.
+  if (rotate) g << "set xtics rotate by 90 right\nset bmargin " << (longest + 1) / 2 + 5 << "\n";
   g << "plot ";
   for (size_t s = 0; s < c.series.size(); ++s) {
     g << (s ? ", \\\n     " : "") << quoted(data_path) << " using " << (s + 2) << (s == 0 ? ":xtic(1)" : "")
@@ -136,7 +211,25 @@ std::string render_chart_svg(const Chart& chart) {
     throw std::runtime_error(fmt::format("gnuplot failed drawing chart '{}': {}", chart.id, errors.str()));
   std::stringstream out;
   out << std::ifstream(svg).rdbuf();
-  return out.str();
+  return name_svg_tooltips(chart, out.str());
+}
+
+std::string name_svg_tooltips(const Chart& chart, std::string svg) {
+  // gnuplot titles the document "Gnuplot" and each plot "gnuplot_plot_N" (1-based, in
+  // plot order); browsers show these as tooltips. Name them after the chart and series.
+  auto replace = [&svg](const std::string& from, const std::string& to) {
+    const auto at = svg.find(from);
+    if (at != std::string::npos) svg.replace(at, from.size(), to);
+  };
+  replace("<title>Gnuplot</title>", "<title>" + xml_escape(chart.title) + "</title>");
+  for (size_t s = 0; s < chart.series.size(); ++s)
+    replace(fmt::format("<title>gnuplot_plot_{}</title>", s + 1), "<title>" + xml_escape(chart.series[s].name) + "</title>");
+  // Ids unique in a page holding several charts: "gnuplot_plot_3" -> "chart-memory-plot_3".
+  for (const std::string from : {"id=\"gnuplot_", "url(#gnuplot_", "href=\"#gnuplot_"}) {
+    const std::string to = from.substr(0, from.size() - 8) + "chart-" + chart.id + "-";
+    for (auto at = svg.find(from); at != std::string::npos; at = svg.find(from, at + to.size())) svg.replace(at, from.size(), to);
+  }
+  return svg;
 }
 
 std::string svg_for_inline_html(const std::string& svg) {

@@ -22,6 +22,12 @@ enum class ChartKind {
   clustered_bars, // one cluster per category, a bar per series (per-GPU memory)
 };
 
+// A horizontal reference line across the plot (a GPU's memory capacity, a target).
+struct ReferenceLine {
+  double y = 0;
+  std::string label;  // drawn at the line's right end
+};
+
 struct Chart {
   std::string id;     // file stem and HTML id: "throughput"
   std::string title;
@@ -31,6 +37,9 @@ struct Chart {
   std::vector<std::string> categories; // bar charts: the x labels
   std::vector<ChartSeries> series;
   std::string caption;                 // one sentence under the chart
+  std::vector<double> x_tics;          // line charts: tics at exactly these x values (the swept values)
+  bool log10_x = false;                // line charts: a swept field spanning decades (bucket size 1-100 MiB)
+  std::vector<ReferenceLine> y_lines;  // the y range always reaches them
 };
 
 // The gnuplot script that draws `chart` as SVG into `svg_path` (exposed for tests).
@@ -38,6 +47,9 @@ std::string gnuplot_script(const Chart& chart, const std::string& data_path, con
 // Runs gnuplot and returns the SVG document. Throws std::runtime_error when
 // gnuplot is missing or fails (its stderr in the message).
 std::string render_chart_svg(const Chart& chart);
+// gnuplot's generic tooltips ("Gnuplot", "gnuplot_plot_3") replaced by the chart's
+// title and each series' name (exposed for tests).
+std::string name_svg_tooltips(const Chart& chart, std::string svg);
 // The SVG without its XML declaration and DOCTYPE, for inline use in HTML.
 std::string svg_for_inline_html(const std::string& svg);
 

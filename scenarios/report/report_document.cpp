@@ -1,5 +1,11 @@
 #include "scenarios/report/report_document.hpp"
 
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
@@ -55,8 +61,8 @@ constexpr const char* kStyle = R"(body{font-family:system-ui,-apple-system,"Sego
 h1{font-size:1.6em;margin-bottom:.3em}h2{font-size:1.25em;margin-top:1.8em;border-bottom:1px solid #ddd;padding-bottom:.2em}
 .question{font-size:1.05em;color:#444}.answer{font-size:1.15em;background:#eef6fb;border-left:4px solid #0072B2;padding:.6em .9em}
 figure{margin:1.2em 0}figure svg{width:100%;height:auto;max-width:760px}figcaption{color:#555;font-size:.92em}
-table{border-collapse:collapse;margin:1em 0;font-size:.92em}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left}
-th{background:#f4f4f4}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}caption{text-align:left;color:#555;padding:.3em 0}
+table{border-collapse:collapse;margin:1em 0;font-size:.92em;display:block;overflow-x:auto;max-width:100%}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;white-space:nowrap}td:last-child{white-space:normal;min-width:16em}
+th{background:#f4f4f4}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}caption{text-align:left;color:#555;padding:.3em 0}
 footer{margin-top:2.5em;color:#666;font-size:.85em}code{background:#f4f4f4;padding:0 .2em})";
 
 }  // namespace
@@ -146,6 +152,77 @@ WrittenReport write_report(const ReportDocument& doc, const std::string& dir) {
   // The HTML last: its presence means the report is complete.
   write("report.html", render_html(doc, svgs));
   return out;
+}
+
+}  // namespace dpt::report
+
+namespace dpt::report {
+
+namespace {
+// DIR without a trailing slash ("out/" -> "out"), so the staging directory is its sibling.
+std::string without_trailing_slash(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  return d;
+}
+}  // namespace
+
+ReportStaging::ReportStaging(const std::string& dir) : dir_(without_trailing_slash(dir)) {
+  namespace fs = std::filesystem;
+  const std::string name = fs::path(dir_).filename().string();
+  if (name == "." || name == ".." || dir_ == "/") {
+    // The working directory (or a parent) cannot be swapped: written in place.
+    staging_ = dir_;
+    committed_ = true;
+    return;
+  }
+  staging_ = fmt::format("{}.partial-{}", dir_, ::getpid());
+  std::error_code ec;
+  fs::remove_all(staging_, ec);  // a previous run of this pid that died
+  fs::create_directories(staging_, ec);
+  if (ec) throw std::runtime_error(fmt::format("cannot create report directory {}: {}", staging_, ec.message()));
+}
+
+ReportStaging::~ReportStaging() {
+  if (committed_) return;
+  std::error_code ec;
+  std::filesystem::remove_all(staging_, ec);
+}
+
+void ReportStaging::commit() {
+  namespace fs = std::filesystem;
+  if (staging_ == dir_) return;  // written in place
+  if (committed_) throw std::logic_error("ReportStaging::commit called twice");
+  std::error_code ec;
+  if (::renameat2(AT_FDCWD, staging_.c_str(), AT_FDCWD, dir_.c_str(), RENAME_EXCHANGE) == 0) {
+    committed_ = true;
+    fs::remove_all(staging_, ec);  // now the previous report
+    return;
+  }
+  const int err = errno;
+  if (err == ENOENT) {  // no previous report
+    if (::rename(staging_.c_str(), dir_.c_str()) != 0)
+      throw std::runtime_error(fmt::format("cannot move the report into {}: {}", dir_, std::strerror(errno)));
+    committed_ = true;
+    return;
+  }
+  if (err != EINVAL && err != ENOSYS)
+    throw std::runtime_error(fmt::format("cannot move the report into {}: {}", dir_, std::strerror(err)));
+  // A file system without RENAME_EXCHANGE: move the old report aside, then the new one in.
+  const std::string old = fmt::format("{}.old-{}", dir_, ::getpid());
+  fs::remove_all(old, ec);
+  if (::rename(dir_.c_str(), old.c_str()) != 0 || ::rename(staging_.c_str(), dir_.c_str()) != 0)
+    throw std::runtime_error(fmt::format("cannot move the report into {}: {}", dir_, std::strerror(errno)));
+  committed_ = true;
+  fs::remove_all(old, ec);
+}
+
+WrittenReport write_report_whole(const ReportDocument& doc, const std::string& dir) {
+  ReportStaging staging(dir);
+  WrittenReport w = write_report(doc, staging.path());
+  staging.commit();
+  w.dir = dir;
+  return w;
 }
 
 }  // namespace dpt::report

@@ -51,8 +51,31 @@ struct WrittenReport {
   std::vector<std::string> files;
 };
 
+// A report directory written whole. Files go into a staging directory beside DIR
+// (DIR.partial-PID); commit() puts it in DIR's place with one renameat2
+// RENAME_EXCHANGE (a plain rename when DIR is missing) and removes the previous
+// report. A reader sees the old report or the new one, never a mix, and nothing of
+// the old one (stale traces) survives. Without commit the staging directory is removed.
+// "." and ".." cannot be swapped: they are written in place.
+class ReportStaging {
+ public:
+  explicit ReportStaging(const std::string& dir);
+  ReportStaging(const ReportStaging&) = delete;
+  ReportStaging& operator=(const ReportStaging&) = delete;
+  ~ReportStaging();
+  const std::string& path() const { return staging_; }  // where to write
+  const std::string& dir() const { return dir_; }       // where it goes
+  void commit();
+
+ private:
+  std::string dir_, staging_;
+  bool committed_ = false;
+};
+
 // Renders the charts with gnuplot and writes DIR/report.md, DIR/report.html,
 // DIR/charts/<id>.svg, DIR/points.csv and doc.files, each atomically. Creates DIR.
 WrittenReport write_report(const ReportDocument& doc, const std::string& dir);
+// write_report through a ReportStaging: DIR holds exactly this report afterwards.
+WrittenReport write_report_whole(const ReportDocument& doc, const std::string& dir);
 
 }  // namespace dpt::report

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/precision.hpp"
+#include "scenarios/report/report_assumptions.hpp"
+#include "scenarios/report/report_axes.hpp"
 #include "scenarios/report/report_format.hpp"
 
 namespace dpt::report {
@@ -19,44 +21,57 @@ using scenario::PointResult;
 using scenario::PointStatus;
 using scenario::SweepResult;
 
-bool is_count_axis(const std::string& a) { return a == "devices" || a == "nodes" || a == "gpus"; }
-
 bool ok(const PointResult& p) {
   return p.status == PointStatus::ok && p.report && p.report->step_time_s && p.report->throughput_samples_per_s;
 }
 double throughput(const PointResult& p) { return *p.report->throughput_samples_per_s; }
 
-// The series a point belongs to: every swept value except the GPU count.
-std::string series_label(const PointResult& p) {
-  std::vector<std::string> parts;
-  for (const auto& [axis, value] : p.axes) {
-    if (is_count_axis(axis)) continue;
-    parts.push_back(axis == "strategy" ? strategy_display_name(value) : value);
+// The charts' x-axis: the GPU count, a numeric swept field, or none (one bar per
+// configuration) when neither varies.
+struct XAxis {
+  std::optional<SweptField> field;  // empty: the GPU count
+  bool categories = false;          // neither varies: bars
+  double x(const PointResult& p) const {
+    return field ? leading_number(axis_value(p, field->axis)).value_or(0) : static_cast<double>(p.gpus());
   }
-  if (parts.empty()) return p.hardware + " " + strategy_display_name(p.strategy);
-  std::string out;
-  for (const auto& s : parts) out += fmt::format("{}{}", out.empty() ? "" : " ", s);
-  return out;
+  std::string label() const { return field ? field->label : "GPUs"; }
+  std::string axis() const { return field ? field->axis : ""; }
+};
+
+XAxis choose_x_axis(const SweepResult& r) {
+  XAxis a;
+  a.field = x_axis_field(r);
+  a.categories = !a.field && !gpu_count_varies(r);
+  return a;
 }
 
 struct Series {
   std::string label;
-  std::vector<const PointResult*> points;  // ok points, by GPU count
+  std::vector<const PointResult*> points;  // ok points, by x
 };
 
-std::vector<Series> group_series(const SweepResult& r) {
+std::vector<Series> group_series(const SweepResult& r, const XAxis& x) {
   std::vector<Series> out;
   for (const auto& p : r.points) {
     if (!ok(p)) continue;
-    const std::string label = series_label(p);
+    const std::string label = series_label(p, x.axis());
     auto it = std::find_if(out.begin(), out.end(), [&](const Series& s) { return s.label == label; });
     if (it == out.end()) it = out.insert(out.end(), Series{label, {}});
     it->points.push_back(&p);
   }
   for (auto& s : out)
     std::stable_sort(s.points.begin(), s.points.end(),
-                     [](const PointResult* a, const PointResult* b) { return a->gpus() < b->gpus(); });
+                     [&](const PointResult* a, const PointResult* b) { return x.x(*a) < x.x(*b); });
   return out;
+}
+
+// A point as a bar's label: its series and its x value.
+// With a single series its name is left out (the chart's legend or title says it).
+std::string point_label(const Series& s, const PointResult& p, const XAxis& x, bool single_series = false) {
+  if (x.categories) return s.label;
+  const std::string value = x.field ? field_value_text(x.field->axis, axis_value(p, x.field->axis))
+                                    : fmt::format("{} GPU{}", p.gpus(), p.gpus() == 1 ? "" : "s");
+  return single_series ? value : fmt::format("{}, {}", s.label, value);
 }
 
 std::optional<double> ideal_throughput(const PointResult& p) {
@@ -65,14 +80,14 @@ std::optional<double> ideal_throughput(const PointResult& p) {
   return static_cast<double>(p.gpus()) * static_cast<double>(p.batch_per_device) / *rep.single_device_step_time_s;
 }
 
-std::string config_phrase(const PointResult& p) {
-  return fmt::format("{}x {} with {}", p.gpus(), p.gpu_name.empty() ? p.hardware : p.gpu_name,
-                     strategy_display_name(p.strategy));
-}
-
 std::string point_status_text(const PointResult& p) {
   if (p.status == PointStatus::ok) return "ok";
-  return fmt::format("{}: {}", scenario::point_status_name(p.status), p.reason);
+  // An out-of-memory reason already says so ("out of memory on sim:gpu0: ..."): not twice.
+  const std::string name = scenario::point_status_name(p.status);
+  std::string spoken = name;
+  std::replace(spoken.begin(), spoken.end(), '_', ' ');
+  if (p.reason.rfind(spoken, 0) == 0) return p.reason;
+  return fmt::format("{}: {}", name, p.reason);
 }
 
 Bytes gpu0_peak(const PointResult& p) {
@@ -86,7 +101,43 @@ Bytes max_other_peak(const PointResult& p) {
   return m;
 }
 
-Chart throughput_chart(const std::vector<Series>& series, bool log2_x) {
+// One bar per configuration when neither the GPU count nor a numeric field varies.
+Chart throughput_bars(const std::vector<Series>& series) {
+  Chart c{"throughput", "Throughput by configuration", "", "samples/s", ChartKind::clustered_bars, false, {}, {}, ""};
+  ChartSeries bars{"samples/s", {}, {}, false, 0};
+  for (const auto& s : series)
+    for (const auto* p : s.points) {
+      c.categories.push_back(s.label);
+      bars.values.push_back(throughput(*p));
+    }
+  c.series = {bars};
+  c.caption = "Predicted samples per second of each configuration.";
+  return c;
+}
+
+// Throughput against a swept field (bucket size, PCIe generation), a line per series.
+Chart throughput_against_field(const std::vector<Series>& series, const XAxis& x) {
+  Chart c{"throughput", "Throughput against " + swept_field_label(x.field->axis, {}), x.label(), "samples/s",
+          ChartKind::lines, false, {}, {}, ""};
+  std::set<double> tics;
+  for (size_t i = 0; i < series.size(); ++i) {
+    ChartSeries cs{series[i].label, {}, {}, false, static_cast<int>(i)};
+    for (const auto* p : series[i].points) {
+      cs.points.emplace_back(x.x(*p), throughput(*p));
+      tics.insert(x.x(*p));
+    }
+    c.series.push_back(cs);
+  }
+  c.x_tics.assign(tics.begin(), tics.end());
+  // Values spanning more than a decade (bucket sizes 1-100 MiB) read best on a log axis.
+  c.log10_x = !tics.empty() && *tics.begin() > 0 && *tics.rbegin() / *tics.begin() >= 10;
+  c.caption = fmt::format("Predicted samples per second at each value of the swept field ({}).", x.label());
+  return c;
+}
+
+Chart throughput_chart(const std::vector<Series>& series, bool log2_x, const XAxis& x) {
+  if (x.categories) return throughput_bars(series);
+  if (x.field) return throughput_against_field(series, x);
   Chart c{"throughput", "Throughput against GPU count", "GPUs", "samples/s", ChartKind::lines, log2_x, {}, {}, ""};
   std::vector<std::vector<std::pair<double, double>>> ideals;
   for (size_t i = 0; i < series.size(); ++i) {
@@ -97,6 +148,7 @@ Chart throughput_chart(const std::vector<Series>& series, bool log2_x) {
       if (auto v = ideal_throughput(*p)) ideal.emplace_back(p->gpus(), *v);
     }
     c.series.push_back(s);
+    for (auto [gx, gy] : s.points) c.x_tics.push_back(gx);
     // One dashed ideal line per distinct ideal (DataParallel and DDP on the same
     // hardware with the same per-device batch share theirs).
     const bool seen = std::any_of(ideals.begin(), ideals.end(), [&](const auto& other) {
@@ -111,6 +163,8 @@ Chart throughput_chart(const std::vector<Series>& series, bool log2_x) {
       c.series.push_back({"ideal, " + series[i].points.front()->hardware, ideal, {}, true, static_cast<int>(i)});
     }
   }
+  std::sort(c.x_tics.begin(), c.x_tics.end());
+  c.x_tics.erase(std::unique(c.x_tics.begin(), c.x_tics.end()), c.x_tics.end());
   c.caption = "Predicted samples per second; dashed: the single-GPU throughput times the GPU count (linear scaling).";
   return c;
 }
@@ -120,14 +174,19 @@ Chart efficiency_chart(const std::vector<Series>& series, bool log2_x) {
   for (size_t i = 0; i < series.size(); ++i) {
     ChartSeries s{series[i].label, {}, {}, false, static_cast<int>(i)};
     for (const auto* p : series[i].points)
-      if (p->report->scaling_efficiency) s.points.emplace_back(p->gpus(), 100.0 * *p->report->scaling_efficiency);
+      if (p->report->scaling_efficiency) {
+        s.points.emplace_back(p->gpus(), 100.0 * *p->report->scaling_efficiency);
+        c.x_tics.push_back(p->gpus());
+      }
     if (!s.points.empty()) c.series.push_back(s);
   }
+  std::sort(c.x_tics.begin(), c.x_tics.end());
+  c.x_tics.erase(std::unique(c.x_tics.begin(), c.x_tics.end()), c.x_tics.end());
   c.caption = "Throughput divided by GPU count times single-GPU throughput at the same per-GPU batch.";
   return c;
 }
 
-Chart breakdown_chart(const std::vector<Series>& series) {
+Chart breakdown_chart(const std::vector<Series>& series, const XAxis& x) {
   Chart c{"breakdown", "Where the step time goes", "", "ms per step", ChartKind::stacked_bars, false, {}, {}, ""};
   std::vector<const PointResult*> shown;
   size_t total = 0;
@@ -139,7 +198,10 @@ Chart breakdown_chart(const std::vector<Series>& series) {
   ChartSeries compute{"compute", {}, {}, false, 0}, comm{"exposed communication", {}, {}, false, 1},
       dispatch{"dispatch", {}, {}, false, 2}, optim{"optimizer", {}, {}, false, 4};
   for (const auto* p : shown) {
-    c.categories.push_back(fmt::format("{} {}", series_label(*p), p->gpus()));
+    const auto& owner = *std::find_if(series.begin(), series.end(), [&](const Series& s) {
+      return std::find(s.points.begin(), s.points.end(), p) != s.points.end();
+    });
+    c.categories.push_back(point_label(owner, *p, x, series.size() == 1));
     const auto& b = p->report->breakdown_s;
     compute.values.push_back(b.compute * 1e3);
     comm.values.push_back(b.exposed_communication * 1e3);
@@ -147,8 +209,8 @@ Chart breakdown_chart(const std::vector<Series>& series) {
     optim.values.push_back(b.optimizer * 1e3);
   }
   c.series = {compute, comm, dispatch, optim};
-  c.caption = total <= 24 ? "Each bar is one point (series and GPU count)."
-                          : "Each series at its largest GPU count (the CSV has every point).";
+  c.caption = total <= 24 ? fmt::format("Each bar is one point (series and {}).", x.categories ? "configuration" : x.label())
+                          : "Each series at its largest x value (the CSV has every point).";
   return c;
 }
 
@@ -170,8 +232,16 @@ std::optional<Chart> memory_chart(const std::vector<Series>& series) {
   }
   if (c.series.empty()) return std::nullopt;
   for (size_t i = 0; i < gpus; ++i) c.categories.push_back(fmt::format("GPU {}", i));
-  c.caption = "Highest live memory of each GPU during the step. DataParallel's GPU 0 also holds the gathered outputs, "
-              "the loss, the reduced gradients and the optimizer state.";
+  // Each distinct GPU capacity as a line: 3 GiB of 80 GiB must not look full.
+  std::set<Bytes> capacities;
+  for (const auto& s : series)
+    for (const auto* p : s.points)
+      if (!p->report->devices_detail.empty() && p->report->devices_detail[0].capacity_bytes)
+        capacities.insert(*p->report->devices_detail[0].capacity_bytes);
+  for (Bytes cap : capacities)
+    c.y_lines.push_back({static_cast<double>(cap) / static_cast<double>(kGiB), "capacity " + format_gib(cap)});
+  c.caption = "Highest live memory of each GPU during the step; dashed: the GPU's memory capacity. DataParallel's GPU 0 "
+              "also holds the gathered outputs, the loss, the reduced gradients and the optimizer state.";
   return c;
 }
 
@@ -189,68 +259,20 @@ bool sweep_meets_target(const SweepResult& r) {
   return std::any_of(r.points.begin(), r.points.end(), [&](const PointResult& p) { return ok(p) && throughput(p) >= need; });
 }
 
-std::string sweep_answer(const SweepResult& r) {
-  const PointResult* best = nullptr;
-  for (const auto& p : r.points)
-    if (ok(p) && (!best || throughput(p) > throughput(*best))) best = &p;
-  if (!best) {
-    std::map<std::string, int> reasons;
-    for (const auto& p : r.points) reasons[scenario::point_status_name(p.status)]++;
-    std::string why;
-    for (const auto& [k, n] : reasons) why += fmt::format("{}{} {}", why.empty() ? "" : ", ", n, k);
-    return fmt::format("No configuration could be predicted ({}); see the table of points.", why);
-  }
-  std::string s = fmt::format("{} reach{} {} samples/s", config_phrase(*best), best->gpus() == 1 ? "es" : "",
-                              format_figure(throughput(*best)));
-  if (best->report->scaling_efficiency && best->gpus() > 1)
-    s += fmt::format(" at {} scaling efficiency", format_percent(*best->report->scaling_efficiency));
-  if (const auto& p = best->report->precision) {  // the number depends on it: say which
-    try {
-      s += fmt::format(" in {}", precision_description(precision_from_name(*p)));
-    } catch (const std::invalid_argument&) {
-      s += fmt::format(" in precision {}", *p);
-    }
-  }
-  if (r.target) {
-    const double need = r.target->required_samples_per_s();
-    const PointResult* smallest = nullptr;
-    for (const auto& p : r.points)
-      if (ok(p) && throughput(p) >= need &&
-          (!smallest || p.gpus() < smallest->gpus() ||
-           (p.gpus() == smallest->gpus() && throughput(p) > throughput(*smallest))))
-        smallest = &p;
-    if (smallest)
-      s += fmt::format("; {} meet{} the target of {}", config_phrase(*smallest), smallest->gpus() == 1 ? "s" : "",
-                       r.target->describe());
-    else
-      s += fmt::format("; no configuration meets the target of {}", r.target->describe());
-  }
-  // DataParallel against DDP at the largest GPU count where both ran on the same hardware.
-  const PointResult *dp = nullptr, *ddp = nullptr;
-  for (const auto& a : r.points) {
-    if (!ok(a) || a.strategy != "dp" || a.gpus() < 2) continue;
-    for (const auto& b : r.points) {
-      if (!ok(b) || b.strategy != "ddp" || b.hardware != a.hardware || b.gpus() != a.gpus() || b.model != a.model ||
-          b.batch_per_device != a.batch_per_device)
-        continue;
-      if (!dp || a.gpus() > dp->gpus() || (a.gpus() == dp->gpus() && a.hardware == best->hardware)) {
-        dp = &a;
-        ddp = &b;
-      }
-    }
-  }
-  if (dp && ddp)
-    s += fmt::format("; DataParallel reaches {} of DDP's throughput on {}x {}", format_percent(throughput(*dp) / throughput(*ddp)),
-                     dp->gpus(), dp->gpu_name.empty() ? dp->hardware : dp->gpu_name);
-  return s + ".";
-}
-
 std::string sweep_csv(const SweepResult& r) {
   std::string out =
       "index,hardware,gpu,model,strategy,devices_per_node,nodes,gpus,batch_global,batch_per_device,dtype,"
       "bucket_cap_mb,optimizer,status,step_time_s,compute_s,exposed_communication_s,dispatch_s,optimizer_s,"
       "throughput_samples_per_s,single_device_step_time_s,scaling_efficiency,gpu0_peak_memory_bytes,"
-      "max_other_gpu_peak_memory_bytes,trace,reason\n";
+      "max_other_gpu_peak_memory_bytes,trace,reason";
+  // Swept hardware overrides have no column above: one each, named by its path.
+  std::vector<std::string> override_axes;
+  for (const auto& f : extra_swept_fields(r))
+    if (f.axis.rfind("overrides.", 0) == 0) {
+      override_axes.push_back(f.axis);
+      out += "," + csv_field(f.axis);
+    }
+  out += "\n";
   auto opt = [](const std::optional<double>& v) { return v ? fmt::format("{:.9g}", *v) : std::string(); };
   for (const auto& p : r.points) {
     const bool has = p.report.has_value();
@@ -272,11 +294,21 @@ std::string sweep_csv(const SweepResult& r) {
     f.push_back(has && p.report->devices_detail.size() > 1 ? std::to_string(max_other_peak(p)) : "");
     f.push_back(has ? p.report->trace : "");
     f.push_back(p.reason);
+    for (const auto& axis : override_axes) f.push_back(axis_value(p, axis));
     std::string line;
     for (size_t i = 0; i < f.size(); ++i) line += fmt::format("{}{}", i ? "," : "", csv_field(f[i]));
     out += line + "\n";
   }
   return out;
+}
+
+void move_trace_paths(SweepResult& r, const std::string& from_dir, const std::string& to_dir) {
+  namespace fs = std::filesystem;
+  for (auto& p : r.points) {
+    if (!p.report || p.report->trace.empty()) continue;
+    const auto rel = fs::path(p.report->trace).lexically_relative(from_dir);
+    if (!rel.empty() && *rel.begin() != "..") p.report->trace = (fs::path(to_dir) / rel).string();
+  }
 }
 
 ReportDocument build_sweep_report(const SweepResult& r, const SweepReportOptions& options) {
@@ -290,17 +322,20 @@ ReportDocument build_sweep_report(const SweepResult& r, const SweepReportOptions
   doc.files["results.json"] = scenario::sweep_result_to_json(r).dump(1) + "\n";
   if (!options.scenario_text.empty()) doc.files["scenario.yaml"] = options.scenario_text;
 
-  const auto series = group_series(r);
+  const XAxis x = choose_x_axis(r);
+  const auto series = group_series(r, x);
   int max_gpus = 1;
   for (const auto& p : r.points) max_gpus = std::max(max_gpus, p.gpus());
   const bool log2_x = max_gpus > 8;
   if (!series.empty()) {
-    ReportSection scaling{"Scaling", {}, {throughput_chart(series, log2_x)}, {}, {}};
-    if (auto eff = efficiency_chart(series, log2_x); !eff.series.empty()) scaling.charts.push_back(eff);
+    ReportSection scaling{x.field ? "Throughput against " + x.label() : x.categories ? "Throughput" : "Scaling",
+                          {}, {throughput_chart(series, log2_x, x)}, {}, {}};
+    if (!x.field && !x.categories)
+      if (auto eff = efficiency_chart(series, log2_x); !eff.series.empty()) scaling.charts.push_back(eff);
     doc.sections.push_back(scaling);
     doc.sections.push_back({"Step time", {"The step time split into compute, communication not hidden behind it, host "
                                           "dispatch not hidden behind device work, and the optimizer's update."},
-                            {breakdown_chart(series)}, {}, {}});
+                            {breakdown_chart(series, x)}, {}, {}});
     if (auto mem = memory_chart(series)) {
       ReportTable t{"Peak memory: GPU 0 against the busiest other GPU", {"configuration", "GPU 0", "other GPUs (max)",
                                                                         "GPU 0 extra", "capacity"},
@@ -309,7 +344,8 @@ ReportDocument build_sweep_report(const SweepResult& r, const SweepReportOptions
         for (const auto* p : s.points) {
           if (p->report->devices_detail.size() < 2) continue;
           const auto cap = p->report->devices_detail[0].capacity_bytes;
-          t.rows.push_back({fmt::format("{} ({} GPUs)", s.label, p->gpus()), format_gib(gpu0_peak(*p)),
+          t.rows.push_back({x.field ? point_label(s, *p, x) : fmt::format("{} ({} GPUs)", s.label, p->gpus()),
+                            format_gib(gpu0_peak(*p)),
                             format_gib(max_other_peak(*p)), format_gib(gpu0_peak(*p) - max_other_peak(*p)),
                             cap ? format_gib(*cap) : "n/a"});
         }
@@ -317,20 +353,32 @@ ReportDocument build_sweep_report(const SweepResult& r, const SweepReportOptions
     }
   }
 
-  ReportTable all{"", {"#", "hardware", "strategy", "GPUs", "batch (global / per GPU)", "step time", "samples/s",
-                       "efficiency", "GPU 0 peak", "status"},
-                  {}, {true, false, false, true, true, true, true, true, true, false}};
+  // The fixed columns, then one per swept field that none of them shows (with its unit).
+  const auto extra = extra_swept_fields(r);
+  ReportTable all{"", {"#", "hardware", "strategy", "GPUs"}, {}, {true, false, false, true}};
+  for (const auto& f : extra) {
+    all.headers.push_back(f.label);
+    all.right_aligned.push_back(f.numeric);
+  }
+  for (const char* h : {"batch (global / per GPU)", "step time", "samples/s", "efficiency", "GPU 0 peak"}) {
+    all.headers.push_back(h);
+    all.right_aligned.push_back(true);
+  }
+  all.headers.push_back("status");
+  all.right_aligned.push_back(false);
   std::vector<ReportLink> traces;
   for (const auto& p : r.points) {
     const bool has = ok(p);
-    all.rows.push_back({std::to_string(p.index), p.hardware, strategy_display_name(p.strategy),
-                        p.gpus() ? std::to_string(p.gpus()) : "",
-                        p.batch_global ? fmt::format("{} / {}", p.batch_global, p.batch_per_device) : "",
-                        has ? format_duration(*p.report->step_time_s) : "",
-                        has ? format_figure(throughput(p)) : "",
-                        has && p.report->scaling_efficiency ? format_percent(*p.report->scaling_efficiency) : "",
-                        p.report && !p.report->devices_detail.empty() ? format_gib(gpu0_peak(p)) : "",
-                        point_status_text(p)});
+    std::vector<std::string> row = {std::to_string(p.index), p.hardware, strategy_display_name(p.strategy),
+                                    p.gpus() ? std::to_string(p.gpus()) : ""};
+    for (const auto& f : extra) row.push_back(axis_value(p, f.axis));
+    for (auto cell : {p.batch_global ? fmt::format("{} / {}", p.batch_global, p.batch_per_device) : "",
+                      has ? format_duration(*p.report->step_time_s) : "", has ? format_figure(throughput(p)) : "",
+                      has && p.report->scaling_efficiency ? format_percent(*p.report->scaling_efficiency) : "",
+                      p.report && !p.report->devices_detail.empty() ? format_gib(gpu0_peak(p)) : ""})
+      row.push_back(cell);
+    row.push_back(point_status_text(p));
+    all.rows.push_back(row);
     if (p.report && !p.report->trace.empty()) {
       std::string href = p.report->trace;
       if (!options.report_dir.empty()) {
@@ -351,6 +399,7 @@ ReportDocument build_sweep_report(const SweepResult& r, const SweepReportOptions
     if (p.report)
       for (const auto& w : p.report->warnings) warnings.insert(w);
   if (!warnings.empty()) doc.sections.push_back({"Warnings", {warnings.begin(), warnings.end()}, {}, {}, {}});
+  if (options.assumptions) doc.sections.push_back(assumptions_section(r, *options.assumptions));
   if (!traces.empty())
     doc.sections.push_back({"Traces", {"Chrome traces (one process per GPU, one thread per stream); open them in "
                                        "Perfetto (ui.perfetto.dev) or chrome://tracing."},

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "scenarios/report/report_answer.hpp"
+#include "scenarios/report/report_assumptions.hpp"
 #include "scenarios/report/report_document.hpp"
 #include "scenarios/scenario/sweep.hpp"
 
@@ -15,9 +17,6 @@ namespace dpt::report {
 // "DataParallel", "DDP", "single".
 std::string strategy_display_name(const std::string& strategy);
 
-// The one-sentence answer, e.g. "8x A100-SXM4-80GB with DDP reach 12,400
-// samples/s at 94 % scaling efficiency; 4 GPUs meet the target of 5,000 samples/s."
-std::string sweep_answer(const scenario::SweepResult& r);
 // Whether the target (if any) is met by some point; true when there is no target.
 bool sweep_meets_target(const scenario::SweepResult& r);
 
@@ -28,7 +27,12 @@ struct SweepReportOptions {
   std::string report_dir;     // trace links are made relative to it
   std::string generated_by;   // the command line
   std::string scenario_text;  // copied beside the report as scenario.yaml when not empty
+  std::optional<AssumptionsInput> assumptions;  // the Assumptions section, when given
 };
+// Trace paths under from_dir made to point under to_dir (a report staged in one
+// directory and committed into another).
+void move_trace_paths(scenario::SweepResult& r, const std::string& from_dir, const std::string& to_dir);
+
 ReportDocument build_sweep_report(const scenario::SweepResult& r, const SweepReportOptions& options);
 
 }  // namespace dpt::report

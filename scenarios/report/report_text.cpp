@@ -63,7 +63,10 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
     out += fmt::format("  gradient accumulation: {} micro-batches of {} per GPU per step (no_sync for {})\n",
                        *r.accumulate, r.batch_per_device, *r.accumulate - 1);
   if (r.out_of_memory) {
-    out += fmt::format("  out of memory on {}: {}\n", r.out_of_memory->device, r.out_of_memory->message);
+    // The engine's message already names the device ("out of memory on sim:gpu0: allocating ...").
+    const auto& m = r.out_of_memory->message;
+    out += m.rfind("out of memory on", 0) == 0 ? fmt::format("  {}\n", m)
+                                               : fmt::format("  out of memory on {}: {}\n", r.out_of_memory->device, m);
     return out;
   }
   std::vector<std::vector<std::string>> rows = {

@@ -83,12 +83,20 @@ Target parse_target(MapReader r) {
   t.samples_per_s = r.opt_double_in("samples_per_s", 1.0 / 3600, 1e12);
   t.samples = r.opt_double_in("samples", 1, 1e15);
   t.within_hours = r.opt_double_in("within_hours", 1.0 / 3600, 1e6);
+  t.tokens_per_s = r.opt_double_in("tokens_per_s", 1.0 / 3600, 1e15);
+  t.tokens = r.opt_double_in("tokens", 1, 1e18);
+  t.tokens_per_sample = r.opt_double_in("tokens_per_sample", 1, 1e9);
   r.finish();
-  if (t.samples_per_s) {
-    if (t.samples || t.within_hours) r.fail("samples_per_s", "give samples_per_s, or samples and within_hours, not both");
-  } else {
-    if (!t.samples || !t.within_hours) r.fail("samples_per_s", "missing key (or samples and within_hours)");
-  }
+  if (t.samples_per_s && (t.samples || t.within_hours))
+    r.fail("samples_per_s", "give samples_per_s, or samples and within_hours, not both");
+  const int rates = (t.samples_per_s ? 1 : 0) + (t.tokens_per_s ? 1 : 0) + (t.samples ? 1 : 0) + (t.tokens ? 1 : 0);
+  if (rates != 1)
+    r.fail(t.samples_per_s ? "samples_per_s" : t.tokens_per_s ? "tokens_per_s" : "samples_per_s",
+           rates == 0 ? "missing key (give samples_per_s, tokens_per_s, or samples or tokens with within_hours)"
+                      : "give one of samples_per_s, tokens_per_s, samples with within_hours, tokens with within_hours");
+  if ((t.samples_per_s || t.tokens_per_s) && t.within_hours)
+    r.fail("within_hours", "goes with samples or tokens, not with a rate");
+  if ((t.samples || t.tokens) && !t.within_hours) r.fail(t.samples ? "samples" : "tokens", "needs within_hours");
   return t;
 }
 
@@ -114,6 +122,12 @@ PlanSpec parse_plan(MapReader r) {
     }
   }
   if (auto m = r.opt_int_in("max_gpus", 1, 65536)) p.max_gpus = static_cast<int>(*m);
+  if (r.has("currency")) {
+    p.currency = as_string(r.node("currency"), r.where("currency"));
+    if (p.currency.empty() || p.currency.size() > 8) r.fail("currency", "expected a currency code such as USD or EUR");
+  }
+  p.train_samples = r.opt_double_in("train_samples", 1, 1e15);
+  if (auto m = r.opt_double_in("tie_margin", 0, 1)) p.tie_margin = *m;
   r.finish();
   return p;
 }
@@ -126,13 +140,31 @@ Library Library::at(const std::filesystem::path& scenarios_dir) {
 
 double Target::required_samples_per_s() const {
   if (samples_per_s) return *samples_per_s;
-  return *samples / (*within_hours * 3600.0);
+  if (samples && within_hours) return *samples / (*within_hours * 3600.0);
+  throw std::invalid_argument("target: a target in tokens needs the model's tokens per sample (dptwin plan converts it)");
 }
 
 std::string Target::describe() const {
-  if (samples_per_s) return report::format_figure(*samples_per_s) + " samples/s";
-  return fmt::format("{} samples in {} h ({} samples/s)", report::format_figure(*samples),
-                     report::format_figure(*within_hours), report::format_figure(required_samples_per_s()));
+  using report::format_figure;
+  if (in_tokens() && tokens_per_sample) {
+    const std::string per = fmt::format("{} samples/s of {:.0f} tokens", format_figure(required_samples_per_s()),
+                                        *tokens_per_sample);
+    if (tokens_per_s) return fmt::format("{} tokens/s ({})", format_figure(*tokens_per_s), per);
+    return fmt::format("{} tokens in {} h ({})", format_figure(*tokens), format_figure(*within_hours), per);
+  }
+  if (in_tokens() && tokens_per_s) return format_figure(*tokens_per_s) + " tokens/s";
+  if (in_tokens()) return fmt::format("{} tokens in {} h", format_figure(*tokens), format_figure(*within_hours));
+  if (samples_per_s) return format_figure(*samples_per_s) + " samples/s";
+  return fmt::format("{} samples in {} h ({} samples/s)", format_figure(*samples), format_figure(*within_hours),
+                     format_figure(required_samples_per_s()));
+}
+
+Target target_in_samples(Target t, double tokens_per_sample) {
+  if (!(tokens_per_sample > 0)) throw std::invalid_argument("target: tokens_per_sample must be positive");
+  t.tokens_per_sample = tokens_per_sample;
+  if (t.tokens_per_s) t.samples_per_s = *t.tokens_per_s / tokens_per_sample;
+  if (t.tokens) t.samples = *t.tokens / tokens_per_sample;
+  return t;
 }
 
 const std::vector<std::string>& sweepable_fields() {
@@ -263,6 +295,9 @@ Scenario parse_scenario(const std::string& text, const std::string& file_label, 
   }
   if (top.has("target")) s.target = parse_target(top.map("target"));
   if (top.has("plan")) s.plan = parse_plan(top.map("plan"));
+  if (s.target && s.target->in_tokens() && !s.plan)
+    top.fail("target", "a target in tokens needs a plan section (dptwin plan converts tokens to samples with the "
+                       "model's tokens per sample)");
   if (top.has("sweep")) {
     const YAML::Node sw = top.node("sweep");
     if (!sw.IsMap() || sw.size() == 0) top.fail("sweep", "expected a mapping of axis names to lists of values");

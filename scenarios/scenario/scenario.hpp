@@ -69,10 +69,20 @@ struct Target {
   std::optional<double> samples_per_s;
   std::optional<double> samples;
   std::optional<double> within_hours;
+  // A target in tokens (plan files only): dptwin plan converts it to samples with the
+  // model's tokens per sample (tokens_per_sample, or the model's "N-token" sample).
+  std::optional<double> tokens_per_s;
+  std::optional<double> tokens;
+  std::optional<double> tokens_per_sample;  // given in the file, or set by the conversion
+  bool in_tokens() const { return tokens_per_s.has_value() || tokens.has_value(); }
+  // Throws std::invalid_argument for a target in tokens not yet converted.
   double required_samples_per_s() const;
-  // "5,000 samples/s" or "1.28e+09 samples in 24 h (14,800 samples/s)".
+  // "5,000 samples/s", "1.28e+09 samples in 24 h (14,800 samples/s)" or
+  // "2,000,000 tokens/s (1,950 samples/s of 1,024 tokens)".
   std::string describe() const;
 };
+// The target with samples_per_s or samples set from its tokens.
+Target target_in_samples(Target t, double tokens_per_sample);
 
 // One hardware override: a dotted path into the hardware file and its new value.
 struct Override {
@@ -119,6 +129,9 @@ struct PlanSpec {
   std::vector<PlanCandidate> candidates;
   std::vector<std::string> strategies = {"dp", "ddp"};
   int max_gpus = 64;
+  std::string currency;                  // "USD": printed with every price (empty: none given)
+  std::optional<double> train_samples;   // samples one training run needs (time to train, total cost)
+  double tie_margin = 0.02;              // costs within this fraction of the cheapest are alternatives
 };
 
 struct Scenario {

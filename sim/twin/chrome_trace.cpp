@@ -2,13 +2,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/fault_injection.hpp"
 #include "sim/twin/step_report.hpp"
 
 namespace dpt {
 
 void ChromeTrace::name_process(int pid, const std::string& name) { processes_.push_back({pid, 0, name}); }
 void ChromeTrace::name_thread(int pid, int tid, const std::string& name) { threads_.push_back({pid, tid, name}); }
-void ChromeTrace::add(TraceEvent e) { events_.push_back(std::move(e)); }
+std::size_t ChromeTrace::add(TraceEvent e) {
+  events_.push_back(std::move(e));
+  return events_.size() - 1;
+}
+void ChromeTrace::add_flow(TraceFlow f) { flows_.push_back(std::move(f)); }
 
 void ChromeTrace::keep_window(Seconds t0, Seconds t1) {
   std::vector<TraceEvent> kept;
@@ -18,6 +23,14 @@ void ChromeTrace::keep_window(Seconds t0, Seconds t1) {
       kept.push_back(std::move(e));
     }
   events_ = std::move(kept);
+  std::vector<TraceFlow> flows;
+  for (auto& f : flows_)
+    if (f.from_s >= t0 && f.from_s <= t1 && f.to_s >= t0 && f.to_s <= t1) {
+      f.from_s -= t0;
+      f.to_s -= t0;
+      flows.push_back(std::move(f));
+    }
+  flows_ = std::move(flows);
 }
 
 std::string ChromeTrace::to_json_text() const {
@@ -35,14 +48,28 @@ std::string ChromeTrace::to_json_text() const {
         {{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", t.pid}, {"tid", t.tid}, {"args", {{"sort_index", t.tid}}}});
   }
   constexpr double kMicrosecondsPerSecond = 1e6;
-  for (const auto& e : events_)
+  for (const auto& e : events_) {
+    json args = json::object();
+    for (const auto& [k, v] : e.args) args[k] = v;
+    for (const auto& [k, v] : e.number_args) args[k] = v;
     events.push_back({{"name", e.name},
                       {"cat", e.category},
                       {"ph", "X"},
                       {"pid", e.pid},
                       {"tid", e.tid},
                       {"ts", e.start_s * kMicrosecondsPerSecond},
-                      {"dur", e.duration_s * kMicrosecondsPerSecond}});
+                      {"dur", e.duration_s * kMicrosecondsPerSecond},
+                      {"args", args}});
+  }
+  // Flow events: "s" binds to the slice enclosing its timestamp, "f" with "bp": "e"
+  // to the slice enclosing its own (the Trace Event Format's binding rules).
+  for (const auto& f : flows_) {
+    events.push_back({{"name", f.name}, {"cat", f.category}, {"ph", "s"}, {"id", f.id}, {"pid", f.from_pid},
+                      {"tid", f.from_tid}, {"ts", f.from_s * kMicrosecondsPerSecond}});
+    const std::uint64_t finish_id = fault_active(Fault::trace_flow_unmatched) ? f.id + 1'000'000 : f.id;
+    events.push_back({{"name", f.name}, {"cat", f.category}, {"ph", "f"}, {"bp", "e"}, {"id", finish_id}, {"pid", f.to_pid},
+                      {"tid", f.to_tid}, {"ts", f.to_s * kMicrosecondsPerSecond}});
+  }
   return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
 }
 

@@ -55,6 +55,10 @@ class PlatformCollectives : public SimCollectiveGroup {
   PlatformCollectives(sim::Platform& p, std::vector<int> gpus, int participants = 0)
       : group_(p, std::move(gpus), {}, participants) {}
   void run(int rank, const CollectiveCall& call) override { group_.run(rank, call); }
+  SimCollectiveChoice choice(const CollectiveCall& call) const override {
+    const auto plan = sim::plan_collective(group_.platform(), group_.rank_gpus(), call, group_.settings());
+    return {sim::collective_algorithm_name(plan.algorithm), "", plan.channels};
+  }
 
  private:
   sim::CollectiveGroup group_;

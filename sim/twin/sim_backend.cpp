@@ -1,6 +1,7 @@
 #include "sim/twin/sim_backend.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <exception>
 
@@ -95,6 +96,52 @@ void SimBackend::host_flush() {
 
 Seconds SimBackend::now() { return host_time(); }
 
+// Host threads in the trace: process 0 (the host), a row per thread from 100 on
+// (the main thread, then worker i at 101 + i), and row 99 for the GIL.
+constexpr int kTraceMainThread = 100;
+constexpr int kTraceGilRow = 99;
+
+int SimBackend::trace_host_thread() {
+  const ActorState& st = self_state();
+  const int tid = kTraceMainThread + 1 + st.worker;
+  if (named_host_threads_.insert(tid).second)
+    options_.trace->name_thread(0, tid, st.worker < 0 ? "main thread: dispatch"
+                                                      : fmt::format("worker {} thread: dispatch", st.worker));
+  return tid;
+}
+
+// One dispatch slice per run of back-to-back ops (each op would be thousands of slices).
+void SimBackend::trace_dispatch(Seconds start, Seconds cost, int ops) {
+  ActorState& st = self_state();
+  const int tid = trace_host_thread();
+  if (st.dispatch_event) {
+    TraceEvent& last = options_.trace->event(*st.dispatch_event);
+    if (last.tid == tid && std::abs(last.start_s + last.duration_s - start) < 1e-12) {
+      last.duration_s += cost;
+      last.number_args.back().second += ops;
+      return;
+    }
+  }
+  st.dispatch_event = options_.trace->add({"dispatch", "host", 0, tid, start, cost, {}, {{"ops", ops}}});
+}
+
+int SimBackend::trace_copy_row(int device, Seconds begin, Seconds end) {
+  auto& rows = copy_rows_[device];
+  size_t row = 0;
+  for (; row < rows.size(); ++row)
+    if (std::none_of(rows[row].begin(), rows[row].end(),
+                     [&](const auto& iv) { return begin < iv.second && iv.first < end; }))
+      break;
+  if (row == rows.size()) rows.emplace_back();
+  rows[row].emplace_back(begin, end);
+  if (row == 0) return static_cast<int>(SimStream::copy);
+  constexpr int kFirstExtraCopyRow = 10;
+  const int tid = kFirstExtraCopyRow + static_cast<int>(row);
+  if (rows.size() == row + 1 && rows[row].size() == 1)
+    options_.trace->name_thread(trace_pid(device), tid, fmt::format("copy (concurrent {})", row + 1));
+  return tid;
+}
+
 void SimBackend::host_dispatch(int ops) {
   const Seconds cost = machine_.dispatch_cost_s * ops;
   if (!(cost > 0)) return;
@@ -103,6 +150,7 @@ void SimBackend::host_dispatch(int ops) {
   const bool shared_gil = machine_.gil && options_.workers == SimWorkerModel::threads_of_one_process;
   if (!shared_gil) {
     // Nothing observes this actor until it next interacts with the simulation: charge lazily.
+    if (options_.trace) trace_dispatch(host_time(), cost, ops);
     st.debt += cost;
     return;
   }
@@ -110,7 +158,21 @@ void SimBackend::host_dispatch(int ops) {
   host_flush();
   auto& gil = gils_[st.process];
   if (!gil) gil = s4u::Mutex::create();
+  const Seconds asked = s4u::Engine::get_clock();
   gil->lock();
+  const Seconds held = s4u::Engine::get_clock();
+  if (options_.trace) {
+    if (named_host_threads_.insert(kTraceGilRow).second) options_.trace->name_thread(0, kTraceGilRow, "GIL (holder)");
+    const int tid = trace_host_thread();
+    if (held > asked) {
+      options_.trace->add({"waiting for the GIL", "host", 0, tid, asked, held - asked,
+                           {{"lock", fmt::format("GIL of process {}", st.process)}}, {}});
+      st.dispatch_event.reset();
+    }
+    trace_dispatch(held, cost, ops);
+    options_.trace->add({st.worker < 0 ? "GIL: main thread" : fmt::format("GIL: worker {}", st.worker), "host", 0,
+                         kTraceGilRow, held, cost, {{"holder", st.worker < 0 ? "main" : std::to_string(st.worker)}}, {}});
+  }
   s4u::this_actor::sleep_for(cost);
   gil->unlock();
 }
@@ -204,12 +266,18 @@ void SimBackend::copy(const Tensor& src, Tensor& dst) {
     if (a.cpu != b.cpu) comms.push_back(machine_.transfer_async(a.cpu, b.cpu, n));
     comms.push_back(machine_.transfer_async(b.cpu, b.host, n));
   }
-  auto pending = std::make_shared<CopyPending>(std::move(comms), start, [this, from, to](Seconds b, Seconds e) {
+  const std::string path = from_host ? "host to device" : to_host ? "device to host"
+                          : comms.size() == 1    ? "peer to peer"
+                                                 : "peer, staged through host memory";
+  auto pending = std::make_shared<CopyPending>(std::move(comms), start, [this, from, to, n, path](Seconds b, Seconds e) {
     add_communication_time(e - b);
     for (SimDevice* d : {from, to}) {
       if (d->index() < 0) continue;
       d->note_communication(b, e);
-      if (options_.trace) options_.trace->add({"copy", "copy", trace_pid(d->index()), static_cast<int>(SimStream::copy), b, e - b});
+      if (options_.trace)
+        options_.trace->add({"copy", "copy", trace_pid(d->index()), trace_copy_row(d->index(), b, e), b, e - b,
+                             {{"path", path}, {"from", from->name()}, {"to", to->name()}},
+                             {{"bytes", static_cast<double>(n)}}});
     }
   });
   if (from_host || to_host || options_.synchronous) {
@@ -241,6 +309,7 @@ void SimBackend::parallel_for(int n, const std::function<void(int)>& fn) {
                                                          : s4u::this_actor::get_host();
     workers.push_back(s4u::Actor::create(fmt::format("worker-{}", i), where, [this, i, process, &fn, &errors] {
       self_state().process = process;
+      self_state().worker = i;
       try {
         fn(i);
       } catch (const simgrid::ForcefulKillException&) {

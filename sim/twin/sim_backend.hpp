@@ -18,8 +18,10 @@
 #pragma once
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -38,10 +40,19 @@ class ChromeTrace;
 // Times collectives among a fixed set of GPUs on the platform. Every rank's actor
 // calls run(rank, call) with the same calls in the same order; run blocks that actor
 // (in simulated time only) until the collective finished on that rank.
+// What the collective model chose for one call, for the trace's args; empty (and
+// 0 channels) where the model does not say.
+struct SimCollectiveChoice {
+  std::string algorithm;  // "ring", "tree", "nvls"
+  std::string protocol;   // "Simple", "LL", "LL128"
+  int channels = 0;
+};
+
 class SimCollectiveGroup {
  public:
   virtual ~SimCollectiveGroup() = default;
   virtual void run(int rank, const CollectiveCall& call) = 0;
+  virtual SimCollectiveChoice choice(const CollectiveCall& call) const = 0;
 };
 
 struct SimGpu {
@@ -139,7 +150,12 @@ class SimBackend : public Backend {
   struct ActorState {
     Seconds debt = 0;  // dispatch charged but not slept yet
     int process = 0;   // which process (and GIL) the actor belongs to
+    int worker = -1;   // its parallel_for worker index (-1: the main thread)
+    std::optional<std::size_t> dispatch_event;  // its last dispatch slice in the trace (extended while contiguous)
   };
+  // The trace row of the calling actor's host thread (named on first use).
+  int trace_host_thread();
+  void trace_dispatch(Seconds start, Seconds cost, int ops);
   ActorState& self_state();
 
   SimMachine machine_;
@@ -147,6 +163,11 @@ class SimBackend : public Backend {
   std::vector<std::unique_ptr<SimDevice>> devices_;
   std::vector<std::unique_ptr<SimDevice>> host_memory_;  // one: copies use each GPU's own node's CPU
   std::unordered_map<long, ActorState> actors_;
+  std::set<int> named_host_threads_;  // trace rows of host threads already named
+  // Per device, the copies traced on each copy row: concurrent copies (DataParallel's
+  // scatter from GPU 0) get rows of their own, as CUDA streams would.
+  std::map<int, std::vector<std::vector<std::pair<Seconds, Seconds>>>> copy_rows_;
+  int trace_copy_row(int device, Seconds begin, Seconds end);
   std::unordered_map<int, simgrid::s4u::MutexPtr> gils_;  // by process
   int next_process_ = 1;
   Seconds dispatch_total_s_ = 0;

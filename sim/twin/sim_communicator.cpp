@@ -1,6 +1,8 @@
 #include "sim/twin/sim_communicator.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <string_view>
 #include <deque>
 #include <map>
 #include <optional>
@@ -136,6 +138,7 @@ struct Item {
   CollectiveCall call;
   Seconds ready_s = 0;
   const char* name = "";
+  Seconds data_ready_s = 0;  // when the compute stream produced its data (the gradients' ready point)
 };
 
 // One rank's communication stream.
@@ -204,6 +207,30 @@ struct Group {
     }
   }
 
+  // The collective's trace args (bytes, algorithm, protocol, channels) and, for an
+  // all-reduce, a flow from the gradients' ready point on the compute stream.
+  void trace_collective(int rank, const Item& it, std::size_t event, Seconds start, Seconds end) {
+    ChromeTrace& trace = *backend.trace();
+    TraceEvent& e = trace.event(event);
+    const Bytes bytes = it.call.count * it.call.element_bytes;
+    e.number_args = {{"bytes", static_cast<double>(bytes)}, {"count", static_cast<double>(it.call.count)},
+                     {"ranks", static_cast<double>(world)}};
+    if (timer) {
+      const SimCollectiveChoice c = timer->choice(it.call);
+      if (!c.algorithm.empty()) e.args.emplace_back("algorithm", c.algorithm);
+      if (!c.protocol.empty()) e.args.emplace_back("protocol", c.protocol);
+      if (c.channels > 0) e.number_args.emplace_back("channels", c.channels);
+    }
+    // The arrow starts just inside the compute slice that produced the data.
+    constexpr Seconds kInside = 1e-9;
+    if (std::string_view(it.name) == "all_reduce" && it.data_ready_s > kInside && end > start) {
+      const int pid = backend.trace_pid(devices[static_cast<size_t>(rank)]->index());
+      trace.add_flow({trace.next_flow_id(), "gradients ready", "flow", pid, static_cast<int>(SimStream::compute),
+                      it.data_ready_s - kInside, pid, static_cast<int>(SimStream::communication),
+                      start + std::min(kInside, (end - start) / 2)});
+    }
+  }
+
   // The communication stream of `rank`: runs its collectives in issue order.
   void stream_loop(int rank) {
     RankStream& s = *streams[static_cast<size_t>(rank)];
@@ -226,7 +253,8 @@ struct Group {
       }
       const Seconds end = s4u::Engine::get_clock();
       dev.note_communication(start, end);
-      dev.stream_occupy(SimStream::communication, start, end, it.name, "collective");
+      const auto event = dev.stream_occupy(SimStream::communication, start, end, it.name, "collective");
+      if (event) trace_collective(rank, it, *event, start, end);
       backend.add_communication_time(end - start);
       std::unique_lock<s4u::Mutex> lock(*s.mu);
       if (static_cast<std::int64_t>(s.end_s.size()) <= it.seq) s.end_s.resize(static_cast<size_t>(it.seq) + 1);
@@ -351,10 +379,11 @@ class SimCommunicator : public Communicator {
     // Timing: the stream starts it once this rank's data exists (its compute stream
     // has produced it) and the rank's host has issued it.
     SimDevice& dev = *g.devices[static_cast<size_t>(rank_)];
-    const Seconds ready = std::max(backend.host_time(), dev.stream_ready(SimStream::compute));
+    const Seconds data_ready = dev.stream_ready(SimStream::compute);
+    const Seconds ready = std::max(backend.host_time(), data_ready);
     const CollectiveOp timed = kind.value_or(CollectiveOp::all_reduce);  // a barrier: one element all-reduced
     RankStream& s = *g.streams[static_cast<size_t>(rank_)];
-    s.queue.push_back(Item{seq, CollectiveCall{timed, count, dtype_size_bytes(dtype), root}, ready, name});
+    s.queue.push_back(Item{seq, CollectiveCall{timed, count, dtype_size_bytes(dtype), root}, ready, name, data_ready});
     s.available->release();
     return std::make_shared<SimWork>(g_, rank_, seq, name);
   }

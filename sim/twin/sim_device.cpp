@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <new>
 #include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "engine/core/op_scope.hpp"
 #include "sim/twin/chrome_trace.hpp"
 #include "engine/core/kernels.hpp"
 #include "sim/twin/sim_backend.hpp"
@@ -128,6 +130,13 @@ void* SimDevice::raw_allocate(Bytes n) {
 void SimDevice::raw_free(void* p, Bytes) { std::free(p); }
 
 void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
+  // The layer the kernel belongs to, taken (and cleared, so no other actor's kernel
+  // inherits it) before dispatch can yield to another actor; copied, since the layer
+  // (a DataParallel replica) may be gone by the time the kernel is recorded.
+  const OpScope taken = std::exchange(current_op_scope(), OpScope{});
+  const KernelLabel label = backend_.trace() ? KernelLabel{taken.layer ? taken.layer : "",
+                                                           taken.op_class ? taken.op_class : "", taken.pass ? taken.pass : ""}
+                                             : KernelLabel{};
   backend_.host_dispatch(1);
   if (index_ >= 0) {
     const Seconds duration =
@@ -136,13 +145,30 @@ void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
       const Seconds ready = stream_ready(SimStream::compute);
       const Seconds start = std::max(backend_.host_time(), ready);
       const bool optimizer = sim_op_is_optimizer(cost);
-      stream_occupy(SimStream::compute, start, start + duration, cost.name, op_kind_category(cost.kind));
+      const auto event = stream_occupy(SimStream::compute, start, start + duration, cost.name, op_kind_category(cost.kind));
+      if (event) annotate_kernel(backend_.trace()->event(*event), cost, label);
       (optimizer ? account_.optimizer_busy_s : account_.compute_busy_s) += duration;
       ++account_.kernels;
       if (backend_.options().synchronous) backend_.host_advance_to(start + duration);
     }
   }
   if (numeric_) fn();
+}
+
+// A kernel's trace event as PyTorch's profiler shows it: named after its layer when
+// one is known, with the op, the layer's type and pass, FLOPs and bytes in its args.
+void SimDevice::annotate_kernel(TraceEvent& e, const OpCost& cost, const KernelLabel& label) const {
+  e.args.emplace_back("op", cost.name ? cost.name : "");
+  e.args.emplace_back("op_class", !label.op_class.empty() ? label.op_class : op_kind_category(cost.kind));
+  if (!label.layer.empty()) {
+    e.args.emplace_back("layer", label.layer);
+    e.name = label.layer;
+  }
+  if (!label.pass.empty()) e.args.emplace_back("pass", label.pass);
+  e.number_args.emplace_back("flops", cost.flops);
+  e.number_args.emplace_back("bytes_read", static_cast<double>(cost.bytes_read));
+  e.number_args.emplace_back("bytes_written", static_cast<double>(cost.bytes_written));
+  if (cost.measured_s) e.args.emplace_back("time", "measured (profiled layer)");
 }
 
 Seconds SimDevice::stream_ready(SimStream stream) {
@@ -156,7 +182,8 @@ Seconds SimDevice::stream_ready(SimStream stream) {
   return s.free_at;
 }
 
-void SimDevice::stream_occupy(SimStream stream, Seconds start, Seconds end, const char* name, const char* category) {
+std::optional<std::size_t> SimDevice::stream_occupy(SimStream stream, Seconds start, Seconds end, const char* name,
+                                                    const char* category) {
   SimStreamState& s = streams_[static_cast<int>(stream)];
   if (stream == SimStream::compute) {
     attribute_gap(compute_last_end_, start);
@@ -164,7 +191,9 @@ void SimDevice::stream_occupy(SimStream stream, Seconds start, Seconds end, cons
   }
   s.free_at = std::max(s.free_at, end);
   if (ChromeTrace* trace = backend_.trace())
-    trace->add({name ? name : "", category, backend_.trace_pid(index_), static_cast<int>(stream), start, end - start});
+    return trace->add({name ? name : "", category, backend_.trace_pid(index_), static_cast<int>(stream), start,
+                       end - start, {}, {}});
+  return std::nullopt;
 }
 
 void SimDevice::stream_add_pending(SimStream stream, std::shared_ptr<SimPending> p) {

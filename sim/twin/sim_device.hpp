@@ -33,6 +33,13 @@ class Host;
 
 namespace dpt {
 
+struct TraceEvent;
+
+// A kernel's layer, op class and pass as the trace shows them (copied from OpScope).
+struct KernelLabel {
+  std::string layer, op_class, pass;
+};
+
 class SimBackend;
 
 // The rates of one modelled GPU, read from the hardware file.
@@ -112,8 +119,12 @@ class SimDevice : public Device {
   // the calling actor if they are still running).
   Seconds stream_ready(SimStream stream);
   // Marks `stream` busy until `end` (work of known duration) or until `p` ends.
-  void stream_occupy(SimStream stream, Seconds start, Seconds end, const char* name, const char* category);
+  // Returns the trace event's index when a trace is recorded (its args may be added).
+  std::optional<std::size_t> stream_occupy(SimStream stream, Seconds start, Seconds end, const char* name,
+                                           const char* category);
   void stream_add_pending(SimStream stream, std::shared_ptr<SimPending> p);
+  // A kernel's trace args: its layer, op class, pass, FLOPs and bytes.
+  void annotate_kernel(TraceEvent& e, const OpCost& cost, const KernelLabel& label) const;
   // `stream` may not start new work before t (an event it waits on).
   void stream_wait_until(SimStream stream, Seconds t);
   // Records [start, end] as communication involving this device (for the breakdown).

@@ -125,7 +125,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "dptwin report: error: a.json: shard 0/2 holds only part of the sweep; dptwin merge the shards first\n"},
         CliCase{"ReportJobsZero", {"report", "--jobs", "0"}, {}, 2, "dptwin report: error: --jobs 0: must be at least 1\n"},
         CliCase{"PlanWithoutTarget", {"plan", "--model", "resnet50", "--hardware", "dgx-a100"}, {}, 2,
-                "dptwin plan: error: a target is required: --target-samples-per-s N, or --samples N --within-hours H\n"},
+                "dptwin plan: error: give one target: --target-samples-per-s N, --target-tokens-per-s N, --samples N "
+                "--within-hours H, or --tokens N --within-hours H\n"},
         CliCase{"PlanBadPrice",
                 {"plan", "--model", "resnet50", "--target-samples-per-s", "100", "--hardware", "dgx-a100:cheap"}, {}, 2,
                 "dptwin plan: error: --hardware dgx-a100:cheap: expected NAME or NAME:PRICE_PER_GPU_HOUR, e.g. "

@@ -143,8 +143,8 @@ TEST(CliOutput, PlanNamesTheWinnerAndWhyTheOthersLost) {
   EXPECT_EQ(winner.at("verdict"), "winner");
   EXPECT_GE(winner.at("throughput_samples_per_s").get<double>(), 3000.0);
   // Every other configuration says why it lost; each verdict is one of the named kinds.
-  const std::set<std::string> kinds = {"winner", "more_expensive", "too_slow", "communication_bound",
-                                        "out_of_memory", "infeasible", "failed"};
+  const std::set<std::string> kinds = {"winner", "alternative", "more_expensive", "too_slow",
+                                        "communication_bound", "out_of_memory", "infeasible", "failed"};
   for (const auto& v : j.at("verdicts")) {
     EXPECT_TRUE(kinds.count(v.at("verdict").get<std::string>())) << v.dump();
     EXPECT_FALSE(v.at("reason").get<std::string>().empty()) << v.dump();
@@ -154,6 +154,30 @@ TEST(CliOutput, PlanNamesTheWinnerAndWhyTheOthersLost) {
     }
   }
   EXPECT_EQ(j.at("answer").get<std::string>().rfind("The cheapest configuration that meets 3,000 samples/s is ", 0), 0u);
+}
+
+TEST(CliOutput, ReportWithOtherHardwareAsksAboutIt) {
+  // The default scenario's question names a PCIe server and a DGX A100; with --hardware
+  // dgx-h100 the report asks about what it ran.
+  const CliResult r = run_dptwin({"report", "--hardware", "dgx-h100", "-o", "rep", "--json"}, fresh_dir("report_h100"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("question"), "How do DataParallel and DDP scale resnet50 from 1 to 8 GPUs on dgx-h100?");
+}
+
+TEST(CliOutput, PlanOverrideAndTokenTarget) {
+  // 1 GiB GPUs cannot hold ResNet-50's training state: no configuration is predicted, exit 1.
+  const CliResult small = run_dptwin({"plan", "--model", "resnet50", "--target-samples-per-s", "3000", "--hardware",
+                                      "dgx-a100:2.40", "--max-gpus", "2", "--override", "gpu.memory=1 GiB", "--json"},
+                                     fresh_dir("plan_override"));
+  ASSERT_EQ(small.exit_code, 1) << small.err;
+  for (const auto& v : nlohmann::json::parse(small.out).at("verdicts")) EXPECT_EQ(v.at("verdict"), "out_of_memory") << v.dump();
+  // 2,048,000 tokens/s of GPT-2's 1,024-token sequences is 2,000 samples/s.
+  const CliResult tokens = run_dptwin({"plan", "--model", "gpt2-124m", "--target-tokens-per-s", "2048000", "--hardware",
+                                       "dgx-h100-cluster:4.50", "--strategies", "ddp", "--max-gpus", "8", "--json"},
+                                      fresh_dir("plan_tokens"));
+  ASSERT_NE(tokens.exit_code, 2) << tokens.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(tokens.out).at("target_samples_per_s").get<double>(), 2000.0);
 }
 
 TEST(CliOutput, CompareLaysTwoScenariosSideBySide) {

@@ -112,6 +112,7 @@ class TestRingGroup : public SimCollectiveGroup {
  public:
   explicit TestRingGroup(std::vector<s4u::Host*> hosts)
       : hosts_(std::move(hosts)), barrier_(s4u::Barrier::create(static_cast<unsigned>(hosts_.size()))) {}
+  SimCollectiveChoice choice(const CollectiveCall&) const override { return {"ring", "", 1}; }
   void run(int rank, const CollectiveCall& call) override {
     const int n = static_cast<int>(hosts_.size());
     const Bytes bytes = call.count * call.element_bytes;

@@ -1,0 +1,118 @@
+#include "scenarios/report/report_assumptions.hpp"
+
+#include <algorithm>
+#include <ctime>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "engine/core/precision.hpp"
+#include <yaml-cpp/yaml.h>
+
+#include "scenarios/report/report_axes.hpp"
+#include "scenarios/report/report_sweep.hpp"
+
+#ifndef DPT_VERSION
+#define DPT_VERSION "unknown"
+#endif
+#ifndef DPT_GIT_REVISION
+#define DPT_GIT_REVISION "unknown"
+#endif
+
+namespace dpt::report {
+namespace {
+
+using scenario::PointResult;
+
+template <typename F>
+std::string distinct(const scenario::SweepResult& r, F value) {
+  std::vector<std::string> seen;
+  for (const auto& p : r.points) {
+    const std::string v = value(p);
+    if (!v.empty() && std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
+  }
+  std::string out;
+  for (const auto& v : seen) out += (out.empty() ? "" : ", ") + v;
+  return out.empty() ? "n/a" : out;
+}
+
+std::string precision_text(const std::string& dtype) {
+  if (dtype == "f32") return "f32 (FP32 weights, gradients and math; no mixed precision)";
+  if (dtype == "f64") return "f64 (FP64 throughout)";
+  try {
+    return precision_description(precision_from_name(dtype));
+  } catch (const std::invalid_argument&) {
+    return dtype;  // a report read from a file may name one this dptwin does not know
+  }
+}
+
+}  // namespace
+
+const char* dptwin_version() { return DPT_VERSION; }
+const char* dptwin_git_revision() { return DPT_GIT_REVISION; }
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return buf;
+}
+
+AssumptionsInput assumptions_input(const scenario::SweepResult& r, const scenario::Scenario* s,
+                                   const scenario::Library& lib) {
+  AssumptionsInput in;
+  in.date = utc_now_iso8601();
+  if (s) {
+    for (const auto& o : s->base.overrides) in.overrides.push_back(fmt::format("{} = {}", o.path, YAML::Dump(o.value)));
+    for (const auto& a : s->sweep)
+      if (a.name.rfind("overrides.", 0) == 0) {
+        std::string values;
+        for (const auto& v : a.values) values += (values.empty() ? "" : ", ") + YAML::Dump(v);
+        in.overrides.push_back(fmt::format("{} swept over {}", a.name.substr(10), values));
+      }
+  }
+  std::set<std::string> names;
+  for (const auto& p : r.points) names.insert(p.hardware);
+  for (const auto& name : names) {
+    try {
+      const auto hw = sim::load_hardware(name, lib.hardware_dir);
+      in.hardware[name] = fmt::format("{} ({})", hw.description.empty() ? hw.gpu.name : hw.description,
+                                      hw.source_file.empty() ? "built in" : hw.source_file);
+    } catch (const std::exception&) {
+      in.hardware[name] = "hardware file not found when the report was written";
+    }
+  }
+  return in;
+}
+
+ReportSection assumptions_section(const scenario::SweepResult& r, const AssumptionsInput& in) {
+  ReportTable t{"", {"assumption", "value"}, {}, {false, false}};
+  const std::string source = distinct(r, [](const PointResult& p) { return p.report ? p.report->source : ""; });
+  t.rows.push_back({"figures", source == "predicted" ? "simulated by the dptwin twin (SimGrid model of the hardware "
+                                                       "file), not measured"
+                               : source == "measured" ? "measured on real devices"
+                                                      : source});
+  t.rows.push_back({"precision", distinct(r, [](const PointResult& p) {
+                      return p.report && p.report->precision ? precision_text(*p.report->precision) : precision_text(p.dtype);
+                    })});
+  t.rows.push_back({"optimizer", distinct(r, [](const PointResult& p) { return p.optimizer; })});
+  t.rows.push_back({"batch", distinct(r, [](const PointResult& p) {
+                      return p.batch_per_device ? fmt::format("{} per GPU", p.batch_per_device) : std::string();
+                    }) + " (the global batch is the per-GPU batch times the GPU count)"});
+  const bool any_ddp = std::any_of(r.points.begin(), r.points.end(), [](const PointResult& p) { return p.strategy == "ddp"; });
+  if (any_ddp)
+    t.rows.push_back({"DDP bucket size", distinct(r, [](const PointResult& p) {
+                        return p.strategy == "ddp" ? fmt::format("{:g} MiB", p.bucket_cap_mb) : std::string();
+                      })});
+  std::string overrides;
+  for (const auto& o : in.overrides) overrides += (overrides.empty() ? "" : "; ") + o;
+  t.rows.push_back({"hardware overrides", overrides.empty() ? "none" : overrides});
+  for (const auto& [name, description] : in.hardware) t.rows.push_back({"hardware " + name, description});
+  t.rows.push_back({"dptwin", fmt::format("version {}, git revision {}", dptwin_version(), dptwin_git_revision())});
+  t.rows.push_back({"date", in.date.empty() ? "unknown" : in.date});
+  return {"Assumptions", {"What the figures above rest on; a reader forwarding this report needs these."}, {}, {t}, {}};
+}
+
+}  // namespace dpt::report

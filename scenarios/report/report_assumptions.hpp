@@ -1,0 +1,36 @@
+// The "Assumptions" section of a report: what a reader forwarding it must know
+// to trust the figures. Whether they are simulated or measured, the precision, the
+// optimizer, the batch, DDP's bucket size, hardware overrides, each hardware
+// file's description, the dptwin version, its git revision and the date.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "scenarios/report/report_document.hpp"
+#include "scenarios/scenario/scenario.hpp"
+#include "scenarios/scenario/sweep.hpp"
+
+namespace dpt::report {
+
+// The version of dptwin (CMake's project version) and the git revision it was
+// configured from ("unknown" outside a checkout).
+const char* dptwin_version();
+const char* dptwin_git_revision();
+// Now in UTC, ISO 8601 to the second: "2026-12-03T13:05:00Z".
+std::string utc_now_iso8601();
+
+struct AssumptionsInput {
+  std::vector<std::string> overrides;                  // "gpu.memory = 40 GiB", from the scenario and flags
+  std::map<std::string, std::string> hardware;         // hardware name -> its file's description and path
+  std::string date;                                    // when the figures were produced (utc_now_iso8601())
+};
+
+// The overrides and hardware descriptions of a scenario (hardware files that cannot
+// be loaded are described by name only).
+AssumptionsInput assumptions_input(const scenario::SweepResult& r, const scenario::Scenario* s,
+                                   const scenario::Library& lib);
+
+ReportSection assumptions_section(const scenario::SweepResult& r, const AssumptionsInput& in);
+
+}  // namespace dpt::report

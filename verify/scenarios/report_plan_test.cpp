@@ -1,0 +1,280 @@
+// Reports that answer the question asked, show every swept field with its unit,
+// state their assumptions and the GPUs' capacity, and replace their directory whole;
+// plans over whole nodes with near-ties, currencies and token targets. The sweep
+// results are written by hand, so every expected figure is known.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "engine/core/fault_injection.hpp"
+#include "scenarios/plan/plan.hpp"
+#include "scenarios/report/report_answer.hpp"
+#include "scenarios/report/report_axes.hpp"
+#include "scenarios/report/report_chart.hpp"
+#include "scenarios/report/report_document.hpp"
+#include "scenarios/report/report_sweep.hpp"
+
+namespace dpt::report {
+namespace {
+
+namespace fs = std::filesystem;
+using scenario::PointResult;
+using scenario::PointStatus;
+using scenario::SweepResult;
+
+// A DDP point on 4 GPUs of 48 GiB at `thr` samples/s, 32 per GPU, 3 GiB per GPU.
+PointResult point(size_t index, std::vector<std::pair<std::string, std::string>> axes, double thr,
+                  const std::string& strategy = "ddp", int gpus = 4) {
+  PointResult p;
+  p.index = index;
+  p.axes = std::move(axes);
+  p.hardware = "l40s-4x-pcie4";
+  p.gpu_name = "L40S";
+  p.model = "resnet50";
+  p.strategy = strategy;
+  p.devices = gpus;
+  p.nodes = 1;
+  p.batch_per_device = 32;
+  p.batch_global = 32 * gpus;
+  p.dtype = "f32";
+  p.bucket_cap_mb = 25;
+  p.optimizer = "sgd_momentum";
+  StepReport r;
+  r.strategy = strategy;
+  r.devices = gpus;
+  r.step_time_s = p.batch_global / thr;
+  r.breakdown_s.compute = *r.step_time_s * 0.8;
+  r.throughput_samples_per_s = thr;
+  for (int g = 0; g < gpus; ++g) {
+    DeviceReport d;
+    d.device = "sim:gpu" + std::to_string(g);
+    d.peak_memory_bytes = 3 * kGiB;
+    d.capacity_bytes = 48 * kGiB;
+    r.devices_detail.push_back(d);
+  }
+  p.report = r;
+  return p;
+}
+
+// The bucket-size question: four values of bucket_cap_mb on four GPUs.
+SweepResult bucket_sweep() {
+  SweepResult r;
+  r.scenario_name = "bucket-size";
+  r.question = "Which DDP bucket size trains ResNet-50 fastest on four L40S over PCIe Gen4?";
+  const char* sizes[] = {"1", "5", "25", "100"};
+  const double thr[] = {5600, 5560, 5500, 4510};
+  for (size_t i = 0; i < 4; ++i) r.points.push_back(point(i, {{"bucket_cap_mb", sizes[i]}}, thr[i]));
+  r.total_points = 4;
+  return r;
+}
+
+TEST(QuestionKind, FollowsTheQuestionAndTheSweep) {
+  // Invariant: the answer's kind is the first rule that holds (report_answer.hpp).
+  SweepResult r = bucket_sweep();
+  EXPECT_EQ(question_kind(r), QuestionKind::best_value);  // a swept field at a fixed GPU count
+  r.question = "Does GPT-2 1.5B fit on a DGX A100?";
+  EXPECT_EQ(question_kind(r), QuestionKind::memory);
+  r.question = "How much memory does GPU 0 hold?";
+  EXPECT_EQ(question_kind(r), QuestionKind::memory);
+  r.question = "What does the cheapest option cost?";
+  EXPECT_EQ(question_kind(r), QuestionKind::cost);
+  r.question = "How long does training take?";
+  EXPECT_EQ(question_kind(r), QuestionKind::time_to_train);
+  r.question = "Is the benefit worth it?";  // "benefit" is not "fit"
+  EXPECT_EQ(question_kind(r), QuestionKind::best_value);
+  r.points[1].status = PointStatus::out_of_memory;  // a point ran out of memory: memory matters
+  EXPECT_EQ(question_kind(r), QuestionKind::memory);
+  r.points[1].status = PointStatus::ok;
+  r.target = scenario::Target{std::nullopt, 1e9, 24.0};
+  EXPECT_EQ(question_kind(r), QuestionKind::time_to_train);
+}
+
+TEST(Answer, BestValueOfTheSweptFieldWithItsUnit) {
+  // 5,600 / 4,510 - 1 = 24.2 %: the 1 MiB bucket against the 100 MiB one.
+  EXPECT_EQ(sweep_answer(bucket_sweep()),
+            "DDP bucket size 1 MiB is fastest at 5,600 samples/s, 24 % above DDP bucket size 100 MiB (4,510 samples/s).");
+}
+
+TEST(Answer, MemoryQuestionsAreAnsweredWithMemory) {
+  SweepResult r = bucket_sweep();
+  r.question = "Does it fit?";
+  r.points[0].report->devices_detail[0].peak_memory_bytes = 12 * kGiB;  // the highest peak: 12 of 48 GiB = 25 %
+  r.points[3].status = PointStatus::out_of_memory;
+  r.points[3].report->out_of_memory = OutOfMemoryReport{"sim:gpu0", "out of memory on sim:gpu0", kGiB,
+                                                        {{"activations", 47 * kGiB}}, 48 * kGiB};
+  EXPECT_EQ(sweep_answer(r),
+            "3 of 4 configurations fit in GPU memory; the highest peak is 12.00 GiB of 48.00 GiB (25 %) on GPU 0 of 4x "
+            "L40S with DDP; 4x L40S with DDP runs out of memory on sim:gpu0 (47.00 GiB live of 48.00 GiB when 1.00 GiB "
+            "more was asked for).");
+}
+
+// Whether the Markdown's table of every point has the bucket size as a column, and
+// the throughput chart has it as x-axis at the swept values.
+bool shows_bucket_size(const ReportDocument& doc) {
+  const std::string md = render_markdown(doc);
+  const bool column = md.find("| DDP bucket size (MiB) |") != std::string::npos &&
+                      md.find("| 0 | l40s-4x-pcie4 | DDP | 4 | 1 | 128 / 32 |") != std::string::npos;
+  bool axis = false;
+  for (const auto& s : doc.sections)
+    for (const auto& c : s.charts)
+      if (c.id == "throughput")
+        axis = c.x_label == "DDP bucket size (MiB)" && c.x_tics == std::vector<double>{1, 5, 25, 100};
+  return column && axis;
+}
+
+TEST(SweptField, IsAColumnAndTheAxisWithItsUnit) {
+  EXPECT_TRUE(shows_bucket_size(build_sweep_report(bucket_sweep(), {})));
+  // The planted bug drops the columns: the check must fail.
+  const ScopedFault bug(Fault::report_no_swept_columns);
+  EXPECT_FALSE(shows_bucket_size(build_sweep_report(bucket_sweep(), {})));
+}
+
+TEST(SweptField, LabelsCarryUnits) {
+  EXPECT_EQ(swept_field_label("overrides.nvlink.link_bandwidth", {"25 GB/s", "50 GB/s"}), "nvlink.link_bandwidth (GB/s)");
+  EXPECT_EQ(swept_field_label("overrides.pcie.generation", {"3", "4"}), "PCIe generation");
+  EXPECT_EQ(field_value_text("bucket_cap_mb", "25"), "DDP bucket size 25 MiB");
+  EXPECT_EQ(field_value_text("overrides.nvlink.link_bandwidth", "25 GB/s"), "nvlink.link_bandwidth 25 GB/s");
+}
+
+TEST(Memory, ChartShowsTheCapacityLine) {
+  const ReportDocument doc = build_sweep_report(bucket_sweep(), {});
+  const Chart* mem = nullptr;
+  for (const auto& s : doc.sections)
+    for (const auto& c : s.charts)
+      if (c.id == "memory") mem = &c;
+  ASSERT_NE(mem, nullptr);
+  ASSERT_EQ(mem->y_lines.size(), 1u);
+  EXPECT_DOUBLE_EQ(mem->y_lines[0].y, 48.0);
+  // The y range reaches past the line (48 x 1.08 = 51.84), so 3 of 48 GiB looks small.
+  const std::string g = gnuplot_script(*mem, "d", "o");
+  EXPECT_NE(g.find("set yrange [0:51.84]"), std::string::npos) << g;
+  EXPECT_NE(g.find("set arrow 1 from graph 0, first 48 to graph 1, first 48"), std::string::npos) << g;
+}
+
+TEST(Svg, TooltipsNameTheSeries) {
+  Chart c{"t", "Throughput", "GPUs", "samples/s", ChartKind::lines, false, {}, {}, ""};
+  c.series.push_back({"DDP", {{1, 10}, {2, 20}}, {}, false, 0});
+  const std::string svg = name_svg_tooltips(c, "<title>Gnuplot</title><g id=\"gnuplot_plot_1\" ><title>gnuplot_plot_1</title>");
+  EXPECT_EQ(svg, "<title>Throughput</title><g id=\"chart-t-plot_1\" ><title>DDP</title>");
+}
+
+TEST(Assumptions, NameSourcePrecisionVersionAndDate) {
+  SweepReportOptions o;
+  o.assumptions = AssumptionsInput{{"gpu.memory = 40 GiB"}, {{"l40s-4x-pcie4", "4x L40S (file)"}}, "2026-01-02T03:04:05Z"};
+  const std::string md = render_markdown(build_sweep_report(bucket_sweep(), o));
+  for (const std::string row : {"| figures | simulated by the dptwin twin", "| precision | f32 (",
+                                "| optimizer | sgd_momentum |", "| batch | 32 per GPU", "| hardware overrides | gpu.memory = 40 GiB |",
+                                "| hardware l40s-4x-pcie4 | 4x L40S (file) |", "| dptwin | version ",
+                                "| date | 2026-01-02T03:04:05Z |"})
+    EXPECT_NE(md.find(row), std::string::npos) << row;
+}
+
+TEST(Directory, ARerunReplacesTheReportWhole) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "report_plan_test_out";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "traces");
+  std::ofstream(dir / "traces" / "stale.json") << "{}";
+  const ReportDocument doc = build_sweep_report(bucket_sweep(), {});
+  write_report_whole(doc, dir.string());
+  // Invariant: afterwards the directory holds exactly the new report.
+  EXPECT_FALSE(fs::exists(dir / "traces" / "stale.json"));
+  EXPECT_TRUE(fs::exists(dir / "report.html"));
+  for (const auto& e : fs::directory_iterator(dir.parent_path()))
+    EXPECT_EQ(e.path().filename().string().find("report_plan_test_out.partial"), std::string::npos) << e.path();
+  fs::remove_all(dir);
+}
+
+TEST(Question, RegeneratedFromThePointsRun) {
+  SweepResult r = bucket_sweep();
+  r.points[0].hardware = "dgx-h100";
+  EXPECT_EQ(question_for_points(r), "How does DDP train resnet50 on 4 GPUs on dgx-h100 and l40s-4x-pcie4?");
+}
+
+// ---- plans -------------------------------------------------------------------------
+
+TEST(PlanCounts, WholeNodesNotOnlyPowersOfTwo) {
+  // Invariant: below a node 1, 2, 4, ...; then every whole number of nodes.
+  const std::vector<int> a100 = {1, 2, 4, 8, 16, 24, 32};
+  EXPECT_EQ(scenario::plan_gpu_counts(8, 64, 32), a100);
+  EXPECT_EQ(scenario::plan_gpu_counts(4, 4, 32), (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(scenario::plan_gpu_counts(8, 6, 32), (std::vector<int>{1, 2, 4, 6}));
+  const ScopedFault bug(Fault::plan_powers_of_two_only);
+  EXPECT_NE(scenario::plan_gpu_counts(8, 64, 32), a100);  // the planted bug loses 24
+}
+
+TEST(PlanTokens, ConvertedWithTheModelsSequenceLength) {
+  EXPECT_EQ(scenario::tokens_per_sample_of("a 1,024-token sequence"), 1024.0);
+  EXPECT_FALSE(scenario::tokens_per_sample_of("one 224x224 RGB image"));
+  scenario::Target t;
+  t.tokens_per_s = 2'048'000;
+  const auto s = scenario::target_in_samples(t, 1024);
+  EXPECT_DOUBLE_EQ(s.required_samples_per_s(), 2000.0);
+  EXPECT_EQ(s.describe(), "2,050,000 tokens/s (2,000 samples/s of 1024 tokens)");
+}
+
+// Three configurations meeting 5,000 samples/s on hardware at 1.00 per GPU-hour.
+SweepResult plan_sweep() {
+  SweepResult r;
+  r.points.push_back(point(0, {{"gpus", "4"}}, 6000));            // 4.00/h
+  r.points.push_back(point(1, {{"gpus", "4"}}, 12000, "dp"));     // 4.00/h too, twice as fast: a tie
+  r.points.push_back(point(2, {{"gpus", "8"}}, 16000, "ddp", 8)); // 8.00/h
+  PointResult skipped;
+  skipped.index = 3;
+  skipped.axes = {{"gpus", "12"}};
+  skipped.hardware = "l40s-4x-pcie4";
+  skipped.strategy = "dp";
+  skipped.status = PointStatus::skipped;
+  skipped.reason = "DataParallel runs in one process: 12 GPUs span 3 nodes";
+  r.points.push_back(skipped);
+  return r;
+}
+
+TEST(Plan, TiesAreAlternativesNotMoreExpensive) {
+  scenario::PlanSpec spec;
+  spec.candidates = {{"l40s-4x-pcie4", 1.0, ""}};
+  spec.currency = "USD";
+  spec.train_samples = 36e6;  // 36e6 / 6,000 = 6,000 s = 1.67 h
+  const auto plan = scenario::judge_plan(plan_sweep(), scenario::Target{5000.0, std::nullopt, std::nullopt}, spec);
+  ASSERT_TRUE(plan.winner.has_value());
+  // Equal cost per hour: the tie goes to fewer GPUs (equal), then higher throughput: point 1.
+  EXPECT_EQ(plan.verdicts[*plan.winner].point, 1u);
+  EXPECT_EQ(plan.verdicts[0].kind, scenario::PlanVerdictKind::alternative);
+  EXPECT_EQ(plan.verdicts[0].reason, "ties with the winner at 4.00 USD per hour; the tie goes to the higher throughput");
+  EXPECT_EQ(plan.verdicts[2].kind, scenario::PlanVerdictKind::more_expensive);
+  EXPECT_EQ(plan.verdicts[2].reason, "meets the target but costs 8.00 USD per hour against 4.00 USD");
+  // Infeasible rows say so and carry no price.
+  EXPECT_EQ(plan.verdicts[3].kind, scenario::PlanVerdictKind::infeasible);
+  EXPECT_EQ(plan.verdicts[3].reason, "infeasible: DataParallel runs in one process: 12 GPUs span 3 nodes");
+  EXPECT_FALSE(plan.verdicts[3].price_per_hour);
+  EXPECT_EQ(scenario::plan_point_gpus(plan.sweep.points[3]), 12);
+  // 36e6 / 12,000 = 3,000 s = 0.833 h at 4.00 USD per hour = 3.33 USD.
+  EXPECT_EQ(scenario::plan_answer(plan),
+            "The cheapest configuration that meets 5,000 samples/s is 4x L40S (l40s-4x-pcie4) with DataParallel, at "
+            "12,000 samples/s for 4.00 USD per hour; training 36,000,000 samples takes 0.833 h and costs 3.33 USD; 1 "
+            "alternative within 2 % of its cost.");
+}
+
+TEST(Plan, NearTieWithinTheMarginIsAnAlternativeWithItsAdvantage) {
+  // Point 2 moves to hardware "b" at 1.01 per GPU-hour on 4 GPUs: 4.04 per hour, +1 %
+  // over the winner's 4.00 and 16,000 / 12,000 = 1.33x its throughput.
+  SweepResult s = plan_sweep();
+  s.points[2].hardware = "b";
+  s.points[2].devices = 4;
+  s.points[2].batch_global = 128;
+  scenario::PlanSpec spec;
+  spec.candidates = {{"l40s-4x-pcie4", 1.0, ""}, {"b", 1.01, ""}};
+  spec.tie_margin = 0.05;
+  const auto near = scenario::judge_plan(s, scenario::Target{5000.0, std::nullopt, std::nullopt}, spec);
+  EXPECT_EQ(near.verdicts[*near.winner].point, 1u);
+  EXPECT_EQ(near.verdicts[2].kind, scenario::PlanVerdictKind::alternative);
+  EXPECT_EQ(near.verdicts[2].reason, "within 5 % of the winner: 4.04 per hour (+1.0 %), 1.33x the winner's throughput");
+  // Outside the margin it is more expensive.
+  spec.tie_margin = 0.005;
+  const auto far = scenario::judge_plan(s, scenario::Target{5000.0, std::nullopt, std::nullopt}, spec);
+  EXPECT_EQ(far.verdicts[2].kind, scenario::PlanVerdictKind::more_expensive);
+}
+
+}  // namespace
+}  // namespace dpt::report
