@@ -1,0 +1,99 @@
+// Dense link incidence and swept overlap loads (see link_sweep.hpp).
+#include "sim/collectives/large_n/link_sweep.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace sg4 = simgrid::s4u;
+
+namespace dpt::sim {
+
+LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes) {
+  LinkIncidence inc;
+  std::unordered_map<const sg4::Link*, int> id;
+  std::unordered_map<const RouteInfo*, std::vector<int>> ids_of;  // transfers share routes
+  inc.first.reserve(routes.size() + 1);
+  for (const RouteInfo* r : routes) {
+    auto [it, fresh] = ids_of.try_emplace(r);
+    if (fresh)
+      for (const sg4::Link* l : r->links) {
+        auto [lit, added] = id.try_emplace(l, static_cast<int>(inc.bandwidth.size()));
+        if (added) inc.bandwidth.push_back(l->get_bandwidth());
+        it->second.push_back(lit->second);
+      }
+    inc.first.push_back(static_cast<int>(inc.link.size()));
+    for (int l : it->second) {
+      inc.link.push_back(l);
+      inc.owner.push_back(static_cast<int>(inc.first.size()) - 1);
+    }
+  }
+  inc.first.push_back(static_cast<int>(inc.link.size()));
+  // Counting sort of the incidences by link.
+  inc.on_first.assign(inc.bandwidth.size() + 1, 0);
+  for (int l : inc.link) ++inc.on_first[static_cast<size_t>(l) + 1];
+  for (size_t l = 0; l + 1 < inc.on_first.size(); ++l) inc.on_first[l + 1] += inc.on_first[l];
+  inc.on.resize(inc.link.size());
+  std::vector<int> fill(inc.on_first.begin(), inc.on_first.end() - 1);
+  for (int k = 0; k < static_cast<int>(inc.link.size()); ++k) inc.on[static_cast<size_t>(fill[inc.link[k]]++)] = k;
+  return inc;
+}
+
+void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, const std::vector<double>& end,
+                   const std::vector<double>& weight, std::vector<double>& out) {
+  out.assign(inc.link.size(), 0.0);
+  std::vector<std::pair<double, double>> events;  // (time, change of the summed weight)
+  std::vector<double> t, f, rate;                 // breakpoints, F at them, the rate after them
+  for (int l = 0; l < inc.links(); ++l) {
+    const int b = inc.on_first[l], e = inc.on_first[l + 1];
+    if (e - b == 1) {  // alone on its link: its own interval
+      const int k = inc.on[b], i = inc.owner[k];
+      out[k] = end[i] > start[i] ? weight[i] * (end[i] - start[i]) : 0.0;
+      continue;
+    }
+    events.clear();
+    for (int q = b; q < e; ++q) {
+      const int i = inc.owner[inc.on[q]];
+      if (end[i] <= start[i]) continue;
+      events.emplace_back(start[i], weight[i]);
+      events.emplace_back(end[i], -weight[i]);
+    }
+    std::sort(events.begin(), events.end());
+    t.clear(), f.clear(), rate.clear();
+    double integral = 0, r = 0;
+    for (const auto& [time, change] : events) {
+      if (t.empty() || time > t.back()) {
+        if (!t.empty()) integral += r * (time - t.back());
+        t.push_back(time), f.push_back(integral), rate.push_back(r);
+      }
+      r += change;
+      rate.back() = r;
+    }
+    auto running = [&](double x) {
+      const auto pos = std::upper_bound(t.begin(), t.end(), x) - t.begin() - 1;
+      if (pos < 0) return 0.0;
+      const auto u = static_cast<size_t>(pos);
+      return f[u] + rate[u] * (x - t[u]);
+    };
+    for (int q = b; q < e; ++q) {
+      const int k = inc.on[q], i = inc.owner[k];
+      if (end[i] > start[i]) out[k] = std::max(0.0, running(end[i]) - running(start[i]));
+    }
+  }
+}
+
+void overlap_loads_pairwise(const LinkIncidence& inc, const std::vector<double>& start,
+                            const std::vector<double>& end, const std::vector<double>& weight,
+                            std::vector<double>& out) {
+  out.assign(inc.link.size(), 0.0);
+  for (int l = 0; l < inc.links(); ++l)
+    for (int q = inc.on_first[l]; q < inc.on_first[l + 1]; ++q) {
+      const int k = inc.on[q], i = inc.owner[k];
+      for (int s = inc.on_first[l]; s < inc.on_first[l + 1]; ++s) {
+        const int o = inc.owner[inc.on[s]];
+        const double overlap = std::min(end[i], end[o]) - std::max(start[i], start[o]);
+        if (overlap > 0) out[k] += weight[o] * overlap;
+      }
+    }
+}
+
+}  // namespace dpt::sim
