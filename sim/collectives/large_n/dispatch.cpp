@@ -26,12 +26,22 @@ struct TrafficShape {
   std::vector<std::vector<Bytes>> crossings;  // [channel][link index]
 };
 
-// What a call's ranks and channel count determine, kept across calls: ring orders, tree
-// channels and their estimator, and traffic shapes by (algorithm, op, root). DDP's calls
-// differ in count only, so at 32,768 ranks building these per call was most of a
-// prediction's time.
+// A ring step's flows folded by what their times depend on: flows whose routes have the
+// same latency and the same (flows on the link, bandwidth) on every link last equally
+// long in a phase, so one of each class stands for all. With the per-link flow counts,
+// a step of any chunk size is timed from a few flows instead of N x C.
+struct RingStepShape {
+  std::vector<PhaseFlow> representatives;                  // one per class, bytes unset
+  std::vector<std::pair<const sg4::Link*, Bytes>> counts;  // flows on each link of theirs
+};
+
+// What a call's ranks and channel count determine, kept across calls: ring orders and
+// their step shape, tree channels and their estimator, and traffic shapes by (algorithm,
+// op, root). DDP's calls differ in count only, so at 32,768 ranks building these per call
+// was most of a prediction's time.
 struct RankSet {
   std::optional<std::vector<std::vector<int>>> orders;
+  std::optional<RingStepShape> ring_step;
   std::unique_ptr<TreeEstimator> tree;
   std::map<std::tuple<int, int, int>, TrafficShape> traffic;
 };
@@ -71,6 +81,38 @@ const std::vector<std::vector<int>>& orders_of(RankSet& set, const Platform& p, 
                                                int channels) {
   if (!set.orders) set.orders = ring_orders(p, rank_gpus, channels);
   return *set.orders;
+}
+
+// One ring step's duration with chunks of `chunk_bytes`: phase_time over the class
+// representatives, every link loaded as all the step's flows load it (the count times
+// the chunk: the same double phase_load sums).
+Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels,
+                       Bytes chunk_bytes) {
+  if (!set.ring_step) {
+    const auto flows = ring_step_flows(p, rank_gpus, orders_of(set, p, rank_gpus, channels), 0);
+    std::unordered_map<const sg4::Link*, Bytes> count;
+    for (const auto& f : flows)
+      for (const auto* l : p.route(f.from, f.to).links) ++count[l];
+    RingStepShape shape;
+    std::map<std::pair<double, std::vector<std::pair<Bytes, double>>>, int> classes;
+    std::unordered_map<const sg4::Link*, Bytes> used;
+    for (const auto& f : flows) {
+      const RouteInfo& r = p.route(f.from, f.to);
+      std::vector<std::pair<Bytes, double>> signature;
+      for (const auto* l : r.links) signature.emplace_back(count.at(l), l->get_bandwidth());
+      std::sort(signature.begin(), signature.end());
+      if (!classes.try_emplace({r.latency_s, std::move(signature)}, 0).second) continue;
+      shape.representatives.push_back(f);
+      for (const auto* l : r.links) used.emplace(l, count.at(l));
+    }
+    shape.counts.assign(used.begin(), used.end());
+    set.ring_step = std::move(shape);
+  }
+  std::vector<PhaseFlow> flows = set.ring_step->representatives;
+  for (auto& f : flows) f.bytes = chunk_bytes;
+  LinkLoad load;
+  for (const auto& [l, c] : set.ring_step->counts) load[l] = static_cast<double>(chunk_bytes) * static_cast<double>(c);
+  return phase_time_with(p, flows, load);
 }
 
 TreeEstimator& tree_of(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels) {
@@ -130,7 +172,7 @@ Seconds time_large_n(RankSet& set, const Platform& p, const std::vector<int>& ra
       }
       const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
       const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * channels) * call.element_bytes;
-      return steps * phase_time(p, ring_step_flows(p, rank_gpus, orders, chunk));
+      return steps * ring_step_time(set, p, rank_gpus, channels, chunk);
     }
     case CollectiveAlgorithm::tree: {
       TreeEstimator& tree = tree_of(set, p, rank_gpus, channels);
