@@ -20,6 +20,8 @@ enum class Fault : unsigned {
   ring_skips_last_all_gather_step,  // "ring-step": the host ring's all-gather omits its last step
   predict_symmetric_node0_only,     // "symmetric-node0": symmetric collectives timed for node 0 alone
   fluid_sim_unweighted_sharing,     // "fluid-unweighted": max-min shares ignore the 1/latency weights
+  large_n_sweep_drops_own,          // "sweep-drops-own": a swept link load leaves out the transfer's own bytes
+  large_n_cache_ignores_channels,     // "cache-ignores-channels": large-N rank sets cached without their channel count
 };
 
 // Every fault, in declaration order.

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "engine/core/fault_injection.hpp"
 #include "sim/collectives/collective_exact.hpp"
 #include "sim/collectives/large_n/estimate.hpp"
 #include "sim/collectives/large_n/phases.hpp"
@@ -68,7 +69,8 @@ RankSet& rank_set(RankSetCache& cache, const Platform& p, const std::vector<int>
     cache.platform = &p, cache.first_gpu = p.gpu_host(0), cache.gpu_count = p.gpu_count();
   }
   constexpr size_t kMaxRankSets = 16;  // a process times a few groups; bound the memory all the same
-  auto key = std::make_pair(channels, rank_gpus);
+  // Planted: the channel count left out of the key (a call then gets another count's orders).
+  auto key = std::make_pair(fault_active(Fault::large_n_cache_ignores_channels) ? 0 : channels, rank_gpus);
   auto it = cache.sets.find(key);
   if (it == cache.sets.end()) {
     if (cache.sets.size() >= kMaxRankSets) cache.sets.clear();

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "engine/core/fault_injection.hpp"
+
 namespace sg4 = simgrid::s4u;
 
 namespace dpt::sim {
@@ -74,9 +76,11 @@ void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, c
       const auto u = static_cast<size_t>(pos);
       return f[u] + rate[u] * (x - t[u]);
     };
+    const bool drop_own = fault_active(Fault::large_n_sweep_drops_own);  // planted: the transfer's own bytes left out
     for (int q = b; q < e; ++q) {
       const int k = inc.on[q], i = inc.owner[k];
       if (end[i] > start[i]) out[k] = std::max(0.0, running(end[i]) - running(start[i]));
+      if (drop_own) out[k] = std::max(0.0, out[k] - weight[i] * (end[i] - start[i]));
     }
   }
 }
