@@ -43,6 +43,7 @@ class FluidSim {
     version_.assign(bw_.size(), 0);
     on_link_.assign(bw_.size(), {});
     count_.assign(bw_.size(), 0);
+    queued_.assign(bw_.size(), 0);
     for (int i = 0; i < n; ++i)
       if (flows_[i].waits == 0) start(i, 0.0);
     double t = 0;
@@ -148,6 +149,10 @@ class FluidSim {
       const auto [m, best, ver] = heap_.top();
       heap_.pop();
       if (ver != version_[best] || count_[best] <= 0) continue;
+      // Fix every flow of `best`, then requeue each other link they cross once, at its
+      // final key: the entries a push per flow made were stale by the next flow, so the
+      // order in which links saturate, and every rate, are the same.
+      changed_.clear();
       for (int i : on_link_[best]) {
         Flow& f = flows_[i];
         if (f.rate >= 0) continue;
@@ -158,8 +163,12 @@ class FluidSim {
           cap_[l] = std::max(0.0, cap_[l] - f.rate);
           usage_[l] -= f.weight;
           --count_[l];
-          if (l != best && count_[l] > 0) heap_.push({cap_[l] / usage_[l], l, ++version_[l]});
+          if (l != best && !queued_[l]) queued_[l] = 1, changed_.push_back(l);
         }
+      }
+      for (int l : changed_) {
+        queued_[l] = 0;
+        if (count_[l] > 0) heap_.push({cap_[l] / usage_[l], l, ++version_[l]});
       }
       count_[best] = 0;
     }
@@ -176,6 +185,8 @@ class FluidSim {
   std::vector<std::vector<int>> on_link_;
   std::vector<int> count_, version_;
   std::vector<int> active_, touched_;
+  std::vector<int> changed_;        // links whose share changed while fixing one link's flows
+  std::vector<unsigned char> queued_;  // per link: in changed_
   std::priority_queue<std::tuple<double, int, int>, std::vector<std::tuple<double, int, int>>, std::greater<>> heap_;
   std::vector<Seconds> end_;
   std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>> lat_heap_;
