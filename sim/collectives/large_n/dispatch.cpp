@@ -2,6 +2,7 @@
 #include "sim/collectives/large_n/dispatch.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,7 +25,7 @@ namespace {
 // the sum over channels of that channel's bytes per transfer times its crossings there.
 struct TrafficShape {
   std::vector<const sg4::Link*> links;
-  std::vector<std::vector<Bytes>> crossings;  // [channel][link index]
+  std::vector<std::vector<std::int32_t>> crossings;  // [channel][link index]
 };
 
 // A ring step's flows folded by what their times depend on: flows whose routes have the
@@ -146,7 +147,7 @@ LinkBytes traffic_of(const TrafficShape& shape, const std::vector<Bytes>& bytes_
   out.reserve(shape.links.size());
   for (size_t i = 0; i < shape.links.size(); ++i) {
     Bytes b = 0;
-    for (size_t c = 0; c < shape.crossings.size(); ++c) b += bytes_per_channel[c] * shape.crossings[c][i];
+    for (size_t c = 0; c < shape.crossings.size(); ++c) b += bytes_per_channel[c] * Bytes{shape.crossings[c][i]};
     out.emplace_back(shape.links[i], b);
   }
   return out;

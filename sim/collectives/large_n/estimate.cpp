@@ -40,7 +40,13 @@ Seconds TreeEstimator::head_time(const std::vector<Bytes>& pieces) {
   if (auto it = head_times_.find(pieces); it != head_times_.end()) return it->second;
   const int m = static_cast<int>(pieces.size());
   auto& slot = heads_[m];
-  if (!slot) slot = build_head(p_, gpus_, tcs_, m);
+  if (!slot) {
+    // One head graph at a time: at 32,768 ranks one takes ~200 MiB, and calls needing a
+    // head of another length (the few smallest buckets) are rare.
+    for (auto& [length, graph] : heads_)
+      if (length != m) graph.reset();
+    slot = build_head(p_, gpus_, tcs_, m);
+  }
   const Head& h = *slot;
   const LinkIncidence& inc = h.links;
   const int e_count = inc.transfers();
@@ -95,6 +101,10 @@ Seconds TreeEstimator::period(Bytes piece_bytes) {
     period_->links = link_incidence(routes);
     period_->count.assign(static_cast<size_t>(period_->links.links()), 0.0);
     for (int l : period_->links.link) period_->count[l] += 1;
+    // Only each transfer's links are read from here on.
+    period_->links.owner = {};
+    period_->links.on = {};
+    period_->links.on_first = {};
   }
   const Period& pd = *period_;
   const double b = static_cast<double>(piece_bytes);
