@@ -45,6 +45,7 @@ struct RankSet {
   std::optional<std::vector<std::vector<int>>> orders;
   std::optional<RingStepShape> ring_step;
   std::unique_ptr<TreeEstimator> tree;
+  std::map<std::pair<int, int>, ChainLinks> chains;  // by (op, root)
   std::map<std::tuple<int, int, int>, TrafficShape> traffic;
 };
 
@@ -171,7 +172,13 @@ Seconds time_large_n(RankSet& set, const Platform& p, const std::vector<int>& ra
             method, n, k, last_ratio, static_cast<Elements>(channels) * (n - 1), kLargeNReplayMaxChainTransfers,
             kLargeNExtrapolateMaxChainTransfers,
             [&](Elements head) { return chain_replay(p, rank_gpus, chains, call, piece, head); }, by);
-        return t ? *t : chain_time(p, rank_gpus, chains, call, piece);
+        if (t) return *t;
+        auto it = set.chains.find({static_cast<int>(call.op), call.root});
+        if (it == set.chains.end()) {
+          if (set.chains.size() >= 4) set.chains.clear();  // a few roots at a time: each holds C (n - 1) hops
+          it = set.chains.emplace(std::make_pair(static_cast<int>(call.op), call.root), chain_links(p, rank_gpus, chains)).first;
+        }
+        return chain_time(it->second, call, piece);
       }
       const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
       const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * channels) * call.element_bytes;

@@ -164,13 +164,20 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
       for (int c : children[r]) stack.push_back(c);
     }
     std::reverse(post.begin(), post.end());
+    // Every piece crosses the same edges: their routes looked up once.
+    std::vector<const RouteInfo*> up_route(n, nullptr), down_route(n, nullptr);
+    for (int r : post)
+      if (par[r] >= 0) {
+        up_route[r] = &p.route(host_of(p, gpus, r), host_of(p, gpus, par[r]));
+        down_route[r] = &p.route(host_of(p, gpus, par[r]), host_of(p, gpus, r));
+      }
     std::vector<int> up_prev(n, -1), down_prev(n, -1), up(n, -1), down(n, -1);
     for (int q = 0; q < m; ++q) {
       for (int r : post) {
         if (par[r] < 0) continue;
         for (int c : children[r]) h->after.push_back(up[c]);
         if (q > 0) h->after.push_back(up_prev[r]);
-        up[r] = add(p.route(host_of(p, gpus, r), host_of(p, gpus, par[r])), q);
+        up[r] = add(*up_route[r], q);
       }
       for (auto it = post.rbegin(); it != post.rend(); ++it) {
         const int r = *it;
@@ -181,7 +188,7 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
           h->after.push_back(down[par[r]]);
         }
         if (q > 0) h->after.push_back(down_prev[r]);
-        down[r] = add(p.route(host_of(p, gpus, par[r]), host_of(p, gpus, r)), q);
+        down[r] = add(*down_route[r], q);
       }
       std::swap(up_prev, up);
       std::swap(down_prev, down);
@@ -201,31 +208,40 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
 // busy interval that hop's busy interval overlaps; found by iterating from unshared
 // durations (damped, as the tree's head). The last piece then runs through the same
 // recurrence at its own size.
+ChainLinks chain_links(const Platform& p, const std::vector<int>& gpus, const std::vector<std::vector<int>>& chains) {
+  ChainLinks out;
+  out.channels = static_cast<int>(chains.size());
+  out.hops = static_cast<int>(gpus.size()) - 1;
+  for (const auto& o : chains)
+    for (int q = 0; q < out.hops; ++q) out.routes.push_back(&p.route(host_of(p, gpus, o[q]), host_of(p, gpus, o[q + 1])));
+  out.links = link_incidence(out.routes);
+  return out;
+}
+
 Seconds chain_time(const Platform& p, const std::vector<int>& gpus, const std::vector<std::vector<int>>& chains,
                    const CollectiveCall& call, Elements piece) {
-  const int n = static_cast<int>(gpus.size());
-  const int channels = static_cast<int>(chains.size());
-  const int hops = n - 1;
+  return chain_time(chain_links(p, gpus, chains), call, piece);
+}
+
+Seconds chain_time(const ChainLinks& chain, const CollectiveCall& call, Elements piece) {
+  const int channels = chain.channels;
+  const int hops = chain.hops;
+  const auto& routes = chain.routes;
+  const LinkIncidence& inc = chain.links;
   struct Channel {
     Elements pieces = 0;
     double last = 0;  // bytes of the last piece
   };
   std::vector<Channel> chs(static_cast<size_t>(channels));
-  std::vector<const RouteInfo*> routes;  // hop j of channel c at c * hops + j
-  std::vector<double> bytes;             // of a full piece, per hop
+  std::vector<double> bytes;  // of a full piece, per hop
   for (int c = 0; c < channels; ++c) {
-    const auto& o = chains[c];
     const Elements elems = piece_count(call.count, channels, c);
     Channel& ch = chs[c];
     ch.pieces = ceil_div(elems, piece);
     const double full = static_cast<double>(std::min(piece, elems) * call.element_bytes);
     ch.last = static_cast<double>((elems - std::max<Elements>(ch.pieces - 1, 0) * piece) * call.element_bytes);
-    for (int q = 0; q < hops; ++q) {
-      routes.push_back(&p.route(host_of(p, gpus, o[q]), host_of(p, gpus, o[q + 1])));
-      bytes.push_back(full);
-    }
+    bytes.insert(bytes.end(), static_cast<size_t>(hops), full);
   }
-  const LinkIncidence inc = link_incidence(routes);
   const size_t total_hops = routes.size();
   std::vector<double> dur(total_hops), from(total_hops, 0.0), to(total_hops, 0.0), load;
   auto drain_under = [&](size_t i, auto&& load_on) {

@@ -62,9 +62,21 @@ class TreeEstimator {
   std::map<Bytes, Seconds> periods_;
 };
 
+// The hops of `chains` (hop j of channel c at c (n - 1) + j) and their links: what a
+// chain's estimate needs besides the call, kept across calls with the same chains.
+struct ChainLinks {
+  int channels = 0;
+  int hops = 0;  // per channel: n - 1
+  std::vector<const RouteInfo*> routes;
+  LinkIncidence links;
+};
+ChainLinks chain_links(const Platform& p, const std::vector<int>& gpus, const std::vector<std::vector<int>>& chains);
+
 // A ring broadcast or reduce along `chains` (from chain_orders) in pieces of `piece`
 // elements. Cost: O(iterations x C n x links per route x log).
 Seconds chain_time(const Platform& p, const std::vector<int>& gpus, const std::vector<std::vector<int>>& chains,
                    const CollectiveCall& call, Elements piece);
+// The same on the chains' links built before.
+Seconds chain_time(const ChainLinks& chains, const CollectiveCall& call, Elements piece);
 
 }  // namespace dpt::sim

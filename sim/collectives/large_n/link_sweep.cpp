@@ -13,20 +13,31 @@ namespace dpt::sim {
 LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes) {
   LinkIncidence inc;
   std::unordered_map<const sg4::Link*, int> id;
-  std::unordered_map<const RouteInfo*, std::vector<int>> ids_of;  // transfers share routes
+  // Transfers share routes (a tree's pieces, a chain's channels): each route's link ids
+  // are found once and kept as a span of `route_ids`.
+  std::unordered_map<const RouteInfo*, std::pair<int, int>> span_of;
+  std::vector<int> route_ids;
+  span_of.reserve(routes.size());
   inc.first.reserve(routes.size() + 1);
+  size_t total = 0;
+  for (const RouteInfo* r : routes) total += r->links.size();
+  inc.link.reserve(total);
+  inc.owner.reserve(total);
   for (const RouteInfo* r : routes) {
-    auto [it, fresh] = ids_of.try_emplace(r);
-    if (fresh)
+    auto [it, fresh] = span_of.try_emplace(r, static_cast<int>(route_ids.size()), 0);
+    if (fresh) {
       for (const sg4::Link* l : r->links) {
         auto [lit, added] = id.try_emplace(l, static_cast<int>(inc.bandwidth.size()));
         if (added) inc.bandwidth.push_back(l->get_bandwidth());
-        it->second.push_back(lit->second);
+        route_ids.push_back(lit->second);
       }
+      it->second.second = static_cast<int>(route_ids.size());
+    }
     inc.first.push_back(static_cast<int>(inc.link.size()));
-    for (int l : it->second) {
-      inc.link.push_back(l);
-      inc.owner.push_back(static_cast<int>(inc.first.size()) - 1);
+    const int owner = static_cast<int>(inc.first.size()) - 1;
+    for (int k = it->second.first; k < it->second.second; ++k) {
+      inc.link.push_back(route_ids[static_cast<size_t>(k)]);
+      inc.owner.push_back(owner);
     }
   }
   inc.first.push_back(static_cast<int>(inc.link.size()));
