@@ -54,44 +54,43 @@ LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes) {
 void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, const std::vector<double>& end,
                    const std::vector<double>& weight, std::vector<double>& out) {
   out.assign(inc.link.size(), 0.0);
-  std::vector<std::pair<double, double>> events;  // (time, change of the summed weight)
-  std::vector<double> t, f, rate;                 // breakpoints, F at them, the rate after them
+  // Every interval's ends are breakpoints of F, so F there is the running integral when
+  // the sweep reaches them: no search. The integral at a time counts the rate after the
+  // previous breakpoint, whatever the order of the events at one time.
+  struct Event {
+    double time;
+    double change;  // of the summed weight
+    int k;          // the incidence
+    bool is_end;
+  };
+  std::vector<Event> events;
+  std::vector<double> at_start(inc.link.size(), 0.0);
+  const bool drop_own = fault_active(Fault::large_n_sweep_drops_own);  // planted: the transfer's own bytes left out
   for (int l = 0; l < inc.links(); ++l) {
     const int b = inc.on_first[l], e = inc.on_first[l + 1];
     if (e - b == 1) {  // alone on its link: its own interval
       const int k = inc.on[b], i = inc.owner[k];
-      out[k] = end[i] > start[i] ? weight[i] * (end[i] - start[i]) : 0.0;
+      out[k] = end[i] > start[i] && !drop_own ? weight[i] * (end[i] - start[i]) : 0.0;
       continue;
     }
     events.clear();
     for (int q = b; q < e; ++q) {
-      const int i = inc.owner[inc.on[q]];
-      if (end[i] <= start[i]) continue;
-      events.emplace_back(start[i], weight[i]);
-      events.emplace_back(end[i], -weight[i]);
-    }
-    std::sort(events.begin(), events.end());
-    t.clear(), f.clear(), rate.clear();
-    double integral = 0, r = 0;
-    for (const auto& [time, change] : events) {
-      if (t.empty() || time > t.back()) {
-        if (!t.empty()) integral += r * (time - t.back());
-        t.push_back(time), f.push_back(integral), rate.push_back(r);
-      }
-      r += change;
-      rate.back() = r;
-    }
-    auto running = [&](double x) {
-      const auto pos = std::upper_bound(t.begin(), t.end(), x) - t.begin() - 1;
-      if (pos < 0) return 0.0;
-      const auto u = static_cast<size_t>(pos);
-      return f[u] + rate[u] * (x - t[u]);
-    };
-    const bool drop_own = fault_active(Fault::large_n_sweep_drops_own);  // planted: the transfer's own bytes left out
-    for (int q = b; q < e; ++q) {
       const int k = inc.on[q], i = inc.owner[k];
-      if (end[i] > start[i]) out[k] = std::max(0.0, running(end[i]) - running(start[i]));
-      if (drop_own) out[k] = std::max(0.0, out[k] - weight[i] * (end[i] - start[i]));
+      if (end[i] <= start[i]) continue;
+      events.push_back({start[i], weight[i], k, false});
+      events.push_back({end[i], -weight[i], k, true});
+    }
+    std::sort(events.begin(), events.end(), [](const Event& x, const Event& y) { return x.time < y.time; });
+    double integral = 0, r = 0, last = events.empty() ? 0.0 : events.front().time;
+    for (const Event& ev : events) {
+      if (ev.time > last) integral += r * (ev.time - last), last = ev.time;
+      r += ev.change;
+      if (ev.is_end) {
+        out[ev.k] = std::max(0.0, integral - at_start[ev.k]);
+        if (drop_own) out[ev.k] = std::max(0.0, out[ev.k] + ev.change * (end[inc.owner[ev.k]] - start[inc.owner[ev.k]]));
+      } else {
+        at_start[ev.k] = integral;
+      }
     }
   }
 }
