@@ -223,7 +223,6 @@ void check_dispatch_equals_definition(const Cluster& cluster) {
   });
   const auto rows = nlohmann::json::parse(out);
   RC_ASSERT(rows.size() >= calls.size());
-  if (std::getenv("DPT_SHOW")) fprintf(stderr, "%s\n", out.c_str());
   for (const auto& row : rows) {
     const double fast = row.at("fast"), fresh = row.at("fresh");
     RC_LOG() << n << " GPUs" << (cluster.three_level ? " (three levels)" : "") << ", oversubscription "
