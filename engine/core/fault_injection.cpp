@@ -17,13 +17,25 @@ std::uint64_t bit(Fault f) { return std::uint64_t{1} << static_cast<unsigned>(f)
 
 const std::vector<Fault>& all_faults() {
   static const std::vector<Fault> faults = {
-      Fault::dp_scatter_drops_last_chunk, Fault::dp_reduce_skips_last_replica,  Fault::ddp_skip_divide,
-      Fault::ddp_skip_last_bucket,        Fault::ddp_skip_initial_broadcast,    Fault::ring_skips_last_all_gather_step,
-      Fault::predict_symmetric_node0_only, Fault::fluid_sim_unweighted_sharing, Fault::fidelity_per_rank_count,
-      Fault::ddp_sync_inside_no_sync,     Fault::ddp_accumulate_undivided,      Fault::cost_half_activations_as_f64,
-      Fault::predict_half_wire_as_f64,    Fault::predict_every_op_at_f32_peak,
+      Fault::dp_scatter_drops_last_chunk,
+      Fault::dp_reduce_skips_last_replica,
+      Fault::ddp_skip_divide,
+      Fault::ddp_skip_last_bucket,
+      Fault::ddp_skip_initial_broadcast,
+      Fault::ring_skips_last_all_gather_step,
+      Fault::predict_symmetric_node0_only,
+      Fault::fluid_sim_unweighted_sharing,
+      Fault::fidelity_per_rank_count,
+      Fault::ddp_sync_inside_no_sync,
+      Fault::ddp_accumulate_undivided,
+      Fault::cost_half_activations_as_f64,
+      Fault::predict_half_wire_as_f64,
+      Fault::predict_every_op_at_f32_peak,
       Fault::trace_flow_unmatched,
-      Fault::plan_powers_of_two_only,     Fault::report_no_swept_columns,
+      Fault::plan_powers_of_two_only,
+      Fault::report_no_swept_columns,
+      Fault::large_n_sweep_drops_own,
+      Fault::large_n_cache_ignores_channels,
   };
   return faults;
 }
@@ -47,6 +59,8 @@ const char* fault_name(Fault f) {
     case Fault::trace_flow_unmatched: return "trace-flow-unmatched";
     case Fault::plan_powers_of_two_only: return "plan-powers-of-two";
     case Fault::report_no_swept_columns: return "report-no-swept-columns";
+    case Fault::large_n_sweep_drops_own: return "sweep-drops-own";
+    case Fault::large_n_cache_ignores_channels: return "cache-ignores-channels";
   }
   return "?";
 }

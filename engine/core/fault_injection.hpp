@@ -29,6 +29,8 @@ enum class Fault : unsigned {
   trace_flow_unmatched,             // "trace-flow-unmatched": a flow's finish event carries another id
   plan_powers_of_two_only,          // "plan-powers-of-two": plans try only 1, 2, 4, ... GPUs
   report_no_swept_columns,          // "report-no-swept-columns": swept fields get no column in reports
+  large_n_sweep_drops_own,          // "sweep-drops-own": a swept link load leaves out the transfer's own bytes
+  large_n_cache_ignores_channels,     // "cache-ignores-channels": large-N rank sets cached without their channel count
 };
 
 // Every fault, in declaration order.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <regex>
 
 #include <fmt/format.h>
@@ -221,6 +222,38 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
   }
 }
 
+// The link lines after the child's JSON document: bytes, busy_s, utilisation, name
+// (last: a name may hold any character but a newline), tab-separated.
+std::vector<LinkReport> parse_link_lines(const std::string& text, size_t pos) {
+  std::vector<LinkReport> links;
+  while (pos < text.size()) {
+    const size_t eol = std::min(text.find('\n', pos), text.size());
+    const std::string line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    size_t a = line.find('\t'), b = a == std::string::npos ? a : line.find('\t', a + 1),
+           d = b == std::string::npos ? b : line.find('\t', b + 1);
+    if (d == std::string::npos) throw std::runtime_error(fmt::format("predict child: bad link line '{}'", line));
+    LinkReport l;
+    l.bytes = std::stoll(line.substr(0, a));
+    l.busy_s = std::stod(line.substr(a + 1, b - a - 1));
+    l.utilisation = std::stod(line.substr(b + 1, d - b - 1));
+    l.name = line.substr(d + 1);
+    links.push_back(std::move(l));
+  }
+  return links;
+}
+
+// Symmetric ranks: rank q of every other node is rank q of node 0's twin.
+void expand_symmetric_devices(StepReport& r, int devices) {
+  const int simulated = static_cast<int>(r.devices_detail.size());
+  r.devices_detail.reserve(static_cast<size_t>(devices));
+  for (int i = simulated; i < devices; ++i) {
+    DeviceReport dr = r.devices_detail[static_cast<size_t>(i % simulated)];
+    dr.device = fmt::format("sim:gpu{}", i);
+    r.devices_detail.push_back(std::move(dr));
+  }
+}
+
 // One configuration in a forked child.
 PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder& build_model, const PredictConfig& c) {
   // Plain variables, not a structured binding: the lambdas below capture them, which
@@ -307,20 +340,21 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
             dr.busy_s = m.accounts[static_cast<size_t>(i)].compute_busy_s + m.accounts[static_cast<size_t>(i)].optimizer_busy_s;
           r.devices_detail.push_back(std::move(dr));
         }
-        if (symmetric) {
-          // Rank q of every other node is rank q of node 0's twin.
-          r.simulated_devices = simulated;
-          for (int i = simulated; i < c.devices; ++i) {
-            DeviceReport dr = r.devices_detail[static_cast<size_t>(i % simulated)];
-            dr.device = fmt::format("sim:gpu{}", i);
-            r.devices_detail.push_back(std::move(dr));
-          }
-        }
+        // Symmetric ranks: only the simulated ranks' details go to the parent, which
+        // copies them for every other node (expand_symmetric_devices).
+        if (symmetric) r.simulated_devices = simulated;
         auto result = [&] {
-          return nlohmann::json{{"report", step_report_to_json(r)},
-                                {"dispatch_total_s", m.dispatch_total_s},
-                                {"communication_total_s", m.communication_total_s}}
-              .dump();
+          // The links travel as text lines, not in the JSON document: at 32,768 GPUs
+          // there are ~260,000, and their JSON tree took ~300 MiB in each process.
+          std::vector<LinkReport> links = std::move(r.links);
+          r.links.clear();
+          std::string out = nlohmann::json{{"report", step_report_to_json(r)},
+                                           {"dispatch_total_s", m.dispatch_total_s},
+                                           {"communication_total_s", m.communication_total_s}}
+                                .dump();
+          out += '\n';
+          for (const auto& l : links) fmt::format_to(std::back_inserter(out), "{}\t{}\t{}\t{}\n", l.bytes, l.busy_s, l.utilisation, l.name);
+          return out;
         };
         if (m.oom) return result();
         const Seconds step = m.t1 - m.t0;
@@ -341,9 +375,13 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
         }
         return result();
       });
-  const auto j = nlohmann::json::parse(text);
-  return PredictDetail{step_report_from_json(j.at("report"), "predict child"), j.at("dispatch_total_s").get<double>(),
-                       j.at("communication_total_s").get<double>()};
+  const size_t json_end = text.find('\n');
+  const auto j = nlohmann::json::parse(text.substr(0, json_end));
+  PredictDetail out{step_report_from_json(j.at("report"), "predict child"), j.at("dispatch_total_s").get<double>(),
+                    j.at("communication_total_s").get<double>()};
+  out.report.links = parse_link_lines(text, json_end == std::string::npos ? text.size() : json_end + 1);
+  if (out.report.simulated_devices) expand_symmetric_devices(out.report, c.devices);
+  return out;
 }
 
 }  // namespace

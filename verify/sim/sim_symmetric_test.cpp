@@ -130,7 +130,7 @@ void check_symmetric_equals_full(const Case& c) {
 }
 
 // Cases on the three-level fat-tree: 5-6 nodes of 4 GPUs, so ranks span three pods.
-rc::Gen<Case> gen_three_level_case() {
+[[maybe_unused]] rc::Gen<Case> gen_three_level_case() {
   return rc::gen::exec([] {
     Case c = *gen_case();
     c.hardware = "dgx-h100-cluster";
@@ -141,11 +141,44 @@ rc::Gen<Case> gen_three_level_case() {
   });
 }
 
+// Cases of 64-256 GPUs (8-32 nodes of 8), on the two-level or the three-level tree, with
+// layers up to 4096 wide so that buckets reach 25 MB: at these sizes the collectives are
+// timed by the large-N fast paths (estimates, cached rank sets, folded ring steps) that
+// 32,768 GPUs rely on, and the every-rank simulation still takes a few seconds.
+[[maybe_unused]] rc::Gen<Case> gen_large_case() {
+  return rc::gen::exec([] {
+    Case c = *gen_case();
+    c.hardware = "dgx-h100-cluster";
+    c.gpus_per_node = 8;
+    c.nodes = *rc::gen::element(8, 16, 32);
+    c.three_level = *rc::gen::arbitrary<bool>();
+    c.spec.widths = {*rc::gen::inRange(1024, 4097), *rc::gen::inRange(1024, 4097), *rc::gen::inRange(8, 1025)};
+    c.bucket_cap_mb = *rc::gen::element(1.0, 25.0);
+    return c;
+  });
+}
+
 template <typename F> rc::detail::TestResult run_property(F property, int cases) {
   rc::detail::TestParams params = rc::detail::configuration().testParams;
   params.maxSuccess = cases;
   return rc::detail::checkTestable(property, rc::detail::TestMetadata{}, params);
 }
+
+#ifdef DPT_SYMMETRIC_LARGE_CASES
+// Built as sim_symmetric_large_test (label slow): ~10 s of CPU per case.
+TEST(SimSymmetricRanks, NodeZeroStandsForEveryNodeAtUpTo256Gpus) {
+  const auto result = run_property([] { check_symmetric_equals_full(*gen_large_case()); }, 3);
+  std::ostringstream why;
+  rc::detail::printResultMessage(result, why);
+  EXPECT_TRUE(result.is<rc::detail::SuccessResult>()) << why.str();
+}
+
+TEST(SimSymmetricRanks, PlantedBugIsCaughtAtUpTo256Gpus) {
+  const ScopedFault planted(Fault::predict_symmetric_node0_only);
+  const auto result = run_property([] { check_symmetric_equals_full(*gen_large_case()); }, 3);
+  EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
+}
+#else
 
 TEST(SimSymmetricRanks, NodeZeroStandsForEveryNodeExactly) {
   const auto result = run_property([] { check_symmetric_equals_full(*gen_case()); }, 6);
@@ -172,6 +205,7 @@ TEST(SimSymmetricRanks, PlantedBugIsCaughtOnAThreeLevelFatTree) {
   const auto result = run_property([] { check_symmetric_equals_full(*gen_three_level_case()); }, 3);
   EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
 }
+
 
 // Invariant: in the three-level platform a route between nodes crosses exactly the
 // switch levels that separate them: within a leaf no uplink, within a pod the two
@@ -286,6 +320,8 @@ TEST(SimSymmetricRanks, AppliesOnlyToMultiNodeShapeOnlyDdpWithEqualBatches) {
   even.batch_global = 64;
   EXPECT_TRUE(symmetric_ranks_apply(even));
 }
+
+#endif  // DPT_SYMMETRIC_LARGE_CASES
 
 }  // namespace
 }  // namespace dpt

@@ -2,9 +2,15 @@
 #include "sim/collectives/large_n/dispatch.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <tuple>
 #include <unordered_map>
 
+#include "engine/core/fault_injection.hpp"
 #include "sim/collectives/collective_exact.hpp"
 #include "sim/collectives/large_n/estimate.hpp"
 #include "sim/collectives/large_n/phases.hpp"
@@ -14,7 +20,141 @@ namespace sg4 = simgrid::s4u;
 namespace dpt::sim {
 
 namespace {
-Seconds time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
+
+// Per-link crossings of a traffic pattern, per channel: the pattern's bytes on a link are
+// the sum over channels of that channel's bytes per transfer times its crossings there.
+struct TrafficShape {
+  std::vector<const sg4::Link*> links;
+  std::vector<std::vector<std::int32_t>> crossings;  // [channel][link index]
+};
+
+// A ring step's flows folded by what their times depend on: flows whose routes have the
+// same latency and the same (flows on the link, bandwidth) on every link last equally
+// long in a phase, so one of each class stands for all. With the per-link flow counts,
+// a step of any chunk size is timed from a few flows instead of N x C.
+struct RingStepShape {
+  std::vector<PhaseFlow> representatives;                  // one per class, bytes unset
+  std::vector<std::pair<const sg4::Link*, Bytes>> counts;  // flows on each link of theirs
+};
+
+// What a call's ranks and channel count determine, kept across calls: ring orders and
+// their step shape, tree channels and their estimator, and traffic shapes by (algorithm,
+// op, root). DDP's calls differ in count only, so at 32,768 ranks building these per call
+// was most of a prediction's time.
+struct RankSet {
+  std::optional<std::vector<std::vector<int>>> orders;
+  std::optional<RingStepShape> ring_step;
+  std::unique_ptr<TreeEstimator> tree;
+  std::map<std::pair<int, int>, ChainLinks> chains;  // by (op, root)
+  std::map<std::tuple<int, int, int>, TrafficShape> traffic;
+};
+
+// The cache of one platform (a process builds one: one SimGrid engine per process);
+// a different platform, told by its address, first GPU host and GPU count, empties it.
+struct RankSetCache {
+  std::mutex mutex;
+  const Platform* platform = nullptr;
+  const sg4::Host* first_gpu = nullptr;
+  int gpu_count = 0;
+  std::map<std::pair<int, std::vector<int>>, RankSet> sets;  // by (channels, rank GPUs)
+};
+
+RankSetCache& rank_set_cache() {
+  static RankSetCache cache;
+  return cache;
+}
+
+// The cached entry for (p, rank_gpus, channels); call with the cache's mutex held.
+RankSet& rank_set(RankSetCache& cache, const Platform& p, const std::vector<int>& rank_gpus, int channels) {
+  if (cache.platform != &p || cache.first_gpu != p.gpu_host(0) || cache.gpu_count != p.gpu_count()) {
+    cache.sets.clear();
+    cache.platform = &p, cache.first_gpu = p.gpu_host(0), cache.gpu_count = p.gpu_count();
+  }
+  constexpr size_t kMaxRankSets = 16;  // a process times a few groups; bound the memory all the same
+  // Planted: the channel count left out of the key (a call then gets another count's orders).
+  auto key = std::make_pair(fault_active(Fault::large_n_cache_ignores_channels) ? 0 : channels, rank_gpus);
+  auto it = cache.sets.find(key);
+  if (it == cache.sets.end()) {
+    if (cache.sets.size() >= kMaxRankSets) cache.sets.clear();
+    it = cache.sets.try_emplace(std::move(key)).first;
+  }
+  return it->second;
+}
+
+const std::vector<std::vector<int>>& orders_of(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus,
+                                               int channels) {
+  if (!set.orders) set.orders = ring_orders(p, rank_gpus, channels);
+  return *set.orders;
+}
+
+// One ring step's duration with chunks of `chunk_bytes`: phase_time over the class
+// representatives, every link loaded as all the step's flows load it (the count times
+// the chunk: the same double phase_load sums).
+Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels,
+                       Bytes chunk_bytes) {
+  if (!set.ring_step) {
+    const auto flows = ring_step_flows(p, rank_gpus, orders_of(set, p, rank_gpus, channels), 0);
+    std::unordered_map<const sg4::Link*, Bytes> count;
+    for (const auto& f : flows)
+      for (const auto* l : p.route(f.from, f.to).links) ++count[l];
+    RingStepShape shape;
+    std::map<std::pair<double, std::vector<std::pair<Bytes, double>>>, int> classes;
+    std::unordered_map<const sg4::Link*, Bytes> used;
+    for (const auto& f : flows) {
+      const RouteInfo& r = p.route(f.from, f.to);
+      std::vector<std::pair<Bytes, double>> signature;
+      for (const auto* l : r.links) signature.emplace_back(count.at(l), l->get_bandwidth());
+      std::sort(signature.begin(), signature.end());
+      if (!classes.try_emplace({r.latency_s, std::move(signature)}, 0).second) continue;
+      shape.representatives.push_back(f);
+      for (const auto* l : r.links) used.emplace(l, count.at(l));
+    }
+    shape.counts.assign(used.begin(), used.end());
+    set.ring_step = std::move(shape);
+  }
+  std::vector<PhaseFlow> flows = set.ring_step->representatives;
+  for (auto& f : flows) f.bytes = chunk_bytes;
+  LinkLoad load;
+  for (const auto& [l, c] : set.ring_step->counts) load[l] = static_cast<double>(chunk_bytes) * static_cast<double>(c);
+  return phase_time_with(p, flows, load);
+}
+
+TreeEstimator& tree_of(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels) {
+  if (!set.tree) set.tree = std::make_unique<TreeEstimator>(p, rank_gpus, tree_channels(p, rank_gpus, channels));
+  return *set.tree;
+}
+
+// The shape of transfers given per channel as (from, to) host pairs.
+TrafficShape traffic_shape(const Platform& p,
+                           const std::vector<std::vector<std::pair<const sg4::Host*, const sg4::Host*>>>& per_channel) {
+  TrafficShape shape;
+  std::unordered_map<const sg4::Link*, size_t> index;
+  shape.crossings.resize(per_channel.size());
+  for (size_t c = 0; c < per_channel.size(); ++c)
+    for (const auto& [a, b] : per_channel[c])
+      for (const auto* l : p.route(a, b).links) {
+        auto [it, added] = index.try_emplace(l, shape.links.size());
+        if (added) {
+          shape.links.push_back(l);
+          for (auto& row : shape.crossings) row.push_back(0);
+        }
+        ++shape.crossings[c][it->second];
+      }
+  return shape;
+}
+
+LinkBytes traffic_of(const TrafficShape& shape, const std::vector<Bytes>& bytes_per_channel) {
+  LinkBytes out;
+  out.reserve(shape.links.size());
+  for (size_t i = 0; i < shape.links.size(); ++i) {
+    Bytes b = 0;
+    for (size_t c = 0; c < shape.crossings.size(); ++c) b += bytes_per_channel[c] * Bytes{shape.crossings[c][i]};
+    out.emplace_back(shape.links[i], b);
+  }
+  return out;
+}
+
+Seconds time_large_n(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
                      const CollectivePlan& plan, const CollectiveSettings& settings, LargeNMethod method,
                      LargeNTimedBy& by) {
   by = LargeNTimedBy::phases;
@@ -24,7 +164,7 @@ Seconds time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const
   const int channels = plan.channels;
   switch (plan.algorithm) {
     case CollectiveAlgorithm::ring: {
-      const auto orders = ring_orders(p, rank_gpus, channels);
+      const auto& orders = orders_of(set, p, rank_gpus, channels);
       if (call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce) {
         const auto chains = chain_orders(orders, call);
         const auto [k, last_ratio] = pieces_per_channel(call, channels, piece);
@@ -32,20 +172,27 @@ Seconds time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const
             method, n, k, last_ratio, static_cast<Elements>(channels) * (n - 1), kLargeNReplayMaxChainTransfers,
             kLargeNExtrapolateMaxChainTransfers,
             [&](Elements head) { return chain_replay(p, rank_gpus, chains, call, piece, head); }, by);
-        return t ? *t : chain_time(p, rank_gpus, chains, call, piece);
+        if (t) return *t;
+        auto it = set.chains.find({static_cast<int>(call.op), call.root});
+        if (it == set.chains.end()) {
+          if (set.chains.size() >= 4) set.chains.clear();  // a few roots at a time: each holds C (n - 1) hops
+          it = set.chains.emplace(std::make_pair(static_cast<int>(call.op), call.root), chain_links(p, rank_gpus, chains)).first;
+        }
+        return chain_time(it->second, call, piece);
       }
       const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
       const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * channels) * call.element_bytes;
-      return steps * phase_time(p, ring_step_flows(p, rank_gpus, orders, chunk));
+      return steps * ring_step_time(set, p, rank_gpus, channels, chunk);
     }
     case CollectiveAlgorithm::tree: {
-      const auto tcs = tree_channels(p, rank_gpus, channels);
+      TreeEstimator& tree = tree_of(set, p, rank_gpus, channels);
+      const auto& tcs = tree.channels();
       const auto [pieces, last_ratio] = pieces_per_channel(call, channels, piece);
       const auto replayed = replay_or_extrapolate(
           method, n, pieces, last_ratio, 2 * static_cast<Elements>(channels) * (n - 1), kLargeNReplayMaxTreeTransfers,
           kLargeNExtrapolateMaxTreeTransfers,
           [&](Elements head) { return tree_replay(p, rank_gpus, tcs, call, piece, head); }, by);
-      return replayed ? *replayed : tree_estimate(p, rank_gpus, tcs, call, piece);
+      return replayed ? *replayed : tree.estimate(call, piece);
     }
     case CollectiveAlgorithm::nvls: {
       // Every GPU's piece up to the switch, then the reduced piece down to every GPU.
@@ -76,7 +223,10 @@ Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_
                                 const CollectivePlan& plan, const CollectiveSettings& settings, LargeNMethod method,
                                 LargeNTimedBy* timed_by) {
   LargeNTimedBy by = LargeNTimedBy::phases;
-  const Seconds t = time_large_n(p, rank_gpus, call, plan, settings, method, by);
+  RankSetCache& cache = rank_set_cache();
+  const std::lock_guard<std::mutex> lock(cache.mutex);
+  RankSet& set = rank_set(cache, p, rank_gpus, plan.channels);
+  const Seconds t = time_large_n(set, p, rank_gpus, call, plan, settings, method, by);
   if (timed_by) *timed_by = by;
   return t;
 }
@@ -85,64 +235,67 @@ LinkBytes large_n_traffic(const Platform& p, const std::vector<int>& rank_gpus, 
                           const CollectivePlan& plan, const CollectiveSettings& settings) {
   (void)settings;
   const int n = static_cast<int>(rank_gpus.size());
-  std::unordered_map<const sg4::Link*, Bytes> bytes_on;
-  struct Acc {
-    const Platform& p;
-    std::unordered_map<const sg4::Link*, Bytes>& on;
-    void account(const sg4::Host* a, const sg4::Host* b, Bytes n) const {
-      for (const auto* l : p.route(a, b).links) on[l] += n;
-    }
-  } acc{p, bytes_on};
-  auto result = [&]() {
-    LinkBytes out(bytes_on.begin(), bytes_on.end());
-    // Order does not matter: link_usage() merges and sorts by name when asked.
-    return out;
-  };
-  if (n == 1 || call.count == 0) return result();
+  if (n == 1 || call.count == 0) return {};
   const Bytes total = call.bytes();
-  auto h = [&](int r) { return host_of(p, rank_gpus, r); };
+  const int c = plan.channels;
+  auto h = [&](int r) -> const sg4::Host* { return host_of(p, rank_gpus, r); };
+  using Transfers = std::vector<std::vector<std::pair<const sg4::Host*, const sg4::Host*>>>;
+  // Each channel's share of a call cut per channel (piece_count).
+  std::vector<Bytes> per_channel(static_cast<size_t>(c));
+  for (int ch = 0; ch < c; ++ch) per_channel[ch] = piece_count(call.count, c, ch) * call.element_bytes;
+  RankSetCache& cache = rank_set_cache();
+  const std::lock_guard<std::mutex> lock(cache.mutex);
+  RankSet& set = rank_set(cache, p, rank_gpus, c);
+  const bool chain = call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce;
+  // Ring all_reduce, reduce_scatter and all_gather cross the same hops whatever the op.
+  const int op_key = plan.algorithm == CollectiveAlgorithm::ring && !chain ? -1 : static_cast<int>(call.op);
+  const auto key = std::make_tuple(static_cast<int>(plan.algorithm), op_key, chain ? call.root : -1);
+  auto shape = set.traffic.find(key);
+  if (plan.algorithm != CollectiveAlgorithm::nvls && shape == set.traffic.end()) {
+    Transfers t(static_cast<size_t>(c));
+    if (plan.algorithm == CollectiveAlgorithm::ring) {
+      const auto& orders = orders_of(set, p, rank_gpus, c);
+      if (chain) {
+        const auto chains = chain_orders(orders, call);
+        for (int ch = 0; ch < c; ++ch)
+          for (int q = 0; q + 1 < n; ++q) t[ch].emplace_back(h(chains[ch][q]), h(chains[ch][q + 1]));
+      } else {
+        for (int ch = 0; ch < c; ++ch)
+          for (int i = 0; i < n; ++i) t[ch].emplace_back(h(orders[ch][i]), h(orders[ch][(i + 1) % n]));
+      }
+    } else {
+      const auto& tcs = tree_of(set, p, rank_gpus, c).channels();
+      for (int ch = 0; ch < c; ++ch)
+        for (int r = 0; r < n; ++r)
+          if (tcs[ch].parent[r] >= 0) {
+            t[ch].emplace_back(h(r), h(tcs[ch].parent[r]));
+            t[ch].emplace_back(h(tcs[ch].parent[r]), h(r));
+          }
+    }
+    shape = set.traffic.emplace(key, traffic_shape(p, t)).first;
+  }
   switch (plan.algorithm) {
     case CollectiveAlgorithm::ring: {
-      const auto orders = ring_orders(p, rank_gpus, plan.channels);
-      const int c = plan.channels;
-      if (call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce) {
-        const auto chains = chain_orders(orders, call);
-        for (int ch = 0; ch < c; ++ch) {
-          const auto& o = chains[ch];
-          const Bytes bytes = piece_count(call.count, c, ch) * call.element_bytes;
-          for (int q = 0; q + 1 < n; ++q) acc.account(h(o[q]), h(o[q + 1]), bytes);
-        }
-        return result();
-      }
+      if (chain) return traffic_of(shape->second, per_channel);
       const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
       // Each hop carries `steps` chunks of about total / (N C) bytes.
       const Bytes per_hop = static_cast<Bytes>(static_cast<double>(total) * steps / (static_cast<double>(n) * c));
-      for (const auto& o : orders)
-        for (int i = 0; i < n; ++i) acc.account(h(o[i]), h(o[(i + 1) % n]), per_hop);
-      return result();
+      return traffic_of(shape->second, std::vector<Bytes>(static_cast<size_t>(c), per_hop));
     }
-    case CollectiveAlgorithm::tree: {
-      const auto tcs = tree_channels(p, rank_gpus, plan.channels);
-      for (int c = 0; c < plan.channels; ++c) {
-        const Bytes bytes = piece_count(call.count, plan.channels, c) * call.element_bytes;
-        for (int r = 0; r < n; ++r)
-          if (tcs[c].parent[r] >= 0) {
-            acc.account(h(r), h(tcs[c].parent[r]), bytes);
-            acc.account(h(tcs[c].parent[r]), h(r), bytes);
-          }
-      }
-      return result();
-    }
+    case CollectiveAlgorithm::tree:
+      return traffic_of(shape->second, per_channel);
     case CollectiveAlgorithm::nvls: {
-      sg4::Host* sw = p.nvswitch_host(p.node_of_gpu(rank_gpus[0]));
+      std::unordered_map<const sg4::Link*, Bytes> on;
+      const sg4::Host* sw = p.nvswitch_host(p.node_of_gpu(rank_gpus[0]));
       for (int r = 0; r < n; ++r) {
-        acc.account(h(r), sw, total);
-        acc.account(sw, h(r), total);
+        for (const auto* l : p.route(h(r), sw).links) on[l] += total;
+        for (const auto* l : p.route(sw, h(r)).links) on[l] += total;
       }
-      return result();
+      // Order does not matter: link_usage() merges and sorts by name when asked.
+      return LinkBytes(on.begin(), on.end());
     }
   }
-  return result();
+  return {};
 }
 
 void account_large_n(Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,

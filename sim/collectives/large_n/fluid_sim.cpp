@@ -43,6 +43,12 @@ class FluidSim {
     version_.assign(bw_.size(), 0);
     on_link_.assign(bw_.size(), {});
     count_.assign(bw_.size(), 0);
+    queued_.assign(bw_.size(), 0);
+    link_seen_.assign(bw_.size(), 0);
+    flow_seen_.assign(n, 0);
+    stamp_ = 0;
+    changed_flows_.clear();
+    changed_links_.clear();
     for (int i = 0; i < n; ++i)
       if (flows_[i].waits == 0) start(i, 0.0);
     double t = 0;
@@ -77,7 +83,10 @@ class FluidSim {
       }
       if (!done.empty()) {
         dirty_ = true;
-        for (int i : done) flows_[i].ended = true;
+        for (int i : done) {
+          flows_[i].ended = true;
+          leave_links(i);
+        }
         std::erase_if(active_, [&](int i) { return flows_[i].ended; });
         for (int i : done) finish(i, t);
       }
@@ -107,7 +116,21 @@ class FluidSim {
   }
   void activate(int i) {
     active_.push_back(i);
+    changed_flows_.push_back(i);
+    Flow& f = flows_[i];
+    for (int k = f.first_link; k < f.last_link; ++k) on_link_[flow_links_[k]].push_back(i);
     dirty_ = true;
+  }
+  // A flow that stopped transferring leaves its links' lists; their other flows may
+  // speed up.
+  void leave_links(int i) {
+    const Flow& f = flows_[i];
+    for (int k = f.first_link; k < f.last_link; ++k) {
+      const int l = flow_links_[k];
+      auto& on = on_link_[l];
+      on.erase(std::find(on.begin(), on.end(), i));
+      changed_links_.push_back(l);
+    }
   }
   void finish(int i, double t) {
     end_[i] = t;
@@ -117,25 +140,47 @@ class FluidSim {
 
   // Weighted max-min (progressive filling): the link with the least capacity per unit
   // of weight saturates first; its flows get that share times their weight.
+  // Only the flows connected to a flow that started or stopped (through links they
+  // share, transitively) can change rate: the others' links carry the same flows as at
+  // the last share, and max-min on one component never reads another's links, so
+  // their rates stay as they were, to the bit.
   void share() {
     dirty_ = false;
     std::vector<int>& links = touched_;
     links.clear();
-    for (int i : active_) {
+    component_.clear();
+    ++stamp_;
+    auto visit_link = [&](int l) {
+      if (link_seen_[l] == stamp_) return;
+      link_seen_[l] = stamp_;
+      links.push_back(l);
+    };
+    auto visit_flow = [&](int i) {
+      if (flow_seen_[i] == stamp_ || flows_[i].ended) return;
+      flow_seen_[i] = stamp_;
+      component_.push_back(i);
+      for (int k = flows_[i].first_link; k < flows_[i].last_link; ++k) visit_link(flow_links_[k]);
+    };
+    for (int i : changed_flows_) visit_flow(i);
+    for (int l : changed_links_) visit_link(l);
+    changed_flows_.clear();
+    changed_links_.clear();
+    for (size_t q = 0; q < links.size(); ++q)
+      for (int i : on_link_[links[q]]) visit_flow(i);
+    // In the order of active_, so every sum below adds in the order it always did.
+    component_.clear();
+    for (int i : active_)
+      if (flow_seen_[i] == stamp_) component_.push_back(i);
+    for (int l : links) {
+      usage_[l] = 0;
+      cap_[l] = bw_[l];
+    }
+    for (int i : component_) {
       Flow& f = flows_[i];
       f.rate = -1;
-      for (int k = f.first_link; k < f.last_link; ++k) {
-        const int l = flow_links_[k];
-        if (on_link_[l].empty()) {
-          links.push_back(l);
-          usage_[l] = 0;
-          cap_[l] = bw_[l];
-        }
-        on_link_[l].push_back(i);
-        usage_[l] += f.weight;
-      }
+      for (int k = f.first_link; k < f.last_link; ++k) usage_[flow_links_[k]] += f.weight;
     }
-    size_t left = active_.size();
+    size_t left = component_.size();
     // Links by capacity per unit of weight, least first; entries made stale by a later
     // change of the link (its version) are skipped.
     heap_ = {};
@@ -148,6 +193,10 @@ class FluidSim {
       const auto [m, best, ver] = heap_.top();
       heap_.pop();
       if (ver != version_[best] || count_[best] <= 0) continue;
+      // Fix every flow of `best`, then requeue each other link they cross once, at its
+      // final key: the entries a push per flow made were stale by the next flow, so the
+      // order in which links saturate, and every rate, are the same.
+      changed_.clear();
       for (int i : on_link_[best]) {
         Flow& f = flows_[i];
         if (f.rate >= 0) continue;
@@ -158,14 +207,17 @@ class FluidSim {
           cap_[l] = std::max(0.0, cap_[l] - f.rate);
           usage_[l] -= f.weight;
           --count_[l];
-          if (l != best && count_[l] > 0) heap_.push({cap_[l] / usage_[l], l, ++version_[l]});
+          if (l != best && !queued_[l]) queued_[l] = 1, changed_.push_back(l);
         }
+      }
+      for (int l : changed_) {
+        queued_[l] = 0;
+        if (count_[l] > 0) heap_.push({cap_[l] / usage_[l], l, ++version_[l]});
       }
       count_[best] = 0;
     }
-    for (int i : active_)
+    for (int i : component_)
       if (flows_[i].rate < 0) flows_[i].rate = std::numeric_limits<double>::infinity();  // no links
-    for (int l : links) on_link_[l].clear();
   }
 
   const std::vector<FluidTransfer>& ts_;
@@ -176,6 +228,12 @@ class FluidSim {
   std::vector<std::vector<int>> on_link_;
   std::vector<int> count_, version_;
   std::vector<int> active_, touched_;
+  std::vector<int> changed_;        // links whose share changed while fixing one link's flows
+  std::vector<unsigned char> queued_;  // per link: in changed_
+  std::vector<int> changed_flows_, changed_links_;  // started flows, links of stopped ones, since the last share
+  std::vector<int> component_;                       // the flows share() recomputes
+  std::vector<unsigned> link_seen_, flow_seen_;      // == stamp_: visited in this share()
+  unsigned stamp_ = 0;
   std::priority_queue<std::tuple<double, int, int>, std::vector<std::tuple<double, int, int>>, std::greater<>> heap_;
   std::vector<Seconds> end_;
   std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>> lat_heap_;

@@ -1,0 +1,113 @@
+// Dense link incidence and swept overlap loads (see link_sweep.hpp).
+#include "sim/collectives/large_n/link_sweep.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "engine/core/fault_injection.hpp"
+
+namespace sg4 = simgrid::s4u;
+
+namespace dpt::sim {
+
+LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes) {
+  LinkIncidence inc;
+  std::unordered_map<const sg4::Link*, int> id;
+  // Transfers share routes (a tree's pieces, a chain's channels): each route's link ids
+  // are found once and kept as a span of `route_ids`.
+  std::unordered_map<const RouteInfo*, std::pair<int, int>> span_of;
+  std::vector<int> route_ids;
+  span_of.reserve(routes.size());
+  inc.first.reserve(routes.size() + 1);
+  size_t total = 0;
+  for (const RouteInfo* r : routes) total += r->links.size();
+  inc.link.reserve(total);
+  inc.owner.reserve(total);
+  for (const RouteInfo* r : routes) {
+    auto [it, fresh] = span_of.try_emplace(r, static_cast<int>(route_ids.size()), 0);
+    if (fresh) {
+      for (const sg4::Link* l : r->links) {
+        auto [lit, added] = id.try_emplace(l, static_cast<int>(inc.bandwidth.size()));
+        if (added) inc.bandwidth.push_back(l->get_bandwidth());
+        route_ids.push_back(lit->second);
+      }
+      it->second.second = static_cast<int>(route_ids.size());
+    }
+    inc.first.push_back(static_cast<int>(inc.link.size()));
+    const int owner = static_cast<int>(inc.first.size()) - 1;
+    for (int k = it->second.first; k < it->second.second; ++k) {
+      inc.link.push_back(route_ids[static_cast<size_t>(k)]);
+      inc.owner.push_back(owner);
+    }
+  }
+  inc.first.push_back(static_cast<int>(inc.link.size()));
+  // Counting sort of the incidences by link.
+  inc.on_first.assign(inc.bandwidth.size() + 1, 0);
+  for (int l : inc.link) ++inc.on_first[static_cast<size_t>(l) + 1];
+  for (size_t l = 0; l + 1 < inc.on_first.size(); ++l) inc.on_first[l + 1] += inc.on_first[l];
+  inc.on.resize(inc.link.size());
+  std::vector<int> fill(inc.on_first.begin(), inc.on_first.end() - 1);
+  for (int k = 0; k < static_cast<int>(inc.link.size()); ++k) inc.on[static_cast<size_t>(fill[inc.link[k]]++)] = k;
+  return inc;
+}
+
+void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, const std::vector<double>& end,
+                   const std::vector<double>& weight, std::vector<double>& out) {
+  out.assign(inc.link.size(), 0.0);
+  // Every interval's ends are breakpoints of F, so F there is the running integral when
+  // the sweep reaches them: no search. The integral at a time counts the rate after the
+  // previous breakpoint, whatever the order of the events at one time.
+  struct Event {
+    double time;
+    double change;  // of the summed weight
+    int k;          // the incidence
+    bool is_end;
+  };
+  std::vector<Event> events;
+  std::vector<double> at_start(inc.link.size(), 0.0);
+  const bool drop_own = fault_active(Fault::large_n_sweep_drops_own);  // planted: the transfer's own bytes left out
+  for (int l = 0; l < inc.links(); ++l) {
+    const int b = inc.on_first[l], e = inc.on_first[l + 1];
+    if (e - b == 1) {  // alone on its link: its own interval
+      const int k = inc.on[b], i = inc.owner[k];
+      out[k] = end[i] > start[i] && !drop_own ? weight[i] * (end[i] - start[i]) : 0.0;
+      continue;
+    }
+    events.clear();
+    for (int q = b; q < e; ++q) {
+      const int k = inc.on[q], i = inc.owner[k];
+      if (end[i] <= start[i]) continue;
+      events.push_back({start[i], weight[i], k, false});
+      events.push_back({end[i], -weight[i], k, true});
+    }
+    std::sort(events.begin(), events.end(), [](const Event& x, const Event& y) { return x.time < y.time; });
+    double integral = 0, r = 0, last = events.empty() ? 0.0 : events.front().time;
+    for (const Event& ev : events) {
+      if (ev.time > last) integral += r * (ev.time - last), last = ev.time;
+      r += ev.change;
+      if (ev.is_end) {
+        out[ev.k] = std::max(0.0, integral - at_start[ev.k]);
+        if (drop_own) out[ev.k] = std::max(0.0, out[ev.k] + ev.change * (end[inc.owner[ev.k]] - start[inc.owner[ev.k]]));
+      } else {
+        at_start[ev.k] = integral;
+      }
+    }
+  }
+}
+
+void overlap_loads_pairwise(const LinkIncidence& inc, const std::vector<double>& start,
+                            const std::vector<double>& end, const std::vector<double>& weight,
+                            std::vector<double>& out) {
+  out.assign(inc.link.size(), 0.0);
+  for (int l = 0; l < inc.links(); ++l)
+    for (int q = inc.on_first[l]; q < inc.on_first[l + 1]; ++q) {
+      const int k = inc.on[q], i = inc.owner[k];
+      for (int s = inc.on_first[l]; s < inc.on_first[l + 1]; ++s) {
+        const int o = inc.owner[inc.on[s]];
+        const double overlap = std::min(end[i], end[o]) - std::max(start[i], start[o]);
+        if (overlap > 0) out[k] += weight[o] * overlap;
+      }
+    }
+}
+
+}  // namespace dpt::sim

@@ -1,0 +1,260 @@
+// The large-N formulation's fast paths against their definitions: the swept link loads
+// against the pairwise sums, and the cached, folded and memoised dispatch (ring orders,
+// ring steps folded into classes, tree estimator heads, traffic shapes) against the same
+// quantities computed afresh for each call the way the formulation defines them, on
+// two- and three-level fat-trees of 16 to 256 GPUs. Each is shown to catch a planted bug.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <rapidcheck/detail/Configuration.h>
+
+#include "engine/core/fault_injection.hpp"
+#include "sim/collectives/collective_exact.hpp"
+#include "sim/collectives/collectives.hpp"
+#include "sim/collectives/large_n/dispatch.hpp"
+#include "sim/collectives/large_n/estimate.hpp"
+#include "sim/collectives/large_n/link_sweep.hpp"
+#include "sim/collectives/large_n/phases.hpp"
+#include "sim/net/hardware.hpp"
+#include "sim/net/platform.hpp"
+#include "sim/twin/sim_process.hpp"
+
+namespace dpt::sim {
+namespace {
+
+const std::string kHardwareDir = std::string(DPT_SOURCE_DIR) + "/scenarios/hardware";
+
+template <typename F> rc::detail::TestResult run_property(F property, int cases) {
+  rc::detail::TestParams params = rc::detail::configuration().testParams;
+  params.maxSuccess = cases;
+  return rc::detail::checkTestable(property, rc::detail::TestMetadata{}, params);
+}
+
+// ---- swept loads ---------------------------------------------------------------------------
+
+// A random incidence: transfers on 1-3 of a few links, built the way link_incidence
+// lays it out (incidences in transfer order, grouped by link).
+LinkIncidence random_incidence(int transfers, int links) {
+  LinkIncidence inc;
+  inc.bandwidth.assign(static_cast<size_t>(links), 1e9);
+  for (int i = 0; i < transfers; ++i) {
+    inc.first.push_back(static_cast<int>(inc.link.size()));
+    std::vector<int> mine = *rc::gen::unique<std::vector<int>>(*rc::gen::inRange(1, std::min(3, links) + 1),
+                                                                rc::gen::inRange(0, links));
+    for (int l : mine) inc.link.push_back(l), inc.owner.push_back(i);
+  }
+  inc.first.push_back(static_cast<int>(inc.link.size()));
+  inc.on_first.assign(static_cast<size_t>(links) + 1, 0);
+  for (int l = 0; l < links; ++l) {
+    inc.on_first[static_cast<size_t>(l)] = static_cast<int>(inc.on.size());
+    for (int k = 0; k < static_cast<int>(inc.link.size()); ++k)
+      if (inc.link[static_cast<size_t>(k)] == l) inc.on.push_back(k);
+  }
+  inc.on_first[static_cast<size_t>(links)] = static_cast<int>(inc.on.size());
+  return inc;
+}
+
+// Invariant: for every transfer i on a link, the swept load equals the pairwise sum over
+// the link's transfers o of weight_o x |I_i ∩ I_o| (to 1e-9 of the link's largest
+// possible load, the sum of weight x length over its transfers: rounding of the running
+// integral). Intervals share endpoints often (times drawn from a small grid), so ties
+// and zero-length intervals are covered.
+void check_sweep_equals_pairwise() {
+  const int transfers = *rc::gen::inRange(1, 60);
+  const int links = *rc::gen::inRange(1, 6);
+  const LinkIncidence inc = random_incidence(transfers, links);
+  std::vector<double> start(static_cast<size_t>(transfers)), end(start.size()), weight(start.size());
+  for (int i = 0; i < transfers; ++i) {
+    start[i] = *rc::gen::inRange(0, 20) * 0.5e-6;
+    end[i] = start[i] + *rc::gen::inRange(0, 10) * 0.5e-6;
+    weight[i] = *rc::gen::inRange(1, 1000) * 1e6;
+  }
+  std::vector<double> swept, pairwise;
+  overlap_loads(inc, start, end, weight, swept);
+  overlap_loads_pairwise(inc, start, end, weight, pairwise);
+  RC_ASSERT(swept.size() == pairwise.size());
+  std::vector<double> scale(static_cast<size_t>(links), 0.0);
+  for (size_t k = 0; k < inc.link.size(); ++k) {
+    const int i = inc.owner[k];
+    scale[static_cast<size_t>(inc.link[k])] += weight[i] * std::max(0.0, end[i] - start[i]);
+  }
+  for (size_t k = 0; k < swept.size(); ++k) {
+    RC_LOG() << "incidence " << k << ": swept " << swept[k] << ", pairwise " << pairwise[k] << "\n";
+    RC_ASSERT(std::abs(swept[k] - pairwise[k]) <= 1e-9 * scale[static_cast<size_t>(inc.link[k])]);
+  }
+}
+
+TEST(LargeNFast, SweptLoadsEqualThePairwiseSums) {
+  const auto result = run_property([] { check_sweep_equals_pairwise(); }, 300);
+  std::ostringstream why;
+  rc::detail::printResultMessage(result, why);
+  EXPECT_TRUE(result.is<rc::detail::SuccessResult>()) << why.str();
+}
+
+TEST(LargeNFast, PlantedBugSweepDropsOwnTransferIsCaught) {
+  const ScopedFault planted(Fault::large_n_sweep_drops_own);
+  const auto result = run_property([] { check_sweep_equals_pairwise(); }, 300);
+  EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
+}
+
+// ---- the cached dispatch against each call afresh ---------------------------------------------
+
+struct Cluster {
+  int nodes = 2;
+  bool three_level = false;  // one node per leaf, 4-port switches: pods of 2 leaves under a core
+  double oversubscription = 1.0;  // of the leaf (and core) uplinks: past ~8 they are the bottleneck
+};
+
+HardwareSpec cluster_hardware(const Cluster& c) {
+  HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kHardwareDir), c.nodes);
+  hw.network->oversubscription = c.oversubscription;
+  if (c.three_level) {
+    hw.network->nodes_per_leaf = 1;
+    hw.network->switch_radix = 4;
+    hw.network->core_oversubscription = c.oversubscription;
+  } else {
+    hw.network->nodes_per_leaf = 4;  // several leaves under one spine
+  }
+  validate_hardware(hw);
+  return hw;
+}
+
+// The traffic of a call as the formulation defines it: every transfer's bytes on every
+// link of its route (what large_n_traffic summed per call before it cached shapes).
+std::map<std::string, Bytes> traffic_by_definition(const Platform& p, const std::vector<int>& gpus,
+                                                   const CollectiveCall& call, const CollectivePlan& plan) {
+  std::map<std::string, Bytes> on;
+  const int n = static_cast<int>(gpus.size()), c = plan.channels;
+  auto add = [&](int a, int b, Bytes bytes) {
+    for (const auto* l : p.route(host_of(p, gpus, a), host_of(p, gpus, b)).links) on[l->get_name()] += bytes;
+  };
+  if (plan.algorithm == CollectiveAlgorithm::tree) {
+    const auto tcs = tree_channels(p, gpus, c);
+    for (int ch = 0; ch < c; ++ch)
+      for (int r = 0; r < n; ++r)
+        if (tcs[ch].parent[r] >= 0) {
+          add(r, tcs[ch].parent[r], piece_count(call.count, c, ch) * call.element_bytes);
+          add(tcs[ch].parent[r], r, piece_count(call.count, c, ch) * call.element_bytes);
+        }
+    return on;
+  }
+  const auto orders = ring_orders(p, gpus, c);
+  if (call.op == CollectiveOp::broadcast) {
+    const auto chains = chain_orders(orders, call);
+    for (int ch = 0; ch < c; ++ch)
+      for (int q = 0; q + 1 < n; ++q) add(chains[ch][q], chains[ch][q + 1], piece_count(call.count, c, ch) * call.element_bytes);
+    return on;
+  }
+  const Bytes per_hop =
+      static_cast<Bytes>(static_cast<double>(call.bytes()) * 2 * (n - 1) / (static_cast<double>(n) * c));
+  for (const auto& o : orders)
+    for (int i = 0; i < n; ++i) add(o[i], o[(i + 1) % n], per_hop);
+  return on;
+}
+
+// The time of a call computed afresh, with nothing carried over from earlier calls.
+Seconds time_by_definition(const Platform& p, const std::vector<int>& gpus, const CollectiveCall& call,
+                           const CollectivePlan& plan, const CollectiveSettings& s) {
+  const int n = static_cast<int>(gpus.size());
+  const Elements piece = pipeline_piece_elements(s, call.element_bytes);
+  if (plan.algorithm == CollectiveAlgorithm::tree)
+    return tree_estimate(p, gpus, tree_channels(p, gpus, plan.channels), call, piece);
+  const auto orders = ring_orders(p, gpus, plan.channels);
+  if (call.op == CollectiveOp::broadcast) return chain_time(p, gpus, chain_orders(orders, call), call, piece);
+  const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * plan.channels) * call.element_bytes;
+  return 2 * (n - 1) * phase_time(p, ring_step_flows(p, gpus, orders, chunk));
+}
+
+// Invariant: a sequence of calls through the large-N dispatch (which keeps ring orders,
+// folded ring steps, tree heads and traffic shapes from call to call) times each call
+// and accounts its traffic exactly as the definition computed afresh for that call does:
+// times to 1e-12 relative (the same arithmetic), bytes exactly. Calls differ in op, size,
+// root and channel count, as DDP's buckets and the parameter broadcast do.
+void check_dispatch_equals_definition(const Cluster& cluster) {
+  const HardwareSpec hw = cluster_hardware(cluster);
+  const int n = hw.gpu_count();
+  std::vector<CollectiveCall> calls;
+  std::vector<int> channels;  // per call: the cache must tell channel counts apart
+  for (int i = 0, m = *rc::gen::inRange(3, 7); i < m; ++i) {
+    channels.push_back(*rc::gen::element(1, 2, 8));
+    const CollectiveOp op = *rc::gen::element(CollectiveOp::all_reduce, CollectiveOp::broadcast);
+    const Elements count = *rc::gen::element<Elements>(1, 1000, 262144, 6553600, 33554432) +
+                           *rc::gen::inRange<Elements>(0, 4096);
+    calls.push_back({op, count, 4, op == CollectiveOp::broadcast ? *rc::gen::inRange(0, n) : 0});
+  }
+  const std::string out = run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    std::vector<int> gpus(static_cast<size_t>(n));
+    for (int g = 0; g < n; ++g) gpus[static_cast<size_t>(g)] = g;
+    CollectiveSettings s;
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t i = 0; i < calls.size(); ++i)
+      for (auto algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree}) {
+        const CollectiveCall& call = calls[i];
+        if (algo == CollectiveAlgorithm::tree && call.op != CollectiveOp::all_reduce) continue;
+        CollectivePlan plan;
+        plan.algorithm = algo;
+        plan.channels = channels[i];
+        plan.formulation = Formulation::large_n;
+        const Seconds fast = collective_time_large_n(*p, gpus, call, plan, s, LargeNMethod::estimate);
+        const Seconds fresh = time_by_definition(*p, gpus, call, plan, s);
+        std::map<std::string, Bytes> fast_bytes;
+        for (const auto& [l, b] : large_n_traffic(*p, gpus, call, plan, s))
+          if (b != 0) fast_bytes[l->get_name()] += b;
+        auto fresh_bytes = traffic_by_definition(*p, gpus, call, plan);
+        for (auto it = fresh_bytes.begin(); it != fresh_bytes.end();) it = it->second == 0 ? fresh_bytes.erase(it) : ++it;
+        rows.push_back({{"call", fmt::format("{} {} of {} on {} channels", collective_algorithm_name(algo),
+                                             collective_op_name(call.op), call.count, plan.channels)},
+                        {"fast", fast},
+                        {"fresh", fresh},
+                        {"traffic_equal", fast_bytes == fresh_bytes}});
+      }
+    engine.release();  // the child exits next; SimGrid needs no teardown
+    return rows.dump();
+  });
+  const auto rows = nlohmann::json::parse(out);
+  RC_ASSERT(rows.size() >= calls.size());
+  for (const auto& row : rows) {
+    const double fast = row.at("fast"), fresh = row.at("fresh");
+    RC_LOG() << n << " GPUs" << (cluster.three_level ? " (three levels)" : "") << ", oversubscription "
+             << cluster.oversubscription << ", " << row.at("call").get<std::string>() << ": fast " << fast
+             << " s, fresh " << fresh << " s\n";
+    RC_ASSERT(std::abs(fast - fresh) <= 1e-12 * fresh);
+    RC_ASSERT(row.at("traffic_equal").get<bool>());
+  }
+}
+
+rc::Gen<Cluster> gen_cluster() {
+  return rc::gen::exec([] {
+    Cluster c;
+    c.three_level = *rc::gen::arbitrary<bool>();
+    c.nodes = *rc::gen::element(2, 5, 8, 13, 32);  // 16 to 256 GPUs
+    c.oversubscription = *rc::gen::element(1.0, 4.0, 16.0);
+    return c;
+  });
+}
+
+TEST(LargeNFast, CachedDispatchEqualsEachCallAfresh) {
+  const auto result = run_property([] { check_dispatch_equals_definition(*gen_cluster()); }, 8);
+  std::ostringstream why;
+  rc::detail::printResultMessage(result, why);
+  EXPECT_TRUE(result.is<rc::detail::SuccessResult>()) << why.str();
+}
+
+TEST(LargeNFast, PlantedBugCacheKeyWithoutChannelsIsCaught) {
+  const ScopedFault planted(Fault::large_n_cache_ignores_channels);
+  const auto result = run_property([] { check_dispatch_equals_definition(*gen_cluster()); }, 8);
+  EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
+}
+
+}  // namespace
+}  // namespace dpt::sim
