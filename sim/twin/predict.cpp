@@ -74,6 +74,7 @@ class HalfAsF64Collectives : public SimCollectiveGroup {
     if (wrong.element_bytes == 2) wrong.element_bytes = 8;
     inner_->run(rank, wrong);
   }
+  SimCollectiveChoice choice(const CollectiveCall& c) const override { return inner_->choice(c); }
 
  private:
   std::shared_ptr<SimCollectiveGroup> inner_;
