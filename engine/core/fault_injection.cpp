@@ -19,7 +19,8 @@ const std::vector<Fault>& all_faults() {
   static const std::vector<Fault> faults = {
       Fault::dp_scatter_drops_last_chunk, Fault::dp_reduce_skips_last_replica,  Fault::ddp_skip_divide,
       Fault::ddp_skip_last_bucket,        Fault::ddp_skip_initial_broadcast,    Fault::ring_skips_last_all_gather_step,
-      Fault::predict_symmetric_node0_only, Fault::fluid_sim_unweighted_sharing,
+      Fault::predict_symmetric_node0_only, Fault::fluid_sim_unweighted_sharing, Fault::nccl_latency_omitted,
+      Fault::nccl_protocol_overhead_omitted, Fault::nccl_tuner_slowest_small, Fault::nccl_channel_cap_omitted,
   };
   return faults;
 }
@@ -34,6 +35,10 @@ const char* fault_name(Fault f) {
     case Fault::ring_skips_last_all_gather_step: return "ring-step";
     case Fault::predict_symmetric_node0_only: return "symmetric-node0";
     case Fault::fluid_sim_unweighted_sharing: return "fluid-unweighted";
+    case Fault::nccl_latency_omitted: return "nccl-no-latency";
+    case Fault::nccl_protocol_overhead_omitted: return "nccl-proto-free";
+    case Fault::nccl_tuner_slowest_small: return "nccl-tuner-slowest";
+    case Fault::nccl_channel_cap_omitted: return "nccl-no-channel-cap";
   }
   return "?";
 }

@@ -20,6 +20,10 @@ enum class Fault : unsigned {
   ring_skips_last_all_gather_step,  // "ring-step": the host ring's all-gather omits its last step
   predict_symmetric_node0_only,     // "symmetric-node0": symmetric collectives timed for node 0 alone
   fluid_sim_unweighted_sharing,     // "fluid-unweighted": max-min shares ignore the 1/latency weights
+  nccl_latency_omitted,             // "nccl-no-latency": collectives skip NCCL's latency term
+  nccl_protocol_overhead_omitted,   // "nccl-proto-free": LL/LL128 flag bytes never reach the wire
+  nccl_tuner_slowest_small,         // "nccl-tuner-slowest": below 64 KiB the tuner picks its slowest pair
+  nccl_channel_cap_omitted,         // "nccl-no-channel-cap": flows ignore NCCL's per-channel bandwidth
 };
 
 // Every fault, in declaration order.

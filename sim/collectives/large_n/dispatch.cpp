@@ -2,6 +2,7 @@
 #include "sim/collectives/large_n/dispatch.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <unordered_map>
 
@@ -14,10 +15,19 @@ namespace sg4 = simgrid::s4u;
 namespace dpt::sim {
 
 namespace {
-Seconds time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
+// The call as its protocol puts it on the wire (LL and LL128 lines carry flag bytes).
+CollectiveCall wire_call(const CollectiveCall& call, double wire_factor) {
+  CollectiveCall w = call;
+  w.count = static_cast<Elements>(std::llround(static_cast<double>(call.count) * wire_factor));
+  return w;
+}
+
+Seconds time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& data_call,
                      const CollectivePlan& plan, const CollectiveSettings& settings, LargeNMethod method,
                      LargeNTimedBy& by) {
   by = LargeNTimedBy::phases;
+  const CollectiveCall call = wire_call(data_call, plan.wire_factor);
+  const BytesPerSecond cap = plan.flow_cap_bytes_per_s;
   const int n = static_cast<int>(rank_gpus.size());
   if (n == 1 || call.count == 0) return 0;
   const Elements piece = pipeline_piece_elements(settings, call.element_bytes);
@@ -36,7 +46,7 @@ Seconds time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const
       }
       const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
       const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * channels) * call.element_bytes;
-      return steps * phase_time(p, ring_step_flows(p, rank_gpus, orders, chunk));
+      return steps * phase_time(p, ring_step_flows(p, rank_gpus, orders, chunk, cap));
     }
     case CollectiveAlgorithm::tree: {
       const auto tcs = tree_channels(p, rank_gpus, channels);
@@ -54,8 +64,8 @@ Seconds time_large_n(const Platform& p, const std::vector<int>& rank_gpus, const
       auto timing = [&](Bytes piece_bytes) {
         std::vector<PhaseFlow> ups, downs;
         for (int r = 0; r < n; ++r) {
-          ups.push_back({host_of(p, rank_gpus, r), sw, piece_bytes});
-          downs.push_back({sw, host_of(p, rank_gpus, r), piece_bytes});
+          ups.push_back({host_of(p, rank_gpus, r), sw, piece_bytes, cap});
+          downs.push_back({sw, host_of(p, rank_gpus, r), piece_bytes, cap});
         }
         std::vector<PhaseFlow> flows = ups;
         flows.insert(flows.end(), downs.begin(), downs.end());
@@ -81,9 +91,10 @@ Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_
   return t;
 }
 
-LinkBytes large_n_traffic(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
+LinkBytes large_n_traffic(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& data_call,
                           const CollectivePlan& plan, const CollectiveSettings& settings) {
   (void)settings;
+  const CollectiveCall call = wire_call(data_call, plan.wire_factor);
   const int n = static_cast<int>(rank_gpus.size());
   std::unordered_map<const sg4::Link*, Bytes> bytes_on;
   struct Acc {
