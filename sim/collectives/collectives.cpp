@@ -76,11 +76,17 @@ std::vector<std::vector<int>> node_nvlink_cycles(const Platform& p, const std::v
 
 namespace {
 // Whether every pair of the ranks copies peer to peer (else NCCL's SHM transport).
+// Nodes are identical, so the pairs of the first node with several ranks stand for all.
 bool all_p2p(const Platform& p, const std::vector<int>& rank_gpus) {
-  for (size_t i = 0; i < rank_gpus.size(); ++i)
-    for (size_t j = i + 1; j < rank_gpus.size(); ++j)
-      if (p.node_of_gpu(rank_gpus[i]) == p.node_of_gpu(rank_gpus[j]) && !p.peer_to_peer(rank_gpus[i], rank_gpus[j]))
-        return false;
+  std::map<int, std::vector<int>> by_node;
+  for (int g : rank_gpus) by_node[p.node_of_gpu(g)].push_back(g);
+  for (const auto& [node, gpus] : by_node) {
+    if (gpus.size() < 2) continue;
+    for (size_t i = 0; i < gpus.size(); ++i)
+      for (size_t j = i + 1; j < gpus.size(); ++j)
+        if (!p.peer_to_peer(gpus[i], gpus[j])) return false;
+    return true;
+  }
   return true;
 }
 }  // namespace
@@ -210,7 +216,7 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
     c = nccl_choose(g, call.op, algos, call.bytes());
   }
   plan.algorithm = from_nccl(c.algo);
-  if (!settings.channels) plan.channels = nccl_channels_for_size(g, c.algo, c.protocol, call.bytes());
+  if (!settings.channels && settings.nccl_model) plan.channels = nccl_channels_for_size(g, c.algo, c.protocol, call.bytes());
   std::string times;
   for (auto a : algos)
     for (auto pr : protocols) {
@@ -226,6 +232,11 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
                                   nccl_protocol_name(c.protocol), times);
   shape_flows(plan, g, c, call);
   choose_formulation(plan, n, call, settings);
+  if (!settings.nccl_model) {
+    plan.wire_factor = 1.0;
+    plan.flow_cap_bytes_per_s = 0;
+    return plan;
+  }
   plan.extra_latency_s = std::max(0.0, plan.latency_s - schedule_latency(p, rank_gpus, call, plan));
   if (fault_active(Fault::nccl_latency_omitted)) plan.extra_latency_s = 0;
   return plan;

@@ -81,6 +81,9 @@ struct CollectiveSettings {
   std::optional<Formulation> formulation;        // forced; else exact up to exact_max_ranks
   std::optional<int> channels;                   // forced channel count
   std::optional<NcclProtocol> protocol;          // forced, like NCCL_PROTO
+  // false: the bare schedule on the links (no NCCL latency term, protocol overhead, flow
+  // bound or size-dependent channel count), for tests of the schedules' closed forms.
+  bool nccl_model = true;
   int exact_max_ranks = 8;   // exact within a DGX-size node; large-N across nodes (see below)
   Bytes pipeline_chunk_bytes = 512 * kKiB;       // NCCL Simple protocol: 4 MiB buffer / 8 steps
 };

@@ -194,7 +194,8 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
   if (p2p && hw.nvswitch) {
     per_gpu = max_path = hw.nvswitch->links_per_gpu * nvl;
     g.intra_nvlink = true;
-  } else if (p2p && hw.nvlink && !hw.nvlink->pairs.empty()) {
+  } else if (hw.nvlink && !hw.nvlink->pairs.empty()) {
+    // Rings over NVLink pairs (DGX-1): pairs without NVLink may lack P2P, the ring does not use them.
     std::vector<int> links(hw.gpus_per_node, 0);
     int most = 0;
     for (const auto& pr : hw.nvlink->pairs) {
