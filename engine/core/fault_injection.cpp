@@ -21,6 +21,7 @@ const std::vector<Fault>& all_faults() {
       Fault::ddp_skip_last_bucket,        Fault::ddp_skip_initial_broadcast,    Fault::ring_skips_last_all_gather_step,
       Fault::predict_symmetric_node0_only, Fault::fluid_sim_unweighted_sharing, Fault::nccl_latency_omitted,
       Fault::nccl_protocol_overhead_omitted, Fault::nccl_tuner_slowest_small, Fault::nccl_channel_cap_omitted,
+      Fault::nccl_shm_overhead_omitted,
   };
   return faults;
 }
@@ -39,6 +40,7 @@ const char* fault_name(Fault f) {
     case Fault::nccl_protocol_overhead_omitted: return "nccl-proto-free";
     case Fault::nccl_tuner_slowest_small: return "nccl-tuner-slowest";
     case Fault::nccl_channel_cap_omitted: return "nccl-no-channel-cap";
+    case Fault::nccl_shm_overhead_omitted: return "nccl-shm-free";
   }
   return "?";
 }

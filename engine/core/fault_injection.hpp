@@ -24,6 +24,7 @@ enum class Fault : unsigned {
   nccl_protocol_overhead_omitted,   // "nccl-proto-free": LL/LL128 flag bytes never reach the wire
   nccl_tuner_slowest_small,         // "nccl-tuner-slowest": below 64 KiB the tuner picks its slowest pair
   nccl_channel_cap_omitted,         // "nccl-no-channel-cap": flows ignore NCCL's per-channel bandwidth
+  nccl_shm_overhead_omitted,        // "nccl-shm-free": paths through an Intel root complex cost no overhead
 };
 
 // Every fault, in declaration order.

@@ -210,6 +210,15 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
   } else {
     // PCI: P2P through the switches or the root complex; SHM through host memory.
     per_gpu = max_path = pci_bw_gbs(hw.pcie.generation, hw.pcie.lanes);
+    // A path through the CPU (SHM when P2P is off, or P2P through the root complex when
+    // no PCIe switch holds every GPU) costs an Intel root complex 6/5 of its bandwidth
+    // (topo.h INTEL_P2P_OVERHEAD, applied in search.cc followPath to PATH_PHB).
+    bool one_switch = false;
+    for (const auto& sw : hw.pcie.switches)
+      one_switch = one_switch || static_cast<int>(sw.gpus.size()) >= std::min(hw.gpus_per_node, g.ranks);
+    const bool intel = hw.host.cpu.find("Intel") != std::string::npos;
+    if ((!p2p || !one_switch) && intel && !fault_active(Fault::nccl_shm_overhead_omitted))
+      per_gpu = max_path = per_gpu * 5.0 / 6.0;
   }
   if (ppn == 1) per_gpu = max_path = std::max(per_gpu, 1e9);  // no intra-node hop
   if (g.nodes == 1) {

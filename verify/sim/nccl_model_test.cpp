@@ -10,6 +10,8 @@
 //    (nccl-proto-free).
 //  - Channel bound: bus bandwidth never exceeds NCCL's channels x per-channel bandwidth
 //    (nccl-no-channel-cap).
+//  - Transports: a ring through an Intel root complex pays NCCL's 6/5 PCI overhead
+//    (nccl-shm-free); P2P off is never faster than P2P on.
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -233,4 +235,32 @@ TEST(NcclChannels, PlantedBugUnboundedChannelsIsCaught) {
   const Bytes s = 256 * kMiB;
   const RunResult r = run_one(load_hardware("dgx-a100", kLibrary), all_reduce_bytes(s));
   EXPECT_GT(busbw_all_reduce(s, 8, r.time_s), 240e9 * 1.05);
+}
+
+namespace {
+// Bus bandwidth of a 64 MiB all-reduce on both GPUs of the RTX 4090 desktop (PCIe Gen4
+// x8 per GPU, no PCIe switch, Intel CPU), with P2P on or off.
+double desktop_busbw(bool p2p) {
+  HardwareSpec hw = load_hardware("desktop-2gpu-pcie-nop2p", kLibrary);
+  hw.pcie.peer_to_peer = p2p;
+  validate_hardware(hw);
+  const Bytes s = 64 * kMiB;
+  return busbw_all_reduce(s, 2, run_one(hw, all_reduce_bytes(s)).time_s);
+}
+}  // namespace
+
+// Invariant: a ring through an Intel root complex (SHM with P2P off, or P2P without a
+// shared PCIe switch) costs NCCL 6/5 of the PCI bandwidth it uses (INTEL_P2P_OVERHEAD):
+// Gen4 x8 counts 8 x 120 / 80 = 12 GB/s, so bus bandwidth stays at or below 10 GB/s.
+// P2P off is never faster than P2P on.
+TEST(NcclTransports, PathThroughAnIntelRootComplexPaysNcclsOverhead) {
+  const double off = desktop_busbw(false), on = desktop_busbw(true);
+  EXPECT_LE(off, 10e9 * (1 + 1e-6));
+  EXPECT_GE(off, 0.9 * 10e9);
+  EXPECT_LE(off, on * (1 + 1e-9));
+}
+
+TEST(NcclTransports, PlantedBugFreeRootComplexIsCaught) {
+  ScopedFault f(Fault::nccl_shm_overhead_omitted);
+  EXPECT_GT(desktop_busbw(false), 10e9 * 1.05);
 }
