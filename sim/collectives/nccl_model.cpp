@@ -185,6 +185,7 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
   g.ranks = std::max(1, ranks);
   g.nodes = std::max(1, nodes);
   g.p2p = p2p;
+  g.latency_scale = hw.efficiency.nccl_latency;
   const int ppn = std::max(1, g.ranks / g.nodes);
   // ncclTopoCompute's ring graph: maxChannels = MAXCHANNELS / 2 (src/init.cc).
   constexpr int kMaxRingChannels = 16;
@@ -307,7 +308,7 @@ NcclCost nccl_cost(const NcclGraph& g, CollectiveOp op, NcclAlgo algo, NcclProto
   } else {
     lat = intra_lat;
   }
-  out.latency_us = lat;
+  out.latency_us = lat * g.latency_scale;
   return out;
 }
 

@@ -51,6 +51,7 @@ struct NcclGraph {
   int nvls_channels = 0;      // 0: no NVLS graph
   double nvls_bw_gbs = 0;     // per-channel bwIntra of the NVLS graph
   bool ll128 = true;          // LL128 enabled by NCCL's default rules
+  double latency_scale = 1.0; // hardware efficiency.nccl_latency (1: NCCL's constants)
 };
 
 // NCCL's graph for `ranks` ranks on `nodes` nodes of `hw` (ranks evenly spread), with
