@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "scenarios/measure/twin_figures.hpp"
+#include "sim/collectives/collectives.hpp"
+#include "sim/twin/sim_process.hpp"
 
 namespace dpt {
 namespace {
@@ -28,23 +31,49 @@ double& bounding_field(sim::HardwareSpec& hw, const NcclTestsLog& log, std::stri
 }  // namespace
 
 namespace {
-// The twin's time for the log's collective at one size (from its busbw: nccl-tests'
-// busbw = size / time x factor, 2(n-1)/n for all_reduce, (n-1)/n for all_gather).
+// The twin's time for the log's collective at one size, as `bench --backend sim` times
+// it: the collective alone on the first ranks' GPUs (nccl-tests times the collective
+// without a framework's per-op dispatch, which the step-level figures include).
 Seconds twin_time(const sim::HardwareSpec& hw, const NcclTestsLog& log, Bytes size) {
-  const double n = log.ranks;
-  const double factor = log.collective == "all_reduce" ? 2 * (n - 1) / n : (n - 1) / n;
-  return static_cast<double>(size) * factor / twin_busbw(hw, log.collective, log.ranks, size);
+  return twin_collective_time(hw, log.collective, log.ranks, size);
+}
+}  // namespace
+
+Seconds twin_collective_time(const sim::HardwareSpec& hw, const std::string& collective, int ranks, Bytes size) {
+  const int n = ranks;
+  if (collective != "all_reduce" && collective != "all_gather")
+    throw std::invalid_argument(fmt::format("twin_collective_time: {} (allowed: all_reduce, all_gather)", collective));
+  const CollectiveOp op = collective == "all_reduce" ? CollectiveOp::all_reduce : CollectiveOp::all_gather;
+  const CollectiveCall call{op, std::max<Elements>(n, size / 4 / n * n), 4, 0};
+  std::vector<int> gpus(n);
+  for (int i = 0; i < n; ++i) gpus[i] = i;
+  std::shared_ptr<sim::CollectiveGroup> group;
+  const std::string out = sim::run_simulation(
+      hw,
+      [&](sim::Platform& p) {
+        group = std::make_shared<sim::CollectiveGroup>(p, gpus);
+        for (int r = 0; r < n; ++r)
+          simgrid::s4u::Actor::create(fmt::format("rank{}", r), p.gpu_host(r), [group, r, call]() { group->run(r, call); });
+      },
+      [&](sim::Platform&) {
+        const auto& rec = group->records().at(0);
+        return fmt::format("{:.17g}", rec.end_s - rec.start_s);
+      });
+  return std::stod(out);
 }
 
-// The latency regime: the log's smallest size (up to 64 KiB, where NCCL runs LL and the
+namespace {
+
+// The latency regime: the log's smallest size with a float per rank (up to 64 KiB, where NCCL runs LL and the
 // time is its latency term), fitted by scaling efficiency.nccl_latency: the time there is
 // about proportional to the scale; a few fixed-point steps close the gap. The time
 // column is used (nccl-tests rounds busbw to 0.00 at the smallest sizes).
 void fit_latency(sim::HardwareSpec& hw, const NcclTestsLog& log, const std::string& date,
                  verify::YamlComments& comments, std::vector<NcclFieldCalibration>& fields) {
   const NcclTestsRow* small = nullptr;
+  // The twin's figure needs at least one 4-byte element per rank.
   for (const auto& row : log.rows)
-    if (row.size_bytes > 0 && (!small || row.size_bytes < small->size_bytes)) small = &row;
+    if (row.size_bytes >= 4 * log.ranks && (!small || row.size_bytes < small->size_bytes)) small = &row;
   if (!small || small->size_bytes > 64 * kKiB) return;
   const NcclTestsTiming& t = log.timing(*small);
   if (t.time_s <= 0 || (t.wrong && *t.wrong > 0)) return;

@@ -52,6 +52,10 @@ struct NcclCalibrationResult {
 NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, const std::vector<NcclTestsLog>& logs,
                                                const std::string& date);
 
+// The twin's time for one all_reduce or all_gather of `size_bytes` (nccl-tests' size) on
+// the first `ranks` GPUs, the collective alone as `bench --backend sim` times it.
+Seconds twin_collective_time(const sim::HardwareSpec& hw, const std::string& collective, int ranks, Bytes size_bytes);
+
 // The twin's busbw for one collective of `size_bytes` on the first `ranks` GPUs.
 BytesPerSecond twin_busbw(const sim::HardwareSpec& hw, const std::string& collective, int ranks, Bytes size_bytes);
 
