@@ -36,6 +36,11 @@ const std::vector<Fault>& all_faults() {
       Fault::report_no_swept_columns,
       Fault::large_n_sweep_drops_own,
       Fault::large_n_cache_ignores_channels,
+      Fault::nccl_latency_omitted,
+      Fault::nccl_protocol_overhead_omitted,
+      Fault::nccl_tuner_slowest_small,
+      Fault::nccl_channel_cap_omitted,
+      Fault::nccl_shm_overhead_omitted,
   };
   return faults;
 }
@@ -61,6 +66,11 @@ const char* fault_name(Fault f) {
     case Fault::report_no_swept_columns: return "report-no-swept-columns";
     case Fault::large_n_sweep_drops_own: return "sweep-drops-own";
     case Fault::large_n_cache_ignores_channels: return "cache-ignores-channels";
+    case Fault::nccl_latency_omitted: return "nccl-no-latency";
+    case Fault::nccl_protocol_overhead_omitted: return "nccl-proto-free";
+    case Fault::nccl_tuner_slowest_small: return "nccl-tuner-slowest";
+    case Fault::nccl_channel_cap_omitted: return "nccl-no-channel-cap";
+    case Fault::nccl_shm_overhead_omitted: return "nccl-shm-free";
   }
   return "?";
 }

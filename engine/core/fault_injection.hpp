@@ -31,6 +31,11 @@ enum class Fault : unsigned {
   report_no_swept_columns,          // "report-no-swept-columns": swept fields get no column in reports
   large_n_sweep_drops_own,          // "sweep-drops-own": a swept link load leaves out the transfer's own bytes
   large_n_cache_ignores_channels,     // "cache-ignores-channels": large-N rank sets cached without their channel count
+  nccl_latency_omitted,             // "nccl-no-latency": collectives skip NCCL's latency term
+  nccl_protocol_overhead_omitted,   // "nccl-proto-free": LL/LL128 flag bytes never reach the wire
+  nccl_tuner_slowest_small,         // "nccl-tuner-slowest": below 64 KiB the tuner picks its slowest pair
+  nccl_channel_cap_omitted,         // "nccl-no-channel-cap": flows ignore NCCL's per-channel bandwidth
+  nccl_shm_overhead_omitted,        // "nccl-shm-free": paths through an Intel root complex cost no overhead
 };
 
 // Every fault, in declaration order.

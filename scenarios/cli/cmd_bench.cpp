@@ -52,6 +52,7 @@ struct BenchOptions {
   int warmup = 5;                    // -w
   std::string op = "all_reduce";     // --op
   std::optional<std::string> algo;   // --algo ring|tree|nvls (sim; like NCCL_ALGO)
+  std::optional<std::string> proto;  // --proto LL|LL128|Simple (sim; like NCCL_PROTO)
   std::string dtype = "float";       // -d, nccl-tests type names
   bool json = false;
   DeviceBenchFlags device;           // --backend host|cuda only (bench_device.hpp)
@@ -63,7 +64,7 @@ struct BenchRow {
   Bytes size = 0;         // nccl-tests' size column
   Elements count = 0;     // elements per rank's call (nccl-tests' count column)
   Seconds time_s = 0;     // average per iteration
-  std::string algorithm;  // what ran (sim: ring/tree/nvls)
+  std::string algorithm;  // what ran (sim: algorithm/protocol, e.g. ring/LL, nvls/Simple)
 };
 
 // The largest buffer any backend sweeps: 1 PiB (the twin bounds it further by a
@@ -194,6 +195,13 @@ std::vector<BenchRow> run_bench_sim(const BenchOptions& o, sim::CollectiveOp op,
       throw std::invalid_argument(fmt::format("--algo: {}", e.what()));
     }
   }
+  if (o.proto) {
+    try {
+      settings.protocol = sim::parse_nccl_protocol(*o.proto);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("--proto: {}", e.what()));
+    }
+  }
   const int per_size = o.warmup + o.iters;
   std::shared_ptr<sim::CollectiveGroup> group;
   const std::string out = sim::run_simulation(
@@ -221,7 +229,8 @@ std::vector<BenchRow> run_bench_sim(const BenchOptions& o, sim::CollectiveOp op,
           const auto& first = rec.at(k * per_size + o.warmup);
           const auto& last = rec.at(k * per_size + per_size - 1);
           rows.push_back({{"time_s", (last.end_s - first.start_s) / o.iters},
-                          {"algorithm", sim::collective_algorithm_name(last.plan.algorithm)}});
+                          {"algorithm", fmt::format("{}/{}", sim::collective_algorithm_name(last.plan.algorithm),
+                                                         sim::nccl_protocol_name(last.plan.protocol))}});
         }
         return rows.dump();
       });
@@ -239,9 +248,9 @@ void print_table(const BenchOptions& o, sim::CollectiveOp op, int n, const std::
   fmt::print("# dptwin bench: backend {}, {}, {} ranks, op {}, -b {} -e {} -f {} -n {} -w {}\n", o.backend, machine, n,
              sim::collective_op_name(op), o.min_bytes, o.max_bytes, o.factor, o.iters, o.warmup);
   fmt::print("# sizes: K/M/G = 1024^k bytes; bandwidths: GB/s = 1e9 bytes/s\n");
-  fmt::print("#{:>11} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8} {:>6}\n", "size", "count", "type", "redop", "root",
+  fmt::print("#{:>11} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8}   {:<12}\n", "size", "count", "type", "redop", "root",
              "time", "algbw", "busbw", "algo");
-  fmt::print("#{:>11} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8} {:>6}\n", "(B)", "(elements)", "", "", "", "(us)",
+  fmt::print("#{:>11} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8}   {:<12}\n", "(B)", "(elements)", "", "", "", "(us)",
              "(GB/s)", "(GB/s)", "");
   const bool reduces = op != sim::CollectiveOp::all_gather && op != sim::CollectiveOp::broadcast;
   const bool rooted = op == sim::CollectiveOp::broadcast || op == sim::CollectiveOp::reduce;
@@ -250,7 +259,7 @@ void print_table(const BenchOptions& o, sim::CollectiveOp op, int n, const std::
     const double algbw = r.time_s > 0 ? r.size / r.time_s / 1e9 : 0;
     const double busbw = algbw * busbw_factor(op, n);
     busbw_sum += busbw;
-    fmt::print("{:>12} {:>12} {:>8} {:>6} {:>6} {:>10.2f} {:>8.2f} {:>8.2f} {:>6}\n", r.size, r.count, o.dtype,
+    fmt::print("{:>12} {:>12} {:>8} {:>6} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}   {:<12}\n", r.size, r.count, o.dtype,
                reduces ? "sum" : "none", rooted ? "0" : "-1", r.time_s * 1e6, algbw, busbw, r.algorithm);
   }
   if (!rows.empty()) fmt::print("# Avg bus bandwidth    : {:.3f}\n", busbw_sum / rows.size());
@@ -287,7 +296,7 @@ bool given(const BenchOptions& o, const std::string& flag) {
 // A flag the chosen backend would ignore is refused, naming it.
 void refuse_foreign_flags(const BenchOptions& o) {
   const bool sim = o.backend == "sim";
-  const std::vector<std::string> sim_only = {"--hardware", "--nodes", "--algo"};
+  const std::vector<std::string> sim_only = {"--hardware", "--nodes", "--algo", "--proto"};
   const std::vector<std::string> real_only = {"--check", "--gemm-size", "--copy-bytes", "--no-micro", "--tf32"};
   for (const auto& f : sim ? real_only : sim_only)
     if (given(o, f))
@@ -357,6 +366,7 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
                                  "reduce, a comma-separated list, or all; every collective when not given)")
       ->capture_default_str();
   cmd->add_option("--algo", o->algo, "sim: force the algorithm like NCCL_ALGO: ring, tree, nvls");
+  cmd->add_option("--proto", o->proto, "sim: force the protocol like NCCL_PROTO: LL, LL128, Simple");
   cmd->add_option("-d,--datatype", o->dtype, "Element type: float, double, half, bfloat16, int8, int32, int64")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON instead of the table");
@@ -367,7 +377,7 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
               exit_codes_help());
   return [o, cmd]() {
     o->op_given = cmd->count("--op") > 0;
-    for (const char* f : {"--hardware", "--nodes", "--algo", "--check", "--gemm-size", "--copy-bytes", "--no-micro",
+    for (const char* f : {"--hardware", "--nodes", "--algo", "--proto", "--check", "--gemm-size", "--copy-bytes", "--no-micro",
                           "--tf32"})
       if (cmd->count(f) > 0) o->given.push_back(f);
     return run_bench(*o);

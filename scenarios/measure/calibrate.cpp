@@ -184,6 +184,7 @@ std::string hardware_yaml(const sim::HardwareSpec& hw, const YamlComments& comme
   e.line(2, "efficiency.p2p", "p2p", fmt::format("{:.9g}", hw.efficiency.p2p));
   e.line(2, "efficiency.pcie", "pcie", fmt::format("{:.9g}", hw.efficiency.pcie));
   e.line(2, "efficiency.nic", "nic", fmt::format("{:.9g}", hw.efficiency.nic));
+  e.line(2, "efficiency.nccl_latency", "nccl_latency", fmt::format("{:.9g}", hw.efficiency.nccl_latency));
   return e.text();
 }
 

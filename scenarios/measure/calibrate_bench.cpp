@@ -133,6 +133,7 @@ BenchCalibration calibrate_from_bench(const sim::HardwareSpec& base, const std::
   line("p2p", e.p2p);
   line("pcie", e.pcie);
   line("nic", e.nic);
+  if (e.nccl_latency != 1.0) block += fmt::format("  nccl_latency: {:.6g}  # from the base file\n", e.nccl_latency);
   out.yaml = without_efficiency_block(base_yaml) + block;
   // The emitted file must load as the calibrated spec.
   const sim::HardwareSpec check = sim::parse_hardware_yaml(out.yaml, "calibrated " + base.name);

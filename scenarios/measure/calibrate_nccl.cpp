@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "scenarios/measure/twin_figures.hpp"
+#include "sim/collectives/collectives.hpp"
+#include "sim/twin/sim_process.hpp"
 
 namespace dpt {
 namespace {
@@ -25,6 +28,84 @@ double& bounding_field(sim::HardwareSpec& hw, const NcclTestsLog& log, std::stri
   return hw.efficiency.pcie;
 }
 
+}  // namespace
+
+namespace {
+// The twin's time for the log's collective at one size, as `bench --backend sim` times
+// it: the collective alone on the first ranks' GPUs (nccl-tests times the collective
+// without a framework's per-op dispatch, which the step-level figures include).
+Seconds twin_time(const sim::HardwareSpec& hw, const NcclTestsLog& log, Bytes size) {
+  return twin_collective_time(hw, log.collective, log.ranks, size);
+}
+}  // namespace
+
+Seconds twin_collective_time(const sim::HardwareSpec& hw, const std::string& collective, int ranks, Bytes size) {
+  const int n = ranks;
+  if (collective != "all_reduce" && collective != "all_gather")
+    throw std::invalid_argument(fmt::format("twin_collective_time: {} (allowed: all_reduce, all_gather)", collective));
+  const CollectiveOp op = collective == "all_reduce" ? CollectiveOp::all_reduce : CollectiveOp::all_gather;
+  const CollectiveCall call{op, std::max<Elements>(n, size / 4 / n * n), 4, 0};
+  std::vector<int> gpus(n);
+  for (int i = 0; i < n; ++i) gpus[i] = i;
+  std::shared_ptr<sim::CollectiveGroup> group;
+  const std::string out = sim::run_simulation(
+      hw,
+      [&](sim::Platform& p) {
+        group = std::make_shared<sim::CollectiveGroup>(p, gpus);
+        for (int r = 0; r < n; ++r)
+          simgrid::s4u::Actor::create(fmt::format("rank{}", r), p.gpu_host(r), [group, r, call]() { group->run(r, call); });
+      },
+      [&](sim::Platform&) {
+        const auto& rec = group->records().at(0);
+        return fmt::format("{:.17g}", rec.end_s - rec.start_s);
+      });
+  return std::stod(out);
+}
+
+namespace {
+
+// The latency regime: the log's smallest size with a float per rank (up to 64 KiB, where NCCL runs LL and the
+// time is its latency term), fitted by scaling efficiency.nccl_latency: the time there is
+// about proportional to the scale; a few fixed-point steps close the gap. The time
+// column is used (nccl-tests rounds busbw to 0.00 at the smallest sizes).
+void fit_latency(sim::HardwareSpec& hw, const NcclTestsLog& log, const std::string& date,
+                 verify::YamlComments& comments, std::vector<NcclFieldCalibration>& fields) {
+  const NcclTestsRow* small = nullptr;
+  // The twin's figure needs at least one 4-byte element per rank.
+  for (const auto& row : log.rows)
+    if (row.size_bytes >= 4 * log.ranks && (!small || row.size_bytes < small->size_bytes)) small = &row;
+  if (!small || small->size_bytes > 64 * kKiB) return;
+  const NcclTestsTiming& t = log.timing(*small);
+  if (t.time_s <= 0 || (t.wrong && *t.wrong > 0)) return;
+  NcclFieldCalibration fc;
+  fc.log = log.where;
+  fc.collective = log.collective;
+  fc.ranks = log.ranks;
+  fc.line = small->line;
+  fc.size_bytes = small->size_bytes;
+  const double n = log.ranks;
+  const double factor = log.collective == "all_reduce" ? 2 * (n - 1) / n : (n - 1) / n;
+  fc.measured_busbw_Bps = static_cast<double>(small->size_bytes) * factor / t.time_s;
+  fc.field = "efficiency.nccl_latency";
+  double& field = hw.efficiency.nccl_latency;
+  fc.before = field;
+  Seconds predicted = twin_time(hw, log, small->size_bytes);
+  fc.predicted_before_Bps = static_cast<double>(small->size_bytes) * factor / predicted;
+  for (int iter = 0; iter < 4 && std::abs(predicted / t.time_s - 1.0) > 0.01; ++iter) {
+    const double next = std::clamp(field * t.time_s / predicted, 0.1, 10.0);
+    fc.capped = next == 0.1 || next == 10.0;
+    field = next;
+    sim::validate_hardware(hw);
+    predicted = twin_time(hw, log, small->size_bytes);
+    if (fc.capped) break;
+  }
+  fc.after = field;
+  fc.predicted_after_Bps = static_cast<double>(small->size_bytes) * factor / predicted;
+  comments[fc.field] = fmt::format("calibrated {} from {} line {} ({} on {} ranks, {} B: time {:.4g} us; was {:.4g}){}",
+                                   date, log.where, small->line, log.collective, log.ranks, small->size_bytes,
+                                   t.time_s * 1e6, fc.before, fc.capped ? "; at its bound (0.1 .. 10)" : "");
+  fields.push_back(fc);
+}
 }  // namespace
 
 BytesPerSecond twin_busbw(const sim::HardwareSpec& hw, const std::string& collective, int ranks, Bytes size_bytes) {
@@ -102,6 +183,7 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
         row.line, log.collective, log.ranks, row.size_bytes, t.busbw_Bps / 1e9, fc.before,
         fc.capped ? "; capped at 1: the log is faster than the file's link rates" : "");
     out.fields.push_back(fc);
+    fit_latency(out.spec, log, date, comments, out.fields);
   }
   out.yaml = verify::hardware_yaml(out.spec, comments,
                                    fmt::format("{} calibrated from nccl-tests logs by `dptwin calibrate --from` ({}).\n"

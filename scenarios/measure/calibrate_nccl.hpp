@@ -10,6 +10,9 @@
 //   - ranks on more than one host: efficiency.nic (the network bounds the ring);
 //   - NVLink or NVSwitch: efficiency.p2p;
 //   - PCIe only: efficiency.pcie.
+// Then the latency regime: the log's smallest size (up to 64 KiB, where NCCL runs its LL
+// protocol and the time is NCCL's latency term) scales efficiency.nccl_latency until the
+// twin's time there matches the log's (within 1 %, bounded to 0.1 .. 10).
 // The efficiency fields are exactly what the twin multiplies datasheet rates by,
 // so the calibrated file predicts the other collectives and training steps from
 // the same links.
@@ -32,7 +35,7 @@ struct NcclFieldCalibration {
   BytesPerSecond measured_busbw_Bps = 0;
   BytesPerSecond predicted_before_Bps = 0;  // the base file's twin
   BytesPerSecond predicted_after_Bps = 0;   // the calibrated file's twin
-  std::string field;                     // "efficiency.p2p" | "efficiency.pcie" | "efficiency.nic"
+  std::string field;                     // "efficiency.p2p" | ".pcie" | ".nic" | ".nccl_latency"
   double before = 0, after = 0;
   bool capped = false;                   // the log is faster than the file allows at efficiency 1
 };
@@ -48,6 +51,10 @@ struct NcclCalibrationResult {
 // (#wrong > 0) in the row used.
 NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, const std::vector<NcclTestsLog>& logs,
                                                const std::string& date);
+
+// The twin's time for one all_reduce or all_gather of `size_bytes` (nccl-tests' size) on
+// the first `ranks` GPUs, the collective alone as `bench --backend sim` times it.
+Seconds twin_collective_time(const sim::HardwareSpec& hw, const std::string& collective, int ranks, Bytes size_bytes);
 
 // The twin's busbw for one collective of `size_bytes` on the first `ranks` GPUs.
 BytesPerSecond twin_busbw(const sim::HardwareSpec& hw, const std::string& collective, int ranks, Bytes size_bytes);

@@ -3,6 +3,7 @@
 #include "sim/collectives/collective_exact.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -83,7 +84,25 @@ struct Ctx {
   Platform& p;
   const std::vector<int>& gpus;
   int call;
+  double wire_factor = 1.0;           // protocol's wire bytes per data byte
+  BytesPerSecond cap_bytes_per_s = 0;  // per-flow rate bound (0: none)
   sg4::Host* host(int rank) const { return rank == kSwitch ? nullptr : p.gpu_host(gpus[rank]); }
+  // At least one byte: NCCL sends no empty chunk, and SimGrid serialises empty comms.
+  Bytes wire(Bytes data) const {
+    return std::max<Bytes>(1, static_cast<Bytes>(std::llround(static_cast<double>(data) * wire_factor)));
+  }
+  // Sends `data` bytes as the protocol puts them on the wire.
+  sg4::CommPtr send(const ExactTransport::Key& key, sg4::Host* from, sg4::Host* to, Bytes data) const {
+    return t.send(key, from, to, wire(data));
+  }
+  // When a flow of `data` bytes from `from` to `to` started at `t0` may end at the earliest
+  // under the flow bound: its route latency plus its wire bytes at the bound (SimGrid 3.32
+  // ignores a comm's own rate bound under TCP-gamma 0, so the bound is kept here, as the
+  // large-N phase model keeps it). t0 when there is no bound.
+  Seconds bound_end(Seconds t0, sg4::Host* from, sg4::Host* to, Bytes data) const {
+    if (cap_bytes_per_s <= 0 || data == 0) return t0;
+    return t0 + p.route(from, to).latency_s + static_cast<double>(wire(data)) / cap_bytes_per_s;
+  }
 };
 
 // Ring reduce-scatter / all-gather / all-reduce: see collectives.hpp.
@@ -101,6 +120,8 @@ void ring_steps(Ctx& c, int rank, const CollectiveCall& call, int channels) {
   const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
   std::vector<sg4::CommPtr> pending;
   for (int s = 0; s < steps; ++s) {
+    const Seconds t0 = sg4::Engine::get_clock();
+    Seconds not_before = t0;
     for (int ch = 0; ch < channels; ++ch) {
       // Chunk sent at step s by the rank at ring position q (reduce-scatter, then all-gather).
       int chunk;
@@ -109,10 +130,12 @@ void ring_steps(Ctx& c, int rank, const CollectiveCall& call, int channels) {
       else chunk = pos[ch] + 1 - (s - (n - 1));
       chunk = ((chunk % n) + n) % n;
       const Bytes bytes = piece_count(call.count, n * channels, ch * n + chunk) * call.element_bytes;
-      pending.push_back(c.t.send({c.call, kRing, rank, next[ch], ch}, c.host(rank), c.host(next[ch]), bytes));
+      pending.push_back(c.send({c.call, kRing, rank, next[ch], ch}, c.host(rank), c.host(next[ch]), bytes));
+      not_before = std::max(not_before, c.bound_end(t0, c.host(rank), c.host(next[ch]), bytes));
     }
     for (int ch = 0; ch < channels; ++ch) pending.push_back(c.t.recv({c.call, kRing, prev[ch], rank, ch}));
     wait_all(pending);
+    if (not_before > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(not_before);
   }
 }
 
@@ -151,7 +174,7 @@ void chain_pipeline(Ctx& c, int rank, const CollectiveCall& call, int channels, 
                                              if (to < 0) continue;
                                              const Bytes bytes = std::min(piece, elems_ch - i * piece) * eb;
                                              if (last) last->wait();
-                                             last = ctx.t.send({ctx.call, kChain, rank, to, ch}, ctx.host(rank),
+                                             last = ctx.send({ctx.call, kChain, rank, to, ch}, ctx.host(rank),
                                                                ctx.host(to), bytes);
                                            }
                                            if (last) last->wait();
@@ -186,7 +209,7 @@ void tree_all_reduce(Ctx& c, int rank, const CollectiveCall& call, int channels,
               continue;
             }
             if (last) last->wait();
-            last = ctx.t.send({ctx.call, kTreeUp0, rank, parent, ch}, ctx.host(rank), ctx.host(parent), bytes_of(i));
+            last = ctx.send({ctx.call, kTreeUp0, rank, parent, ch}, ctx.host(rank), ctx.host(parent), bytes_of(i));
           }
           if (last) last->wait();
         }));
@@ -199,7 +222,7 @@ void tree_all_reduce(Ctx& c, int rank, const CollectiveCall& call, int channels,
             else ctx.t.recv({ctx.call, kTreeDown0, parent, rank, ch})->wait();
             for (size_t k = 0; k < children.size(); ++k) {
               if (last[k]) last[k]->wait();
-              last[k] = ctx.t.send({ctx.call, kTreeDown0, rank, children[k], ch}, ctx.host(rank),
+              last[k] = ctx.send({ctx.call, kTreeDown0, rank, children[k], ch}, ctx.host(rank),
                                    ctx.host(children[k]), bytes_of(i));
             }
           }
@@ -225,7 +248,7 @@ void nvls_all_reduce(Ctx& c, int rank, const CollectiveCall& call, Elements piec
         for (int r = 0; r < n; ++r) ctx.t.recv({ctx.call, kNvlsUp, r, kSwitch, 0})->wait();
         for (int r = 0; r < n; ++r) {
           if (last[r]) last[r]->wait();
-          last[r] = ctx.t.send({ctx.call, kNvlsDown, kSwitch, r, 0}, sw, ctx.host(r), bytes_of(i));
+          last[r] = ctx.send({ctx.call, kNvlsDown, kSwitch, r, 0}, sw, ctx.host(r), bytes_of(i));
         }
       }
       wait_all(last);
@@ -233,11 +256,17 @@ void nvls_all_reduce(Ctx& c, int rank, const CollectiveCall& call, Elements piec
   }
   helpers.push_back(sg4::Actor::create(fmt::format("nvls-up-r{}", rank), c.host(rank), [ctx, rank, sw, pieces, bytes_of]() mutable {
     sg4::CommPtr last;
+    Seconds not_before = 0;  // the previous piece's end under the flow bound
     for (Elements i = 0; i < pieces; ++i) {
       if (last) last->wait();
-      last = ctx.t.send({ctx.call, kNvlsUp, rank, kSwitch, 0}, ctx.host(rank), sw, bytes_of(i));
+      if (not_before > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(not_before);
+      // Pieces pipeline: the bound spaces them by their wire time, latency overlapped.
+      not_before = sg4::Engine::get_clock() + static_cast<double>(ctx.wire(bytes_of(i))) /
+                                                  std::max(ctx.cap_bytes_per_s, 1e-300) * (ctx.cap_bytes_per_s > 0);
+      last = ctx.send({ctx.call, kNvlsUp, rank, kSwitch, 0}, ctx.host(rank), sw, bytes_of(i));
     }
     if (last) last->wait();
+    if (not_before > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(not_before);
   }));
   for (Elements i = 0; i < pieces; ++i) c.t.recv({c.call, kNvlsDown, kSwitch, rank, 0})->wait();
   for (auto& h : helpers) h->join();
@@ -247,7 +276,9 @@ void nvls_all_reduce(Ctx& c, int rank, const CollectiveCall& call, Elements piec
 
 void run_exact(ExactTransport& t, Platform& p, const std::vector<int>& rank_gpus, int rank, int call_index,
                const CollectiveCall& call, const CollectivePlan& plan, const CollectiveSettings& settings) {
-  Ctx c{t, p, rank_gpus, call_index};
+  Ctx c{t, p, rank_gpus, call_index, plan.wire_factor, plan.flow_cap_bytes_per_s};
+  // NCCL's latency beyond the route latency the schedule pays (see CollectivePlan).
+  if (plan.extra_latency_s > 0) sg4::this_actor::sleep_for(plan.extra_latency_s);
   const Elements piece = pipeline_piece_elements(settings, call.element_bytes);
   switch (plan.algorithm) {
     case CollectiveAlgorithm::ring:

@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "sim/collectives/collective_exact.hpp"
 #include "sim/collectives/large_n/dispatch.hpp"
 
@@ -73,11 +74,30 @@ std::vector<std::vector<int>> node_nvlink_cycles(const Platform& p, const std::v
 }
 }  // namespace
 
+namespace {
+// Whether every pair of the ranks copies peer to peer (else NCCL's SHM transport).
+// Nodes are identical, so the pairs of the first node with several ranks stand for all.
+bool all_p2p(const Platform& p, const std::vector<int>& rank_gpus) {
+  std::map<int, std::vector<int>> by_node;
+  for (int g : rank_gpus) by_node[p.node_of_gpu(g)].push_back(g);
+  for (const auto& [node, gpus] : by_node) {
+    if (gpus.size() < 2) continue;
+    for (size_t i = 0; i < gpus.size(); ++i)
+      for (size_t j = i + 1; j < gpus.size(); ++j)
+        if (!p.peer_to_peer(gpus[i], gpus[j])) return false;
+    return true;
+  }
+  return true;
+}
+}  // namespace
+
+NcclGraph nccl_graph_of(const Platform& p, const std::vector<int>& rank_gpus) {
+  return nccl_graph(p.hardware(), static_cast<int>(rank_gpus.size()), nodes_spanned(p, rank_gpus),
+                    all_p2p(p, rank_gpus));
+}
+
 int default_channels(const Platform& p, const std::vector<int>& rank_gpus) {
-  if (nodes_spanned(p, rank_gpus) > 1) return std::max(2, p.hardware().network->nics_per_node);
-  // Direct NVLink (DGX-1): every link-disjoint cycle, in both directions.
-  const auto cycles = node_nvlink_cycles(p, rank_gpus);
-  return std::max<int>(2, 2 * static_cast<int>(cycles.size()));
+  return nccl_graph_of(p, rank_gpus).ring_channels;
 }
 
 std::vector<CollectiveAlgorithm> eligible_algorithms(const Platform& p, const std::vector<int>& rank_gpus,
@@ -109,55 +129,152 @@ void choose_formulation(CollectivePlan& plan, int n, const CollectiveCall& call,
 }
 }  // namespace
 
+namespace {
+NcclAlgo to_nccl(CollectiveAlgorithm a) {
+  switch (a) {
+    case CollectiveAlgorithm::ring: return NcclAlgo::ring;
+    case CollectiveAlgorithm::tree: return NcclAlgo::tree;
+    case CollectiveAlgorithm::nvls: return NcclAlgo::nvls;
+  }
+  return NcclAlgo::ring;
+}
+CollectiveAlgorithm from_nccl(NcclAlgo a) {
+  switch (a) {
+    case NcclAlgo::ring: return CollectiveAlgorithm::ring;
+    case NcclAlgo::tree: return CollectiveAlgorithm::tree;
+    case NcclAlgo::nvls: return CollectiveAlgorithm::nvls;
+  }
+  return CollectiveAlgorithm::ring;
+}
+
+// Throws when a forced algorithm cannot run the op on these ranks.
+void check_forced(const Platform& p, const CollectiveCall& call, CollectiveAlgorithm forced,
+                  const std::vector<CollectiveAlgorithm>& eligible) {
+  if (std::find(eligible.begin(), eligible.end(), forced) != eligible.end()) return;
+  std::string why;
+  if (forced != CollectiveAlgorithm::ring && call.op != CollectiveOp::all_reduce)
+    why = fmt::format("{} runs only all_reduce", collective_algorithm_name(forced));
+  else if (forced == CollectiveAlgorithm::tree)
+    why = "tree needs ranks on at least 2 nodes";
+  else
+    why = fmt::format("nvls needs all ranks on one node whose NVSwitch reduces in-switch (hardware {})",
+                      p.hardware().name);
+  throw std::invalid_argument(fmt::format("algorithm {} cannot run {} here: {}", collective_algorithm_name(forced),
+                                          collective_op_name(call.op), why));
+}
+
+// The flow bound and latency of the chosen (algorithm, protocol), from NCCL's model.
+void shape_flows(CollectivePlan& plan, const NcclGraph& g, const NcclChoice& c, const CollectiveCall& call) {
+  plan.protocol = c.protocol;
+  plan.nccl_time_s = c.time_us * 1e-6;
+  const double bw_bytes_per_s = c.cost.alg_bw_gbs * 1e9;
+  plan.latency_s = std::max(0.0, plan.nccl_time_s - static_cast<double>(call.bytes()) / bw_bytes_per_s);
+  plan.wire_factor = nccl_wire_bytes_per_data_byte(c.protocol);
+  // Per channel: the bus bandwidth over the channels (a ring hop carries one channel's
+  // share at that rate); nvls: each GPU's one flow up and down at algbw. Chains
+  // (broadcast, reduce) and trees share the links freely.
+  double data_cap = 0;
+  const bool chain = call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce;
+  if (plan.algorithm == CollectiveAlgorithm::ring && !chain) data_cap = c.cost.bus_bw_gbs * 1e9 / g.ring_channels;
+  if (plan.algorithm == CollectiveAlgorithm::nvls) data_cap = c.cost.alg_bw_gbs * 1e9;
+  (void)g;
+  if (fault_active(Fault::nccl_channel_cap_omitted)) data_cap = 0;
+  plan.flow_cap_bytes_per_s = data_cap * plan.wire_factor;
+}
+}  // namespace
+
 CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
                                const CollectiveSettings& settings) {
   CollectivePlan plan;
   const int n = static_cast<int>(rank_gpus.size());
-  plan.channels = settings.channels.value_or(default_channels(p, rank_gpus));
+  const NcclGraph g = nccl_graph_of(p, rank_gpus);
+  plan.channels = settings.channels.value_or(g.ring_channels);
   if (plan.channels < 1) throw std::invalid_argument(fmt::format("channels must be positive, got {}", plan.channels));
   const auto eligible = eligible_algorithms(p, rank_gpus, call.op);
+  std::vector<NcclAlgo> algos;
   if (settings.algorithm) {
-    if (std::find(eligible.begin(), eligible.end(), *settings.algorithm) == eligible.end()) {
-      std::string why;
-      if (*settings.algorithm != CollectiveAlgorithm::ring && call.op != CollectiveOp::all_reduce)
-        why = fmt::format("{} runs only all_reduce", collective_algorithm_name(*settings.algorithm));
-      else if (*settings.algorithm == CollectiveAlgorithm::tree)
-        why = "tree needs ranks on at least 2 nodes";
-      else
-        why = fmt::format("nvls needs all ranks on one node whose NVSwitch reduces in-switch (hardware {})",
-                          p.hardware().name);
-      throw std::invalid_argument(fmt::format("algorithm {} cannot run {} here: {}",
-                                              collective_algorithm_name(*settings.algorithm),
-                                              collective_op_name(call.op), why));
-    }
-    plan.algorithm = *settings.algorithm;
-    plan.reason = "forced";
+    check_forced(p, call, *settings.algorithm, eligible);
+    algos.push_back(to_nccl(*settings.algorithm));
+  } else {
+    for (auto a : eligible) algos.push_back(to_nccl(a));
+  }
+  std::vector<NcclProtocol> protocols{NcclProtocol::ll, NcclProtocol::ll128, NcclProtocol::simple};
+  if (settings.protocol) protocols = {*settings.protocol};
+  if (n < 2 || call.count == 0) {
+    plan.algorithm = settings.algorithm.value_or(CollectiveAlgorithm::ring);
+    plan.reason = settings.algorithm ? "forced" : "nothing to move";
     choose_formulation(plan, n, call, settings);
     return plan;
   }
-  if (eligible.size() == 1) {
-    plan.algorithm = eligible[0];
-    plan.reason = call.op == CollectiveOp::all_reduce ? "only ring applies here" : "ring (the only algorithm for this op)";
-    choose_formulation(plan, n, call, settings);
-    return plan;
+  // NCCL's tuner; a forced protocol that cannot run here (LL128 off PCIe, NVLS with LL)
+  // falls back to the algorithm's usable protocols, as NCCL does.
+  NcclChoice c;
+  try {
+    c = nccl_choose(g, call.op, algos, call.bytes(), protocols);
+  } catch (const std::invalid_argument&) {
+    if (!settings.protocol) throw;
+    c = nccl_choose(g, call.op, algos, call.bytes());
   }
-  // The fastest by the large-N model on these links (NCCL picks by its own model).
-  Seconds best = std::numeric_limits<double>::infinity();
+  plan.algorithm = from_nccl(c.algo);
+  if (!settings.channels && settings.nccl_model) plan.channels = nccl_channels_for_size(g, c.algo, c.protocol, call.bytes());
   std::string times;
-  for (auto a : eligible) {
-    CollectivePlan candidate = plan;
-    candidate.algorithm = a;
-    const Seconds t = collective_time_large_n(p, rank_gpus, call, candidate, settings);
-    times += fmt::format("{}{} {:.3g} us", times.empty() ? "" : ", ", collective_algorithm_name(a), t * 1e6);
-    if (t < best) {
-      best = t;
-      plan.algorithm = a;
-      plan.model_s = t;
+  for (auto a : algos)
+    for (auto pr : protocols) {
+      const double t = nccl_time_us(g, call.op, a, pr, call.bytes());
+      if (t >= 0)
+        times += fmt::format("{}{}/{} {:.3g} us", times.empty() ? "" : ", ", collective_algorithm_name(from_nccl(a)),
+                             nccl_protocol_name(pr), t);
+    }
+  plan.reason = settings.algorithm || settings.protocol
+                    ? fmt::format("forced {}/{}", collective_algorithm_name(plan.algorithm),
+                                  nccl_protocol_name(c.protocol))
+                    : fmt::format("{}/{}: least NCCL tuner time ({})", collective_algorithm_name(plan.algorithm),
+                                  nccl_protocol_name(c.protocol), times);
+  shape_flows(plan, g, c, call);
+  choose_formulation(plan, n, call, settings);
+  if (!settings.nccl_model) {
+    plan.wire_factor = 1.0;
+    plan.flow_cap_bytes_per_s = 0;
+    return plan;
+  }
+  plan.extra_latency_s = std::max(0.0, plan.latency_s - schedule_latency(p, rank_gpus, call, plan));
+  if (fault_active(Fault::nccl_latency_omitted)) plan.extra_latency_s = 0;
+  return plan;
+}
+
+Seconds schedule_latency(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
+                         const CollectivePlan& plan) {
+  const int n = static_cast<int>(rank_gpus.size());
+  if (n < 2) return 0;
+  auto lat = [&](int a, int b) { return p.route(p.gpu_host(rank_gpus[a]), p.gpu_host(rank_gpus[b])).latency_s; };
+  switch (plan.algorithm) {
+    case CollectiveAlgorithm::ring: {
+      const auto orders = ring_orders(p, rank_gpus, plan.channels);
+      Seconds hop = 0;
+      for (const auto& o : orders)
+        for (int i = 0; i < n; ++i) hop = std::max(hop, lat(o[i], o[(i + 1) % n]));
+      const bool chain = call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce;
+      const int steps = chain ? n - 1 : call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
+      return steps * hop;
+    }
+    case CollectiveAlgorithm::tree: {
+      Seconds deepest = 0;
+      for (const auto& tc : tree_channels(p, rank_gpus, std::min(plan.channels, 2)))
+        for (int r = 0; r < n; ++r) {
+          Seconds up = 0;
+          for (int q = r; tc.parent[q] >= 0; q = tc.parent[q]) up += lat(q, tc.parent[q]);
+          deepest = std::max(deepest, up);
+        }
+      return 2 * deepest;
+    }
+    case CollectiveAlgorithm::nvls: {
+      const auto* sw = p.nvswitch_host(p.node_of_gpu(rank_gpus[0]));
+      Seconds port = 0;
+      for (int g : rank_gpus) port = std::max(port, p.route(p.gpu_host(g), sw).latency_s);
+      return 2 * port;
     }
   }
-  plan.reason = fmt::format("{}: least model time ({})", collective_algorithm_name(plan.algorithm), times);
-  choose_formulation(plan, n, call, settings);
-  return plan;
+  return 0;
 }
 
 // ---- schedules -------------------------------------------------------------------------------
@@ -493,8 +610,9 @@ void CollectiveGroup::run(int rank, const CollectiveCall& call) {
     if (pd.arrived == arrivals) {
       auto& cached = st.by_call.at(key);
       if (!cached.duration) {
-        cached.duration = cached.plan.model_s ? *cached.plan.model_s
-                                              : collective_time_large_n(platform_, rank_gpus_, pd.call, pd.plan, settings_);
+        cached.duration = (cached.plan.model_s ? *cached.plan.model_s
+                                               : collective_time_large_n(platform_, rank_gpus_, pd.call, pd.plan, settings_)) +
+                          cached.plan.extra_latency_s;
         cached.traffic =
             std::make_shared<const LinkBytes>(large_n_traffic(platform_, rank_gpus_, pd.call, pd.plan, settings_));
       }

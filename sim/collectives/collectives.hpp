@@ -23,21 +23,16 @@
 //         the result back; pipelined in pipeline_chunk_bytes pieces, so each GPU port
 //         carries S up and S down (algbw ~ port bandwidth).
 //
-// Selection (when not forced), after NCCL's tuning (src/graph/tuning.cc), which picks
-// the algorithm its alpha-beta model predicts fastest: among the algorithms that can
-// run the op on these ranks, take the one whose large-N model time (large_n/dispatch.hpp,
-// on these very links) is least; ties go to ring, then tree. Only all_reduce has a
-// choice (nvls needs one node whose NVSwitch reduces in-switch; tree needs >= 2 nodes);
-// every other op uses ring. So tree wins across nodes where its log-depth latency
-// matters (small and mid sizes, many nodes), ring where bandwidth dominates, nvls on
-// H100 NVSwitch at sizes where one pass through the switch beats 2(N-1) steps.
-// Channels (NCCL's nChannels), unless forced: within one node whose GPUs are joined by
-// NVLink pairs without an NVSwitch (DGX-1), two per link-disjoint Hamiltonian NVLink
-// cycle (each cycle and its reverse; DGX-1V's six links per GPU give three cycles, six
-// channels, as NCCL's ring search uses every link); otherwise 2 within one node (the
-// ring and its reverse, so both directions of every link carry traffic); across nodes
-// the number of NICs per node (each channel leaves a node through a different NIC), at
-// least 2.
+// Selection (when not forced) is NCCL's tuner (nccl_model.hpp): among the algorithms that
+// can run the op on these ranks (nvls needs one node whose NVSwitch reduces in-switch;
+// tree needs >= 2 nodes; only all_reduce has a choice) and the protocols LL, LL128 and
+// Simple, the pair with the least NCCL model time (latency + bytes / bandwidth). The plan
+// then shapes the simulated flows after NCCL's model: the protocol's wire bytes, each
+// flow bounded by NCCL's per-channel bandwidth (ring, chain, nvls), and NCCL's latency term
+// paid on top of the route latency the schedule already pays.
+// Channels (NCCL's nChannels), unless forced: NCCL's ring graph (nccl_graph): the
+// per-channel speed and channel count its search finds on these links (DGX A100: 12 x
+// 20 GB/s; DGX H100: 12 x 30 GB/s; across nodes about one channel per NIC).
 //
 // Formulation: the exact one sends every message as a SimGrid comm (2 N (N-1) C comms
 // for a ring all-reduce). Above exact_max_ranks ranks (default 8, one DGX node: a DDP
@@ -61,6 +56,7 @@
 
 #include "engine/core/collective.hpp"
 #include "engine/core/units.hpp"
+#include "sim/collectives/nccl_model.hpp"
 #include "sim/net/platform.hpp"
 
 namespace dpt::sim {
@@ -84,6 +80,10 @@ struct CollectiveSettings {
   std::optional<CollectiveAlgorithm> algorithm;  // forced, like NCCL_ALGO
   std::optional<Formulation> formulation;        // forced; else exact up to exact_max_ranks
   std::optional<int> channels;                   // forced channel count
+  std::optional<NcclProtocol> protocol;          // forced, like NCCL_PROTO
+  // false: the bare schedule on the links (no NCCL latency term, protocol overhead, flow
+  // bound or size-dependent channel count), for tests of the schedules' closed forms.
+  bool nccl_model = true;
   int exact_max_ranks = 8;   // exact within a DGX-size node; large-N across nodes (see below)
   Bytes pipeline_chunk_bytes = 512 * kKiB;       // NCCL Simple protocol: 4 MiB buffer / 8 steps
 };
@@ -91,16 +91,32 @@ struct CollectiveSettings {
 // What will run for one call and why.
 struct CollectivePlan {
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::ring;
+  NcclProtocol protocol = NcclProtocol::simple;
   int channels = 1;
   Formulation formulation = Formulation::exact;
   std::optional<Seconds> model_s;  // the large-N model's time, when the selection computed it
-  std::string reason;  // e.g. "tree: least model time (ring 1.2 ms, tree 0.8 ms)" or "forced"
+  Seconds nccl_time_s = 0;         // NCCL's tuner time for the chosen pair (its own prediction)
+  Seconds latency_s = 0;           // NCCL's latency term for the chosen pair
+  // Latency added to the simulated schedule so that it pays NCCL's latency term: that term
+  // less the route latency the schedule already pays at zero bytes (never negative).
+  Seconds extra_latency_s = 0;
+  double wire_factor = 1.0;        // wire bytes per data byte of the protocol
+  // Bound on each flow's rate (wire bytes per second): NCCL's per-channel bandwidth for the
+  // chosen pair (ring, chain, NVLS); 0 = none (tree: its flows share the links freely).
+  BytesPerSecond flow_cap_bytes_per_s = 0;
+  std::string reason;  // e.g. "tree/LL128: least NCCL tuner time (ring/LL 14.2 us, ...)" or "forced"
 };
 
 // Nodes spanned by the ranks (distinct node_of_gpu).
 int nodes_spanned(const Platform& p, const std::vector<int>& rank_gpus);
-// Channel count used when not forced (documented in collectives.cpp).
+// NCCL's graph for these ranks (nccl_model.hpp): nodes spanned, peer access.
+NcclGraph nccl_graph_of(const Platform& p, const std::vector<int>& rank_gpus);
+// Channel count used when not forced: NCCL's ring graph's nChannels.
 int default_channels(const Platform& p, const std::vector<int>& rank_gpus);
+// The route latency the plan's schedule pays at zero bytes: ring steps x the slowest hop
+// of a step; a chain's n - 1 hops; a tree's deepest path up and down; nvls up and down.
+Seconds schedule_latency(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
+                         const CollectivePlan& plan);
 // Whether (algorithm, op) has a large-N formulation (see above).
 bool has_large_n_formulation(CollectiveAlgorithm a, CollectiveOp op);
 // The algorithms that can run `op` on these ranks (ring always).

@@ -216,6 +216,7 @@ EfficiencySpec read_efficiency(MapReader r) {
   field("p2p", e.p2p);
   field("pcie", e.pcie);
   field("nic", e.nic);
+  if (auto v = r.opt_double_in("nccl_latency", 0.1, 10.0)) e.nccl_latency = *v;
   r.finish();
   return e;
 }
@@ -344,7 +345,7 @@ HardwareSpec homogeneous_switch(const HardwareSpec& base, int gpus, BytesPerSeco
   sw.latency_s = port_latency;
   sw.in_switch_reduction = false;
   hw.nvswitch = sw;
-  hw.efficiency = EfficiencySpec{1.0, 1.0, 1.0, 1.0, 1.0};
+  hw.efficiency = EfficiencySpec{1.0, 1.0, 1.0, 1.0, 1.0, 1.0};
   validate_hardware(hw);
   return hw;
 }

@@ -65,6 +65,7 @@
 //     p2p: 0.9                         # fraction of NVLink/NVSwitch bandwidth a peer copy reaches
 //     pcie: 0.8                        # fraction of raw PCIe bandwidth a DMA copy reaches
 //     nic: 0.95                        # fraction of the NIC line rate RDMA reaches
+//     nccl_latency: 1.0                # scale on NCCL's latency term (0.1 .. 10; calibrate --from)
 #pragma once
 #include <filesystem>
 #include <optional>
@@ -179,6 +180,9 @@ struct EfficiencySpec {
   // RDMA write reaches about 95 % of the InfiniBand line rate (perftest ib_write_bw on
   // ConnectX-6 HDR and ConnectX-7 NDR).
   double nic = 0.95;
+  // Scale on NCCL's collective latency term (1: NCCL's own constants, tuning.cc); only
+  // `calibrate --from` sets another value, fitted to a log's latency-bound sizes.
+  double nccl_latency = 1.0;
 };
 
 struct HardwareSpec {

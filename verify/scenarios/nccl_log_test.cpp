@@ -2,6 +2,7 @@
 // row by row; malformed logs are rejected naming the file and the line.
 // Expected values are read off the files by eye (the table's own columns), not
 // recomputed by the parser.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/core/fault_injection.hpp"
 #include "scenarios/measure/calibrate_nccl.hpp"
 #include "scenarios/measure/nccl_tests_log.hpp"
 #include "sim/net/hardware.hpp"
@@ -205,7 +207,7 @@ TEST(NcclCalibration, TheFourGpuPcieLogSetsThePcieEfficiency) {
   const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kLibrary);
   const auto log = read_nccl_tests_log(data_path("l40s-4gpu-pcie-all_reduce.log"));
   const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-02T15:00:00Z");
-  ASSERT_EQ(r.fields.size(), 1u);
+  ASSERT_EQ(r.fields.size(), 2u);  // bandwidth (largest size), then latency (smallest)
   const auto& f = r.fields[0];
   EXPECT_EQ(f.field, "efficiency.pcie");  // no NVLink: PCIe bounds the ring
   EXPECT_EQ(f.line, 38);                  // the 128 MiB row
@@ -225,12 +227,50 @@ TEST(NcclCalibration, NvswitchLogsSetTheP2pEfficiency) {
   const sim::HardwareSpec base = sim::load_hardware("dgx-h100", kLibrary);
   const auto log = read_nccl_tests_log(data_path("dgx-h100-8gpu-all_gather.log"));
   const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-02T15:00:00Z");
-  ASSERT_EQ(r.fields.size(), 1u);
+  ASSERT_EQ(r.fields.size(), 2u);
   EXPECT_EQ(r.fields[0].field, "efficiency.p2p");
   EXPECT_EQ(r.fields[0].collective, "all_gather");
   if (!r.fields[0].capped) {
     EXPECT_NEAR(r.fields[0].predicted_after_Bps / r.fields[0].measured_busbw_Bps, 1.0, 0.02);
   }
+}
+
+namespace {
+// Whether calibrating on the L40S log brings the twin's all-reduce time at the log's
+// smallest size with a float per rank (16 B: 13.05 us) to the log's within 2 %, read back
+// from the written file.
+bool latency_fit_reproduces_log(std::string& why) {
+  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kLibrary);
+  const auto log = read_nccl_tests_log(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-02T15:00:00Z");
+  if (r.fields.size() != 2 || r.fields[1].field != "efficiency.nccl_latency") {
+    why = "no latency field fitted";
+    return false;
+  }
+  const auto path = std::filesystem::path(DPT_BINARY_DIR) / "l40s-latency-calibrated.yaml";
+  std::ofstream(path) << r.yaml;
+  const sim::HardwareSpec loaded = sim::load_hardware_file(path);
+  const double time_us = twin_collective_time(loaded, "all_reduce", 4, 16) * 1e6;
+  why = fmt::format("nccl_latency {} -> {}: twin {:.3f} us, log 13.05 us", r.fields[1].before, r.fields[1].after,
+                    time_us);
+  return r.fields[1].size_bytes == 16 && std::abs(loaded.efficiency.nccl_latency - r.fields[1].after) < 1e-6 &&
+         std::abs(time_us / 13.05 - 1.0) < 0.02;
+}
+}  // namespace
+
+// Invariant: `calibrate --from` fits the latency regime too: the calibrated file's twin
+// takes the log's time at its smallest size with a float per rank (16 B: 13.05 us on 4
+// L40S), within 2 %.
+TEST(NcclCalibration, LatencyFieldReproducesTheSmallestSize) {
+  std::string why;
+  EXPECT_TRUE(latency_fit_reproduces_log(why)) << why;
+}
+
+// With NCCL's latency term dropped from the twin the scale has nothing to act on.
+TEST(NcclCalibration, PlantedBugNoLatencyTermIsCaught) {
+  ScopedFault f(Fault::nccl_latency_omitted);
+  std::string why;
+  EXPECT_FALSE(latency_fit_reproduces_log(why)) << why;
 }
 
 TEST(NcclCalibration, RejectsWrongResultsAndTooManyRanks) {

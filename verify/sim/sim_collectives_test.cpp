@@ -54,6 +54,9 @@ struct Timed {
 Timed time_collective(const HardwareSpec& hw, std::vector<int> gpus, CollectiveCall call, CollectiveSettings s,
                       const std::function<CollectiveCall(CollectiveCall)>& model_call = {},
                       LargeNMethod method = LargeNMethod::automatic) {
+  // These tests check the schedules and their formulations on the bare links; NCCL's
+  // latency term, protocols and flow bounds are checked in nccl_model_test.
+  s.nccl_model = false;
   std::shared_ptr<CollectiveGroup> group;
   auto simulate = [&](const std::function<void(Platform&)>& setup, const std::function<std::string(Platform&)>& finish) {
     return run_simulation(hw, setup, finish);

@@ -2,6 +2,7 @@
 #include "sim/collectives/large_n/dispatch.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -91,7 +92,7 @@ const std::vector<std::vector<int>>& orders_of(RankSet& set, const Platform& p, 
 // representatives, every link loaded as all the step's flows load it (the count times
 // the chunk: the same double phase_load sums).
 Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels,
-                       Bytes chunk_bytes) {
+                       Bytes chunk_bytes, BytesPerSecond cap_bytes_per_s) {
   if (!set.ring_step) {
     const auto flows = ring_step_flows(p, rank_gpus, orders_of(set, p, rank_gpus, channels), 0);
     std::unordered_map<const sg4::Link*, Bytes> count;
@@ -113,7 +114,10 @@ Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& 
     set.ring_step = std::move(shape);
   }
   std::vector<PhaseFlow> flows = set.ring_step->representatives;
-  for (auto& f : flows) f.bytes = chunk_bytes;
+  for (auto& f : flows) {
+    f.bytes = chunk_bytes;
+    f.cap_bytes_per_s = cap_bytes_per_s;
+  }
   LinkLoad load;
   for (const auto& [l, c] : set.ring_step->counts) load[l] = static_cast<double>(chunk_bytes) * static_cast<double>(c);
   return phase_time_with(p, flows, load);
@@ -154,10 +158,19 @@ LinkBytes traffic_of(const TrafficShape& shape, const std::vector<Bytes>& bytes_
   return out;
 }
 
-Seconds time_large_n(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
+// The call as its protocol puts it on the wire (LL and LL128 lines carry flag bytes).
+CollectiveCall wire_call(const CollectiveCall& call, double wire_factor) {
+  CollectiveCall w = call;
+  w.count = static_cast<Elements>(std::llround(static_cast<double>(call.count) * wire_factor));
+  return w;
+}
+
+Seconds time_large_n(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& data_call,
                      const CollectivePlan& plan, const CollectiveSettings& settings, LargeNMethod method,
                      LargeNTimedBy& by) {
   by = LargeNTimedBy::phases;
+  const CollectiveCall call = wire_call(data_call, plan.wire_factor);
+  const BytesPerSecond cap = plan.flow_cap_bytes_per_s;
   const int n = static_cast<int>(rank_gpus.size());
   if (n == 1 || call.count == 0) return 0;
   const Elements piece = pipeline_piece_elements(settings, call.element_bytes);
@@ -182,7 +195,7 @@ Seconds time_large_n(RankSet& set, const Platform& p, const std::vector<int>& ra
       }
       const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
       const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * channels) * call.element_bytes;
-      return steps * ring_step_time(set, p, rank_gpus, channels, chunk);
+      return steps * ring_step_time(set, p, rank_gpus, channels, chunk, cap);
     }
     case CollectiveAlgorithm::tree: {
       TreeEstimator& tree = tree_of(set, p, rank_gpus, channels);
@@ -201,8 +214,8 @@ Seconds time_large_n(RankSet& set, const Platform& p, const std::vector<int>& ra
       auto timing = [&](Bytes piece_bytes) {
         std::vector<PhaseFlow> ups, downs;
         for (int r = 0; r < n; ++r) {
-          ups.push_back({host_of(p, rank_gpus, r), sw, piece_bytes});
-          downs.push_back({sw, host_of(p, rank_gpus, r), piece_bytes});
+          ups.push_back({host_of(p, rank_gpus, r), sw, piece_bytes, cap});
+          downs.push_back({sw, host_of(p, rank_gpus, r), piece_bytes, cap});
         }
         std::vector<PhaseFlow> flows = ups;
         flows.insert(flows.end(), downs.begin(), downs.end());
@@ -231,9 +244,10 @@ Seconds collective_time_large_n(const Platform& p, const std::vector<int>& rank_
   return t;
 }
 
-LinkBytes large_n_traffic(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
+LinkBytes large_n_traffic(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& data_call,
                           const CollectivePlan& plan, const CollectiveSettings& settings) {
   (void)settings;
+  const CollectiveCall call = wire_call(data_call, plan.wire_factor);
   const int n = static_cast<int>(rank_gpus.size());
   if (n == 1 || call.count == 0) return {};
   const Bytes total = call.bytes();

@@ -19,6 +19,7 @@ Seconds flow_time(const Platform& p, const PhaseFlow& f, const LinkLoad& load) {
   const RouteInfo& r = p.route(f.from, f.to);
   Seconds drain = 0;
   for (const auto* l : r.links) drain = std::max(drain, load.at(l) / l->get_bandwidth());
+  if (f.cap_bytes_per_s > 0) drain = std::max(drain, static_cast<double>(f.bytes) / f.cap_bytes_per_s);
   return r.latency_s + drain;
 }
 }  // namespace
@@ -34,11 +35,13 @@ Seconds phase_time(const Platform& p, const std::vector<PhaseFlow>& flows) {
 }
 
 std::vector<PhaseFlow> ring_step_flows(const Platform& p, const std::vector<int>& rank_gpus,
-                                       const std::vector<std::vector<int>>& orders, Bytes chunk_bytes) {
+                                       const std::vector<std::vector<int>>& orders, Bytes chunk_bytes,
+                                       BytesPerSecond cap_bytes_per_s) {
   std::vector<PhaseFlow> flows;
   for (const auto& o : orders)
     for (size_t i = 0; i < o.size(); ++i)
-      flows.push_back({host_of(p, rank_gpus, o[i]), host_of(p, rank_gpus, o[(i + 1) % o.size()]), chunk_bytes});
+      flows.push_back({host_of(p, rank_gpus, o[i]), host_of(p, rank_gpus, o[(i + 1) % o.size()]), chunk_bytes,
+                       cap_bytes_per_s});
   return flows;
 }
 

@@ -5,7 +5,7 @@
 // A phase's flows share links under max-min: every flow gets at least min over its links
 // of (bandwidth / flows on it), and the most loaded link cannot drain sooner than its
 // bytes over its bandwidth; so the phase lasts max over flows of (route latency + max over
-// its links of load / bandwidth). A ring step is such a phase, and every rank waits for
+// its links of load / bandwidth, or bytes / its rate bound when slower). A ring step is such a phase, and every rank waits for
 // the step before it, so a ring collective lasts steps x step time.
 #pragma once
 #include <unordered_map>
@@ -23,6 +23,7 @@ struct PhaseFlow {
   const simgrid::s4u::Host* from = nullptr;
   const simgrid::s4u::Host* to = nullptr;
   Bytes bytes = 0;
+  BytesPerSecond cap_bytes_per_s = 0;  // bound on its rate (NCCL's per-channel bandwidth); 0 = none
 };
 
 using LinkLoad = std::unordered_map<const simgrid::s4u::Link*, double>;  // bytes per link in a phase
@@ -37,7 +38,8 @@ Seconds phase_time(const Platform& p, const std::vector<PhaseFlow>& flows);
 // The flows of one step of ring `orders` (from ring_orders) when each channel's chunk
 // is `chunk_bytes`: rank order[i] sends to order[i+1] on every channel.
 std::vector<PhaseFlow> ring_step_flows(const Platform& p, const std::vector<int>& rank_gpus,
-                                       const std::vector<std::vector<int>>& orders, Bytes chunk_bytes);
+                                       const std::vector<std::vector<int>>& orders, Bytes chunk_bytes,
+                                       BytesPerSecond cap_bytes_per_s = 0);
 
 // A pipeline of k pieces given (first-piece path time, period) for a full piece and for
 // the last one: the first piece fills the pipeline, the middle ones leave one period

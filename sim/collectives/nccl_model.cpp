@@ -1,0 +1,354 @@
+// NCCL's tuner model (see nccl_model.hpp). Every constant below is NCCL's, from the file
+// named next to it (NVIDIA/nccl, master of 2026-06, 5067397); the code is written anew.
+#include "sim/collectives/nccl_model.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "engine/core/fault_injection.hpp"
+
+namespace dpt::sim {
+
+namespace {
+
+constexpr int kLL = 0, kLL128 = 1, kSimple = 2;
+constexpr int kTree = 0, kRing = 1, kNvls = 2;
+constexpr int kHwNvlink = 0, kHwPci = 1, kHwNet = 2;
+
+// src/graph/tuning.cc, ncclTunerConstantsDefaults.baseLatencies [algo][proto] (us):
+// Tree, Ring; NVLS has none (its latency is all hardware latency).
+constexpr double kBaseLat[3][3] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}};
+// hwLatencies [hw][algo][proto] (us): NVLINK, PCI, NET x Tree, Ring, NVLS.
+constexpr double kHwLat[3][3][3] = {
+    {{0.6, 1.25, 4.0}, {0.6, 1.9, 3.4}, {0, 0, 25}},   // NVLINK
+    {{1.0, 1.9, 4.0}, {1.0, 2.5, 5.7}, {0, 0, 0}},     // PCI
+    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 18}},    // NET
+};
+// llMaxBws [index1][nodes index] (GB/s): index1 is the GPU generation on one node, the
+// CPU vendor (0 Intel, 1 AMD) across nodes.
+constexpr double kLlMaxBw[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0}};
+// perChMaxRingLL128Bws, perChMaxTreeLL128Bws, perChMaxTreeBws [compcap][nodes index] (GB/s).
+constexpr double kPerChRingLL128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {40, 40, 40}};
+constexpr double kPerChTreeLL128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
+constexpr double kPerChTree[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
+// nvlsEfficiency by compcap index (Volta, Ampere: no NVLS).
+constexpr double kNvlsEfficiency[4] = {0, 0, 0.85, 0.74};
+// treeCorrectionFactor [proto][log2(bytes / 64)], 64 B .. 256 MiB.
+constexpr double kTreeCorrection[3][23] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+
+// src/graph/topo.h: NVLink bandwidth per link as NCCL's topology counts it (GB/s), by SM.
+double nvlink_bw_gbs(int compcap) {
+  if (compcap >= 100) return 40.1;  // SM100_NVLINK_BW
+  if (compcap >= 90) return 20.6;   // SM90_NVLINK_BW
+  if (compcap == 86) return 12.0;   // SM86_NVLINK_BW
+  if (compcap >= 80) return 20.0;   // SM80_NVLINK_BW
+  if (compcap >= 70) return 20.0;   // SM70_NVLINK_BW
+  return 18.0;                      // SM60_NVLINK_BW
+}
+// src/graph/xml.h / topo.cc: a PCIe link counts width x lane rate / 80 GB/s with lane
+// rates 15, 30, 60, 120, 240, 480 for gen 1..6 (gen3 x16 = 12 = PCI_BW).
+double pci_bw_gbs(int generation, int lanes) {
+  static constexpr double kRate[6] = {15, 30, 60, 120, 240, 480};
+  return lanes * kRate[std::clamp(generation, 1, 6) - 1] / 80.0;
+}
+
+// src/graph/search.cc: the speeds the search tries, per channel (GB/s).
+const std::vector<double>& speeds(int compcap, bool inter) {
+  static const std::vector<double> intra{40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0};
+  static const std::vector<double> inter_{48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0,
+                                          7.0,  6.0,  5.0,  4.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+  static const std::vector<double> intra90{60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0};
+  static const std::vector<double> inter90{48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                           15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+  static const std::vector<double> intra100{90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
+  static const std::vector<double> inter100{96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0,
+                                            20.0, 17.5, 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+  if (compcap >= 100) return inter ? inter100 : intra100;
+  if (compcap >= 90) return inter ? inter90 : intra90;
+  return inter ? inter_ : intra;
+}
+
+// The search for channels x per-channel speed (ncclTopoCompute, pass 1): from the fastest
+// speed that fits the bottleneck, down while a speed is above 0.49 of the best found, keep
+// the most total bandwidth (first found on ties); `fit(s)` is how many channels of speed s
+// the links carry. Then ncclTopoDupChannels doubles the channels at half the speed when
+// the speed is 25 GB/s or more (Hopper and later: not below 50 GB/s with over 4 channels).
+std::pair<int, double> search_channels(int compcap, bool inter, double max_bw, int max_channels,
+                                       const std::function<int(double)>& fit) {
+  const auto& arr = speeds(compcap, inter);
+  size_t i = 0;
+  while (i + 1 < arr.size() && arr[i] > max_bw) ++i;
+  int best_n = 0;
+  double best_s = 0;
+  for (; i < arr.size(); ++i) {
+    const double s = arr[i];
+    if (best_n > 0 && s / best_s <= 0.49) break;
+    const int n = std::min(max_channels, fit(s));
+    if (n >= 1 && n * s > best_n * best_s + 1e-9) {
+      best_n = n;
+      best_s = s;
+    }
+  }
+  if (best_n == 0) return {1, arr.back()};
+  if (best_s >= 25.0 && !(compcap > 80 && best_s < 50.0 && best_n > 4)) {
+    const int dup = std::min(2 * best_n, max_channels);
+    best_s /= (dup + best_n - 1) / best_n;
+    best_n = dup;
+  }
+  return {best_n, best_s};
+}
+
+int node_index(int nodes) { return nodes <= 2 ? nodes - 1 : 2; }
+
+int log2i(long long n) {
+  int l = 0;
+  while (n >>= 1) ++l;
+  return l;
+}
+
+int algo_index(NcclAlgo a) { return static_cast<int>(a); }
+int proto_index(NcclProtocol p) { return static_cast<int>(p); }
+
+}  // namespace
+
+const char* nccl_protocol_name(NcclProtocol p) {
+  switch (p) {
+    case NcclProtocol::ll: return "LL";
+    case NcclProtocol::ll128: return "LL128";
+    case NcclProtocol::simple: return "Simple";
+  }
+  return "?";
+}
+
+NcclProtocol parse_nccl_protocol(const std::string& name) {
+  std::string n;
+  for (char c : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (auto p : {NcclProtocol::ll, NcclProtocol::ll128, NcclProtocol::simple}) {
+    std::string q = nccl_protocol_name(p);
+    for (auto& c : q) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (n == q) return p;
+  }
+  throw std::invalid_argument(fmt::format("unknown NCCL protocol '{}' (allowed: LL, LL128, Simple)", name));
+}
+
+double nccl_wire_bytes_per_data_byte(NcclProtocol p) {
+  if (fault_active(Fault::nccl_protocol_overhead_omitted)) return 1.0;
+  switch (p) {
+    case NcclProtocol::ll: return 2.0;              // 8-byte line: 4 data + 4 flag bytes
+    case NcclProtocol::ll128: return 128.0 / 120.0; // 128-byte line: 120 data + 8 flag bytes
+    case NcclProtocol::simple: return 1.0;
+  }
+  return 1.0;
+}
+
+int nccl_channels_for_size(const NcclGraph& g, NcclAlgo a, NcclProtocol p, Bytes bytes) {
+  const int full = a == NcclAlgo::nvls ? g.nvls_channels : g.ring_channels;
+  // NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512;
+  // NCCL_LL_THREAD_THRESHOLD 8 (x nRanks for ring), NCCL_LL128_THREAD_THRESHOLD 8,
+  // NCCL_SIMPLE_THREAD_THRESHOLD 64 (src/include/device.h, tuning.cc).
+  const double threads = p == NcclProtocol::ll128 ? 640 : 512;
+  double threshold = p == NcclProtocol::simple ? 64 : 8;
+  if (a == NcclAlgo::ring && p == NcclProtocol::ll) threshold *= g.ranks;
+  int nc = std::max(1, full);
+  while (nc > 1 && static_cast<double>(bytes) < nc * threads * threshold) --nc;
+  return nc;
+}
+
+int gpu_compute_capability(const std::string& gpu_name) {
+  std::string n;
+  for (char c : gpu_name) n += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  if (has("B200") || has("B100") || has("GB200") || has("B300")) return 100;
+  if (has("H100") || has("H200") || has("H800") || has("H20") || has("GH200")) return 90;
+  if (has("L40") || has("4090") || has("4080") || has("ADA") || has("L4-") || n == "L4") return 89;
+  if (has("A100") || has("A800") || has("A30")) return 80;
+  if (has("A6000") || has("A40") || has("A10") || has("3090") || has("3080") || has("A5000")) return 86;
+  if (has("V100") || has("TITAN V")) return 70;
+  if (has("P100")) return 60;
+  return 80;
+}
+
+NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
+  NcclGraph g;
+  g.compcap = gpu_compute_capability(hw.gpu.name);
+  g.compcap_index = g.compcap >= 100 ? 3 : g.compcap >= 90 ? 2 : g.compcap >= 80 ? 1 : 0;
+  g.cpu_amd = hw.host.cpu.find("AMD") != std::string::npos;
+  g.ranks = std::max(1, ranks);
+  g.nodes = std::max(1, nodes);
+  g.p2p = p2p;
+  g.latency_scale = hw.efficiency.nccl_latency;
+  const int ppn = std::max(1, g.ranks / g.nodes);
+  // ncclTopoCompute's ring graph: maxChannels = MAXCHANNELS / 2 (src/init.cc).
+  constexpr int kMaxRingChannels = 16;
+  const double nvl = nvlink_bw_gbs(g.compcap);
+  double per_gpu = 0;   // intra-node bandwidth out of one GPU, NCCL units
+  double max_path = 0;  // fastest single path between two GPUs
+  if (p2p && hw.nvswitch) {
+    per_gpu = max_path = hw.nvswitch->links_per_gpu * nvl;
+    g.intra_nvlink = true;
+  } else if (hw.nvlink && !hw.nvlink->pairs.empty()) {
+    // Rings over NVLink pairs (DGX-1): pairs without NVLink may lack P2P, the ring does not use them.
+    std::vector<int> links(hw.gpus_per_node, 0);
+    int most = 0;
+    for (const auto& pr : hw.nvlink->pairs) {
+      links[pr.a] += pr.links;
+      links[pr.b] += pr.links;
+      most = std::max(most, pr.links);
+    }
+    per_gpu = *std::min_element(links.begin(), links.end()) * nvl;
+    max_path = nvl;  // a ring through every GPU runs over single links somewhere (cube mesh)
+    (void)most;
+    g.intra_nvlink = true;
+  } else {
+    // PCI: P2P through the switches or the root complex; SHM through host memory.
+    per_gpu = max_path = pci_bw_gbs(hw.pcie.generation, hw.pcie.lanes);
+    // A path through the CPU (SHM when P2P is off, or P2P through the root complex when
+    // no PCIe switch holds every GPU) costs an Intel root complex 6/5 of its bandwidth
+    // (topo.h INTEL_P2P_OVERHEAD, applied in search.cc followPath to PATH_PHB).
+    bool one_switch = false;
+    for (const auto& sw : hw.pcie.switches)
+      one_switch = one_switch || static_cast<int>(sw.gpus.size()) >= std::min(hw.gpus_per_node, g.ranks);
+    const bool intel = hw.host.cpu.find("Intel") != std::string::npos;
+    if ((!p2p || !one_switch) && intel && !fault_active(Fault::nccl_shm_overhead_omitted))
+      per_gpu = max_path = per_gpu * 5.0 / 6.0;
+  }
+  if (ppn == 1) per_gpu = max_path = std::max(per_gpu, 1e9);  // no intra-node hop
+  if (g.nodes == 1) {
+    auto [n, s] = search_channels(g.compcap, false, max_path, kMaxRingChannels,
+                                  [&](double speed) { return static_cast<int>(std::floor(per_gpu / speed + 1e-9)); });
+    g.ring_channels = n;
+    g.ring_bw_gbs = s;
+  } else {
+    // Each channel leaves every node through one NIC (NCCL's rail-aligned rings): a NIC
+    // carries floor(nic / s) channels; every channel also crosses each GPU once.
+    const double nic = hw.network->nic_bandwidth / 1e9;  // line rate in GB/s (400 Gb/s -> 50, as NCCL counts it)
+    const int nics = hw.network->nics_per_node;
+    auto [n, s] = search_channels(g.compcap, true, std::min(nic, per_gpu), kMaxRingChannels, [&](double speed) {
+      return std::min(nics * static_cast<int>(std::floor(nic / speed + 1e-9)),
+                      static_cast<int>(std::floor(per_gpu / speed + 1e-9)));
+    });
+    g.ring_channels = n;
+    g.ring_bw_gbs = s;
+  }
+  // NVLS graph (Hopper and later on an NVSwitch that reduces): one channel per GPU
+  // (maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs), all required on one node).
+  if (g.nodes == 1 && hw.nvswitch && hw.nvswitch->in_switch_reduction && g.compcap >= 90 && p2p && ppn > 1) {
+    const int n = ppn;
+    auto [c, s] = search_channels(g.compcap, false, per_gpu, n, [&](double speed) {
+      return static_cast<int>(std::floor(per_gpu / speed + 1e-9)) >= n ? n : 0;
+    });
+    g.nvls_channels = c;
+    g.nvls_bw_gbs = s;
+  }
+  // LL128 by default (tuning.cc): Hopper and later up to PXN across nodes, earlier GPUs up
+  // to PXB; within the node only over NVLink (typeIntra <= PATH_NVB).
+  g.ll128 = g.compcap >= 70 && (g.intra_nvlink || ppn == 1);
+  return g;
+}
+
+NcclCost nccl_cost(const NcclGraph& g, CollectiveOp op, NcclAlgo algo, NcclProtocol proto) {
+  NcclCost out;
+  const int a = algo_index(algo), p = proto_index(proto);
+  const int n = g.ranks, nodes = g.nodes, idx2 = node_index(nodes);
+  const bool all_reduce = op == CollectiveOp::all_reduce;
+  const bool rs_ag = op == CollectiveOp::reduce_scatter || op == CollectiveOp::all_gather;
+  if (n <= 1) return out;
+  if (algo != NcclAlgo::ring && !all_reduce) return out;  // tree and NVLS: all-reduce only here
+  if (algo == NcclAlgo::nvls && (proto != NcclProtocol::simple || g.nvls_channels < 2)) return out;
+  if (proto == NcclProtocol::ll128 && !g.ll128) return out;
+  const int nsteps = all_reduce ? 2 * (n - 1) : rs_ag ? n - 1 : n;
+  const int ci = g.compcap_index;
+  const int index1 = nodes == 1 ? ci : (g.cpu_amd ? 1 : 0);
+  const double ll_max = kLlMaxBw[index1][idx2];
+  const double ppn = static_cast<double>(n) / nodes;
+  int channels = algo == NcclAlgo::nvls ? g.nvls_channels : g.ring_channels;
+  double bw = g.ring_bw_gbs;
+  if (algo == NcclAlgo::nvls) {
+    const double intra = g.nvls_bw_gbs * kNvlsEfficiency[ci] * (channels - 1) / channels * (all_reduce ? 2.0 : (ppn - 1) / ppn);
+    bw = intra;
+  }
+  double bus = channels * bw;
+  if (algo == NcclAlgo::ring && proto == NcclProtocol::ll) bus = std::min(ll_max, bus * 0.5);
+  if (algo == NcclAlgo::ring && proto == NcclProtocol::ll128) bus = std::min(bus * 0.92, channels * kPerChRingLL128[ci][idx2]);
+  if (algo == NcclAlgo::tree) {
+    bus = std::min(bus * 0.92, channels * kPerChTree[ci][idx2]);
+    if (proto == NcclProtocol::ll) bus = std::min(bus / 3.8, ll_max);
+    if (proto == NcclProtocol::ll128) bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), channels * kPerChTreeLL128[ci][idx2]);
+  }
+  out.bus_bw_gbs = bus;
+  const double ratio = algo == NcclAlgo::tree ? 0.5 : static_cast<double>(n) / nsteps;
+  out.alg_bw_gbs = bus * ratio;
+  // Latency.
+  const int intra_hw = g.intra_nvlink ? kHwNvlink : kHwPci;
+  double lat = kBaseLat[a][p];
+  double intra_lat = kHwLat[intra_hw][a][p];
+  const double inter_lat = (ppn == 1 ? kHwLat[kHwNet][kTree][p] : kHwLat[kHwNet][a][p]);  // + graph latencyInter (0 on IB)
+  if (algo == NcclAlgo::ring) {
+    if (op == CollectiveOp::broadcast || op == CollectiveOp::reduce) {
+      lat += kHwLat[nodes == 1 ? intra_hw : kHwNet][kRing][p];  // same channels: one hop's latency
+    } else {
+      // Inter-node rings launch nsteps x the network post overhead (1 us Intel, 2 us AMD; x3 Simple).
+      double net_overhead = 0;
+      if (nodes > 1) net_overhead = (g.cpu_amd ? 2.0 : 1.0) * (proto == NcclProtocol::simple ? 3.0 : 1.0);
+      intra_lat = std::max(intra_lat, net_overhead);
+      const int inter_steps = nodes == 1 ? 0 : all_reduce ? 2 * (nodes - 1) : nodes - 1;
+      lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
+    }
+  } else if (algo == NcclAlgo::tree) {
+    lat += 2 * ((ppn - 1) * intra_lat + log2i(nodes) * inter_lat);
+  } else {
+    lat = intra_lat;
+  }
+  out.latency_us = lat * g.latency_scale;
+  return out;
+}
+
+double nccl_time_us(const NcclGraph& g, CollectiveOp op, NcclAlgo a, NcclProtocol p, Bytes bytes) {
+  const NcclCost c = nccl_cost(g, op, a, p);
+  double bw = c.alg_bw_gbs, lat = c.latency_us;
+  if (bw <= 0) return -1;
+  const int log_size = log2i(std::max<Bytes>(bytes, 1) >> 6);
+  if (a == NcclAlgo::tree && op == CollectiveOp::all_reduce && bytes >= 64 && log_size < 23)
+    bw *= kTreeCorrection[proto_index(p)][log_size];
+  // Plateau effect of ring (tuning.cc): inter-node Simple all-reduce pays 1.4x latency
+  // (1.9x before Ampere) once a channel's share per rank reaches 64 bytes.
+  if (a == NcclAlgo::ring && p == NcclProtocol::simple && g.nodes > 1 && op == CollectiveOp::all_reduce &&
+      bytes / (static_cast<Bytes>(g.ring_channels) * g.ranks) >= 64)
+    lat *= g.compcap < 80 ? 1.9 : 1.4;
+  if (fault_active(Fault::nccl_latency_omitted)) lat = 0;
+  return lat + static_cast<double>(bytes) / (1000.0 * bw);
+}
+
+NcclChoice nccl_choose(const NcclGraph& g, CollectiveOp op, const std::vector<NcclAlgo>& algos, Bytes bytes,
+                       const std::vector<NcclProtocol>& protocols) {
+  NcclChoice best;
+  best.time_us = std::numeric_limits<double>::infinity();
+  // Planted bug: below 64 KiB the tuner takes the slowest pair instead of the fastest.
+  const bool slowest = fault_active(Fault::nccl_tuner_slowest_small) && bytes < 64 * kKiB;
+  double worst = -1;
+  for (auto a : algos)
+    for (auto p : protocols) {
+      const double t = nccl_time_us(g, op, a, p, bytes);
+      if (t < 0) continue;
+      if (slowest ? t > worst : t < best.time_us) {
+        worst = t;
+        best = {a, p, t, nccl_cost(g, op, a, p)};
+      }
+    }
+  if (!std::isfinite(best.time_us) && !slowest)
+    throw std::invalid_argument(fmt::format("no NCCL algorithm and protocol can run {} here", collective_op_name(op)));
+  if (slowest && worst < 0)
+    throw std::invalid_argument(fmt::format("no NCCL algorithm and protocol can run {} here", collective_op_name(op)));
+  return best;
+}
+
+}  // namespace dpt::sim

@@ -1,0 +1,95 @@
+// NCCL's own performance model, as its tuner computes it (NCCL 2.2x, src/graph/tuning.cc,
+// search.cc, topo.h), as pure functions of the hardware spec: the channel count and
+// per-channel bandwidth its topology search finds, the latency and bus bandwidth of every
+// (algorithm, protocol) pair, and the pair its tuner picks for a message size.
+//
+// The twin uses it in two places (collectives.cpp): the choice of algorithm and protocol,
+// exactly as NCCL chooses; and the shape of the simulated flows: each channel's flow is
+// bounded by NCCL's per-channel bandwidth for the chosen protocol, carries the protocol's
+// wire bytes (LL: 8-byte lines with 4 data bytes, LL128: 128-byte lines with 120 data
+// bytes), and the collective pays NCCL's latency term (base latency plus a hardware
+// latency per step by link type). SimGrid still carries the bytes, so contention between
+// flows, and with other traffic, is simulated, not assumed.
+//
+// Units follow NCCL's: bandwidths in GB/s (1e9 bytes per second), latencies in
+// microseconds, inside this model; the plan converts to bytes per second and seconds.
+#pragma once
+#include <array>
+#include <string>
+#include <vector>
+
+#include "engine/core/collective.hpp"
+#include "engine/core/units.hpp"
+#include "sim/net/hardware.hpp"
+
+namespace dpt::sim {
+
+enum class NcclProtocol { ll, ll128, simple };
+const char* nccl_protocol_name(NcclProtocol p);  // "LL", "LL128", "Simple" (NCCL_PROTO names)
+// Parses a protocol name (case-insensitive); throws std::invalid_argument naming it.
+NcclProtocol parse_nccl_protocol(const std::string& name);
+
+// NCCL's tuner algorithms that the twin runs (NCCL_ALGO names).
+enum class NcclAlgo { tree = 0, ring = 1, nvls = 2 };
+
+// Bytes on the wire per data byte: LL sends 8-byte lines of 4 data bytes and 4 flag bytes;
+// LL128 128-byte lines of 120 data bytes and 8 flag bytes (src/include/device.h,
+// NCCL_LL_LINES / NCCL_LL128_DATAELEMS); Simple sends the data as is.
+double nccl_wire_bytes_per_data_byte(NcclProtocol p);
+
+// What NCCL's topology search finds for one communicator (see nccl_model.cpp).
+struct NcclGraph {
+  int compcap = 80;           // CUDA compute capability x 10 (inferred from the GPU name)
+  int compcap_index = 1;      // NCCL's tuner index: 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell
+  bool cpu_amd = false;       // host CPU vendor (NCCL's llMaxBws row for several nodes)
+  int ranks = 1;
+  int nodes = 1;
+  bool intra_nvlink = false;  // intra-node links: NVLink (NCCL_HW_NVLINK) or PCI (NCCL_HW_PCI)
+  bool p2p = true;            // intra-node transport P2P (false: SHM through host memory)
+  int ring_channels = 1;      // nChannels of the ring graph (trees use the same, as NCCL tries)
+  double ring_bw_gbs = 0;     // per-channel bandwidth of the ring graph (bwIntra, or bwInter across >2 nodes)
+  int nvls_channels = 0;      // 0: no NVLS graph
+  double nvls_bw_gbs = 0;     // per-channel bwIntra of the NVLS graph
+  bool ll128 = true;          // LL128 enabled by NCCL's default rules
+  double latency_scale = 1.0; // hardware efficiency.nccl_latency (1: NCCL's constants)
+};
+
+// NCCL's graph for `ranks` ranks on `nodes` nodes of `hw` (ranks evenly spread), with
+// intra-node peer access `p2p`.
+NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p);
+
+// Latency (us) and algorithm bandwidth (GB/s) of one (op, algorithm, protocol), as
+// ncclTopoTuneModel fills comm->latencies / comm->bandwidths; bandwidth 0 = not usable.
+struct NcclCost {
+  double latency_us = 0;
+  double bus_bw_gbs = 0;   // bus bandwidth (before conversion to algorithm bandwidth)
+  double alg_bw_gbs = 0;   // algorithm bandwidth: bytes / time
+};
+NcclCost nccl_cost(const NcclGraph& g, CollectiveOp op, NcclAlgo a, NcclProtocol p);
+
+// ncclTopoGetAlgoTime for one operation of `bytes`: latency + bytes / bandwidth, with the
+// tree correction factors and the ring plateau effect; negative when not usable.
+double nccl_time_us(const NcclGraph& g, CollectiveOp op, NcclAlgo a, NcclProtocol p, Bytes bytes);
+
+// The tuner's choice among `algos` (those the twin can run here) and every protocol.
+struct NcclChoice {
+  NcclAlgo algo = NcclAlgo::ring;
+  NcclProtocol protocol = NcclProtocol::simple;
+  double time_us = 0;
+  NcclCost cost;
+};
+// Throws std::invalid_argument when no (algorithm, protocol) in `algos` is usable.
+NcclChoice nccl_choose(const NcclGraph& g, CollectiveOp op, const std::vector<NcclAlgo>& algos, Bytes bytes,
+                       const std::vector<NcclProtocol>& protocols = {NcclProtocol::ll, NcclProtocol::ll128,
+                                                                      NcclProtocol::simple});
+
+// Channels NCCL launches for one operation of `bytes` (enqueue.cc): it drops channels while
+// nBytes < channels x threads x thread threshold (threads: LL 512, LL128 640, Simple 512;
+// thresholds per thread: LL 8 bytes x ranks for ring, LL128 8, Simple 64; device.h).
+int nccl_channels_for_size(const NcclGraph& g, NcclAlgo a, NcclProtocol p, Bytes bytes);
+
+// Compute capability x 10 of a GPU by name (H100 90, A100 80, V100 70, L40S/RTX 4090 89,
+// RTX A6000/3090 86, B200 100); 80 for a name not in the table.
+int gpu_compute_capability(const std::string& gpu_name);
+
+}  // namespace dpt::sim

@@ -1,0 +1,266 @@
+// NCCL's performance model in the twin (sim/collectives/nccl_model.hpp) and the collectives
+// it shapes. Each property states its invariant and is shown to fail on a named fault.
+//  - Graph: NCCL's search on DGX A100 finds 6 x 40 GB/s rings (240 GB/s of NVLink at
+//    SM80's 20 GB/s per link), doubled to 12 x 20; DGX H100 6 x 60 (370.8 GB/s at 20.6),
+//    doubled to 12 x 30; NVLS 8 x 40 (values derived by hand from search.cc, not by dptwin).
+//  - Latency floor: a small all-reduce never takes less than NCCL's latency term for the
+//    pair it runs (fault nccl-no-latency).
+//  - Monotonicity: the tuner's time never decreases with size (nccl-tuner-slowest).
+//  - Protocols: an LL collective puts twice its data bytes on the links, LL128 128/120
+//    (nccl-proto-free).
+//  - Channel bound: bus bandwidth never exceeds NCCL's channels x per-channel bandwidth
+//    (nccl-no-channel-cap).
+//  - Transports: a ring through an Intel root complex pays NCCL's 6/5 PCI overhead
+//    (nccl-shm-free); P2P off is never faster than P2P on.
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/core/fault_injection.hpp"
+#include "sim/collectives/collectives.hpp"
+#include "sim/collectives/nccl_model.hpp"
+#include "sim/net/hardware.hpp"
+#include "sim/net/platform.hpp"
+#include "sim/twin/sim_process.hpp"
+
+namespace fs = std::filesystem;
+namespace sg4 = simgrid::s4u;
+using namespace dpt;
+using namespace dpt::sim;
+
+namespace {
+
+const fs::path kLibrary = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+
+struct RunResult {
+  Seconds time_s = 0;
+  Seconds latency_s = 0;   // NCCL's latency term of the plan
+  double link_bytes = 0;   // bytes on every link, summed
+  std::string protocol;
+  int channels = 0;
+};
+
+// One collective on all GPUs of `hw`, simulated in a child process.
+RunResult run_one(const HardwareSpec& hw, CollectiveCall call, CollectiveSettings s = {}) {
+  std::shared_ptr<CollectiveGroup> group;
+  std::vector<int> gpus(hw.gpu_count());
+  for (int i = 0; i < hw.gpu_count(); ++i) gpus[i] = i;
+  const std::string out = run_simulation(
+      hw,
+      [&](Platform& p) {
+        group = std::make_shared<CollectiveGroup>(p, gpus, s);
+        for (int r = 0; r < group->size(); ++r)
+          sg4::Actor::create(fmt::format("rank{}", r), p.gpu_host(gpus[r]), [group, r, call]() { group->run(r, call); });
+      },
+      [&](Platform& p) {
+        const auto& rec = group->records().at(0);
+        double bytes = 0;
+        for (const auto& u : p.link_usage()) bytes += static_cast<double>(u.bytes);
+        nlohmann::json j;
+        j["time"] = rec.end_s - rec.start_s;
+        j["latency"] = rec.plan.latency_s;
+        j["bytes"] = bytes;
+        j["protocol"] = nccl_protocol_name(rec.plan.protocol);
+        j["channels"] = rec.plan.channels;
+        return j.dump();
+      });
+  const auto j = nlohmann::json::parse(out);
+  return {j["time"].get<double>(), j["latency"].get<double>(), j["bytes"].get<double>(),
+          j["protocol"].get<std::string>(), j["channels"].get<int>()};
+}
+
+CollectiveCall all_reduce_bytes(Bytes bytes) {
+  CollectiveCall c;
+  c.op = CollectiveOp::all_reduce;
+  c.element_bytes = 4;
+  c.count = std::max<Elements>(1, bytes / 4);
+  return c;
+}
+
+double busbw_all_reduce(Bytes bytes, int n, Seconds t) { return bytes / t * 2.0 * (n - 1) / n; }
+
+}  // namespace
+
+TEST(NcclGraph, NvswitchChannelsAndPerChannelBandwidthAreNcclsSearch) {
+  const auto a100 = nccl_graph(load_hardware("dgx-a100", kLibrary), 8, 1, true);
+  EXPECT_EQ(a100.compcap, 80);
+  EXPECT_EQ(a100.ring_channels, 12);
+  EXPECT_DOUBLE_EQ(a100.ring_bw_gbs, 20.0);
+  EXPECT_EQ(a100.nvls_channels, 0);  // no NVLS before Hopper
+  const auto h100 = nccl_graph(load_hardware("dgx-h100", kLibrary), 8, 1, true);
+  EXPECT_EQ(h100.ring_channels, 12);
+  EXPECT_DOUBLE_EQ(h100.ring_bw_gbs, 30.0);
+  EXPECT_EQ(h100.nvls_channels, 8);
+  EXPECT_DOUBLE_EQ(h100.nvls_bw_gbs, 40.0);
+  // NVLS bus bandwidth = 8 x 40 x 0.85 x 7/8 x 2 = 476 GB/s (tuning.cc).
+  EXPECT_NEAR(nccl_cost(h100, CollectiveOp::all_reduce, NcclAlgo::nvls, NcclProtocol::simple).bus_bw_gbs, 476.0, 1e-9);
+}
+
+namespace {
+// The least latency NCCL's model gives any usable (algorithm, protocol) on one node of
+// `hw` for an all-reduce (nccl_cost's latency term: base + hardware latency per step).
+double least_latency_us(const HardwareSpec& hw) {
+  const auto g = nccl_graph(hw, hw.gpu_count(), 1, hw.pcie.peer_to_peer);
+  double least = 1e30;
+  for (auto a : {NcclAlgo::ring, NcclAlgo::nvls})
+    for (auto p : {NcclProtocol::ll, NcclProtocol::ll128, NcclProtocol::simple}) {
+      const auto c = nccl_cost(g, CollectiveOp::all_reduce, a, p);
+      if (c.alg_bw_gbs > 0) least = std::min(least, c.latency_us);
+    }
+  return least;
+}
+// Whether an 8-byte all-reduce on `name` takes at least that least latency.
+bool latency_floor_holds(const char* name, std::string& why) {
+  const auto hw = load_hardware(name, kLibrary);
+  const RunResult r = run_one(hw, all_reduce_bytes(8));
+  const double floor_s = least_latency_us(hw) * 1e-6;
+  why = fmt::format("{}: {:.3f} us against NCCL's least latency {:.3f} us", name, r.time_s * 1e6, floor_s * 1e6);
+  return r.time_s >= floor_s * (1 - 1e-9) && r.time_s <= 30e-6;
+}
+}  // namespace
+
+// Invariant: ring LL on one NVLink node costs baseLat 6.6 + 2(N-1) x hwLat 0.6 us; no
+// simulated 8-byte all-reduce is faster than the least latency NCCL's model gives any
+// usable pair (never the 1 us of a bare switch traversal), nor slower than 30 us.
+TEST(NcclLatency, SmallAllReduceNeverBelowNcclsLatencyTerm) {
+  const auto g = nccl_graph(load_hardware("dgx-h100", kLibrary), 8, 1, true);
+  EXPECT_NEAR(nccl_cost(g, CollectiveOp::all_reduce, NcclAlgo::ring, NcclProtocol::ll).latency_us, 6.6 + 14 * 0.6, 1e-9);
+  for (const char* name : {"dgx-a100", "dgx-h100", "dgx1-v100", "l40s-4x-pcie4", "desktop-2gpu-pcie-p2p"}) {
+    std::string why;
+    EXPECT_TRUE(latency_floor_holds(name, why)) << why;
+  }
+}
+
+TEST(NcclLatency, PlantedBugNoLatencyIsCaught) {
+  ScopedFault f(Fault::nccl_latency_omitted);
+  std::string why;
+  EXPECT_FALSE(latency_floor_holds("dgx-h100", why)) << why;
+}
+
+namespace {
+// Whether the tuner's time is non-decreasing over powers of two from 8 B to 1 GiB.
+bool tuner_monotone(const NcclGraph& g, const std::vector<NcclAlgo>& algos, std::string& where) {
+  double last = 0;
+  for (Bytes b = 8; b <= kGiB; b *= 2) {
+    const double t = nccl_choose(g, CollectiveOp::all_reduce, algos, b).time_us;
+    if (t < last) {
+      where = fmt::format("{} B: {} us after {} us", b, t, last);
+      return false;
+    }
+    last = t;
+  }
+  return true;
+}
+}  // namespace
+
+// Invariant: the tuner's chosen time never decreases as the message grows (each pair's
+// time grows with size, so their minimum does too), on one node and across nodes.
+TEST(NcclTuner, TimeNonDecreasingInSize) {
+  for (const char* name : {"dgx-a100", "dgx-h100", "dgx1-v100", "l40s-4x-pcie4"}) {
+    const auto g = nccl_graph(load_hardware(name, kLibrary), 8, 1, true);
+    std::vector<NcclAlgo> algos{NcclAlgo::ring};
+    if (g.nvls_channels > 0) algos.push_back(NcclAlgo::nvls);
+    std::string where;
+    EXPECT_TRUE(tuner_monotone(g, algos, where)) << name << ": " << where;
+  }
+  const auto cluster = load_hardware("dgx-h100-cluster", kLibrary);
+  for (int nodes : {2, 4, 16}) {
+    const auto g = nccl_graph(with_nodes(cluster, nodes), 8 * nodes, nodes, true);
+    std::string where;
+    EXPECT_TRUE(tuner_monotone(g, {NcclAlgo::ring, NcclAlgo::tree}, where)) << nodes << " nodes: " << where;
+  }
+}
+
+TEST(NcclTuner, PlantedBugSlowestPairBelow64KiBIsCaught) {
+  ScopedFault f(Fault::nccl_tuner_slowest_small);
+  const auto g = nccl_graph(load_hardware("dgx-h100", kLibrary), 8, 1, true);
+  std::string where;
+  EXPECT_FALSE(tuner_monotone(g, {NcclAlgo::ring, NcclAlgo::nvls}, where));
+}
+
+// Invariant: the simulated time of a forced protocol grows with size too (8 B .. 64 MiB).
+TEST(NcclTuner, SimulatedTimeNonDecreasingInSize) {
+  const auto hw = load_hardware("dgx-a100", kLibrary);
+  double last = 0;
+  for (Bytes b = 8; b <= 64 * kMiB; b *= 8) {
+    const RunResult r = run_one(hw, all_reduce_bytes(b));
+    EXPECT_GE(r.time_s, last * (1 - 1e-9)) << b << " B (" << r.protocol << ")";
+    last = r.time_s;
+  }
+}
+
+namespace {
+double wire_ratio(const HardwareSpec& hw, NcclProtocol p) {
+  CollectiveSettings forced, simple;
+  forced.protocol = p;
+  simple.protocol = NcclProtocol::simple;
+  const auto call = all_reduce_bytes(4 * kMiB);
+  return run_one(hw, call, forced).link_bytes / run_one(hw, call, simple).link_bytes;
+}
+}  // namespace
+
+// Invariant: LL sends 8-byte lines of 4 data bytes (twice the data on the links), LL128
+// 128-byte lines of 120 data bytes.
+TEST(NcclProtocols, WireBytesFollowTheLineFormats) {
+  const auto hw = load_hardware("dgx-a100", kLibrary);
+  EXPECT_NEAR(wire_ratio(hw, NcclProtocol::ll), 2.0, 1e-3);
+  EXPECT_NEAR(wire_ratio(hw, NcclProtocol::ll128), 128.0 / 120.0, 1e-3);
+}
+
+TEST(NcclProtocols, PlantedBugFreeFlagBytesIsCaught) {
+  ScopedFault f(Fault::nccl_protocol_overhead_omitted);
+  EXPECT_NEAR(wire_ratio(load_hardware("dgx-a100", kLibrary), NcclProtocol::ll), 1.0, 1e-3);  // not 2
+}
+
+// Invariant: a large all-reduce's bus bandwidth never exceeds NCCL's channels x
+// per-channel bandwidth (DGX A100: 12 x 20 = 240 GB/s; the links alone would allow
+// 12 x 25 GB/s x 0.9 = 270), and reaches at least 95 % of it.
+TEST(NcclChannels, BusBandwidthWithinNcclsChannelBandwidth) {
+  const auto hw = load_hardware("dgx-a100", kLibrary);
+  const Bytes s = 256 * kMiB;
+  const RunResult r = run_one(hw, all_reduce_bytes(s));
+  const double busbw = busbw_all_reduce(s, 8, r.time_s);
+  EXPECT_LE(busbw, 240e9 * (1 + 1e-6));
+  EXPECT_GE(busbw, 0.95 * 240e9);
+}
+
+TEST(NcclChannels, PlantedBugUnboundedChannelsIsCaught) {
+  ScopedFault f(Fault::nccl_channel_cap_omitted);
+  const Bytes s = 256 * kMiB;
+  const RunResult r = run_one(load_hardware("dgx-a100", kLibrary), all_reduce_bytes(s));
+  EXPECT_GT(busbw_all_reduce(s, 8, r.time_s), 240e9 * 1.05);
+}
+
+namespace {
+// Bus bandwidth of a 64 MiB all-reduce on both GPUs of the RTX 4090 desktop (PCIe Gen4
+// x8 per GPU, no PCIe switch, Intel CPU), with P2P on or off.
+double desktop_busbw(bool p2p) {
+  HardwareSpec hw = load_hardware("desktop-2gpu-pcie-nop2p", kLibrary);
+  hw.pcie.peer_to_peer = p2p;
+  validate_hardware(hw);
+  const Bytes s = 64 * kMiB;
+  return busbw_all_reduce(s, 2, run_one(hw, all_reduce_bytes(s)).time_s);
+}
+}  // namespace
+
+// Invariant: a ring through an Intel root complex (SHM with P2P off, or P2P without a
+// shared PCIe switch) costs NCCL 6/5 of the PCI bandwidth it uses (INTEL_P2P_OVERHEAD):
+// Gen4 x8 counts 8 x 120 / 80 = 12 GB/s, so bus bandwidth stays at or below 10 GB/s.
+// P2P off is never faster than P2P on.
+TEST(NcclTransports, PathThroughAnIntelRootComplexPaysNcclsOverhead) {
+  const double off = desktop_busbw(false), on = desktop_busbw(true);
+  EXPECT_LE(off, 10e9 * (1 + 1e-6));
+  EXPECT_GE(off, 0.9 * 10e9);
+  EXPECT_LE(off, on * (1 + 1e-9));
+}
+
+TEST(NcclTransports, PlantedBugFreeRootComplexIsCaught) {
+  ScopedFault f(Fault::nccl_shm_overhead_omitted);
+  EXPECT_GT(desktop_busbw(false), 10e9 * 1.05);
+}
