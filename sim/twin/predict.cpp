@@ -58,7 +58,7 @@ class PlatformCollectives : public SimCollectiveGroup {
   void run(int rank, const CollectiveCall& call) override { group_.run(rank, call); }
   SimCollectiveChoice choice(const CollectiveCall& call) const override {
     const auto plan = sim::plan_collective(group_.platform(), group_.rank_gpus(), call, group_.settings());
-    return {sim::collective_algorithm_name(plan.algorithm), "", plan.channels};
+    return {sim::collective_algorithm_name(plan.algorithm), sim::nccl_protocol_name(plan.protocol), plan.channels};
   }
 
  private:
