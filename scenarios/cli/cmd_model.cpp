@@ -11,18 +11,13 @@
 #include <fmt/format.h>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/library_dir.hpp"
 #include "scenarios/scenario/model_library_yaml.hpp"
 
 namespace dpt::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The scenarios directory: DPTWIN_SCENARIOS_DIR, else the source tree's.
-fs::path scenarios_dir() {
-  if (const char* env = std::getenv("DPTWIN_SCENARIOS_DIR"); env && *env) return env;
-  return fs::path(DPT_SOURCE_DIR) / "scenarios";
-}
 
 int run_list() {
   const fs::path models = scenarios_dir() / "models";

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
 #include "scenarios/plan/plan.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/report/report_format.hpp"
@@ -133,12 +134,10 @@ int run_plan(const PlanArgs& a) {
                           {"price_per_hour", v.price_per_hour ? nlohmann::json(*v.price_per_hour) : nlohmann::json(nullptr)},
                           {"verdict", scenario::plan_verdict_name(v.kind)}, {"reason", v.reason}});
     }
-    std::cout << nlohmann::json{{"answer", scenario::plan_answer(plan)},
+    print_json(nlohmann::json{{"answer", scenario::plan_answer(plan)},
                                 {"target_samples_per_s", plan.target.required_samples_per_s()},
                                 {"winner", plan.winner ? nlohmann::json(*plan.winner) : nlohmann::json(nullptr)},
-                                {"verdicts", verdicts}}
-                     .dump(2)
-              << "\n";
+                                {"verdicts", verdicts}});
   } else {
     std::vector<std::vector<std::string>> rows = {{"hardware", "strategy", "GPUs", "samples/s", "per hour", "verdict"}};
     for (const auto& v : plan.verdicts) {
