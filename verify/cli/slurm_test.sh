@@ -9,12 +9,12 @@
 # Slurm is not installed (ci/install-deps installs Debian's slurm-wlm).
 # Usage: slurm_test.sh path/to/dptwin
 set -uo pipefail
-exe=$(readlink -f "$1")
 fail() { echo "FAIL: $*" >&2; exit 1; }
 for tool in slurmctld slurmd sbatch squeue scontrol; do
   command -v "$tool" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin"
   command -v "$tool" >/dev/null 2>&1 || { echo "SKIP: $tool not found (apt-get install slurm-wlm)"; exit 77; }
 done
+exe=$(readlink -f "$1")
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3) || { echo "SKIP: python3 not found (compares the JSON results)"; exit 77; }
 
