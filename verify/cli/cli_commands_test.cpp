@@ -96,6 +96,7 @@ TEST(CliJson, EveryJsonOutputNamesTheBuild) {
       {"sweep", "s.yaml", "--jobs", "2", "--json"},
       {"split", "--batch", "5", "--devices", "4", "--json"},
       {"hardware", "list", "--json"},
+      {"model", "list", "--json"},
       {"version", "--json"},
       {"bench", "--backend", "sim", "--hardware", "dgx-a100", "-b", "1M", "-e", "1M", "--json"},
   };
@@ -208,6 +209,24 @@ TEST(CliOutputFlags, DashOIsAFileAndReportTakesADirectory) {
   const CliResult both = run_dptwin({"report", "s.yaml", "-o", "a", "--report", "b"}, dir);
   EXPECT_EQ(both.exit_code, 2);
   EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
+}
+
+// train's measured step report (cuda) is -o FILE too; --report FILE stays with a note.
+TEST(CliOutputFlags, TrainDashOIsTheStepReportFile) {
+  const fs::path dir = fresh_dir("train_o");
+  const std::vector<std::string> base = {"train", "--model", "mlp:4-8-2", "--batch", "8", "--steps", "1"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_dptwin(args, dir);
+  };
+  const CliResult o = with({"-o", "r.json"});  // host backend: nothing to measure per op
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.err.find("-o, --trace and --tf32 need --backend cuda"), std::string::npos) << o.err;
+  const CliResult old = with({"--report", "r.json"});
+  EXPECT_EQ(old.exit_code, 2);
+  EXPECT_NE(old.err.find("--report FILE is deprecated; use -o FILE"), std::string::npos) << old.err;
+  EXPECT_FALSE(fs::exists(dir / "r.json"));
 }
 
 // The README: "0 ok, 1 a check or target failed, 2 bad flags or input, 3 the run

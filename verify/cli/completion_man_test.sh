@@ -28,9 +28,15 @@ complete_words() {
     _dptwin
     printf "%s\n" "${COMPREPLY[@]}"' _ "$tmp/dptwin.bash" "$@"
 }
-expect() {  # expect WORD in the completion of the rest
-  local want=$1; shift
-  complete_words "$@" | grep -qx -- "$want" || fail "completing '$*' does not offer '$want': $(complete_words "$@" | tr '\n' ' ')"
+# Candidates are captured before grep reads them: grep -q stopping early would
+# fail the pipeline (SIGPIPE under pipefail) in a folder with many files.
+offers() {  # offers WORD WORDS...: the completion of WORDS offers WORD
+  local want=$1 got; shift
+  got=$(complete_words "$@")
+  grep -qx -- "$want" <<<"$got"
+}
+expect() {
+  offers "$@" || { local want=$1; shift; fail "completing '$*' does not offer '$want': $(complete_words "$@" | tr '\n' ' ')"; }
 }
 expect predict dptwin pred
 expect --hardware dptwin predict --hard
@@ -41,20 +47,20 @@ expect --json dptwin hardware list --js
 expect --shard dptwin sweep S.yaml --sh
 # A flag's value is a file, not a flag: after -o the candidates are files.
 touch "$tmp/results-file.json"
-(cd "$tmp" && complete_words dptwin sweep S.yaml -o results- | grep -qx results-file.json) || fail "-o does not complete files"
+(cd "$tmp" && offers results-file.json dptwin sweep S.yaml -o results-) || fail "-o does not complete files"
 # No flag of another command leaks in.
-complete_words dptwin split --sh | grep -qx -- --shard && fail "split offers sweep's --shard"
+offers --shard dptwin split --sh && fail "split offers sweep's --shard"
 
 for c in $commands; do
   grep -q "^\.SS \"dptwin $c\"" "$tmp/dptwin.1" || fail "the man page has no section for '$c'"
-  complete_words dptwin "$c" | grep -qx -- "$c" || fail "bash does not complete '$c'"
+  offers "$c" dptwin "$c" || fail "bash does not complete '$c'"
   grep -q "^        '$c:" "$tmp/_dptwin" || fail "zsh does not list '$c'"
 done
 # Every flag of predict (from its --help) is in the man page and completes.
 for flag in $("$exe" predict --help | grep -o -- ' --[a-z][a-z0-9-]*' | sort -u); do
   roff=${flag//-/\\-}  # the man page writes every hyphen of a flag as \-
   grep -qF -- "\\fB$roff\\fR" "$tmp/dptwin.1" || fail "man page lacks predict's $flag"
-  complete_words dptwin predict "$flag" | grep -qx -- "$flag" || fail "bash does not complete predict's $flag"
+  offers "$flag" dptwin predict "$flag" || fail "bash does not complete predict's $flag"
 done
 if command -v groff >/dev/null 2>&1; then
   warnings=$(groff -man -Tutf8 -ww -z "$tmp/dptwin.1" 2>&1)
