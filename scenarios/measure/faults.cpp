@@ -125,7 +125,12 @@ DegradedHardware load_degraded_hardware(const std::string& name_or_path, const s
   if (root.IsMap() && root["base"]) {
     sim::MapReader r(root, path.string(), "");
     DegradedHardware d;
-    d.spec = sim::load_hardware(r.get_string("base"), library_dir);
+    const std::string base = r.get_string("base");
+    try {
+      d.spec = sim::load_hardware(base, library_dir);
+    } catch (const std::invalid_argument& e) {
+      r.fail("base", e.what());  // "FILE:LINE: base: unknown hardware ..."
+    }
     if (r.has("faults")) d.faults = parse_faults(r.node("faults"), path.string(), d.spec);
     r.finish();
     d.spec.source_file = path.string();

@@ -289,5 +289,26 @@ TEST(CliReadme, SamplesAreShippedAndRun) {
   EXPECT_NE(r.out.find("0.40 of predicted"), std::string::npos) << r.out;
 }
 
+// A fault file names its machine with `base:`; anything else beside `faults:` is an
+// error naming the file and key, as is a fault outside the base machine.
+TEST(CliFaults, BaseFileErrorsNameFileAndKey) {
+  const fs::path dir = fresh_dir("faults");
+  const std::string fault = "faults:\n  - {link: [1, 2], bandwidth_factor: 0.4}\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"base: dgx1-v100\n" + fault + "gpus_per_node: 4\n", "gpus_per_node"},
+      {"base: dgx-h200\n" + fault, "unknown hardware 'dgx-h200'"},
+      {"base: dgx1-v100\nfaults:\n  - {link: [1, 9], bandwidth_factor: 0.4}\n", "GPU 9 is not in this machine"},
+  };
+  for (const auto& [text, message] : cases) {
+    write(dir / "bad.yaml", text);
+    const CliResult r = run_dptwin({"verify", "--backend", "sim", "--hardware", "dgx1-v100", "--devices", "2",
+                                    "--only", "performance", "--as-measured", "bad.yaml"},
+                                   dir);
+    EXPECT_EQ(r.exit_code, 2) << text << r.out;
+    EXPECT_NE(r.err.find("bad.yaml"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace dpt::test
