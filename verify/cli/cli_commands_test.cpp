@@ -251,6 +251,13 @@ TEST(CliExitCodes, AsTheReadmeDocuments) {
       {{"sweep", "oom-sweep.yaml", "--jobs", "2", "--shard", "0/2", "-o", "shard.json"}, 0},  // a shard judges nothing
       {{"sweep", "some-fit.yaml", "--jobs", "2"}, 0},
       {{"report", "oom-sweep.yaml", "--report", "oom-report"}, 1},
+      {{"plan", "--model", "resnet50", "--target-samples-per-s", "1e9", "--hardware", "dgx-a100:2.40", "--max-gpus",
+        "8"},
+       1},  // no configuration meets the target
+      {{"verify", "--backend", "host", "--only", "correctness", "--cases", "5", "--seed", "1", "--inject-bug",
+        "drop-chunk"},
+       1},  // a check failed (the planted bug is found)
+      {{"lesson", "--only", "split-64-on-2"}, 0},
       {{"predict", "fits.yaml", "--devices", "0"}, 2},
       {{"predict", "missing.yaml"}, 2},
       {{"predcit", "fits.yaml"}, 2},
