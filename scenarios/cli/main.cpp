@@ -43,6 +43,29 @@ bool unknown_command(int argc, char** argv, const std::vector<CommandEntry>& reg
   return true;
 }
 
+// After CLI11's "argument was not expected": for each unknown --flag, the closest
+// flag of the command it was given to ("did you mean '--hardware'?").
+void suggest_flags(int argc, char** argv, CLI::App& root) {
+  CLI::App* app = &root;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.rfind("-", 0) == 0) continue;
+    const auto subs = app->get_subcommands([&](CLI::App* s) { return s->get_name() == word; });
+    if (!subs.empty()) app = subs.front();
+  }
+  std::vector<std::string> flags;
+  for (const CLI::Option* o : app->get_options())
+    for (const auto& l : o->get_lnames()) flags.push_back("--" + l);
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.rfind("--", 0) != 0 || word.size() < 3) continue;
+    word = word.substr(0, word.find('='));
+    if (std::find(flags.begin(), flags.end(), word) != flags.end()) continue;
+    if (const auto near = closest_name(word, flags))
+      std::cerr << "dptwin: unknown flag '" << word << "'; did you mean '" << *near << "'?\n";
+  }
+}
+
 }  // namespace
 }  // namespace dpt::cli
 
@@ -62,6 +85,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
+    if (code != 0) suggest_flags(argc, argv, app);  // an unknown flag may surface as another error
     return code == 0 ? kExitOk : kExitUsage;
   }
   for (auto* sub : app.get_subcommands()) {

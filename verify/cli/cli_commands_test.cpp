@@ -67,6 +67,17 @@ TEST(CliUnknownCommand, ATypoGetsTheClosestCommandAndExit2) {
   }
 }
 
+TEST(CliUnknownCommand, AMistypedFlagGetsTheClosestFlagOfItsCommand) {
+  const CliResult r = run_dptwin({"predict", "--hardwre", "dgx-a100"}, fresh_dir("flag_typo"));
+  EXPECT_EQ(r.exit_code, 2);
+  // CLI11 reports the stray value first ("scenario: File does not exist: dgx-a100"); the hint follows.
+  EXPECT_NE(r.err.find("dptwin: unknown flag '--hardwre'; did you mean '--hardware'?\n"), std::string::npos) << r.err;
+  // Sub-subcommands: hardware list takes --json.
+  const CliResult l = run_dptwin({"hardware", "list", "--jsn"}, fresh_dir("flag_typo"));
+  EXPECT_EQ(l.exit_code, 2);
+  EXPECT_NE(l.err.find("did you mean '--json'?"), std::string::npos) << l.err;
+}
+
 // Invariant: the suggestion is a name at the smallest edit distance from the word,
 // and no suggestion is made when every name is further than the typo bound.
 TEST(CliUnknownCommand, SuggestionIsAtTheSmallestDistance) {
