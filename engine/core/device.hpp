@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/core/precision.hpp"
 #include "engine/core/units.hpp"
 
 namespace dpt {
@@ -60,6 +61,9 @@ struct OpCost {
   double flops = 0;         // floating-point operations
   Bytes bytes_read = 0;
   Bytes bytes_written = 0;
+  // Which compute type the flops run in follows from this and the precision (the
+  // twin's devices look it up); other: the tensors' dtype, as every host kernel.
+  OpClass op_class = OpClass::other;
   // The op's duration as measured on this device kind (a profiled layer): the
   // twin charges it instead of its FLOPs and bytes; real devices ignore it.
   std::optional<Seconds> measured_s;

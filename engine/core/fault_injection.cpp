@@ -19,7 +19,9 @@ const std::vector<Fault>& all_faults() {
   static const std::vector<Fault> faults = {
       Fault::dp_scatter_drops_last_chunk, Fault::dp_reduce_skips_last_replica,  Fault::ddp_skip_divide,
       Fault::ddp_skip_last_bucket,        Fault::ddp_skip_initial_broadcast,    Fault::ring_skips_last_all_gather_step,
-      Fault::predict_symmetric_node0_only, Fault::fluid_sim_unweighted_sharing,
+      Fault::predict_symmetric_node0_only, Fault::fluid_sim_unweighted_sharing, Fault::fidelity_per_rank_count,
+      Fault::ddp_sync_inside_no_sync,     Fault::ddp_accumulate_undivided,      Fault::cost_half_activations_as_f64,
+      Fault::predict_half_wire_as_f64,    Fault::predict_every_op_at_f32_peak,
   };
   return faults;
 }
@@ -34,6 +36,12 @@ const char* fault_name(Fault f) {
     case Fault::ring_skips_last_all_gather_step: return "ring-step";
     case Fault::predict_symmetric_node0_only: return "symmetric-node0";
     case Fault::fluid_sim_unweighted_sharing: return "fluid-unweighted";
+    case Fault::fidelity_per_rank_count: return "fidelity-per-rank-count";
+    case Fault::ddp_sync_inside_no_sync: return "ddp-sync-inside-no-sync";
+    case Fault::ddp_accumulate_undivided: return "ddp-accumulate-undivided";
+    case Fault::cost_half_activations_as_f64: return "half-activations-f64";
+    case Fault::predict_half_wire_as_f64: return "half-wire-f64";
+    case Fault::predict_every_op_at_f32_peak: return "every-op-f32-peak";
   }
   return "?";
 }

@@ -20,6 +20,12 @@ enum class Fault : unsigned {
   ring_skips_last_all_gather_step,  // "ring-step": the host ring's all-gather omits its last step
   predict_symmetric_node0_only,     // "symmetric-node0": symmetric collectives timed for node 0 alone
   fluid_sim_unweighted_sharing,     // "fluid-unweighted": max-min shares ignore the 1/latency weights
+  fidelity_per_rank_count,          // "fidelity-per-rank-count": fidelity's all-gather/reduce-scatter pass one rank's count
+  ddp_sync_inside_no_sync,          // "ddp-sync-inside-no-sync": no_sync ignored, every backward all-reduces
+  ddp_accumulate_undivided,         // "ddp-accumulate-undivided": accumulation sums K micro-batch means
+  cost_half_activations_as_f64,     // "half-activations-f64": bf16/f16 saved activations sized at 8 bytes
+  predict_half_wire_as_f64,         // "half-wire-f64": bf16/f16 collectives move 8 bytes per element
+  predict_every_op_at_f32_peak,     // "every-op-f32-peak": the precision ignored, every op at the f32 (f64) peak
 };
 
 // Every fault, in declaration order.

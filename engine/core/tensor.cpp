@@ -81,6 +81,9 @@ std::vector<double> tensor_to_f64_vector(const Tensor& t) {
     case DType::f64: read_as_f64<double>(t, out); break;
     case DType::i64: read_as_f64<std::int64_t>(t, out); break;
     case DType::i32: read_as_f64<std::int32_t>(t, out); break;
+    case DType::bf16:
+    case DType::f16:
+      throw std::invalid_argument("tensor_to_f64_vector: bf16/f16 tensors are storage-only (no host values)");
   }
   return out;
 }
@@ -102,6 +105,9 @@ void tensor_fill_from_f64(Tensor& t, const std::vector<double>& values) {
     case DType::f64: write_from_f64<double>(t, values); break;
     case DType::i64: write_from_f64<std::int64_t>(t, values); break;
     case DType::i32: write_from_f64<std::int32_t>(t, values); break;
+    case DType::bf16:
+    case DType::f16:
+      throw std::invalid_argument("tensor_fill_from_f64: bf16/f16 tensors are storage-only (no host values)");
   }
 }
 

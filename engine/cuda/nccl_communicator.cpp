@@ -26,6 +26,8 @@ ncclDataType_t nccl_type(DType t) {
     case DType::f64: return ncclFloat64;
     case DType::i64: return ncclInt64;
     case DType::i32: return ncclInt32;
+    case DType::bf16: return ncclBfloat16;
+    case DType::f16: return ncclFloat16;
   }
   throw std::invalid_argument("nccl: unknown dtype");
 }

@@ -184,6 +184,8 @@ template <typename F> void dispatch_dtype(DType t, F&& f) {
     case DType::f64: f(double{}); return;
     case DType::i64: f(std::int64_t{}); return;
     case DType::i32: f(std::int32_t{}); return;
+    case DType::bf16:
+    case DType::f16: throw std::invalid_argument("no host arithmetic for bf16/f16 tensors (storage-only types)");
   }
 }
 

@@ -4,15 +4,23 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/core/kernels.hpp"
 
 namespace dpt {
 
-CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype)
-    : desc_(std::move(desc)), input_features_(input_features), device_(&device), dtype_(dtype) {
-  if (!dtype_is_floating(dtype))
+CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype,
+                     std::optional<Precision> precision)
+    : desc_(std::move(desc)), input_features_(input_features), device_(&device), dtype_(dtype),
+      precision_(precision ? *precision : precision_of_dtype(dtype == DType::f64 ? DType::f64 : DType::f32)),
+      op_class_(layer_op_class(desc_)) {
+  if (!dtype_is_floating(dtype) && !dtype_is_half(dtype))
     throw std::invalid_argument(fmt::format("cost-only layer {}: dtype {} is not a floating type", desc_.name,
                                             dtype_name(dtype)));
+  if (dtype_is_half(dtype) && device.computes())
+    throw std::invalid_argument(fmt::format("cost-only layer {}: dtype {} is storage-only; a computing device needs "
+                                            "f32 or f64",
+                                            desc_.name, dtype_name(dtype)));
   if (input_features_ <= 0 || desc_.output_features <= 0)
     throw std::invalid_argument(fmt::format("cost-only layer {}: input features {} and output features {} must be "
                                             "positive",
@@ -69,14 +77,17 @@ Tensor CostLayer::forward(const Tensor& x) {
     throw std::invalid_argument(fmt::format("cost-only layer {}: input on {}, layer on {}", desc_.name,
                                             x.device().name(), device_->name()));
   const std::int64_t batch = x.dim(0);
-  const Bytes elt = dtype_size_bytes(dtype_);
+  const DType saved_dtype = precision_activation_dtype(precision_, op_class_);
+  // Planted fault: half-precision saved activations sized as f64.
+  const bool half_as_f64 = fault_active(Fault::cost_half_activations_as_f64) && dtype_is_half(saved_dtype);
+  const Bytes elt = half_as_f64 ? 8 : dtype_size_bytes(saved_dtype);
   const Bytes param_bytes = parameter_bytes();
   const Bytes saved_bytes = desc_.activation_elements_per_sample * batch * elt;
   saved_ = device_->allocate(saved_bytes, MemoryCategory::activations);
   saved_batch_ = batch;
   Tensor y = make_tensor(batch, desc_.output_features, MemoryCategory::activations);
   OpCost cost{"cost_fwd", OpKind::compute, desc_.forward_flops_per_sample * static_cast<double>(batch),
-              x.size_bytes() + param_bytes, y.size_bytes() + saved_bytes};
+              x.size_bytes() + param_bytes, y.size_bytes() + saved_bytes, op_class_};
   if (desc_.measured_forward_s_per_sample)
     cost.measured_s = *desc_.measured_forward_s_per_sample * static_cast<double>(batch);
   kernel_charge(*device_, cost);
@@ -98,7 +109,8 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
   // Backward is two GEMM-shaped passes (input gradient and weight gradient), each
   // as costly as the forward: 2x forward FLOPs, the convention of Kaplan et al. 2020.
   OpCost cost{"cost_bwd", OpKind::compute, 2.0 * desc_.forward_flops_per_sample * static_cast<double>(batch),
-              dy.size_bytes() + saved_->size_bytes() + param_bytes, (dx.defined() ? dx.size_bytes() : 0) + grad_bytes};
+              dy.size_bytes() + saved_->size_bytes() + param_bytes, (dx.defined() ? dx.size_bytes() : 0) + grad_bytes,
+              op_class_};
   if (desc_.measured_backward_s_per_sample)
     cost.measured_s = *desc_.measured_backward_s_per_sample * static_cast<double>(batch);
   kernel_charge(*device_, cost);
@@ -107,7 +119,7 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
 }
 
 std::unique_ptr<Layer> CostLayer::replicate_on(Device& device) const {
-  return std::make_unique<CostLayer>(desc_, input_features_, device, dtype_);
+  return std::make_unique<CostLayer>(desc_, input_features_, device, dtype_, precision_);
 }
 
 void CostLayer::clear_saved() {

@@ -11,6 +11,10 @@
 // broadcasts it). A profiled layer's measured times, when present, are charged
 // instead of its FLOPs and bytes (OpCost::measured_s).
 //
+// Under a training precision the layer's kernels carry its op class (matmul, conv
+// or other, from layer_op_class) so the device charges them at that compute type's
+// peak, and its saved activations take precision_activation_dtype's bytes.
+//
 // In the twin's shape-only mode the tensors carry shapes and no data; on a device
 // that computes, the data is allocated and zeroed, so a cost-only model also runs
 // (as zeros) on the host backend.
@@ -29,7 +33,9 @@ class CostLayer final : public Layer {
  public:
   // `input_features` is the flattened per-sample size of the layer's input (the
   // previous layer's output_features, or the model's input_features).
-  CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype);
+  // `precision` defaults to the dtype's (f32 or f64); the parameters' dtype is `dtype`.
+  CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype,
+            std::optional<Precision> precision = std::nullopt);
 
   std::string type_name() const override { return desc_.type; }
   std::vector<Parameter*> parameters() override;
@@ -52,6 +58,8 @@ class CostLayer final : public Layer {
   std::int64_t input_features_;
   Device* device_;
   DType dtype_;
+  Precision precision_;
+  OpClass op_class_;
   std::vector<Parameter> params_;  // trainable: value and gradient
   std::vector<Tensor> frozen_;     // requires_grad false: value only, not in parameters()
   // What forward saved for backward: the activation bytes and the batch size.

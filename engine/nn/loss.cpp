@@ -15,7 +15,9 @@ LossKind loss_kind_from_name(const std::string& name) {
 
 LossResult loss_forward_backward(LossKind kind, Reduction reduction, const Tensor& output, const Tensor& target,
                                  std::optional<double> divisor) {
-  if (!dtype_is_floating(output.dtype()))
+  // bf16/f16 outputs (pure bf16 training) only where nothing computes: the twin's shape-only mode.
+  const bool storage_only = dtype_is_half(output.dtype()) && !output.device().computes();
+  if (!dtype_is_floating(output.dtype()) && !storage_only)
     throw std::invalid_argument(fmt::format("loss: output needs a floating dtype, got {}", dtype_name(output.dtype())));
   if (&output.device() != &target.device())
     throw std::invalid_argument(fmt::format("loss: output on {} but target on {}", output.device().name(),

@@ -92,6 +92,15 @@ std::string apply_measured_costs(ModelDescription& m, const std::string& gpu_mod
 
 // Builds the cost-only model on `device`: one CostLayer per description entry,
 // parameters and gradients really allocated (zeroed where the device computes).
+// With a precision, parameters take precision_parameter_dtype and activations and
+// compute types follow it (see CostLayer).
 Sequential make_cost_only_model(const ModelDescription& m, Device& device, DType dtype);
+Sequential make_cost_only_model(const ModelDescription& m, Device& device, Precision precision);
+
+// The op class of a layer, from its type's "+"-separated parts: conv when a part
+// is a convolution (Conv2d, Bottleneck); else matmul when a part holds GEMMs
+// (Linear, a transformer block or layer, heads); else other (norms, activations,
+// pooling, embeddings: autocast's fp32 list or ops tensor cores do not run).
+OpClass layer_op_class(const LayerDescription& l);
 
 }  // namespace dpt

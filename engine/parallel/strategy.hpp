@@ -43,6 +43,10 @@ struct StrategyOptions {
   UnevenMode uneven = UnevenMode::pytorch;
   LossKind loss = LossKind::mse;
   Reduction reduction = Reduction::mean;
+  // DDP gradient accumulation over K micro-batches (ddp_accumulated_step): each
+  // micro-batch's loss is divided by K, as the recipe's `loss / K` does, so the K
+  // accumulated gradients average to the full batch's.
+  int accumulate = 1;
 };
 
 // What one step did, for the trainer's log and the step report.

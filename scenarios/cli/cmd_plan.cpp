@@ -27,7 +27,7 @@ struct PlanArgs {
   std::vector<std::string> strategies;
   std::optional<int> max_gpus;
   std::optional<long long> batch_per_device;
-  std::optional<std::string> dtype, optimizer;
+  std::optional<std::string> dtype, precision, optimizer;
   std::optional<double> bucket_cap_mb;
   int jobs = whatif::default_jobs();
   std::string report_dir;
@@ -88,7 +88,18 @@ scenario::Scenario plan_from_flags(const PlanArgs& a) {
       throw std::invalid_argument(fmt::format("--batch-per-device {}: must be positive", *a.batch_per_device));
     q.batch_per_device = *a.batch_per_device;
   }
-  if (a.dtype) q.dtype = dtype_from_name(*a.dtype);
+  if (a.dtype) {
+    q.dtype = dtype_from_name(*a.dtype);
+    if (q.dtype != DType::f32 && q.dtype != DType::f64)
+      throw std::invalid_argument(fmt::format("--dtype {}: expected f32 or f64 (--precision sets bf16 and f16)", *a.dtype));
+  }
+  if (a.precision) {
+    try {
+      q.precision = precision_from_name(*a.precision);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("--precision: {}", e.what()));
+    }
+  }
   if (a.bucket_cap_mb) q.bucket_cap_mb = *a.bucket_cap_mb;
   if (a.optimizer) {
     scenario::PointConfig scratch;
@@ -176,6 +187,8 @@ RunFn setup(CLI::App& parent) {
   app->add_option("--max-gpus", a->max_gpus, "largest GPU count to consider (default 64)");
   app->add_option("--batch-per-device", a->batch_per_device, "per-GPU batch (default 32)");
   app->add_option("--dtype", a->dtype, "f32 | f64");
+  app->add_option("--precision", a->precision,
+                  "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 | f64");
   app->add_option("--optimizer", a->optimizer, "sgd | sgd_momentum | adamw (default sgd_momentum)");
   app->add_option("--bucket-cap-mb", a->bucket_cap_mb, "DDP bucket size in MiB (default 25)");
   app->add_option("-j,--jobs", a->jobs, "configurations predicted at once (default: the number of CPUs)");

@@ -32,8 +32,8 @@ inline int default_jobs() {
 inline bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 struct PointFlags {
-  std::optional<std::string> hardware, model, strategy, dtype, optimizer;
-  std::optional<int> devices, nodes, gpus;
+  std::optional<std::string> hardware, model, strategy, dtype, precision, optimizer;
+  std::optional<int> devices, nodes, gpus, accumulate;
   std::optional<long long> batch, batch_per_device;
   std::optional<double> bucket_cap_mb;
   std::vector<std::string> overrides;  // PATH=VALUE
@@ -50,6 +50,11 @@ inline void add_point_flags(CLI::App* app, PointFlags& f) {
   app->add_option("--batch", f.batch, "global batch of one step (as a DataParallel script writes it)")->group(g);
   app->add_option("--batch-per-device", f.batch_per_device, "per-GPU batch (as a DDP script writes it)")->group(g);
   app->add_option("--dtype", f.dtype, "f32 | f64")->group(g);
+  app->add_option("--precision", f.precision,
+                  "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 | f64")
+      ->group(g);
+  app->add_option("--accumulate", f.accumulate, "DDP gradient accumulation: K micro-batches per step (no_sync for K-1)")
+      ->group(g);
   app->add_option("--bucket-cap-mb", f.bucket_cap_mb, "DDP bucket size in MiB (PyTorch's default 25)")->group(g);
   app->add_option("--optimizer", f.optimizer, "sgd | sgd_momentum | adamw")->group(g);
   app->add_option("--override", f.overrides, "hardware field PATH=VALUE, e.g. --override 'gpu.memory=40 GiB'")->group(g);
@@ -112,6 +117,8 @@ inline void apply_point_flags(scenario::Scenario& s, const PointFlags& f) {
     set_flag(s, "batch_per_device", I{*f.batch_per_device}, "--batch-per-device");
   }
   if (f.dtype) set_flag(s, "dtype", *f.dtype, "--dtype");
+  if (f.precision) set_flag(s, "precision", *f.precision, "--precision");
+  if (f.accumulate) set_flag(s, "accumulate", I{*f.accumulate}, "--accumulate");
   if (f.bucket_cap_mb) set_flag(s, "bucket_cap_mb", *f.bucket_cap_mb, "--bucket-cap-mb");
   if (f.optimizer) set_flag(s, "optimizer", *f.optimizer, "--optimizer");
   for (const auto& o : f.overrides) {

@@ -30,6 +30,8 @@ std::string nccl_type_name(DType t) {
     case DType::f64: return "double";
     case DType::i64: return "int64";
     case DType::i32: return "int32";
+    case DType::bf16: return "bfloat16";
+    case DType::f16: return "half";
   }
   return "?";
 }

@@ -80,6 +80,7 @@ Scenario plan_scenario(const PlanRequest& q) {
   root["model"] = q.model;
   root["batch_per_device"] = q.batch_per_device;
   root["dtype"] = std::string(dtype_name(q.dtype));
+  if (q.precision) root["precision"] = std::string(precision_name(*q.precision));
   root["optimizer"] = optimizer_kind_name(q.optimizer);
   root["bucket_cap_mb"] = q.bucket_cap_mb;
   root["target"] = target_node(q.target);

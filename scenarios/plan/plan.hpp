@@ -23,6 +23,7 @@ struct PlanRequest {
   int max_gpus = 64;
   std::int64_t batch_per_device = 32;
   DType dtype = DType::f32;
+  std::optional<Precision> precision;  // none: the dtype's
   OptimizerKind optimizer = OptimizerKind::sgd_momentum;
   double bucket_cap_mb = 25.0;
 };

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/core/precision.hpp"
 #include "scenarios/report/report_format.hpp"
 
 namespace dpt::report {
@@ -203,6 +204,13 @@ std::string sweep_answer(const SweepResult& r) {
                               format_figure(throughput(*best)));
   if (best->report->scaling_efficiency && best->gpus() > 1)
     s += fmt::format(" at {} scaling efficiency", format_percent(*best->report->scaling_efficiency));
+  if (const auto& p = best->report->precision) {  // the number depends on it: say which
+    try {
+      s += fmt::format(" in {}", precision_description(precision_from_name(*p)));
+    } catch (const std::invalid_argument&) {
+      s += fmt::format(" in precision {}", *p);
+    }
+  }
   if (r.target) {
     const double need = r.target->required_samples_per_s();
     const PointResult* smallest = nullptr;

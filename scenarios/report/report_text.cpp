@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "engine/core/precision.hpp"
 #include "scenarios/report/report_format.hpp"
 #include "scenarios/report/report_sweep.hpp"
 
@@ -48,7 +50,18 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
   std::string out = fmt::format("{} on {} ({}), {} on {} GPU{} ({} node{}), batch {} ({} per GPU), {}\n", r.model,
                                 r.hardware, gpu_name, strategy_display_name(r.strategy), r.devices,
                                 r.devices == 1 ? "" : "s", r.nodes, r.nodes == 1 ? "" : "s", r.batch_global,
-                                r.batch_per_device, r.dtype);
+                                r.batch_per_device, r.precision.value_or(r.dtype));
+  if (r.precision) {
+    std::string what = *r.precision;  // a report read from a file may name one this dptwin does not know
+    try {
+      what = precision_description(precision_from_name(*r.precision));
+    } catch (const std::invalid_argument&) {
+    }
+    out += fmt::format("  precision: {}\n", what);
+  }
+  if (r.accumulate)
+    out += fmt::format("  gradient accumulation: {} micro-batches of {} per GPU per step (no_sync for {})\n",
+                       *r.accumulate, r.batch_per_device, *r.accumulate - 1);
   if (r.out_of_memory) {
     out += fmt::format("  out of memory on {}: {}\n", r.out_of_memory->device, r.out_of_memory->message);
     return out;

@@ -1,5 +1,6 @@
 #include "scenarios/scenario/predict_runner.hpp"
 
+#include "engine/optim/grad_scaler.hpp"
 #include "engine/optim/optim.hpp"
 #include "sim/twin/predict.hpp"
 
@@ -17,6 +18,8 @@ StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool e
   if (p.config.batch) c.batch_global = p.batch_global;
   else c.batch_per_device = p.batch_per_device;
   c.dtype = p.dtype;
+  c.precision = p.precision;
+  c.accumulate = p.accumulate;
   c.bucket_cap_mb = p.bucket_cap_mb;
   c.numeric = false;
   c.trace_path = trace_path;
@@ -38,11 +41,16 @@ StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool e
       c.optimizer = [](std::vector<NamedParameter> params) { return make_adamw(std::move(params), AdamWOptions{}); };
       break;
   }
+  if (precision_uses_grad_scaler(p.precision))
+    c.optimizer = [inner = c.optimizer](std::vector<NamedParameter> params) {
+      return wrap_with_grad_scaler(inner(params), params);
+    };
   ModelDescription model = p.model;
-  const DType dtype = p.dtype;
   // A profiled model: its measured times hold on the GPU kind it was measured on.
-  const std::string cost_note = apply_measured_costs(model, p.hardware.gpu.name, std::string(dtype_name(dtype)));
-  StepReport r = predict_step(p.hardware, [model, dtype](Device& d) { return make_cost_only_model(model, d, dtype); }, c);
+  const std::string cost_note = apply_measured_costs(model, p.hardware.gpu.name, std::string(dtype_name(p.dtype)));
+  const Precision precision = p.precision;
+  StepReport r = predict_step(
+      p.hardware, [model, precision](Device& d) { return make_cost_only_model(model, d, precision); }, c);
   r.hardware = p.hardware_name;
   if (!cost_note.empty()) r.warnings.push_back(cost_note);
   return r;

@@ -138,7 +138,7 @@ std::string Target::describe() const {
 const std::vector<std::string>& sweepable_fields() {
   static const std::vector<std::string> fields = {"hardware", "model",   "strategy",      "devices",
                                                   "nodes",    "gpus",    "batch",         "batch_per_device",
-                                                  "dtype",    "bucket_cap_mb", "optimizer"};
+                                                  "dtype",    "precision", "accumulate", "bucket_cap_mb", "optimizer"};
   return fields;
 }
 
@@ -153,11 +153,13 @@ void set_point_field(PointConfig& c, const std::string& field, const YAML::Node&
     return;
   }
   // Read the YAML value as the field's type; set_point_value checks it.
-  if (field == "devices" || field == "nodes" || field == "gpus" || field == "batch" || field == "batch_per_device")
+  if (field == "devices" || field == "nodes" || field == "gpus" || field == "batch" || field == "batch_per_device" ||
+      field == "accumulate")
     set_point_value(c, field, as_int(v, where), where);
   else if (field == "bucket_cap_mb")
     set_point_value(c, field, as_double(v, where), where);
-  else if (field == "hardware" || field == "model" || field == "strategy" || field == "dtype" || field == "optimizer")
+  else if (field == "hardware" || field == "model" || field == "strategy" || field == "dtype" || field == "precision" ||
+           field == "optimizer")
     set_point_value(c, field, as_string(v, where), where);
   else fail_at(where, fmt::format("unknown field (allowed: {}, overrides.<hardware field>)", join(sweepable_fields())));
 }
@@ -188,8 +190,19 @@ void set_point_value(PointConfig& c, const std::string& field, const PointValue&
   else if (field == "batch_per_device") c.batch_per_device = count();
   else if (field == "dtype") {
     const std::string s = text();
-    if (s != "f32" && s != "f64") fail_at(where, fmt::format("unsupported dtype '{}' (allowed: f32, f64)", s));
+    if (s != "f32" && s != "f64")
+      fail_at(where, fmt::format("unsupported dtype '{}' (allowed: f32, f64; bf16 and f16 training is a precision: "
+                                 "bf16-amp, f16-amp, bf16)",
+                                 s));
     c.dtype = dtype_from_name(s);
+  } else if (field == "precision") {
+    try {
+      c.precision = precision_from_name(text());
+    } catch (const std::invalid_argument& e) {
+      fail_at(where, e.what());
+    }
+  } else if (field == "accumulate") {
+    c.accumulate = static_cast<int>(count());
   } else if (field == "bucket_cap_mb") {
     const double mb = std::get<double>(v);
     if (!(mb > 0)) fail_at(where, fmt::format("must be positive, got {}", mb));

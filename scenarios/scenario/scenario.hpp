@@ -15,6 +15,8 @@
 //   gpus: 64                          # alternative to devices/nodes: total GPUs, whole nodes
 //   batch_per_device: 32              # or batch: 256 (the global batch of one step); not both
 //   dtype: f32                        # f32 | f64
+//   precision: bf16-amp               # f32 (PyTorch defaults) | tf32 | bf16-amp | f16-amp | bf16 | f64
+//   accumulate: 4                     # DDP gradient accumulation: micro-batches per step (default 1)
 //   bucket_cap_mb: 25                 # DDP bucket size (PyTorch's default 25)
 //   optimizer: sgd_momentum           # sgd | sgd_momentum | adamw
 //   overrides:                        # any hardware field by its dotted path
@@ -92,6 +94,8 @@ struct PointConfig {
   std::optional<std::int64_t> batch;
   std::optional<std::int64_t> batch_per_device;
   DType dtype = DType::f32;
+  std::optional<Precision> precision;  // none: the dtype's (f32: PyTorch defaults)
+  int accumulate = 1;  // DDP: micro-batches per optimizer step; the batch fields describe one
   double bucket_cap_mb = 25.0;
   OptimizerKind optimizer = OptimizerKind::sgd;
   std::vector<Override> overrides;
@@ -152,7 +156,9 @@ struct ResolvedPoint {
   int world() const { return devices * nodes; }
   std::int64_t batch_global = 0;
   std::int64_t batch_per_device = 0;  // the largest per-device batch
-  DType dtype = DType::f32;
+  DType dtype = DType::f32;  // of parameters, gradients and optimizer state (precision_parameter_dtype)
+  Precision precision = Precision::f32;
+  int accumulate = 1;
   double bucket_cap_mb = 25.0;
   OptimizerKind optimizer = OptimizerKind::sgd;
   // Parameters, gradients and optimizer state on one GPU: a lower bound on its memory.

@@ -36,8 +36,19 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
     throw std::invalid_argument(where("model") + e.what());
   }
   r.strategy = strategy_kind_from_name(c.strategy.value());
-  r.dtype = c.dtype;
+  // dtype names the parameters' dtype; a precision that stores them otherwise contradicts it.
+  r.precision = c.precision.value_or(precision_of_dtype(c.dtype));
+  r.dtype = precision_parameter_dtype(r.precision);
+  if (c.precision && c.where.count("dtype") && r.dtype != c.dtype)
+    throw std::invalid_argument(where("precision") + fmt::format("precision {} keeps parameters in {}, but dtype is {}",
+                                                                 precision_name(r.precision), dtype_name(r.dtype),
+                                                                 dtype_name(c.dtype)));
   r.bucket_cap_mb = c.bucket_cap_mb;
+  r.accumulate = c.accumulate;
+  if (r.accumulate > 1 && r.strategy != StrategyKind::ddp)
+    throw std::invalid_argument(where("accumulate") + fmt::format("gradient accumulation (no_sync) needs strategy ddp, "
+                                                                  "not {}",
+                                                                  c.strategy.value()));
   r.optimizer = c.optimizer;
 
   const auto& hw = r.hardware;
@@ -94,7 +105,7 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
     throw ModelDoesNotFit(
         where("model"),
         fmt::format("{} does not fit: parameters, gradients and {} state need {} per GPU at {}, {} has {}", r.model.name,
-                    optimizer_kind_name(r.optimizer), report::format_gib(r.static_memory_bytes), dtype_name(r.dtype),
+                    optimizer_kind_name(r.optimizer), report::format_gib(r.static_memory_bytes), precision_name(r.precision),
                     hw.gpu.name, report::format_gib(hw.gpu.memory_bytes)));
   return r;
 }

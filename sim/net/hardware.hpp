@@ -72,12 +72,14 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/core/precision.hpp"
 #include "engine/core/units.hpp"
 
 namespace dpt::sim {
 
-// Compute types with their own peak rate (tensor cores for tf32/bf16/f16).
-enum class ComputeType { f32, tf32, bf16, f16, f64 };
+// Compute types with their own peak rate (tensor cores for tf32/bf16/f16): the
+// engine's, which the twin's devices choose per op from the training precision.
+using ComputeType = dpt::ComputeType;
 const char* compute_type_name(ComputeType t);
 
 // Dense peak rates per compute type, from the GPU's datasheet.

@@ -11,6 +11,7 @@
 #include "sim/twin/chrome_trace.hpp"
 #include "engine/core/fault_injection.hpp"
 #include "engine/optim/optim.hpp"
+#include "engine/parallel/ddp/accumulate.hpp"
 #include "sim/collectives/collectives.hpp"
 #include "sim/net/platform.hpp"
 #include "sim/twin/sim_process.hpp"
@@ -59,6 +60,20 @@ class PlatformCollectives : public SimCollectiveGroup {
   sim::CollectiveGroup group_;
 };
 
+// Planted fault (Fault::predict_half_wire_as_f64): 2-byte elements sent as 8.
+class HalfAsF64Collectives : public SimCollectiveGroup {
+ public:
+  explicit HalfAsF64Collectives(std::shared_ptr<SimCollectiveGroup> inner) : inner_(std::move(inner)) {}
+  void run(int rank, const CollectiveCall& c) override {
+    CollectiveCall wrong = c;
+    if (wrong.element_bytes == 2) wrong.element_bytes = 8;
+    inner_->run(rank, wrong);
+  }
+
+ private:
+  std::shared_ptr<SimCollectiveGroup> inner_;
+};
+
 }  // namespace
 
 SimMachine sim_machine_from_platform(sim::Platform& platform, const std::vector<int>& gpus) {
@@ -70,6 +85,10 @@ SimMachine sim_machine_from_platform(sim::Platform& platform, const std::vector<
   SimGpuRates rates;
   rates.model = hw.gpu.name;
   rates.peak_flops = {{DType::f32, hw.gpu.peak_flops.f32}, {DType::f64, hw.gpu.peak_flops.f64}};
+  rates.compute_peak_flops = {{ComputeType::f32, hw.gpu.peak_flops.f32}, {ComputeType::f64, hw.gpu.peak_flops.f64}};
+  if (hw.gpu.peak_flops.tf32) rates.compute_peak_flops[ComputeType::tf32] = *hw.gpu.peak_flops.tf32;
+  if (hw.gpu.peak_flops.bf16) rates.compute_peak_flops[ComputeType::bf16] = *hw.gpu.peak_flops.bf16;
+  if (hw.gpu.peak_flops.f16) rates.compute_peak_flops[ComputeType::f16] = *hw.gpu.peak_flops.f16;
   rates.compute_efficiency = hw.efficiency.gemm;
   rates.memory_bandwidth = hw.gpu.memory_bandwidth;
   rates.memory_efficiency = hw.efficiency.memory_bandwidth;
@@ -142,6 +161,7 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
     so.kind = c.strategy;
     for (int i = 0; i < b.device_count(); ++i) so.device_ids.push_back(i);
     so.bucket_cap_mb = c.bucket_cap_mb;
+    so.accumulate = c.accumulate;
     // Class labels (int64, one per sample), as a classifier or language model trains:
     // an MSE target as wide as the output would put a second output's worth of memory
     // on the devices that real training does not have.
@@ -150,6 +170,12 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
       return make_sgd(std::move(p), SgdOptions{});
     };
     auto strategy = make_strategy(b, so, build_model, opt);
+    // One step: K micro-batches of `batch` (K = 1 without accumulation).
+    auto step = [&strategy, &c](const Tensor& xs, const Tensor& ys) {
+      if (c.accumulate == 1) return strategy->train_step(xs, ys);
+      return ddp_accumulated_step(dynamic_cast<DistributedDataParallel&>(*strategy), c.accumulate, xs, ys);
+    };
+    batch *= c.accumulate;
     Tensor x = Tensor::empty(b.host_memory(), {batch, c.input_features}, c.dtype, MemoryCategory::inputs);
     Tensor y = Tensor::empty(b.host_memory(), {batch}, DType::i64, MemoryCategory::inputs);
     if (b.options().numeric) {
@@ -161,14 +187,14 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
       tensor_fill_from_f64(y, yv);
     }
     for (int w = 0; w < c.warmup_steps; ++w) {
-      strategy->train_step(x, y);
+      step(x, y);
       synchronize_all(b);
     }
     out.t0 = synchronize_all(b);
     for (int i = 0; i < b.device_count(); ++i) b.sim_device(i).begin_window(out.t0);
     b.reset_totals();
     at_window_start();
-    const StepResult r = strategy->train_step(x, y);
+    const StepResult r = step(x, y);
     out.t1 = synchronize_all(b);
     for (int i = 0; i < b.device_count(); ++i) out.accounts.push_back(b.sim_device(i).end_window(out.t1));
     out.dispatch_total_s = b.dispatch_total_s();
@@ -213,6 +239,11 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
         SimBackendOptions o;
         o.numeric = c.numeric;
         o.compute_dtype = c.dtype;
+        o.precision = c.precision;
+        if (fault_active(Fault::predict_every_op_at_f32_peak)) {  // planted fault: the twin before it knew precisions
+          o.precision.reset();
+          o.compute_dtype = c.dtype == DType::f64 ? DType::f64 : DType::f32;
+        }
         o.workers = c.strategy == StrategyKind::ddp ? SimWorkerModel::process_per_worker
                                                     : SimWorkerModel::threads_of_one_process;
         o.trace = c.trace_path.empty() ? nullptr : &trace;
@@ -232,6 +263,10 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
             return std::make_shared<PlatformCollectives>(p, gpus, simulated);
           };
         }
+        if (fault_active(Fault::predict_half_wire_as_f64))
+          machine.make_collective_group = [make = machine.make_collective_group](const std::vector<int>& devices) {
+            return std::make_shared<HalfAsF64Collectives>(make(devices));
+          };
         backend = std::make_unique<SimBackend>(std::move(machine), o);
         s4u::Actor::create("driver", p.cpu_host(0), [&, batch = symmetric ? batch_per_device * simulated : batch_global] {
           drive(*backend, c, build_model, batch, [&p] { p.reset_link_usage(); }, m);
@@ -248,7 +283,9 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
         r.devices = c.devices;
         r.nodes = c.nodes;
         r.dtype = std::string(dtype_name(c.dtype));
-        r.batch_global = batch_global;
+        if (c.precision) r.precision = std::string(precision_name(*c.precision));
+        r.batch_global = batch_global * c.accumulate;
+        if (c.accumulate > 1) r.accumulate = c.accumulate;
         r.batch_per_device = batch_per_device;
         r.out_of_memory = m.oom;
         r.warnings = m.warnings;
@@ -317,6 +354,9 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
     throw std::invalid_argument("predict: input_features and output_features of the model must be set");
   if (c.strategy == StrategyKind::single && c.devices != 1)
     throw std::invalid_argument(fmt::format("predict: strategy single runs on 1 device, {} given", c.devices));
+  if (c.accumulate < 1 || (c.accumulate > 1 && c.strategy != StrategyKind::ddp))
+    throw std::invalid_argument(fmt::format("predict: accumulate {} needs strategy ddp and K >= 1 (got {})", c.accumulate,
+                                            strategy_kind_name(c.strategy)));
   PredictDetail detail = simulate_config(hw, build_model, c);
   StepReport& r = detail.report;
   if (c.single_device_baseline && r.step_time_s) {
@@ -328,9 +368,12 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
     one.batch_per_device = r.batch_per_device;
     one.trace_path.clear();
     one.single_device_baseline = false;
+    one.accumulate = 1;
     const StepReport base = simulate_config(hw, build_model, one).report;
     if (base.step_time_s) {
       r.single_device_step_time_s = base.step_time_s;
+      // Samples per second of one GPU on one micro-batch (accumulation does not change it
+      // on one device, where there is nothing to all-reduce).
       const double one_device = static_cast<double>(r.batch_per_device) / *base.step_time_s;
       r.scaling_efficiency = *r.throughput_samples_per_s / (c.devices * one_device);
     } else {

@@ -27,7 +27,15 @@ struct PredictConfig {
   // writes it) or the per-rank batch (as a DDP script writes it).
   std::optional<std::int64_t> batch_global;
   std::optional<std::int64_t> batch_per_device;
-  DType dtype = DType::f32;
+  DType dtype = DType::f32;  // the inputs' and (without a precision) the model's dtype
+  // The training precision; none: the dtype's (f32: PyTorch defaults, f64). With one,
+  // the SimDevices charge each op class at its compute type and `dtype` should be
+  // precision_parameter_dtype(precision) (make_cost_only_model's parameters).
+  std::optional<Precision> precision;
+  // DDP gradient accumulation: K micro-batches per optimizer step, the first K-1
+  // under no_sync (ddp_accumulated_step). The batch fields describe one micro-batch;
+  // the report's batch_global and throughput count every sample of the step.
+  int accumulate = 1;
   double bucket_cap_mb = 25.0;  // DDP, PyTorch's default
   bool numeric = false;         // true: compute for real (small models); false: shape-only
   int warmup_steps = 1;         // steps before the measured one (DDP's buckets are rebuilt after step 1)

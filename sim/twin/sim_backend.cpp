@@ -44,7 +44,8 @@ SimBackend::SimBackend(SimMachine machine, SimBackendOptions options)
     const SimGpu& g = machine_.gpus[i];
     if (!g.host || !g.cpu) throw std::invalid_argument(fmt::format("sim machine '{}': GPU {} has no host", machine_.name, i));
     devices_.push_back(std::make_unique<SimDevice>(*this, static_cast<int>(i), fmt::format("sim:gpu{}", i), g.rates,
-                                                   g.host, options_.compute_dtype, options_.numeric));
+                                                   g.host, options_.compute_dtype, options_.numeric,
+                                                   options_.precision));
   }
   host_memory_.push_back(std::make_unique<SimDevice>(*this, -1, "sim:cpu", SimGpuRates{}, machine_.gpus[0].cpu,
                                                      options_.compute_dtype, options_.numeric));

@@ -19,6 +19,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -73,7 +74,10 @@ enum class SimWorkerModel {
 
 struct SimBackendOptions {
   bool numeric = true;  // false: shape-only (no data, no kernels run)
-  DType compute_dtype = DType::f32;  // which peak flops the kernels use
+  DType compute_dtype = DType::f32;  // which peak flops the kernels use (without a precision)
+  // The training precision: each op class's compute type (see SimDevice); none:
+  // every op at compute_dtype's peak.
+  std::optional<Precision> precision;
   SimWorkerModel workers = SimWorkerModel::threads_of_one_process;
   ChromeTrace* trace = nullptr;  // records kernels, copies and collectives when set
   // The calling actor waits for each kernel and copy it issues, as on the host

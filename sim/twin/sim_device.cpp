@@ -13,17 +13,14 @@
 
 namespace dpt {
 
-Seconds sim_kernel_time_s(const OpCost& cost, const SimGpuRates& rates, DType dtype) {
+namespace {
+// max(flops / (peak x efficiency), bytes / (bandwidth x efficiency)) + launch latency;
+// `peak` is asked for only when the op has flops (it throws when the GPU lacks it).
+template <typename Peak> Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, Peak&& peak) {
   if (cost.kind == OpKind::host) return 0;  // host-side work: charged as dispatch, not on the device
   if (cost.measured_s) return *cost.measured_s;  // measured on this GPU kind: launches included
   Seconds t_flops = 0;
-  if (cost.flops > 0) {
-    auto it = rates.peak_flops.find(dtype);
-    if (it == rates.peak_flops.end() || !(it->second > 0))
-      throw std::invalid_argument(fmt::format("GPU model '{}' has no peak flops for dtype {}", rates.model,
-                                              dtype_name(dtype)));
-    t_flops = cost.flops / (it->second * rates.compute_efficiency);
-  }
+  if (cost.flops > 0) t_flops = cost.flops / (peak() * rates.compute_efficiency);
   Seconds t_bytes = 0;
   const Bytes bytes = cost.bytes_read + cost.bytes_written;
   if (bytes > 0) {
@@ -32,6 +29,39 @@ Seconds sim_kernel_time_s(const OpCost& cost, const SimGpuRates& rates, DType dt
     t_bytes = static_cast<double>(bytes) / (rates.memory_bandwidth * rates.memory_efficiency);
   }
   return std::max(t_flops, t_bytes) + rates.launch_latency_s;
+}
+}  // namespace
+
+Seconds sim_kernel_time_s(const OpCost& cost, const SimGpuRates& rates, DType dtype) {
+  return kernel_time_s(cost, rates, [&] {
+    auto it = rates.peak_flops.find(dtype);
+    if (it == rates.peak_flops.end() || !(it->second > 0))
+      throw std::invalid_argument(fmt::format("GPU model '{}' has no peak flops for dtype {}", rates.model,
+                                              dtype_name(dtype)));
+    return it->second;
+  });
+}
+
+FlopsPerSecond sim_peak_flops(const SimGpuRates& rates, ComputeType t) {
+  if (auto it = rates.compute_peak_flops.find(t); it != rates.compute_peak_flops.end() && it->second > 0)
+    return it->second;
+  if (t == ComputeType::f32 || t == ComputeType::f64) {
+    auto it = rates.peak_flops.find(t == ComputeType::f32 ? DType::f32 : DType::f64);
+    if (it != rates.peak_flops.end() && it->second > 0) return it->second;
+  }
+  return 0;
+}
+
+Seconds sim_kernel_time_s(const OpCost& cost, const SimGpuRates& rates, Precision p) {
+  return kernel_time_s(cost, rates, [&] {
+    const bool has_tf32 = sim_peak_flops(rates, ComputeType::tf32) > 0;
+    const ComputeType t = precision_compute_type(p, cost.op_class, has_tf32);
+    const FlopsPerSecond peak = sim_peak_flops(rates, t);
+    if (!(peak > 0))
+      throw std::invalid_argument(fmt::format("GPU model '{}' has no {} peak flops, which precision {} needs",
+                                              rates.model, compute_type_label(t), precision_name(p)));
+    return peak;
+  });
 }
 
 bool sim_op_is_optimizer(const OpCost& cost) {
@@ -62,14 +92,24 @@ const char* op_kind_category(OpKind k) {
 }  // namespace
 
 SimDevice::SimDevice(SimBackend& backend, int index, std::string name, SimGpuRates rates, simgrid::s4u::Host* host,
-                     DType compute_dtype, bool numeric)
+                     DType compute_dtype, bool numeric, std::optional<Precision> precision)
     : backend_(backend), index_(index), name_(std::move(name)), rates_(std::move(rates)), host_(host),
-      dtype_(compute_dtype), numeric_(numeric) {
+      dtype_(compute_dtype), numeric_(numeric), precision_(precision) {
   if (index_ >= 0) {
     if (!(rates_.memory_bandwidth > 0) || !(rates_.compute_efficiency > 0) || !(rates_.memory_efficiency > 0))
       throw std::invalid_argument(fmt::format("{}: GPU model '{}' needs a positive memory bandwidth and efficiencies",
                                               name_, rates_.model));
-    if (!rates_.peak_flops.count(compute_dtype))
+    if (precision_) {
+      // Fail at construction, not mid-step: every op class's compute type needs a peak.
+      const bool has_tf32 = sim_peak_flops(rates_, ComputeType::tf32) > 0;
+      for (OpClass c : {OpClass::other, OpClass::matmul, OpClass::conv}) {
+        const ComputeType t = precision_compute_type(*precision_, c, has_tf32);
+        if (!(sim_peak_flops(rates_, t) > 0))
+          throw std::invalid_argument(fmt::format("{}: GPU model '{}' has no {} peak flops, which precision {} needs",
+                                                  name_, rates_.model, compute_type_label(t),
+                                                  precision_name(*precision_)));
+      }
+    } else if (!rates_.peak_flops.count(compute_dtype))
       throw std::invalid_argument(fmt::format("{}: GPU model '{}' has no peak flops for dtype {}", name_,
                                               rates_.model, dtype_name(compute_dtype)));
   }
@@ -90,7 +130,8 @@ void SimDevice::raw_free(void* p, Bytes) { std::free(p); }
 void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
   backend_.host_dispatch(1);
   if (index_ >= 0) {
-    const Seconds duration = sim_kernel_time_s(cost, rates_, dtype_);
+    const Seconds duration =
+        precision_ ? sim_kernel_time_s(cost, rates_, *precision_) : sim_kernel_time_s(cost, rates_, dtype_);
     if (duration > 0) {
       const Seconds ready = stream_ready(SimStream::compute);
       const Seconds start = std::max(backend_.host_time(), ready);

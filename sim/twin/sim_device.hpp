@@ -5,8 +5,12 @@
 // their shapes. Either way every submitted op costs simulated time on the device's
 // compute stream:
 //
-//   time = max(flops / (peak_flops[dtype] x compute_efficiency),
+//   time = max(flops / (peak[compute type] x compute_efficiency),
 //              bytes / (memory_bandwidth x memory_efficiency)) + launch_latency
+//
+// The compute type is the dtype's (f32, f64) unless a precision is set: then each op
+// class (matmul, conv, other) runs in the type the precision gives it on this GPU
+// (precision_compute_type; a GPU has TF32 when its file states a tf32 peak).
 //
 // Streams are timelines, not actors: a kernel starts when both the host has
 // dispatched it and the stream is free, so a step of a 1,024-rank model costs
@@ -35,6 +39,9 @@ class SimBackend;
 struct SimGpuRates {
   std::string model;                          // e.g. "H100-SXM5-80GB"
   std::map<DType, FlopsPerSecond> peak_flops;  // datasheet peak per dtype (dense)
+  // Datasheet dense peaks per compute type (tf32, bf16, f16 where the GPU has them;
+  // f32 and f64 default to peak_flops' entries).
+  std::map<ComputeType, FlopsPerSecond> compute_peak_flops;
   double compute_efficiency = 1.0;            // fraction of peak a GEMM reaches
   BytesPerSecond memory_bandwidth = 0;        // datasheet HBM bandwidth
   double memory_efficiency = 1.0;             // fraction of it a streaming kernel reaches
@@ -45,6 +52,12 @@ struct SimGpuRates {
 // The cost model above, as a pure function (tests check it directly). Throws
 // std::invalid_argument when the rates have no peak for `dtype`.
 Seconds sim_kernel_time_s(const OpCost& cost, const SimGpuRates& rates, DType dtype);
+// The same under a training precision: the op's compute type is
+// precision_compute_type(p, cost.op_class, the GPU has tf32). Throws
+// std::invalid_argument naming the GPU, the precision and the missing peak.
+Seconds sim_kernel_time_s(const OpCost& cost, const SimGpuRates& rates, Precision p);
+// The dense peak of `t` on the GPU; 0 when the file states none.
+FlopsPerSecond sim_peak_flops(const SimGpuRates& rates, ComputeType t);
 
 // Whether an op belongs to the optimizer (reported separately in the breakdown).
 bool sim_op_is_optimizer(const OpCost& cost);
@@ -82,7 +95,7 @@ class SimDevice : public Device {
   // index >= 0: GPU `index` on `host`; index -1: the host memory of the node whose
   // CPU is `host` (copies to and from it use that node's links).
   SimDevice(SimBackend& backend, int index, std::string name, SimGpuRates rates, simgrid::s4u::Host* host,
-            DType compute_dtype, bool numeric);
+            DType compute_dtype, bool numeric, std::optional<Precision> precision = std::nullopt);
   int index() const override { return index_; }
   DeviceKind kind() const override { return index_ < 0 ? DeviceKind::cpu_host : DeviceKind::sim; }
   std::string name() const override { return name_; }
@@ -127,6 +140,7 @@ class SimDevice : public Device {
   simgrid::s4u::Host* host_;
   DType dtype_;
   bool numeric_;
+  std::optional<Precision> precision_;
   SimStreamState streams_[kSimStreamCount];
   SimDeviceAccount account_;
   Seconds window_start_ = 0;

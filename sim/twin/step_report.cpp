@@ -119,6 +119,8 @@ json step_report_to_json(const StepReport& r) {
               {"devices", r.devices},
               {"nodes", r.nodes},
               {"dtype", r.dtype},
+              {"precision", r.precision ? json(*r.precision) : json(nullptr)},
+              {"accumulate", r.accumulate ? json(*r.accumulate) : json(nullptr)},
               {"batch_global", r.batch_global},
               {"batch_per_device", r.batch_per_device},
               {"step_time_s", optional_number(r.step_time_s)},
@@ -156,6 +158,15 @@ StepReport step_report_from_json(const json& j, const std::string& where) {
   if (r.devices < 1) in.fail("devices", "must be at least 1");
   if (r.nodes < 1) in.fail("nodes", "must be at least 1");
   r.dtype = in.str("dtype");
+  if (in.has("precision") && !in.at("precision").is_null()) {
+    if (!in.at("precision").is_string()) in.fail("precision", "must be null or a string");
+    r.precision = in.at("precision").get<std::string>();
+  }
+  if (in.has("accumulate") && !in.at("accumulate").is_null()) {
+    if (!in.at("accumulate").is_number_integer() || in.at("accumulate").get<int>() < 2)
+      in.fail("accumulate", "must be null or an integer >= 2");
+    r.accumulate = in.at("accumulate").get<int>();
+  }
   r.batch_global = in.integer("batch_global");
   r.batch_per_device = in.integer("batch_per_device");
   r.step_time_s = in.opt_num("step_time_s");

@@ -61,6 +61,12 @@ struct StepReport {
   int devices = 1;
   int nodes = 1;
   std::string dtype = "f32";
+  // The training precision (engine/core/precision.hpp: "f32", "tf32", "bf16-amp", ...)
+  // of a prediction. Null for measured reports. Optional in the JSON (absent = null).
+  std::optional<std::string> precision;
+  // DDP gradient accumulation: micro-batches per step (batch_global counts them all).
+  // Null: none. Optional in the JSON (absent = null).
+  std::optional<int> accumulate;
   std::int64_t batch_global = 0;      // samples in one step over all devices
   std::int64_t batch_per_device = 0;  // the largest per-device batch (DataParallel chunk, DDP rank batch)
   // Null when the step did not run (out of memory).

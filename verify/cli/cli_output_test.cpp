@@ -32,6 +32,7 @@ TEST(CliOutput, PredictPrintsTheSummaryAndWritesReportAndTrace) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string expected =
       "resnet50 on dgx-a100 (A100-SXM4-80GB), DDP on 8 GPUs (1 node), batch 256 (32 per GPU), f32\n"
+      "  precision: f32 (PyTorch defaults: convolutions on TF32 on Ampere and later, matmul in f32)\n"
       "  step time                %duration\n"
       "    compute                %duration\n"
       "    exposed communication  %duration\n"
@@ -117,7 +118,8 @@ TEST(CliOutput, QuickStartWritesTheDefaultReport) {
   const std::string expected =
       "How do DataParallel and DDP scale ResNet-50 from 1 to 8 GPUs on a PCIe server without NVLink and on a DGX "
       "A100?\n"
-      "%int" "x %any with %any reach %float samples/s at %percent scaling efficiency; DataParallel reaches %percent of "
+      "%int" "x %any with %any reach %float samples/s at %percent scaling efficiency in f32 (PyTorch defaults: "
+      "convolutions on TF32 on Ampere and later, matmul in f32); DataParallel reaches %percent of "
       "DDP's throughput on %int" "x %any.\n"
       "report: dptwin-report/report.html (and report.md, points.csv)\n";
   EXPECT_EQ(match_text(expected, r.out), "");

@@ -115,6 +115,8 @@ std::vector<double> values_of(const SafetensorsTensor& t) {
     case DType::f64: append_as_double<double>(t, out); break;
     case DType::i64: append_as_double<std::int64_t>(t, out); break;
     case DType::i32: append_as_double<std::int32_t>(t, out); break;
+    case DType::bf16:
+    case DType::f16: throw std::invalid_argument("oracle: no host values for a bf16/f16 tensor");
   }
   return out;
 }

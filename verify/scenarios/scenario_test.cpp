@@ -138,9 +138,9 @@ std::string replaced(const std::string& from, const std::string& to) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadScenario,
     ::testing::Values(
-        BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key (allowed: batch, batch_per_device, bucket_cap_mb, devices, dtype, gpus, "
-                "hardware, model, name, nodes, optimizer, overrides, plan, question, schema_version, strategy, sweep, "
-                "target)"},
+        BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key (allowed: accumulate, batch, batch_per_device, bucket_cap_mb, devices, "
+                "dtype, gpus, hardware, model, name, nodes, optimizer, overrides, plan, precision, question, "
+                "schema_version, strategy, sweep, target)"},
         BadCase{"WrongType", replaced("devices: 8", "devices: eight"),
                 "bad.yaml:5: devices: expected an integer, got 'eight'"},
         BadCase{"BatchZero", replaced("batch_per_device: 32", "batch_per_device: 0"),
@@ -167,7 +167,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied], hf:PATH/config.json)"},
         BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
                 "bad.yaml:8: sweep.colour: unknown sweep axis (allowed: hardware, model, strategy, devices, nodes, "
-                "gpus, batch, batch_per_device, dtype, bucket_cap_mb, optimizer, overrides.<hardware field>)"},
+                "gpus, batch, batch_per_device, dtype, precision, accumulate, bucket_cap_mb, optimizer, "
+                "overrides.<hardware field>)"},
         BadCase{"EmptySweepAxis", with("sweep:\n  devices: []\n"),
                 "bad.yaml:8: sweep.devices: expected a non-empty list of values"},
         BadCase{"DataParallelAcrossNodes",
@@ -181,7 +182,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"BadSweepValue", with("sweep:\n  devices: [1, two]\n"),
                 "bad.yaml:8: sweep.devices[1]: expected an integer, got 'two'"},
         BadCase{"NegativeBucket", with("bucket_cap_mb: -1\n"), "bad.yaml:7: bucket_cap_mb: must be positive, got -1"},
-        BadCase{"UnknownDtype", with("dtype: f16\n"), "bad.yaml:7: dtype: unsupported dtype 'f16' (allowed: f32, f64)"},
+        BadCase{"UnknownDtype", with("dtype: f16\n"), "bad.yaml:7: dtype: unsupported dtype 'f16' (allowed: f32, f64; bf16 and f16 training is a "
+                "precision: bf16-amp, f16-amp, bf16)"},
         BadCase{"TargetBoth", with("target: {samples_per_s: 10, samples: 5, within_hours: 1}\n"),
                 "bad.yaml:7: target.samples_per_s: give samples_per_s, or samples and within_hours, not both"},
         BadCase{"SweepDevicesBeyondEveryHardware", with("sweep:\n  devices: [16, 32]\n"),

@@ -167,17 +167,22 @@ StepResult DistributedDataParallel::run(const Tensor& x, const Tensor& target, b
     const Tensor x_r = copy_to(backend_, x.slice_rows(at, n), dev, MemoryCategory::inputs);
     const Tensor t_r = copy_to(backend_, target.slice_rows(at, n), dev, MemoryCategory::inputs);
     if (zero_first) rk.model->zero_grad();
-    rk.reducer->prepare_for_backward(sync);
+    // Planted fault: no_sync ignored, every backward all-reduces.
+    rk.reducer->prepare_for_backward(sync || fault_active(Fault::ddp_sync_inside_no_sync));
     backend_.host_dispatch(static_cast<int>(rk.model->size()));
     const Tensor y = rk.model->forward(x_r);
     std::optional<double> divisor;
+    const double per_sample = options_.loss == LossKind::mse ? double(y.numel()) / double(n) : 1.0;
     if (options_.uneven == UnevenMode::weighted) {
       // The full batch's divisor over W: after the Reducer's division by W and the
       // sum over ranks, the gradient is the full-batch gradient.
-      const double per_sample = options_.loss == LossKind::mse ? double(y.numel()) / double(n) : 1.0;
       const double full = options_.reduction == Reduction::mean ? double(batch) * per_sample : 1.0;
       divisor = full / world;
     }
+    // The recipe's loss / K (planted fault: the K micro-batch means summed undivided).
+    if (options_.accumulate > 1 && !fault_active(Fault::ddp_accumulate_undivided))
+      divisor = divisor.value_or(options_.reduction == Reduction::mean ? double(n) * per_sample : 1.0) *
+                options_.accumulate;
     backend_.host_dispatch(1);
     LossResult loss = loss_forward_backward(options_.loss, options_.reduction, y, t_r, divisor);
     losses[static_cast<size_t>(r)] = loss.value;

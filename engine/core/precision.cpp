@@ -1,0 +1,97 @@
+#include "engine/core/precision.hpp"
+
+#include <stdexcept>
+
+namespace dpt {
+
+std::string_view precision_name(Precision p) {
+  switch (p) {
+    case Precision::f32: return "f32";
+    case Precision::tf32: return "tf32";
+    case Precision::bf16_amp: return "bf16-amp";
+    case Precision::f16_amp: return "f16-amp";
+    case Precision::bf16: return "bf16";
+    case Precision::f64: return "f64";
+  }
+  return "?";
+}
+
+Precision precision_from_name(std::string_view name) {
+  for (Precision p : {Precision::f32, Precision::tf32, Precision::bf16_amp, Precision::f16_amp, Precision::bf16,
+                      Precision::f64})
+    if (name == precision_name(p)) return p;
+  throw std::invalid_argument("unknown precision '" + std::string(name) +
+                              "' (expected f32, tf32, bf16-amp, f16-amp, bf16 or f64)");
+}
+
+std::string_view compute_type_label(ComputeType t) {
+  switch (t) {
+    case ComputeType::f32: return "f32";
+    case ComputeType::tf32: return "tf32";
+    case ComputeType::bf16: return "bf16";
+    case ComputeType::f16: return "f16";
+    case ComputeType::f64: return "f64";
+  }
+  return "?";
+}
+
+Precision precision_of_dtype(DType t) {
+  if (t == DType::f32) return Precision::f32;
+  if (t == DType::f64) return Precision::f64;
+  throw std::invalid_argument("no training precision for dtype " + std::string(dtype_name(t)) +
+                              " (expected f32 or f64; use --precision for bf16 and f16)");
+}
+
+DType precision_parameter_dtype(Precision p) {
+  if (p == Precision::bf16) return DType::bf16;
+  if (p == Precision::f64) return DType::f64;
+  return DType::f32;
+}
+
+DType precision_activation_dtype(Precision p, OpClass c) {
+  switch (p) {
+    case Precision::f64: return DType::f64;
+    case Precision::bf16: return DType::bf16;
+    case Precision::bf16_amp: return c == OpClass::other ? DType::f32 : DType::bf16;
+    case Precision::f16_amp: return c == OpClass::other ? DType::f32 : DType::f16;
+    case Precision::f32:
+    case Precision::tf32: return DType::f32;  // TF32 is a compute mode: tensors stay f32
+  }
+  return DType::f32;
+}
+
+ComputeType precision_compute_type(Precision p, OpClass c, bool gpu_has_tf32) {
+  if (p == Precision::f64) return ComputeType::f64;
+  if (c == OpClass::other) return ComputeType::f32;
+  switch (p) {
+    case Precision::f32:  // cudnn.allow_tf32 defaults to True, matmul.allow_tf32 to False
+      return c == OpClass::conv && gpu_has_tf32 ? ComputeType::tf32 : ComputeType::f32;
+    case Precision::tf32: return gpu_has_tf32 ? ComputeType::tf32 : ComputeType::f32;
+    case Precision::bf16_amp:
+    case Precision::bf16: return ComputeType::bf16;
+    case Precision::f16_amp: return ComputeType::f16;
+    case Precision::f64: return ComputeType::f64;
+  }
+  return ComputeType::f32;
+}
+
+bool precision_uses_grad_scaler(Precision p) { return p == Precision::f16_amp; }
+
+std::string precision_description(Precision p) {
+  switch (p) {
+    case Precision::f32:
+      return "f32 (PyTorch defaults: convolutions on TF32 on Ampere and later, matmul in f32)";
+    case Precision::tf32: return "tf32 (matmul and convolutions on TF32 where the GPU has it, tensors in f32)";
+    case Precision::bf16_amp:
+      return "bf16-amp (autocast: matmul/conv in bf16, norms, softmax and losses in f32; f32 weights and "
+             "gradients)";
+    case Precision::f16_amp:
+      return "f16-amp (autocast: matmul/conv in f16, norms, softmax and losses in f32; f32 weights and "
+             "gradients; GradScaler)";
+    case Precision::bf16: return "bf16 (weights, gradients and optimizer state in bf16)";
+    case Precision::f64: return "f64";
+  }
+  return "?";
+}
+
+}  // namespace dpt

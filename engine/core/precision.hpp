@@ -1,0 +1,66 @@
+// Training precision as PyTorch defines it, and what it decides for the cost model:
+// which compute type each op class runs in, which dtype activations are saved in
+// for backward, and which dtype parameters, gradients (DDP buckets, bytes on the
+// wire) and optimizer state are stored in.
+//
+//   f32       PyTorch's defaults: cudnn.allow_tf32 = True (convolutions on TF32 on
+//             Ampere and later), cuda.matmul.allow_tf32 = False (matmul in f32).
+//   tf32      both flags on: matmul and convolutions on TF32.
+//   bf16-amp  torch.autocast(dtype=bfloat16): matmul/conv/linear in bf16; softmax,
+//   f16-amp   norms and losses in f32 (autocast's fp32 op list); f32 master weights,
+//             f32 gradients in DDP's buckets. f16-amp adds GradScaler's unscale and
+//             inf-check kernels before each optimizer step.
+//   bf16      model.to(bfloat16): weights, gradients and optimizer state in bf16.
+//   f64       everything in f64.
+#pragma once
+#include <string>
+#include <string_view>
+
+#include "engine/core/dtype.hpp"
+
+namespace dpt {
+
+enum class Precision { f32, tf32, bf16_amp, f16_amp, bf16, f64 };
+
+// The math a kernel's FLOPs run in; a GPU states one datasheet peak per type.
+enum class ComputeType { f32, tf32, bf16, f16, f64 };
+
+// What kind of op a kernel is, as far as precision is concerned: GEMMs and
+// convolutions run on tensor cores in the reduced types; everything else
+// (norms, softmax, losses, elementwise, embeddings, optimizer) does not.
+enum class OpClass { other, matmul, conv };
+
+// "f32", "tf32", "bf16-amp", "f16-amp", "bf16", "f64".
+std::string_view precision_name(Precision p);
+// Parses the names above; throws std::invalid_argument naming the value and the choices.
+Precision precision_from_name(std::string_view name);
+std::string_view compute_type_label(ComputeType t);
+
+// The precision a plain --dtype run means: f32 -> f32 (PyTorch defaults), f64 -> f64.
+// Throws std::invalid_argument for any other dtype.
+Precision precision_of_dtype(DType t);
+
+// Dtype of parameters, gradients (hence DDP buckets and bytes on the wire) and
+// optimizer state: bf16 for pure bf16, f64 for f64, f32 otherwise (AMP keeps f32
+// master weights and f32 gradients).
+DType precision_parameter_dtype(Precision p);
+
+// Dtype of what an op of class `c` saves for backward: under autocast the
+// matmul/conv inputs are saved as their low-precision casts; ops on autocast's
+// fp32 list (class other) save f32.
+DType precision_activation_dtype(Precision p, OpClass c);
+
+// Compute type of an op of class `c`. `gpu_has_tf32`: the GPU has TF32 tensor
+// cores (compute capability >= 8.0, i.e. a tf32 datasheet peak); without them
+// PyTorch's TF32 flags have no effect and the op runs in f32. Ops of class other
+// run on CUDA cores at the f32 rate in every precision but f64 (pure bf16 included:
+// those kernels are memory-bound and no datasheet states a non-tensor bf16 rate).
+ComputeType precision_compute_type(Precision p, OpClass c, bool gpu_has_tf32);
+
+// Whether the precision runs GradScaler (f16-amp).
+bool precision_uses_grad_scaler(Precision p);
+
+// One line for reports: the precision and what it means for the ops.
+std::string precision_description(Precision p);
+
+}  // namespace dpt

@@ -1,0 +1,185 @@
+// dptwin fidelity: the twin against published measurements of real machines.
+//
+//   dptwin fidelity                     # the library's scenarios/measured/public
+//   dptwin fidelity DIR --json
+//   dptwin fidelity --max-abs-error 60  # exit 1 when an entry misses by more than 60 %
+//   dptwin fidelity --max-median-error large=15   # ... or a class's median |error| exceeds 15 %
+//
+// Each entry of each source file (scenarios/measure/fidelity.hpp) is predicted as
+// `dptwin bench --backend sim` (collectives) or `dptwin predict` (training) would
+// predict it; the table shows measured, predicted and the signed error, then the
+// median and max |error| per class.
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
+#include "scenarios/cli/whatif_flags.hpp"
+#include "scenarios/measure/fidelity.hpp"
+
+namespace dpt::cli {
+namespace {
+
+struct FidelityArgs {
+  std::string dir;                      // default: the library's measured/public
+  bool json = false;
+  std::optional<double> max_abs_error_pct;
+  std::vector<std::string> max_median_error;  // CLASS=PCT, CLASS one of small, mid, large, training
+  std::string only;                     // run the entries whose id contains this
+};
+
+std::filesystem::path default_table_dir() { return scenarios_dir() / "measured" / "public"; }
+
+std::string config_text(const fidelity::Entry& e) {
+  if (e.collective) {
+    const auto& c = *e.collective;
+    return fmt::format("{} {} B {} GPUs{}{}", sim::collective_op_name(c.op), c.bytes, c.gpus,
+                       c.nodes > 1 ? fmt::format(" {} nodes", c.nodes) : "",
+                       c.algorithm ? " algo " + *c.algorithm : "");
+  }
+  const auto& t = *e.training;
+  return fmt::format("{} {} {}x{} b{} {}{}", t.model, t.strategy, t.nodes, t.gpus, t.batch_per_device,
+                     t.measured_precision, t.accumulation_steps > 1 ? fmt::format(" acc{}", t.accumulation_steps) : "");
+}
+
+void print_table(const std::vector<fidelity::Result>& results, const std::vector<fidelity::ClassSummary>& sums) {
+  fmt::print("# dptwin fidelity: the twin against published measurements (error = (predicted - measured) / measured)\n");
+  fmt::print("{:<38} {:<27} {:<46} {:<15} {:>10} {:>10} {:>8}  {}\n", "id", "hardware", "configuration", "metric",
+             "measured", "predicted", "error", "twin");
+  for (const auto& r : results) {
+    const auto& e = *r.entry;
+    // A hardware file given as a path shows as its name (the file's stem).
+    fmt::print("{:<38} {:<27} {:<46} {:<15} {:>10.4g} {:>10.4g} {:>+7.1f}%  {}\n", e.id,
+               std::filesystem::path(e.hardware_file).stem().string(), config_text(e), fidelity::metric_name(e.metric),
+               e.measured, r.predicted, r.error * 100, r.detail);
+  }
+  fmt::print("\n{:<32} {:>7} {:>14} {:>11}  {}\n", "class", "entries", "median |error|", "max |error|", "worst");
+  for (const auto& s : sums)
+    fmt::print("{:<32} {:>7} {:>13.1f}% {:>10.1f}%  {}\n", fidelity::entry_class_name(s.cls), s.count,
+               s.median_abs_error * 100, s.max_abs_error * 100, s.worst_id);
+}
+
+nlohmann::json to_json(const std::vector<fidelity::Source>& sources, const std::vector<fidelity::Result>& results,
+                       const std::vector<fidelity::ClassSummary>& sums) {
+  nlohmann::json j;
+  j["schema"] = "dptwin.fidelity/1";
+  j["entries"] = nlohmann::json::array();
+  for (const auto& r : results) {
+    const auto& e = *r.entry;
+    std::string url;
+    for (const auto& s : sources)
+      if (s.file == e.file) url = s.url;
+    j["entries"].push_back({{"id", e.id},
+                            {"file", e.file},
+                            {"line", e.line},
+                            {"url", url},
+                            {"hardware_file", e.hardware_file},
+                            {"class", fidelity::entry_class_name(fidelity::classify(e))},
+                            {"configuration", config_text(e)},
+                            {"metric", fidelity::metric_name(e.metric)},
+                            {"measured", e.measured},
+                            {"predicted", r.predicted},
+                            {"error", r.error},
+                            {"twin", r.detail}});
+  }
+  j["classes"] = nlohmann::json::array();
+  for (const auto& s : sums)
+    j["classes"].push_back({{"class", fidelity::entry_class_name(s.cls)},
+                            {"entries", s.count},
+                            {"median_abs_error", s.median_abs_error},
+                            {"max_abs_error", s.max_abs_error},
+                            {"worst", s.worst_id}});
+  return j;
+}
+
+// --max-median-error CLASS=PCT, parsed before anything runs.
+std::map<fidelity::EntryClass, double> parse_median_limits(const std::vector<std::string>& specs) {
+  const std::map<std::string, fidelity::EntryClass> names = {{"small", fidelity::EntryClass::collective_small},
+                                                             {"mid", fidelity::EntryClass::collective_mid},
+                                                             {"large", fidelity::EntryClass::collective_large},
+                                                             {"training", fidelity::EntryClass::training}};
+  std::map<fidelity::EntryClass, double> out;
+  for (const auto& s : specs) {
+    const auto eq = s.find('=');
+    const auto it = eq == std::string::npos ? names.end() : names.find(s.substr(0, eq));
+    if (it == names.end())
+      throw std::invalid_argument(fmt::format("--max-median-error {}: expected CLASS=PCT, CLASS one of small, mid, "
+                                              "large, training",
+                                              s));
+    double pct = 0;
+    try {
+      size_t pos = 0;
+      pct = std::stod(s.substr(eq + 1), &pos);
+      if (pos != s.size() - eq - 1) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw std::invalid_argument(fmt::format("--max-median-error {}: '{}' is not a number", s, s.substr(eq + 1)));
+    }
+    if (!(pct > 0)) throw std::invalid_argument(fmt::format("--max-median-error {}: must be a positive percentage", s));
+    out[it->second] = pct;
+  }
+  return out;
+}
+
+int run_fidelity(const FidelityArgs& a) {
+  if (a.max_abs_error_pct && !(*a.max_abs_error_pct > 0))
+    throw std::invalid_argument(fmt::format("--max-abs-error {}: must be a positive percentage", *a.max_abs_error_pct));
+  const auto median_limits = parse_median_limits(a.max_median_error);
+  const std::filesystem::path dir = a.dir.empty() ? default_table_dir() : std::filesystem::path(a.dir);
+  const auto sources = fidelity::load_table(dir);
+  const auto lib = whatif::library();
+  std::vector<fidelity::Result> results;
+  for (const auto& s : sources)
+    for (const auto& e : s.entries)
+      if (a.only.empty() || e.id.find(a.only) != std::string::npos)
+        results.push_back(fidelity::predict_entry(e, lib, std::filesystem::path(s.file).parent_path()));
+  if (results.empty()) throw std::invalid_argument(fmt::format("--only {}: no entry id contains it", a.only));
+  const auto sums = fidelity::summarise(results);
+  if (a.json) print_json(to_json(sources, results, sums));
+  else print_table(results, sums);
+  int over = 0;
+  if (a.max_abs_error_pct)
+    for (const auto& r : results)
+      if (std::abs(r.error) * 100 > *a.max_abs_error_pct) {
+        std::cerr << fmt::format("dptwin fidelity: {} misses by {:+.1f}% (--max-abs-error {})\n", r.entry->id,
+                                 r.error * 100, *a.max_abs_error_pct);
+        ++over;
+      }
+  for (const auto& s : sums)
+    if (auto it = median_limits.find(s.cls); it != median_limits.end() && s.median_abs_error * 100 > it->second) {
+      std::cerr << fmt::format("dptwin fidelity: {}: median |error| {:.1f}% (--max-median-error {:g})\n",
+                               fidelity::entry_class_name(s.cls), s.median_abs_error * 100, it->second);
+      ++over;
+    }
+  return over > 0 ? kExitFailure : kExitOk;
+}
+
+RunFn setup(CLI::App& parent) {
+  auto a = std::make_shared<FidelityArgs>();
+  CLI::App* app = parent.add_subcommand(
+      "fidelity", "Predict every published measurement in a fidelity table (one YAML per source) and print predicted "
+                  "against measured with the signed error, then the median and max |error| per class.");
+  app->add_option("dir", a->dir, "directory of source files (default: the library's scenarios/measured/public)");
+  app->add_flag("--json", a->json, "print the table as JSON (dptwin.fidelity/1)");
+  app->add_option("--max-abs-error", a->max_abs_error_pct,
+                  "exit 1 when any entry's |error| exceeds this many percent");
+  app->add_option("--max-median-error", a->max_median_error,
+                  "CLASS=PCT (small, mid, large, training; repeatable): exit 1 when that class's median |error| "
+                  "exceeds PCT percent");
+  app->add_option("--only", a->only, "run only the entries whose id contains this text");
+  app->footer("Examples:\n  dptwin fidelity\n  dptwin fidelity scenarios/measured/public --json\n\n" + exit_codes_help() +
+              " Exit 1 here: an entry misses by more than --max-abs-error, or a class's median by more than "
+              "--max-median-error.");
+  return [a] { return run_fidelity(*a); };
+}
+
+Registration reg{"fidelity", setup};
+
+}  // namespace
+}  // namespace dpt::cli

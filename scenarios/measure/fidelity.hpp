@@ -1,0 +1,122 @@
+// The public fidelity table: published measurements of real machines (one YAML
+// file per source in scenarios/measured/public/), each with the twin's prediction
+// of the same configuration and the signed error.
+//
+// A source file:
+//
+//   schema_version: 1
+//   source:
+//     url: https://...             # where the figures were read
+//     title: "..."                 # optional
+//     date: 2024-10-01             # publication (or measurement) date
+//     hardware: "8x A100-SXM4-80GB, NVSwitch gen2"
+//     software: "NCCL 2.18.5, CUDA 12.5"
+//     notes: "..."                 # optional
+//   entries:
+//     - id: nd-a100-v4-allreduce-16MiB
+//       hardware_file: dgx-a100     # library name or YAML path (relative to this file)
+//       overrides: {gpu.memory: 40 GiB}    # optional hardware fields, as a scenario's
+//       collective: {op: all_reduce, bytes: 16777216, dtype: float, gpus: 8, nodes: 1}
+//       measured: {busbw_GB_per_s: 109.22}
+//     - id: dle-rn50-a100-8gpu-tf32
+//       hardware_file: dgx-a100
+//       training: {model: resnet50, strategy: ddp, gpus: 8, nodes: 1, batch_per_device: 256,
+//                  measured_precision: tf32, twin_dtype: f32, optimizer: sgd_momentum}
+//       measured: {samples_per_s: 7248}
+//
+// Collectives are predicted as `dptwin bench --backend sim` runs them (the same plan,
+// CollectiveGroup and timing of warm-up then timed iterations); training steps as
+// `dptwin predict` runs them (resolve_point, then predict_point). Unknown keys, missing
+// keys and bad values are errors naming the file, line and key.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/core/units.hpp"
+#include "scenarios/scenario/scenario.hpp"
+#include "sim/collectives/collectives.hpp"
+
+namespace dpt::fidelity {
+
+// The figure a source reports, with its unit in the name.
+enum class Metric { busbw_GB_per_s, algbw_GB_per_s, time_us, samples_per_s };
+const char* metric_name(Metric m);
+
+struct CollectiveConfig {
+  sim::CollectiveOp op = sim::CollectiveOp::all_reduce;
+  Bytes bytes = 0;                   // nccl-tests' size column: the whole buffer
+  std::string dtype = "float";       // nccl-tests type name
+  Bytes element_bytes = 4;
+  int gpus = 0;                      // ranks in all
+  int nodes = 1;
+  std::optional<std::string> algorithm;  // forced (NCCL_ALGO), when the source forced it
+};
+
+struct TrainingConfig {
+  std::string model;                 // model library name
+  std::string strategy;              // single | dp | ddp
+  int gpus = 1;                      // GPUs per node
+  int nodes = 1;
+  std::int64_t batch_per_device = 0;
+  std::string measured_precision;    // what the source ran: fp32, tf32, amp, ...
+  std::string twin_dtype = "f32";    // what the twin is asked for
+  std::string optimizer = "sgd_momentum";
+  int accumulation_steps = 1;        // micro-batches per optimizer step (no_sync in between)
+};
+
+struct Entry {
+  std::string id;
+  std::string file;                  // the source file
+  int line = 0;                      // the entry's line in it
+  std::string hardware_file;
+  std::vector<scenario::Override> overrides;
+  std::optional<CollectiveConfig> collective;
+  std::optional<TrainingConfig> training;
+  Metric metric = Metric::busbw_GB_per_s;
+  double measured = 0;
+  std::string note;
+};
+
+struct Source {
+  std::string file;
+  std::string url, title, date, hardware, software, notes;
+  std::vector<Entry> entries;
+};
+
+// Parses one source file's text; `file` names it in errors. Throws std::invalid_argument
+// "FILE:LINE: KEY: what is wrong".
+Source parse_source(const std::string& text, const std::string& file);
+Source load_source(const std::filesystem::path& path);
+// Every *.yaml in `dir`, sorted by name; entry ids must be unique across the table.
+std::vector<Source> load_table(const std::filesystem::path& dir);
+
+// The class an entry's error is summarised in.
+enum class EntryClass { collective_small, collective_mid, collective_large, training };
+const char* entry_class_name(EntryClass c);
+// Collectives: small up to 64 KiB, large from 256 MiB, mid between; training otherwise.
+EntryClass classify(const Entry& e);
+
+struct Result {
+  const Entry* entry = nullptr;
+  double predicted = 0;              // in the entry's metric
+  double error = 0;                  // (predicted - measured) / measured, signed
+  std::string detail;                // what the twin ran (algorithm, step time, ...)
+};
+
+// The twin's prediction of one entry, in the entry's metric. `source_dir` resolves a
+// relative hardware_file. Forks one simulation (call from a single-threaded process).
+Result predict_entry(const Entry& e, const scenario::Library& lib, const std::filesystem::path& source_dir);
+
+struct ClassSummary {
+  EntryClass cls;
+  int count = 0;
+  double median_abs_error = 0;
+  double max_abs_error = 0;
+  std::string worst_id;
+};
+std::vector<ClassSummary> summarise(const std::vector<Result>& results);
+double median(std::vector<double> v);
+
+}  // namespace dpt::fidelity

@@ -1,0 +1,382 @@
+// The public fidelity table (scenarios/measure/fidelity.hpp): the parser's errors name
+// file, line and key; classes and summaries follow their definitions; predictions take
+// the same path as `dptwin bench --backend sim` and compose gradient accumulation from
+// the twin's own step.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/core/fault_injection.hpp"
+#include "scenarios/measure/fidelity.hpp"
+#include "scenarios/scenario/predict_runner.hpp"
+#include "verify/support/cli_run.hpp"
+
+namespace dpt::fidelity {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A valid source; `entry` is spliced in as the only entry (its first line is line 8).
+std::string source_text(const std::string& entry, const std::string& url = "https://example.org/table") {
+  return "schema_version: 1\n"                                   // 1
+         "source:\n"                                             // 2
+         "  url: " + url + "\n"                                  // 3
+         "  date: 2024-01-01\n"                                  // 4
+         "  hardware: \"8x A100\"\n"                             // 5
+         "  software: \"NCCL 2.18\"\n"                           // 6
+         "entries:\n" +                                          // 7
+         entry;                                                  // 8..
+}
+
+const std::string kCollective =
+    "  - id: a\n"                                                                   // 8
+    "    hardware_file: dgx-a100\n"                                                 // 9
+    "    collective: {op: all_reduce, bytes: 16777216, dtype: float, gpus: 8}\n"  // 10
+    "    measured: {busbw_GB_per_s: 109.22}\n";                                     // 11
+
+// The error names the file, the line and the key, then says what is wrong.
+void expect_error(const std::string& text, const std::string& where, const std::string& what) {
+  try {
+    (void)parse_source(text, "t.yaml");
+    FAIL() << "no error for:\n" << text;
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(where), std::string::npos) << "expected '" << where << "' in: " << msg;
+    EXPECT_NE(msg.find(what), std::string::npos) << "expected '" << what << "' in: " << msg;
+  }
+}
+
+TEST(FidelityTable, ValidSourceParses) {
+  const Source s = parse_source(source_text(kCollective), "t.yaml");
+  ASSERT_EQ(s.entries.size(), 1u);
+  const Entry& e = s.entries[0];
+  EXPECT_EQ(e.id, "a");
+  EXPECT_EQ(e.line, 8);
+  ASSERT_TRUE(e.collective.has_value());
+  EXPECT_EQ(e.collective->bytes, 16777216);
+  EXPECT_EQ(e.collective->gpus, 8);
+  EXPECT_EQ(e.collective->nodes, 1);
+  EXPECT_EQ(e.metric, Metric::busbw_GB_per_s);
+  EXPECT_DOUBLE_EQ(e.measured, 109.22);
+}
+
+TEST(FidelityTable, ErrorsNameFileLineAndKey) {
+  expect_error("schema_version: 1\nsources: {}\n", "t.yaml:2: sources: ", "unknown key");
+  expect_error(source_text(kCollective).replace(0, 17, "schema_version: 2"), "t.yaml:1: schema_version: ",
+               "only schema_version 1");
+  expect_error(source_text(kCollective, "ftp://example.org"), "t.yaml:3: source.url: ", "not an http(s) URL");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: all_reduce, bytes: 8, gpus: "
+                           "8}\n    mesured: {busbw_GB_per_s: 1}\n"),
+               "t.yaml:11: entries[0].mesured: ", "unknown key");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: all_reduce, bytes: 8, gpus: "
+                           "8}\n"),
+               "t.yaml:8: entries[0]: ", "missing key 'measured'");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: all_scatter, bytes: 8, gpus: "
+                           "8}\n    measured: {busbw_GB_per_s: 1}\n"),
+               "t.yaml:10: entries[0].collective.op: ", "unknown collective 'all_scatter'");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: all_reduce, bytes: 1.5, gpus: "
+                           "8}\n    measured: {busbw_GB_per_s: 1}\n"),
+               "t.yaml:10: entries[0].collective.bytes: ", "whole number");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: all_reduce, bytes: 6, gpus: "
+                           "8}\n    measured: {busbw_GB_per_s: 1}\n"),
+               "entries[0].collective.bytes: ", "not a whole number of float elements");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: all_reduce, bytes: 8, gpus: "
+                           "12, nodes: 8}\n    measured: {busbw_GB_per_s: 1}\n"),
+               "t.yaml:10: entries[0].collective.gpus: ", "do not fill 8 nodes");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: all_reduce, bytes: 8, gpus: "
+                           "8}\n    measured: {busbw_GB_per_s: 109 GB/s}\n"),
+               "t.yaml:11: entries[0].measured.busbw_GB_per_s: ", "units go in the key's name");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: all_reduce, bytes: 8, gpus: "
+                           "8}\n    measured: {busbw_GB_per_s: -3}\n"),
+               "t.yaml:11: entries[0].measured.busbw_GB_per_s: ", "must be positive");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: all_reduce, bytes: 8, gpus: "
+                           "8}\n    measured: {busbw_GB_per_s: 1, time_us: 3}\n"),
+               "t.yaml:11: entries[0].measured: ", "exactly one measured figure");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: all_reduce, bytes: 8, gpus: "
+                           "8}\n    measured: {samples_per_s: 10}\n"),
+               "t.yaml:11: entries[0].measured.samples_per_s: ", "a collective entry measures");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    training: {model: resnet50, strategy: single, "
+                           "gpus: 8, batch_per_device: 32, measured_precision: fp32}\n    measured: {samples_per_s: 10}\n"),
+               "t.yaml:10: entries[0].training.strategy: ", "single runs on 1 GPU");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    training: {model: resnet50, strategy: ddp, "
+                           "gpus: 8, batch_per_device: 32, measured_precision: fp32}\n    measured: {busbw_GB_per_s: 10}\n"),
+               "t.yaml:11: entries[0].measured.busbw_GB_per_s: ", "a training entry measures samples_per_s");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: all_reduce, bytes: 8, gpus: 8}\n"
+                           "    training: {model: resnet50, strategy: ddp, gpus: 8, batch_per_device: 32, "
+                           "measured_precision: fp32}\n    measured: {samples_per_s: 10}\n"),
+               "t.yaml:8: entries[0]: ", "not both");
+  expect_error("schema_version: 1\nsource: [\n", "t.yaml:", "not valid YAML");
+}
+
+// Entry ids are unique across the whole table: the second use names both places.
+TEST(FidelityTable, DuplicateIdsAcrossFilesAreRefused) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "fidelity_test" / "duplicate";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "a.yaml") << source_text(kCollective);
+  std::ofstream(dir / "b.yaml") << source_text(kCollective);
+  try {
+    (void)load_table(dir);
+    FAIL() << "duplicate id accepted";
+  } catch (const std::invalid_argument& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find((dir / "b.yaml").string() + ":8: id: 'a' is already used at " + (dir / "a.yaml").string() + ":8"),
+              std::string::npos)
+        << msg;
+  }
+  EXPECT_THROW((void)load_table(dir / "missing"), std::invalid_argument);
+}
+
+// Every shipped source parses, and the table spans what it must: all-reduce at each size
+// class, all-gather and reduce-scatter, and at least 8 training measurements.
+TEST(FidelityTable, ShippedTableCoversTheClasses) {
+  const auto sources = load_table(fs::path(DPT_SOURCE_DIR) / "scenarios" / "measured" / "public");
+  int entries = 0, training = 0, all_gather = 0, reduce_scatter = 0;
+  std::map<EntryClass, int> all_reduce;
+  for (const auto& s : sources)
+    for (const auto& e : s.entries) {
+      ++entries;
+      if (e.training) ++training;
+      else if (e.collective->op == sim::CollectiveOp::all_gather) ++all_gather;
+      else if (e.collective->op == sim::CollectiveOp::reduce_scatter) ++reduce_scatter;
+      else if (e.collective->op == sim::CollectiveOp::all_reduce) ++all_reduce[classify(e)];
+    }
+  EXPECT_GE(entries, 25);
+  EXPECT_GE(training, 8);
+  EXPECT_GE(all_gather, 1);
+  EXPECT_GE(reduce_scatter, 1);
+  EXPECT_GE(all_reduce[EntryClass::collective_small], 1);
+  EXPECT_GE(all_reduce[EntryClass::collective_mid], 1);
+  EXPECT_GE(all_reduce[EntryClass::collective_large], 1);
+}
+
+// Machines no library file describes get their own hardware file beside the table, from
+// datasheets; each loads and validates as a library file does.
+TEST(FidelityTable, TableHardwareFilesLoad) {
+  const fs::path dir = fs::path(DPT_SOURCE_DIR) / "scenarios" / "measured" / "public" / "hardware";
+  int files = 0;
+  for (const auto& f : fs::directory_iterator(dir)) {
+    if (f.path().extension() != ".yaml") continue;
+    ++files;
+    const sim::HardwareSpec hw = sim::load_hardware_file(f.path());
+    EXPECT_EQ(hw.name, f.path().stem().string());  // the name field matches the file name
+    EXPECT_NO_THROW(sim::validate_hardware(hw)) << f.path();
+  }
+  EXPECT_GE(files, 1);
+}
+
+TEST(FidelityClasses, BoundariesAre64KiBAnd256MiB) {
+  Entry e;
+  e.collective = CollectiveConfig{};
+  e.collective->bytes = 65536;
+  EXPECT_EQ(classify(e), EntryClass::collective_small);
+  e.collective->bytes = 65540;
+  EXPECT_EQ(classify(e), EntryClass::collective_mid);
+  e.collective->bytes = 268435452;
+  EXPECT_EQ(classify(e), EntryClass::collective_mid);
+  e.collective->bytes = 268435456;
+  EXPECT_EQ(classify(e), EntryClass::collective_large);
+  Entry t;
+  t.training = TrainingConfig{};
+  EXPECT_EQ(classify(t), EntryClass::training);
+}
+
+TEST(FidelityClasses, MedianAndMaxOfAbsoluteErrors) {
+  EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
+  EXPECT_DOUBLE_EQ(median({}), 0);
+  Entry small, mid_a, mid_b;
+  small.collective = mid_a.collective = mid_b.collective = CollectiveConfig{};
+  small.collective->bytes = 1024;
+  mid_a.collective->bytes = mid_b.collective->bytes = 16 * kMiB;
+  small.id = "s";
+  mid_a.id = "ma";
+  mid_b.id = "mb";
+  const std::vector<Result> results = {{&small, 0, -0.5, ""}, {&mid_a, 0, 0.1, ""}, {&mid_b, 0, -0.3, ""}};
+  const auto sums = summarise(results);
+  ASSERT_EQ(sums.size(), 2u);  // classes without entries are left out
+  EXPECT_EQ(sums[0].cls, EntryClass::collective_small);
+  EXPECT_DOUBLE_EQ(sums[0].max_abs_error, 0.5);
+  EXPECT_EQ(sums[1].count, 2);
+  EXPECT_DOUBLE_EQ(sums[1].median_abs_error, 0.2);  // |0.1| and |-0.3|
+  EXPECT_DOUBLE_EQ(sums[1].max_abs_error, 0.3);
+  EXPECT_EQ(sums[1].worst_id, "mb");
+}
+
+Entry collective_entry(sim::CollectiveOp op, Bytes bytes, int gpus, const std::string& hardware, Metric metric) {
+  Entry e;
+  e.id = "x";
+  e.file = "x.yaml";
+  e.line = 1;
+  e.hardware_file = hardware;
+  e.collective = CollectiveConfig{};
+  e.collective->op = op;
+  e.collective->bytes = bytes;
+  e.collective->gpus = gpus;
+  e.metric = metric;
+  e.measured = 1;
+  return e;
+}
+
+scenario::Library library() { return scenario::Library::at(fs::path(DPT_SOURCE_DIR) / "scenarios"); }
+
+// The three collective metrics describe one predicted time: nccl-tests' definitions give
+// busbw = algbw x 2(n-1)/n for all-reduce (1.75 at n = 8) and x (n-1)/n for all-gather
+// (0.875), and time x algbw = bytes.
+TEST(FidelityPredict, MetricsFollowNcclTestsDefinitions) {
+  const auto lib = library();
+  const Bytes bytes = 64 * kMiB;
+  for (auto [op, factor] : {std::pair{sim::CollectiveOp::all_reduce, 1.75}, {sim::CollectiveOp::all_gather, 0.875}}) {
+    const Entry bus = collective_entry(op, bytes, 8, "dgx-a100", Metric::busbw_GB_per_s);
+    const Entry alg = collective_entry(op, bytes, 8, "dgx-a100", Metric::algbw_GB_per_s);
+    const Entry us = collective_entry(op, bytes, 8, "dgx-a100", Metric::time_us);
+    const double busbw = predict_entry(bus, lib, ".").predicted;
+    const double algbw = predict_entry(alg, lib, ".").predicted;
+    const double time_us = predict_entry(us, lib, ".").predicted;
+    EXPECT_NEAR(busbw / algbw, factor, 1e-12);
+    EXPECT_NEAR(algbw * 1e9 * time_us * 1e-6, static_cast<double>(bytes), 1e-6 * static_cast<double>(bytes));
+  }
+}
+
+// bench's busbw for one size (-w 2 -n 4, fidelity's iterations) on dgx-h100.
+double bench_busbw(const std::string& op, Bytes bytes) {
+  const fs::path cwd = fs::path(DPT_BINARY_DIR) / "fidelity_test" / "bench";
+  const auto r = test::run_dptwin({"bench", "--backend", "sim", "--hardware", "dgx-h100", "-b", std::to_string(bytes),
+                                   "-e", std::to_string(bytes), "-w", "2", "-n", "4", "--op", op, "--json"},
+                                  cwd);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  return j.at("rows").at(0).at("busbw").get<double>();
+}
+
+// Collectives are predicted as `dptwin bench --backend sim` predicts them: the busbw of an
+// entry equals bench's busbw for the same size, op, machine and iterations. Shown to fail
+// on the planted fault fidelity-per-rank-count (one rank's count passed for the whole
+// buffer, as nccl-tests' count column reads): reduce-scatter then comes out 8x fast.
+TEST(FidelityPredict, CollectiveMatchesBench) {
+  const auto lib = library();
+  for (auto [op, name, bytes] : {std::tuple{sim::CollectiveOp::all_reduce, "all_reduce", 16 * kMiB},
+                                 {sim::CollectiveOp::reduce_scatter, "reduce_scatter", 256 * kMiB}}) {
+    const Entry e = collective_entry(op, bytes, 8, "dgx-h100", Metric::busbw_GB_per_s);
+    const double predicted = predict_entry(e, lib, ".").predicted;
+    const double bench = bench_busbw(name, bytes);
+    EXPECT_NEAR(predicted, bench, 1e-9 * bench) << name;
+  }
+  const ScopedFault planted(Fault::fidelity_per_rank_count);
+  const Entry e = collective_entry(sim::CollectiveOp::reduce_scatter, 256 * kMiB, 8, "dgx-h100", Metric::busbw_GB_per_s);
+  const double planted_busbw = predict_entry(e, lib, ".").predicted;
+  EXPECT_GT(std::abs(planted_busbw - bench_busbw("reduce_scatter", 256 * kMiB)), 1.0)
+      << "the bench equality above does not see the planted per-rank count";
+}
+
+// Gradient accumulation on one GPU: A micro-batches share one optimizer update, so the
+// step is A twin steps less A-1 optimizer updates (each micro-batch still copies its input):
+// throughput = A x batch / (A x step - (A-1) x optimizer), from the twin's own step report.
+TEST(FidelityPredict, AccumulationAmortisesTheOptimizerUpdate) {
+  const auto lib = library();
+  Entry e;
+  e.id = "acc";
+  e.file = "acc.yaml";
+  e.line = 1;
+  e.hardware_file = "dgx-a100";
+  e.training = TrainingConfig{"resnet50", "single", 1, 1, 32, "fp32", "f32", "adamw", 4};
+  e.metric = Metric::samples_per_s;
+  e.measured = 1;
+  const double predicted = predict_entry(e, lib, ".").predicted;
+
+  scenario::Scenario s;
+  s.file = "acc.yaml";
+  s.name = "acc";
+  scenario::set_point_value(s.base, "hardware", std::string("dgx-a100"), "");
+  scenario::set_point_value(s.base, "model", std::string("resnet50"), "");
+  scenario::set_point_value(s.base, "strategy", std::string("single"), "");
+  scenario::set_point_value(s.base, "batch_per_device", std::int64_t{32}, "");
+  scenario::set_point_value(s.base, "optimizer", std::string("adamw"), "");
+  const StepReport r = scenario::predict_point(scenario::resolve_point(s, s.base, lib), "");
+  ASSERT_TRUE(r.step_time_s.has_value());
+  ASSERT_GT(r.breakdown_s.optimizer, 0);
+  const double expected = 4.0 * 32 / (4 * *r.step_time_s - 3 * r.breakdown_s.optimizer);
+  EXPECT_NEAR(predicted, expected, 1e-9 * expected);
+  EXPECT_GT(predicted, 32 / *r.step_time_s);  // amortising an update is faster than one update per batch
+}
+
+// DDP with accumulation: one synchronised step plus A-1 no_sync micro-batches, each the
+// twin's single-device step of the same per-device batch less its optimizer update:
+// throughput = A x devices x batch / (ddp step + (A-1) x (single step - optimizer)).
+TEST(FidelityPredict, DdpAccumulationAddsNoSyncMicroBatches) {
+  const auto lib = library();
+  Entry e;
+  e.id = "ddp-acc";
+  e.file = "acc.yaml";
+  e.line = 1;
+  e.hardware_file = "dgx-a100";
+  e.training = TrainingConfig{"resnet50", "ddp", 4, 1, 32, "fp32", "f32", "sgd_momentum", 8};
+  e.metric = Metric::samples_per_s;
+  e.measured = 1;
+  const double predicted = predict_entry(e, lib, ".").predicted;
+
+  scenario::Scenario s;
+  s.file = "acc.yaml";
+  s.name = "ddp-acc";
+  scenario::set_point_value(s.base, "hardware", std::string("dgx-a100"), "");
+  scenario::set_point_value(s.base, "model", std::string("resnet50"), "");
+  scenario::set_point_value(s.base, "strategy", std::string("ddp"), "");
+  scenario::set_point_value(s.base, "devices", std::int64_t{4}, "");
+  scenario::set_point_value(s.base, "batch_per_device", std::int64_t{32}, "");
+  scenario::set_point_value(s.base, "optimizer", std::string("sgd_momentum"), "");
+  const StepReport r = scenario::predict_point(scenario::resolve_point(s, s.base, lib), "");
+  ASSERT_TRUE(r.step_time_s && r.single_device_step_time_s);
+  const double expected =
+      8.0 * 4 * 32 / (*r.step_time_s + 7 * (*r.single_device_step_time_s - r.breakdown_s.optimizer));
+  EXPECT_NEAR(predicted, expected, 1e-9 * expected);
+  // Fewer synchronisations per sample: more samples per second than one synchronised step.
+  EXPECT_GT(predicted, 4.0 * 32 / *r.step_time_s);
+}
+
+// The command: a malformed source is bad input (exit 2, file:line:key on stderr, nothing
+// run); a tolerance exceeded is a failed check (exit 1, the entry named); JSON carries
+// the same rows as the table.
+TEST(FidelityCli, ExitCodesAndJson) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "fidelity_test" / "cli";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "bad");
+  fs::create_directories(dir / "far");
+  std::ofstream(dir / "bad" / "s.yaml") << source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: "
+                                                         "all_reduce, bytes: 8, gpus: 8}\n    measured: {busbw: 1}\n");
+  auto r = test::run_dptwin({"fidelity", (dir / "bad").string()}, dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find((dir / "bad" / "s.yaml").string() + ":11: entries[0].measured.busbw: unknown key"),
+            std::string::npos)
+      << r.err;
+  // A measured figure a million times below anything the twin predicts.
+  std::ofstream(dir / "far" / "s.yaml") << source_text("  - id: far\n    hardware_file: dgx-a100\n"
+                                                         "    collective: {op: all_reduce, bytes: 1048576, gpus: 2}\n"
+                                                         "    measured: {busbw_GB_per_s: 0.000001}\n");
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-abs-error", "50"}, dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("far misses by"), std::string::npos) << r.err;
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-median-error", "mid=50"}, dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("collective mid: median |error|"), std::string::npos) << r.err;
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-median-error", "huge=50"}, dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-median-error huge=50: expected CLASS=PCT"), std::string::npos) << r.err;
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--json"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["entries"].size(), 1u);
+  EXPECT_EQ(j["entries"][0]["id"], "far");
+  EXPECT_DOUBLE_EQ(j["entries"][0]["measured"].get<double>(), 0.000001);
+  EXPECT_GT(j["entries"][0]["error"].get<double>(), 1e3);  // predicted far above a micro-GB/s
+  ASSERT_EQ(j["classes"].size(), 1u);
+  EXPECT_EQ(j["classes"][0]["entries"], 1);
+}
+
+}  // namespace
+}  // namespace dpt::fidelity
