@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
 #include "scenarios/cli/flag_limits.hpp"
 #include "scenarios/measure/device_bench.hpp"
 #include "scenarios/measure/real_backend.hpp"
@@ -126,7 +127,7 @@ int run_device_bench_command(const SharedBenchFlags& s, const DeviceBenchFlags& 
     if (!s.json) std::cout << collective_sweep_footer_text(r.collectives.back());
   }
   const auto j = device_bench_to_json(r);
-  if (s.json) std::cout << j.dump(2) << "\n";
+  if (s.json) print_json(j);
   if (f.out) {
     write_file_atomic(*f.out, j.dump(2) + "\n", {.create_parent_dirs = true});
     if (!s.json) std::cout << "# JSON written to " << *f.out << "\n";

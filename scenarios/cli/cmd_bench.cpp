@@ -28,6 +28,8 @@
 
 #include "scenarios/cli/bench_device.hpp"
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
+#include "scenarios/cli/library_dir.hpp"
 #include "scenarios/cli/flag_limits.hpp"
 #include "engine/io/atomic_file.hpp"
 #include "engine/core/units.hpp"
@@ -142,7 +144,7 @@ std::vector<std::pair<Bytes, Elements>> sweep(const BenchOptions& o, sim::Collec
 
 std::filesystem::path hardware_library() {
   if (const char* dir = std::getenv("DPTWIN_HARDWARE_DIR")) return dir;
-  return std::filesystem::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+  return scenarios_dir() / "hardware";
 }
 
 // ---- the sim backend ---------------------------------------------------------------------
@@ -338,7 +340,7 @@ int run_bench(const BenchOptions& o) {
   const std::string machine =
       setup.hw.nodes > 1 ? fmt::format("{} x {} nodes", setup.hw.name, setup.hw.nodes) : setup.hw.name;
   const nlohmann::json doc = bench_json(o, op, n, machine, rows);
-  if (o.json) std::cout << doc.dump(2) << "\n";
+  if (o.json) print_json(doc);
   else print_table(o, op, n, machine, rows);
   if (o.device.out) {
     write_file_atomic(*o.device.out, doc.dump(2) + "\n", {.create_parent_dirs = true});
@@ -362,9 +364,9 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
   cmd->add_option("-f,--stepfactor", o->factor, "Multiply the size by this factor each step")->capture_default_str();
   cmd->add_option("-n,--iters", o->iters, "Timed iterations per size")->capture_default_str();
   cmd->add_option("-w,--warmup_iters", o->warmup, "Warm-up iterations per size (not timed)")->capture_default_str();
-  cmd->add_option("--op", o->op, "Collective: all_reduce, all_gather, reduce_scatter, broadcast (host/cuda: also "
-                                 "reduce, a comma-separated list, or all; every collective when not given)")
-      ->capture_default_str();
+  cmd->add_option("--op", o->op, "Collective: all_reduce, all_gather, reduce_scatter, broadcast; host/cuda also take "
+                                 "reduce, a comma-separated list, or all. Default: all_reduce on sim, every "
+                                 "collective on host and cuda");
   cmd->add_option("--algo", o->algo, "sim: force the algorithm like NCCL_ALGO: ring, tree, nvls");
   cmd->add_option("--proto", o->proto, "sim: force the protocol like NCCL_PROTO: LL, LL128, Simple");
   cmd->add_option("-d,--datatype", o->dtype, "Element type: float, double, half, bfloat16, int8, int32, int64")

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/library_dir.hpp"
 #include "scenarios/measure/calibrate_nccl.hpp"
 #include "scenarios/measure/nccl_tests_log.hpp"
 #include "scenarios/verify/verify_check.hpp"
@@ -29,7 +30,7 @@ struct CalibrateFlags {
 };
 
 int run_calibrate(const CalibrateFlags& f) {
-  const auto library = std::filesystem::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+  const auto library = scenarios_dir() / "hardware";
   const sim::HardwareSpec base = sim::load_hardware(f.hardware, library);
   std::vector<NcclTestsLog> logs;
   for (const auto& path : f.from)
@@ -67,7 +68,11 @@ Registration reg{"calibrate", [](CLI::App& parent) -> RunFn {
   app->add_option("--op", flags->op,
                   "The collective, for logs that do not name it (older nccl-tests): all_reduce | all_gather")
       ->check(CLI::IsMember({"all_reduce", "all_gather"}));
-  app->footer(exit_codes_help());
+  app->footer("Examples:\n"
+              "  all_reduce_perf -b 8 -e 8G -f 2 -g 8 > all_reduce_perf.log    # nccl-tests on the node\n"
+              "  dptwin calibrate --from all_reduce_perf.log --hardware dgx-h100 -o node17.yaml\n"
+              "  dptwin predict --hardware node17.yaml --model gpt2-124m --strategy ddp --devices 8 --batch-per-device 8\n\n" +
+              exit_codes_help());
   return [flags] { return run_calibrate(*flags); };
 }};
 

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 #include "scenarios/measure/fidelity.hpp"
 
@@ -34,11 +35,7 @@ struct FidelityArgs {
   std::string only;                     // run the entries whose id contains this
 };
 
-std::filesystem::path default_table_dir() {
-  if (const char* env = std::getenv("DPTWIN_SCENARIOS_DIR"); env && *env)
-    return std::filesystem::path(env) / "measured" / "public";
-  return std::filesystem::path(DPT_SOURCE_DIR) / "scenarios" / "measured" / "public";
-}
+std::filesystem::path default_table_dir() { return scenarios_dir() / "measured" / "public"; }
 
 std::string config_text(const fidelity::Entry& e) {
   if (e.collective) {
@@ -144,7 +141,7 @@ int run_fidelity(const FidelityArgs& a) {
         results.push_back(fidelity::predict_entry(e, lib, std::filesystem::path(s.file).parent_path()));
   if (results.empty()) throw std::invalid_argument(fmt::format("--only {}: no entry id contains it", a.only));
   const auto sums = fidelity::summarise(results);
-  if (a.json) std::cout << to_json(sources, results, sums).dump(2) << "\n";
+  if (a.json) print_json(to_json(sources, results, sums));
   else print_table(results, sums);
   int over = 0;
   if (a.max_abs_error_pct)

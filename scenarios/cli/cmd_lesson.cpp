@@ -7,14 +7,15 @@
 #include <nlohmann/json.hpp>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/library_dir.hpp"
 #include "scenarios/scenario/lesson.hpp"
 
 namespace dpt::cli {
 namespace {
 
 struct LessonArgs {
-  std::string dir = std::string(DPT_SOURCE_DIR) + "/scenarios/lesson";
-  std::string library = std::string(DPT_SOURCE_DIR) + "/scenarios";
+  std::string dir = (scenarios_dir() / "lesson").string();
+  std::string library = scenarios_dir().string();
   std::vector<std::string> only;
   bool json = false;
 };

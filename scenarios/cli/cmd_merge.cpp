@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/report/report_text.hpp"
 #include "scenarios/cli/flag_limits.hpp"
@@ -31,7 +32,7 @@ int run_merge(const MergeArgs& a) {
   if (!a.report_dir.empty())
     report::write_report(report::build_sweep_report(merged, {a.report_dir, "dptwin merge", ""}), a.report_dir);
   if (a.json) {
-    std::cout << scenario::sweep_result_to_json(merged).dump(1) << "\n";
+    print_json(scenario::sweep_result_to_json(merged), 1);
   } else {
     std::cout << report::sweep_table_text(merged) << "\n" << report::sweep_answer(merged) << "\n";
     if (!a.out.empty()) std::cout << "merged " << a.inputs.size() << " shards into " << a.out << "\n";
@@ -45,7 +46,7 @@ RunFn setup(CLI::App& parent) {
       "merge", "Join the shards of one sweep (dptwin sweep --shard I/N -o ...) into one result: checks that they come "
                "from the same scenario and cover every point exactly once.");
   app->add_option("shards", a->inputs, "sweep result files (JSON) of every shard")->required()->check(CLI::ExistingFile);
-  app->add_option("-o,--out", a->out, "write the merged results here (JSON, dptwin.sweep/1)");
+  app->add_option("-o,--out", a->out, "write the merged results to this file (JSON, dptwin.sweep/1)");
   app->add_option("--report", a->report_dir, "also write the HTML and Markdown report into this directory");
   app->add_flag("--json", a->json, "print the merged results as JSON");
   app->footer("Example:\n  dptwin merge shard-0.json shard-1.json shard-2.json shard-3.json -o all.json\n\n" +

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
+#include "scenarios/cli/library_dir.hpp"
 #include "scenarios/scenario/model_library_yaml.hpp"
 
 namespace dpt::cli {
@@ -18,14 +20,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The scenarios directory: DPTWIN_SCENARIOS_DIR, else the source tree's.
-fs::path scenarios_dir() {
-  if (const char* env = std::getenv("DPTWIN_SCENARIOS_DIR"); env && *env) return env;
-  return fs::path(DPT_SOURCE_DIR) / "scenarios";
+// The library's models as JSON: name, parameters, forward GFLOP per sample, sample.
+int run_list_json(const fs::path& models) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& name : list_models(models)) {
+    const ModelDescription m = load_model(name, models);
+    rows.push_back({{"name", name}, {"parameters", model_parameter_count(m)},
+                    {"forward_flops_per_sample", model_forward_flops_per_sample(m)}, {"sample", m.sample},
+                    {"file", (models / (name + ".yaml")).string()}});
+  }
+  print_json({{"library", models.string()}, {"models", rows}});
+  return kExitOk;
 }
 
-int run_list() {
+int run_list(bool json) {
   const fs::path models = scenarios_dir() / "models";
+  if (json) return run_list_json(models);
   std::cout << fmt::format("{:<14} {:>16} {:>18}  {}\n", "library model", "parameters", "GFLOP fwd/sample",
                            "sample");
   for (const auto& name : list_models(models)) {
@@ -63,7 +73,9 @@ RunFn setup(CLI::App& parent) {
       "model", "The models the twin predicts: the library, parametric transformers, Hugging Face configs and "
                "profiled model files.");
   app->require_subcommand(1);
+  auto json = std::make_shared<bool>(false);
   CLI::App* list = app->add_subcommand("list", "List the library's models and the other ways to name a model.");
+  list->add_flag("--json", *json, "print the library's models as JSON");
   CLI::App* show = app->add_subcommand(
       "show", "Print a model (library name, FILE.yaml, mlp:..., transformer:..., hf:PATH) as a model file in the "
               "library schema.");
@@ -72,8 +84,8 @@ RunFn setup(CLI::App& parent) {
               "  dptwin model show transformer:layers=24,hidden=1024,heads=16,seq=1024,vocab=50257,tied > my.yaml\n"
               "  dptwin model show hf:scenarios/models/hf/vit-base-patch16-224/config.json\n\n" +
               exit_codes_help());
-  return [list, show, name] {
-    if (list->parsed()) return run_list();
+  return [list, show, name, json] {
+    if (list->parsed()) return run_list(*json);
     if (show->parsed()) return run_show(*name);
     return static_cast<int>(kExitUsage);
   };

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
 #include "scenarios/plan/plan.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/report/report_format.hpp"
@@ -161,14 +162,12 @@ void print_plan(const scenario::PlanResult& plan, bool json) {
                           {"total_cost", opt(v.cost_of_target)},
                           {"verdict", scenario::plan_verdict_name(v.kind)}, {"reason", v.reason}});
     }
-    std::cout << nlohmann::json{{"answer", scenario::plan_answer(plan)},
-                                {"target_samples_per_s", plan.target.required_samples_per_s()},
-                                {"currency", spec.currency.empty() ? nlohmann::json(nullptr) : nlohmann::json(spec.currency)},
-                                {"tie_margin", spec.tie_margin},
-                                {"winner", plan.winner ? nlohmann::json(*plan.winner) : nlohmann::json(nullptr)},
-                                {"verdicts", verdicts}}
-                     .dump(2)
-              << "\n";
+    print_json(nlohmann::json{{"answer", scenario::plan_answer(plan)},
+                               {"target_samples_per_s", plan.target.required_samples_per_s()},
+                               {"currency", spec.currency.empty() ? nlohmann::json(nullptr) : nlohmann::json(spec.currency)},
+                               {"tie_margin", spec.tie_margin},
+                               {"winner", plan.winner ? nlohmann::json(*plan.winner) : nlohmann::json(nullptr)},
+                               {"verdicts", verdicts}});
     return;
   }
   const std::string cur = spec.currency.empty() ? "" : " (" + spec.currency + ")";

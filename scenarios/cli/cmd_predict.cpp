@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/report/report_text.hpp"
@@ -75,7 +76,7 @@ int run_predict(const PredictArgs& a) {
     sr.points.push_back(p);
     report::write_report(report::build_sweep_report(sr, {a.report_dir, "dptwin predict", s.text}), a.report_dir);
   }
-  if (a.json) std::cout << step_report_to_json(r).dump(2) << "\n";
+  if (a.json) print_json(step_report_to_json(r));
   else std::cout << report::step_summary_text(r, point.hardware.gpu.name);
   if (r.out_of_memory) {
     std::cerr << "dptwin predict: out of memory on " << r.out_of_memory->device << "\n";
@@ -96,7 +97,7 @@ RunFn setup(CLI::App& parent) {
   app->add_option("scenario", a->scenario_file, "scenario YAML without sweep axes (optional when the flags name it all)")
       ->check(CLI::ExistingFile);
   whatif::add_point_flags(app, a->flags);
-  app->add_option("--out", a->out, "write the step report here (JSON, dptwin.step_report/1)");
+  app->add_option("-o,--out", a->out, "write the step report to this file (JSON, dptwin.step_report/1)");
   app->add_option("--trace", a->trace, "write the Chrome trace of the step here (open it in Perfetto)");
   app->add_option("--report", a->report_dir, "write an HTML and Markdown report into this directory");
   app->add_flag("--json", a->json, "print the step report as JSON instead of the summary");

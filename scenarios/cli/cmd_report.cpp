@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/sweep_exit.hpp"
+#include "scenarios/cli/json_output.hpp"
 #include "scenarios/scenario/default_scenario.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/report/report_sweep.hpp"
@@ -21,7 +23,8 @@ namespace {
 struct ReportArgs {
   std::string input;
   whatif::PointFlags flags;
-  std::string out_dir = "dptwin-report";
+  std::string out_dir = "dptwin-report";  // --report DIR (-o DIR: the deprecated spelling)
+  std::string flag = "--report";         // the spelling given, for messages
   int jobs = whatif::default_jobs();
   bool json = false;
 };
@@ -46,7 +49,7 @@ int run_report(const ReportArgs& a) {
     if (r.shard_count != 1)
       throw std::invalid_argument(fmt::format("{}: shard {}/{} holds only part of the sweep; dptwin merge the shards "
                                               "first", a.input, r.shard_index, r.shard_count));
-    lock = ReportDirLock("-o", a.out_dir);
+    lock = ReportDirLock(a.flag, a.out_dir);
     staging.emplace(a.out_dir);
   } else {
     if (a.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", a.jobs));
@@ -56,7 +59,7 @@ int run_report(const ReportArgs& a) {
                                : scenario::load_scenario_file(a.input);
     whatif::apply_point_flags(s, a.flags);
     scenario::validate_scenario(s, lib);
-    lock = ReportDirLock("-o", a.out_dir);
+    lock = ReportDirLock(a.flag, a.out_dir);
     staging.emplace(a.out_dir);
     scenario::SweepOptions o;
     o.jobs = a.jobs;
@@ -81,20 +84,16 @@ int run_report(const ReportArgs& a) {
   if (a.json) {
     nlohmann::json files = nlohmann::json::array();
     for (const auto& f : written.files) files.push_back((std::filesystem::path(staging->dir()) / f).string());
-    std::cout << nlohmann::json{{"question", doc.question}, {"answer", doc.answer}, {"meets_target", met},
-                                {"report_html", (std::filesystem::path(staging->dir()) / "report.html").string()},
-                                {"files", files}}
-                     .dump(2)
-              << "\n";
+    print_json(nlohmann::json{{"question", doc.question}, {"answer", doc.answer}, {"meets_target", met},
+                               {"report_html", (std::filesystem::path(staging->dir()) / "report.html").string()},
+                               {"files", files}});
   } else {
     if (!doc.question.empty()) std::cout << doc.question << "\n";
     std::cout << doc.answer << "\n"
               << "report: " << (std::filesystem::path(staging->dir()) / "report.html").string() << " (and report.md, "
               << "points.csv)\n";
   }
-  for (const auto& p : r.points)
-    if (p.status == scenario::PointStatus::failed) return kExitRuntimeError;
-  return met ? kExitOk : kExitFailure;
+  return sweep_exit_code(r);
 }
 
 RunFn setup(CLI::App& parent) {
@@ -107,16 +106,30 @@ RunFn setup(CLI::App& parent) {
   app->add_option("input", a->input, "scenario YAML, or sweep results JSON (dptwin sweep -o, dptwin merge -o)")
       ->check(CLI::ExistingFile);
   whatif::add_point_flags(app, a->flags);
-  app->add_option("-o,--out", a->out_dir, "directory for report.html, report.md, points.csv, charts/ and traces/")
-      ->capture_default_str();
+  CLI::Option* report_opt =
+      app->add_option("--report", a->out_dir, "directory for report.html, report.md, points.csv, charts/ and traces/")
+          ->capture_default_str();
+  // -o names a file in every other command; here it was the directory. Kept, with a note.
+  CLI::Option* out_opt =
+      app->add_option("-o,--out", a->out_dir, "deprecated spelling of --report DIR (-o is a file everywhere else)")
+          ->excludes(report_opt)
+          ->group("Deprecated");
   app->add_option("-j,--jobs", a->jobs, "points predicted at once (default: the number of CPUs)");
   app->add_flag("--json", a->json, "print the answer and the written files as JSON");
   app->footer("Examples:\n"
               "  dptwin report                          # the default scenario into ./dptwin-report/\n"
-              "  dptwin report scenarios/whatif/gpt2-124m-scaling.yaml -o gpt2-report\n"
+              "  dptwin report scenarios/whatif/gpt2-124m-scaling.yaml --report gpt2-report\n"
               "  dptwin report all.json                 # merged sweep shards\n\n" +
-              exit_codes_help() + " Exit 1 here: no point meets the scenario's target.");
-  return [a] { return run_report(*a); };
+              exit_codes_help() + " Exit 1 here: no point could be predicted (every point out of memory or "
+              "skipped), or no point meets the scenario's target.");
+  return [a, out_opt] {
+    if (out_opt->count() > 0) {
+      a->flag = "-o";
+      std::cerr << "dptwin report: note: -o DIR is deprecated; use --report DIR (-o names a file in the other "
+                   "commands)\n";
+    }
+    return run_report(*a);
+  };
 }
 
 Registration reg{"report", setup};

@@ -16,6 +16,7 @@
 
 #include "engine/parallel/split.hpp"
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
 #include "scenarios/cli/flag_limits.hpp"
 
 namespace dpt::cli {
@@ -115,7 +116,7 @@ int run_split(const SplitFlags& f) {
       list.push_back({{"device", d}, {"samples", per_device[static_cast<size_t>(d)].size()},
                       {"indices", per_device[static_cast<size_t>(d)]}});
     doc["assignment"] = list;
-    std::cout << doc.dump(2) << "\n";
+    print_json(doc);
     return kExitOk;
   }
   std::cout << header << "\n";

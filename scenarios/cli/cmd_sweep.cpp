@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
+#include "scenarios/cli/sweep_exit.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/report/report_text.hpp"
@@ -64,16 +66,14 @@ int run_sweep_command(const SweepArgs& a) {
     staging->commit();
   }
   if (a.json) {
-    std::cout << scenario::sweep_result_to_json(r).dump(1) << "\n";
+    print_json(scenario::sweep_result_to_json(r), 1);
   } else {
     std::cout << report::sweep_table_text(r);
     if (whole) std::cout << "\n" << report::sweep_answer(r) << "\n";
     if (!a.out.empty()) std::cout << "results: " << a.out << "\n";
     if (staging) std::cout << "report: " << (std::filesystem::path(staging->dir()) / "report.html").string() << "\n";
   }
-  for (const auto& p : r.points)
-    if (p.status == scenario::PointStatus::failed) return kExitRuntimeError;
-  return whole && !report::sweep_meets_target(r) ? kExitFailure : kExitOk;
+  return sweep_exit_code(r);
 }
 
 RunFn setup(CLI::App& parent) {
@@ -86,15 +86,16 @@ RunFn setup(CLI::App& parent) {
   whatif::add_point_flags(app, a->flags);
   app->add_option("-j,--jobs", a->jobs, "points predicted at once (default: the number of CPUs)");
   app->add_option("--shard", a->shard, "run shard I of N (0 <= I < N): the points whose index % N == I");
-  app->add_option("-o,--out", a->out, "write the results here (JSON, dptwin.sweep/1)");
+  app->add_option("-o,--out", a->out, "write the results to this file (JSON, dptwin.sweep/1)");
   app->add_option("--report", a->report_dir, "write the HTML and Markdown report into this directory");
   app->add_option("--trace-dir", a->trace_dir, "write each point's Chrome trace here (default: REPORT/traces)");
   app->add_flag("--json", a->json, "print the results as JSON instead of the table");
   app->footer("Examples:\n"
               "  dptwin sweep scenarios/whatif/resnet50-scaling.yaml --jobs 4 --report out/\n"
               "  sbatch --array=0-7 --wrap 'dptwin sweep S.yaml --shard $SLURM_ARRAY_TASK_ID/8 -o shard-$SLURM_ARRAY_TASK_ID.json'\n"
-              "  dptwin merge shard-*.json -o all.json && dptwin report all.json\n\n" +
-              exit_codes_help() + " Exit 1 here: no point meets the scenario's target.");
+              "  dptwin merge shard-*.json -o all.json && dptwin report all.json --report report/\n\n" +
+              exit_codes_help() + " Exit 1 here (whole sweeps, not shards): no point could be predicted (every "
+              "point out of memory or skipped), or no point meets the scenario's target.");
   return [a] { return run_sweep_command(*a); };
 }
 

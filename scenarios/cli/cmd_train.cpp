@@ -12,6 +12,7 @@
 
 #include "engine/parallel/trainer.hpp"
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
 #include "scenarios/cli/flag_limits.hpp"
 #include "scenarios/cli/train_device.hpp"
 
@@ -206,7 +207,7 @@ int run_train(const TrainFlags& f) {
         {"warnings", r.warnings},
         {"steps", steps},
     };
-    std::cout << doc.dump(2) << "\n";
+    print_json(doc);
   } else {
     for (auto& w : r.warnings) std::cerr << "warning: " << w << "\n";
     if (c.checkpoint_path) std::cout << "checkpoint written: " << *c.checkpoint_path << "\n";

@@ -13,6 +13,8 @@
 #include <fmt/format.h>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
+#include "scenarios/cli/library_dir.hpp"
 #include "scenarios/cli/flag_limits.hpp"
 #include "engine/host/host_backend.hpp"
 #include "engine/host/host_gemm.hpp"
@@ -44,9 +46,10 @@ struct VerifyFlags {
   std::string calibrate_out;
   std::string as_measured;
   std::string inject_bug = "none";
+  bool require_device = false;  // exit 3 instead of skipping when the backend has no device
 };
 
-const std::filesystem::path kHardwareLibrary = std::filesystem::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+const std::filesystem::path kHardwareLibrary = scenarios_dir() / "hardware";
 
 void print_result(const CheckResult& r) {
   std::cout << console_line(r) << "\n";
@@ -80,6 +83,44 @@ void append(std::vector<CheckResult>& to, std::vector<CheckResult> from) {
   for (auto& r : from) to.push_back(std::move(r));
 }
 
+// Prints the run (JSON or console), writes the JUnit file, and gives the exit code.
+int finish(const VerifyFlags& f, const VerifyRun& run) {
+  if (f.json) print_json(verify_run_to_json(run));
+  else std::cout << console_summary(run) << "\n";
+  if (!f.junit.empty()) write_junit_xml(run, f.junit);
+  return run.passed() ? kExitOk : kExitFailure;
+}
+
+// The machine has no device for the backend (a CI runner without a GPU): every
+// requested part is reported as skipped with the reason, JUnit included, and the
+// run exits 0, as the gpu-labelled ctests skip; --require-device makes it exit 3.
+int skip_unavailable(const VerifyFlags& f, bool correctness, bool performance, const std::string& why) {
+  VerifyRun run;
+  run.backend = f.backend;
+  run.devices = 0;
+  run.hardware = f.hardware;
+  run.seed = f.seed ? static_cast<std::uint64_t>(*f.seed) : 0;
+  run.cases = f.cases;
+  run.timestamp = utc_timestamp_now();
+  run.hostname = local_hostname();
+  for (const auto& [part, wanted] : {std::pair{"correctness", correctness}, std::pair{"performance", performance}}) {
+    if (!wanted) continue;
+    CheckResult r;
+    r.name = std::string(part);
+    r.kind = check_kind_from_name(part);
+    r.status = CheckStatus::skipped;
+    r.message = fmt::format("backend {} unavailable: {}", f.backend, why);
+    if (!f.json) print_result(r);
+    run.results.push_back(r);
+  }
+  const int code = finish(f, run);
+  if (f.require_device) {
+    std::cerr << "dptwin verify: --require-device: backend " << f.backend << " unavailable: " << why << "\n";
+    return kExitRuntimeError;
+  }
+  return code;
+}
+
 int run_verify(const VerifyFlags& f) {
   if (f.backend == "sim" && f.hardware.empty())
     throw std::invalid_argument("--backend sim needs --hardware FILE (the twin's nominal machine)");
@@ -107,6 +148,8 @@ int run_verify(const VerifyFlags& f) {
   std::optional<DegradedHardware> as_measured;
   if (!f.as_measured.empty()) as_measured = load_degraded_hardware(f.as_measured, kHardwareLibrary);
 
+  if (const auto why = real_backend_unavailable(f.backend)) return skip_unavailable(f, run_correctness,
+                                                                                   run_performance, *why);
   std::unique_ptr<Backend> real;
   if (f.backend != "sim") {
     RealBackendOptions o;
@@ -197,10 +240,7 @@ int run_verify(const VerifyFlags& f) {
     }
   }
 
-  if (f.json) std::cout << verify_run_to_json(run).dump(2) << "\n";
-  else std::cout << console_summary(run) << "\n";
-  if (!f.junit.empty()) write_junit_xml(run, f.junit);
-  return run.passed() ? kExitOk : kExitFailure;
+  return finish(f, run);
 }
 
 Registration reg{"verify", [](CLI::App& parent) -> RunFn {
@@ -236,10 +276,19 @@ Registration reg{"verify", [](CLI::App& parent) -> RunFn {
                   "size; ring-step: the host ring all-reduce skips a step)")
       ->check(CLI::IsMember({"none", "drop-chunk", "skip-divide", "ring-step"}))
       ->group("Self-test");
+  app->add_flag("--require-device", flags->require_device,
+                "Exit 3 when the backend has no device here (default: every check skipped with the reason, exit 0)");
   app->footer(
+      "Examples:\n"
+      "  dptwin verify --backend host --devices 2 --junit verify.xml        # CI without a GPU\n"
+      "  dptwin verify --backend cuda --hardware dgx-h100 --cases 200 --junit verify.xml\n"
+      "  dptwin verify --backend sim --hardware dgx1-v100 --devices 4 --only performance \\\n"
+      "      --as-measured scenarios/faults/dgx1-slow-link.yaml             # a degraded twin as the node\n\n"
       "Tolerances (measured/predicted speed ratio): cuda micro 0.80-1.25, collectives 0.70-1.43, steps "
-      "0.50-2.00; sim 0.95-1.05; host 0.05-20 (threads on shared, possibly busy, CPU cores).\n" +
-      exit_codes_help() + " Exit 0 only when every check passes.");
+      "0.50-2.00; sim 0.95-1.05; host 0.05-20 (threads on shared, possibly busy, CPU cores).\n"
+      "Without a device for --backend (cuda on a machine without a GPU) every check is reported skipped with the "
+      "reason (JUnit <skipped>) and the run exits 0, unless --require-device.\n" +
+      exit_codes_help() + " Exit 0 only when every check passes or is skipped.");
   return [flags] { return run_verify(*flags); };
 }};
 

@@ -5,6 +5,8 @@
 #include <map>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/suggest.hpp"
+#include "scenarios/cli/version.hpp"
 #include "sim/twin/sim_process.hpp"
 
 namespace dpt::cli {
@@ -23,21 +25,67 @@ std::string exit_codes_help() {
          "3 the run failed (I/O, collective error, out of memory).";
 }
 
+namespace {
+
+// The first argument, when it is not an option, must name a command: a typo is
+// answered with the closest command instead of CLI11's "A subcommand is required".
+bool unknown_command(int argc, char** argv, const std::vector<CommandEntry>& registry) {
+  if (argc < 2 || argv[1][0] == '-') return false;
+  const std::string word = argv[1];
+  std::vector<std::string> names;
+  for (const auto& e : registry) names.push_back(e.name);
+  if (std::find(names.begin(), names.end(), word) != names.end()) return false;
+  std::cerr << "dptwin: unknown command '" << word << "'";
+  if (const auto near = closest_name(word, names)) std::cerr << "; did you mean '" << *near << "'?";
+  std::cerr << "\nCommands:";
+  for (const auto& n : names) std::cerr << " " << n;
+  std::cerr << "\nRun with --help for more information.\n";
+  return true;
+}
+
+// After CLI11's "argument was not expected": for each unknown --flag, the closest
+// flag of the command it was given to ("did you mean '--hardware'?").
+void suggest_flags(int argc, char** argv, CLI::App& root) {
+  CLI::App* app = &root;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.rfind("-", 0) == 0) continue;
+    const auto subs = app->get_subcommands([&](CLI::App* s) { return s->get_name() == word; });
+    if (!subs.empty()) app = subs.front();
+  }
+  std::vector<std::string> flags;
+  for (const CLI::Option* o : app->get_options())
+    for (const auto& l : o->get_lnames()) flags.push_back("--" + l);
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.rfind("--", 0) != 0 || word.size() < 3) continue;
+    word = word.substr(0, word.find('='));
+    if (std::find(flags.begin(), flags.end(), word) != flags.end()) continue;
+    if (const auto near = closest_name(word, flags))
+      std::cerr << "dptwin: unknown flag '" << word << "'; did you mean '" << *near << "'?\n";
+  }
+}
+
+}  // namespace
 }  // namespace dpt::cli
 
 int main(int argc, char** argv) {
   using namespace dpt::cli;
   CLI::App app{"dptwin: data-parallel training (DataParallel and DDP semantics) on host, CUDA or a SimGrid twin"};
+  app.name("dptwin");
   app.require_subcommand(1);
+  app.set_version_flag("--version", version_line(), "print the version and git revision, then exit");
   app.footer(exit_codes_help());
   auto& registry = command_registry();
   std::sort(registry.begin(), registry.end(), [](auto& a, auto& b) { return a.name < b.name; });
+  if (unknown_command(argc, argv, registry)) return kExitUsage;
   std::map<std::string, RunFn> runners;
   for (auto& entry : registry) runners[entry.name] = entry.setup(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
+    if (code != 0) suggest_flags(argc, argv, app);  // an unknown flag may surface as another error
     return code == 0 ? kExitOk : kExitUsage;
   }
   for (auto* sub : app.get_subcommands()) {

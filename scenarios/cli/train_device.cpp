@@ -1,6 +1,7 @@
 #include "scenarios/cli/train_device.hpp"
 
 #include <algorithm>
+#include <iostream>
 
 #include <fmt/format.h>
 
@@ -13,14 +14,24 @@ void add_train_device_flags(CLI::App* cmd, TrainDeviceFlags& f) {
   cmd->add_option("--backend", f.backend, "Where it trains: host (CPU workers) or cuda (GPUs, NCCL for ddp)")
       ->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--report", f.report, "cuda: write the last step's measured step report (dptwin.step_report/1)");
+  CLI::Option* out =
+      cmd->add_option("-o,--out", f.report, "cuda: write the last step's measured step report to this file "
+                                            "(dptwin.step_report/1)");
+  cmd->add_option("--report", f.report_deprecated, "deprecated spelling of -o FILE (--report is a directory elsewhere)")
+      ->excludes(out)
+      ->group("Deprecated");
   cmd->add_option("--trace", f.trace, "cuda: write the last step's Chrome trace (CUDA events; opens in Perfetto)");
   cmd->add_flag("--tf32", f.tf32, "cuda: f32 GEMM on TF32 tensor cores (faster, about 1e-3 relative error)");
 }
 
 TrainDevice::TrainDevice(const TrainDeviceFlags& flags, int devices) : flags_(flags) {
+  if (flags_.report_deprecated) {
+    std::cerr << "dptwin train: note: --report FILE is deprecated; use -o FILE (--report names a directory in the "
+                 "other commands)\n";
+    flags_.report = flags_.report_deprecated;
+  }
   if (flags_.backend != "cuda" && (flags_.report || flags_.trace || flags_.tf32))
-    throw std::invalid_argument("--report, --trace and --tf32 need --backend cuda (per-op timing from CUDA events)");
+    throw std::invalid_argument("-o, --trace and --tf32 need --backend cuda (per-op timing from CUDA events)");
   RealBackendOptions o;
   o.devices = devices;
   o.allow_tf32 = flags_.tf32;

@@ -17,7 +17,8 @@ namespace dpt::cli {
 
 struct TrainDeviceFlags {
   std::string backend = "host";          // --backend host|cuda
-  std::optional<std::string> report;     // --report FILE (cuda): measured step report
+  std::optional<std::string> report;     // -o/--out FILE (cuda): measured step report
+  std::optional<std::string> report_deprecated;  // --report FILE: the old spelling of -o (--report is a directory elsewhere)
   std::optional<std::string> trace;      // --trace FILE (cuda): Chrome trace of the last step
   bool tf32 = false;                     // --tf32 (cuda)
 };

@@ -16,15 +16,13 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "scenarios/cli/library_dir.hpp"
 #include "scenarios/scenario/scenario.hpp"
 
 namespace dpt::cli::whatif {
 
-// scenarios/ of the source tree (hardware/, models/), or $DPTWIN_SCENARIOS_DIR.
-inline scenario::Library library() {
-  if (const char* env = std::getenv("DPTWIN_SCENARIOS_DIR"); env && *env) return scenario::Library::at(env);
-  return scenario::Library::at(std::filesystem::path(DPT_SOURCE_DIR) / "scenarios");
-}
+// The scenario library (library_dir.hpp says where it is looked for).
+inline scenario::Library library() { return scenario::Library::at(scenarios_dir()); }
 
 inline int default_jobs() {
   const unsigned n = std::thread::hardware_concurrency();

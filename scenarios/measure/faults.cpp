@@ -118,7 +118,25 @@ DegradedHardware load_degraded_hardware(const std::string& name_or_path, const s
     path = library_dir / (name_or_path + ".yaml");
   if (!std::filesystem::exists(path))
     throw std::invalid_argument(fmt::format("hardware file '{}' does not exist", path.string()));
-  DegradedHardware d = parse_degraded_hardware(read_text_file(path), path.string());
+  const std::string text = read_text_file(path);
+  // `base: NAME` and `faults:` only: the faults applied to a library machine, so a
+  // fault file does not copy (and drift from) the library's figures.
+  const YAML::Node root = sim::yaml_load_string(text, path.string());
+  if (root.IsMap() && root["base"]) {
+    sim::MapReader r(root, path.string(), "");
+    DegradedHardware d;
+    const std::string base = r.get_string("base");
+    try {
+      d.spec = sim::load_hardware(base, library_dir);
+    } catch (const std::invalid_argument& e) {
+      r.fail("base", e.what());  // "FILE:LINE: base: unknown hardware ..."
+    }
+    if (r.has("faults")) d.faults = parse_faults(r.node("faults"), path.string(), d.spec);
+    r.finish();
+    d.spec.source_file = path.string();
+    return d;
+  }
+  DegradedHardware d = parse_degraded_hardware(text, path.string());
   d.spec.source_file = path.string();
   return d;
 }

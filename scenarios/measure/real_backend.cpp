@@ -8,6 +8,7 @@
 #include "engine/host/host_gemm.hpp"
 #if DPT_HAVE_CUDA
 #include "engine/cuda/cuda_backend.hpp"
+#include "engine/cuda/cuda_check.hpp"
 #endif
 
 namespace dpt {
@@ -53,6 +54,17 @@ std::map<std::string, std::string> backend_versions(const std::string& name) {
   }
 #endif
   return out;
+}
+
+std::optional<std::string> real_backend_unavailable(const std::string& name) {
+  if (name != "cuda") return std::nullopt;
+#if DPT_HAVE_CUDA
+  std::string why;
+  if (cuda_device_count(&why) > 0) return std::nullopt;
+  return fmt::format("no CUDA device ({})", why.empty() ? "cudaGetDeviceCount found none" : why);
+#else
+  return std::string("this dptwin was built without the CUDA backend");
+#endif
 }
 
 std::unique_ptr<Backend> make_real_backend(const std::string& name, const RealBackendOptions& options) {

@@ -27,6 +27,11 @@ std::unique_ptr<Backend> make_real_backend(const std::string& name, const RealBa
 // True when this build contains the CUDA backend.
 bool built_with_cuda();
 
+// Why the named real backend cannot run on this machine, or nullopt when it can:
+// cuda in a build without CUDA, or no CUDA device (with the runtime's reason).
+// For callers that report "skipped" instead of failing (verify on a CI runner).
+std::optional<std::string> real_backend_unavailable(const std::string& name);
+
 // Per-op timing where the backend records it (cuda: CUDA events on every stream).
 // start_measuring returns false on backends without it; collect_measured returns
 // the intervals since the last start (nullopt without them).

@@ -120,7 +120,7 @@ json sweep_result_to_json(const SweepResult& r) {
 
 SweepResult sweep_result_from_json(const json& j, const std::string& where) {
   if (!j.is_object()) throw std::invalid_argument(fmt::format("sweep result {}: must be a JSON object", where));
-  only_keys(j, {"schema", "scenario", "total_points", "shard", "points"}, where);
+  only_keys(j, {"schema", "scenario", "total_points", "shard", "points", "dptwin"}, where);  // dptwin: the build (--json)
   const std::string schema = str(j, "schema", where);
   if (schema != kSweepSchema) bad(where, "schema", fmt::format("is '{}', expected '{}'", schema, kSweepSchema));
   SweepResult r;

@@ -44,7 +44,8 @@ std::string console_line(const CheckResult& r) {
 std::string console_summary(const VerifyRun& run) {
   const CheckCounts c = run.counts();
   return fmt::format("verify: {} checks, {} passed, {} failed, {} errors, {} skipped in {:.2f} s: {}", c.total,
-                     c.passed, c.failed, c.errors, c.skipped, c.duration_s, run.passed() ? "PASSED" : "FAILED");
+                     c.passed, c.failed, c.errors, c.skipped, c.duration_s,
+                     !run.passed() ? "FAILED" : c.total > 0 && c.skipped == c.total ? "SKIPPED" : "PASSED");
 }
 
 void write_console_report(const VerifyRun& run, std::ostream& os) {

@@ -35,7 +35,7 @@ for p in points:
 detail = ", ".join(f"{n} {s}" for s, n in sorted(by.items()))
 print(f"bench_sweep: ResNet-50, 1-64 GPUs x 3 hardware x 2 strategies: {len(points)} points ({detail}) "
       f"in {wall:.1f} s wall, {cpu:.1f} s CPU, --jobs 2 (target <= 60 s on 2 cores; exit {rc})")
-rc, wall, cpu = timed(["report", "-o", "quickstart"])
+rc, wall, cpu = timed(["report", "--report", "quickstart"])
 print(f"bench_sweep: quick start (dptwin report, default scenario): {wall:.1f} s wall, {cpu:.1f} s CPU "
       f"(target < 30 s; exit {rc})")
 PY

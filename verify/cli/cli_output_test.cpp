@@ -103,7 +103,7 @@ TEST(CliOutput, SweepShardsMergeAndReport) {
       "%any\n"
       "merged 2 shards into all.json\n";
   EXPECT_EQ(match_text(expected, m.out), "");
-  const CliResult rep = run_dptwin({"report", "all.json", "-o", "rep"}, dir);
+  const CliResult rep = run_dptwin({"report", "all.json", "--report", "rep"}, dir);
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
   EXPECT_TRUE(fs::exists(dir / "rep" / "report.html"));
   EXPECT_TRUE(fs::exists(dir / "rep" / "points.csv"));

@@ -1,0 +1,77 @@
+// dptwin hardware: the library's hardware files. `list` names each with its
+// size and one-line description; `show NAME` prints the file as it is (its
+// sources in comments), after checking that it loads.
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
+#include "scenarios/cli/library_dir.hpp"
+#include "sim/net/hardware.hpp"
+
+namespace dpt::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+int run_list(bool json) {
+  const fs::path dir = scenarios_dir() / "hardware";
+  nlohmann::json rows = nlohmann::json::array();
+  if (!json)
+    std::cout << fmt::format("{:<26} {:>5} {:>6}  {:<20} {}\n", "hardware", "nodes", "GPUs", "GPU", "description");
+  for (const auto& name : sim::list_hardware(dir)) {
+    const sim::HardwareSpec hw = sim::load_hardware(name, dir);
+    if (json) {
+      rows.push_back({{"name", name}, {"nodes", hw.nodes}, {"gpus_per_node", hw.gpus_per_node},
+                      {"gpu", hw.gpu.name}, {"description", hw.description},
+                      {"file", (dir / (name + ".yaml")).string()}});
+    } else {
+      std::cout << fmt::format("{:<26} {:>5} {:>6}  {:<20} {}\n", name, hw.nodes, hw.gpu_count(), hw.gpu.name,
+                               hw.description);
+    }
+  }
+  if (json) print_json({{"library", dir.string()}, {"hardware", rows}});
+  else std::cout << "\nlibrary: " << dir.string() << "\n(dptwin hardware show NAME prints a file; --hardware takes "
+                 << "a NAME or a path to your own file)\n";
+  return kExitOk;
+}
+
+int run_show(const std::string& name) {
+  const fs::path dir = scenarios_dir() / "hardware";
+  const sim::HardwareSpec hw = sim::load_hardware(name, dir);  // validates; names the library on a typo
+  std::ifstream in(hw.source_file);
+  if (!in) throw std::runtime_error(fmt::format("cannot read '{}'", hw.source_file));
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::cout << "# " << hw.source_file << "\n" << text.str();
+  return kExitOk;
+}
+
+RunFn setup(CLI::App& parent) {
+  auto name = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  CLI::App* app = parent.add_subcommand("hardware", "The hardware files the twin predicts for: list them or print one.");
+  app->require_subcommand(1);
+  CLI::App* list = app->add_subcommand("list", "List the library's hardware files: name, size, GPU and description.");
+  list->add_flag("--json", *json, "print the list as JSON");
+  CLI::App* show = app->add_subcommand("show", "Print a hardware file (library name or path) with its sources.");
+  show->add_option("name", *name, "library name (dgx-h100) or path to a hardware YAML file")->required();
+  app->footer("Examples:\n  dptwin hardware list\n  dptwin hardware show dgx-h100 > my-node.yaml   "
+              "# edit, then --hardware my-node.yaml\n\n" +
+              exit_codes_help());
+  return [list, show, name, json] {
+    if (list->parsed()) return run_list(*json);
+    if (show->parsed()) return run_show(*name);
+    return static_cast<int>(kExitUsage);
+  };
+}
+
+Registration reg{"hardware", setup};
+
+}  // namespace
+}  // namespace dpt::cli

@@ -1,0 +1,332 @@
+// The command line as the tools people know: --version and `version`, "did you
+// mean" for a mistyped command, the dptwin build in every JSON document,
+// `hardware list|show`, `verify --backend cuda` on a machine without a GPU,
+// help examples, one meaning for -o (a file), and the README's exit codes and
+// samples. Through the real executable; expected values come from the library
+// files and the README themselves, never from dptwin's own output.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "scenarios/cli/suggest.hpp"
+#include "verify/support/cli_run.hpp"
+
+namespace dpt::test {
+namespace {
+
+namespace fs = std::filesystem;
+using cli::closest_name;
+using cli::edit_distance;
+
+const fs::path kSource(DPT_SOURCE_DIR);
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::path(DPT_BINARY_DIR) / "cli_commands" / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+// The version line: CMake's project version (a compile definition of this test)
+// and a git revision (hex, possibly -dirty) or "unknown" outside a checkout.
+TEST(CliVersion, FlagAndCommandPrintTheProjectVersionAndRevision) {
+  const std::regex line("dptwin " + std::string(DPT_PROJECT_VERSION) +
+                        R"( \(git ([0-9a-f]{7,40}(-dirty)?|unknown)\)\n)");
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--version"}, {"version"}}) {
+    const CliResult r = run_dptwin(args, fresh_dir("version"));
+    EXPECT_EQ(r.exit_code, 0) << args[0] << r.err;
+    EXPECT_TRUE(std::regex_match(r.out, line)) << args[0] << ": " << r.out;
+  }
+  const CliResult j = run_dptwin({"version", "--json"}, fresh_dir("version_json"));
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_EQ(nlohmann::json::parse(j.out).at("dptwin").at("version"), DPT_PROJECT_VERSION);
+}
+
+TEST(CliUnknownCommand, ATypoGetsTheClosestCommandAndExit2) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"predcit", "dptwin: unknown command 'predcit'; did you mean 'predict'?\n"},
+      {"hardwre", "dptwin: unknown command 'hardwre'; did you mean 'hardware'?\n"},
+      {"sweeep", "dptwin: unknown command 'sweeep'; did you mean 'sweep'?\n"},
+      {"xyzzy", "dptwin: unknown command 'xyzzy'\n"},  // nothing close: no guess
+  };
+  for (const auto& [word, first_line] : cases) {
+    const CliResult r = run_dptwin({word, "--json"}, fresh_dir("typo"));
+    EXPECT_EQ(r.exit_code, 2) << word;
+    EXPECT_EQ(r.err.substr(0, r.err.find('\n') + 1), first_line) << r.err;
+    EXPECT_NE(r.err.find("Commands: bench calibrate compare"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+TEST(CliUnknownCommand, AMistypedFlagGetsTheClosestFlagOfItsCommand) {
+  const CliResult r = run_dptwin({"predict", "--hardwre", "dgx-a100"}, fresh_dir("flag_typo"));
+  EXPECT_EQ(r.exit_code, 2);
+  // CLI11 reports the stray value first ("scenario: File does not exist: dgx-a100"); the hint follows.
+  EXPECT_NE(r.err.find("dptwin: unknown flag '--hardwre'; did you mean '--hardware'?\n"), std::string::npos) << r.err;
+  // Sub-subcommands: hardware list takes --json.
+  const CliResult l = run_dptwin({"hardware", "list", "--jsn"}, fresh_dir("flag_typo"));
+  EXPECT_EQ(l.exit_code, 2);
+  EXPECT_NE(l.err.find("did you mean '--json'?"), std::string::npos) << l.err;
+}
+
+// Invariant: the suggestion is a name at the smallest edit distance from the word,
+// and no suggestion is made when every name is further than the typo bound.
+TEST(CliUnknownCommand, SuggestionIsAtTheSmallestDistance) {
+  const std::vector<std::string> names = {"man", "merge", "model", "plan", "predict", "report", "sweep", "split"};
+  EXPECT_EQ(edit_distance("predcit", "predict"), 1u);  // one transposition
+  EXPECT_EQ(edit_distance("", "man"), 3u);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3u);   // the textbook example
+  for (const std::string word : {"pan", "splti", "modle", "repot", "swep", "mege"}) {
+    const auto s = closest_name(word, names);
+    ASSERT_TRUE(s.has_value()) << word;
+    std::size_t best = 100;
+    for (const auto& n : names) best = std::min(best, edit_distance(word, n));
+    EXPECT_EQ(edit_distance(word, *s), best) << word << " -> " << *s;
+  }
+  EXPECT_FALSE(closest_name("benchmark", names).has_value());
+}
+
+// Every JSON document printed with --json carries the build that wrote it, and
+// what predict --json prints reads back where a step report is read (compare).
+TEST(CliJson, EveryJsonOutputNamesTheBuild) {
+  const fs::path dir = fresh_dir("json");
+  write(dir / "s.yaml", "schema_version: 1\nhardware: desktop-2gpu-pcie-p2p\nmodel: resnet50\nstrategy: ddp\n"
+                        "devices: 2\nbatch_per_device: 32\nsweep:\n  strategy: [dp, ddp]\n");
+  const std::vector<std::vector<std::string>> commands = {
+      {"predict", "--hardware", "dgx-a100", "--model", "resnet50", "--strategy", "ddp", "--devices", "2",
+       "--batch-per-device", "32", "--json"},
+      {"sweep", "s.yaml", "--jobs", "2", "--json"},
+      {"split", "--batch", "5", "--devices", "4", "--json"},
+      {"hardware", "list", "--json"},
+      {"model", "list", "--json"},
+      {"version", "--json"},
+      {"bench", "--backend", "sim", "--hardware", "dgx-a100", "-b", "1M", "-e", "1M", "--json"},
+  };
+  for (const auto& args : commands) {
+    const CliResult r = run_dptwin(args, dir);
+    ASSERT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_TRUE(j.contains("dptwin")) << args[0];
+    EXPECT_EQ(j.at("dptwin").at("version"), DPT_PROJECT_VERSION) << args[0];
+    EXPECT_TRUE(j.at("dptwin").at("git_revision").is_string()) << args[0];
+    if (args[0] == "predict") write(dir / "predicted.json", r.out);
+    if (args[0] == "sweep") write(dir / "swept.json", r.out);
+  }
+  const CliResult c = run_dptwin({"compare", "predicted.json", "predicted.json"}, dir);
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  const CliResult rep = run_dptwin({"report", "swept.json", "--report", "rep"}, dir);
+  EXPECT_EQ(rep.exit_code, 0) << rep.err;
+}
+
+TEST(CliHardware, ListNamesEveryLibraryFileWithItsDescription) {
+  const CliResult r = run_dptwin({"hardware", "list"}, fresh_dir("hardware_list"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(kSource / "scenarios" / "hardware")) {
+    if (e.path().extension() != ".yaml") continue;
+    ++files;
+    const std::string description = YAML::LoadFile(e.path().string())["description"].as<std::string>();
+    const std::string name = e.path().stem().string();
+    // One line per file: the name first, the description on the same line.
+    const auto at = r.out.find("\n" + name + " ");
+    ASSERT_NE(at, std::string::npos) << name << "\n" << r.out;
+    const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+    EXPECT_NE(line.find(description), std::string::npos) << line;
+  }
+  EXPECT_GE(files, 8);
+}
+
+TEST(CliHardware, ShowPrintsTheFileAsItIs) {
+  const fs::path file = kSource / "scenarios" / "hardware" / "dgx-h100.yaml";
+  const CliResult r = run_dptwin({"hardware", "show", "dgx-h100"}, fresh_dir("hardware_show"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string text = slurp(file);
+  ASSERT_GE(r.out.size(), text.size());
+  EXPECT_EQ(r.out.substr(r.out.size() - text.size()), text);  // after a "# PATH" line
+  const CliResult bad = run_dptwin({"hardware", "show", "dgx-h200"}, fresh_dir("hardware_bad"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("unknown hardware 'dgx-h200'"), std::string::npos) << bad.err;
+}
+
+bool has_gpu() { return fs::exists("/dev/nvidia0") || fs::exists("/dev/nvidiactl"); }
+
+// CI without a GPU: verify --backend cuda reports every part skipped with the
+// reason, in the console and as JUnit <skipped>, and exits 0 (3 with --require-device).
+TEST(CliVerify, CudaWithoutAGpuWritesSkippedJUnitAndExits0) {
+  if (has_gpu()) GTEST_SKIP() << "this machine has a GPU: verify --backend cuda runs for real";
+  const fs::path dir = fresh_dir("verify_cuda");
+  const CliResult r = run_dptwin({"verify", "--backend", "cuda", "--junit", "out/verify.xml"}, dir);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string xml = slurp(dir / "out" / "verify.xml");
+  EXPECT_NE(xml.find("<testsuite"), std::string::npos) << xml;
+  for (const char* part : {"name=\"correctness\"", "name=\"performance\""}) EXPECT_NE(xml.find(part), std::string::npos) << xml;
+  std::size_t skipped = 0;
+  for (auto at = xml.find("<skipped"); at != std::string::npos; at = xml.find("<skipped", at + 1)) ++skipped;
+  EXPECT_EQ(skipped, 2u) << xml;
+  EXPECT_NE(xml.find("backend cuda unavailable"), std::string::npos) << xml;
+  EXPECT_NE(r.out.find("0 failed, 0 errors, 2 skipped in "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": SKIPPED\n"), std::string::npos) << r.out;  // not "PASSED": nothing ran
+  const CliResult strict = run_dptwin({"verify", "--backend", "cuda", "--require-device"}, dir);
+  EXPECT_EQ(strict.exit_code, 3) << strict.err;
+}
+
+TEST(CliHelp, VerifyCalibrateAndNewCommandsHaveExamples) {
+  for (const char* cmd : {"verify", "calibrate", "hardware", "version", "completion", "man", "model"}) {
+    const CliResult r = run_dptwin({cmd, "--help"}, fresh_dir("help"));
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.out.find("Example"), std::string::npos) << cmd;
+    EXPECT_NE(r.out.find("  dptwin " + std::string(cmd)), std::string::npos) << cmd;
+    EXPECT_NE(r.out.find("Exit codes: 0 success"), std::string::npos) << cmd;
+  }
+}
+
+// bench --help once said --op defaults to all_reduce and also "every collective when not given".
+TEST(CliHelp, BenchOpStatesOneDefaultPerBackend) {
+  const CliResult r = run_dptwin({"bench", "--help"}, fresh_dir("help_bench"));
+  ASSERT_EQ(r.exit_code, 0);
+  const std::string op = r.out.substr(r.out.find("--op"), r.out.find("--algo") - r.out.find("--op"));
+  EXPECT_EQ(op.find("(default: all_reduce)"), std::string::npos) << op;
+  EXPECT_NE(op.find("all_reduce on sim"), std::string::npos) << op;
+  EXPECT_NE(op.find("every collective on host and cuda"), std::string::npos) << op;
+}
+
+// -o is a file everywhere; directories are --report DIR. report keeps -o DIR with a note.
+TEST(CliOutputFlags, DashOIsAFileAndReportTakesADirectory) {
+  const fs::path dir = fresh_dir("dash_o");
+  const CliResult p = run_dptwin({"predict", "--hardware", "dgx-a100", "--model", "resnet50", "--strategy", "ddp",
+                                  "--devices", "2", "--batch-per-device", "32", "-o", "step.json"},
+                                 dir);
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir / "step.json")).at("schema"), "dptwin.step_report/1");
+  write(dir / "s.yaml", "schema_version: 1\nhardware: desktop-2gpu-pcie-p2p\nmodel: resnet50\nstrategy: ddp\n"
+                        "devices: 2\nbatch_per_device: 32\n");
+  const CliResult rep = run_dptwin({"report", "s.yaml", "--report", "new"}, dir);
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_TRUE(fs::exists(dir / "new" / "report.html"));
+  EXPECT_EQ(rep.err, "");
+  const CliResult old = run_dptwin({"report", "s.yaml", "-o", "old"}, dir);
+  ASSERT_EQ(old.exit_code, 0) << old.err;
+  EXPECT_TRUE(fs::exists(dir / "old" / "report.html"));
+  EXPECT_NE(old.err.find("-o DIR is deprecated; use --report DIR"), std::string::npos) << old.err;
+  const CliResult both = run_dptwin({"report", "s.yaml", "-o", "a", "--report", "b"}, dir);
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
+}
+
+// train's measured step report (cuda) is -o FILE too; --report FILE stays with a note.
+TEST(CliOutputFlags, TrainDashOIsTheStepReportFile) {
+  const fs::path dir = fresh_dir("train_o");
+  const std::vector<std::string> base = {"train", "--model", "mlp:4-8-2", "--batch", "8", "--steps", "1"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_dptwin(args, dir);
+  };
+  const CliResult o = with({"-o", "r.json"});  // host backend: nothing to measure per op
+  EXPECT_EQ(o.exit_code, 2);
+  EXPECT_NE(o.err.find("-o, --trace and --tf32 need --backend cuda"), std::string::npos) << o.err;
+  const CliResult old = with({"--report", "r.json"});
+  EXPECT_EQ(old.exit_code, 2);
+  EXPECT_NE(old.err.find("--report FILE is deprecated; use -o FILE"), std::string::npos) << old.err;
+  EXPECT_FALSE(fs::exists(dir / "r.json"));
+}
+
+// The README: "0 ok, 1 a check or target failed, 2 bad flags or input, 3 the run
+// failed"; out of memory is 1 for predict and for a sweep where no point fits.
+TEST(CliExitCodes, AsTheReadmeDocuments) {
+  const fs::path dir = fresh_dir("exit_codes");
+  const std::string base = "schema_version: 1\nhardware: dgx1-v100\nmodel: gpt2-124m\nstrategy: ddp\n";
+  write(dir / "fits.yaml", base + "devices: 2\nbatch_per_device: 1\n");
+  write(dir / "oom.yaml", base + "devices: 2\nbatch_per_device: 64\n");
+  write(dir / "oom-sweep.yaml", base + "batch_per_device: 64\nsweep:\n  devices: [1, 2]\n");
+  write(dir / "some-fit.yaml", base + "devices: 2\nsweep:\n  batch_per_device: [1, 64]\n");
+  write(dir / "target.yaml", base + "devices: 2\nbatch_per_device: 1\ntarget:\n  samples_per_s: 1e12\n");
+  struct Case {
+    std::vector<std::string> args;
+    int code;
+  };
+  const std::vector<Case> cases = {
+      {{"predict", "fits.yaml"}, 0},
+      {{"predict", "oom.yaml"}, 1},
+      {{"predict", "target.yaml"}, 1},
+      {{"sweep", "oom-sweep.yaml", "--jobs", "2"}, 1},
+      {{"sweep", "oom-sweep.yaml", "--jobs", "2", "--shard", "0/2", "-o", "shard.json"}, 0},  // a shard judges nothing
+      {{"sweep", "some-fit.yaml", "--jobs", "2"}, 0},
+      {{"report", "oom-sweep.yaml", "--report", "oom-report"}, 1},
+      {{"plan", "--model", "resnet50", "--target-samples-per-s", "1e9", "--hardware", "dgx-a100:2.40", "--max-gpus",
+        "8"},
+       1},  // no configuration meets the target
+      {{"verify", "--backend", "host", "--only", "correctness", "--cases", "5", "--seed", "1", "--inject-bug",
+        "drop-chunk"},
+       1},  // a check failed (the planted bug is found)
+      {{"lesson", "--only", "split-64-on-2"}, 0},
+      {{"predict", "fits.yaml", "--devices", "0"}, 2},
+      {{"predict", "missing.yaml"}, 2},
+      {{"predcit", "fits.yaml"}, 2},
+  };
+  for (const auto& c : cases) {
+    const CliResult r = run_dptwin(c.args, dir);
+    std::string cmd;
+    for (const auto& a : c.args) cmd += a + " ";
+    EXPECT_EQ(r.exit_code, c.code) << cmd << "\n" << r.out << r.err;
+  }
+  // 3: the run failed (here: past its simulation event budget).
+  ::setenv("DPTWIN_SIM_EVENTS", "100", 1);
+  const CliResult budget = run_dptwin({"predict", "fits.yaml"}, dir);
+  ::unsetenv("DPTWIN_SIM_EVENTS");
+  EXPECT_EQ(budget.exit_code, 3) << budget.err;
+}
+
+// Every scenarios/... file the READMEs name exists, and the README's degraded-node
+// sample (verify --as-measured) finds the slow link it plants.
+TEST(CliReadme, SamplesAreShippedAndRun) {
+  const std::regex path(R"(scenarios/[A-Za-z0-9_./-]+\.(yaml|json))");
+  std::set<std::string> named;
+  for (const char* readme : {"README.md", "scenarios/README.md"}) {
+    const std::string text = slurp(kSource / readme);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), path); it != std::sregex_iterator(); ++it)
+      if (!std::regex_search(it->str(), std::regex("[A-Z]{2,}"))) named.insert(it->str());  // not NAME.yaml
+  }
+  EXPECT_TRUE(named.count("scenarios/faults/dgx1-slow-link.yaml"));
+  for (const auto& p : named) EXPECT_TRUE(fs::exists(kSource / p)) << p << " is named in a README but not shipped";
+  const CliResult r = run_dptwin({"verify", "--backend", "sim", "--hardware", "dgx1-v100", "--devices", "4", "--only",
+                                  "performance", "--as-measured",
+                                  (kSource / "scenarios/faults/dgx1-slow-link.yaml").string()},
+                                 fresh_dir("slow_link"));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // the planted slow link fails its checks
+  EXPECT_NE(r.out.find("FAIL  performance.peer_bandwidth.gpu1->gpu2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("0.40 of predicted"), std::string::npos) << r.out;
+}
+
+// A fault file names its machine with `base:`; anything else beside `faults:` is an
+// error naming the file and key, as is a fault outside the base machine.
+TEST(CliFaults, BaseFileErrorsNameFileAndKey) {
+  const fs::path dir = fresh_dir("faults");
+  const std::string fault = "faults:\n  - {link: [1, 2], bandwidth_factor: 0.4}\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"base: dgx1-v100\n" + fault + "gpus_per_node: 4\n", "gpus_per_node"},
+      {"base: dgx-h200\n" + fault, "unknown hardware 'dgx-h200'"},
+      {"base: dgx1-v100\nfaults:\n  - {link: [1, 9], bandwidth_factor: 0.4}\n", "GPU 9 is not in this machine"},
+  };
+  for (const auto& [text, message] : cases) {
+    write(dir / "bad.yaml", text);
+    const CliResult r = run_dptwin({"verify", "--backend", "sim", "--hardware", "dgx1-v100", "--devices", "2",
+                                    "--only", "performance", "--as-measured", "bad.yaml"},
+                                   dir);
+    EXPECT_EQ(r.exit_code, 2) << text << r.out;
+    EXPECT_NE(r.err.find("bad.yaml"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace dpt::test
