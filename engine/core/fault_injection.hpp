@@ -26,6 +26,9 @@ enum class Fault : unsigned {
   cost_half_activations_as_f64,     // "half-activations-f64": bf16/f16 saved activations sized at 8 bytes
   predict_half_wire_as_f64,         // "half-wire-f64": bf16/f16 collectives move 8 bytes per element
   predict_every_op_at_f32_peak,     // "every-op-f32-peak": the precision ignored, every op at the f32 (f64) peak
+  comm_hook_skip_divide,            // "comm-hook-skip-divide": the compress hooks all-reduce without dividing by the world size
+  checkpoint_no_recompute,          // "checkpoint-no-recompute": checkpointed segments keep their activations, no recompute
+  checkpoint_keeps_activations,     // "checkpoint-keeps-activations": segments save a copy of their input and free nothing
 };
 
 // Every fault, in declaration order.
