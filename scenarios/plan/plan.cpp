@@ -79,6 +79,7 @@ Scenario plan_scenario(const PlanRequest& q) {
   root["question"] = fmt::format("What is the cheapest configuration that trains {} at {}?", q.model, q.target.describe());
   root["model"] = q.model;
   root["batch_per_device"] = q.batch_per_device;
+  if (q.global_batch) root["global_batch"] = *q.global_batch;
   root["dtype"] = std::string(dtype_name(q.dtype));
   if (q.precision) root["precision"] = std::string(precision_name(*q.precision));
   root["optimizer"] = optimizer_kind_name(q.optimizer);

@@ -22,6 +22,8 @@ struct PlanRequest {
   std::vector<std::string> strategies = {"dp", "ddp"};
   int max_gpus = 64;
   std::int64_t batch_per_device = 32;
+  // A fixed global batch reached through DDP accumulation at every GPU count (global_batch:).
+  std::optional<std::int64_t> global_batch;
   DType dtype = DType::f32;
   std::optional<Precision> precision;  // none: the dtype's
   OptimizerKind optimizer = OptimizerKind::sgd_momentum;

@@ -54,10 +54,13 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
     throw std::invalid_argument(where("comm_hook") + fmt::format("comm hook {} is DDP's (register_comm_hook): it needs "
                                                                  "strategy ddp, not {}",
                                                                  comm_hook_name(r.comm_hook), c.strategy.value()));
-  if (c.global_batch && (r.strategy != StrategyKind::ddp || c.where.count("accumulate") || c.batch))
-    throw std::invalid_argument(where("global_batch") + "global_batch reaches its batch through DDP gradient "
-                                                        "accumulation: it needs strategy ddp and batch_per_device, "
-                                                        "and no accumulate or batch");
+  if (c.global_batch && (c.where.count("accumulate") || c.batch))
+    throw std::invalid_argument(where("global_batch") + "global_batch sets the accumulation from batch_per_device: "
+                                                        "give neither accumulate nor batch with it");
+  if (c.global_batch && r.strategy != StrategyKind::ddp)
+    infeasible(where("global_batch"), fmt::format("global_batch is reached through DDP gradient accumulation "
+                                                  "(no_sync), which strategy {} does not have",
+                                                  c.strategy.value()));
   r.optimizer = c.optimizer;
 
   const auto& hw = r.hardware;
