@@ -167,7 +167,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied], hf:PATH/config.json)"},
         BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
                 "bad.yaml:8: sweep.colour: unknown sweep axis (allowed: hardware, model, strategy, devices, nodes, "
-                "gpus, batch, batch_per_device, dtype, precision, accumulate, bucket_cap_mb, optimizer, "
+                "gpus, batch, batch_per_device, dtype, precision, accumulate, global_batch, comm_hook, checkpoint, "
+                "bucket_cap_mb, optimizer, "
                 "overrides.<hardware field>)"},
         BadCase{"EmptySweepAxis", with("sweep:\n  devices: []\n"),
                 "bad.yaml:8: sweep.devices: expected a non-empty list of values"},
