@@ -41,6 +41,9 @@ const std::vector<Fault>& all_faults() {
       Fault::nccl_tuner_slowest_small,
       Fault::nccl_channel_cap_omitted,
       Fault::nccl_shm_overhead_omitted,
+      Fault::comm_hook_skip_divide,
+      Fault::checkpoint_no_recompute,
+      Fault::checkpoint_keeps_activations,
   };
   return faults;
 }
@@ -71,6 +74,9 @@ const char* fault_name(Fault f) {
     case Fault::nccl_tuner_slowest_small: return "nccl-tuner-slowest";
     case Fault::nccl_channel_cap_omitted: return "nccl-no-channel-cap";
     case Fault::nccl_shm_overhead_omitted: return "nccl-shm-free";
+    case Fault::comm_hook_skip_divide: return "comm-hook-skip-divide";
+    case Fault::checkpoint_no_recompute: return "checkpoint-no-recompute";
+    case Fault::checkpoint_keeps_activations: return "checkpoint-keeps-activations";
   }
   return "?";
 }

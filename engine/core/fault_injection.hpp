@@ -36,6 +36,9 @@ enum class Fault : unsigned {
   nccl_tuner_slowest_small,         // "nccl-tuner-slowest": below 64 KiB the tuner picks its slowest pair
   nccl_channel_cap_omitted,         // "nccl-no-channel-cap": flows ignore NCCL's per-channel bandwidth
   nccl_shm_overhead_omitted,        // "nccl-shm-free": paths through an Intel root complex cost no overhead
+  comm_hook_skip_divide,            // "comm-hook-skip-divide": the compress hooks all-reduce without dividing by the world size
+  checkpoint_no_recompute,          // "checkpoint-no-recompute": checkpointed segments keep their activations, no recompute
+  checkpoint_keeps_activations,     // "checkpoint-keeps-activations": segments save a copy of their input and free nothing
 };
 
 // Every fault, in declaration order.

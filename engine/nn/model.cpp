@@ -1,11 +1,14 @@
 // Sequential and the MLP builder.
 #include "engine/nn/model.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "engine/core/fault_injection.hpp"
+#include "engine/core/kernels.hpp"
 #include "engine/nn/init.hpp"
 #include "engine/nn/layers.hpp"
 
@@ -36,7 +39,30 @@ std::vector<NamedParameter> Sequential::named_parameters() {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& l : layers_) h = l->forward(h);
+  if (checkpoint_layers_ == 0) {
+    for (auto& l : layers_) h = l->forward(h);
+    return h;
+  }
+  segment_inputs_.clear();
+  const bool keep_all = fault_active(Fault::checkpoint_keeps_activations);  // planted fault
+  const bool no_recompute = fault_active(Fault::checkpoint_no_recompute);  // planted fault
+  for (size_t a = 0; a < layers_.size(); a += checkpoint_layers_) {
+    const size_t b = std::min(a + checkpoint_layers_, layers_.size());
+    const bool checkpointed = b < layers_.size();  // the last segment runs as usual
+    if (checkpointed) {
+      if (keep_all) {
+        Tensor copy = Tensor::empty(h.device(), h.shape(), h.dtype(), MemoryCategory::activations);
+        kernel_copy(h, copy);
+        segment_inputs_.push_back(copy);
+      } else {
+        segment_inputs_.push_back(h);
+      }
+    }
+    for (size_t i = a; i < b; ++i) h = layers_[i]->forward(h);
+    // torch.utils.checkpoint runs the segment under no_grad: nothing saved for backward.
+    if (checkpointed && !keep_all && !no_recompute)
+      for (size_t i = a; i < b; ++i) layers_[i]->clear_saved();
+  }
   return h;
 }
 
@@ -46,11 +72,23 @@ Tensor Sequential::backward(const Tensor& dy, const std::function<void(size_t)>&
   std::vector<size_t> first_param(layers_.size() + 1, 0);
   for (size_t i = 0; i < layers_.size(); ++i) first_param[i + 1] = first_param[i] + layers_[i]->parameters().size();
   Tensor g = dy;
-  for (size_t i = layers_.size(); i-- > 0;) {
-    g = layers_[i]->backward(g, i > 0 || need_input_grad);
-    if (on_grad_ready)
-      for (size_t j = first_param[i]; j < first_param[i + 1]; ++j) on_grad_ready(j);
+  const size_t seg = checkpoint_layers_ == 0 ? layers_.size() : checkpoint_layers_;
+  const size_t segments = layers_.empty() ? 0 : (layers_.size() + seg - 1) / seg;
+  for (size_t s = segments; s-- > 0;) {
+    const size_t a = s * seg, b = std::min(a + seg, layers_.size());
+    if (checkpoint_layers_ != 0 && s < segment_inputs_.size() && !fault_active(Fault::checkpoint_no_recompute)) {
+      // Recompute: the segment's forward again, from its saved input.
+      Tensor h = segment_inputs_[s];
+      for (size_t i = a; i < b; ++i) h = layers_[i]->forward(h);
+    }
+    for (size_t i = b; i-- > a;) {
+      g = layers_[i]->backward(g, i > 0 || need_input_grad);
+      if (on_grad_ready)
+        for (size_t j = first_param[i]; j < first_param[i + 1]; ++j) on_grad_ready(j);
+    }
+    if (s < segment_inputs_.size()) segment_inputs_[s] = Tensor();  // freed once its segment is done
   }
+  segment_inputs_.clear();
   return need_input_grad ? g : Tensor();
 }
 
@@ -61,13 +99,16 @@ void Sequential::zero_grad() {
 
 void Sequential::clear_saved() {
   for (auto& l : layers_) l->clear_saved();
+  segment_inputs_.clear();
 }
 
 Sequential Sequential::replicate_on(Device& device) const {
   std::vector<std::unique_ptr<Layer>> copies;
   copies.reserve(layers_.size());
   for (auto& l : layers_) copies.push_back(l->replicate_on(device));
-  return Sequential(std::move(copies));
+  Sequential out(std::move(copies));
+  out.set_checkpoint(checkpoint_layers_);
+  return out;
 }
 
 Shape Sequential::output_shape(const Shape& input) const {

@@ -39,6 +39,13 @@ class Sequential {
                   bool need_input_grad = false);
   void zero_grad();
   void clear_saved();
+  // Activation checkpointing as torch.utils.checkpoint.checkpoint_sequential runs it:
+  // the layers in segments of `segment_layers` (0: none); every segment but the last
+  // keeps only its input after forward, and backward reruns the segment's forward
+  // from that input before the segment's backward. Same gradients, less activation
+  // memory, one more forward of the checkpointed segments.
+  void set_checkpoint(size_t segment_layers) { checkpoint_layers_ = segment_layers; }
+  size_t checkpoint_segment_layers() const { return checkpoint_layers_; }
   // Same structure on another device, parameters allocated but not copied.
   Sequential replicate_on(Device& device) const;
   Shape output_shape(const Shape& input) const;
@@ -46,6 +53,8 @@ class Sequential {
 
  private:
   std::vector<std::unique_ptr<Layer>> layers_;
+  size_t checkpoint_layers_ = 0;
+  std::vector<Tensor> segment_inputs_;  // the checkpointed segments' inputs, from forward to backward
 };
 
 // "mlp:IN-H1-...-OUT": nn.Sequential(Linear, [LayerNorm], Act, Linear, ..., Linear).

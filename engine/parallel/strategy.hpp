@@ -14,6 +14,7 @@
 #include "engine/nn/loss.hpp"
 #include "engine/nn/model.hpp"
 #include "engine/optim/optim.hpp"
+#include "engine/parallel/ddp/comm_hook.hpp"
 
 namespace dpt {
 
@@ -47,6 +48,8 @@ struct StrategyOptions {
   // micro-batch's loss is divided by K, as the recipe's `loss / K` does, so the K
   // accumulated gradients average to the full batch's.
   int accumulate = 1;
+  // DDP register_comm_hook (fp16_compress, bf16_compress, powersgd:r); none by default.
+  CommHookSpec comm_hook;
 };
 
 // What one step did, for the trainer's log and the step report.

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "engine/io/checkpoint.hpp"
+#include "engine/parallel/ddp/accumulate.hpp"
+#include "engine/parallel/ddp/ddp.hpp"
 #include "engine/nn/init.hpp"
 
 namespace dpt {
@@ -58,6 +60,10 @@ void check_config(const TrainConfig& c) {
   if (c.batch < 1) throw std::invalid_argument(fmt::format("--batch must be at least 1, got {}", c.batch));
   if (c.steps < 0) throw std::invalid_argument(fmt::format("--steps must not be negative, got {}", c.steps));
   if (c.model.widths.size() < 2) throw std::invalid_argument("--model needs at least two widths");
+  if (c.strategy.accumulate < 1 || (c.strategy.accumulate > 1 && c.strategy.kind != StrategyKind::ddp))
+    throw std::invalid_argument(fmt::format("--accumulate {}: gradient accumulation (no_sync) needs --strategy ddp "
+                                            "and K >= 1",
+                                            c.strategy.accumulate));
   // Refused before training, not after it: a checkpoint must be a regular file.
   if (c.checkpoint_path) check_output_path(*c.checkpoint_path, OutputKind::replaceable, "--checkpoint");
 }
@@ -259,10 +265,13 @@ TrainResult train_on(Backend& backend, const TrainConfig& config, const Dataset&
   result.data_samples = data.samples();
   result.parameters = strategy->module().parameter_count();
   for (int s = 0; s < config.steps; ++s) {
-    const auto idx = batch_indices(s, config.batch, data.samples(), config.shuffle, config.seed);
+    // With accumulation a step takes K micro-batches of `batch` samples, in order.
+    const int k = config.strategy.accumulate;
+    const auto idx = batch_indices(s, config.batch * k, data.samples(), config.shuffle, config.seed);
     const Tensor x = take_rows(backend, data.x, idx), y = take_rows(backend, data.y, idx);
     const Seconds t0 = backend.now();
-    const StepResult r = strategy->train_step(x, y);
+    const StepResult r = k == 1 ? strategy->train_step(x, y)
+                                : ddp_accumulated_step(dynamic_cast<DistributedDataParallel&>(*strategy), k, x, y);
     const Seconds dt = backend.now() - t0;
     result.losses.push_back(r.loss);
     result.step_s.push_back(dt);

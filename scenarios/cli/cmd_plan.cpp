@@ -30,6 +30,7 @@ struct PlanArgs {
   std::vector<std::string> strategies;
   std::optional<int> max_gpus;
   std::optional<long long> batch_per_device;
+  std::optional<long long> global_batch;
   std::optional<std::string> dtype, precision, optimizer;
   std::optional<double> bucket_cap_mb;
   int jobs = whatif::default_jobs();
@@ -102,6 +103,10 @@ std::vector<scenario::Scenario> plan_from_flags(const PlanArgs& a, const scenari
     if (*a.batch_per_device < 1)
       throw std::invalid_argument(fmt::format("--batch-per-device {}: must be positive", *a.batch_per_device));
     q.batch_per_device = *a.batch_per_device;
+  }
+  if (a.global_batch) {
+    if (*a.global_batch < 1) throw std::invalid_argument(fmt::format("--global-batch {}: must be positive", *a.global_batch));
+    q.global_batch = *a.global_batch;
   }
   if (a.dtype) {
     q.dtype = dtype_from_name(*a.dtype);
@@ -254,6 +259,8 @@ RunFn setup(CLI::App& parent) {
   app->add_option("--strategies", a->strategies, "strategies to consider (default: dp ddp)")->delimiter(',');
   app->add_option("--max-gpus", a->max_gpus, "largest GPU count to consider (default 64)");
   app->add_option("--batch-per-device", a->batch_per_device, "per-GPU batch (default 32)");
+  app->add_option("--global-batch", a->global_batch,
+                  "fixed global batch, reached by DDP accumulation (K = global / (batch-per-device x GPUs))");
   app->add_option("--dtype", a->dtype, "f32 | f64");
   app->add_option("--precision", a->precision,
                   "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 | f64");

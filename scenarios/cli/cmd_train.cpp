@@ -41,6 +41,8 @@ struct TrainFlags {
   std::optional<int> devices;             // --devices N (single 1, dp/ddp 2)
   std::optional<double> bucket_cap_mb;    // --bucket-cap-mb (ddp; 25)
   std::optional<std::string> uneven;      // --uneven pytorch|weighted (ddp; pytorch)
+  std::optional<int> accumulate;          // --accumulate K (ddp; 1)
+  std::optional<std::string> comm_hook;   // --comm-hook none|fp16_compress|bf16_compress (ddp; none)
   bool shuffle = false;                   // --shuffle
   bool json = false;                      // --json
   TrainDeviceFlags device;                // --backend host|cuda, --report, --trace, --tf32 (train_device.hpp)
@@ -145,6 +147,23 @@ TrainConfig config_from(const TrainFlags& f, int& devices_out) {
     if (!ddp) throw std::invalid_argument("--uneven applies to --strategy ddp only");
     c.strategy.uneven = *f.uneven == "weighted" ? UnevenMode::weighted : UnevenMode::pytorch;
   }
+  if (f.accumulate) {
+    if (!ddp) throw std::invalid_argument(fmt::format("--accumulate {} applies to --strategy ddp only", *f.accumulate));
+    limits::require_int_in("--accumulate", *f.accumulate, 1, 1 << 20, "micro-batches per optimizer step");
+    c.strategy.accumulate = *f.accumulate;
+  }
+  if (f.comm_hook) {
+    if (!ddp) throw std::invalid_argument(fmt::format("--comm-hook {} applies to --strategy ddp only", *f.comm_hook));
+    c.strategy.comm_hook = comm_hook_from_name(*f.comm_hook);
+    if (c.strategy.comm_hook.kind == CommHook::powersgd)
+      throw std::invalid_argument(fmt::format("--comm-hook {}: PowerSGD is cost-only (predict, sweep, plan); train "
+                                              "runs none, fp16_compress and bf16_compress",
+                                              *f.comm_hook));
+    if (c.strategy.comm_hook.kind != CommHook::none && f.device.backend != "host")
+      throw std::invalid_argument(fmt::format("--comm-hook {}: the compress hooks' numerics run on --backend host "
+                                              "only",
+                                              *f.comm_hook));
+  }
   if (f.device.backend == "host")
     limits::require_memory(fmt::format("--model {} with --batch {} on {} device(s): parameters, gradients, optimizer "
                                        "state, activations and data",
@@ -177,8 +196,12 @@ int run_train(const TrainFlags& f) {
                        {"samples_per_device", s.result->samples_per_device}});
     } else {
       if (s.step == 1)
-        std::cout << fmt::format("batch {} on {} device(s), strategy {}\n", batch_text(c.batch, first_split),
-                                 devices, f.strategy);
+        std::cout << fmt::format("batch {} on {} device(s), strategy {}{}\n", batch_text(c.batch * c.strategy.accumulate, first_split),
+                                 devices, f.strategy,
+                                 c.strategy.accumulate > 1
+                                     ? fmt::format(", {} micro-batches of {} per step (no_sync for {})",
+                                                   c.strategy.accumulate, c.batch, c.strategy.accumulate - 1)
+                                     : "");
       std::cout << fmt::format("step {} loss {:.9g}\n", s.step, s.loss) << std::flush;
     }
   });
@@ -197,6 +220,8 @@ int run_train(const TrainFlags& f) {
         {"strategy", f.strategy},
         {"devices", devices},
         {"batch", c.batch},
+        {"accumulate", c.strategy.accumulate},
+        {"comm_hook", comm_hook_name(c.strategy.comm_hook)},
         {"batch_per_device", first_split},
         {"dtype", dtype_name(r.dtype)},
         {"seed", c.seed},
@@ -252,6 +277,10 @@ Registration reg{"train", [](CLI::App& parent) -> RunFn {
       ->capture_default_str();
   app->add_option("--devices", flags->devices, "Devices: host worker threads or GPUs [single 1, dp and ddp 2]");
   app->add_option("--bucket-cap-mb", flags->bucket_cap_mb, "DDP gradient bucket cap in MiB [25, as PyTorch]");
+  app->add_option("--accumulate", flags->accumulate,
+                  "DDP gradient accumulation: K micro-batches of --batch per step, no_sync for K-1 [1]");
+  app->add_option("--comm-hook", flags->comm_hook,
+                  "DDP comm hook: none, fp16_compress or bf16_compress (real numerics on the host) [none]");
   app->add_option("--uneven", flags->uneven, "DDP with uneven local batches: pytorch (average of per-rank means, as "
                                              "PyTorch) or weighted (the full-batch gradient) [pytorch]")
       ->check(CLI::IsMember({"pytorch", "weighted"}));

@@ -32,9 +32,9 @@ inline int default_jobs() {
 inline bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 struct PointFlags {
-  std::optional<std::string> hardware, model, strategy, dtype, precision, optimizer;
+  std::optional<std::string> hardware, model, strategy, dtype, precision, optimizer, comm_hook, checkpoint;
   std::optional<int> devices, nodes, gpus, accumulate;
-  std::optional<long long> batch, batch_per_device;
+  std::optional<long long> batch, batch_per_device, global_batch;
   std::optional<double> bucket_cap_mb;
   std::vector<std::string> overrides;  // PATH=VALUE
 };
@@ -54,6 +54,14 @@ inline void add_point_flags(CLI::App* app, PointFlags& f) {
                   "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 | f64")
       ->group(g);
   app->add_option("--accumulate", f.accumulate, "DDP gradient accumulation: K micro-batches per step (no_sync for K-1)")
+      ->group(g);
+  app->add_option("--global-batch", f.global_batch,
+                  "DDP: reach this global batch by accumulation, K = global / (batch-per-device x GPUs)")
+      ->group(g);
+  app->add_option("--checkpoint", f.checkpoint,
+                  "activation checkpointing: none | every (each layer) | N (layers per segment)")
+      ->group(g);
+  app->add_option("--comm-hook", f.comm_hook, "DDP comm hook: none | fp16_compress | bf16_compress | powersgd[:R]")
       ->group(g);
   app->add_option("--bucket-cap-mb", f.bucket_cap_mb, "DDP bucket size in MiB (PyTorch's default 25)")->group(g);
   app->add_option("--optimizer", f.optimizer, "sgd | sgd_momentum | adamw")->group(g);
@@ -119,6 +127,9 @@ inline void apply_point_flags(scenario::Scenario& s, const PointFlags& f) {
   if (f.dtype) set_flag(s, "dtype", *f.dtype, "--dtype");
   if (f.precision) set_flag(s, "precision", *f.precision, "--precision");
   if (f.accumulate) set_flag(s, "accumulate", I{*f.accumulate}, "--accumulate");
+  if (f.global_batch) set_flag(s, "global_batch", I{*f.global_batch}, "--global-batch");
+  if (f.comm_hook) set_flag(s, "comm_hook", *f.comm_hook, "--comm-hook");
+  if (f.checkpoint) set_flag(s, "checkpoint", *f.checkpoint, "--checkpoint");
   if (f.bucket_cap_mb) set_flag(s, "bucket_cap_mb", *f.bucket_cap_mb, "--bucket-cap-mb");
   if (f.optimizer) set_flag(s, "optimizer", *f.optimizer, "--optimizer");
   for (const auto& o : f.overrides) {

@@ -113,6 +113,7 @@ std::vector<Scenario> plan_scenarios(const PlanRequest& q, const Library& lib) {
   root["name"] = "plan-" + q.model;
   root["model"] = q.model;
   root["batch_per_device"] = q.batch_per_device;
+  if (q.global_batch) root["global_batch"] = *q.global_batch;
   root["dtype"] = std::string(dtype_name(q.dtype));
   if (q.precision) root["precision"] = std::string(precision_name(*q.precision));
   root["optimizer"] = optimizer_kind_name(q.optimizer);

@@ -23,6 +23,8 @@ struct PlanRequest {
   Target target;
   PlanSpec spec;  // candidates, strategies, max GPUs, currency, training length, tie margin
   std::int64_t batch_per_device = 32;
+  // A fixed global batch reached through DDP accumulation at every GPU count (global_batch:).
+  std::optional<std::int64_t> global_batch;
   DType dtype = DType::f32;
   std::optional<Precision> precision;  // none: the dtype's
   OptimizerKind optimizer = OptimizerKind::sgd_momentum;

@@ -20,6 +20,8 @@ StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool e
   c.dtype = p.dtype;
   c.precision = p.precision;
   c.accumulate = p.accumulate;
+  c.comm_hook = p.comm_hook;
+  c.checkpoint_layers = static_cast<size_t>(p.config.checkpoint_layers);
   c.bucket_cap_mb = p.bucket_cap_mb;
   c.numeric = false;
   c.trace_path = trace_path;

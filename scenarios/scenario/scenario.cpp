@@ -1,6 +1,7 @@
 #include "scenarios/scenario/scenario.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <set>
@@ -170,7 +171,9 @@ Target target_in_samples(Target t, double tokens_per_sample) {
 const std::vector<std::string>& sweepable_fields() {
   static const std::vector<std::string> fields = {"hardware", "model",   "strategy",      "devices",
                                                   "nodes",    "gpus",    "batch",         "batch_per_device",
-                                                  "dtype",    "precision", "accumulate", "bucket_cap_mb", "optimizer"};
+                                                  "dtype",    "precision", "accumulate", "global_batch", "comm_hook",
+                                                  "checkpoint",
+                                                  "bucket_cap_mb", "optimizer"};
   return fields;
 }
 
@@ -186,12 +189,12 @@ void set_point_field(PointConfig& c, const std::string& field, const YAML::Node&
   }
   // Read the YAML value as the field's type; set_point_value checks it.
   if (field == "devices" || field == "nodes" || field == "gpus" || field == "batch" || field == "batch_per_device" ||
-      field == "accumulate")
+      field == "accumulate" || field == "global_batch")
     set_point_value(c, field, as_int(v, where), where);
   else if (field == "bucket_cap_mb")
     set_point_value(c, field, as_double(v, where), where);
   else if (field == "hardware" || field == "model" || field == "strategy" || field == "dtype" || field == "precision" ||
-           field == "optimizer")
+           field == "optimizer" || field == "comm_hook" || field == "checkpoint")
     set_point_value(c, field, as_string(v, where), where);
   else fail_at(where, fmt::format("unknown field (allowed: {}, overrides.<hardware field>)", join(sweepable_fields())));
 }
@@ -235,6 +238,23 @@ void set_point_value(PointConfig& c, const std::string& field, const PointValue&
     }
   } else if (field == "accumulate") {
     c.accumulate = static_cast<int>(count());
+  } else if (field == "global_batch") {
+    c.global_batch = count();
+  } else if (field == "checkpoint") {
+    // every: each layer its own segment; none; N: N layers per segment.
+    const std::string t = text();
+    int layers = 0;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), layers);
+    if (t == "every") c.checkpoint_layers = 1;
+    else if (t == "none") c.checkpoint_layers = 0;
+    else if (ec == std::errc() && end == t.data() + t.size() && layers >= 1 && layers <= 1000000) c.checkpoint_layers = layers;
+    else fail_at(where, fmt::format("checkpoint '{}' (allowed: none, every, or N layers per segment, 1..1000000)", t));
+  } else if (field == "comm_hook") {
+    try {
+      c.comm_hook = comm_hook_from_name(text());
+    } catch (const std::invalid_argument& e) {
+      fail_at(where, e.what());
+    }
   } else if (field == "bucket_cap_mb") {
     const double mb = std::get<double>(v);
     if (!(mb > 0)) fail_at(where, fmt::format("must be positive, got {}", mb));

@@ -17,6 +17,9 @@
 //   dtype: f32                        # f32 | f64
 //   precision: bf16-amp               # f32 (PyTorch defaults) | tf32 | bf16-amp | f16-amp | bf16 | f64
 //   accumulate: 4                     # DDP gradient accumulation: micro-batches per step (default 1)
+//   global_batch: 2048                # or: K = global_batch / (batch_per_device x GPUs), whole
+//   checkpoint: every                 # activation checkpointing: none | every (each layer) | N (layers per segment)
+//   comm_hook: fp16_compress          # DDP comm hook: none | fp16_compress | bf16_compress | powersgd[:R]
 //   bucket_cap_mb: 25                 # DDP bucket size (PyTorch's default 25)
 //   optimizer: sgd_momentum           # sgd | sgd_momentum | adamw
 //   overrides:                        # any hardware field by its dotted path
@@ -106,6 +109,11 @@ struct PointConfig {
   DType dtype = DType::f32;
   std::optional<Precision> precision;  // none: the dtype's (f32: PyTorch defaults)
   int accumulate = 1;  // DDP: micro-batches per optimizer step; the batch fields describe one
+  // A fixed global batch reached through accumulation: K = global_batch / (batch_per_device
+  // x GPUs) at each point (a sweep skips a point where that is not whole).
+  std::optional<std::int64_t> global_batch;
+  CommHookSpec comm_hook;  // DDP register_comm_hook
+  int checkpoint_layers = 0;  // activation checkpointing: layers per segment (every: 1); 0: none
   double bucket_cap_mb = 25.0;
   OptimizerKind optimizer = OptimizerKind::sgd;
   std::vector<Override> overrides;
@@ -172,6 +180,7 @@ struct ResolvedPoint {
   DType dtype = DType::f32;  // of parameters, gradients and optimizer state (precision_parameter_dtype)
   Precision precision = Precision::f32;
   int accumulate = 1;
+  CommHookSpec comm_hook;
   double bucket_cap_mb = 25.0;
   OptimizerKind optimizer = OptimizerKind::sgd;
   // Parameters, gradients and optimizer state on one GPU: a lower bound on its memory.

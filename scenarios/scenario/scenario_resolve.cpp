@@ -49,6 +49,18 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
     throw std::invalid_argument(where("accumulate") + fmt::format("gradient accumulation (no_sync) needs strategy ddp, "
                                                                   "not {}",
                                                                   c.strategy.value()));
+  r.comm_hook = c.comm_hook;
+  if (r.comm_hook.kind != CommHook::none && r.strategy != StrategyKind::ddp)
+    throw std::invalid_argument(where("comm_hook") + fmt::format("comm hook {} is DDP's (register_comm_hook): it needs "
+                                                                 "strategy ddp, not {}",
+                                                                 comm_hook_name(r.comm_hook), c.strategy.value()));
+  if (c.global_batch && (c.where.count("accumulate") || c.batch))
+    throw std::invalid_argument(where("global_batch") + "global_batch sets the accumulation from batch_per_device: "
+                                                        "give neither accumulate nor batch with it");
+  if (c.global_batch && r.strategy != StrategyKind::ddp)
+    infeasible(where("global_batch"), fmt::format("global_batch is reached through DDP gradient accumulation "
+                                                  "(no_sync), which strategy {} does not have",
+                                                  c.strategy.value()));
   r.optimizer = c.optimizer;
 
   const auto& hw = r.hardware;
@@ -97,6 +109,14 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
   } else {
     r.batch_per_device = c.batch_per_device.value();
     r.batch_global = r.batch_per_device * r.world();
+  }
+  if (c.global_batch) {
+    // K micro-batches of batch_per_device on every GPU make the global batch.
+    if (*c.global_batch % r.batch_global != 0)
+      infeasible(where("global_batch"),
+                 fmt::format("a global batch of {} is not a whole number of micro-batches of {} x {} GPUs = {}",
+                             *c.global_batch, r.batch_per_device, r.world(), r.batch_global));
+    r.accumulate = static_cast<int>(*c.global_batch / r.batch_global);
   }
 
   const Bytes param_bytes = model_parameter_count(r.model) * dtype_size_bytes(r.dtype);

@@ -168,6 +168,7 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
     for (int i = 0; i < b.device_count(); ++i) so.device_ids.push_back(i);
     so.bucket_cap_mb = c.bucket_cap_mb;
     so.accumulate = c.accumulate;
+    so.comm_hook = c.comm_hook;
     // Class labels (int64, one per sample), as a classifier or language model trains:
     // an MSE target as wide as the output would put a second output's worth of memory
     // on the devices that real training does not have.
@@ -175,7 +176,12 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
     OptimizerBuilder opt = c.optimizer ? c.optimizer : [](std::vector<NamedParameter> p) {
       return make_sgd(std::move(p), SgdOptions{});
     };
-    auto strategy = make_strategy(b, so, build_model, opt);
+    const ModelBuilder build = [&build_model, &c](Device& d) {
+      Sequential m = build_model(d);
+      m.set_checkpoint(c.checkpoint_layers);
+      return m;
+    };
+    auto strategy = make_strategy(b, so, build, opt);
     // One step: K micro-batches of `batch` (K = 1 without accumulation).
     auto step = [&strategy, &c](const Tensor& xs, const Tensor& ys) {
       if (c.accumulate == 1) return strategy->train_step(xs, ys);
@@ -327,6 +333,21 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
         r.batch_per_device = batch_per_device;
         r.out_of_memory = m.oom;
         r.warnings = m.warnings;
+        if (c.checkpoint_layers > 0)
+          r.warnings.push_back(fmt::format(
+              "activation checkpointing, {} layer(s) per segment (torch.utils.checkpoint.checkpoint_sequential: the "
+              "last segment is not checkpointed): each checkpointed segment keeps its input and runs its forward again "
+              "in backward",
+              c.checkpoint_layers));
+        if (c.comm_hook.kind == CommHook::powersgd)
+          r.warnings.push_back(fmt::format(
+              "comm hook {}: PowerSGD's steady state (past start_powerSGD_iter, warm start, error feedback); the twin "
+              "runs each bucket's Q phase (orthogonalise P, Q = M^T P, all-reduce Q) after backward, not as P's "
+              "all-reduce completes",
+              comm_hook_name(c.comm_hook)));
+        else if (c.comm_hook.kind != CommHook::none)
+          r.warnings.push_back(fmt::format("comm hook {}: buckets all-reduced in {} with a cast kernel before and after",
+                                           comm_hook_name(c.comm_hook), dtype_name(*comm_hook_wire_dtype(c.comm_hook.kind))));
         for (int i = 0; i < backend->device_count(); ++i) {
           SimDevice& d = backend->sim_device(i);
           DeviceReport dr;
@@ -397,6 +418,9 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
     throw std::invalid_argument("predict: input_features and output_features of the model must be set");
   if (c.strategy == StrategyKind::single && c.devices != 1)
     throw std::invalid_argument(fmt::format("predict: strategy single runs on 1 device, {} given", c.devices));
+  if (c.comm_hook.kind != CommHook::none && c.strategy != StrategyKind::ddp)
+    throw std::invalid_argument(fmt::format("predict: comm hook {} needs strategy ddp (got {})",
+                                            comm_hook_name(c.comm_hook), strategy_kind_name(c.strategy)));
   if (c.accumulate < 1 || (c.accumulate > 1 && c.strategy != StrategyKind::ddp))
     throw std::invalid_argument(fmt::format("predict: accumulate {} needs strategy ddp and K >= 1 (got {})", c.accumulate,
                                             strategy_kind_name(c.strategy)));
@@ -412,6 +436,7 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
     one.trace_path.clear();
     one.single_device_baseline = false;
     one.accumulate = 1;
+    one.comm_hook = {};
     const StepReport base = simulate_config(hw, build_model, one).report;
     if (base.step_time_s) {
       r.single_device_step_time_s = base.step_time_s;

@@ -36,6 +36,13 @@ struct PredictConfig {
   // under no_sync (ddp_accumulated_step). The batch fields describe one micro-batch;
   // the report's batch_global and throughput count every sample of the step.
   int accumulate = 1;
+  // DDP register_comm_hook: the compress hooks all-reduce half-precision copies of the
+  // buckets with cast kernels around them; PowerSGD all-reduces the uncompressed
+  // tensors, P and Q, with its matmuls and orthogonalisations (comm_hook.hpp).
+  CommHookSpec comm_hook;
+  // Activation checkpointing (Sequential::set_checkpoint): segments of this many
+  // layers, all but the last recomputed in backward; 0: none.
+  size_t checkpoint_layers = 0;
   double bucket_cap_mb = 25.0;  // DDP, PyTorch's default
   bool numeric = false;         // true: compute for real (small models); false: shape-only
   int warmup_steps = 1;         // steps before the measured one (DDP's buckets are rebuilt after step 1)

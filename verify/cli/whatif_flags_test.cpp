@@ -86,6 +86,10 @@ TEST(WhatifFlags, BadValuesGetTheFileKeysMessages) {
       {"dtype", "--dtype", "f16", with([](PointFlags& f) { f.dtype = "f16"; })},
       {"optimizer", "--optimizer", "lamb", with([](PointFlags& f) { f.optimizer = "lamb"; })},
       {"hardware", "--hardware", "''", with([](PointFlags& f) { f.hardware = ""; })},
+      {"comm_hook", "--comm-hook", "fp8", with([](PointFlags& f) { f.comm_hook = "fp8"; })},
+      {"comm_hook", "--comm-hook", "powersgd:0", with([](PointFlags& f) { f.comm_hook = "powersgd:0"; })},
+      {"checkpoint", "--checkpoint", "sometimes", with([](PointFlags& f) { f.checkpoint = "sometimes"; })},
+      {"global_batch", "--global-batch", "0", with([](PointFlags& f) { f.global_batch = 0; })},
   };
   for (const auto& c : cases) {
     const std::string from_file = file_error(c.key, c.yaml);

@@ -7,6 +7,7 @@ MASTER_ADDR=127.0.0.1 on a free port), and every rank runs every job in order.
 A job ("kind": "ddp") gives:
   name, model (as torch_oracle.build_mlp), loss, reduction, steps, sgd options,
   world_size (the same for all ddp jobs of one run),
+  comm_hook (optional): "none" or "fp16_compress" (default_hooks.fp16_compress_hook),
   tensors  <name>/param/<p>            the weights rank 0 starts from
            <name>/param_other/<p>      the weights every other rank starts from
                                        (DDP's construction broadcast overwrites them)
@@ -38,6 +39,12 @@ def _run_job(rank, job, tensors):
     source = "/param/" if rank == 0 else "/param_other/"
     model.load_state_dict(torch_oracle.state_of(tensors, name + source), strict=True)
     ddp = DistributedDataParallel(model)  # CPU module: no device_ids; broadcasts rank 0's parameters
+    hook = job.get("comm_hook", "none")
+    if hook == "fp16_compress":  # gloo runs it on the CPU; bf16_compress_hook needs CUDA and NCCL
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif hook != "none":
+        raise ValueError(f"job {name}: comm_hook {hook!r} is not one the oracle runs")
     s = job["sgd"]
     opt = torch.optim.SGD(ddp.parameters(), lr=s["lr"], momentum=s["momentum"], dampening=s["dampening"],
                           weight_decay=s["weight_decay"], nesterov=s["nesterov"])

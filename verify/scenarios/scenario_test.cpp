@@ -140,9 +140,9 @@ std::string replaced(const std::string& from, const std::string& to) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadScenario,
     ::testing::Values(
-        BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key (allowed: accumulate, batch, batch_per_device, bucket_cap_mb, devices, "
-                "dtype, gpus, hardware, model, name, nodes, optimizer, overrides, plan, precision, question, "
-                "schema_version, strategy, sweep, target)"},
+        BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key (allowed: accumulate, batch, batch_per_device, bucket_cap_mb, checkpoint, "
+                "comm_hook, devices, dtype, global_batch, gpus, hardware, model, name, nodes, optimizer, overrides, "
+                "plan, precision, question, schema_version, strategy, sweep, target)"},
         BadCase{"WrongType", replaced("devices: 8", "devices: eight"),
                 "bad.yaml:5: devices: expected an integer, got 'eight'"},
         BadCase{"BatchZero", replaced("batch_per_device: 32", "batch_per_device: 0"),
@@ -169,7 +169,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied], hf:PATH/config.json)"},
         BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
                 "bad.yaml:8: sweep.colour: unknown sweep axis (allowed: hardware, model, strategy, devices, nodes, "
-                "gpus, batch, batch_per_device, dtype, precision, accumulate, bucket_cap_mb, optimizer, "
+                "gpus, batch, batch_per_device, dtype, precision, accumulate, global_batch, comm_hook, checkpoint, "
+                "bucket_cap_mb, optimizer, "
                 "overrides.<hardware field>)"},
         BadCase{"EmptySweepAxis", with("sweep:\n  devices: []\n"),
                 "bad.yaml:8: sweep.devices: expected a non-empty list of values"},

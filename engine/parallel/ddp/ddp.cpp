@@ -107,6 +107,7 @@ DistributedDataParallel::DistributedDataParallel(Backend& backend, const Strateg
   ReducerOptions ro;
   ro.bucket_cap_bytes = ddp_bucket_cap_bytes(options.bucket_cap_mb);
   ro.gradient_as_bucket_view = options.gradient_as_bucket_view;
+  ro.comm_hook = options.comm_hook;
   for (size_t r = 0; r < device_ids_.size(); ++r) ranks_.push_back(std::make_unique<Rank>());
   on_every_rank(backend_, comms_, [&](int r) {
     Rank& rk = *ranks_[static_cast<size_t>(r)];

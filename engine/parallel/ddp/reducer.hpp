@@ -11,6 +11,7 @@
 #include "engine/core/communicator.hpp"
 #include "engine/nn/model.hpp"
 #include "engine/parallel/ddp/bucket_assignment.hpp"
+#include "engine/parallel/ddp/comm_hook.hpp"
 
 namespace dpt {
 
@@ -23,6 +24,10 @@ struct ReducerOptions {
   bool single_bucket_first_iteration = true;
   bool gradient_as_bucket_view = false;  // parameters' .grad become views into the buckets
   Seconds timeout_s = 300.0;             // per all-reduce
+  // register_comm_hook: the compress hooks with real numerics where the device
+  // computes, as casts and half-precision all-reduces in the twin's shape-only mode;
+  // PowerSGD in the shape-only mode only (its costs, not its numerics).
+  CommHookSpec comm_hook;
 };
 
 class Reducer {
@@ -52,6 +57,8 @@ class Reducer {
  private:
   void build(const std::vector<Bucket>& layout);
   void launch_ready_buckets();
+  void launch_bucket(size_t b);
+  void finish_bucket(size_t b);
 
   struct Slot {
     size_t bucket = 0;
@@ -61,7 +68,12 @@ class Reducer {
     Tensor flat;          // MemoryCategory::buckets on this rank's device
     size_t pending = 0;   // gradients not yet ready in this iteration
     WorkPtr work;
+    // Comm hooks in the shape-only mode: the half-precision copy all-reduced by a
+    // compress hook; PowerSGD's uncompressed part, P, Q and error-feedback buffers.
+    Tensor wire, uncompressed, p, q, error;
+    PowerSgdPlan powersgd;
   };
+  void allocate_hook_buffers(Runtime& rt, size_t b);
 
   std::vector<NamedParameter> params_;
   Communicator& comm_;
