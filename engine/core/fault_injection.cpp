@@ -21,7 +21,8 @@ const std::vector<Fault>& all_faults() {
       Fault::ddp_skip_last_bucket,        Fault::ddp_skip_initial_broadcast,    Fault::ring_skips_last_all_gather_step,
       Fault::predict_symmetric_node0_only, Fault::fluid_sim_unweighted_sharing, Fault::fidelity_per_rank_count,
       Fault::ddp_sync_inside_no_sync,     Fault::ddp_accumulate_undivided,      Fault::cost_half_activations_as_f64,
-      Fault::predict_half_wire_as_f64,    Fault::predict_every_op_at_f32_peak,
+      Fault::predict_half_wire_as_f64,    Fault::predict_every_op_at_f32_peak,  Fault::ddp_unfused_divide,
+      Fault::opclass_ignores_bytes,       Fault::interference_speeds_compute,
   };
   return faults;
 }
@@ -42,6 +43,9 @@ const char* fault_name(Fault f) {
     case Fault::cost_half_activations_as_f64: return "half-activations-f64";
     case Fault::predict_half_wire_as_f64: return "half-wire-f64";
     case Fault::predict_every_op_at_f32_peak: return "every-op-f32-peak";
+    case Fault::ddp_unfused_divide: return "ddp-unfused-divide";
+    case Fault::opclass_ignores_bytes: return "opclass-ignores-bytes";
+    case Fault::interference_speeds_compute: return "interference-speeds-compute";
   }
   return "?";
 }

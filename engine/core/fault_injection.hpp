@@ -26,6 +26,9 @@ enum class Fault : unsigned {
   cost_half_activations_as_f64,     // "half-activations-f64": bf16/f16 saved activations sized at 8 bytes
   predict_half_wire_as_f64,         // "half-wire-f64": bf16/f16 collectives move 8 bytes per element
   predict_every_op_at_f32_peak,     // "every-op-f32-peak": the precision ignored, every op at the f32 (f64) peak
+  ddp_unfused_divide,               // "ddp-unfused-divide": DDP's division by the world size as a copy plus a scale kernel
+  opclass_ignores_bytes,            // "opclass-ignores-bytes": memory-bound op classes charged their FLOPs only
+  interference_speeds_compute,      // "interference-speeds-compute": compute overlapping NCCL kernels credited, not slowed
 };
 
 // Every fault, in declaration order.
