@@ -44,6 +44,9 @@ const std::vector<Fault>& all_faults() {
       Fault::comm_hook_skip_divide,
       Fault::checkpoint_no_recompute,
       Fault::checkpoint_keeps_activations,
+      Fault::ddp_unfused_divide,
+      Fault::opclass_ignores_bytes,
+      Fault::interference_speeds_compute,
   };
   return faults;
 }
@@ -77,6 +80,9 @@ const char* fault_name(Fault f) {
     case Fault::comm_hook_skip_divide: return "comm-hook-skip-divide";
     case Fault::checkpoint_no_recompute: return "checkpoint-no-recompute";
     case Fault::checkpoint_keeps_activations: return "checkpoint-keeps-activations";
+    case Fault::ddp_unfused_divide: return "ddp-unfused-divide";
+    case Fault::opclass_ignores_bytes: return "opclass-ignores-bytes";
+    case Fault::interference_speeds_compute: return "interference-speeds-compute";
   }
   return "?";
 }

@@ -39,6 +39,9 @@ enum class Fault : unsigned {
   comm_hook_skip_divide,            // "comm-hook-skip-divide": the compress hooks all-reduce without dividing by the world size
   checkpoint_no_recompute,          // "checkpoint-no-recompute": checkpointed segments keep their activations, no recompute
   checkpoint_keeps_activations,     // "checkpoint-keeps-activations": segments save a copy of their input and free nothing
+  ddp_unfused_divide,               // "ddp-unfused-divide": DDP's division by the world size as a copy plus a scale kernel
+  opclass_ignores_bytes,            // "opclass-ignores-bytes": memory-bound op classes charged their FLOPs only
+  interference_speeds_compute,      // "interference-speeds-compute": compute overlapping NCCL kernels credited, not slowed
 };
 
 // Every fault, in declaration order.

@@ -1,6 +1,8 @@
 #include "engine/nn/cost_layer.hpp"
 
 #include <stdexcept>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -9,6 +11,50 @@
 #include "engine/core/op_scope.hpp"
 
 namespace dpt {
+
+namespace {
+
+bool type_has(const std::string& type, std::string_view part) { return type.find(part) != std::string::npos; }
+
+// The kernel names of a layer's forward and backward, which state its op class for the
+// twin's per-class efficiencies (sim_op_class reads the prefix): conv and gemm from
+// layer_op_class (the class precision needs); among the other layers, norms, embedding
+// lookups and attention-only modules by their type, everything else (activations,
+// pooling, dropout) elementwise.
+std::pair<const char*, const char*> kernel_names(const LayerDescription& d, OpClass c) {
+  if (c == OpClass::conv) return {"conv_fwd", "conv_bwd"};
+  if (c == OpClass::matmul) {
+    const bool attention_only = type_has(d.type, "Attention") && !type_has(d.type, "Block") && !type_has(d.type, "Layer");
+    return attention_only ? std::pair{"attention_fwd", "attention_bwd"} : std::pair{"gemm_fwd", "gemm_bwd"};
+  }
+  if (type_has(d.type, "Norm")) return {"norm_fwd", "norm_bwd"};
+  if (type_has(d.type, "Embedding")) return {"embedding_fwd", "embedding_bwd"};
+  return {"elementwise_fwd", "elementwise_bwd"};
+}
+
+// Whether a GEMM or convolution layer also holds norms or activations (Conv2d+BatchNorm2d+
+// ReLU, a Bottleneck, a transformer block): on a GPU those are kernels of their own that
+// stream the activations through memory, not work hidden under the GEMM's FLOPs.
+bool has_memory_bound_parts(const LayerDescription& d, OpClass c) {
+  if (c == OpClass::other) return false;
+  for (std::string_view part : {"Norm", "ReLU", "GELU", "SiLU", "Tanh", "Softmax", "Bottleneck", "Block", "Layer"})
+    if (type_has(d.type, part)) return true;
+  return false;
+}
+
+// Charges a layer's memory-bound parts as their own kernel moving `passes` x the saved
+// activation bytes (the norms' and activations' inputs and outputs).
+void charge_memory_bound_parts(Device& device, const LayerDescription& d, bool forward, Bytes saved_bytes) {
+  const bool norm = type_has(d.type, "Norm") || type_has(d.type, "Bottleneck") || type_has(d.type, "Block") ||
+                    type_has(d.type, "Layer");
+  const char* name = norm ? (forward ? "norm_fwd" : "norm_bwd") : (forward ? "elementwise_fwd" : "elementwise_bwd");
+  // Forward: each reads its input and writes its output (2 passes). Backward: reads the
+  // saved input and the output gradient, writes the input gradient (3 passes).
+  const Bytes read = forward ? saved_bytes : 2 * saved_bytes;
+  kernel_charge(device, OpCost{name, OpKind::memory, 0.0, read, saved_bytes, OpClass::other});
+}
+
+}  // namespace
 
 CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype,
                      std::optional<Precision> precision)
@@ -87,12 +133,16 @@ Tensor CostLayer::forward(const Tensor& x) {
   saved_ = device_->allocate(saved_bytes, MemoryCategory::activations);
   saved_batch_ = batch;
   Tensor y = make_tensor(batch, desc_.output_features, MemoryCategory::activations);
-  OpCost cost{"cost_fwd", OpKind::compute, desc_.forward_flops_per_sample * static_cast<double>(batch),
-              x.size_bytes() + param_bytes, y.size_bytes() + saved_bytes, op_class_};
+  // A measured layer's time covers all of its kernels; otherwise its norms and activations
+  // stream the saved activations in a kernel of their own.
+  const bool split = has_memory_bound_parts(desc_, op_class_) && !desc_.measured_forward_s_per_sample;
+  OpCost cost{kernel_names(desc_, op_class_).first, OpKind::compute, desc_.forward_flops_per_sample * static_cast<double>(batch),
+              x.size_bytes() + param_bytes, y.size_bytes() + (split ? 0 : saved_bytes), op_class_};
   if (desc_.measured_forward_s_per_sample)
     cost.measured_s = *desc_.measured_forward_s_per_sample * static_cast<double>(batch);
   const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "forward");
   kernel_charge(*device_, cost);
+  if (split) charge_memory_bound_parts(*device_, desc_, true, saved_bytes);
   return y;
 }
 
@@ -110,12 +160,14 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
   if (need_input_grad) dx = make_tensor(batch, input_features_, MemoryCategory::activations);
   // Backward is two GEMM-shaped passes (input gradient and weight gradient), each
   // as costly as the forward: 2x forward FLOPs, the convention of Kaplan et al. 2020.
-  OpCost cost{"cost_bwd", OpKind::compute, 2.0 * desc_.forward_flops_per_sample * static_cast<double>(batch),
+  OpCost cost{kernel_names(desc_, op_class_).second, OpKind::compute, 2.0 * desc_.forward_flops_per_sample * static_cast<double>(batch),
               dy.size_bytes() + saved_->size_bytes() + param_bytes, (dx.defined() ? dx.size_bytes() : 0) + grad_bytes,
               op_class_};
   if (desc_.measured_backward_s_per_sample)
     cost.measured_s = *desc_.measured_backward_s_per_sample * static_cast<double>(batch);
   const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "backward");
+  if (has_memory_bound_parts(desc_, op_class_) && !desc_.measured_backward_s_per_sample)
+    charge_memory_bound_parts(*device_, desc_, false, saved_->size_bytes());
   kernel_charge(*device_, cost);
   clear_saved();
   return dx;

@@ -21,7 +21,7 @@
 //     - id: dle-rn50-a100-8gpu-tf32
 //       hardware_file: dgx-a100
 //       training: {model: resnet50, strategy: ddp, gpus: 8, nodes: 1, batch_per_device: 256,
-//                  measured_precision: tf32, twin_dtype: f32, optimizer: sgd_momentum}
+//                  measured_precision: tf32, precision: tf32, optimizer: sgd_momentum}
 //       measured: {samples_per_s: 7248}
 //
 // Collectives are predicted as `dptwin bench --backend sim` runs them (the same plan,
@@ -61,7 +61,10 @@ struct TrainingConfig {
   int nodes = 1;
   std::int64_t batch_per_device = 0;
   std::string measured_precision;    // what the source ran: fp32, tf32, amp, ...
-  std::string twin_dtype = "f32";    // what the twin is asked for
+  // The training precision the twin runs (--precision's names): what the source ran,
+  // e.g. tf32 for DeepLearningExamples' "TF32" columns, f16-amp for "AMP"/"mixed". The
+  // older key twin_dtype (f32 or f64) maps to the precision of that dtype.
+  std::string precision = "f32";
   std::string optimizer = "sgd_momentum";
   int accumulation_steps = 1;        // micro-batches per optimizer step (no_sync in between)
 };

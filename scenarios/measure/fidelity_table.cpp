@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "engine/core/precision.hpp"
 #include "scenarios/measure/fidelity.hpp"
 
 namespace dpt::fidelity {
@@ -115,7 +116,8 @@ CollectiveConfig parse_collective(const Reader& r, const YAML::Node& n, const st
 
 TrainingConfig parse_training(const Reader& r, const YAML::Node& n, const std::string& key) {
   r.require_map(n, key);
-  r.check_keys(n, key, {"model", "strategy", "gpus", "nodes", "batch_per_device", "measured_precision", "twin_dtype",
+  r.check_keys(n, key, {"model", "strategy", "gpus", "nodes", "batch_per_device", "measured_precision", "precision",
+                        "twin_dtype",
                         "optimizer", "accumulation_steps"});
   TrainingConfig t;
   t.model = r.text(r.required(n, "model", key), key + ".model");
@@ -126,7 +128,21 @@ TrainingConfig parse_training(const Reader& r, const YAML::Node& n, const std::s
   if (n["nodes"]) t.nodes = static_cast<int>(r.whole(n["nodes"], key + ".nodes", 1, 4096));
   t.batch_per_device = r.whole(r.required(n, "batch_per_device", key), key + ".batch_per_device", 1, 1 << 24);
   t.measured_precision = r.text(r.required(n, "measured_precision", key), key + ".measured_precision");
-  if (n["twin_dtype"]) t.twin_dtype = r.text(n["twin_dtype"], key + ".twin_dtype");
+  if (n["precision"] && n["twin_dtype"])
+    r.fail(n["twin_dtype"], key + ".twin_dtype", "give precision or twin_dtype, not both");
+  if (n["precision"]) {
+    t.precision = r.text(n["precision"], key + ".precision");
+    try {
+      (void)precision_from_name(t.precision);
+    } catch (const std::invalid_argument& e) {
+      r.fail(n["precision"], key + ".precision", e.what());
+    }
+  }
+  if (n["twin_dtype"]) {  // older key: a plain dtype run is PyTorch's defaults in that dtype
+    t.precision = r.text(n["twin_dtype"], key + ".twin_dtype");
+    if (t.precision != "f32" && t.precision != "f64")
+      r.fail(n["twin_dtype"], key + ".twin_dtype", fmt::format("'{}' is not f32 or f64 (use precision:)", t.precision));
+  }
   if (n["optimizer"]) t.optimizer = r.text(n["optimizer"], key + ".optimizer");
   if (n["accumulation_steps"])
     t.accumulation_steps = static_cast<int>(r.whole(n["accumulation_steps"], key + ".accumulation_steps", 1, 1 << 16));

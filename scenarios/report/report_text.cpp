@@ -75,6 +75,7 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
       {"    exposed communication", format_duration(r.breakdown_s.exposed_communication)},
       {"    dispatch", format_duration(r.breakdown_s.dispatch)},
       {"    optimizer", format_duration(r.breakdown_s.optimizer)},
+      {"    interference", format_duration(r.breakdown_s.interference)},
       {"  throughput", r.throughput_samples_per_s ? format_figure(*r.throughput_samples_per_s) + " samples/s" : "n/a"},
   };
   if (r.scaling_efficiency)

@@ -74,6 +74,24 @@ constexpr double kBandwidthLo = 1 * kMBps, kBandwidthHi = 1 * kPBps;
 
 int int_in(MapReader& r, const std::string& key, int lo, int hi) { return static_cast<int>(r.get_int_in(key, lo, hi)); }
 
+// Fractions of a rate, each in (0, 1]: an efficiency above 1 would beat the datasheet.
+OpEfficiencySpec read_op_efficiency(MapReader r) {
+  OpEfficiencySpec e;
+  auto field = [&](const char* key, std::optional<double>& out) {
+    if (auto v = r.opt_double_in(key, 1e-3, 1.0)) out = *v;
+  };
+  field("gemm", e.gemm);
+  field("conv", e.conv);
+  field("attention", e.attention);
+  field("norm", e.norm);
+  field("elementwise", e.elementwise);
+  field("embedding", e.embedding);
+  field("loss", e.loss);
+  field("optimizer", e.optimizer);
+  r.finish();
+  return e;
+}
+
 GpuSpec read_gpu(MapReader r) {
   GpuSpec g;
   g.name = r.get_string("name");
@@ -89,6 +107,12 @@ GpuSpec read_gpu(MapReader r) {
   g.memory_bytes = r.get_bytes_in("memory", kMiB, 64 * 1024 * kGiB);
   g.memory_bandwidth = r.get_bandwidth_in("memory_bandwidth", kBandwidthLo, kBandwidthHi);
   g.kernel_launch_latency_s = r.get_time_in("kernel_launch_latency", kOpCostLo, kOpCostHi);
+  // Streaming multiprocessors: 1 .. 1024 (today's GPUs have 20 to 160).
+  if (auto sms = r.opt_int("sm_count")) {
+    if (*sms < 1 || *sms > 1024) r.fail("sm_count", fmt::format("{} is outside 1 .. 1024", *sms));
+    g.sm_count = static_cast<int>(*sms);
+  }
+  if (r.has("op_efficiency")) g.op_efficiency = read_op_efficiency(r.map("op_efficiency"));
   r.finish();
   return g;
 }
@@ -346,6 +370,8 @@ HardwareSpec homogeneous_switch(const HardwareSpec& base, int gpus, BytesPerSeco
   sw.in_switch_reduction = false;
   hw.nvswitch = sw;
   hw.efficiency = EfficiencySpec{1.0, 1.0, 1.0, 1.0, 1.0, 1.0};
+  hw.gpu.op_efficiency = OpEfficiencySpec{};
+  hw.gpu.op_efficiency.conv.reset();  // every class at the (unit) GEMM and streaming fractions
   validate_hardware(hw);
   return hw;
 }

@@ -22,6 +22,8 @@
 //     memory: 80 GiB
 //     memory_bandwidth: 3.35 TB/s
 //     kernel_launch_latency: 4 us
+//     sm_count: 132                    # optional: streaming multiprocessors (interference with NCCL)
+//     op_efficiency: {conv: 0.49, norm: 0.8}  # optional, per op class (OpEfficiencySpec), each in (0, 1]
 //   pcie:
 //     generation: 5                    # 1..6; per-lane rate from the PCI-SIG spec
 //     lanes: 16                        # lanes of each GPU's (and NIC's) link
@@ -92,12 +94,33 @@ struct PeakFlops {
   FlopsPerSecond f64 = 0;
 };
 
+// Per op class, the fraction of a rate its kernels reach, each in (0, 1]: of the compute
+// type's peak for the compute-bound classes (gemm, conv, attention), of memory_bandwidth
+// for the memory-bound ones (norm, elementwise, embedding, loss, optimizer), whose time is
+// bytes moved / achieved bandwidth. Unset: gemm and attention take efficiency.gemm, the
+// memory-bound classes efficiency.memory_bandwidth (the STREAM figure).
+struct OpEfficiencySpec {
+  std::optional<double> gemm;
+  // cuDNN convolutions in FP32 on V100 reach 0.49 of peak: Baidu DeepBench's V100 training
+  // results (results/train/DeepBench_NV_V100.xlsx, "Results FP32", the ResNet rows:
+  // forward, backward-data and backward-filter FLOPs over their times, 7.8 of 15.7 TFLOPS).
+  std::optional<double> conv = 0.49;
+  std::optional<double> attention;
+  std::optional<double> norm;
+  std::optional<double> elementwise;
+  std::optional<double> embedding;
+  std::optional<double> loss;
+  std::optional<double> optimizer;
+};
+
 struct GpuSpec {
   std::string name;                       // e.g. "H100-SXM5-80GB"
   PeakFlops peak_flops;                   // dense datasheet peaks
   Bytes memory_bytes = 0;                 // device memory capacity
   BytesPerSecond memory_bandwidth = 0;    // datasheet memory bandwidth
   Seconds kernel_launch_latency_s = 0;    // host-to-kernel-start latency of one launch
+  std::optional<int> sm_count;            // streaming multiprocessors (datasheet); NCCL's blocks take some
+  OpEfficiencySpec op_efficiency;         // per op class (see OpEfficiencySpec)
 };
 
 struct PcieSwitchSpec {

@@ -98,6 +98,19 @@ SimMachine sim_machine_from_platform(sim::Platform& platform, const std::vector<
   rates.compute_efficiency = hw.efficiency.gemm;
   rates.memory_bandwidth = hw.gpu.memory_bandwidth;
   rates.memory_efficiency = hw.efficiency.memory_bandwidth;
+  // Per op class (unset ones keep efficiency.gemm or efficiency.memory_bandwidth).
+  const sim::OpEfficiencySpec& oe = hw.gpu.op_efficiency;
+  auto set = [&rates](SimOpClass c, const std::optional<double>& v) { rates.op_efficiency[static_cast<size_t>(c)] = v; };
+  set(SimOpClass::gemm, oe.gemm);
+  set(SimOpClass::conv, oe.conv);
+  set(SimOpClass::attention, oe.attention);
+  set(SimOpClass::norm, oe.norm);
+  set(SimOpClass::elementwise, oe.elementwise);
+  set(SimOpClass::embedding, oe.embedding);
+  set(SimOpClass::loss, oe.loss);
+  set(SimOpClass::optimizer, oe.optimizer);
+  rates.sm_count = hw.gpu.sm_count.value_or(0);
+  if (gpus.size() > 1) rates.nccl_channels = sim::default_channels(platform, gpus);
   rates.launch_latency_s = hw.gpu.kernel_launch_latency_s;
   rates.capacity_bytes = hw.gpu.memory_bytes;
   for (int g : gpus) m.gpus.push_back(SimGpu{platform.gpu_host(g), platform.cpu_host_of_gpu(g), platform.node_of_gpu(g), rates});
@@ -379,7 +392,11 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
           return out;
         };
         if (m.oom) return result();
-        const Seconds step = m.t1 - m.t0;
+        // Interference: the compute that overlapped NCCL kernels ran slower by the SMs and
+        // bandwidth they held; the slowest device's loss lengthens the step.
+        Seconds interference = 0;
+        for (const auto& a : m.accounts) interference = std::max(interference, a.interference_s);
+        const Seconds step = m.t1 - m.t0 + interference;
         r.step_time_s = step;
         r.throughput_samples_per_s = static_cast<double>(batch_global) / step;
         // The breakdown of the device with the most work (GPU 0 under DataParallel).
@@ -387,7 +404,7 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
           return a.compute_busy_s + a.optimizer_busy_s < b.compute_busy_s + b.optimizer_busy_s;
         });
         r.breakdown_s = {busiest->compute_busy_s, busiest->exposed_comm_s, busiest->idle_other_s,
-                         busiest->optimizer_busy_s};
+                         busiest->optimizer_busy_s, interference};
         for (const auto& u : p.link_usage())
           r.links.push_back({u.link, u.bytes, u.busy_s, std::min(1.0, u.busy_s / step)});
         if (!c.trace_path.empty()) {

@@ -152,6 +152,24 @@ struct RankStream {
   bool stop = false;
 };
 
+// Bytes one rank's NCCL kernel reads and writes in HBM: what it sends is read once and
+// what it receives written once, so twice the bus bytes (nccl-tests' busbw definitions:
+// all-reduce 2(n-1)/n of the buffer, all-gather and reduce-scatter (n-1)/n, broadcast and
+// reduce the buffer). One rank moves nothing.
+Bytes nccl_hbm_bytes(const CollectiveCall& call, int ranks) {
+  if (ranks <= 1) return 0;
+  const double n = ranks, s = static_cast<double>(call.bytes());
+  double bus = s;
+  switch (call.op) {
+    case CollectiveOp::all_reduce: bus = 2.0 * (n - 1) / n * s; break;
+    case CollectiveOp::all_gather:
+    case CollectiveOp::reduce_scatter: bus = (n - 1) / n * s; break;
+    case CollectiveOp::broadcast:
+    case CollectiveOp::reduce: bus = s; break;
+  }
+  return static_cast<Bytes>(2.0 * bus);
+}
+
 struct Group {
   Group(SimBackend& b) : backend(b) {}
   SimBackend& backend;
@@ -252,7 +270,7 @@ struct Group {
         }
       }
       const Seconds end = s4u::Engine::get_clock();
-      dev.note_communication(start, end);
+      dev.note_communication(start, end, nccl_hbm_bytes(it.call, world));
       const auto event = dev.stream_occupy(SimStream::communication, start, end, it.name, "collective");
       if (event) trace_collective(rank, it, *event, start, end);
       backend.add_communication_time(end - start);

@@ -10,25 +10,72 @@
 
 #include "engine/core/op_scope.hpp"
 #include "sim/twin/chrome_trace.hpp"
+#include "engine/core/fault_injection.hpp"
 #include "engine/core/kernels.hpp"
 #include "sim/twin/sim_backend.hpp"
 
 namespace dpt {
 
+const char* sim_op_class_name(SimOpClass c) {
+  switch (c) {
+    case SimOpClass::gemm: return "gemm";
+    case SimOpClass::conv: return "conv";
+    case SimOpClass::attention: return "attention";
+    case SimOpClass::norm: return "norm";
+    case SimOpClass::elementwise: return "elementwise";
+    case SimOpClass::embedding: return "embedding";
+    case SimOpClass::loss: return "loss";
+    case SimOpClass::optimizer: return "optimizer";
+  }
+  return "?";
+}
+
+bool sim_op_class_memory_bound(SimOpClass c) {
+  return c != SimOpClass::gemm && c != SimOpClass::conv && c != SimOpClass::attention;
+}
+
+SimOpClass sim_op_class(const OpCost& cost) {
+  const std::string_view name(cost.name ? cost.name : "");
+  if (sim_op_is_optimizer(cost)) return SimOpClass::optimizer;
+  if (name == "mse" || name == "cross_entropy" || name.starts_with("loss")) return SimOpClass::loss;
+  if (name.starts_with("conv")) return SimOpClass::conv;
+  if (name.starts_with("gemm")) return SimOpClass::gemm;
+  if (name.starts_with("attention")) return SimOpClass::attention;
+  if (name.starts_with("norm") || name.starts_with("layernorm")) return SimOpClass::norm;
+  if (name.starts_with("embedding")) return SimOpClass::embedding;
+  if (cost.op_class == OpClass::conv) return SimOpClass::conv;
+  if (cost.op_class == OpClass::matmul) return SimOpClass::gemm;
+  return SimOpClass::elementwise;  // copies, scales, fills, activations, bias adds
+}
+
+double sim_op_efficiency(const SimGpuRates& rates, SimOpClass c) {
+  if (const auto& e = rates.op_efficiency[static_cast<size_t>(c)]) return *e;
+  return sim_op_class_memory_bound(c) ? rates.memory_efficiency : rates.compute_efficiency;
+}
+
 namespace {
-// max(flops / (peak x efficiency), bytes / (bandwidth x efficiency)) + launch latency;
-// `peak` is asked for only when the op has flops (it throws when the GPU lacks it).
+// The roofline of the op's class: max(flops / (peak x compute fraction), bytes /
+// (bandwidth x memory fraction)) + launch latency. A compute-bound class (gemm, conv,
+// attention) reaches its own fraction of the peak and the streaming fraction of the
+// bandwidth; a memory-bound class (norm, elementwise, embedding, loss, optimizer) its
+// own fraction of the bandwidth and the GEMM fraction of the peak. `peak` is asked for
+// only when the op has flops (it throws when the GPU lacks it).
 template <typename Peak> Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, Peak&& peak) {
   if (cost.kind == OpKind::host) return 0;  // host-side work: charged as dispatch, not on the device
   if (cost.measured_s) return *cost.measured_s;  // measured on this GPU kind: launches included
+  const SimOpClass c = sim_op_class(cost);
+  const bool memory_bound = sim_op_class_memory_bound(c);
+  const double compute_fraction = memory_bound ? rates.compute_efficiency : sim_op_efficiency(rates, c);
+  const double memory_fraction = memory_bound ? sim_op_efficiency(rates, c) : rates.memory_efficiency;
   Seconds t_flops = 0;
-  if (cost.flops > 0) t_flops = cost.flops / (peak() * rates.compute_efficiency);
+  if (cost.flops > 0) t_flops = cost.flops / (peak() * compute_fraction);
   Seconds t_bytes = 0;
   const Bytes bytes = cost.bytes_read + cost.bytes_written;
-  if (bytes > 0) {
+  // Planted fault: memory-bound classes charged their FLOPs only, as if bandwidth were free.
+  if (bytes > 0 && !(memory_bound && fault_active(Fault::opclass_ignores_bytes))) {
     if (!(rates.memory_bandwidth > 0))
       throw std::invalid_argument(fmt::format("GPU model '{}' has no memory bandwidth", rates.model));
-    t_bytes = static_cast<double>(bytes) / (rates.memory_bandwidth * rates.memory_efficiency);
+    t_bytes = static_cast<double>(bytes) / (rates.memory_bandwidth * memory_fraction);
   }
   return std::max(t_flops, t_bytes) + rates.launch_latency_s;
 }
@@ -147,6 +194,7 @@ void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
       const bool optimizer = sim_op_is_optimizer(cost);
       const auto event = stream_occupy(SimStream::compute, start, start + duration, cost.name, op_kind_category(cost.kind));
       if (event) annotate_kernel(backend_.trace()->event(*event), cost, label);
+      if (window_open_) window_kernels_.push_back({start, start + duration, sim_op_class_memory_bound(sim_op_class(cost))});
       (optimizer ? account_.optimizer_busy_s : account_.compute_busy_s) += duration;
       ++account_.kernels;
       if (backend_.options().synchronous) backend_.host_advance_to(start + duration);
@@ -205,8 +253,31 @@ void SimDevice::stream_wait_until(SimStream stream, Seconds t) {
   s.free_at = std::max(s.free_at, t);
 }
 
-void SimDevice::note_communication(Seconds start, Seconds end) {
+void SimDevice::note_communication(Seconds start, Seconds end, Bytes nccl_hbm_bytes) {
   if (end > start) comm_intervals_.emplace_back(start, end);
+  if (end > start && nccl_hbm_bytes > 0) window_collectives_.push_back({start, end, nccl_hbm_bytes});
+}
+
+Seconds sim_interference_s(const std::vector<SimKernelSpan>& kernels, const std::vector<SimCollectiveSpan>& collectives,
+                           const SimGpuRates& rates) {
+  // Share of the SMs the collective's kernel holds: one block per channel.
+  const double sm_share =
+      rates.sm_count > 0 && rates.nccl_channels > 0 ? static_cast<double>(rates.nccl_channels) / rates.sm_count : 0.0;
+  const BytesPerSecond bandwidth = rates.memory_bandwidth * rates.memory_efficiency;
+  Seconds extra = 0;
+  for (const SimCollectiveSpan& c : collectives) {
+    // Share of the HBM bandwidth the collective's reads and writes take while it runs.
+    const double hbm_share = bandwidth > 0 ? static_cast<double>(c.hbm_bytes) / (c.end - c.start) / bandwidth : 0.0;
+    for (const SimKernelSpan& k : kernels) {
+      const Seconds overlap = std::min(k.end, c.end) - std::max(k.start, c.start);
+      if (!(overlap > 0)) continue;
+      // What the kernel loses is the share it cannot use; at most 90 % (NCCL never takes it all).
+      const double share = std::min(0.9, k.memory_bound ? hbm_share : sm_share);
+      extra += overlap * share / (1.0 - share);
+    }
+  }
+  // Planted fault: the overlap credited to the step instead of charged.
+  return fault_active(Fault::interference_speeds_compute) ? -extra : extra;
 }
 
 Seconds SimDevice::all_streams_ready() {
@@ -247,12 +318,19 @@ void SimDevice::begin_window(Seconds t0) {
   account_ = {};
   window_start_ = t0;
   comm_intervals_.clear();
+  window_kernels_.clear();
+  window_collectives_.clear();
+  window_open_ = true;
   memory().reset_peak();
 }
 
 SimDeviceAccount SimDevice::end_window(Seconds t1) {
   attribute_gap(compute_last_end_, t1);
   compute_last_end_ = std::max(compute_last_end_, t1);
+  if (index_ >= 0) account_.interference_s = sim_interference_s(window_kernels_, window_collectives_, rates_);
+  window_open_ = false;
+  window_kernels_.clear();
+  window_collectives_.clear();
   return account_;
 }
 

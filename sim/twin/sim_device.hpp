@@ -18,6 +18,7 @@
 // activities on the platform's links; a stream that must wait for one holds it
 // as pending and resolves it (waits for it) when the next op needs the stream.
 #pragma once
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -42,6 +43,13 @@ struct KernelLabel {
 
 class SimBackend;
 
+// What a kernel is, for its efficiency: compute-bound classes reach a fraction of their
+// compute type's peak, memory-bound ones a fraction of the memory bandwidth.
+enum class SimOpClass { gemm, conv, attention, norm, elementwise, embedding, loss, optimizer };
+inline constexpr int kSimOpClassCount = 8;
+const char* sim_op_class_name(SimOpClass c);
+bool sim_op_class_memory_bound(SimOpClass c);
+
 // The rates of one modelled GPU, read from the hardware file.
 struct SimGpuRates {
   std::string model;                          // e.g. "H100-SXM5-80GB"
@@ -54,7 +62,37 @@ struct SimGpuRates {
   double memory_efficiency = 1.0;             // fraction of it a streaming kernel reaches
   Seconds launch_latency_s = 0;               // per kernel
   std::optional<Bytes> capacity_bytes;        // device memory; none: unbounded
+  // Per op class (SimOpClass order): its fraction of the peak (compute-bound) or of the
+  // bandwidth (memory-bound); unset: compute_efficiency or memory_efficiency.
+  std::array<std::optional<double>, kSimOpClassCount> op_efficiency{};
+  int sm_count = 0;       // streaming multiprocessors; 0: unknown (NCCL takes no SMs from compute)
+  int nccl_channels = 0;  // channels (one block each) of this device's collectives; 0: none
 };
+
+// The class of an op: the optimizer's and the loss's kernels by name, the others by
+// their name's prefix (conv_, gemm_, attention_, norm_/layernorm, embedding_: how cost
+// layers and the engine's kernels name them), then by the precision's op class; the
+// rest (copies, scales, activations) elementwise.
+SimOpClass sim_op_class(const OpCost& cost);
+// The fraction of its rate an op class reaches on this GPU.
+double sim_op_efficiency(const SimGpuRates& rates, SimOpClass c);
+
+// A compute kernel and a collective as the interference model sees them.
+struct SimKernelSpan {
+  Seconds start = 0, end = 0;
+  bool memory_bound = false;
+};
+struct SimCollectiveSpan {
+  Seconds start = 0, end = 0;
+  Bytes hbm_bytes = 0;  // what the NCCL kernel reads and writes in this GPU's memory
+};
+// Interference: while an NCCL kernel runs it holds nccl_channels of sm_count SMs and
+// hbm_bytes / duration of the memory bandwidth, so a compute kernel that overlaps it for
+// o seconds loses the share s it cannot use (SMs if compute-bound, bandwidth if
+// memory-bound; at most 0.9): it takes o x s / (1 - s) longer. Returns the total extra
+// time; 0 when nothing overlaps. First order: the stretch does not move later overlaps.
+Seconds sim_interference_s(const std::vector<SimKernelSpan>& kernels, const std::vector<SimCollectiveSpan>& collectives,
+                           const SimGpuRates& rates);
 
 // The cost model above, as a pure function (tests check it directly). Throws
 // std::invalid_argument when the rates have no peak for `dtype`.
@@ -94,6 +132,7 @@ struct SimDeviceAccount {
   Seconds optimizer_busy_s = 0;  // optimizer kernels
   Seconds exposed_comm_s = 0;    // compute stream idle while a copy or collective of this device ran
   Seconds idle_other_s = 0;      // compute stream idle otherwise (waiting for the host)
+  Seconds interference_s = 0;    // extra compute time from NCCL kernels' SMs and bandwidth (sim_interference_s)
   std::int64_t kernels = 0;
 };
 
@@ -127,8 +166,10 @@ class SimDevice : public Device {
   void annotate_kernel(TraceEvent& e, const OpCost& cost, const KernelLabel& label) const;
   // `stream` may not start new work before t (an event it waits on).
   void stream_wait_until(SimStream stream, Seconds t);
-  // Records [start, end] as communication involving this device (for the breakdown).
-  void note_communication(Seconds start, Seconds end);
+  // Records [start, end] as communication involving this device (for the breakdown);
+  // nccl_hbm_bytes > 0: an NCCL kernel that moved that much through this GPU's memory
+  // (it interferes with the compute it overlaps); 0: a copy-engine copy.
+  void note_communication(Seconds start, Seconds end, Bytes nccl_hbm_bytes = 0);
   // Time when every stream is done (waiting for pending activities).
   Seconds all_streams_ready();
 
@@ -158,6 +199,10 @@ class SimDevice : public Device {
   Seconds compute_last_end_ = 0;  // end of the last kernel on the compute stream
   // Communication intervals not yet entirely in the past of the compute stream.
   std::vector<std::pair<Seconds, Seconds>> comm_intervals_;
+  // The measured window's compute kernels and NCCL kernels, for the interference model.
+  bool window_open_ = false;
+  std::vector<SimKernelSpan> window_kernels_;
+  std::vector<SimCollectiveSpan> window_collectives_;
 };
 
 }  // namespace dpt

@@ -128,7 +128,8 @@ json step_report_to_json(const StepReport& r) {
                {{"compute", r.breakdown_s.compute},
                 {"exposed_communication", r.breakdown_s.exposed_communication},
                 {"dispatch", r.breakdown_s.dispatch},
-                {"optimizer", r.breakdown_s.optimizer}}},
+                {"optimizer", r.breakdown_s.optimizer},
+                {"interference", r.breakdown_s.interference}}},
               {"throughput_samples_per_s", optional_number(r.throughput_samples_per_s)},
               {"single_device_step_time_s", optional_number(r.single_device_step_time_s)},
               {"scaling_efficiency", optional_number(r.scaling_efficiency)},
@@ -176,6 +177,8 @@ StepReport step_report_from_json(const json& j, const std::string& where) {
     r.breakdown_s.exposed_communication = b.num("exposed_communication");
     r.breakdown_s.dispatch = b.num("dispatch");
     r.breakdown_s.optimizer = b.num("optimizer");
+    // Absent from reports written before the interference model (and from measured ones).
+    if (b.has("interference")) r.breakdown_s.interference = b.num("interference");
     b.reject_unknown();
   }
   r.throughput_samples_per_s = in.opt_num("throughput_samples_per_s");

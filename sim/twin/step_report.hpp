@@ -26,6 +26,7 @@ struct StepBreakdown {
   Seconds exposed_communication = 0;  // copies and collectives not hidden behind compute
   Seconds dispatch = 0;               // host-side dispatch not hidden behind device work
   Seconds optimizer = 0;              // the optimizer's update kernels
+  Seconds interference = 0;           // compute slowed by the NCCL kernels it overlapped (SMs, bandwidth)
 };
 
 struct DeviceReport {

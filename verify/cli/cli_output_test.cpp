@@ -38,6 +38,7 @@ TEST(CliOutput, PredictPrintsTheSummaryAndWritesReportAndTrace) {
       "    exposed communication  %duration\n"
       "    dispatch               %duration\n"
       "    optimizer              %duration\n"
+      "    interference           %duration\n"
       "  throughput               %float samples/s\n"
       "  scaling efficiency       %percent (one GPU: %duration per step)\n"
       "  peak memory sim:gpu0     %gib of 80.00 GiB\n"

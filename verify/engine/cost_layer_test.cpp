@@ -62,15 +62,22 @@ TEST(CostLayer, ForwardChargesFlopsTimesBatchAndSavesActivations) {
   dev.ops.clear();
   Tensor y = layer.forward(x);
   EXPECT_EQ(y.shape(), (Shape{5, 3}));
-  ASSERT_EQ(dev.ops.size(), 1u);  // shape-only: no fill, just the layer's charge
+  // Shape-only: no fill, just the layer's charges. A block holds norms and activations
+  // beside its GEMMs: they stream the saved activations (400 bytes) in a kernel of their
+  // own, reading and writing them once.
+  ASSERT_EQ(dev.ops.size(), 2u);
   EXPECT_DOUBLE_EQ(dev.ops[0].flops, 500.0);  // 100 per sample x 5
+  EXPECT_EQ(dev.ops[1].flops, 0.0);
+  EXPECT_EQ(dev.ops[1].bytes_read, 400);
+  EXPECT_EQ(dev.ops[1].bytes_written, 400);
   // Saved activations 10 x 5 x 8 bytes plus the output 5 x 3 x 8 bytes.
   EXPECT_EQ(dev.memory().live_bytes() - before, 400 + 120);
   dev.ops.clear();
   Tensor dy = Tensor::empty(dev, {5, 3}, DType::f64, MemoryCategory::activations);
   Tensor dx = layer.backward(dy, true);
-  ASSERT_EQ(dev.ops.size(), 1u);
-  EXPECT_DOUBLE_EQ(dev.ops[0].flops, 1000.0);  // backward is 2x forward
+  ASSERT_EQ(dev.ops.size(), 2u);  // the norms' and activations' backward (3 passes), then the GEMMs
+  EXPECT_EQ(dev.ops[0].bytes_read + dev.ops[0].bytes_written, 3 * 400);
+  EXPECT_DOUBLE_EQ(dev.ops[1].flops, 1000.0);  // backward is 2x forward
   EXPECT_EQ(dx.shape(), (Shape{5, 2}));
   y = Tensor();
   dy = Tensor();

@@ -212,6 +212,7 @@ TEST(Text, SweepTableAndStepSummary) {
       "    exposed communication  %duration\n"
       "    dispatch               0\n"
       "    optimizer              1.00 ms\n"
+      "    interference           0\n"
       "  throughput               12,400 samples/s\n"
       "  scaling efficiency       97 % (one GPU: 20.0 ms per step)\n"
       "  peak memory sim:gpu0     10.00 GiB of 80.00 GiB\n"

@@ -26,7 +26,7 @@ StepReport sample_report() {
   r.batch_global = 256;
   r.batch_per_device = 32;
   r.step_time_s = 0.125;
-  r.breakdown_s = {0.1, 0.01, 0.005, 0.01};
+  r.breakdown_s = {0.1, 0.01, 0.005, 0.01, 0.002};
   r.throughput_samples_per_s = 2048.0;
   r.single_device_step_time_s = 0.115;
   r.scaling_efficiency = 0.92;

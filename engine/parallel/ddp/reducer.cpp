@@ -10,6 +10,27 @@
 
 namespace dpt {
 
+namespace {
+// bucket = grad x factor as ONE kernel, as c10d's copy_grad_to_bucket runs at::mul_out:
+// the division by the world size is fused into the copy, not a copy plus a scale kernel.
+// Planted fault ddp_unfused_divide: the two-kernel form (copy, then scale in place).
+void copy_scaled_into_bucket(const Tensor& grad, Tensor& bucket_view, double factor) {
+  if (fault_active(Fault::ddp_unfused_divide)) {
+    kernel_copy(grad, bucket_view);
+    kernel_scale(bucket_view, factor);
+    return;
+  }
+  if (grad.numel() != bucket_view.numel() || grad.dtype() != bucket_view.dtype())
+    throw std::logic_error("Reducer: gradient and bucket slot differ in size or dtype");
+  Device& d = bucket_view.device();
+  d.submit({"mul_out", OpKind::memory, static_cast<double>(grad.numel()), grad.size_bytes(), bucket_view.size_bytes()},
+           [&] {
+             d.kernels().copy(grad.size_bytes(), grad.data(), bucket_view.data());
+             d.kernels().scale(bucket_view.dtype(), bucket_view.numel(), factor, bucket_view.data());
+           });
+}
+}  // namespace
+
 Reducer::Reducer(std::vector<NamedParameter> params, Communicator& comm, ReducerOptions options)
     : params_(std::move(params)), comm_(comm), options_(options) {
   const CommHook hook = options_.comm_hook.kind;
@@ -85,8 +106,7 @@ void Reducer::mark_ready(size_t index) {
     kernel_scale(p.grad, factor);
   } else {
     Tensor view = rt.flat.slice_rows(s.offset, p.value.numel());
-    kernel_copy(p.grad, view);
-    kernel_scale(view, factor);
+    copy_scaled_into_bucket(p.grad, view, factor);
   }
   --rt.pending;
   launch_ready_buckets();

@@ -1,0 +1,245 @@
+// The twin's compute model per op class, its interference model and DDP's per-step
+// costs: properties, each shown to fail on a planted bug (a named Fault).
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <sstream>
+#include <string>
+
+#include <rapidcheck/detail/Configuration.h>
+
+#include "engine/core/fault_injection.hpp"
+#include "engine/nn/model.hpp"
+#include "sim/net/hardware.hpp"
+#include "sim/twin/predict.hpp"
+#include "sim/twin/sim_device.hpp"
+
+namespace dpt {
+namespace {
+
+template <typename F> rc::detail::TestResult run_property(F property, int cases) {
+  rc::detail::TestParams params = rc::detail::configuration().testParams;
+  params.maxSuccess = cases;
+  return rc::detail::checkTestable(property, rc::detail::TestMetadata{}, params);
+}
+template <typename F> bool property_fails(F property, int cases) {
+  return run_property(property, cases).template is<rc::detail::FailureResult>();
+}
+template <typename F> void expect_property_holds(F property, int cases) {
+  const auto result = run_property(property, cases);
+  std::ostringstream why;
+  rc::detail::printResultMessage(result, why);
+  EXPECT_TRUE(result.template is<rc::detail::SuccessResult>()) << why.str();
+}
+
+const SimOpClass kClasses[] = {SimOpClass::gemm, SimOpClass::conv,      SimOpClass::attention,
+                               SimOpClass::norm, SimOpClass::elementwise, SimOpClass::embedding,
+                               SimOpClass::loss, SimOpClass::optimizer};
+
+// An op of class `c` as the engine names it.
+OpCost op_of_class(SimOpClass c, double flops, Bytes read, Bytes written) {
+  const char* names[] = {"gemm_fwd", "conv_fwd", "attention_fwd", "norm_fwd", "elementwise_fwd", "embedding_fwd",
+                         "cross_entropy", "adamw_step"};
+  return OpCost{names[static_cast<int>(c)], OpKind::compute, flops, read, written};
+}
+
+// Random rates: every efficiency in (0, 1], as the hardware file's bounds allow.
+rc::Gen<SimGpuRates> gen_rates() {
+  return rc::gen::exec([] {
+    SimGpuRates r;
+    r.model = "test-gpu";
+    r.peak_flops[DType::f32] = *rc::gen::inRange(1, 1000) * 1e12;
+    r.memory_bandwidth = *rc::gen::inRange(100, 10000) * 1e9;
+    r.compute_efficiency = *rc::gen::inRange(1, 101) / 100.0;
+    r.memory_efficiency = *rc::gen::inRange(1, 101) / 100.0;
+    for (auto& e : r.op_efficiency)
+      if (*rc::gen::arbitrary<bool>()) e = *rc::gen::inRange(1, 101) / 100.0;
+    r.launch_latency_s = *rc::gen::inRange(0, 10) * 1e-6;
+    return r;
+  });
+}
+
+// Invariant: no kernel beats its datasheet roofline, max(flops / peak, bytes / bandwidth):
+// every class's efficiency is at most 1, and a memory-bound class never moves its bytes
+// faster than the memory allows.
+auto roofline_property() {
+  return [] {
+    const SimGpuRates r = *gen_rates();
+    const SimOpClass c = *rc::gen::elementOf(std::vector<SimOpClass>(std::begin(kClasses), std::end(kClasses)));
+    const double flops = *rc::gen::inRange(0, 1000000) * 1e6;
+    const Bytes read = *rc::gen::inRange<Bytes>(0, 1000000) * 4096, written = *rc::gen::inRange<Bytes>(0, 1000000) * 4096;
+    const OpCost op = op_of_class(c, flops, read, written);
+    RC_ASSERT(sim_op_class(op) == c);
+    const Seconds t = sim_kernel_time_s(op, r, DType::f32);
+    const Seconds bound = std::max(flops / r.peak_flops.at(DType::f32),
+                                   static_cast<double>(read + written) / r.memory_bandwidth);
+    RC_ASSERT(t >= bound * (1 - 1e-12));
+  };
+}
+
+TEST(OpClass, NoKernelBeatsItsDatasheetRoofline) { expect_property_holds(roofline_property(), 300); }
+
+TEST(OpClass, PlantedBugMemoryBoundOpsIgnoringBytesIsCaught) {
+  ScopedFault f(Fault::opclass_ignores_bytes);
+  EXPECT_TRUE(property_fails(roofline_property(), 300));
+}
+
+// A memory-bound op class costs exactly bytes / (bandwidth x its fraction) when its FLOPs
+// are negligible: the efficiency field is what the time follows.
+TEST(OpClass, MemoryBoundTimeIsBytesOverAchievedBandwidth) {
+  SimGpuRates r;
+  r.model = "test-gpu";
+  r.peak_flops[DType::f32] = 10e12;
+  r.memory_bandwidth = 1000e9;
+  r.op_efficiency[static_cast<size_t>(SimOpClass::norm)] = 0.5;
+  const OpCost norm = op_of_class(SimOpClass::norm, 0, 500'000'000, 500'000'000);  // 1 GB moved
+  EXPECT_DOUBLE_EQ(sim_kernel_time_s(norm, r, DType::f32), 1e9 / (1000e9 * 0.5));  // 2 ms
+  r.op_efficiency[static_cast<size_t>(SimOpClass::conv)] = 0.25;
+  const OpCost conv = op_of_class(SimOpClass::conv, 10e12, 0, 0);
+  EXPECT_DOUBLE_EQ(sim_kernel_time_s(conv, r, DType::f32), 10e12 / (10e12 * 0.25));  // 4 s
+}
+
+// The hardware file refuses an efficiency above 1, naming the key.
+TEST(OpClass, HardwareFileRejectsEfficiencyAboveOne) {
+  const std::string text = R"(nodes: 1
+gpus_per_node: 1
+gpu:
+  name: test
+  peak_flops: {f32: 10 TFLOPS, f64: 5 TFLOPS}
+  memory: 16 GiB
+  memory_bandwidth: 900 GB/s
+  kernel_launch_latency: 4 us
+  op_efficiency: {conv: 1.2}
+pcie: {generation: 3, lanes: 16, latency: 1 us, peer_to_peer: true}
+host: {cpu: x, sockets: 1, cores: 8, memory_bandwidth: 50 GB/s, inter_socket_bandwidth: 10 GB/s, dispatch_cost: 10 us, gil: true}
+)";
+  try {
+    (void)sim::parse_hardware_yaml(text, "test.yaml");
+    FAIL() << "accepted conv efficiency 1.2";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("gpu.op_efficiency.conv"), std::string::npos) << e.what();
+  }
+}
+
+// ---- interference -------------------------------------------------------------------
+
+rc::Gen<std::vector<SimKernelSpan>> gen_kernels() {
+  return rc::gen::exec([] {
+    std::vector<SimKernelSpan> ks;
+    const int n = *rc::gen::inRange(0, 20);
+    for (int i = 0; i < n; ++i) {
+      const double start = *rc::gen::inRange(0, 1000) * 1e-4, len = *rc::gen::inRange(1, 100) * 1e-4;
+      ks.push_back({start, start + len, *rc::gen::arbitrary<bool>()});
+    }
+    return ks;
+  });
+}
+rc::Gen<std::vector<SimCollectiveSpan>> gen_collectives() {
+  return rc::gen::exec([] {
+    std::vector<SimCollectiveSpan> cs;
+    const int n = *rc::gen::inRange(0, 5);
+    for (int i = 0; i < n; ++i) {
+      const double start = *rc::gen::inRange(0, 1000) * 1e-4, len = *rc::gen::inRange(1, 100) * 1e-4;
+      cs.push_back({start, start + len, *rc::gen::inRange<Bytes>(1, 1 << 20) * 1024});
+    }
+    return cs;
+  });
+}
+SimGpuRates interference_rates() {
+  SimGpuRates r;
+  r.memory_bandwidth = 2000e9;
+  r.memory_efficiency = 0.85;
+  r.sm_count = 108;
+  r.nccl_channels = 8;
+  return r;
+}
+
+// Invariant: NCCL kernels never speed compute up (the extra time is >= 0), and the extra
+// time is positive exactly when some kernel overlaps some collective.
+auto interference_property() {
+  return [] {
+    const auto ks = *gen_kernels();
+    const auto cs = *gen_collectives();
+    bool overlap = false;
+    for (const auto& k : ks)
+      for (const auto& c : cs) overlap = overlap || (std::min(k.end, c.end) > std::max(k.start, c.start));
+    const Seconds extra = sim_interference_s(ks, cs, interference_rates());
+    RC_ASSERT(extra >= 0.0);
+    RC_ASSERT((extra > 0.0) == overlap);
+  };
+}
+
+TEST(Interference, NeverSpeedsComputeAndVanishesWithoutOverlap) { expect_property_holds(interference_property(), 300); }
+
+TEST(Interference, PlantedBugCreditingTheOverlapIsCaught) {
+  ScopedFault f(Fault::interference_speeds_compute);
+  EXPECT_TRUE(property_fails(interference_property(), 300));
+}
+
+// One compute-bound kernel fully under a collective that holds 8 of 108 SMs loses 8/100
+// of its duration; a memory-bound one under a collective taking half the achieved
+// bandwidth takes twice as long.
+TEST(Interference, ShareOfSmsAndBandwidth) {
+  const SimGpuRates r = interference_rates();
+  EXPECT_NEAR(sim_interference_s({{0.0, 1e-3, false}}, {{0.0, 1e-3, 1}}, r), 1e-3 * 8.0 / 100.0, 1e-12);
+  const Bytes half = static_cast<Bytes>(0.5 * 2000e9 * 0.85 * 1e-3);
+  EXPECT_NEAR(sim_interference_s({{0.0, 1e-3, true}}, {{0.0, 1e-3, half}}, r), 1e-3, 1e-9);
+}
+
+// ---- DDP's per-step costs -------------------------------------------------------------
+
+sim::HardwareSpec one_gpu_node() {
+  sim::HardwareSpec hw;
+  hw.name = "test-node";
+  hw.gpus_per_node = 1;
+  hw.gpu.name = "test-gpu";
+  hw.gpu.peak_flops.f32 = 10e12;
+  hw.gpu.peak_flops.f64 = 5e12;
+  hw.gpu.memory_bytes = 16 * kGiB;
+  hw.gpu.memory_bandwidth = 900e9;
+  hw.gpu.kernel_launch_latency_s = 4e-6;
+  hw.pcie.latency_s = 1e-6;
+  hw.host.cpu = "test-cpu";
+  hw.host.memory_bandwidth = 50e9;
+  hw.host.inter_socket_bandwidth = 10e9;
+  hw.host.dispatch_cost_s = 10e-6;
+  hw.host.gil = true;
+  sim::validate_hardware(hw);
+  return hw;
+}
+
+// Host operations DDP dispatches in one step beyond the single-device step, on one GPU.
+double ddp_extra_ops(const MlpSpec& spec) {
+  const sim::HardwareSpec hw = one_gpu_node();
+  PredictConfig c;
+  c.devices = 1;
+  c.batch_per_device = 32;
+  c.model_name = "mlp";
+  c.input_features = spec.widths.front();
+  c.output_features = spec.widths.back();
+  c.single_device_baseline = false;
+  auto build = [spec](Device& d) { return make_mlp(spec, d, DType::f32, 1234); };
+  c.strategy = StrategyKind::single;
+  const PredictDetail single = predict_step_detailed(hw, build, c);
+  c.strategy = StrategyKind::ddp;
+  const PredictDetail ddp = predict_step_detailed(hw, build, c);
+  return (ddp.dispatch_total_s - single.dispatch_total_s) / hw.host.dispatch_cost_s;
+}
+
+// Invariant: on one GPU, DDP's step is the single-device step plus, per gradient, one
+// copy into its bucket with the division fused (mul_out) and one copy back out
+// (gradient_as_bucket_view false), plus one all-reduce launch per bucket: 2 P + B ops.
+// The MLP's 8 parameters (80 KiB) fit the first 1 MiB bucket: B = 1.
+TEST(DdpCosts, OneGpuStepAddsOnlyTheBucketCopies) {
+  MlpSpec spec;
+  spec.widths = {64, 64, 64, 64, 64};  // 4 Linear layers: 8 parameters
+  const double extra = ddp_extra_ops(spec);
+  EXPECT_LE(extra, 2 * 8 + 1 + 0.5);
+  EXPECT_GE(extra, 2 * 8 - 0.5);
+  ScopedFault f(Fault::ddp_unfused_divide);  // a scale kernel per gradient on top of the copies
+  EXPECT_GT(ddp_extra_ops(spec), 2 * 8 + 1 + 0.5);
+}
+
+}  // namespace
+}  // namespace dpt
