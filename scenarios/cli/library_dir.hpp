@@ -9,6 +9,10 @@
 #include <filesystem>
 #include <system_error>
 
+#ifndef DPT_INSTALL_SCENARIOS_DIR  // set by scenarios/CMakeLists.txt; the same default for tests
+#define DPT_INSTALL_SCENARIOS_DIR "share/dptwin/scenarios"
+#endif
+
 namespace dpt::cli {
 
 inline std::filesystem::path scenarios_dir() {
