@@ -305,6 +305,9 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
                                                     : SimWorkerModel::threads_of_one_process;
         o.trace = c.trace_path.empty() ? nullptr : &trace;
         SimMachine machine = sim_machine_from_platform(p, simulated_gpus);
+        // NCCL's channel count (for interference) is the whole group's, not the simulated node's.
+        if (symmetric && gpus.size() > 1)
+          for (auto& g : machine.gpus) g.rates.nccl_channels = sim::default_channels(p, gpus);
         if (symmetric) {
           o.symmetric_world = c.devices;
           // The simulated ranks are ranks 0..simulated-1 of the group over every GPU.
