@@ -75,7 +75,8 @@ rc::Gen<Case> gen_case() {
 
 // Invariant: fp16_compress and bf16_compress all-reduce 2-byte copies of the f32
 // buckets, so the bytes crossing the GPU fabric are at most half of the uncompressed
-// run's.
+// run's, up to the protocol's flag bytes: NCCL's tuner may run a halved bucket on LL128
+// where the f32 one ran Simple, and LL128 lines carry 128 wire bytes per 120 data bytes.
 void expect_compress_halves(bool planted) {
   auto prop = [] {
     Case k = *gen_case();
@@ -85,7 +86,7 @@ void expect_compress_halves(bool planted) {
     RC_LOG() << "uncompressed " << wire_bytes(plain) << " B, " << comm_hook_name(k.hook) << " " << wire_bytes(hooked)
              << " B\n";
     RC_ASSERT(wire_bytes(plain) > 0);
-    RC_ASSERT(2 * wire_bytes(hooked) <= wire_bytes(plain));
+    RC_ASSERT(2.0 * static_cast<double>(wire_bytes(hooked)) <= static_cast<double>(wire_bytes(plain)) * 128.0 / 120.0);
   };
   if (planted) DPT_EXPECT_COUNTEREXAMPLE("compress hooks halve the bytes", 3, prop);
   else DPT_EXPECT_PROPERTY("compress hooks halve the bytes", 6, prop);
