@@ -20,20 +20,18 @@ const char* collective_op_name(CollectiveOp op) {
   return "?";
 }
 
-namespace {
-std::string normalise(std::string_view s) {
+std::string normalise_collective_name(std::string_view s) {
   std::string out;
   for (char c : s)
     if (c != '_' && c != '-') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return out;
 }
-}  // namespace
 
 CollectiveOp parse_collective_op(std::string_view name) {
-  const std::string n = normalise(name);
+  const std::string n = normalise_collective_name(name);
   for (auto op : {CollectiveOp::all_reduce, CollectiveOp::all_gather, CollectiveOp::reduce_scatter,
                   CollectiveOp::broadcast, CollectiveOp::reduce})
-    if (n == normalise(collective_op_name(op))) return op;
+    if (n == normalise_collective_name(collective_op_name(op))) return op;
   throw std::invalid_argument(fmt::format(
       "unknown collective '{}' (allowed: all_reduce, all_gather, reduce_scatter, broadcast, reduce)", name));
 }

@@ -11,7 +11,8 @@
 // reduce_scatter sizes are rounded down to a multiple of n elements, as nccl-tests does.
 //
 // The flag table and the table/JSON output are shared by all backends; each backend is
-// one function from BenchOptions to BenchRows (run_bench_sim here).
+// one function from BenchOptions to BenchRows (bench_sim_rows here, over the library's
+// run_bench_sim in scenarios/measure/bench_sim.hpp).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -31,12 +32,11 @@
 #include "scenarios/cli/json_output.hpp"
 #include "scenarios/cli/library_dir.hpp"
 #include "scenarios/cli/flag_limits.hpp"
+#include "scenarios/measure/bench_sim.hpp"
 #include "engine/io/atomic_file.hpp"
 #include "engine/core/units.hpp"
 #include "sim/collectives/collectives.hpp"
 #include "sim/net/hardware.hpp"
-#include "sim/net/platform.hpp"
-#include "sim/twin/sim_process.hpp"
 #include "sim/twin/step_report.hpp"
 
 namespace dpt::cli {
@@ -112,18 +112,6 @@ Bytes dtype_bytes(const std::string& name) {
       "-d: unknown type '{}' (float, double, half, bfloat16, int8, int32, int64)", name));
 }
 
-// nccl-tests' bus-bandwidth factor per collective.
-double busbw_factor(sim::CollectiveOp op, int n) {
-  switch (op) {
-    case sim::CollectiveOp::all_reduce: return 2.0 * (n - 1) / n;
-    case sim::CollectiveOp::all_gather:
-    case sim::CollectiveOp::reduce_scatter: return 1.0 * (n - 1) / n;
-    case sim::CollectiveOp::broadcast:
-    case sim::CollectiveOp::reduce: return 1.0;
-  }
-  return 1.0;
-}
-
 // The sweep's sizes in bytes, rounded down to whole elements (and to a multiple of n
 // elements where every rank holds an equal block), as nccl-tests does.
 std::vector<std::pair<Bytes, Elements>> sweep(const BenchOptions& o, sim::CollectiveOp op, int n) {
@@ -174,7 +162,7 @@ SimBenchSetup sim_setup(const BenchOptions& o) {
   return s;
 }
 
-std::vector<BenchRow> run_bench_sim(const BenchOptions& o, sim::CollectiveOp op, const SimBenchSetup& setup) {
+std::vector<BenchRow> bench_sim_rows(const BenchOptions& o, sim::CollectiveOp op, const SimBenchSetup& setup) {
   const int n = static_cast<int>(setup.ranks.size());
   const auto sizes = sweep(o, op, n);
   const Bytes eb = dtype_bytes(o.dtype);
@@ -189,57 +177,31 @@ std::vector<BenchRow> run_bench_sim(const BenchOptions& o, sim::CollectiveOp op,
                                             "{}",
                                             o.iters, o.warmup, sizes.size(), o.warmup + o.iters, calls,
                                             kMaxSimCollectiveCalls));
-  sim::CollectiveSettings settings;
+  SimBenchRun run;
+  run.ranks = setup.ranks;
+  for (const auto& size : sizes) run.calls.push_back({op, size.first / eb, eb, 0});
+  run.warmup_iters = o.warmup;
+  run.timed_iters = o.iters;
   if (o.algo) {
     try {
-      settings.algorithm = sim::parse_collective_algorithm(*o.algo);
+      run.settings.algorithm = sim::parse_collective_algorithm(*o.algo);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(fmt::format("--algo: {}", e.what()));
     }
+    run.plan_error_prefix = fmt::format("--algo {}: ", *o.algo);
   }
   if (o.proto) {
     try {
-      settings.protocol = sim::parse_nccl_protocol(*o.proto);
+      run.settings.protocol = sim::parse_nccl_protocol(*o.proto);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(fmt::format("--proto: {}", e.what()));
     }
   }
-  const int per_size = o.warmup + o.iters;
-  std::shared_ptr<sim::CollectiveGroup> group;
-  const std::string out = sim::run_simulation(
-      setup.hw,
-      [&](sim::Platform& p) {
-        // A forced algorithm that cannot run here fails now, not inside an actor.
-        try {
-          for (auto& [bytes, count] : sizes) sim::plan_collective(p, setup.ranks, {op, bytes / eb, eb, 0}, settings);
-        } catch (const std::invalid_argument& e) {
-          if (!o.algo) throw;
-          throw std::invalid_argument(fmt::format("--algo {}: {}", *o.algo, e.what()));
-        }
-        group = std::make_shared<sim::CollectiveGroup>(p, setup.ranks, settings);
-        for (int r = 0; r < n; ++r)
-          simgrid::s4u::Actor::create(fmt::format("rank{}", r), p.gpu_host(setup.ranks[r]), [group, r, &sizes, per_size, op, eb]() {
-            for (auto& [bytes, count] : sizes)
-              for (int i = 0; i < per_size; ++i) group->run(r, {op, bytes / eb, eb, 0});
-          });
-      },
-      [&](sim::Platform&) {
-        nlohmann::json rows = nlohmann::json::array();
-        const auto& rec = group->records();
-        for (size_t k = 0; k < sizes.size(); ++k) {
-          // Timed iterations: from the first timed one's start to the last one's end.
-          const auto& first = rec.at(k * per_size + o.warmup);
-          const auto& last = rec.at(k * per_size + per_size - 1);
-          rows.push_back({{"time_s", (last.end_s - first.start_s) / o.iters},
-                          {"algorithm", fmt::format("{}/{}", sim::collective_algorithm_name(last.plan.algorithm),
-                                                         sim::nccl_protocol_name(last.plan.protocol))}});
-        }
-        return rows.dump();
-      });
-  const auto j = nlohmann::json::parse(out);
+  const auto sim_rows = dpt::run_bench_sim(setup.hw, run);
   std::vector<BenchRow> rows;
   for (size_t k = 0; k < sizes.size(); ++k)
-    rows.push_back({sizes[k].first, sizes[k].second, j[k]["time_s"].get<double>(), j[k]["algorithm"].get<std::string>()});
+    rows.push_back({sizes[k].first, sizes[k].second, sim_rows[k].time_s,
+                    fmt::format("{}/{}", sim_rows[k].algorithm, sim_rows[k].protocol)});
   return rows;
 }
 
@@ -335,7 +297,7 @@ int run_bench(const BenchOptions& o) {
   if (o.backend != "sim")
     throw std::invalid_argument(fmt::format("--backend {}: unknown backend (allowed: sim, host, cuda)", o.backend));
   const SimBenchSetup setup = sim_setup(o);
-  const auto rows = run_bench_sim(o, op, setup);
+  const auto rows = bench_sim_rows(o, op, setup);
   const int n = static_cast<int>(setup.ranks.size());
   const std::string machine =
       setup.hw.nodes > 1 ? fmt::format("{} x {} nodes", setup.hw.name, setup.hw.nodes) : setup.hw.name;

@@ -1,9 +1,13 @@
-// dptwin calibrate: turns measurements into a hardware file. `--from FILE` reads
-// nccl-tests' own all_reduce_perf / all_gather_perf output (scenarios/measure/
-// nccl_tests_log.hpp) and scales the efficiency field of the link that bounds each
-// collective until the twin reproduces the log (scenarios/measure/calibrate_nccl.hpp).
+// dptwin calibrate: turns measurements into a hardware file through the one calibrator
+// (scenarios/measure/calibrate.hpp). `--from FILE` reads nccl-tests' own
+// all_reduce_perf / all_gather_perf output and scales the efficiency field of the link
+// that bounds each collective until the twin reproduces the log; or one
+// `dptwin bench --out` JSON file, whose microbenchmarks set the efficiency fields
+// against the datasheet rates.
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,8 +17,7 @@
 
 #include "scenarios/cli/command.hpp"
 #include "scenarios/cli/library_dir.hpp"
-#include "scenarios/measure/calibrate_nccl.hpp"
-#include "scenarios/measure/nccl_tests_log.hpp"
+#include "scenarios/measure/calibrate.hpp"
 #include "scenarios/verify/verify_check.hpp"
 #include "sim/net/hardware.hpp"
 #include "sim/twin/step_report.hpp"
@@ -32,21 +35,16 @@ struct CalibrateFlags {
 int run_calibrate(const CalibrateFlags& f) {
   const auto library = scenarios_dir() / "hardware";
   const sim::HardwareSpec base = sim::load_hardware(f.hardware, library);
-  std::vector<NcclTestsLog> logs;
-  for (const auto& path : f.from)
-    logs.push_back(read_nccl_tests_log(path, f.op.empty() ? std::nullopt : std::optional<std::string>(f.op)));
-  for (const auto& log : logs) {
-    std::cout << fmt::format("{}: {} on {} ranks{}, {} sizes ({} to {} B)\n", log.where, log.collective, log.ranks,
-                             log.device_names.empty() ? "" : " (" + log.device_names.front() + ")", log.rows.size(),
-                             log.rows.front().size_bytes, log.rows.back().size_bytes);
-    for (const auto& w : log.nccl_warnings) std::cout << "  warning: " << w << "\n";
+  std::string base_yaml;
+  if (!base.source_file.empty()) {
+    std::ifstream in(base.source_file);
+    base_yaml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
-  const NcclCalibrationResult r = calibrate_from_nccl_logs(base, logs, verify::utc_timestamp_now());
-  for (const auto& fc : r.fields)
-    std::cout << fmt::format("{} {:.4g} -> {:.4g}: {} busbw at {} B measured {:.4g} GB/s, twin {:.4g} -> {:.4g} GB/s{}\n",
-                             fc.field, fc.before, fc.after, fc.collective, fc.size_bytes, fc.measured_busbw_Bps / 1e9,
-                             fc.predicted_before_Bps / 1e9, fc.predicted_after_Bps / 1e9,
-                             fc.capped ? " (capped at 1: faster than the file's link rates)" : "");
+  const CalibratedHardware r = calibrate_hardware(
+      base, base_yaml,
+      {f.from, f.op.empty() ? std::nullopt : std::optional<std::string>(f.op), verify::utc_timestamp_now()});
+  for (const auto& line : r.read) std::cout << line << "\n";
+  for (const auto& line : r.changes) std::cout << line << "\n";
   if (f.out.empty()) {
     std::cout << "\n" << r.yaml;
   } else {
@@ -60,8 +58,11 @@ Registration reg{"calibrate", [](CLI::App& parent) -> RunFn {
   auto flags = std::make_shared<CalibrateFlags>();
   CLI::App* app = parent.add_subcommand(
       "calibrate", "Calibrate a hardware file from measurements: nccl-tests logs (all_reduce_perf, "
-                   "all_gather_perf output) set the efficiency of the link that bounds each collective.");
-  app->add_option("--from", flags->from, "nccl-tests output file(s)")->required()->check(CLI::ExistingFile);
+                   "all_gather_perf output) set the efficiency of the link that bounds each collective; a "
+                   "`dptwin bench --out` JSON file sets the efficiencies its microbenchmarks measure.");
+  app->add_option("--from", flags->from, "nccl-tests output file(s), or one dptwin bench JSON file")
+      ->required()
+      ->check(CLI::ExistingFile);
   app->add_option("--hardware", flags->hardware, "The hardware file to calibrate (library name or path)")
       ->required();
   app->add_option("-o,--out", flags->out, "Where to write the calibrated hardware file (default: print it)");

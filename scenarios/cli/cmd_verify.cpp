@@ -121,7 +121,8 @@ int skip_unavailable(const VerifyFlags& f, bool correctness, bool performance, c
   return code;
 }
 
-int run_verify(const VerifyFlags& f) {
+// The flags' own checks, before anything is loaded or run; the planted bug they name.
+PlantedBug validated_bug(const VerifyFlags& f) {
   if (f.backend == "sim" && f.hardware.empty())
     throw std::invalid_argument("--backend sim needs --hardware FILE (the twin's nominal machine)");
   if (!f.as_measured.empty() && f.backend != "sim")
@@ -138,6 +139,64 @@ int run_verify(const VerifyFlags& f) {
   if (f.seed && *f.seed < 0) throw std::invalid_argument(fmt::format("--seed {}: must not be negative", *f.seed));
   if (f.backend == "host" && f.devices)
     limits::require_int_in("--devices", *f.devices, 1, limits::kMaxHostDevices, "host devices are worker threads");
+  return bug;
+}
+
+// The performance part: the figures measured (or simulated on the machine under test)
+// and predicted, judged against each other, and the calibrated file when asked for.
+// `real` is null on the twin.
+void run_performance_part(const VerifyFlags& f, VerifyRun& run, Backend* real,
+                          const std::optional<DegradedHardware>& nominal,
+                          const std::optional<DegradedHardware>& as_measured, int devices,
+                          const CheckObserver& observer) {
+  const MeasureConfig config = default_measure_config(f.backend, devices);
+  Figures measured, predicted;
+  std::optional<sim::HardwareSpec> prediction_spec;
+  bool calibrated_from_measurement = false;
+  const Check measure{"performance.measure", CheckKind::performance, [&] {
+    if (f.backend == "sim") {
+      const DegradedHardware& mut = as_measured ? *as_measured : *nominal;
+      measured = simulate_figures(mut.spec, mut.faults, config);
+      prediction_spec = nominal->spec;
+    } else {
+      measured = measure_figures(*real, config);
+      if (nominal) {
+        prediction_spec = nominal->spec;
+      } else if (f.backend == "host") {
+        prediction_spec = host_spec_from_figures(measured, devices, "host CPU");
+        calibrated_from_measurement = true;
+      } else {
+        return CheckOutcome::skip("no --hardware FILE: nothing to predict the GPUs with");
+      }
+    }
+    predicted = simulate_figures(*prediction_spec, Faults{}, config);
+    return CheckOutcome::pass(fmt::format("measured and predicted {} devices ({})", devices,
+                                          as_measured ? "measured: " + as_measured->spec.source_file
+                                                      : std::string("prediction: ") + prediction_spec->name));
+  }};
+  std::vector<CheckResult> m = run_checks({measure}, std::nullopt, observer);
+  const bool ok = m.front().status == CheckStatus::passed;
+  append(run.results, std::move(m));
+  if (ok) {
+    PerformanceContext ctx;
+    ctx.backend = f.backend;
+    ctx.hardware = prediction_spec->name;
+    ctx.micro_calibrated_from_measurement = calibrated_from_measurement;
+    if (f.backend == "host") ctx.not_judged_because = host_too_busy();
+    append(run.results, run_checks(performance_checks(measured, predicted, default_tolerances(f.backend), ctx),
+                                   std::nullopt, observer));
+    if (!f.calibrate_out.empty()) {
+      const std::string device = measured.device_names.empty() ? f.backend : measured.device_names.front();
+      const CalibrationResult cal =
+          calibrate_from_figures(*prediction_spec, measured, predicted, device, run.timestamp);
+      write_file_atomic(f.calibrate_out, cal.yaml, {.create_parent_dirs = true});
+      if (!f.json) std::cout << "calibrated hardware file written to " << f.calibrate_out << "\n";
+    }
+  }
+}
+
+int run_verify(const VerifyFlags& f) {
+  const PlantedBug bug = validated_bug(f);
   const std::optional<CheckKind> only =
       f.only.empty() ? std::nullopt : std::optional<CheckKind>(check_kind_from_name(f.only));
   const bool run_correctness = !only || *only == CheckKind::correctness;
@@ -193,52 +252,7 @@ int run_verify(const VerifyFlags& f) {
     else append(run.results, run_correctness_in_twin(nominal->spec, co, observer));
   }
 
-  if (run_performance) {
-    const MeasureConfig config = default_measure_config(f.backend, devices);
-    Figures measured, predicted;
-    std::optional<sim::HardwareSpec> prediction_spec;
-    bool calibrated_from_measurement = false;
-    const Check measure{"performance.measure", CheckKind::performance, [&] {
-      if (f.backend == "sim") {
-        const DegradedHardware& mut = as_measured ? *as_measured : *nominal;
-        measured = simulate_figures(mut.spec, mut.faults, config);
-        prediction_spec = nominal->spec;
-      } else {
-        measured = measure_figures(*real, config);
-        if (nominal) {
-          prediction_spec = nominal->spec;
-        } else if (f.backend == "host") {
-          prediction_spec = host_spec_from_figures(measured, devices, "host CPU");
-          calibrated_from_measurement = true;
-        } else {
-          return CheckOutcome::skip("no --hardware FILE: nothing to predict the GPUs with");
-        }
-      }
-      predicted = simulate_figures(*prediction_spec, Faults{}, config);
-      return CheckOutcome::pass(fmt::format("measured and predicted {} devices ({})", devices,
-                                            as_measured ? "measured: " + as_measured->spec.source_file
-                                                        : std::string("prediction: ") + prediction_spec->name));
-    }};
-    std::vector<CheckResult> m = run_checks({measure}, std::nullopt, observer);
-    const bool ok = m.front().status == CheckStatus::passed;
-    append(run.results, std::move(m));
-    if (ok) {
-      PerformanceContext ctx;
-      ctx.backend = f.backend;
-      ctx.hardware = prediction_spec->name;
-      ctx.micro_calibrated_from_measurement = calibrated_from_measurement;
-      if (f.backend == "host") ctx.not_judged_because = host_too_busy();
-      append(run.results, run_checks(performance_checks(measured, predicted, default_tolerances(f.backend), ctx),
-                                     std::nullopt, observer));
-      if (!f.calibrate_out.empty()) {
-        const std::string device = measured.device_names.empty() ? f.backend : measured.device_names.front();
-        const CalibrationResult cal =
-            calibrate_from_figures(*prediction_spec, measured, predicted, device, run.timestamp);
-        write_file_atomic(f.calibrate_out, cal.yaml, {.create_parent_dirs = true});
-        if (!f.json) std::cout << "calibrated hardware file written to " << f.calibrate_out << "\n";
-      }
-    }
-  }
+  if (run_performance) run_performance_part(f, run, real.get(), nominal, as_measured, devices, observer);
 
   return finish(f, run);
 }

@@ -42,6 +42,30 @@ std::string without_efficiency_block(const std::string& text) {
   return out;
 }
 
+// The measured `efficiency:` block: each field with the figure it came from, or marked
+// as the base file's where the bench measured nothing for it.
+std::string efficiency_block(const sim::EfficiencySpec& e, const std::vector<CalibratedField>& fields,
+                             const DeviceBenchResult& bench) {
+  std::string block = fmt::format("efficiency:  # measured by `dptwin bench --backend {}` on {} ({}); devices: {}\n",
+                                  bench.backend, bench.hostname, bench.date, fmt::join(bench.device_names, ", "));
+  auto line = [&](const char* key, double v) {
+    const auto it = std::find_if(fields.begin(), fields.end(), [&](const auto& f) { return f.field == key; });
+    if (it == fields.end()) {
+      block += fmt::format("  {}: {}  # from the base file (not measured)\n", key, v);
+    } else {
+      block += fmt::format("  {}: {:.6g}  # measured: {}{}\n", key, v, it->source,
+                           it->capped ? " (capped at 1: faster than the datasheet)" : "");
+    }
+  };
+  line("gemm", e.gemm);
+  line("memory_bandwidth", e.memory_bandwidth);
+  line("p2p", e.p2p);
+  line("pcie", e.pcie);
+  line("nic", e.nic);
+  if (e.nccl_latency != 1.0) block += fmt::format("  nccl_latency: {:.6g}  # from the base file\n", e.nccl_latency);
+  return block;
+}
+
 }  // namespace
 
 BenchCalibration calibrate_from_bench(const sim::HardwareSpec& base, const std::string& base_yaml,
@@ -117,23 +141,7 @@ BenchCalibration calibrate_from_bench(const sim::HardwareSpec& base, const std::
                                             where));
   sim::validate_hardware(out.spec);
 
-  std::string block = fmt::format("efficiency:  # measured by `dptwin bench --backend {}` on {} ({}); devices: {}\n",
-                                  bench.backend, bench.hostname, bench.date, fmt::join(bench.device_names, ", "));
-  auto line = [&](const char* key, double v) {
-    const auto it = std::find_if(out.fields.begin(), out.fields.end(), [&](const auto& f) { return f.field == key; });
-    if (it == out.fields.end()) {
-      block += fmt::format("  {}: {}  # from the base file (not measured)\n", key, v);
-    } else {
-      block += fmt::format("  {}: {:.6g}  # measured: {}{}\n", key, v, it->source,
-                           it->capped ? " (capped at 1: faster than the datasheet)" : "");
-    }
-  };
-  line("gemm", e.gemm);
-  line("memory_bandwidth", e.memory_bandwidth);
-  line("p2p", e.p2p);
-  line("pcie", e.pcie);
-  line("nic", e.nic);
-  if (e.nccl_latency != 1.0) block += fmt::format("  nccl_latency: {:.6g}  # from the base file\n", e.nccl_latency);
+  const std::string block = efficiency_block(out.spec.efficiency, out.fields, bench);
   out.yaml = without_efficiency_block(base_yaml) + block;
   // The emitted file must load as the calibrated spec.
   const sim::HardwareSpec check = sim::parse_hardware_yaml(out.yaml, "calibrated " + base.name);

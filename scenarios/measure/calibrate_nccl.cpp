@@ -69,7 +69,7 @@ namespace {
 // about proportional to the scale; a few fixed-point steps close the gap. The time
 // column is used (nccl-tests rounds busbw to 0.00 at the smallest sizes).
 void fit_latency(sim::HardwareSpec& hw, const NcclTestsLog& log, const std::string& date,
-                 verify::YamlComments& comments, std::vector<NcclFieldCalibration>& fields) {
+                 sim::YamlComments& comments, std::vector<NcclFieldCalibration>& fields) {
   const NcclTestsRow* small = nullptr;
   // The twin's figure needs at least one 4-byte element per rank.
   for (const auto& row : log.rows)
@@ -126,7 +126,7 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
   if (logs.empty()) throw std::invalid_argument("calibrate: no nccl-tests log given");
   NcclCalibrationResult out;
   out.spec = base;
-  verify::YamlComments comments;
+  sim::YamlComments comments;
   for (const auto& log : logs) {
     if (log.collective != "all_reduce" && log.collective != "all_gather")
       throw std::invalid_argument(fmt::format(
@@ -185,11 +185,11 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
     out.fields.push_back(fc);
     fit_latency(out.spec, log, date, comments, out.fields);
   }
-  out.yaml = verify::hardware_yaml(out.spec, comments,
-                                   fmt::format("{} calibrated from nccl-tests logs by `dptwin calibrate --from` ({}).\n"
-                                               "Fields marked `calibrated` come from the logs; the others are {}'s.",
-                                               base.name, date,
-                                               base.source_file.empty() ? base.name : base.source_file));
+  out.yaml = sim::hardware_yaml(
+      out.spec, comments,
+      verify::calibration_header(
+          base, fmt::format("{} calibrated from nccl-tests logs by `dptwin calibrate --from` ({})", base.name, date),
+          "calibrated", "the logs"));
   return out;
 }
 

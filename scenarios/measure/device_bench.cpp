@@ -83,42 +83,6 @@ void validate(const DeviceBenchOptions& o) {
   if (o.copy_bytes < 1) throw std::invalid_argument(fmt::format("--copy-bytes {}: must be positive", o.copy_bytes));
 }
 
-Tensor device_tensor(Device& d, Bytes bytes) {
-  return Tensor::zeros(d, {std::max<Bytes>(1, bytes / 4)}, DType::f32);
-}
-
-// Times `iters` runs of fn after `warmup` untimed ones; the backend's clock waits for the devices.
-Seconds time_per_iteration(Backend& b, int warmup, int iters, const std::function<void()>& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  const Seconds t0 = b.now();
-  for (int i = 0; i < iters; ++i) fn();
-  return (b.now() - t0) / iters;
-}
-
-BandwidthFigure bench_copy(Backend& b, const std::string& kind, Device& from, Device& to, Bytes bytes, int warmup,
-                           int iters) {
-  Tensor src = device_tensor(from, bytes), dst = device_tensor(to, bytes);
-  BandwidthFigure f;
-  f.kind = kind;
-  f.src = from.index();
-  f.dst = to.index();
-  f.bytes = src.size_bytes();
-  f.time_s = time_per_iteration(b, warmup, iters, [&] { b.copy(src, dst); });
-  f.bytes_per_s = static_cast<double>(f.bytes) / f.time_s;
-  return f;
-}
-
-BandwidthFigure bench_memory(Backend& b, Device& d, Bytes bytes, int warmup, int iters) {
-  Tensor src = device_tensor(d, bytes), dst = device_tensor(d, bytes);
-  BandwidthFigure f;
-  f.kind = "memory";
-  f.src = f.dst = d.index();
-  f.bytes = src.size_bytes();
-  f.time_s = time_per_iteration(b, warmup, iters, [&] { kernel_copy(src, dst); });
-  f.bytes_per_s = 2.0 * static_cast<double>(f.bytes) / f.time_s;  // read + written, as STREAM's copy counts
-  return f;
-}
-
 // Input element i of rank r: small integers, exact in every dtype and after any
 // reduction over a few ranks, so results are checked with ==.
 double pattern(std::int64_t i, int r) { return static_cast<double>(i % 17 + r); }
@@ -152,6 +116,22 @@ std::vector<double> read_back(Backend& b, const Tensor& t) {
   return tensor_to_f64_vector(copy_to(b, t, b.host_memory(), MemoryCategory::workspace));
 }
 
+// Elements of rank r's output that differ from the exact result of `collective` on the
+// pattern() inputs (count: elements of each rank's call, as bench_collective sizes it).
+std::int64_t count_wrong(const std::vector<double>& got, const std::string& collective, const DeviceBenchOptions& o,
+                         Elements count, int r, int n) {
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(got.size()); ++i) {
+    double want = 0;
+    if (collective == "all_reduce" || collective == "reduce") want = reduce_expected(o.op, i, n);
+    else if (collective == "broadcast") want = pattern(i, o.root);
+    else if (collective == "all_gather") want = pattern(i % count, static_cast<int>(i / count));
+    else want = reduce_expected(o.op, r * count + i, n);
+    if (!matches(got[static_cast<size_t>(i)], want, o.op, o.dtype)) ++bad;
+  }
+  return bad;
+}
+
 }  // namespace
 
 DeviceBenchOptions default_device_bench_options(const std::string& backend) {
@@ -168,13 +148,6 @@ DeviceBenchOptions default_device_bench_options(const std::string& backend) {
     o.sweep.warmup_iters = 2;
   }
   return o;
-}
-
-double bench_busbw_factor(const std::string& c, int n) {
-  if (c == "all_reduce") return 2.0 * (n - 1) / n;
-  if (c == "all_gather" || c == "reduce_scatter") return static_cast<double>(n - 1) / n;
-  if (c == "broadcast" || c == "reduce") return 1.0;
-  throw std::invalid_argument("Invalid collective: " + c);
 }
 
 Bytes parse_nccl_size(const std::string& text, const std::string& flag) {
@@ -211,12 +184,12 @@ GemmFigure bench_gemm(Backend& b, int device, DType dtype, std::int64_t size, in
   Tensor a = Tensor::zeros(d, {m, k}, dtype), bm = Tensor::zeros(d, {k, n}, dtype), c = Tensor::zeros(d, {m, n}, dtype);
   kernel_fill(a, 0.5);
   kernel_fill(bm, 0.25);
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const double flops = gemm_flops(m, n, k);
   GemmFigure g;
   g.dtype = label;
   g.device = device;
   g.m = m; g.n = n; g.k = k;
-  g.time_s = time_per_iteration(b, warmup, iters, [&] {
+  g.time_s = time_op(b, d, Timing::mean_of(warmup, iters), [&] {
     d.submit({"gemm", OpKind::compute, flops, (m * k + k * n) * dtype_size_bytes(dtype), m * n * dtype_size_bytes(dtype)},
              [&] { d.kernels().gemm(dtype, false, false, m, n, k, 1.0, a.data(), bm.data(), 0.0, c.data()); });
   });
@@ -285,17 +258,7 @@ CollectiveSweep bench_collective(Backend& b, const std::string& collective, cons
       if (!gathers) out = in;
       issue()->wait();
       if (collective == "reduce" && r != o.root) return;  // only the root's buffer is defined
-      const auto got = read_back(b, out);
-      std::int64_t bad = 0;
-      for (std::int64_t i = 0; i < out_n; ++i) {
-        double want = 0;
-        if (collective == "all_reduce" || collective == "reduce") want = reduce_expected(o.op, i, n);
-        else if (collective == "broadcast") want = pattern(i, o.root);
-        else if (collective == "all_gather") want = pattern(i % count, static_cast<int>(i / count));
-        else want = reduce_expected(o.op, r * count + i, n);
-        if (!matches(got[static_cast<size_t>(i)], want, o.op, o.dtype)) ++bad;
-      }
-      wrong[static_cast<size_t>(r)] = bad;
+      wrong[static_cast<size_t>(r)] = count_wrong(read_back(b, out), collective, o, count, r, n);
     });
     row.time_s = *std::max_element(times.begin(), times.end());  // the slowest rank bounds the collective
     row.algbw = static_cast<double>(row.size_bytes) / row.time_s;
@@ -324,20 +287,21 @@ DeviceBenchResult run_device_bench(Backend& b, const DeviceBenchOptions& o, cons
     r.device_names.push_back(d.kind() == DeviceKind::cuda ? d.name() : d.name() + " " + cpu);
   }
   const int w = std::min(o.sweep.warmup_iters, 2), it = std::max(1, std::min(o.sweep.iters, 10));
+  const Timing copies = Timing::mean_of(std::max(1, w), it);
   if (o.run_gemm)
     for (int i = 0; i < n; ++i)
       for (DType t : o.gemm_dtypes)
         r.gemm.push_back(bench_gemm(b, i, t, o.gemm_size, std::max(1, w), it, std::string(dtype_name(t))));
   if (o.run_memory)
-    for (int i = 0; i < n; ++i) r.bandwidth.push_back(bench_memory(b, b.device(i), o.copy_bytes, std::max(1, w), it));
+    for (int i = 0; i < n; ++i) r.bandwidth.push_back(bench_memory(b, b.device(i), o.copy_bytes, copies));
   if (o.run_copies) {
     for (int i = 0; i < n; ++i) {
-      r.bandwidth.push_back(bench_copy(b, "h2d", b.host_memory(), b.device(i), o.copy_bytes, std::max(1, w), it));
-      r.bandwidth.push_back(bench_copy(b, "d2h", b.device(i), b.host_memory(), o.copy_bytes, std::max(1, w), it));
+      r.bandwidth.push_back(bench_copy(b, "h2d", b.host_memory(), b.device(i), o.copy_bytes, copies));
+      r.bandwidth.push_back(bench_copy(b, "d2h", b.device(i), b.host_memory(), o.copy_bytes, copies));
     }
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j)
-        if (i != j) r.bandwidth.push_back(bench_copy(b, "peer", b.device(i), b.device(j), o.copy_bytes, std::max(1, w), it));
+        if (i != j) r.bandwidth.push_back(bench_copy(b, "peer", b.device(i), b.device(j), o.copy_bytes, copies));
   }
   if (o.run_collectives)
     for (const auto& c : o.collectives) r.collectives.push_back(bench_collective(b, c, o, progress));

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/backend.hpp"
+#include "scenarios/measure/harness.hpp"
 
 namespace dpt {
 
@@ -45,23 +46,6 @@ struct DeviceBenchOptions {
 // Sizes suited to a backend: "cuda" large enough that launch latency does not
 // dominate, "host" small enough for seconds on two cores.
 DeviceBenchOptions default_device_bench_options(const std::string& backend);
-
-struct GemmFigure {
-  std::string dtype;              // "f32", "f64", "tf32" (f32 data on TF32 tensor cores)
-  int device = 0;
-  std::int64_t m = 0, n = 0, k = 0;
-  Seconds time_s = 0;             // one GEMM, averaged over the timed iterations
-  FlopsPerSecond flops_per_s = 0; // 2 M N K / time
-};
-
-struct BandwidthFigure {
-  std::string kind;               // "memory" (on-device copy), "h2d", "d2h", "peer"
-  int src = 0, dst = 0;           // device indices (-1: host memory)
-  Bytes bytes = 0;                // buffer size copied
-  Seconds time_s = 0;             // one copy, averaged
-  // bytes / time; for "memory" (bytes read + written) / time = 2 x bytes / time.
-  BytesPerSecond bytes_per_s = 0;
-};
 
 struct CollectiveRow {
   Bytes size_bytes = 0;           // nccl-tests' size: the whole buffer (all_gather: output; reduce_scatter: input)
@@ -105,15 +89,13 @@ struct BenchProgress {
 DeviceBenchResult run_device_bench(Backend& backend, const DeviceBenchOptions& options,
                                    const BenchProgress& progress = {});
 
-// Single figures, each on `backend`'s devices (also used by the CLI for extra
+// Single figures (harness.hpp has the copies), each on `backend`'s devices (also used by the CLI for extra
 // variants, e.g. TF32 GEMM on a second CUDA backend).
 GemmFigure bench_gemm(Backend& backend, int device, DType dtype, std::int64_t size, int warmup, int iters,
                       const std::string& label);
 CollectiveSweep bench_collective(Backend& backend, const std::string& collective, const DeviceBenchOptions& options,
                                  const BenchProgress& progress = {});
 
-// nccl-tests' bus bandwidth factor (doc/PERFORMANCE.md).
-double bench_busbw_factor(const std::string& collective, int ranks);
 // Sizes as nccl-tests reads them: "8", "64K", "1M", "2G" (K, M, G are powers of 1024).
 // Throws std::invalid_argument naming `flag` and the value.
 Bytes parse_nccl_size(const std::string& text, const std::string& flag);

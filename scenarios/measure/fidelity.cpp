@@ -4,18 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
-#include <simgrid/s4u/Actor.hpp>
 
 #include "engine/core/fault_injection.hpp"
+#include "scenarios/measure/bench_sim.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
 #include "sim/net/hardware.hpp"
-#include "sim/net/platform.hpp"
-#include "sim/twin/sim_process.hpp"
 
 namespace dpt::fidelity {
 namespace {
@@ -25,18 +21,6 @@ namespace {
 // starts after a warm-up call, as nccl-tests' does).
 constexpr int kWarmupIters = 2;
 constexpr int kTimedIters = 4;
-
-// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md), as `dptwin bench` uses it.
-double busbw_factor(sim::CollectiveOp op, int n) {
-  switch (op) {
-    case sim::CollectiveOp::all_reduce: return 2.0 * (n - 1) / n;
-    case sim::CollectiveOp::all_gather:
-    case sim::CollectiveOp::reduce_scatter: return 1.0 * (n - 1) / n;
-    case sim::CollectiveOp::broadcast:
-    case sim::CollectiveOp::reduce: return 1.0;
-  }
-  return 1.0;
-}
 
 sim::HardwareSpec entry_hardware(const Entry& e, const scenario::Library& lib, const std::filesystem::path& dir,
                                  int nodes) {
@@ -52,9 +36,7 @@ sim::HardwareSpec entry_hardware(const Entry& e, const scenario::Library& lib, c
   return hw;
 }
 
-// As `dptwin bench --backend sim` times one size: the plan checked first, one actor per
-// rank running warm-up then timed calls, the time from the first timed call's start to
-// the last one's end over the timed calls.
+// As `dptwin bench --backend sim` times one size: through the same run_bench_sim.
 Result predict_collective(const Entry& e, const scenario::Library& lib, const std::filesystem::path& dir) {
   const CollectiveConfig& c = *e.collective;
   const sim::HardwareSpec hw = entry_hardware(e, lib, dir, c.nodes);
@@ -73,44 +55,23 @@ Result predict_collective(const Entry& e, const scenario::Library& lib, const st
   if (blocked) count = count / c.gpus * c.gpus;
   if (blocked && fault_active(Fault::fidelity_per_rank_count)) count /= c.gpus;  // planted: one rank's count
   const CollectiveCall call{c.op, count, c.element_bytes, 0};
-  sim::CollectiveSettings settings;
-  if (c.algorithm) settings.algorithm = sim::parse_collective_algorithm(*c.algorithm);
-  std::shared_ptr<sim::CollectiveGroup> group;
-  const int per_size = kWarmupIters + kTimedIters;
+  SimBenchRun run;
+  run.ranks = ranks;
+  run.calls = {call};
+  run.warmup_iters = kWarmupIters;
+  run.timed_iters = kTimedIters;
+  if (c.algorithm) run.settings.algorithm = sim::parse_collective_algorithm(*c.algorithm);
+  run.plan_error_prefix = fmt::format("{}:{}: collective: ", e.file, e.line);
+  const SimBenchRow row = run_bench_sim(hw, run).at(0);
   const int n = static_cast<int>(ranks.size());
-  const std::string out = sim::run_simulation(
-      hw,
-      [&](sim::Platform& p) {
-        try {
-          (void)sim::plan_collective(p, ranks, call, settings);
-        } catch (const std::invalid_argument& ex) {
-          throw std::invalid_argument(fmt::format("{}:{}: collective: {}", e.file, e.line, ex.what()));
-        }
-        group = std::make_shared<sim::CollectiveGroup>(p, ranks, settings);
-        for (int r = 0; r < n; ++r)
-          simgrid::s4u::Actor::create(fmt::format("rank{}", r), p.gpu_host(ranks[r]), [group, r, call, per_size]() {
-            for (int i = 0; i < per_size; ++i) group->run(r, call);
-          });
-      },
-      [&](sim::Platform&) {
-        const auto& rec = group->records();
-        const auto& first = rec.at(kWarmupIters);
-        const auto& last = rec.at(per_size - 1);
-        return nlohmann::json{{"time_s", (last.end_s - first.start_s) / kTimedIters},
-                              {"algorithm", sim::collective_algorithm_name(last.plan.algorithm)},
-                              {"channels", last.plan.channels}}
-            .dump();
-      });
-  const auto j = nlohmann::json::parse(out);
-  const double time_s = j["time_s"].get<double>();
+  const double time_s = row.time_s;
   const double algbw = static_cast<double>(c.bytes) / time_s / 1e9;
   Result r;
   r.entry = &e;
   if (e.metric == Metric::time_us) r.predicted = time_s * 1e6;
   else if (e.metric == Metric::algbw_GB_per_s) r.predicted = algbw;
   else r.predicted = algbw * busbw_factor(c.op, n);
-  r.detail = fmt::format("{} x{} ch, {:.1f} us", j["algorithm"].get<std::string>(), j["channels"].get<int>(),
-                         time_s * 1e6);
+  r.detail = fmt::format("{} x{} ch, {:.1f} us", row.algorithm, row.channels, time_s * 1e6);
   return r;
 }
 

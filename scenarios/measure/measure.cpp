@@ -10,27 +10,13 @@
 #include "engine/optim/optim.hpp"
 #include "engine/io/safetensors.hpp"
 #include "engine/parallel/strategy.hpp"
+#include "scenarios/measure/harness.hpp"
 
 namespace dpt::verify {
 namespace {
 
 void synchronize_devices(Backend& b, int n) {
   for (int i = 0; i < n; ++i) b.device(i).synchronize();
-}
-
-// Runs `op` once to warm up, then `repeats` times, each timed on the backend's clock
-// between synchronisations of `device`; the shortest time.
-Seconds best_time(Backend& b, Device& device, int repeats, const std::function<void()>& op) {
-  op();
-  device.synchronize();
-  Seconds best = std::numeric_limits<Seconds>::infinity();
-  for (int r = 0; r < repeats; ++r) {
-    const Seconds t0 = b.now();
-    op();
-    device.synchronize();
-    best = std::min(best, b.now() - t0);
-  }
-  return best;
 }
 
 // Deterministic values in host memory (they matter for numerics only, not for time);
@@ -107,8 +93,7 @@ void measure_collectives(Backend& b, const MeasureConfig& c, Figures& f) {
         if (r == 0) elapsed = t;
       });
       const double algbw = static_cast<double>(count * 4) / elapsed;
-      const double factor = op == "all_reduce" ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
-      f.collectives.push_back({op, count * 4, elapsed, algbw * factor});
+      f.collectives.push_back({op, count * 4, elapsed, algbw * bench_busbw_factor(op, n)});
     }
   }
 }
@@ -156,6 +141,7 @@ Figures measure_figures(Backend& b, const MeasureConfig& c, const MeasureParts& 
         fmt::format("verify: {} devices asked, the {} backend has {}", c.devices, b.name(), b.device_count()));
   Figures f;
   for (int i = 0; i < c.devices; ++i) f.device_names.push_back(b.device(i).name());
+  const Timing timing = Timing::best_of(c.repeats);
   if (parts.compute) {
     for (int i = 0; i < c.devices; ++i) {
       Device& d = b.device(i);
@@ -163,24 +149,17 @@ Figures measure_figures(Backend& b, const MeasureConfig& c, const MeasureParts& 
       Tensor x = Tensor::zeros(d, {n, n}, DType::f32, MemoryCategory::workspace);
       Tensor w = Tensor::zeros(d, {n, n}, DType::f32, MemoryCategory::workspace);
       Tensor y = Tensor::empty(d, {n, n}, DType::f32, MemoryCategory::workspace);
-      const Seconds t = best_time(b, d, c.repeats, [&] { kernel_linear_forward(x, w, nullptr, y); });
-      f.gemm_flops_per_s.push_back(2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / t);
-      Tensor src = Tensor::zeros(d, {c.copy_bytes / 4}, DType::f32, MemoryCategory::workspace);
-      Tensor dst = Tensor::empty(d, {c.copy_bytes / 4}, DType::f32, MemoryCategory::workspace);
-      const Seconds tc = best_time(b, d, c.repeats, [&] { kernel_copy(src, dst); });
-      f.memory_Bps.push_back(2.0 * static_cast<double>(c.copy_bytes) / tc);
+      const Seconds t = time_op(b, d, timing, [&] { kernel_linear_forward(x, w, nullptr, y); });
+      f.gemm_flops_per_s.push_back(gemm_flops(n, n, n) / t);
+      f.memory_Bps.push_back(bench_memory(b, d, c.copy_bytes, timing).bytes_per_s);
     }
   }
   if (parts.peers) {
-    for (int a = 0; a < c.devices; ++a) {
-      Tensor src = Tensor::zeros(b.device(a), {c.copy_bytes / 4}, DType::f32, MemoryCategory::workspace);
-      for (int d = 0; d < c.devices; ++d) {
-        if (d == a) continue;
-        Tensor dst = Tensor::empty(b.device(d), {c.copy_bytes / 4}, DType::f32, MemoryCategory::workspace);
-        const Seconds t = best_time(b, b.device(d), c.repeats, [&] { b.copy(src, dst); });
-        f.peers.push_back({a, d, static_cast<double>(c.copy_bytes) / t});
-      }
-    }
+    for (int a = 0; a < c.devices; ++a)
+      for (int d = 0; d < c.devices; ++d)
+        if (d != a)
+          f.peers.push_back(
+              {a, d, bench_copy(b, "peer", b.device(a), b.device(d), c.copy_bytes, timing).bytes_per_s});
   }
   if (parts.collectives && c.devices >= 2) measure_collectives(b, c, f);
   if (parts.single) {

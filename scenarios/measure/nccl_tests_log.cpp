@@ -213,6 +213,73 @@ double nccl_busbw_factor(const std::string& collective, int ranks) {
                               "broadcast, reduce, sendrecv)");
 }
 
+namespace {
+
+// Which collective: the log's own line, else the caller's, else what the rows imply.
+void resolve_collective(NcclTestsLog& log, const std::optional<std::string>& collective_hint) {
+  const std::string& where = log.where;
+  const std::string from_log = log.program.empty() ? std::string() : collective_of_program(log.program);
+  if (!from_log.empty() && collective_hint && *collective_hint != from_log)
+    throw std::invalid_argument(fmt::format("{}: the log measured {} ('{}'), not {}", where, from_log, log.program,
+                                            *collective_hint));
+  log.collective = !from_log.empty() ? from_log : collective_hint.value_or("");
+  const NcclTestsRow& first = log.rows.front();
+  const Bytes type_bytes = type_size_bytes(first.type);
+  if (log.collective.empty()) {
+    // all_reduce is the only rooted-nothing, reducing collective whose size equals count * type size.
+    if (!first.redop.empty() && first.redop != "none" && (!first.root || *first.root == -1) && type_bytes > 0 &&
+        first.size_bytes == first.count * type_bytes)
+      log.collective = "all_reduce";
+    else
+      throw std::invalid_argument(fmt::format(
+          "{}: the log does not say which collective it measured (no '# Collective test starting' line) and its "
+          "rows do not identify one: name it (--op all_gather, ...)",
+          where));
+  }
+  nccl_busbw_factor(log.collective, 1);  // rejects an unknown collective name
+}
+
+// How many ranks: the device list, else nThread * nGpus, else the size/count ratio of gathers.
+void resolve_ranks(NcclTestsLog& log, const std::map<int, std::string>& rank_devices, int per_process_ranks) {
+  const std::string& where = log.where;
+  const NcclTestsRow& first = log.rows.front();
+  const Bytes type_bytes = type_size_bytes(first.type);
+  if (!rank_devices.empty()) {
+    log.ranks = rank_devices.rbegin()->first + 1;
+    for (const auto& [rank, name] : rank_devices) log.device_names.push_back(name);
+  } else if (per_process_ranks > 0) {
+    log.ranks = per_process_ranks;
+  } else if ((log.collective == "all_gather" || log.collective == "reduce_scatter") && type_bytes > 0 &&
+             first.count > 0) {
+    log.ranks = static_cast<int>(first.size_bytes / (first.count * type_bytes));
+  }
+  if (log.ranks < 1)
+    throw std::invalid_argument(
+        fmt::format("{}: the log does not say how many ranks ran (no '# Using devices' list, no nThread/nGpus line)",
+                    where));
+}
+
+// busbw = algbw * factor(collective, ranks): a mismatch means the log was edited,
+// or the collective or rank count above is wrong. Bandwidths print with two
+// decimals, so only rows with algbw >= 1 GB/s are precise enough to compare.
+void check_busbw_factor(const NcclTestsLog& log) {
+  const std::string& where = log.where;
+  const double factor = nccl_busbw_factor(log.collective, log.ranks);
+  for (const auto& row : log.rows) {
+    for (const auto* t : {row.out_of_place ? &*row.out_of_place : nullptr, row.in_place ? &*row.in_place : nullptr}) {
+      if (t == nullptr || t->algbw_Bps < 1e9) continue;
+      const double ratio = t->busbw_Bps / t->algbw_Bps;
+      if (std::abs(ratio - factor) > 0.02 * std::max(factor, 0.5))
+        throw std::invalid_argument(fmt::format(
+            "{}: busbw / algbw = {:.3f}, but {} on {} ranks has busbw = algbw x {:.3f}: the log's collective or "
+            "rank count is not what its header says",
+            at(where, row.line), ratio, log.collective, log.ranks, factor));
+    }
+  }
+}
+
+}  // namespace
+
 NcclTestsLog parse_nccl_tests_log(std::istream& in, const std::string& where,
                                   const std::optional<std::string>& collective_hint) {
   NcclTestsLog log;
@@ -286,58 +353,10 @@ NcclTestsLog parse_nccl_tests_log(std::istream& in, const std::string& where,
         "{}: the table header at line {} is followed by no result rows (did the test fail before its first size?)",
         where, header->line));
 
-  // Which collective: the log's own line, else the caller's, else what the rows imply.
-  const std::string from_log = log.program.empty() ? std::string() : collective_of_program(log.program);
-  if (!from_log.empty() && collective_hint && *collective_hint != from_log)
-    throw std::invalid_argument(fmt::format("{}: the log measured {} ('{}'), not {}", where, from_log, log.program,
-                                            *collective_hint));
-  log.collective = !from_log.empty() ? from_log : collective_hint.value_or("");
-  const NcclTestsRow& first = log.rows.front();
-  const Bytes type_bytes = type_size_bytes(first.type);
-  if (log.collective.empty()) {
-    // all_reduce is the only rooted-nothing, reducing collective whose size equals count * type size.
-    if (!first.redop.empty() && first.redop != "none" && (!first.root || *first.root == -1) && type_bytes > 0 &&
-        first.size_bytes == first.count * type_bytes)
-      log.collective = "all_reduce";
-    else
-      throw std::invalid_argument(fmt::format(
-          "{}: the log does not say which collective it measured (no '# Collective test starting' line) and its "
-          "rows do not identify one: name it (--op all_gather, ...)",
-          where));
-  }
-  nccl_busbw_factor(log.collective, 1);  // rejects an unknown collective name
-
-  // How many ranks: the device list, else nThread * nGpus, else the size/count ratio of gathers.
-  if (!rank_devices.empty()) {
-    log.ranks = rank_devices.rbegin()->first + 1;
-    for (const auto& [rank, name] : rank_devices) log.device_names.push_back(name);
-  } else if (per_process_ranks > 0) {
-    log.ranks = per_process_ranks;
-  } else if ((log.collective == "all_gather" || log.collective == "reduce_scatter") && type_bytes > 0 &&
-             first.count > 0) {
-    log.ranks = static_cast<int>(first.size_bytes / (first.count * type_bytes));
-  }
-  if (log.ranks < 1)
-    throw std::invalid_argument(
-        fmt::format("{}: the log does not say how many ranks ran (no '# Using devices' list, no nThread/nGpus line)",
-                    where));
+  resolve_collective(log, collective_hint);
+  resolve_ranks(log, rank_devices, per_process_ranks);
   log.hosts.assign(hosts.begin(), hosts.end());
-
-  // busbw = algbw * factor(collective, ranks): a mismatch means the log was edited,
-  // or the collective or rank count above is wrong. Bandwidths print with two
-  // decimals, so only rows with algbw >= 1 GB/s are precise enough to compare.
-  const double factor = nccl_busbw_factor(log.collective, log.ranks);
-  for (const auto& row : log.rows) {
-    for (const auto* t : {row.out_of_place ? &*row.out_of_place : nullptr, row.in_place ? &*row.in_place : nullptr}) {
-      if (t == nullptr || t->algbw_Bps < 1e9) continue;
-      const double ratio = t->busbw_Bps / t->algbw_Bps;
-      if (std::abs(ratio - factor) > 0.02 * std::max(factor, 0.5))
-        throw std::invalid_argument(fmt::format(
-            "{}: busbw / algbw = {:.3f}, but {} on {} ranks has busbw = algbw x {:.3f}: the log's collective or "
-            "rank count is not what its header says",
-            at(where, row.line), ratio, log.collective, log.ranks, factor));
-    }
-  }
+  check_busbw_factor(log);
   return log;
 }
 

@@ -33,17 +33,8 @@ const char* collective_algorithm_name(CollectiveAlgorithm a) {
 
 const char* formulation_name(Formulation f) { return f == Formulation::exact ? "exact" : "large_n"; }
 
-namespace {
-std::string normalise(std::string_view s) {
-  std::string out;
-  for (char c : s)
-    if (c != '_' && c != '-') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-}  // namespace
-
 CollectiveAlgorithm parse_collective_algorithm(std::string_view name) {
-  const std::string n = normalise(name);
+  const std::string n = normalise_collective_name(name);
   for (auto a : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree, CollectiveAlgorithm::nvls})
     if (n == collective_algorithm_name(a)) return a;
   throw std::invalid_argument(fmt::format("unknown collective algorithm '{}' (allowed: ring, tree, nvls)", name));

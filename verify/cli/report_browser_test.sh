@@ -8,21 +8,15 @@
 set -euo pipefail
 exe=$1
 out=$2
-chromium=${CHROMIUM:-/usr/bin/chromium}
-if [ ! -x "$chromium" ]; then
-  echo "SKIPPED: $chromium not found (ci/install-deps installs Debian's chromium)"
-  exit 77
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/chromium_setup.sh"
 rm -rf "$out"
 mkdir -p "$out"
 cd "$out"
 # The quick start's report: what a new user opens first.
 "$exe" report -o report >report-stdout.txt
 page="file://$out/report/report.html"
-profile=$(mktemp -d)
-trap 'rm -rf "$profile"' EXIT
-flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking
-       --disable-component-update --disable-sync --user-data-dir="$profile" --enable-logging=stderr --v=0)
+chromium_headless_flags
+flags+=(--enable-logging=stderr --v=0)
 timeout 120 "$chromium" "${flags[@]}" --dump-dom "$page" >dom.html 2>chromium-dom.log
 timeout 120 "$chromium" "${flags[@]}" --window-size=1100,2600 --screenshot="$out/report.png" "$page" \
   >/dev/null 2>chromium-screenshot.log

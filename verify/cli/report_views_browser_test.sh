@@ -11,11 +11,7 @@ set -euo pipefail
 exe=$1
 scenarios=$2
 out=$3
-chromium=${CHROMIUM:-/usr/bin/chromium}
-if [ ! -x "$chromium" ]; then
-  echo "SKIPPED: $chromium not found (ci/install-deps installs Debian's chromium)"
-  exit 77
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/chromium_setup.sh"
 rm -rf "$out"
 mkdir -p "$out"
 cd "$out"
@@ -24,10 +20,7 @@ cd "$out"
 # A small plan (two candidates, up to 16 GPUs) keeps the test short; exit 1 would mean no winner.
 "$exe" plan --model resnet50 --target-samples-per-s 10000 --hardware dgx-a100-cluster:2.40 \
   --hardware dgx-h100-cluster:4.50 --strategies ddp --max-gpus 16 --currency USD --report plan >plan-stdout.txt
-profile=$(mktemp -d)
-trap 'rm -rf "$profile"' EXIT
-flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking
-       --disable-component-update --disable-sync --user-data-dir="$profile")
+chromium_headless_flags
 for r in default bucket plan; do
   timeout 120 "$chromium" "${flags[@]}" --dump-dom "file://$out/$r/report.html" >"$r-dom.html" 2>"$r-dom.log"
   timeout 120 "$chromium" "${flags[@]}" --window-size=1100,3000 --screenshot="$out/$r.png" \

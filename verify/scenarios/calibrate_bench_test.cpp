@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "scenarios/measure/calibrate.hpp"
 #include "scenarios/measure/calibrate_bench.hpp"
 
 using namespace dpt;
@@ -100,4 +101,53 @@ TEST(CalibrateBench, NoNvlinkLeavesP2pAndTooManyDevicesIsAnError) {
   empty.gemm.clear();
   empty.bandwidth.clear();
   EXPECT_THROW(calibrate_from_bench(hw, read_text(path), empty, "b.json"), std::invalid_argument);
+}
+
+// The one entry point (`dptwin calibrate --from`): a bench JSON file is recognised by its
+// content and calibrates exactly as calibrate_from_bench does; a bench file mixed with an
+// nccl-tests log, or a second bench file, is refused naming both files.
+TEST(CalibrateBench, TheEntryPointTellsBenchJsonFromLogs) {
+  const auto path = kLibrary / "dgx-h100.yaml";
+  const sim::HardwareSpec hw = sim::load_hardware_file(path);
+  const double port = hw.nvswitch->links_per_gpu * hw.nvswitch->link_bandwidth;
+  const DeviceBenchResult bench = bench_at(hw, 0.5, 0.8, 0.7, 0.9 * port);
+  const auto dir = std::filesystem::path(DPT_BINARY_DIR) / "calibrate_entry_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string json_path = (dir / "bench.json").string();
+  std::ofstream(json_path) << device_bench_to_json(bench).dump(2);
+  const std::string log_path = std::string(DPT_SOURCE_DIR) + "/verify/data/nccl-tests/l40s-4gpu-pcie-all_reduce.log";
+  ASSERT_TRUE(std::filesystem::exists(log_path)) << log_path;
+
+  const CalibratedHardware r = calibrate_hardware(hw, read_text(path), {{json_path}, std::nullopt, "2026-12-03"});
+  const BenchCalibration direct = calibrate_from_bench(hw, read_text(path), bench, json_path);
+  EXPECT_EQ(r.yaml, direct.yaml);
+  EXPECT_NEAR(r.spec.efficiency.gemm, 0.5, 1e-12);
+  ASSERT_EQ(r.changes.size(), direct.fields.size());
+  EXPECT_NE(r.changes.front().find("efficiency.gemm"), std::string::npos) << r.changes.front();
+  ASSERT_EQ(r.read.size(), 1u);
+  EXPECT_NE(r.read.front().find("dptwin bench --backend cuda on node1"), std::string::npos) << r.read.front();
+
+  for (const std::vector<std::string>& files : {std::vector<std::string>{json_path, log_path},
+                                                std::vector<std::string>{json_path, json_path}}) {
+    try {
+      calibrate_hardware(hw, read_text(path), {files, std::nullopt, "2026-12-03"});
+      FAIL() << "expected std::invalid_argument for " << files.back();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(json_path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(files.back() == log_path ? std::string("l40s-4gpu-pcie-all_reduce.log")
+                                                                     : std::string("second bench file")),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // Broken JSON names the file.
+  const std::string broken = (dir / "broken.json").string();
+  std::ofstream(broken) << "{\"schema\": ";
+  try {
+    calibrate_hardware(hw, read_text(path), {{broken}, std::nullopt, "2026-12-03"});
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.json: not valid JSON"), std::string::npos) << e.what();
+  }
 }

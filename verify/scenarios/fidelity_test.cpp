@@ -275,30 +275,48 @@ TEST(FidelityPredict, CollectiveMatchesBench) {
       << "the bench equality above does not see the planted per-rank count";
 }
 
+// A resnet50 training entry on dgx-a100 (32 samples per device) predicted by the table
+// with `accumulation` micro-batches per update, and the twin's own step report of the same
+// point without accumulation: the reference the expected throughput is built from.
+struct AccumulationRun {
+  double predicted = 0;
+  StepReport step;
+};
+
+AccumulationRun predict_accumulation(const std::string& id, const std::string& strategy, int devices,
+                                     const std::string& optimizer, int accumulation) {
+  const auto lib = library();
+  Entry e;
+  e.id = id;
+  e.file = "acc.yaml";
+  e.line = 1;
+  e.hardware_file = "dgx-a100";
+  e.training = TrainingConfig{"resnet50", strategy, devices, 1, 32, "fp32", "f32", optimizer, accumulation};
+  e.metric = Metric::samples_per_s;
+  e.measured = 1;
+  AccumulationRun run;
+  run.predicted = predict_entry(e, lib, ".").predicted;
+
+  scenario::Scenario s;
+  s.file = "acc.yaml";
+  s.name = id;
+  scenario::set_point_value(s.base, "hardware", std::string("dgx-a100"), "");
+  scenario::set_point_value(s.base, "model", std::string("resnet50"), "");
+  scenario::set_point_value(s.base, "strategy", strategy, "");
+  if (devices > 1) scenario::set_point_value(s.base, "devices", std::int64_t{devices}, "");
+  scenario::set_point_value(s.base, "batch_per_device", std::int64_t{32}, "");
+  scenario::set_point_value(s.base, "optimizer", optimizer, "");
+  run.step = scenario::predict_point(scenario::resolve_point(s, s.base, lib), "");
+  return run;
+}
+
 // Gradient accumulation on one GPU: A micro-batches share one optimizer update, so the
 // step is A twin steps less A-1 optimizer updates (each micro-batch still copies its input):
 // throughput = A x batch / (A x step - (A-1) x optimizer), from the twin's own step report.
 TEST(FidelityPredict, AccumulationAmortisesTheOptimizerUpdate) {
-  const auto lib = library();
-  Entry e;
-  e.id = "acc";
-  e.file = "acc.yaml";
-  e.line = 1;
-  e.hardware_file = "dgx-a100";
-  e.training = TrainingConfig{"resnet50", "single", 1, 1, 32, "fp32", "f32", "adamw", 4};
-  e.metric = Metric::samples_per_s;
-  e.measured = 1;
-  const double predicted = predict_entry(e, lib, ".").predicted;
-
-  scenario::Scenario s;
-  s.file = "acc.yaml";
-  s.name = "acc";
-  scenario::set_point_value(s.base, "hardware", std::string("dgx-a100"), "");
-  scenario::set_point_value(s.base, "model", std::string("resnet50"), "");
-  scenario::set_point_value(s.base, "strategy", std::string("single"), "");
-  scenario::set_point_value(s.base, "batch_per_device", std::int64_t{32}, "");
-  scenario::set_point_value(s.base, "optimizer", std::string("adamw"), "");
-  const StepReport r = scenario::predict_point(scenario::resolve_point(s, s.base, lib), "");
+  const AccumulationRun run = predict_accumulation("acc", "single", 1, "adamw", 4);
+  const double predicted = run.predicted;
+  const StepReport& r = run.step;
   ASSERT_TRUE(r.step_time_s.has_value());
   ASSERT_GT(r.breakdown_s.optimizer, 0);
   const double expected = 4.0 * 32 / (4 * *r.step_time_s - 3 * r.breakdown_s.optimizer);
@@ -310,27 +328,9 @@ TEST(FidelityPredict, AccumulationAmortisesTheOptimizerUpdate) {
 // twin's single-device step of the same per-device batch less its optimizer update:
 // throughput = A x devices x batch / (ddp step + (A-1) x (single step - optimizer)).
 TEST(FidelityPredict, DdpAccumulationAddsNoSyncMicroBatches) {
-  const auto lib = library();
-  Entry e;
-  e.id = "ddp-acc";
-  e.file = "acc.yaml";
-  e.line = 1;
-  e.hardware_file = "dgx-a100";
-  e.training = TrainingConfig{"resnet50", "ddp", 4, 1, 32, "fp32", "f32", "sgd_momentum", 8};
-  e.metric = Metric::samples_per_s;
-  e.measured = 1;
-  const double predicted = predict_entry(e, lib, ".").predicted;
-
-  scenario::Scenario s;
-  s.file = "acc.yaml";
-  s.name = "ddp-acc";
-  scenario::set_point_value(s.base, "hardware", std::string("dgx-a100"), "");
-  scenario::set_point_value(s.base, "model", std::string("resnet50"), "");
-  scenario::set_point_value(s.base, "strategy", std::string("ddp"), "");
-  scenario::set_point_value(s.base, "devices", std::int64_t{4}, "");
-  scenario::set_point_value(s.base, "batch_per_device", std::int64_t{32}, "");
-  scenario::set_point_value(s.base, "optimizer", std::string("sgd_momentum"), "");
-  const StepReport r = scenario::predict_point(scenario::resolve_point(s, s.base, lib), "");
+  const AccumulationRun run = predict_accumulation("ddp-acc", "ddp", 4, "sgd_momentum", 8);
+  const double predicted = run.predicted;
+  const StepReport& r = run.step;
   ASSERT_TRUE(r.step_time_s && r.single_device_step_time_s);
   const double expected =
       8.0 * 4 * 32 / (*r.step_time_s + 7 * (*r.single_device_step_time_s - r.breakdown_s.optimizer));

@@ -15,6 +15,7 @@
 #include "scenarios/report/report_chart.hpp"
 #include "scenarios/report/report_document.hpp"
 #include "scenarios/report/report_sweep.hpp"
+#include "verify/support/report_points.hpp"
 
 namespace dpt::report {
 namespace {
@@ -27,34 +28,9 @@ using scenario::SweepResult;
 // A DDP point on 4 GPUs of 48 GiB at `thr` samples/s, 32 per GPU, 3 GiB per GPU.
 PointResult point(size_t index, std::vector<std::pair<std::string, std::string>> axes, double thr,
                   const std::string& strategy = "ddp", int gpus = 4) {
-  PointResult p;
-  p.index = index;
-  p.axes = std::move(axes);
-  p.hardware = "l40s-4x-pcie4";
-  p.gpu_name = "L40S";
-  p.model = "resnet50";
-  p.strategy = strategy;
-  p.devices = gpus;
-  p.nodes = 1;
-  p.batch_per_device = 32;
-  p.batch_global = 32 * gpus;
-  p.dtype = "f32";
-  p.bucket_cap_mb = 25;
-  p.optimizer = "sgd_momentum";
-  StepReport r;
-  r.strategy = strategy;
-  r.devices = gpus;
-  r.step_time_s = p.batch_global / thr;
-  r.breakdown_s.compute = *r.step_time_s * 0.8;
-  r.throughput_samples_per_s = thr;
-  for (int g = 0; g < gpus; ++g) {
-    DeviceReport d;
-    d.device = "sim:gpu" + std::to_string(g);
-    d.peak_memory_bytes = 3 * kGiB;
-    d.capacity_bytes = 48 * kGiB;
-    r.devices_detail.push_back(d);
-  }
-  p.report = r;
+  PointResult p = test::hand_written_point(index, std::move(axes), "l40s-4x-pcie4", "L40S", strategy, gpus, thr,
+                                           3 * kGiB, 48 * kGiB);
+  p.report->breakdown_s.compute = *p.report->step_time_s * 0.8;
   return p;
 }
 

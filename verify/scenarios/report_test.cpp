@@ -13,6 +13,7 @@
 #include "scenarios/report/report_format.hpp"
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/report/report_text.hpp"
+#include "verify/support/report_points.hpp"
 #include "verify/support/text_match.hpp"
 
 namespace dpt::report {
@@ -45,43 +46,20 @@ TEST(Format, FiguresHaveThreeSignificantDigitsAndThousandsSeparators) {
 // A point with a hand-written report: `thr` samples/s at 32 per GPU, one GPU at
 // 1,600 samples/s (step 20 ms), GPU 0 holding `gpu0_extra` more than the others.
 PointResult point(size_t index, const std::string& strategy, int gpus, double thr, Bytes gpu0_extra = 0) {
-  PointResult p;
-  p.index = index;
-  p.axes = {{"strategy", strategy}, {"devices", std::to_string(gpus)}};
-  p.hardware = "dgx-h100";
-  p.gpu_name = "H100-SXM5-80GB";
-  p.model = "resnet50";
-  p.strategy = strategy;
-  p.devices = gpus;
-  p.nodes = 1;
-  p.batch_per_device = 32;
-  p.batch_global = 32 * gpus;
-  p.dtype = "f32";
-  p.bucket_cap_mb = 25;
-  p.optimizer = "sgd_momentum";
-  StepReport r;
+  PointResult p = test::hand_written_point(index, {{"strategy", strategy}, {"devices", std::to_string(gpus)}},
+                                           "dgx-h100", "H100-SXM5-80GB", strategy, gpus, thr, 10 * kGiB, 80 * kGiB);
+  StepReport& r = *p.report;
   r.hardware = p.hardware;
   r.model = p.model;
-  r.strategy = strategy;
-  r.devices = gpus;
   r.batch_global = p.batch_global;
   r.batch_per_device = 32;
-  r.step_time_s = p.batch_global / thr;
   r.breakdown_s.compute = 0.018;
   r.breakdown_s.optimizer = 0.001;
   r.breakdown_s.exposed_communication = *r.step_time_s - 0.019;
-  r.throughput_samples_per_s = thr;
   r.single_device_step_time_s = 0.02;
   r.scaling_efficiency = thr / (gpus * 1600.0);
-  for (int g = 0; g < gpus; ++g) {
-    DeviceReport d;
-    d.device = "sim:gpu" + std::to_string(g);
-    d.peak_memory_bytes = 10 * kGiB + (g == 0 ? gpu0_extra : 0);
-    d.capacity_bytes = 80 * kGiB;
-    r.devices_detail.push_back(d);
-  }
+  r.devices_detail.front().peak_memory_bytes += gpu0_extra;
   r.trace = "out/traces/point-" + std::to_string(index) + ".json";
-  p.report = r;
   return p;
 }
 

@@ -13,25 +13,14 @@
 #include "engine/nn/model.hpp"
 #include "sim/net/hardware.hpp"
 #include "sim/twin/predict.hpp"
+#include "verify/support/rc_property.hpp"
 #include "sim/twin/sim_device.hpp"
 
 namespace dpt {
 namespace {
 
-template <typename F> rc::detail::TestResult run_property(F property, int cases) {
-  rc::detail::TestParams params = rc::detail::configuration().testParams;
-  params.maxSuccess = cases;
-  return rc::detail::checkTestable(property, rc::detail::TestMetadata{}, params);
-}
-template <typename F> bool property_fails(F property, int cases) {
-  return run_property(property, cases).template is<rc::detail::FailureResult>();
-}
-template <typename F> void expect_property_holds(F property, int cases) {
-  const auto result = run_property(property, cases);
-  std::ostringstream why;
-  rc::detail::printResultMessage(result, why);
-  EXPECT_TRUE(result.template is<rc::detail::SuccessResult>()) << why.str();
-}
+using test::expect_property_holds;
+using test::property_fails;
 
 const SimOpClass kClasses[] = {SimOpClass::gemm, SimOpClass::conv,      SimOpClass::attention,
                                SimOpClass::norm, SimOpClass::elementwise, SimOpClass::embedding,

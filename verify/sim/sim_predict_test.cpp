@@ -21,6 +21,7 @@
 #include "engine/optim/optim.hpp"
 #include "engine/parallel/strategy.hpp"
 #include "sim/twin/predict.hpp"
+#include "verify/support/rc_property.hpp"
 #include "sim/twin/sim_process.hpp"
 
 namespace dpt {
@@ -98,20 +99,8 @@ rc::Gen<MlpCase> gen_case(int max_devices) {
 
 // Each case forks simulations, so these properties run a stated number of cases
 // (not RapidCheck's default 100) to keep the suite fast.
-template <typename F> rc::detail::TestResult run_property(F property, int cases) {
-  rc::detail::TestParams params = rc::detail::configuration().testParams;
-  params.maxSuccess = cases;
-  return rc::detail::checkTestable(property, rc::detail::TestMetadata{}, params);
-}
-template <typename F> bool property_fails(F property, int cases) {
-  return run_property(property, cases).template is<rc::detail::FailureResult>();
-}
-template <typename F> void expect_property_holds(F property, int cases) {
-  const auto result = run_property(property, cases);
-  std::ostringstream why;
-  rc::detail::printResultMessage(result, why);
-  EXPECT_TRUE(result.template is<rc::detail::SuccessResult>()) << why.str();
-}
+using test::expect_property_holds;
+using test::property_fails;
 
 // ---- step-time bounds ----------------------------------------------------------------
 
