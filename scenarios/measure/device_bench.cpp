@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <fstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "engine/core/kernels.hpp"
+#include "engine/core/timestamp.hpp"
 
 namespace dpt {
 namespace {
@@ -34,15 +34,6 @@ std::string nccl_type_name(DType t) {
     case DType::f16: return "half";
   }
   return "?";
-}
-
-std::string iso_utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string host_name() {
@@ -277,7 +268,7 @@ DeviceBenchResult run_device_bench(Backend& b, const DeviceBenchOptions& o, cons
   validate(o);
   DeviceBenchResult r;
   r.backend = b.name();
-  r.date = iso_utc_now();
+  r.date = utc_timestamp_now();
   r.hostname = host_name();
   r.sweep = o.sweep;
   const int n = b.device_count();

@@ -1,12 +1,12 @@
 #include "scenarios/report/report_assumptions.hpp"
 
 #include <algorithm>
-#include <ctime>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "engine/core/precision.hpp"
+#include "engine/core/timestamp.hpp"
 #include <yaml-cpp/yaml.h>
 
 #include "scenarios/report/report_axes.hpp"
@@ -51,14 +51,7 @@ std::string precision_text(const std::string& dtype) {
 const char* dptwin_version() { return DPT_VERSION; }
 const char* dptwin_git_revision() { return DPT_GIT_REVISION; }
 
-std::string utc_now_iso8601() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return buf;
-}
+std::string utc_now_iso8601() { return utc_timestamp_now(); }
 
 AssumptionsInput assumptions_input(const scenario::SweepResult& r, const scenario::Scenario* s,
                                    const scenario::Library& lib) {

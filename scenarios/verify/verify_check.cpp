@@ -79,15 +79,6 @@ std::vector<CheckResult> run_checks(const std::vector<Check>& checks, std::optio
   return results;
 }
 
-std::string utc_timestamp_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string local_hostname() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";

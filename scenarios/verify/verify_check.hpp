@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/timestamp.hpp"
 #include "engine/core/units.hpp"
 
 namespace dpt::verify {
@@ -82,8 +83,8 @@ using CheckObserver = std::function<void(const CheckResult&)>;
 std::vector<CheckResult> run_checks(const std::vector<Check>& checks, std::optional<CheckKind> only = std::nullopt,
                                     const CheckObserver& observer = {});
 
-// "2026-12-02T14:30:00Z" for now (UTC).
-std::string utc_timestamp_now();
+// "2026-12-02T14:30:00Z" for now (UTC): engine/core/timestamp.hpp's.
+using dpt::utc_timestamp_now;
 std::string local_hostname();
 
 }  // namespace dpt::verify

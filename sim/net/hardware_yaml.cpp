@@ -130,7 +130,10 @@ void emit_host(Emitter& e, const HostSpec& h) {
   e.line(2, "host.sockets", "sockets", std::to_string(h.sockets));
   e.line(2, "host.cores", "cores", std::to_string(h.cores));
   e.line(2, "host.memory_bandwidth", "memory_bandwidth", bandwidth(h.memory_bandwidth));
-  e.line(2, "host.inter_socket_bandwidth", "inter_socket_bandwidth", bandwidth(h.inter_socket_bandwidth));
+  // One socket has no inter-socket link: the reader takes the key as optional there and
+  // refuses 0, so it is written only where it is set.
+  if (h.sockets > 1 || h.inter_socket_bandwidth > 0)
+    e.line(2, "host.inter_socket_bandwidth", "inter_socket_bandwidth", bandwidth(h.inter_socket_bandwidth));
   e.line(2, "host.dispatch_cost", "dispatch_cost", time_us(h.dispatch_cost_s));
   e.line(2, "host.gil", "gil", h.gil ? "true" : "false");
 }
