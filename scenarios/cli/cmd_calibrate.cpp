@@ -72,7 +72,9 @@ Registration reg{"calibrate", [](CLI::App& parent) -> RunFn {
   app->footer("Examples:\n"
               "  all_reduce_perf -b 8 -e 8G -f 2 -g 8 > all_reduce_perf.log    # nccl-tests on the node\n"
               "  dptwin calibrate --from all_reduce_perf.log --hardware dgx-h100 -o node17.yaml\n"
-              "  dptwin predict --hardware node17.yaml --model gpt2-124m --strategy ddp --devices 8 --batch-per-device 8\n\n" +
+              "  dptwin predict --hardware node17.yaml --model gpt2-124m --strategy ddp --devices 8 --batch-per-device 8\n"
+              "  dptwin bench --backend cuda --out node17-bench.json      # microbenchmarks on the node\n"
+              "  dptwin calibrate --from node17-bench.json --hardware dgx-h100 -o node17.yaml\n\n" +
               exit_codes_help());
   return [flags] { return run_calibrate(*flags); };
 }};

@@ -14,7 +14,8 @@
 namespace dpt {
 
 std::vector<SimBenchRow> run_bench_sim(const sim::HardwareSpec& hw, const SimBenchRun& run) {
-  if (run.timed_iters < 1) throw std::invalid_argument(fmt::format("{} timed iterations: at least one", run.timed_iters));
+  if (run.timed_iters < 1)
+    throw std::invalid_argument(fmt::format("{} timed iterations: at least one", run.timed_iters));
   const int n = static_cast<int>(run.ranks.size());
   const int per_size = run.warmup_iters + run.timed_iters;
   std::shared_ptr<sim::CollectiveGroup> group;

@@ -105,11 +105,9 @@ CalibrationResult calibrate_from_figures(const sim::HardwareSpec& base, const Fi
                           peer_measured.size()));
   }
   sim::validate_hardware(r.spec);
-  r.yaml = sim::hardware_yaml(r.spec, r.comments,
-                              calibration_header(base,
-                                                 fmt::format("{} calibrated by `dptwin verify --calibrate-out` on {} ({})",
-                                                             base.name, device, date),
-                                                 "measured", "that run"));
+  const std::string what =
+      fmt::format("{} calibrated by `dptwin verify --calibrate-out` on {} ({})", base.name, device, date);
+  r.yaml = sim::hardware_yaml(r.spec, r.comments, calibration_header(base, what, "measured", "that run"));
   return r;
 }
 

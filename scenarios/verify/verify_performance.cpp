@@ -162,18 +162,16 @@ PerformanceTolerances default_tolerances(const std::string& backend_name) {
   return {{0.05, 20.0}, {0.05, 20.0}, {0.05, 20.0}};
 }
 
-std::vector<Check> performance_checks(const Figures& m, const Figures& p, const PerformanceTolerances& t,
-                                      const PerformanceContext& ctx) {
-  g_not_judged = &ctx.not_judged_because;
-  struct Reset {
-    ~Reset() { g_not_judged = nullptr; }
-  } reset;
-  const int devices = static_cast<int>(std::min(m.device_names.size(), p.device_names.size()));
-  const Findings f = analyse(m, p, t, devices);
-  std::vector<Check> checks;
-  const std::string calibrated = "the host twin's rates were calibrated from this very figure (no --hardware), "
-                                 "so it cannot disagree; pass --hardware FILE to check it against a file";
+namespace {
 
+// Why a micro figure is not judged when the host twin was calibrated from it.
+const char* const kCalibrated = "the host twin's rates were calibrated from this very figure (no --hardware), "
+                                "so it cannot disagree; pass --hardware FILE to check it against a file";
+
+// The per-device GEMM and memory figures (skipped where the host twin was calibrated
+// from them).
+void micro_checks(const Figures& m, const Figures& p, const PerformanceTolerances& t, const PerformanceContext& ctx,
+                  int devices, std::vector<Check>& checks) {
   for (int i = 0; i < devices; ++i) {
     const auto k = static_cast<size_t>(i);
     const std::string dev = device_label(i);
@@ -181,7 +179,7 @@ std::vector<Check> performance_checks(const Figures& m, const Figures& p, const 
       const Figure fig{"performance.gemm." + dev, "GEMM rate of " + dev, "TFLOP/s", 1e12,
                        m.gemm_flops_per_s[k], p.gemm_flops_per_s[k], false, t.micro};
       checks.push_back(fixed(fig.name, ctx.micro_calibrated_from_measurement
-                                           ? CheckOutcome::skip(calibrated)
+                                           ? CheckOutcome::skip(kCalibrated)
                                            : judge(fig,
                                                    [&](double) {
                                                      return fmt::format(
@@ -196,7 +194,7 @@ std::vector<Check> performance_checks(const Figures& m, const Figures& p, const 
       const Figure fig{"performance.memory_bandwidth." + dev, "memory bandwidth of " + dev, "GB/s", 1e9,
                        m.memory_Bps[k], p.memory_Bps[k], false, t.micro};
       checks.push_back(fixed(fig.name, ctx.micro_calibrated_from_measurement
-                                           ? CheckOutcome::skip(calibrated)
+                                           ? CheckOutcome::skip(kCalibrated)
                                            : judge(fig,
                                                    [&](double) {
                                                      return "check memory clocks and ECC / row-remapping state "
@@ -205,11 +203,12 @@ std::vector<Check> performance_checks(const Figures& m, const Figures& p, const 
                                                    faster_than_file)));
     }
   }
+}
 
-  if (devices < 2) {
-    checks.push_back(fixed("performance.peer_bandwidth", CheckOutcome::skip("one device: no peer copies")));
-    checks.push_back(fixed("performance.collectives", CheckOutcome::skip("one device: no collectives")));
-  }
+// Every measured ordered pair's peer copy; a slow pair is blamed on a device whose
+// every link is slow.
+void peer_checks(const Figures& m, const Figures& p, const PerformanceTolerances& t, const PerformanceContext& ctx,
+                 const Findings& f, std::vector<Check>& checks) {
   for (const auto& mp : m.peers) {
     for (const auto& pp : p.peers) {
       if (mp.src != pp.src || mp.dst != pp.dst) continue;
@@ -218,7 +217,7 @@ std::vector<Check> performance_checks(const Figures& m, const Figures& p, const 
       const Figure fig{name, fmt::format("peer copy {} -> {}", device_label(mp.src), device_label(mp.dst)), "GB/s",
                        1e9, mp.bandwidth_Bps, pp.bandwidth_Bps, false, t.micro};
       if (ctx.micro_calibrated_from_measurement) {
-        checks.push_back(fixed(name, CheckOutcome::skip(calibrated)));
+        checks.push_back(fixed(name, CheckOutcome::skip(kCalibrated)));
         continue;
       }
       const int a = mp.src, b = mp.dst;
@@ -241,7 +240,11 @@ std::vector<Check> performance_checks(const Figures& m, const Figures& p, const 
                                          faster_than_file)));
     }
   }
+}
 
+// Collective bus bandwidths, explained by the slow links found, or by NCCL's path.
+void collective_checks(const Figures& m, const Figures& p, const PerformanceTolerances& t, const Findings& f,
+                       std::vector<Check>& checks) {
   for (const auto& mc : m.collectives) {
     for (const auto& pc : p.collectives) {
       if (mc.op != pc.op || mc.size_bytes != pc.size_bytes) continue;
@@ -274,7 +277,11 @@ std::vector<Check> performance_checks(const Figures& m, const Figures& p, const 
                                          faster_than_file)));
     }
   }
+}
 
+// Training steps: each device alone, then DataParallel and DDP over all of them.
+void step_checks(const Figures& m, const Figures& p, const PerformanceTolerances& t, const Findings& f, int devices,
+                 std::vector<Check>& checks) {
   for (int i = 0; i < devices; ++i) {
     const auto k = static_cast<size_t>(i);
     if (k >= m.single_step_s.size() || k >= p.single_step_s.size()) continue;
@@ -302,6 +309,28 @@ std::vector<Check> performance_checks(const Figures& m, const Figures& p, const 
     const Figure fig{std::string("performance.step.") + label, what, "ms", 1e-3, ms, ps, true, t.step};
     checks.push_back(fixed(fig.name, judge(fig, [&](double) { return step_causes(f, true); }, faster_than_file)));
   }
+}
+
+}  // namespace
+
+std::vector<Check> performance_checks(const Figures& m, const Figures& p, const PerformanceTolerances& t,
+                                      const PerformanceContext& ctx) {
+  g_not_judged = &ctx.not_judged_because;
+  struct Reset {
+    ~Reset() { g_not_judged = nullptr; }
+  } reset;
+  const int devices = static_cast<int>(std::min(m.device_names.size(), p.device_names.size()));
+  const Findings f = analyse(m, p, t, devices);
+  std::vector<Check> checks;
+
+  micro_checks(m, p, t, ctx, devices, checks);
+  if (devices < 2) {
+    checks.push_back(fixed("performance.peer_bandwidth", CheckOutcome::skip("one device: no peer copies")));
+    checks.push_back(fixed("performance.collectives", CheckOutcome::skip("one device: no collectives")));
+  }
+  peer_checks(m, p, t, ctx, f, checks);
+  collective_checks(m, p, t, f, checks);
+  step_checks(m, p, t, f, devices, checks);
   return checks;
 }
 

@@ -120,7 +120,8 @@ void emit_nvlink(Emitter& e, const HardwareSpec& hw) {
     e.line(2, "nvswitch.links_per_gpu", "links_per_gpu", std::to_string(hw.nvswitch->links_per_gpu));
     e.line(2, "nvswitch.link_bandwidth", "link_bandwidth", bandwidth(hw.nvswitch->link_bandwidth));
     e.line(2, "nvswitch.latency", "latency", time_us(hw.nvswitch->latency_s));
-    e.line(2, "nvswitch.in_switch_reduction", "in_switch_reduction", hw.nvswitch->in_switch_reduction ? "true" : "false");
+    e.line(2, "nvswitch.in_switch_reduction", "in_switch_reduction",
+           hw.nvswitch->in_switch_reduction ? "true" : "false");
   }
 }
 

@@ -61,7 +61,8 @@ std::vector<std::string> differences(const HardwareSpec& a, const HardwareSpec& 
       pairs = a.nvlink->pairs[i].a == b.nvlink->pairs[i].a && a.nvlink->pairs[i].b == b.nvlink->pairs[i].b &&
               a.nvlink->pairs[i].links == b.nvlink->pairs[i].links;
     check(pairs && a.nvlink->generation == b.nvlink->generation &&
-              near(a.nvlink->link_bandwidth, b.nvlink->link_bandwidth) && near(a.nvlink->latency_s, b.nvlink->latency_s),
+              near(a.nvlink->link_bandwidth, b.nvlink->link_bandwidth) &&
+              near(a.nvlink->latency_s, b.nvlink->latency_s),
           "nvlink");
   }
   check(a.nvswitch.has_value() == b.nvswitch.has_value(), "nvswitch");
