@@ -120,6 +120,8 @@ std::string hardware_yaml(const sim::HardwareSpec& hw, const YamlComments& comme
   e.line(2, "pcie.lanes", "lanes", std::to_string(hw.pcie.lanes));
   e.line(2, "pcie.latency", "latency", time_us(hw.pcie.latency_s));
   e.line(2, "pcie.peer_to_peer", "peer_to_peer", hw.pcie.peer_to_peer ? "true" : "false");
+  if (hw.pcie.staged_bidirectional)
+    e.line(2, "pcie.staged_bidirectional", "staged_bidirectional", bandwidth(*hw.pcie.staged_bidirectional));
   if (!hw.pcie.switches.empty()) {
     e.line(2, "pcie.switches", "switches", "");
     for (const auto& s : hw.pcie.switches) {

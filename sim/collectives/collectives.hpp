@@ -104,6 +104,9 @@ struct CollectivePlan {
   // Bound on each flow's rate (wire bytes per second): NCCL's per-channel bandwidth for the
   // chosen pair (ring, chain, NVLS); 0 = none (tree: its flows share the links freely).
   BytesPerSecond flow_cap_bytes_per_s = 0;
+  // Data bytes per pipeline piece of chains and trees; 0: settings.pipeline_chunk_bytes.
+  // Trees take NCCL's chunk for their protocol and size (nccl_tree_chunk_bytes).
+  Bytes piece_bytes = 0;
   std::string reason;  // e.g. "tree/LL128: least NCCL tuner time (ring/LL 14.2 us, ...)" or "forced"
 };
 
