@@ -226,8 +226,6 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
   }
   plan.algorithm = from_nccl(c.algo);
   if (!settings.channels && settings.nccl_model) plan.channels = nccl_channels_for_size(g, c.algo, c.protocol, call.bytes());
-  if (settings.nccl_model && plan.algorithm == CollectiveAlgorithm::tree)
-    plan.piece_bytes = nccl_tree_chunk_bytes(g, c.protocol, call.bytes(), plan.channels);
   std::string times;
   for (auto a : algos)
     for (auto pr : protocols) {
