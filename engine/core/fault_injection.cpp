@@ -47,6 +47,8 @@ const std::vector<Fault>& all_faults() {
       Fault::ddp_unfused_divide,
       Fault::opclass_ignores_bytes,
       Fault::interference_speeds_compute,
+      Fault::nccl_shm_duplex_cap_omitted,
+      Fault::nccl_tree_chunk_fixed,
   };
   return faults;
 }
@@ -83,6 +85,8 @@ const char* fault_name(Fault f) {
     case Fault::ddp_unfused_divide: return "ddp-unfused-divide";
     case Fault::opclass_ignores_bytes: return "opclass-ignores-bytes";
     case Fault::interference_speeds_compute: return "interference-speeds-compute";
+    case Fault::nccl_shm_duplex_cap_omitted: return "nccl-shm-duplex-free";
+    case Fault::nccl_tree_chunk_fixed: return "nccl-tree-chunk-fixed";
   }
   return "?";
 }

@@ -42,6 +42,8 @@ enum class Fault : unsigned {
   ddp_unfused_divide,               // "ddp-unfused-divide": DDP's division by the world size as a copy plus a scale kernel
   opclass_ignores_bytes,            // "opclass-ignores-bytes": memory-bound op classes charged their FLOPs only
   interference_speeds_compute,      // "interference-speeds-compute": compute overlapping NCCL kernels credited, not slowed
+  nccl_shm_duplex_cap_omitted,      // "nccl-shm-duplex-free": SHM rings ignore the host-staged bidirectional rate
+  nccl_tree_chunk_fixed,            // "nccl-tree-chunk-fixed": tree LL128 pipelines full 576,000-byte chunks at every size
 };
 
 // Every fault, in declaration order.

@@ -32,6 +32,13 @@ Elements pipeline_piece_elements(const CollectiveSettings& s, Bytes element_byte
   return std::max<Elements>(1, s.pipeline_chunk_bytes / element_bytes);
 }
 
+Elements pipeline_piece_elements(const CollectivePlan& plan, const CollectiveSettings& s, Bytes element_bytes,
+                                 double wire_factor) {
+  if (plan.piece_bytes <= 0) return pipeline_piece_elements(s, element_bytes);
+  const double wire_bytes = static_cast<double>(plan.piece_bytes) * wire_factor;
+  return std::max<Elements>(1, static_cast<Elements>(wire_bytes / static_cast<double>(element_bytes)));
+}
+
 ExactTransport::Box& ExactTransport::box(const Key& key) {
   Box& b = boxes_[key];
   if (!b.posted) b.posted = sg4::Semaphore::create(0);
@@ -279,7 +286,7 @@ void run_exact(ExactTransport& t, Platform& p, const std::vector<int>& rank_gpus
   Ctx c{t, p, rank_gpus, call_index, plan.wire_factor, plan.flow_cap_bytes_per_s};
   // NCCL's latency beyond the route latency the schedule pays (see CollectivePlan).
   if (plan.extra_latency_s > 0) sg4::this_actor::sleep_for(plan.extra_latency_s);
-  const Elements piece = pipeline_piece_elements(settings, call.element_bytes);
+  const Elements piece = pipeline_piece_elements(plan, settings, call.element_bytes);
   switch (plan.algorithm) {
     case CollectiveAlgorithm::ring:
       if (call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce)

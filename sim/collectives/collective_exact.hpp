@@ -53,5 +53,10 @@ std::vector<std::vector<int>> node_chains(const Platform& p, const std::vector<i
 
 // Elements per pipeline piece for this element size.
 Elements pipeline_piece_elements(const CollectiveSettings& s, Bytes element_bytes);
+// The plan's piece (CollectivePlan::piece_bytes) when it has one, else the settings'; in
+// elements of `element_bytes` scaled by `wire_factor` (the large-N formulation counts
+// wire bytes).
+Elements pipeline_piece_elements(const CollectivePlan& plan, const CollectiveSettings& s, Bytes element_bytes,
+                                 double wire_factor = 1.0);
 
 }  // namespace dpt::sim

@@ -155,7 +155,8 @@ void check_forced(const Platform& p, const CollectiveCall& call, CollectiveAlgor
 }
 
 // The flow bound and latency of the chosen (algorithm, protocol), from NCCL's model.
-void shape_flows(CollectivePlan& plan, const NcclGraph& g, const NcclChoice& c, const CollectiveCall& call) {
+void shape_flows(CollectivePlan& plan, const HardwareSpec& hw, const NcclGraph& g, const NcclChoice& c,
+                 const CollectiveCall& call) {
   plan.protocol = c.protocol;
   plan.nccl_time_s = c.time_us * 1e-6;
   const double bw_bytes_per_s = c.cost.alg_bw_gbs * 1e9;
@@ -168,9 +169,17 @@ void shape_flows(CollectivePlan& plan, const NcclGraph& g, const NcclChoice& c, 
   const bool chain = call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce;
   if (plan.algorithm == CollectiveAlgorithm::ring && !chain) data_cap = c.cost.bus_bw_gbs * 1e9 / g.ring_channels;
   if (plan.algorithm == CollectiveAlgorithm::nvls) data_cap = c.cost.alg_bw_gbs * 1e9;
-  (void)g;
   if (fault_active(Fault::nccl_channel_cap_omitted)) data_cap = 0;
   plan.flow_cap_bytes_per_s = data_cap * plan.wire_factor;
+  // SHM (no P2P): in a ring every GPU writes its share to host memory and reads its
+  // neighbour's at once, so each GPU link carries staged traffic both ways; the ring's
+  // channels together put at most the machine's host-staged bidirectional rate on the
+  // wire (flag bytes included: the copies move them too).
+  if (!g.p2p && plan.algorithm == CollectiveAlgorithm::ring && !chain && hw.pcie.staged_bidirectional &&
+      !fault_active(Fault::nccl_shm_duplex_cap_omitted)) {
+    const double shm_cap = *hw.pcie.staged_bidirectional / g.ring_channels;
+    plan.flow_cap_bytes_per_s = plan.flow_cap_bytes_per_s > 0 ? std::min(plan.flow_cap_bytes_per_s, shm_cap) : shm_cap;
+  }
 }
 }  // namespace
 
@@ -221,7 +230,7 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
                                   nccl_protocol_name(c.protocol))
                     : fmt::format("{}/{}: least NCCL tuner time ({})", collective_algorithm_name(plan.algorithm),
                                   nccl_protocol_name(c.protocol), times);
-  shape_flows(plan, g, c, call);
+  shape_flows(plan, p.hardware(), g, c, call);
   choose_formulation(plan, n, call, settings);
   if (!settings.nccl_model) {
     plan.wire_factor = 1.0;

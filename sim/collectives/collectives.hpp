@@ -104,6 +104,11 @@ struct CollectivePlan {
   // Bound on each flow's rate (wire bytes per second): NCCL's per-channel bandwidth for the
   // chosen pair (ring, chain, NVLS); 0 = none (tree: its flows share the links freely).
   BytesPerSecond flow_cap_bytes_per_s = 0;
+  // Data bytes per pipeline piece of chains and trees; 0: settings.pipeline_chunk_bytes.
+  // NCCL's tree chunks (nccl_tree_chunk_bytes) are not set here yet: the tree executors
+  // keep one piece in flight per hop where NCCL keeps up to 8 (NCCL_STEPS), so smaller
+  // pieces would pay their hop latency in series and slow mid-size trees further.
+  Bytes piece_bytes = 0;
   std::string reason;  // e.g. "tree/LL128: least NCCL tuner time (ring/LL 14.2 us, ...)" or "forced"
 };
 

@@ -163,6 +163,22 @@ int nccl_channels_for_size(const NcclGraph& g, NcclAlgo a, NcclProtocol p, Bytes
   return nc;
 }
 
+Bytes nccl_tree_chunk_bytes(const NcclGraph& g, NcclProtocol p, Bytes bytes, int channels) {
+  // DEFAULT_BUFFSIZE 4 MiB, DEFAULT_LL_BUFFSIZE 8 lines x 512 threads x 8 steps x 16 B,
+  // DEFAULT_LL128_BUFFSIZE 120 elements x 640 threads x 8 steps x 8 B (src/init.cc, device.h).
+  constexpr Bytes kSteps = 8;
+  if (p == NcclProtocol::simple) return (Bytes{4} << 20) / kSteps;
+  if (p == NcclProtocol::ll) return Bytes{8} * 512 * kSteps * 16 / kSteps / 2;
+  Bytes chunk = Bytes{120} * 640 * kSteps * 8 / kSteps / 16 * 15;  // NCCL_LL128_LINEELEMS 16, DATAELEMS 15
+  if (fault_active(Fault::nccl_tree_chunk_fixed)) return chunk;
+  const double ppn = static_cast<double>(g.ranks) / g.nodes;
+  const double nsteps = 1 + log2i(g.nodes) + 0.1 * ppn;
+  const Bytes per = static_cast<Bytes>(std::max(1, channels));
+  while (static_cast<double>(bytes / (per * chunk)) < nsteps * 64 / ppn && chunk > 131072) chunk /= 2;
+  while (static_cast<double>(bytes / (per * chunk)) < nsteps * 16 / ppn && chunk > 32768) chunk /= 2;
+  return chunk;
+}
+
 int gpu_compute_capability(const std::string& gpu_name) {
   std::string n;
   for (char c : gpu_name) n += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

@@ -88,6 +88,14 @@ NcclChoice nccl_choose(const NcclGraph& g, CollectiveOp op, const std::vector<Nc
 // thresholds per thread: LL 8 bytes x ranks for ring, LL128 8, Simple 64; device.h).
 int nccl_channels_for_size(const NcclGraph& g, NcclAlgo a, NcclProtocol p, Bytes bytes);
 
+// Data bytes NCCL's tree moves per pipeline step of one operation on `channels` channels
+// (enqueue.cc): one step of the protocol's buffer (NCCL_STEPS = 8; Simple 4 MiB -> 512 KiB;
+// LL 512 KiB of 16-byte lines -> 64 KiB, half of it data: 32 KiB; LL128 4,915,200 B ->
+// 614,400 B, 120 of every 128 bytes data: 576,000 B), LL128's halved while each channel
+// has too few chunks to fill the tree's pipeline (nsteps = 1 + log2(nodes) + 0.1 ppn:
+// fewer than nsteps x 64 / ppn chunks down to 128 KiB, nsteps x 16 / ppn down to 32 KiB).
+Bytes nccl_tree_chunk_bytes(const NcclGraph& g, NcclProtocol p, Bytes bytes, int channels);
+
 // Compute capability x 10 of a GPU by name (H100 90, A100 80, V100 70, L40S/RTX 4090 89,
 // RTX A6000/3090 86, B200 100); 80 for a name not in the table.
 int gpu_compute_capability(const std::string& gpu_name);

@@ -123,6 +123,8 @@ PcieSpec read_pcie(MapReader r) {
   p.lanes = int_in(r, "lanes", 1, 32);
   p.latency_s = r.get_time_in("latency", kLinkLatencyLo, kLinkLatencyHi);
   p.peer_to_peer = r.get_bool("peer_to_peer");
+  p.staged_bidirectional = r.opt_bandwidth("staged_bidirectional");
+  if (p.staged_bidirectional) r.require_range("staged_bidirectional", *p.staged_bidirectional, kMBps, kPBps);
   if (r.has("switches")) {
     for (MapReader s : r.map_list("switches")) {
       PcieSwitchSpec sw;

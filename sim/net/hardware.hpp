@@ -29,6 +29,8 @@
 //     lanes: 16                        # lanes of each GPU's (and NIC's) link
 //     latency: 1 us                    # per traversal of a GPU/NIC link
 //     peer_to_peer: true               # false: GPU<->GPU copies are staged through host memory
+//     staged_bidirectional: 3.05 GB/s  # optional: per-direction rate of host-staged GPU<->GPU copies
+//                                      #   running both ways at once (p2pBandwidthLatencyTest)
 //     switches:                        # optional; GPUs on no switch hang off socket 0's root complex
 //       - {socket: 0, gpus: [0, 1], nics: [0, 1], uplink_lanes: 16}
 //   nvlink:                            # optional: direct GPU-GPU links
@@ -135,6 +137,12 @@ struct PcieSpec {
   int lanes = 16;                // lanes of each GPU's and NIC's link
   Seconds latency_s = 0;         // per traversal of one PCIe link
   bool peer_to_peer = true;      // false: GPU<->GPU copies go through host memory
+  // Per direction, the rate of GPU-to-GPU copies staged through host memory while copies
+  // run both ways at once, as NCCL's SHM rings run them (every GPU writes to and reads from
+  // host memory). CUDA's p2pBandwidthLatencyTest prints it: "Bidirectional P2P=Disabled"
+  // counts both directions, so this is half its figure. Unset: staged copies are bound only
+  // by the links they cross.
+  std::optional<BytesPerSecond> staged_bidirectional;
   std::vector<PcieSwitchSpec> switches;
 };
 

@@ -12,6 +12,12 @@
 //    (nccl-no-channel-cap).
 //  - Transports: a ring through an Intel root complex pays NCCL's 6/5 PCI overhead
 //    (nccl-shm-free); P2P off is never faster than P2P on.
+//  - SHM both ways: with P2P off, a ring's bus bandwidth never exceeds the host-staged
+//    bidirectional rate (pcie.staged_bidirectional), while a one-way broadcast and P2P
+//    rings ignore it (nccl-shm-duplex-free).
+//  - Tree chunks: NCCL's tree pipelines LL128 in chunks halved for mid sizes (dgx-h100
+//    cluster, 4 nodes, 8 channels: 72,000 B at 16 MiB, 576,000 B at 1 GiB, derived by hand
+//    from enqueue.cc), never growing as the size shrinks (nccl-tree-chunk-fixed).
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -263,4 +269,85 @@ TEST(NcclTransports, PathThroughAnIntelRootComplexPaysNcclsOverhead) {
 TEST(NcclTransports, PlantedBugFreeRootComplexIsCaught) {
   ScopedFault f(Fault::nccl_shm_overhead_omitted);
   EXPECT_GT(desktop_busbw(false), 10e9 * 1.05);
+}
+
+namespace {
+// The RTX 4090 desktop with P2P on or off and a host-staged bidirectional rate of 3 GB/s
+// per direction (a test value, well below the 10 GB/s its Gen4 x8 links give one way).
+constexpr double kStagedBothWays = 3e9;
+HardwareSpec desktop_staged(bool p2p) {
+  HardwareSpec hw = load_hardware("desktop-2gpu-pcie-nop2p", kLibrary);
+  hw.pcie.peer_to_peer = p2p;
+  hw.pcie.staged_bidirectional = kStagedBothWays;
+  validate_hardware(hw);
+  return hw;
+}
+}  // namespace
+
+// Invariant: over SHM every GPU of a ring writes to and reads from host memory at once,
+// so a 64 MiB all-reduce's bus bandwidth is at most the staged bidirectional rate (3 GB/s)
+// and, being bandwidth-bound (about 22 ms against NCCL's microseconds of latency), at
+// least 90 % of it.
+TEST(NcclTransports, ShmRingBoundByStagedBidirectionalRate) {
+  const Bytes s = 64 * kMiB;
+  const double busbw = busbw_all_reduce(s, 2, run_one(desktop_staged(false), all_reduce_bytes(s)).time_s);
+  EXPECT_LE(busbw, kStagedBothWays * (1 + 1e-6));
+  EXPECT_GE(busbw, 0.9 * kStagedBothWays);
+}
+
+// Invariant: the bidirectional rate binds only staged traffic running both ways. With P2P
+// on, the field changes nothing; a broadcast over SHM (one way: GPU 0 writes, GPU 1
+// reads) runs faster than it, at the links' one-way rate.
+TEST(NcclTransports, StagedBidirectionalRateSparesP2pAndOneWayTraffic) {
+  const Bytes s = 64 * kMiB;
+  HardwareSpec plain = load_hardware("desktop-2gpu-pcie-nop2p", kLibrary);
+  plain.pcie.peer_to_peer = true;
+  validate_hardware(plain);
+  const double with_field = run_one(desktop_staged(true), all_reduce_bytes(s)).time_s;
+  EXPECT_NEAR(with_field, run_one(plain, all_reduce_bytes(s)).time_s, 1e-9 * with_field);
+  CollectiveCall b = all_reduce_bytes(s);
+  b.op = CollectiveOp::broadcast;
+  b.root = 0;
+  const double broadcast_bytes_per_s = s / run_one(desktop_staged(false), b).time_s;
+  EXPECT_GT(broadcast_bytes_per_s, 2 * kStagedBothWays);
+}
+
+TEST(NcclTransports, PlantedBugFreeDuplexIsCaught) {
+  ScopedFault f(Fault::nccl_shm_duplex_cap_omitted);
+  const Bytes s = 64 * kMiB;
+  const double busbw = busbw_all_reduce(s, 2, run_one(desktop_staged(false), all_reduce_bytes(s)).time_s);
+  EXPECT_GT(busbw, kStagedBothWays * 1.05);
+}
+
+namespace {
+// NCCL's graph of 4 dgx-h100 nodes (32 ranks): 8 ring channels (one per NIC at 45 GB/s).
+NcclGraph four_h100_nodes() {
+  HardwareSpec hw = load_hardware("dgx-h100-cluster", kLibrary);
+  return nccl_graph(hw, 32, 4, true);
+}
+}  // namespace
+
+// Invariant: the tree's chunk is one step of the protocol's buffer (Simple 512 KiB, LL
+// 32 KiB of data, LL128 576,000 B of data); LL128's is halved while a channel holds fewer
+// than nsteps x 64 / ppn chunks (nsteps = 1 + 2 + 0.8 = 3.8 here: 30.4), down to 128 KiB:
+// at 16 MiB on 8 channels 576,000 -> 288,000 -> 144,000 -> 72,000 B (29 chunks), at 1 GiB
+// it stays 576,000 (233 chunks). Smaller operations never get larger chunks.
+TEST(NcclTreeChunks, ProtocolStepHalvedForMidSizes) {
+  const NcclGraph g = four_h100_nodes();
+  ASSERT_EQ(g.ring_channels, 8);
+  EXPECT_EQ(nccl_tree_chunk_bytes(g, NcclProtocol::simple, 16 * kMiB, 8), 524288);
+  EXPECT_EQ(nccl_tree_chunk_bytes(g, NcclProtocol::ll, 16 * kMiB, 8), 32768);
+  EXPECT_EQ(nccl_tree_chunk_bytes(g, NcclProtocol::ll128, 16 * kMiB, 8), 72000);
+  EXPECT_EQ(nccl_tree_chunk_bytes(g, NcclProtocol::ll128, kGiB, 8), 576000);
+  Bytes prev = 0;
+  for (Bytes b = 64 * kKiB; b <= kGiB; b *= 2) {
+    const Bytes chunk = nccl_tree_chunk_bytes(g, NcclProtocol::ll128, b, 8);
+    EXPECT_GE(chunk, prev) << b;
+    prev = chunk;
+  }
+}
+
+TEST(NcclTreeChunks, PlantedBugFixedChunkIsCaught) {
+  ScopedFault f(Fault::nccl_tree_chunk_fixed);
+  EXPECT_NE(nccl_tree_chunk_bytes(four_h100_nodes(), NcclProtocol::ll128, 16 * kMiB, 8), 72000);
 }

@@ -173,7 +173,7 @@ Seconds time_large_n(RankSet& set, const Platform& p, const std::vector<int>& ra
   const BytesPerSecond cap = plan.flow_cap_bytes_per_s;
   const int n = static_cast<int>(rank_gpus.size());
   if (n == 1 || call.count == 0) return 0;
-  const Elements piece = pipeline_piece_elements(settings, call.element_bytes);
+  const Elements piece = pipeline_piece_elements(plan, settings, call.element_bytes, plan.wire_factor);
   const int channels = plan.channels;
   switch (plan.algorithm) {
     case CollectiveAlgorithm::ring: {
