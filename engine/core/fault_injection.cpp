@@ -47,6 +47,7 @@ const std::vector<Fault>& all_faults() {
       Fault::ddp_unfused_divide,
       Fault::opclass_ignores_bytes,
       Fault::interference_speeds_compute,
+      Fault::large_n_head_prefix_uncut,
   };
   return faults;
 }
@@ -83,6 +84,7 @@ const char* fault_name(Fault f) {
     case Fault::ddp_unfused_divide: return "ddp-unfused-divide";
     case Fault::opclass_ignores_bytes: return "opclass-ignores-bytes";
     case Fault::interference_speeds_compute: return "interference-speeds-compute";
+    case Fault::large_n_head_prefix_uncut: return "head-prefix-uncut";
   }
   return "?";
 }

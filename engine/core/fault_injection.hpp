@@ -42,6 +42,7 @@ enum class Fault : unsigned {
   ddp_unfused_divide,               // "ddp-unfused-divide": DDP's division by the world size as a copy plus a scale kernel
   opclass_ignores_bytes,            // "opclass-ignores-bytes": memory-bound op classes charged their FLOPs only
   interference_speeds_compute,      // "interference-speeds-compute": compute overlapping NCCL kernels credited, not slowed
+  large_n_head_prefix_uncut,        // "head-prefix-uncut": a tree head shorter than the kept graph placed with all its pieces
 };
 
 // Every fault, in declaration order.

@@ -53,6 +53,11 @@ LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes) {
 
 void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, const std::vector<double>& end,
                    const std::vector<double>& weight, std::vector<double>& out) {
+  overlap_loads_prefix(inc, inc.transfers(), start, end, weight, out);
+}
+
+void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
+                          const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out) {
   out.assign(inc.link.size(), 0.0);
   // Every interval's ends are breakpoints of F, so F there is the running integral when
   // the sweep reaches them: no search. The integral at a time counts the rate after the
@@ -67,7 +72,12 @@ void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, c
   std::vector<double> at_start(inc.link.size(), 0.0);
   const bool drop_own = fault_active(Fault::large_n_sweep_drops_own);  // planted: the transfer's own bytes left out
   for (int l = 0; l < inc.links(); ++l) {
-    const int b = inc.on_first[l], e = inc.on_first[l + 1];
+    const int b = inc.on_first[l];
+    // The link's incidences of the first `transfers` transfers lead its list.
+    const int e = static_cast<int>(std::partition_point(inc.on.begin() + b, inc.on.begin() + inc.on_first[l + 1],
+                                                        [&](int k) { return inc.owner[k] < transfers; }) -
+                                   inc.on.begin());
+    if (e == b) continue;
     if (e - b == 1) {  // alone on its link: its own interval
       const int k = inc.on[b], i = inc.owner[k];
       out[k] = end[i] > start[i] && !drop_own ? weight[i] * (end[i] - start[i]) : 0.0;

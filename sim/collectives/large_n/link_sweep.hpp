@@ -38,6 +38,11 @@ LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes);
 // (i itself included). Intervals of zero or negative length add nothing.
 void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, const std::vector<double>& end,
                    const std::vector<double>& weight, std::vector<double>& out);
+// The same over the first `transfers` transfers only (the others, and their incidences'
+// loads, left out): what the loads of an incidence built for those transfers alone are,
+// to the bit, since `on` lists each link's incidences in transfer order.
+void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
+                          const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out);
 
 // The same sums pairwise: the definition, kept for the property test that checks the
 // sweep against it. Cost: the sum over links of the square of their transfer counts.
