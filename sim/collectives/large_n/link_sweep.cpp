@@ -74,9 +74,11 @@ void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::ve
   for (int l = 0; l < inc.links(); ++l) {
     const int b = inc.on_first[l];
     // The link's incidences of the first `transfers` transfers lead its list.
-    const int e = static_cast<int>(std::partition_point(inc.on.begin() + b, inc.on.begin() + inc.on_first[l + 1],
-                                                        [&](int k) { return inc.owner[k] < transfers; }) -
-                                   inc.on.begin());
+    const int e = transfers >= inc.transfers()
+                      ? inc.on_first[l + 1]
+                      : static_cast<int>(std::partition_point(inc.on.begin() + b, inc.on.begin() + inc.on_first[l + 1],
+                                                              [&](int k) { return inc.owner[k] < transfers; }) -
+                                         inc.on.begin());
     if (e == b) continue;
     if (e - b == 1) {  // alone on its link: its own interval
       const int k = inc.on[b], i = inc.owner[k];
