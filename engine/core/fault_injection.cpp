@@ -48,6 +48,7 @@ const std::vector<Fault>& all_faults() {
       Fault::opclass_ignores_bytes,
       Fault::interference_speeds_compute,
       Fault::large_n_head_prefix_uncut,
+      Fault::large_n_repeat_owner_unshifted,
   };
   return faults;
 }
@@ -85,6 +86,7 @@ const char* fault_name(Fault f) {
     case Fault::opclass_ignores_bytes: return "opclass-ignores-bytes";
     case Fault::interference_speeds_compute: return "interference-speeds-compute";
     case Fault::large_n_head_prefix_uncut: return "head-prefix-uncut";
+    case Fault::large_n_repeat_owner_unshifted: return "repeat-owner-unshifted";
   }
   return "?";
 }

@@ -43,6 +43,7 @@ enum class Fault : unsigned {
   opclass_ignores_bytes,            // "opclass-ignores-bytes": memory-bound op classes charged their FLOPs only
   interference_speeds_compute,      // "interference-speeds-compute": compute overlapping NCCL kernels credited, not slowed
   large_n_head_prefix_uncut,        // "head-prefix-uncut": a tree head shorter than the kept graph placed with all its pieces
+  large_n_repeat_owner_unshifted,   // "repeat-owner-unshifted": a repeated incidence's copies owned by copy 0's transfers
 };
 
 // Every fault, in declaration order.

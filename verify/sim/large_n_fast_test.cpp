@@ -298,6 +298,42 @@ TEST(LargeNFast, PlantedBugCacheKeyWithoutChannelsIsCaught) {
   EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
 }
 
+// Invariant: the incidence of a route list repeated t times, built from one copy's
+// look-ups, is field for field link_incidence of the list written out t times (link ids,
+// incidences, owners, per-link lists): a tree head's pieces share piece 0's routes.
+std::string repeated_incidence_verdicts() {
+  const HardwareSpec hw = cluster_hardware(Cluster{5, true, 4.0});
+  const std::string out = run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    std::vector<const RouteInfo*> routes;
+    for (int a = 0; a < hw.gpu_count(); a += 3)  // within and across nodes, some repeated
+      for (int b : {(a + 1) % hw.gpu_count(), (a + 9) % hw.gpu_count(), (a * 7 + 5) % hw.gpu_count(), (a + 1) % hw.gpu_count()})
+        routes.push_back(&p->route(p->gpu_host(a), p->gpu_host(b)));
+    std::string verdict;
+    for (int times : {1, 2, 3}) {
+      std::vector<const RouteInfo*> written;
+      for (int q = 0; q < times; ++q) written.insert(written.end(), routes.begin(), routes.end());
+      const LinkIncidence a = link_incidence_repeated(routes, times), b = link_incidence(written);
+      const bool same = a.first == b.first && a.link == b.link && a.owner == b.owner && a.bandwidth == b.bandwidth &&
+                        a.on_first == b.on_first && a.on == b.on && a.transfers() == times * static_cast<int>(routes.size());
+      verdict += fmt::format("{}:{} ", times, same ? "same" : "different");
+    }
+    engine.release();  // the child exits next; SimGrid needs no teardown
+    return verdict;
+  });
+  return out;
+}
+
+TEST(LargeNFast, RepeatedIncidenceEqualsTheWrittenOutList) {
+  EXPECT_EQ(repeated_incidence_verdicts(), "1:same 2:same 3:same ");
+}
+
+TEST(LargeNFast, PlantedBugRepeatedOwnersUnshiftedIsCaught) {
+  const ScopedFault planted(Fault::large_n_repeat_owner_unshifted);
+  EXPECT_EQ(repeated_incidence_verdicts(), "1:same 2:different 3:different ");
+}
+
 // Tree calls of 1, 2, 3 and more pieces per channel, in the given order, through one
 // TreeEstimator (one 3-piece head graph, shorter heads on its prefix, memoised head times
 // and periods) and through tree_estimate (a graph of exactly the call's head, afresh).

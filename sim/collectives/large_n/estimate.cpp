@@ -148,11 +148,13 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
   auto h = std::make_unique<TreeEstimator::Head>();
   std::vector<const RouteInfo*> routes;
   h->after_first.push_back(0);
+  int added = 0;
+  // Every piece crosses piece 0's routes in the same order: only those are listed.
   auto add = [&](const RouteInfo& route) {
-    routes.push_back(&route);
+    if (h->per_piece == 0) routes.push_back(&route);
     h->latency_s.push_back(route.latency_s);
     h->after_first.push_back(static_cast<int>(h->after.size()));
-    return static_cast<int>(routes.size()) - 1;
+    return added++;
   };
   // Per channel: its ranks in post-order (children before parents) and its edges' routes,
   // looked up once for every piece; up[r], down[r]: the transfer of the latest piece over
@@ -206,9 +208,9 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
         ch.down[r] = add(*ch.down_route[r]);
       }
     }
-    if (q == 0) h->per_piece = static_cast<int>(routes.size());
+    if (q == 0) h->per_piece = added;
   }
-  h->links = link_incidence(routes);
+  h->links = link_incidence_repeated(routes, m);
   return h;
 }
 
