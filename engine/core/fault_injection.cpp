@@ -49,6 +49,8 @@ const std::vector<Fault>& all_faults() {
       Fault::interference_speeds_compute,
       Fault::nccl_shm_duplex_cap_omitted,
       Fault::nccl_tree_chunk_fixed,
+      Fault::large_n_head_prefix_uncut,
+      Fault::large_n_repeat_owner_unshifted,
   };
   return faults;
 }
@@ -87,6 +89,8 @@ const char* fault_name(Fault f) {
     case Fault::interference_speeds_compute: return "interference-speeds-compute";
     case Fault::nccl_shm_duplex_cap_omitted: return "nccl-shm-duplex-free";
     case Fault::nccl_tree_chunk_fixed: return "nccl-tree-chunk-fixed";
+    case Fault::large_n_head_prefix_uncut: return "head-prefix-uncut";
+    case Fault::large_n_repeat_owner_unshifted: return "repeat-owner-unshifted";
   }
   return "?";
 }

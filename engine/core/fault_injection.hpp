@@ -44,6 +44,8 @@ enum class Fault : unsigned {
   interference_speeds_compute,      // "interference-speeds-compute": compute overlapping NCCL kernels credited, not slowed
   nccl_shm_duplex_cap_omitted,      // "nccl-shm-duplex-free": SHM rings ignore the host-staged bidirectional rate
   nccl_tree_chunk_fixed,            // "nccl-tree-chunk-fixed": tree LL128 pipelines full 576,000-byte chunks at every size
+  large_n_head_prefix_uncut,        // "head-prefix-uncut": a tree head shorter than the kept graph placed with all its pieces
+  large_n_repeat_owner_unshifted,   // "repeat-owner-unshifted": a repeated incidence's copies owned by copy 0's transfers
 };
 
 // Every fault, in declaration order.

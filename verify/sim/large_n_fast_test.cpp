@@ -105,6 +105,48 @@ TEST(LargeNFast, PlantedBugSweepDropsOwnTransferIsCaught) {
   EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
 }
 
+// Invariant: the swept loads over the first T transfers of an incidence equal those of
+// the incidence built for those T transfers alone (the same links, the same incidences
+// in the same order), to the bit: a short tree head placed on a longer head's prefix
+// gets the loads its own graph would give.
+void check_prefix_sweep_equals_own_incidence() {
+  const int transfers = *rc::gen::inRange(1, 60);
+  const int links = *rc::gen::inRange(1, 6);
+  const int prefix = *rc::gen::inRange(0, transfers + 1);
+  const LinkIncidence inc = random_incidence(transfers, links);
+  LinkIncidence own = inc;  // the first `prefix` transfers only, laid out as link_incidence would
+  own.first.resize(static_cast<size_t>(prefix) + 1);
+  own.link.resize(static_cast<size_t>(own.first.back()));
+  own.owner.resize(own.link.size());
+  own.on.clear();
+  for (int l = 0; l < links; ++l) {
+    own.on_first[static_cast<size_t>(l)] = static_cast<int>(own.on.size());
+    for (int k = 0; k < static_cast<int>(own.link.size()); ++k)
+      if (own.link[static_cast<size_t>(k)] == l) own.on.push_back(k);
+  }
+  own.on_first[static_cast<size_t>(links)] = static_cast<int>(own.on.size());
+  std::vector<double> start(static_cast<size_t>(transfers)), end(start.size()), weight(start.size());
+  for (int i = 0; i < transfers; ++i) {
+    start[i] = *rc::gen::inRange(0, 20) * 0.5e-6;
+    end[i] = start[i] + *rc::gen::inRange(0, 10) * 0.5e-6;
+    weight[i] = *rc::gen::inRange(1, 1000) * 1e6;
+  }
+  std::vector<double> on_prefix, alone;
+  overlap_loads_prefix(inc, prefix, start, end, weight, on_prefix);
+  overlap_loads(own, start, end, weight, alone);
+  for (size_t k = 0; k < alone.size(); ++k) {
+    RC_LOG() << "incidence " << k << ": on the prefix " << on_prefix[k] << ", alone " << alone[k] << "\n";
+    RC_ASSERT(on_prefix[k] == alone[k]);
+  }
+}
+
+TEST(LargeNFast, PrefixSweptLoadsEqualTheirOwnIncidence) {
+  const auto result = run_property([] { check_prefix_sweep_equals_own_incidence(); }, 300);
+  std::ostringstream why;
+  rc::detail::printResultMessage(result, why);
+  EXPECT_TRUE(result.is<rc::detail::SuccessResult>()) << why.str();
+}
+
 // ---- the cached dispatch against each call afresh ---------------------------------------------
 
 struct Cluster {
@@ -254,6 +296,93 @@ TEST(LargeNFast, PlantedBugCacheKeyWithoutChannelsIsCaught) {
   const ScopedFault planted(Fault::large_n_cache_ignores_channels);
   const auto result = run_property([] { check_dispatch_equals_definition(*gen_cluster()); }, 8);
   EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
+}
+
+// Invariant: the incidence of a route list repeated t times, built from one copy's
+// look-ups, is field for field link_incidence of the list written out t times (link ids,
+// incidences, owners, per-link lists): a tree head's pieces share piece 0's routes.
+std::string repeated_incidence_verdicts() {
+  const HardwareSpec hw = cluster_hardware(Cluster{5, true, 4.0});
+  const std::string out = run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    std::vector<const RouteInfo*> routes;
+    for (int a = 0; a < hw.gpu_count(); a += 3)  // within and across nodes, some repeated
+      for (int b : {(a + 1) % hw.gpu_count(), (a + 9) % hw.gpu_count(), (a * 7 + 5) % hw.gpu_count(), (a + 1) % hw.gpu_count()})
+        routes.push_back(&p->route(p->gpu_host(a), p->gpu_host(b)));
+    std::string verdict;
+    for (int times : {1, 2, 3}) {
+      std::vector<const RouteInfo*> written;
+      for (int q = 0; q < times; ++q) written.insert(written.end(), routes.begin(), routes.end());
+      const LinkIncidence a = link_incidence_repeated(routes, times), b = link_incidence(written);
+      const bool same = a.first == b.first && a.link == b.link && a.owner == b.owner && a.bandwidth == b.bandwidth &&
+                        a.on_first == b.on_first && a.on == b.on && a.transfers() == times * static_cast<int>(routes.size());
+      verdict += fmt::format("{}:{} ", times, same ? "same" : "different");
+    }
+    engine.release();  // the child exits next; SimGrid needs no teardown
+    return verdict;
+  });
+  return out;
+}
+
+TEST(LargeNFast, RepeatedIncidenceEqualsTheWrittenOutList) {
+  EXPECT_EQ(repeated_incidence_verdicts(), "1:same 2:same 3:same ");
+}
+
+TEST(LargeNFast, PlantedBugRepeatedOwnersUnshiftedIsCaught) {
+  const ScopedFault planted(Fault::large_n_repeat_owner_unshifted);
+  EXPECT_EQ(repeated_incidence_verdicts(), "1:same 2:different 3:different ");
+}
+
+// Tree calls of 1, 2, 3 and more pieces per channel, in the given order, through one
+// TreeEstimator (one 3-piece head graph, shorter heads on its prefix, memoised head times
+// and periods) and through tree_estimate (a graph of exactly the call's head, afresh).
+// The counts are cut so channel 0 gets exactly `pieces` pieces of `piece` elements.
+nlohmann::json kept_and_fresh_tree_times(const Cluster& cluster, const std::vector<int>& pieces_per_call) {
+  const HardwareSpec hw = cluster_hardware(cluster);
+  const std::string out = run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    std::vector<int> gpus(static_cast<size_t>(hw.gpu_count()));
+    for (int g = 0; g < hw.gpu_count(); ++g) gpus[static_cast<size_t>(g)] = g;
+    const int channels = 4;
+    const auto tcs = tree_channels(*p, gpus, channels);
+    const Elements piece = pipeline_piece_elements(CollectiveSettings{}, 4);
+    TreeEstimator kept(*p, gpus, tcs);
+    nlohmann::json rows = nlohmann::json::array();
+    for (int k : pieces_per_call) {
+      const CollectiveCall call{CollectiveOp::all_reduce, static_cast<Elements>(channels) * (piece * (k - 1) + piece / 3), 4, 0};
+      rows.push_back({{"pieces", k}, {"kept", kept.estimate(call, piece)}, {"fresh", tree_estimate(*p, gpus, tcs, call, piece)}});
+    }
+    engine.release();  // the child exits next; SimGrid needs no teardown
+    return rows.dump();
+  });
+  return nlohmann::json::parse(out);
+}
+
+// Invariant: a kept TreeEstimator times every call as tree_estimate does afresh, bit for
+// bit, whatever the order of calls of 1, 2, 3 or more pieces per channel: a head shorter
+// than the kept graph is its prefix (its transfers wait on nothing later, and its links'
+// sweeps stop there), and the period is the head's piece 0.
+TEST(LargeNFast, KeptTreeHeadPrefixEqualsTheCallsOwnHead) {
+  for (const Cluster cluster : {Cluster{5, true, 4.0}, Cluster{8, false, 1.0}}) {
+    const auto rows = kept_and_fresh_tree_times(cluster, {5, 1, 3, 2, 1, 7, 2});
+    ASSERT_EQ(rows.size(), 7u);
+    for (const auto& row : rows) {
+      const double kept = row.at("kept"), fresh = row.at("fresh");
+      EXPECT_GT(fresh, 0.0);
+      EXPECT_EQ(kept, fresh) << cluster.nodes << " nodes, " << row.at("pieces").get<int>() << " pieces per channel";
+    }
+  }
+}
+
+TEST(LargeNFast, PlantedBugUncutHeadPrefixIsCaught) {
+  const ScopedFault planted(Fault::large_n_head_prefix_uncut);
+  const auto rows = kept_and_fresh_tree_times(Cluster{5, true, 4.0}, {5, 1, 2});
+  ASSERT_EQ(rows.size(), 3u);
+  // The 1- and 2-piece calls are placed with the graph's later pieces: they end later.
+  EXPECT_GT(rows[1].at("kept").get<double>(), rows[1].at("fresh").get<double>());
+  EXPECT_GT(rows[2].at("kept").get<double>(), rows[2].at("fresh").get<double>());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,7 @@ namespace {
 struct TrafficShape {
   std::vector<const sg4::Link*> links;
   std::vector<std::vector<std::int32_t>> crossings;  // [channel][link index]
+  std::vector<Bytes> total_crossings;                // [link index]: summed over channels
 };
 
 // A ring step's flows folded by what their times depend on: flows whose routes have the
@@ -144,12 +146,23 @@ TrafficShape traffic_shape(const Platform& p,
         }
         ++shape.crossings[c][it->second];
       }
+  shape.total_crossings.assign(shape.links.size(), 0);
+  for (const auto& row : shape.crossings)
+    for (size_t i = 0; i < row.size(); ++i) shape.total_crossings[i] += row[i];
   return shape;
 }
 
 LinkBytes traffic_of(const TrafficShape& shape, const std::vector<Bytes>& bytes_per_channel) {
   LinkBytes out;
   out.reserve(shape.links.size());
+  if (std::adjacent_find(bytes_per_channel.begin(), bytes_per_channel.end(), std::not_equal_to<>()) ==
+      bytes_per_channel.end()) {
+    // Every channel moves the same bytes per transfer (ring steps; a count the channels
+    // divide): the bytes times the crossings of all channels, the same integers.
+    const Bytes b = bytes_per_channel.empty() ? 0 : bytes_per_channel.front();
+    for (size_t i = 0; i < shape.links.size(); ++i) out.emplace_back(shape.links[i], b * shape.total_crossings[i]);
+    return out;
+  }
   for (size_t i = 0; i < shape.links.size(); ++i) {
     Bytes b = 0;
     for (size_t c = 0; c < shape.crossings.size(); ++c) b += bytes_per_channel[c] * Bytes{shape.crossings[c][i]};

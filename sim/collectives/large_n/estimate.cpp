@@ -2,34 +2,41 @@
 #include "sim/collectives/large_n/estimate.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <utility>
+
+#include <fmt/format.h>
+
+#include "engine/core/fault_injection.hpp"
 
 #include "sim/collectives/large_n/phases.hpp"
 
 namespace dpt::sim {
 
 // The transfers of the first m pieces of a tree all-reduce, in a topological order:
-// on every channel, piece by piece, the edges up (children before parents) and then
-// down (parents before children). A transfer waits for its children's pieces on the way
-// up, its parent's on the way down, and its own previous piece on the same edge.
+// piece by piece, on every channel, the edges up (children before parents) and then down
+// (parents before children). A transfer waits for its children's pieces on the way up,
+// its parent's on the way down, and its own previous piece on the same edge, so the
+// transfers of the first q pieces are the first q x per_piece and wait on nothing after.
 struct TreeEstimator::Head {
-  std::vector<int> piece;        // per transfer: its piece index
+  int per_piece = 0;             // transfers per piece, all channels
   std::vector<int> after_first;  // per transfer: its first entry in `after`; transfers + 1 entries
   std::vector<int> after;        // the transfers each one waits for
   std::vector<double> latency_s;
   LinkIncidence links;
 };
 
-// Every edge of every channel, up and down, with the number of those transfers on each link.
-struct TreeEstimator::Period {
-  std::vector<double> latency_s;  // per transfer
-  LinkIncidence links;
-  std::vector<double> count;      // per link id: transfers on it
-};
-
-TreeEstimator::TreeEstimator(const Platform& p, std::vector<int> gpus, std::vector<TreeChannel> tcs)
-    : p_(p), gpus_(std::move(gpus)), tcs_(std::move(tcs)) {}
+TreeEstimator::TreeEstimator(const Platform& p, std::vector<int> gpus, std::vector<TreeChannel> tcs, int head_pieces)
+    : p_(p), gpus_(std::move(gpus)), tcs_(std::move(tcs)), head_pieces_(head_pieces) {
+  if (head_pieces_ < 1 || head_pieces_ > kHeadPieces)
+    throw std::invalid_argument(fmt::format("TreeEstimator: head of {} pieces (allowed 1..{})", head_pieces_, kHeadPieces));
+}
 TreeEstimator::~TreeEstimator() = default;
+
+const TreeEstimator::Head& TreeEstimator::head() {
+  if (!head_) head_ = build_head(p_, gpus_, tcs_, head_pieces_);
+  return *head_;
+}
 
 // The time of the first pieces of a tree all-reduce (sizes in `pieces`): every transfer
 // placed after the ones it waits for, each taking its latency plus its bytes times its
@@ -39,21 +46,17 @@ TreeEstimator::~TreeEstimator() = default;
 Seconds TreeEstimator::head_time(const std::vector<Bytes>& pieces) {
   if (auto it = head_times_.find(pieces); it != head_times_.end()) return it->second;
   const int m = static_cast<int>(pieces.size());
-  auto& slot = heads_[m];
-  if (!slot) {
-    // One head graph at a time: at 32,768 ranks one takes ~200 MiB, and calls needing a
-    // head of another length (the few smallest buckets) are rare.
-    for (auto& [length, graph] : heads_)
-      if (length != m) graph.reset();
-    slot = build_head(p_, gpus_, tcs_, m);
-  }
-  const Head& h = *slot;
+  if (m > head_pieces_)
+    throw std::logic_error(fmt::format("TreeEstimator: a head of {} pieces on a graph of {}", m, head_pieces_));
+  const Head& h = head();
   const LinkIncidence& inc = h.links;
-  const int e_count = inc.transfers();
+  // The call's head is the graph's prefix; planted: the whole graph placed, the pieces
+  // past the call's own given its last piece's size.
+  const int e_count = fault_active(Fault::large_n_head_prefix_uncut) ? inc.transfers() : m * h.per_piece;
   std::vector<double> bytes(static_cast<size_t>(e_count)), dur(bytes.size()), start(bytes.size()),
       end(bytes.size()), rate(bytes.size()), load;
   for (int i = 0; i < e_count; ++i) {
-    bytes[i] = static_cast<double>(pieces[static_cast<size_t>(h.piece[i])]);
+    bytes[i] = static_cast<double>(pieces[static_cast<size_t>(std::min(i / h.per_piece, m - 1))]);
     double drain = 0;
     for (int k = inc.first[i]; k < inc.first[i + 1]; ++k) drain = std::max(drain, bytes[i] / inc.bandwidth[inc.link[k]]);
     dur[i] = h.latency_s[i] + drain;
@@ -72,7 +75,7 @@ Seconds TreeEstimator::head_time(const std::vector<Bytes>& pieces) {
     if (iter + 1 == kPlacements) break;  // the last placement's durations are not used
     // A transfer's load on a link: every transfer there, at its own rate, during this one.
     for (int i = 0; i < e_count; ++i) rate[i] = bytes[i] / std::max(dur[i], 1e-30);
-    overlap_loads(inc, start, end, rate, load);
+    overlap_loads_prefix(inc, e_count, start, end, rate, load);
     for (int i = 0; i < e_count; ++i) {
       double drain = 0;
       for (int k = inc.first[i]; k < inc.first[i + 1]; ++k)
@@ -85,49 +88,46 @@ Seconds TreeEstimator::head_time(const std::vector<Bytes>& pieces) {
 }
 
 // The steady-state period with pieces of `piece_bytes`: every edge of every channel, up
-// and down, busy at once (a phase: see phases.hpp).
+// and down, busy at once (a phase: see phases.hpp); the head's piece 0 is those edges.
 Seconds TreeEstimator::period(Bytes piece_bytes) {
   if (auto it = periods_.find(piece_bytes); it != periods_.end()) return it->second;
-  if (!period_) {
-    period_ = std::make_unique<Period>();
-    std::vector<const RouteInfo*> routes;
-    for (const auto& tc : tcs_)
-      for (int r = 0; r < static_cast<int>(gpus_.size()); ++r)
-        if (tc.parent[r] >= 0) {
-          routes.push_back(&p_.route(host_of(p_, gpus_, r), host_of(p_, gpus_, tc.parent[r])));
-          routes.push_back(&p_.route(host_of(p_, gpus_, tc.parent[r]), host_of(p_, gpus_, r)));
-        }
-    for (const RouteInfo* r : routes) period_->latency_s.push_back(r->latency_s);
-    period_->links = link_incidence(routes);
-    period_->count.assign(static_cast<size_t>(period_->links.links()), 0.0);
-    for (int l : period_->links.link) period_->count[l] += 1;
-    // Only each transfer's links are read from here on.
-    period_->links.owner = {};
-    period_->links.on = {};
-    period_->links.on_first = {};
+  const Head& h = head();
+  const LinkIncidence& inc = h.links;
+  if (period_count_.empty()) {
+    period_count_.assign(static_cast<size_t>(inc.links()), 0.0);
+    for (int k = 0; k < inc.first[h.per_piece]; ++k) period_count_[inc.link[k]] += 1;
   }
-  const Period& pd = *period_;
   const double b = static_cast<double>(piece_bytes);
   Seconds t = 0;
-  for (int i = 0; i < pd.links.transfers(); ++i) {
+  for (int i = 0; i < h.per_piece; ++i) {
     double drain = 0;
-    for (int k = pd.links.first[i]; k < pd.links.first[i + 1]; ++k) {
-      const int l = pd.links.link[k];
-      drain = std::max(drain, b * pd.count[l] / pd.links.bandwidth[l]);
+    for (int k = inc.first[i]; k < inc.first[i + 1]; ++k) {
+      const int l = inc.link[k];
+      drain = std::max(drain, b * period_count_[l] / inc.bandwidth[l]);
     }
-    t = std::max(t, pd.latency_s[i] + drain);
+    t = std::max(t, h.latency_s[i] + drain);
   }
   periods_.emplace(piece_bytes, t);
   return t;
 }
 
-Seconds TreeEstimator::estimate(const CollectiveCall& call, Elements piece) {
-  const int channels = static_cast<int>(tcs_.size());
+namespace {
+// Pieces per channel of a tree call (channel 0 has the most), the first and the last
+// piece's bytes.
+struct TreePieces {
+  Elements k = 0;
+  Bytes full = 0, last = 0;
+};
+TreePieces tree_pieces(const CollectiveCall& call, int channels, Elements piece) {
   const Elements elems = ceil_div(call.count, channels);
   const Elements k = ceil_div(elems, piece);
-  const Bytes full = std::min(piece, elems) * call.element_bytes;
-  const Bytes last = (elems - (k - 1) * piece) * call.element_bytes;
-  const int m = static_cast<int>(std::min<Elements>(k, 3));
+  return {k, std::min(piece, elems) * call.element_bytes, (elems - (k - 1) * piece) * call.element_bytes};
+}
+}  // namespace
+
+Seconds TreeEstimator::estimate(const CollectiveCall& call, Elements piece) {
+  const auto [k, full, last] = tree_pieces(call, static_cast<int>(tcs_.size()), piece);
+  const int m = static_cast<int>(std::min<Elements>(k, kHeadPieces));
   std::vector<Bytes> head(static_cast<size_t>(m), full);
   if (m == k) head.back() = last;
   Seconds t = head_time(head);
@@ -137,7 +137,9 @@ Seconds TreeEstimator::estimate(const CollectiveCall& call, Elements piece) {
 
 Seconds tree_estimate(const Platform& p, const std::vector<int>& gpus, const std::vector<TreeChannel>& tcs,
                       const CollectiveCall& call, Elements piece) {
-  return TreeEstimator(p, gpus, tcs).estimate(call, piece);
+  const Elements k = tree_pieces(call, static_cast<int>(tcs.size()), piece).k;
+  const int m = static_cast<int>(std::clamp<Elements>(k, 1, TreeEstimator::kHeadPieces));
+  return TreeEstimator(p, gpus, tcs, m).estimate(call, piece);
 }
 
 std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p, const std::vector<int>& gpus,
@@ -146,55 +148,69 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
   auto h = std::make_unique<TreeEstimator::Head>();
   std::vector<const RouteInfo*> routes;
   h->after_first.push_back(0);
-  auto add = [&](const RouteInfo& route, int q) {
-    routes.push_back(&route);
-    h->piece.push_back(q);
+  int added = 0;
+  // Every piece crosses piece 0's routes in the same order: only those are listed.
+  auto add = [&](const RouteInfo& route) {
+    if (h->per_piece == 0) routes.push_back(&route);
     h->latency_s.push_back(route.latency_s);
     h->after_first.push_back(static_cast<int>(h->after.size()));
-    return static_cast<int>(routes.size()) - 1;
+    return added++;
   };
-  for (const auto& tc : tcs) {
-    const auto& par = tc.parent;
-    const auto& children = tc.children;
-    std::vector<int> post, stack{tc.root};  // post-order: children before parents
+  // Per channel: its ranks in post-order (children before parents) and its edges' routes,
+  // looked up once for every piece; up[r], down[r]: the transfer of the latest piece over
+  // r -> parent and parent -> r.
+  struct Channel {
+    std::vector<int> post;
+    std::vector<const RouteInfo*> up_route, down_route;
+    std::vector<int> up, down;
+  };
+  std::vector<Channel> chs(tcs.size());
+  for (size_t c = 0; c < tcs.size(); ++c) {
+    const TreeChannel& tc = tcs[c];
+    Channel& ch = chs[c];
+    std::vector<int> stack{tc.root};
     while (!stack.empty()) {
       const int r = stack.back();
       stack.pop_back();
-      post.push_back(r);
-      for (int c : children[r]) stack.push_back(c);
+      ch.post.push_back(r);
+      for (int child : tc.children[r]) stack.push_back(child);
     }
-    std::reverse(post.begin(), post.end());
-    // Every piece crosses the same edges: their routes looked up once.
-    std::vector<const RouteInfo*> up_route(n, nullptr), down_route(n, nullptr);
-    for (int r : post)
-      if (par[r] >= 0) {
-        up_route[r] = &p.route(host_of(p, gpus, r), host_of(p, gpus, par[r]));
-        down_route[r] = &p.route(host_of(p, gpus, par[r]), host_of(p, gpus, r));
+    std::reverse(ch.post.begin(), ch.post.end());
+    ch.up_route.assign(n, nullptr), ch.down_route.assign(n, nullptr);
+    for (int r : ch.post)
+      if (tc.parent[r] >= 0) {
+        ch.up_route[r] = &p.route(host_of(p, gpus, r), host_of(p, gpus, tc.parent[r]));
+        ch.down_route[r] = &p.route(host_of(p, gpus, tc.parent[r]), host_of(p, gpus, r));
       }
-    std::vector<int> up_prev(n, -1), down_prev(n, -1), up(n, -1), down(n, -1);
-    for (int q = 0; q < m; ++q) {
-      for (int r : post) {
-        if (par[r] < 0) continue;
-        for (int c : children[r]) h->after.push_back(up[c]);
-        if (q > 0) h->after.push_back(up_prev[r]);
-        up[r] = add(*up_route[r], q);
-      }
-      for (auto it = post.rbegin(); it != post.rend(); ++it) {
-        const int r = *it;
-        if (par[r] < 0) continue;
-        if (par[r] == tc.root) {
-          for (int c : children[tc.root]) h->after.push_back(up[c]);
-        } else {
-          h->after.push_back(down[par[r]]);
-        }
-        if (q > 0) h->after.push_back(down_prev[r]);
-        down[r] = add(*down_route[r], q);
-      }
-      std::swap(up_prev, up);
-      std::swap(down_prev, down);
-    }
+    ch.up.assign(n, -1), ch.down.assign(n, -1);
   }
-  h->links = link_incidence(routes);
+  for (int q = 0; q < m; ++q) {
+    for (size_t c = 0; c < tcs.size(); ++c) {
+      const TreeChannel& tc = tcs[c];
+      Channel& ch = chs[c];
+      // up[r] and down[r] still hold piece q - 1's transfers until r's own are added.
+      for (int r : ch.post) {
+        if (tc.parent[r] < 0) continue;
+        for (int child : tc.children[r]) h->after.push_back(ch.up[child]);
+        if (q > 0) h->after.push_back(ch.up[r]);
+        ch.up[r] = add(*ch.up_route[r]);
+      }
+      for (auto it = ch.post.rbegin(); it != ch.post.rend(); ++it) {
+        const int r = *it;
+        const int parent = tc.parent[r];
+        if (parent < 0) continue;
+        if (parent == tc.root) {
+          for (int child : tc.children[tc.root]) h->after.push_back(ch.up[child]);
+        } else {
+          h->after.push_back(ch.down[parent]);
+        }
+        if (q > 0) h->after.push_back(ch.down[r]);
+        ch.down[r] = add(*ch.down_route[r]);
+      }
+    }
+    if (q == 0) h->per_piece = added;
+  }
+  h->links = link_incidence_repeated(routes, m);
   return h;
 }
 

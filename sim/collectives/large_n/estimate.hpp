@@ -34,30 +34,36 @@ namespace dpt::sim {
 Seconds tree_estimate(const Platform& p, const std::vector<int>& gpus, const std::vector<TreeChannel>& tcs,
                       const CollectiveCall& call, Elements piece);
 
-// The tree estimate for one set of ranks and channels, kept across calls: the head's
-// transfer graph and link incidence are built once per head length (1 to 3 pieces), and
-// head times and periods are memoised by their piece sizes, which calls of different
+// The tree estimate for one set of ranks and channels, kept across calls: one head graph
+// of `head_pieces` pieces per channel is built, laid out piece by piece (every channel's
+// piece 0, then piece 1, ...), so the head of a call of fewer pieces is the graph's
+// prefix: its transfers wait only on the same or earlier pieces, and each link's sweep
+// stops at the prefix. The steady-state period reads piece 0 (every edge up and down).
+// Head times and periods are memoised by their piece sizes, which calls of different
 // counts share (every call of more than 3 pieces per channel has the same head).
-// Gives what tree_estimate gives, bit for bit.
+// Gives what tree_estimate, which builds exactly the head a call needs, gives, bit for bit.
 class TreeEstimator {
  public:
-  TreeEstimator(const Platform& p, std::vector<int> gpus, std::vector<TreeChannel> tcs);
+  static constexpr int kHeadPieces = 3;  // the most pieces a head places (see above)
+  TreeEstimator(const Platform& p, std::vector<int> gpus, std::vector<TreeChannel> tcs,
+                int head_pieces = kHeadPieces);
   ~TreeEstimator();
   Seconds estimate(const CollectiveCall& call, Elements piece);
   const std::vector<TreeChannel>& channels() const { return tcs_; }
 
  private:
-  struct Head;    // the first m pieces' transfers (see estimate.cpp)
-  struct Period;  // every edge up and down at once
+  struct Head;  // the first head_pieces pieces' transfers (see estimate.cpp)
   static std::unique_ptr<Head> build_head(const Platform& p, const std::vector<int>& gpus,
                                           const std::vector<TreeChannel>& tcs, int m);
+  const Head& head();
   Seconds head_time(const std::vector<Bytes>& pieces);
   Seconds period(Bytes piece_bytes);
   const Platform& p_;
   std::vector<int> gpus_;
   std::vector<TreeChannel> tcs_;
-  std::map<int, std::unique_ptr<Head>> heads_;  // by piece count
-  std::unique_ptr<Period> period_;
+  int head_pieces_;
+  std::unique_ptr<Head> head_;
+  std::vector<double> period_count_;  // per link id: piece 0's transfers on it
   std::map<std::vector<Bytes>, Seconds> head_times_;
   std::map<Bytes, Seconds> periods_;
 };

@@ -10,6 +10,10 @@ namespace sg4 = simgrid::s4u;
 
 namespace dpt::sim {
 
+namespace {
+void group_by_link(LinkIncidence& inc);
+}  // namespace
+
 LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes) {
   LinkIncidence inc;
   std::unordered_map<const sg4::Link*, int> id;
@@ -41,18 +45,50 @@ LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes) {
     }
   }
   inc.first.push_back(static_cast<int>(inc.link.size()));
-  // Counting sort of the incidences by link.
+  group_by_link(inc);
+  return inc;
+}
+
+LinkIncidence link_incidence_repeated(const std::vector<const RouteInfo*>& routes, int times) {
+  LinkIncidence inc = link_incidence(routes);
+  const int per_copy = inc.transfers();
+  const int incidences = static_cast<int>(inc.link.size());
+  inc.first.pop_back();
+  inc.first.reserve(static_cast<size_t>(per_copy) * times + 1);
+  inc.link.reserve(static_cast<size_t>(incidences) * times);
+  inc.owner.reserve(inc.link.capacity());
+  const bool unshifted = fault_active(Fault::large_n_repeat_owner_unshifted);  // planted: owners of copy 0
+  for (int q = 1; q < times; ++q) {
+    for (int i = 0; i < per_copy; ++i) inc.first.push_back(inc.first[static_cast<size_t>(i)] + q * incidences);
+    for (int k = 0; k < incidences; ++k) {
+      inc.link.push_back(inc.link[static_cast<size_t>(k)]);
+      inc.owner.push_back(inc.owner[static_cast<size_t>(k)] + (unshifted ? 0 : q * per_copy));
+    }
+  }
+  inc.first.push_back(static_cast<int>(inc.link.size()));
+  group_by_link(inc);
+  return inc;
+}
+
+namespace {
+// Counting sort of the incidences by link: fills on_first and on.
+void group_by_link(LinkIncidence& inc) {
   inc.on_first.assign(inc.bandwidth.size() + 1, 0);
   for (int l : inc.link) ++inc.on_first[static_cast<size_t>(l) + 1];
   for (size_t l = 0; l + 1 < inc.on_first.size(); ++l) inc.on_first[l + 1] += inc.on_first[l];
   inc.on.resize(inc.link.size());
   std::vector<int> fill(inc.on_first.begin(), inc.on_first.end() - 1);
   for (int k = 0; k < static_cast<int>(inc.link.size()); ++k) inc.on[static_cast<size_t>(fill[inc.link[k]]++)] = k;
-  return inc;
 }
+}  // namespace
 
 void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, const std::vector<double>& end,
                    const std::vector<double>& weight, std::vector<double>& out) {
+  overlap_loads_prefix(inc, inc.transfers(), start, end, weight, out);
+}
+
+void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
+                          const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out) {
   out.assign(inc.link.size(), 0.0);
   // Every interval's ends are breakpoints of F, so F there is the running integral when
   // the sweep reaches them: no search. The integral at a time counts the rate after the
@@ -60,14 +96,21 @@ void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, c
   struct Event {
     double time;
     double change;  // of the summed weight
-    int k;          // the incidence
+    int q;          // the incidence's position in the link's list
     bool is_end;
   };
   std::vector<Event> events;
   std::vector<double> at_start(inc.link.size(), 0.0);
   const bool drop_own = fault_active(Fault::large_n_sweep_drops_own);  // planted: the transfer's own bytes left out
   for (int l = 0; l < inc.links(); ++l) {
-    const int b = inc.on_first[l], e = inc.on_first[l + 1];
+    const int b = inc.on_first[l];
+    // The link's incidences of the first `transfers` transfers lead its list.
+    const int e = transfers >= inc.transfers()
+                      ? inc.on_first[l + 1]
+                      : static_cast<int>(std::partition_point(inc.on.begin() + b, inc.on.begin() + inc.on_first[l + 1],
+                                                              [&](int k) { return inc.owner[k] < transfers; }) -
+                                         inc.on.begin());
+    if (e == b) continue;
     if (e - b == 1) {  // alone on its link: its own interval
       const int k = inc.on[b], i = inc.owner[k];
       out[k] = end[i] > start[i] && !drop_own ? weight[i] * (end[i] - start[i]) : 0.0;
@@ -75,10 +118,10 @@ void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, c
     }
     events.clear();
     for (int q = b; q < e; ++q) {
-      const int k = inc.on[q], i = inc.owner[k];
+      const int i = inc.owner[inc.on[q]];
       if (end[i] <= start[i]) continue;
-      events.push_back({start[i], weight[i], k, false});
-      events.push_back({end[i], -weight[i], k, true});
+      events.push_back({start[i], weight[i], q, false});
+      events.push_back({end[i], -weight[i], q, true});
     }
     std::sort(events.begin(), events.end(), [](const Event& x, const Event& y) { return x.time < y.time; });
     double integral = 0, r = 0, last = events.empty() ? 0.0 : events.front().time;
@@ -86,10 +129,11 @@ void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, c
       if (ev.time > last) integral += r * (ev.time - last), last = ev.time;
       r += ev.change;
       if (ev.is_end) {
-        out[ev.k] = std::max(0.0, integral - at_start[ev.k]);
-        if (drop_own) out[ev.k] = std::max(0.0, out[ev.k] + ev.change * (end[inc.owner[ev.k]] - start[inc.owner[ev.k]]));
+        const int k = inc.on[ev.q];
+        out[k] = std::max(0.0, integral - at_start[ev.q]);
+        if (drop_own) out[k] = std::max(0.0, out[k] + ev.change * (end[inc.owner[k]] - start[inc.owner[k]]));
       } else {
-        at_start[ev.k] = integral;
+        at_start[ev.q] = integral;
       }
     }
   }

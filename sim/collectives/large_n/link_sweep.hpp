@@ -32,12 +32,21 @@ struct LinkIncidence {
 
 // The incidence of transfers whose routes are `routes` (one per transfer).
 LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes);
+// The incidence of `routes` listed `times` times over (transfer i of copy q at
+// i + q x routes.size()): what link_incidence gives for that list, with each route's
+// links looked up once (a tree head's pieces all cross the same edges).
+LinkIncidence link_incidence_repeated(const std::vector<const RouteInfo*>& routes, int times);
 
 // For every incidence k (transfer i = owner[k] on link l = link[k]): sum over the
 // transfers o on l of weight[o] x the length of [start[i], end[i]] ∩ [start[o], end[o]]
 // (i itself included). Intervals of zero or negative length add nothing.
 void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, const std::vector<double>& end,
                    const std::vector<double>& weight, std::vector<double>& out);
+// The same over the first `transfers` transfers only (the others, and their incidences'
+// loads, left out): what the loads of an incidence built for those transfers alone are,
+// to the bit, since `on` lists each link's incidences in transfer order.
+void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
+                          const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out);
 
 // The same sums pairwise: the definition, kept for the property test that checks the
 // sweep against it. Cost: the sum over links of the square of their transfer counts.
