@@ -47,6 +47,8 @@ const std::vector<Fault>& all_faults() {
       Fault::ddp_unfused_divide,
       Fault::opclass_ignores_bytes,
       Fault::interference_speeds_compute,
+      Fault::grad_scaler_steps_on_inf,
+      Fault::autocast_output_unrounded,
   };
   return faults;
 }
@@ -83,6 +85,8 @@ const char* fault_name(Fault f) {
     case Fault::ddp_unfused_divide: return "ddp-unfused-divide";
     case Fault::opclass_ignores_bytes: return "opclass-ignores-bytes";
     case Fault::interference_speeds_compute: return "interference-speeds-compute";
+    case Fault::grad_scaler_steps_on_inf: return "grad-scaler-steps-on-inf";
+    case Fault::autocast_output_unrounded: return "autocast-output-unrounded";
   }
   return "?";
 }

@@ -42,6 +42,8 @@ enum class Fault : unsigned {
   ddp_unfused_divide,               // "ddp-unfused-divide": DDP's division by the world size as a copy plus a scale kernel
   opclass_ignores_bytes,            // "opclass-ignores-bytes": memory-bound op classes charged their FLOPs only
   interference_speeds_compute,      // "interference-speeds-compute": compute overlapping NCCL kernels credited, not slowed
+  grad_scaler_steps_on_inf,         // "grad-scaler-steps-on-inf": GradScaler steps on an inf/NaN gradient and keeps its scale
+  autocast_output_unrounded,        // "autocast-output-unrounded": autocast Linear outputs left in f32, not rounded to bf16/f16
 };
 
 // Every fault, in declaration order.
