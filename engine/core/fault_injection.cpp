@@ -51,6 +51,8 @@ const std::vector<Fault>& all_faults() {
       Fault::nccl_tree_chunk_fixed,
       Fault::large_n_head_prefix_uncut,
       Fault::large_n_repeat_owner_unshifted,
+      Fault::grad_scaler_steps_on_inf,
+      Fault::autocast_output_unrounded,
   };
   return faults;
 }
@@ -91,6 +93,8 @@ const char* fault_name(Fault f) {
     case Fault::nccl_tree_chunk_fixed: return "nccl-tree-chunk-fixed";
     case Fault::large_n_head_prefix_uncut: return "head-prefix-uncut";
     case Fault::large_n_repeat_owner_unshifted: return "repeat-owner-unshifted";
+    case Fault::grad_scaler_steps_on_inf: return "grad-scaler-steps-on-inf";
+    case Fault::autocast_output_unrounded: return "autocast-output-unrounded";
   }
   return "?";
 }

@@ -46,6 +46,8 @@ enum class Fault : unsigned {
   nccl_tree_chunk_fixed,            // "nccl-tree-chunk-fixed": tree LL128 pipelines full 576,000-byte chunks at every size
   large_n_head_prefix_uncut,        // "head-prefix-uncut": a tree head shorter than the kept graph placed with all its pieces
   large_n_repeat_owner_unshifted,   // "repeat-owner-unshifted": a repeated incidence's copies owned by copy 0's transfers
+  grad_scaler_steps_on_inf,         // "grad-scaler-steps-on-inf": GradScaler steps on an inf/NaN gradient and keeps its scale
+  autocast_output_unrounded,        // "autocast-output-unrounded": autocast Linear outputs left in f32, not rounded to bf16/f16
 };
 
 // Every fault, in declaration order.

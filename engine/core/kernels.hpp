@@ -45,6 +45,13 @@ class Kernels {
   // Row-major C[M,N] = alpha op(A) op(B) + beta C, op(A) is [M,K], op(B) is [K,N].
   virtual void gemm(DType t, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
                     double alpha, const void* a, const void* b, double beta, void* c) = 0;
+  // Autocast's GEMM on f32 memory, as cublasGemmEx with bf16/f16 inputs and
+  // CUBLAS_COMPUTE_32F runs it: op(A) and op(B) rounded to `low` (bf16 or f16), the
+  // products summed in f32, C = alpha op(A) op(B) + beta C in f32.
+  virtual void gemm_autocast(DType low, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                             double alpha, const float* a, const float* b, double beta, float* c) = 0;
+  // Rounds n f32 values in place to the nearest bf16 or f16 value (`low`), ties to even.
+  virtual void round_to(DType low, Elements n, float* x) = 0;
   virtual void add_row_bias(DType t, std::int64_t rows, std::int64_t cols, const void* bias, void* y) = 0;
   // out[j] = beta * out[j] + sum_i x[i, j]
   virtual void sum_rows(DType t, std::int64_t rows, std::int64_t cols, const void* x, double beta, void* out) = 0;
@@ -85,6 +92,15 @@ void kernel_linear_forward(const Tensor& x, const Tensor& w, const Tensor* b, Te
 // dx = dy W ; dW += dy^T x ; db += sum_rows(dy)   (dx skipped when null)
 void kernel_linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx, Tensor& dw,
                             Tensor* db);
+// The same under autocast (bf16-amp, f16-amp) on f32 tensors: x and W rounded to
+// `low`, the GEMM summing in f32, the bias added in f32 and y rounded to `low`, as
+// autocast's linear returns a bf16/f16 tensor.
+void kernel_linear_forward_autocast(DType low, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y);
+// Its backward: dy, x and W rounded to `low`; dx rounded to `low`; dW and db
+// accumulated into the f32 gradients in f32 (PyTorch first rounds each backward's
+// dW to `low`: one rounding less here, within the tolerance the tests state).
+void kernel_linear_backward_autocast(DType low, const Tensor& x, const Tensor& w, const Tensor& dy, Tensor* dx,
+                                     Tensor& dw, Tensor* db);
 void kernel_activation_forward(Activation a, const Tensor& x, Tensor& y);
 void kernel_activation_backward(Activation a, const Tensor& x, const Tensor& dy, Tensor& dx);
 void kernel_layernorm_forward(double eps, const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,

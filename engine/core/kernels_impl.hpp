@@ -19,6 +19,7 @@
 #include <thrust/functional.h>
 #include <thrust/logical.h>
 
+#include "engine/core/half_round.hpp"
 #include "engine/core/kernels.hpp"
 
 #if defined(__CUDACC__)
@@ -211,13 +212,19 @@ template <typename T> struct AdamWStep {
     p[i] -= step_size * (m[i] / denom);
   }
 };
+// x rounded to a low format (bf16, f16), kept in f32: exact, since both formats'
+// values are f32 values.
+struct RoundToFormat {
+  float* x; LowFormat f;
+  DPT_HD void operator()(i64 i) const { x[i] = static_cast<float>(round_to_format(static_cast<double>(x[i]), f)); }
+};
 template <typename T> struct Identity {
   const T* x;
   DPT_HD T operator()(i64 i) const { return x[i]; }
 };
 
 // Kernels for one execution policy. `Policy` yields a Thrust execution policy,
-// `Blas` provides gemm<T>(...) and copy(...).
+// `Blas` provides gemm<T>(...), gemm_autocast(...) and copy(...).
 template <typename Policy, typename Blas>
 class ThrustKernels : public Kernels {
  public:
@@ -261,6 +268,11 @@ class ThrustKernels : public Kernels {
     DPT_DISPATCH_FLOAT(t, blas_.template gemm<T>(ta, tb, m, n, k, static_cast<T>(alpha), static_cast<const T*>(a),
                                                  static_cast<const T*>(b), static_cast<T>(beta), static_cast<T*>(c)));
   }
+  void gemm_autocast(DType low, bool ta, bool tb, i64 m, i64 n, i64 k, double alpha, const float* a, const float* b,
+                     double beta, float* c) override {
+    blas_.gemm_autocast(low, ta, tb, m, n, k, static_cast<float>(alpha), a, b, static_cast<float>(beta), c);
+  }
+  void round_to(DType low, Elements n, float* x) override { each(n, RoundToFormat{x, low_format(low)}); }
   void add_row_bias(DType t, i64 rows, i64 cols, const void* bias, void* y) override {
     const i64 blocks = column_blocks(cols, kColumnBlock);
     DPT_DISPATCH_FLOAT(t, each(rows * blocks, AddRowBias<T, kColumnBlock>{static_cast<const T*>(bias),

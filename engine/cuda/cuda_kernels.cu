@@ -5,6 +5,8 @@
 #include <limits>
 #include <string>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <thrust/system/cuda/execution_policy.h>
 
 #include "engine/core/kernels_impl.hpp"
@@ -36,6 +38,16 @@ template <typename T> struct ScaleOrZero {  // C = beta * C, exactly 0 when beta
   DPT_HD void operator()(std::int64_t i) const { c[i] = beta == T(0) ? T(0) : beta * c[i]; }
 };
 
+// f32 to bf16 or f16 with round to nearest even: autocast's cast of a GEMM input.
+struct ToBf16 {
+  const float* x; __nv_bfloat16* y;
+  __host__ __device__ void operator()(std::int64_t i) const { y[i] = __float2bfloat16_rn(x[i]); }
+};
+struct ToF16 {
+  const float* x; __half* y;
+  __host__ __device__ void operator()(std::int64_t i) const { y[i] = __float2half_rn(x[i]); }
+};
+
 int checked_int(std::int64_t v, const char* what) {
   if (v > std::numeric_limits<int>::max())
     throw std::invalid_argument("cuBLAS GEMM: " + std::string(what) + " = " + std::to_string(v) +
@@ -47,6 +59,7 @@ struct CublasBlas {
   cublasHandle_t handle;
   cudaStream_t stream;
   bool allow_tf32;
+  CachingAllocator* allocator;  // the autocast GEMM's 16-bit input copies
 
   // Row-major C[M,N] = alpha op(A) op(B) + beta C. cuBLAS is column-major, and a
   // row-major matrix read column-major is its transpose, so compute
@@ -73,6 +86,35 @@ struct CublasBlas {
       DPT_CUBLAS_CHECK(cublasDgemm(handle, op_b, op_a, ni, mi, ki, &alpha, b, ldb, a, lda, &beta, c, ldc));
     }
   }
+  // Autocast's GEMM: A and B cast to 16-bit copies (caching-allocator blocks, reused
+  // only by later work on this stream), then cublasGemmEx with 16-bit inputs, an f32 C and
+  // CUBLAS_COMPUTE_32F: products summed in f32, as torch.autocast's matmul runs.
+  void gemm_autocast(DType low, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+                     const float* a, const float* b, float beta, float* c) const {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+      gemm<float>(ta, tb, m, n, k, alpha, a, b, beta, c);  // beta * C, no inputs read
+      return;
+    }
+    const int mi = checked_int(m, "M"), ni = checked_int(n, "N"), ki = checked_int(k, "K");
+    const int lda = ta ? mi : ki, ldb = tb ? ki : ni, ldc = ni;
+    const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (low != DType::bf16 && low != DType::f16)
+      throw std::invalid_argument("cuBLAS autocast GEMM: bf16 or f16 inputs, got " + std::string(dtype_name(low)));
+    const DeviceBuffer a_low(*allocator, m * k * 2), b_low(*allocator, k * n * 2);
+    const auto policy = thrust::cuda::par_nosync.on(stream);
+    const thrust::counting_iterator<std::int64_t> zero(0);
+    const cudaDataType_t type = low == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    if (low == DType::bf16) {
+      thrust::for_each(policy, zero, zero + m * k, ToBf16{a, static_cast<__nv_bfloat16*>(a_low.data())});
+      thrust::for_each(policy, zero, zero + k * n, ToBf16{b, static_cast<__nv_bfloat16*>(b_low.data())});
+    } else {
+      thrust::for_each(policy, zero, zero + m * k, ToF16{a, static_cast<__half*>(a_low.data())});
+      thrust::for_each(policy, zero, zero + k * n, ToF16{b, static_cast<__half*>(b_low.data())});
+    }
+    DPT_CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, ni, mi, ki, &alpha, b_low.data(), type, ldb, a_low.data(), type,
+                                  lda, &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
   void copy(Bytes n, const void* src, void* dst) const {
     if (n > 0 && src != dst)
       DPT_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n), cudaMemcpyDeviceToDevice, stream));
@@ -86,7 +128,7 @@ std::unique_ptr<Kernels> make_cuda_kernels(const CudaKernelConfig& config) {
     throw std::invalid_argument("make_cuda_kernels: stream, cuBLAS handle and allocator are required");
   using K = impl::ThrustKernels<CudaPolicy, CublasBlas>;
   return std::make_unique<K>(CudaPolicy{config.stream, ThrustTempAllocator{config.allocator}},
-                             CublasBlas{config.cublas, config.stream, config.allow_tf32});
+                             CublasBlas{config.cublas, config.stream, config.allow_tf32, config.allocator});
 }
 
 }  // namespace dpt

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ class Linear : public Layer {
   std::int64_t out_features() const { return out_; }
   Parameter& weight() { return weight_; }
   Parameter& bias() { return bias_; }  // undefined tensors when built without bias
+  // torch.autocast: forward and backward in bf16 or f16 with f32 accumulation on the
+  // f32 parameters (kernel_linear_forward_autocast); nullopt runs in the parameters' dtype.
+  void set_autocast(std::optional<DType> low);
+  std::optional<DType> autocast() const { return autocast_; }
 
  private:
   struct Uninitialised {};
@@ -44,6 +49,7 @@ class Linear : public Layer {
 
   std::int64_t in_, out_;
   bool has_bias_;
+  std::optional<DType> autocast_;
   Parameter weight_, bias_;
   Tensor saved_x_;
 };

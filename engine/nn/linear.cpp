@@ -50,7 +50,8 @@ Tensor Linear::forward(const Tensor& x) {
     throw std::invalid_argument(fmt::format("Linear({}, {}): input on {} but parameters on {}", in_, out_,
                                             x.device().name(), weight_.value.device().name()));
   Tensor y = Tensor::empty(x.device(), {x.dim(0), out_}, x.dtype(), MemoryCategory::activations);
-  kernel_linear_forward(x, weight_.value, has_bias_ ? &bias_.value : nullptr, y);
+  if (autocast_) kernel_linear_forward_autocast(*autocast_, x, weight_.value, has_bias_ ? &bias_.value : nullptr, y);
+  else kernel_linear_forward(x, weight_.value, has_bias_ ? &bias_.value : nullptr, y);
   saved_x_ = x;
   return y;
 }
@@ -60,13 +61,29 @@ Tensor Linear::backward(const Tensor& dy, bool need_input_grad) {
     throw std::logic_error(fmt::format("Linear({}, {}): backward without a saved forward", in_, out_));
   Tensor dx;
   if (need_input_grad) dx = Tensor::empty(dy.device(), saved_x_.shape(), dy.dtype(), MemoryCategory::activations);
-  kernel_linear_backward(saved_x_, weight_.value, dy, need_input_grad ? &dx : nullptr, weight_.grad,
-                         has_bias_ ? &bias_.grad : nullptr);
+  if (autocast_)
+    kernel_linear_backward_autocast(*autocast_, saved_x_, weight_.value, dy, need_input_grad ? &dx : nullptr,
+                                    weight_.grad, has_bias_ ? &bias_.grad : nullptr);
+  else
+    kernel_linear_backward(saved_x_, weight_.value, dy, need_input_grad ? &dx : nullptr, weight_.grad,
+                           has_bias_ ? &bias_.grad : nullptr);
   return dx;
 }
 
+void Linear::set_autocast(std::optional<DType> low) {
+  if (low && *low != DType::bf16 && *low != DType::f16)
+    throw std::invalid_argument(fmt::format("Linear({}, {}): autocast runs in bf16 or f16, got {}", in_, out_,
+                                            dtype_name(*low)));
+  if (low && weight_.value.dtype() != DType::f32)
+    throw std::invalid_argument(fmt::format("Linear({}, {}): autocast needs f32 master weights, got {}", in_, out_,
+                                            dtype_name(weight_.value.dtype())));
+  autocast_ = low;
+}
+
 std::unique_ptr<Layer> Linear::replicate_on(Device& device) const {
-  return std::unique_ptr<Layer>(new Linear(Uninitialised{}, device, in_, out_, weight_.value.dtype(), has_bias_));
+  auto copy = std::unique_ptr<Linear>(new Linear(Uninitialised{}, device, in_, out_, weight_.value.dtype(), has_bias_));
+  copy->autocast_ = autocast_;
+  return copy;
 }
 
 Shape Linear::output_shape(const Shape& input) const {

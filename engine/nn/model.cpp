@@ -102,6 +102,11 @@ void Sequential::clear_saved() {
   segment_inputs_.clear();
 }
 
+void Sequential::set_autocast(std::optional<DType> low) {
+  for (auto& l : layers_)
+    if (auto* linear = dynamic_cast<Linear*>(l.get())) linear->set_autocast(low);
+}
+
 Sequential Sequential::replicate_on(Device& device) const {
   std::vector<std::unique_ptr<Layer>> copies;
   copies.reserve(layers_.size());

@@ -46,6 +46,10 @@ class Sequential {
   // memory, one more forward of the checkpointed segments.
   void set_checkpoint(size_t segment_layers) { checkpoint_layers_ = segment_layers; }
   size_t checkpoint_segment_layers() const { return checkpoint_layers_; }
+  // torch.autocast(dtype=low) around forward and backward: every Linear runs in bf16
+  // or f16 with f32 accumulation (Linear::set_autocast); the other layers stay f32,
+  // as autocast's fp32 list keeps norms and losses. nullopt: no autocast.
+  void set_autocast(std::optional<DType> low);
   // Same structure on another device, parameters allocated but not copied.
   Sequential replicate_on(Device& device) const;
   Shape output_shape(const Shape& input) const;

@@ -27,6 +27,9 @@ class Optimizer {
   virtual std::string name() const = 0;
   // Bytes of optimizer state per parameter byte (0 SGD, 1 SGD+momentum, 2 AdamW).
   virtual int state_tensors_per_parameter() const = 0;
+  // The factor the loss's gradient is multiplied by before backward: 1, or a
+  // GradScaler's current scale (scaler.scale(loss).backward()).
+  virtual double loss_scale() const { return 1.0; }
 };
 
 std::unique_ptr<Optimizer> make_sgd(std::vector<NamedParameter> params, const SgdOptions& o);

@@ -83,7 +83,8 @@ StepResult DataParallel::train_step(const Tensor& x, const Tensor& target) {
   backend_.host_dispatch(1);
   const Tensor y = gather_rows(backend_, outputs, out_device);
   backend_.host_dispatch(1);
-  LossResult loss = loss_forward_backward(options_.loss, options_.reduction, y, target_out);
+  LossResult loss = loss_forward_backward(options_.loss, options_.reduction, y, target_out, std::nullopt,
+                                           optimizer_->loss_scale());
 
   // Backward: gather's backward scatters the gradient back with the same sizes;
   // each replica runs backward on its worker (the autograd engine's device threads).

@@ -38,7 +38,8 @@ class SingleDevice : public Strategy {
     backend_.host_dispatch(static_cast<int>(model_.size()));
     const Tensor out = model_.forward(xd);
     backend_.host_dispatch(1);
-    LossResult loss = loss_forward_backward(options_.loss, options_.reduction, out, td);
+    LossResult loss = loss_forward_backward(options_.loss, options_.reduction, out, td, std::nullopt,
+                                             optimizer_->loss_scale());
     backend_.host_dispatch(static_cast<int>(model_.size()));
     model_.backward(loss.grad);
     backend_.host_dispatch(1);

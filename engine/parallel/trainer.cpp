@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/io/checkpoint.hpp"
+#include "engine/optim/grad_scaler.hpp"
 #include "engine/parallel/ddp/accumulate.hpp"
 #include "engine/parallel/ddp/ddp.hpp"
 #include "engine/nn/init.hpp"
@@ -101,8 +102,11 @@ void check_dataset(const Dataset& d, const MlpSpec& spec, LossKind loss, DType d
 }
 
 std::unique_ptr<Optimizer> build_optimizer(const TrainConfig& c, std::vector<NamedParameter> params) {
-  if (c.optimizer != OptimizerKind::adamw) return make_sgd(std::move(params), c.sgd);
-  return make_adamw(std::move(params), c.adamw);
+  std::unique_ptr<Optimizer> inner = c.optimizer != OptimizerKind::adamw ? make_sgd(params, c.sgd)
+                                                                         : make_adamw(params, c.adamw);
+  // f16's narrow range needs loss scaling; bf16 has f32's exponent range and runs without.
+  if (c.autocast == DType::f16) return wrap_with_grad_scaler(std::move(inner), std::move(params));
+  return inner;
 }
 
 // Reads a file named by a flag; its errors are prefixed with the flag.
@@ -240,6 +244,14 @@ TrainResult train_on(Backend& backend, const TrainConfig& config, const Dataset&
   StrategyOptions options = config.strategy;
   options.loss = config.loss;
   options.reduction = config.reduction;
+  if (config.autocast && dtype != DType::f32)
+    throw std::invalid_argument(fmt::format("--precision {}-amp keeps f32 master weights, but the run's dtype is {}",
+                                            dtype_name(*config.autocast), dtype_name(dtype)));
+  const auto configure = [&](Sequential m) {
+    m.set_autocast(config.autocast);
+    m.set_checkpoint(config.checkpoint_segment_layers);
+    return m;
+  };
   const ModelBuilder build_model = [&](Device& device) {
     if (!device.host_readable()) {
       // GPU memory is not writable from the CPU: initialise in host memory with the
@@ -249,14 +261,21 @@ TrainResult train_on(Backend& backend, const TrainConfig& config, const Dataset&
       Sequential m = on_host.replicate_on(device);
       auto src = on_host.named_parameters(), dst = m.named_parameters();
       for (size_t i = 0; i < src.size(); ++i) backend.copy(src[i].param->value, dst[i].param->value);
-      return m;
+      return configure(std::move(m));
     }
     Sequential m = make_mlp(config.model, device, dtype, config.seed);
     if (init) load_state_dict(m, *init, LoadOptions{}, &backend);
-    return m;
+    return configure(std::move(m));
   };
+  // Each device's GradScaler (f16-amp), owned by the strategy; DDP's ranks build
+  // theirs concurrently, each into its own device's slot.
+  std::vector<const GradScaler*> scalers(static_cast<size_t>(backend.device_count()), nullptr);
   const OptimizerBuilder build_opt = [&](std::vector<NamedParameter> params) {
-    return build_optimizer(config, std::move(params));
+    const int device = params.empty() ? -1 : params.front().param->value.device().index();
+    std::unique_ptr<Optimizer> o = build_optimizer(config, std::move(params));
+    if (device >= 0 && static_cast<size_t>(device) < scalers.size())
+      scalers[static_cast<size_t>(device)] = dynamic_cast<const GradScaler*>(o.get());
+    return o;
   };
   auto strategy = make_strategy(backend, options, build_model, build_opt);
 
@@ -280,6 +299,12 @@ TrainResult train_on(Backend& backend, const TrainConfig& config, const Dataset&
         result.warnings.push_back(w);
     if (on_step) on_step(StepLog{s + 1, r.loss, dt, &r});
   }
+  for (const GradScaler* g : scalers)
+    if (g) {
+      result.loss_scale = g->scale();
+      result.skipped_steps = g->skipped_steps();
+      break;
+    }
   if (config.checkpoint_path) write_safetensors_atomic(*config.checkpoint_path, strategy->state_dict(), &backend);
   return result;
 }

@@ -37,6 +37,11 @@ struct TrainConfig {
   std::optional<std::string> data_path;          // safetensors with "x" [N, in] and "y"
   std::optional<std::string> checkpoint_path;    // where the final state dict is written
   std::int64_t synthetic_samples = 1024;         // data set size when no data_path is given
+  // torch.autocast's low type for every Linear (bf16-amp: bf16; f16-amp: f16, with a
+  // GradScaler around the optimizer, as PyTorch's f16 recipe); f32 master weights.
+  std::optional<DType> autocast;
+  // Activation checkpointing (Sequential::set_checkpoint): 0 none, N layers per segment.
+  size_t checkpoint_segment_layers = 0;
 };
 
 // Samples held in host memory: x [N, in] floating; y [N, out] (mse) or [N] int64 (ce).
@@ -78,6 +83,10 @@ struct TrainResult {
   std::vector<Seconds> step_s;           // one per step
   std::vector<std::string> warnings;     // distinct warnings the strategy raised, in order of first appearance
   Elements parameters = 0;
+  // f16-amp: the GradScaler's (rank 0's) loss scale after the last step and the
+  // steps it skipped on an inf/NaN gradient.
+  std::optional<double> loss_scale;
+  std::int64_t skipped_steps = 0;
 };
 
 // Runs config.steps steps. `on_step` is called after every step. The data comes

@@ -1,6 +1,7 @@
 // `dptwin train`: trains an MLP on the host or CUDA backend with the single, dp or ddp
 // strategy, printing the loss of every step (or one JSON document with --json).
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
@@ -34,6 +35,8 @@ struct TrainFlags {
   int steps = 10;                         // --steps
   std::int64_t seed = 0;                  // --seed (not negative)
   std::optional<std::string> dtype;       // --dtype f32|f64
+  std::string precision = "f32";          // --precision f32|bf16-amp|f16-amp (autocast on Linear)
+  std::string activation_checkpointing = "none";  // --activation-checkpointing none|every|N
   std::optional<std::string> checkpoint;  // --checkpoint OUT.safetensors
   std::optional<std::string> init;        // --init IN.safetensors
   std::optional<std::string> data;        // --data DATA.safetensors
@@ -67,6 +70,31 @@ double host_bytes_needed(const TrainConfig& c, int devices, LossKind loss) {
   const double label = loss == LossKind::cross_entropy ? 1 : static_cast<double>(w.back());
   return element * (devices * (params * (2 + state) + 2 * per_device_batch * widths) +
                     samples * (static_cast<double>(w.front()) + label));
+}
+
+// --precision: f32 (no autocast), bf16-amp or f16-amp (autocast's low type for Linear).
+std::optional<DType> autocast_from_flag(const std::string& text) {
+  if (text == "f32") return std::nullopt;
+  if (text == "bf16-amp") return DType::bf16;
+  if (text == "f16-amp") return DType::f16;
+  throw std::invalid_argument(fmt::format("--precision '{}': train runs f32, bf16-amp or f16-amp (f64 is --dtype "
+                                          "f64; tf32 is --tf32 on --backend cuda; pure bf16 is cost-only: predict, "
+                                          "sweep, plan)",
+                                          text));
+}
+
+// --activation-checkpointing, as the scenario key checkpoint: none (0), every (each
+// layer its own segment: 1) or N layers per segment.
+size_t checkpoint_layers_from_flag(const std::string& text) {
+  if (text == "none") return 0;
+  if (text == "every") return 1;
+  int layers = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), layers);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || layers < 1 || layers > 1000000)
+    throw std::invalid_argument(fmt::format("--activation-checkpointing '{}': expected none, every, or N layers per "
+                                            "segment (1..1000000)",
+                                            text));
+  return static_cast<size_t>(layers);
 }
 
 TrainConfig config_from(const TrainFlags& f, int& devices_out) {
@@ -130,6 +158,8 @@ TrainConfig config_from(const TrainFlags& f, int& devices_out) {
     if (!dtype_is_floating(*c.dtype))
       throw std::invalid_argument(fmt::format("--dtype must be f32 or f64, got {}", *f.dtype));
   }
+  c.autocast = autocast_from_flag(f.precision);
+  c.checkpoint_segment_layers = checkpoint_layers_from_flag(f.activation_checkpointing);
   c.shuffle = f.shuffle;
   c.init_path = f.init;
   c.data_path = f.data;
@@ -202,6 +232,12 @@ int run_train(const TrainFlags& f) {
                                      ? fmt::format(", {} micro-batches of {} per step (no_sync for {})",
                                                    c.strategy.accumulate, c.batch, c.strategy.accumulate - 1)
                                      : "");
+      if (s.step == 1 && c.autocast)
+        std::cout << fmt::format("precision {}: Linear in {} with f32 accumulation, f32 master weights and "
+                                 "gradients{}{}\n",
+                                 f.precision, dtype_name(*c.autocast),
+                                 *c.autocast == DType::f16 ? ", GradScaler" : "",
+                                 f.device.backend == "host" ? " (bf16/f16 rounding emulated on the CPU)" : "");
       std::cout << fmt::format("step {} loss {:.9g}\n", s.step, s.loss) << std::flush;
     }
   });
@@ -224,17 +260,24 @@ int run_train(const TrainFlags& f) {
         {"comm_hook", comm_hook_name(c.strategy.comm_hook)},
         {"batch_per_device", first_split},
         {"dtype", dtype_name(r.dtype)},
+        {"precision", f.precision},
+        {"activation_checkpointing", f.activation_checkpointing},
         {"seed", c.seed},
         {"data", c.data_path ? nlohmann::json(*c.data_path) : nlohmann::json("synthetic")},
         {"data_samples", r.data_samples},
         {"init", c.init_path ? nlohmann::json(*c.init_path) : nlohmann::json(nullptr)},
         {"checkpoint", c.checkpoint_path ? nlohmann::json(*c.checkpoint_path) : nlohmann::json(nullptr)},
         {"warnings", r.warnings},
+        {"grad_scaler", r.loss_scale ? nlohmann::json{{"scale", *r.loss_scale}, {"skipped_steps", r.skipped_steps}}
+                                     : nlohmann::json(nullptr)},
         {"steps", steps},
     };
     print_json(doc);
   } else {
     for (auto& w : r.warnings) std::cerr << "warning: " << w << "\n";
+    if (r.loss_scale)
+      std::cout << fmt::format("GradScaler: loss scale {:g}, {} step(s) skipped on inf/NaN gradients\n", *r.loss_scale,
+                               r.skipped_steps);
     if (c.checkpoint_path) std::cout << "checkpoint written: " << *c.checkpoint_path << "\n";
   }
   return kExitOk;
@@ -266,6 +309,14 @@ Registration reg{"train", [](CLI::App& parent) -> RunFn {
   app->add_option("--seed", flags->seed, "Seed of the initial weights and the synthetic data")->capture_default_str();
   app->add_option("--dtype", flags->dtype, "f32 or f64 [f32, or the dtype of the --init file]")
       ->check(CLI::IsMember({"f32", "f64"}));
+  app->add_option("--precision", flags->precision,
+                  "f32, or autocast as torch.autocast: bf16-amp, f16-amp (with a GradScaler): Linear in bf16/f16 "
+                  "with f32 accumulation, f32 master weights and gradients; emulated rounding on the host")
+      ->capture_default_str();
+  app->add_option("--activation-checkpointing", flags->activation_checkpointing,
+                  "Recompute activations in backward as checkpoint_sequential: none, every (each layer a segment) or "
+                  "N layers per segment (the scenario key checkpoint:)")
+      ->capture_default_str();
   app->add_option("--checkpoint", flags->checkpoint,
                   "Write the final state dict here (safetensors; dp and ddp names carry the 'module.' prefix)");
   app->add_option("--init", flags->init, "Start from this state dict (safetensors, strict load)");

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
 #include <vector>
@@ -90,6 +92,12 @@ TEST(CliTrain, BadFlagsExitTwoNamingTheFlag) {
       {"--model mlp:4-2 --uneven weighted", "--uneven"},
       {"--model mlp:4-2 --strategy ddp --devices 2 --batch 10 --batch-per-device 4", "--batch-per-device"},
       {"--model mlp:4-2 --data /nonexistent/data.safetensors", "--data"},
+      {"--model mlp:4-2 --activation-checkpointing 0", "--activation-checkpointing"},
+      {"--model mlp:4-2 --activation-checkpointing sometimes", "--activation-checkpointing"},
+      {"--model mlp:4-2 --activation-checkpointing 2x", "--activation-checkpointing"},
+      {"--model mlp:4-2 --precision tf32", "--precision"},
+      {"--model mlp:4-2 --precision bf16", "--precision"},
+      {"--model mlp:4-2 --precision bf16-amp --dtype f64", "--precision"},
   };
   for (auto& [args, flag] : cases) {
     const CliRun r = dptwin(args);
@@ -125,6 +133,74 @@ TEST(CliTrain, SameDataGivesTheSameStepsUnderSingleDpAndDdp) {
     EXPECT_NEAR(c[i], a[i], 1e-12 * std::abs(a[i])) << "ddp step " << i + 1;
   }
   EXPECT_EQ(nlohmann::json::parse(dp.out)["batch_per_device"], nlohmann::json({32, 32}));
+}
+
+std::string file_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(CliTrain, ActivationCheckpointingLeavesTheTrainingBitIdentical) {
+  // Recomputing a segment's forward runs the same kernels on the same inputs, so every
+  // gradient, and so every loss and the final weights, are the same bits with or
+  // without checkpointing (DDP on 2 host devices, 7 layers, f32).
+  const auto dir = std::filesystem::temp_directory_path() / ("dptwin_cli_ckpt_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string common = "--model mlp:8-16-16-16-4 --layernorm --strategy ddp --devices 2 --steps 3 --seed 4 "
+                             "--optimizer adamw --json --checkpoint ";
+  std::vector<std::string> weights, loss_lists;
+  for (const std::string mode : {"none", "every", "2", "5"}) {
+    const auto file = dir / (mode + ".safetensors");
+    const CliRun r = dptwin(common + file.string() + " --activation-checkpointing " + mode);
+    ASSERT_EQ(r.rc, 0) << mode << "\n" << r.out;
+    const auto doc = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    EXPECT_EQ(doc["activation_checkpointing"], mode);
+    std::string losses_text;  // every step's loss, all 17 digits (step_s differs run to run)
+    for (auto& step : doc["steps"]) losses_text += step["loss"].dump() + " ";
+    loss_lists.push_back(losses_text);
+    weights.push_back(file_bytes(file));
+    ASSERT_FALSE(weights.back().empty()) << mode;
+  }
+  for (size_t i = 1; i < weights.size(); ++i) {
+    EXPECT_EQ(loss_lists[i], loss_lists[0]) << "mode " << i;
+    EXPECT_TRUE(weights[i] == weights[0]) << "final weights differ in mode " << i;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliTrain, AmpPrecisionsTrainNearTheF32RunAndSayWhatTheyDid) {
+  // bf16-amp and f16-amp (autocast emulated on the host) follow the f32 run: each
+  // step's loss within 5 % (a few bf16 roundings of 2^-8 per layer, over 10 steps).
+  const std::string common = "--model mlp:8-32-4 --loss ce --optimizer adamw --lr 0.01 --steps 10 --seed 3 --json";
+  const CliRun f32 = dptwin(common);
+  ASSERT_EQ(f32.rc, 0) << f32.out;
+  const auto base = json_losses(f32.out);
+  for (const std::string p : {"bf16-amp", "f16-amp"}) {
+    const CliRun r = dptwin(common + " --precision " + p);
+    ASSERT_EQ(r.rc, 0) << p << "\n" << r.out;
+    const auto doc = nlohmann::json::parse(r.out);
+    EXPECT_EQ(doc["precision"], p);
+    const auto l = json_losses(r.out);
+    ASSERT_EQ(l.size(), base.size());
+    int skipped = 0;
+    if (p == "f16-amp") {
+      // PyTorch's GradScaler: 2^16 at the start, halved on each skipped step.
+      const double scale = doc["grad_scaler"]["scale"].get<double>();
+      skipped = doc["grad_scaler"]["skipped_steps"].get<int>();
+      EXPECT_EQ(scale, std::ldexp(65536.0, -skipped)) << r.out;
+    } else {
+      EXPECT_TRUE(doc["grad_scaler"].is_null()) << "bf16-amp runs without a GradScaler";
+    }
+    // A skipped step leaves the weights behind the f32 run's: then only learning is checked.
+    if (skipped == 0)
+      for (size_t i = 0; i < l.size(); ++i) EXPECT_NEAR(l[i], base[i], 0.05 * base[i]) << p << " step " << i + 1;
+    else
+      EXPECT_LT(l.back(), l.front()) << p;
+  }
+  const CliRun text = dptwin("--model mlp:8-32-4 --steps 2 --precision f16-amp");
+  ASSERT_EQ(text.rc, 0) << text.out;
+  EXPECT_NE(text.out.find("precision f16-amp: Linear in f16"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("GradScaler: loss scale"), std::string::npos) << text.out;
 }
 
 TEST(CliTrain, HelpShowsAnExample) {

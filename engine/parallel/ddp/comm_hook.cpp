@@ -8,26 +8,13 @@
 #include <fmt/format.h>
 
 #include "engine/core/device.hpp"
+#include "engine/core/half_round.hpp"
 
 namespace dpt {
 
 namespace {
 
 constexpr const char* kChoices = "none, fp16_compress, bf16_compress, powersgd, powersgd:R (R in 1..1024)";
-
-// Significant bits, smallest normal exponent and largest finite value (IEEE 754
-// binary16; bfloat16 is f32 with 8 significant bits).
-struct HalfFormat {
-  int digits;
-  int min_exponent;
-  double max_finite;
-};
-
-HalfFormat half_format(DType half) {
-  if (half == DType::f16) return {11, -14, 65504.0};
-  if (half == DType::bf16) return {8, -126, std::ldexp(255.0, 120)};  // (2 - 2^-7) 2^127
-  throw std::invalid_argument(fmt::format("round_to_half: {} is not a half-precision dtype", dtype_name(half)));
-}
 
 template <typename T>
 void round_all(void* data, Elements n, DType half, double divisor) {
@@ -87,16 +74,7 @@ std::optional<DType> comm_hook_wire_dtype(CommHook h) {
   return std::nullopt;
 }
 
-double round_to_half(double v, DType half) {
-  const HalfFormat f = half_format(half);
-  if (v == 0 || !std::isfinite(v)) return v;
-  int exponent = 0;
-  std::frexp(v, &exponent);  // v = m 2^exponent, 0.5 <= |m| < 1: the leading bit is 2^(exponent-1)
-  const int quantum = std::max(exponent - 1, f.min_exponent) - (f.digits - 1);
-  const double r = std::ldexp(std::nearbyint(std::ldexp(v, -quantum)), quantum);  // ties to even (default mode)
-  if (std::fabs(r) > f.max_finite) return std::copysign(std::numeric_limits<double>::infinity(), v);
-  return r;
-}
+double round_to_half(double v, DType half) { return round_to_format(v, low_format(half)); }
 
 void comm_hook_compress_in_place(Tensor& bucket, DType half, int world_size) {
   if (world_size < 1) throw std::invalid_argument(fmt::format("comm hook: world size {}", world_size));

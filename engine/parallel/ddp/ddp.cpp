@@ -185,7 +185,8 @@ StepResult DistributedDataParallel::run(const Tensor& x, const Tensor& target, b
       divisor = divisor.value_or(options_.reduction == Reduction::mean ? double(n) * per_sample : 1.0) *
                 options_.accumulate;
     backend_.host_dispatch(1);
-    LossResult loss = loss_forward_backward(options_.loss, options_.reduction, y, t_r, divisor);
+    LossResult loss = loss_forward_backward(options_.loss, options_.reduction, y, t_r, divisor,
+                                             rk.optimizer->loss_scale());
     losses[static_cast<size_t>(r)] = loss.value;
     backend_.host_dispatch(static_cast<int>(rk.model->size()));
     rk.model->backward(loss.grad, [&](size_t i) { rk.reducer->mark_ready(i); });
