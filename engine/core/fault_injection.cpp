@@ -47,6 +47,8 @@ const std::vector<Fault>& all_faults() {
       Fault::ddp_unfused_divide,
       Fault::opclass_ignores_bytes,
       Fault::interference_speeds_compute,
+      Fault::gloo_one_segment_per_rank,
+      Fault::measured_scaling_skips_op_class,
   };
   return faults;
 }
@@ -83,6 +85,8 @@ const char* fault_name(Fault f) {
     case Fault::ddp_unfused_divide: return "ddp-unfused-divide";
     case Fault::opclass_ignores_bytes: return "opclass-ignores-bytes";
     case Fault::interference_speeds_compute: return "interference-speeds-compute";
+    case Fault::gloo_one_segment_per_rank: return "gloo-one-segment-per-rank";
+    case Fault::measured_scaling_skips_op_class: return "measured-scaling-skips-op-class";
   }
   return "?";
 }
