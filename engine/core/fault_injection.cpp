@@ -48,7 +48,6 @@ const std::vector<Fault>& all_faults() {
       Fault::opclass_ignores_bytes,
       Fault::interference_speeds_compute,
       Fault::gloo_one_segment_per_rank,
-      Fault::measured_scaling_skips_op_class,
   };
   return faults;
 }
@@ -86,7 +85,6 @@ const char* fault_name(Fault f) {
     case Fault::opclass_ignores_bytes: return "opclass-ignores-bytes";
     case Fault::interference_speeds_compute: return "interference-speeds-compute";
     case Fault::gloo_one_segment_per_rank: return "gloo-one-segment-per-rank";
-    case Fault::measured_scaling_skips_op_class: return "measured-scaling-skips-op-class";
   }
   return "?";
 }

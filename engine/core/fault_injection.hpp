@@ -43,7 +43,6 @@ enum class Fault : unsigned {
   opclass_ignores_bytes,            // "opclass-ignores-bytes": memory-bound op classes charged their FLOPs only
   interference_speeds_compute,      // "interference-speeds-compute": compute overlapping NCCL kernels credited, not slowed
   gloo_one_segment_per_rank,        // "gloo-one-segment-per-rank": gloo's ring cut into N segments, not at least 2N
-  measured_scaling_skips_op_class,  // "measured-scaling-skips-op-class": profiled times reused unscaled on another device
 };
 
 // Every fault, in declaration order.
