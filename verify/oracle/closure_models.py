@@ -19,10 +19,10 @@ def mlp(batch=64):
 def cnn_bn(batch=32):
     torch.manual_seed(0)
     model = nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(inplace=True), nn.MaxPool2d(2),
-        nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True), nn.MaxPool2d(2),
-        nn.Conv2d(64, 128, 3, padding=1, bias=False), nn.BatchNorm2d(128), nn.ReLU(inplace=True),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
+        nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
     return model, (torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))), nn.CrossEntropyLoss()
 
 
@@ -51,7 +51,7 @@ class Block(nn.Module):
 
 
 class BlockStack(nn.Module):
-    def __init__(self, vocab=1024, d=192, heads=4, layers=3, seq=32):
+    def __init__(self, vocab=1024, d=128, heads=4, layers=2, seq=32):
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Embedding(seq, d)
