@@ -3,7 +3,8 @@ TCP, one thread per process) against the step PyTorch measures on this machine.
 
 For each model of closure_models.py:
   1. profile it with dptwin_profile on the CPU (this process, one thread), at each
-     per-rank batch used below;
+     per-rank batch used below, while a second process runs the same steps on the other
+     core as the other rank will (--profile-alone: without it);
   2. predict its 2-rank DDP step with `dptwin predict` on the host platform
      scenarios/hardware/host-cpu-gloo.yaml (gloo's ring over loopback TCP; rates from
      verify/oracle/host_microbench.py, never from a DDP run);
@@ -60,13 +61,42 @@ def configs(name):
 
 # ---- 1. profile -----------------------------------------------------------------------------------
 
-def profile_model(name, batch, out_dir, steps, warmup):
+def _corun(name, batch, ready, stop):
+    """The other worker's load while one is profiled: the same training steps, no communication."""
+    torch.set_num_threads(1)
+    model, (x, y), loss_fn = getattr(closure_models, name)(batch)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    steps = 0
+    while not stop.is_set():
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        opt.step()
+        steps += 1
+        if steps == 2:
+            ready.set()
+
+
+def profile_model(name, batch, out_dir, steps, warmup, corun=True):
+    """Profiles on this process's core; with corun, while a second process runs the same
+    steps on the other core, as the other DDP rank does (on this VM two busy cores each run
+    slower than one alone: host_microbench.py --corun measures it)."""
     import dptwin_profile
     torch.set_num_threads(1)
-    model, data, loss_fn = getattr(closure_models, name)(batch)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    prof = dptwin_profile.profile(model, data, loss_fn, opt, steps=steps, warmup=warmup, name=f"closure-{name}",
-                                  gpu_model=HOST_GPU_MODEL)
+    ctx = mp.get_context("spawn")
+    ready, stop = ctx.Event(), ctx.Event()
+    other = ctx.Process(target=_corun, args=(name, batch, ready, stop)) if corun else None
+    if other:
+        other.start()
+        ready.wait(timeout=120)
+    try:
+        model, data, loss_fn = getattr(closure_models, name)(batch)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        prof = dptwin_profile.profile(model, data, loss_fn, opt, steps=steps, warmup=warmup,
+                                      name=f"closure-{name}", gpu_model=HOST_GPU_MODEL)
+    finally:
+        if other:
+            stop.set()
+            other.join(timeout=60)
     path = os.path.join(out_dir, f"{name}-b{batch}.yaml")
     prof.write(path)
     return path
@@ -144,6 +174,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer steps (the ctest)")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ",".join(MODELS))
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--profile-alone", action="store_true", help="profile without the second process")
     args = ap.parse_args()
     names = [n for n in args.models.split(",") if n]
     for n in names:
@@ -164,7 +195,7 @@ def main():
             for label, cap, batches in cfgs:
                 b = max(batches)
                 if b not in profiles:
-                    profiles[b] = profile_model(name, b, tmp, steps, warmup)
+                    profiles[b] = profile_model(name, b, tmp, steps, warmup, corun=not args.profile_alone)
                 pred = predict(args.dptwin, hardware, profiles[b], b, cap)
                 meas = measured[label]
                 rows.append({"model": name, "config": label, "predicted_s": pred, "measured_s": meas,

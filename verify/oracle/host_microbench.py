@@ -13,6 +13,9 @@ with one thread per process, never taken from a DDP or all-reduce result.
 - memory_bandwidth: copying 64 MiB float32 (bytes read + written per second).
 - gemm_flops, gemm_flops_f64: a 512 x 512 x 512 matmul in float32 and float64, FLOPs per second.
 - dispatch_cost: one tiny torch op (add of one element) from Python.
+- corun_slowdown (--corun): the median 512^3 GEMM with two processes computing at once,
+  over the same alone (1.0: the two cores are independent). Not a hardware field: it is
+  why the closure test profiles a rank while a second process works (closure_ddp.py).
 Each figure is the fastest of many calls, each timed alone (the least disturbed on a
 shared machine)."""
 import argparse
@@ -90,6 +93,32 @@ def transport_rates(rounds):
     return result
 
 
+def _gemm_median(queue, calls):
+    torch.set_num_threads(1)
+    m = torch.randn(512, 512)
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        torch.mm(m, m)
+        times.append(time.perf_counter() - t0)
+    queue.put(sorted(times)[len(times) // 2])
+
+
+def corun_slowdown(calls=300):
+    """Median GEMM time with two processes computing at once over the same alone."""
+    ctx = mp.get_context("spawn")
+    medians = {}
+    for k in (1, 2):
+        queue = ctx.Queue()
+        procs = [ctx.Process(target=_gemm_median, args=(queue, calls)) for _ in range(k)]
+        for p in procs:
+            p.start()
+        medians[k] = max(queue.get(timeout=300) for _ in procs)
+        for p in procs:
+            p.join()
+    return medians[2] / medians[1]
+
+
 def local_rates(rounds):
     torch.set_num_threads(1)
     # As gloo's ring reduces: a received 1 MiB segment (cache-warm) summed into the next
@@ -121,6 +150,7 @@ def local_rates(rounds):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--corun", action="store_true", help="also measure corun_slowdown")
     args = ap.parse_args()
     load_before = os.getloadavg()[0]
     tcp_bps, latency_s = transport_rates(args.rounds)
@@ -133,6 +163,8 @@ def main():
     print(f"gemm_flops: {local['gemm_flops'] / 1e9:.1f} GFLOPS")
     print(f"gemm_flops_f64: {local['gemm_flops_f64'] / 1e9:.1f} GFLOPS")
     print(f"dispatch_cost: {local['dispatch_cost'] * 1e6:.2f} us")
+    if args.corun:
+        print(f"corun_slowdown: {corun_slowdown():.2f}")
     print(f"# load average after: {os.getloadavg()[0]:.2f}")
 
 
