@@ -118,22 +118,23 @@ def predict(dptwin, hardware, model_file, batch, cap_mb):
 def _ddp_worker(rank, port, name, cfgs, steps, warmup, queue):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    results = []
+    # Every configuration's DDP model at once, their steps interleaved, so that a busy spell
+    # of the machine falls on all configurations alike.
+    runs = []
     for label, cap, batches in cfgs:
         model, (x, y), loss_fn = getattr(closure_models, name)(batches[rank])
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap)
-        opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
-        times = []
-        for i in range(warmup + steps):
+        runs.append((label, ddp, torch.optim.SGD(ddp.parameters(), lr=1e-3), x, y, loss_fn, []))
+    for _ in range(warmup + steps):
+        for _label, ddp, opt, x, y, loss_fn, times in runs:
             dist.barrier()
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
             loss_fn(ddp(x), y).backward()
             opt.step()
             times.append(time.perf_counter() - t0)
-        # Each step ends on both ranks together (its last all-reduce), so rank 0's median is the step.
-        results.append((label, statistics.median(times[warmup:])))
-        del ddp
+    # Each step ends on both ranks together (its last all-reduce), so rank 0's median is the step.
+    results = [(run[0], statistics.median(run[-1][warmup:])) for run in runs]
     if rank == 0:
         queue.put(results)
     dist.barrier()
