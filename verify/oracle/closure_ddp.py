@@ -184,7 +184,7 @@ def main():
             return 2
     sys.path.insert(0, os.path.join(args.source_dir, "scenarios", "profile"))
     hardware = os.path.join(args.source_dir, "scenarios", "hardware", "host-cpu-gloo.yaml")
-    steps, warmup = (5, 2) if args.quick else (15, 3)
+    steps, warmup = (4, 1) if args.quick else (15, 3)
     load_before = os.getloadavg()
     rows = []
     t_start = time.perf_counter()
