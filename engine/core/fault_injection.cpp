@@ -53,6 +53,7 @@ const std::vector<Fault>& all_faults() {
       Fault::large_n_repeat_owner_unshifted,
       Fault::grad_scaler_steps_on_inf,
       Fault::autocast_output_unrounded,
+      Fault::gloo_one_segment_per_rank,
   };
   return faults;
 }
@@ -95,6 +96,7 @@ const char* fault_name(Fault f) {
     case Fault::large_n_repeat_owner_unshifted: return "repeat-owner-unshifted";
     case Fault::grad_scaler_steps_on_inf: return "grad-scaler-steps-on-inf";
     case Fault::autocast_output_unrounded: return "autocast-output-unrounded";
+    case Fault::gloo_one_segment_per_rank: return "gloo-one-segment-per-rank";
   }
   return "?";
 }

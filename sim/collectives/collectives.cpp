@@ -16,6 +16,7 @@
 
 #include "engine/core/fault_injection.hpp"
 #include "sim/collectives/collective_exact.hpp"
+#include "sim/collectives/gloo_model.hpp"
 #include "sim/collectives/large_n/dispatch.hpp"
 
 namespace sg4 = simgrid::s4u;
@@ -181,12 +182,24 @@ void shape_flows(CollectivePlan& plan, const HardwareSpec& hw, const NcclGraph& 
     plan.flow_cap_bytes_per_s = plan.flow_cap_bytes_per_s > 0 ? std::min(plan.flow_cap_bytes_per_s, shm_cap) : shm_cap;
   }
 }
+// A host whose collectives are gloo's: one timed activity of gloo's ring time (gloo_model.hpp).
+CollectivePlan plan_gloo(const GlooSpec& gloo, int n, const CollectiveCall& call) {
+  CollectivePlan plan;
+  plan.formulation = Formulation::large_n;
+  plan.model_s = gloo_collective_time(gloo, call, n);
+  plan.nccl_time_s = *plan.model_s;
+  const GlooRingShape shape = gloo_ring_shape(call.bytes(), std::max(n, 1), call.element_bytes);
+  plan.reason = fmt::format("gloo ring over TCP: {} segments of {} bytes, {} steps per phase", shape.segments,
+                            shape.segment_bytes, shape.steps_per_phase);
+  return plan;
+}
 }  // namespace
 
 CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
                                const CollectiveSettings& settings) {
-  CollectivePlan plan;
   const int n = static_cast<int>(rank_gpus.size());
+  if (p.hardware().gloo) return plan_gloo(*p.hardware().gloo, n, call);
+  CollectivePlan plan;
   const NcclGraph g = nccl_graph_of(p, rank_gpus);
   plan.channels = settings.channels.value_or(g.ring_channels);
   if (plan.channels < 1) throw std::invalid_argument(fmt::format("channels must be positive, got {}", plan.channels));

@@ -247,6 +247,15 @@ EfficiencySpec read_efficiency(MapReader r) {
   return e;
 }
 
+GlooSpec read_gloo(MapReader r) {
+  GlooSpec g;
+  g.tcp_bandwidth = r.get_bandwidth_in("tcp_bandwidth", kBandwidthLo, kBandwidthHi);
+  g.message_latency_s = r.get_time_in("message_latency", kLinkLatencyLo, kLinkLatencyHi);
+  g.reduce_bandwidth = r.get_bandwidth_in("reduce_bandwidth", kBandwidthLo, kBandwidthHi);
+  r.finish();
+  return g;
+}
+
 std::string stem_of(const std::string& file_label) { return std::filesystem::path(file_label).stem().string(); }
 
 }  // namespace
@@ -267,6 +276,7 @@ HardwareSpec parse_hardware_yaml(const std::string& text, const std::string& fil
   hw.host = read_host(r.map("host"));
   if (r.has("network")) hw.network = read_network(r.map("network"));
   if (r.has("efficiency")) hw.efficiency = read_efficiency(r.map("efficiency"));
+  if (r.has("gloo")) hw.gloo = read_gloo(r.map("gloo"));
   r.finish();
   try {
     validate_hardware(hw);

@@ -70,6 +70,10 @@
 //     pcie: 0.8                        # fraction of raw PCIe bandwidth a DMA copy reaches
 //     nic: 0.95                        # fraction of the NIC line rate RDMA reaches
 //     nccl_latency: 1.0                # scale on NCCL's latency term (0.1 .. 10; calibrate --from)
+//   gloo:                              # optional: collectives run as gloo's ring over loopback TCP
+//     tcp_bandwidth: 2 GB/s            #   (sim/collectives/gloo_model.hpp), not as NCCL: a host
+//     message_latency: 20 us           #   platform of CPU workers; rates from microbenchmarks
+//     reduce_bandwidth: 5 GB/s
 #pragma once
 #include <filesystem>
 #include <optional>
@@ -216,6 +220,14 @@ struct EfficiencySpec {
   double nccl_latency = 1.0;
 };
 
+// A host whose collectives are gloo's (PyTorch's CPU backend): ring all-reduce over
+// loopback TCP. Rates from microbenchmarks on the machine (each file names its command).
+struct GlooSpec {
+  BytesPerSecond tcp_bandwidth = 0;     // per direction, both directions streaming (as a ring step runs)
+  Seconds message_latency_s = 0;        // one small message, sent and received (half a ping-pong)
+  BytesPerSecond reduce_bandwidth = 0;  // summing a received segment into the output: output bytes per s
+};
+
 struct HardwareSpec {
   std::string name;         // library name ("dgx-h100") or the file's stem
   std::string description;
@@ -229,6 +241,7 @@ struct HardwareSpec {
   HostSpec host;
   std::optional<NetworkSpec> network;
   EfficiencySpec efficiency;
+  std::optional<GlooSpec> gloo;  // present: collectives are gloo's, not NCCL's
 
   int gpu_count() const { return nodes * gpus_per_node; }
 };

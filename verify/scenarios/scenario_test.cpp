@@ -162,7 +162,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownHardware", replaced("hardware: dgx-a100", "hardware: dgx-z100"),
                 "bad.yaml:2: hardware: unknown hardware 'dgx-z100' (library: desktop-2gpu-pcie-nop2p, "
                 "desktop-2gpu-pcie-p2p, dgx-a100, dgx-a100-cluster, dgx-h100, dgx-h100-cluster, dgx1-v100, "
-                "l40s-4x-pcie4; or a path to a .yaml file)"},
+                "host-cpu-gloo, l40s-4x-pcie4; or a path to a .yaml file)"},
         BadCase{"UnknownModel", replaced("model: resnet50", "model: resnet51"),
                 "bad.yaml:3: model: unknown model 'resnet51' (library: bert-large, gpt2-1.5b, gpt2-124m, llama-2-7b, "
                 "resnet50; or a path to a .yaml file, or mlp:IN-H-...-OUT, "

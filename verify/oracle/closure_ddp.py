@@ -1,0 +1,230 @@
+"""Closure test: the twin's prediction of a 2-process PyTorch DDP step (gloo, loopback
+TCP, one thread per process) against the step PyTorch measures on this machine.
+
+For each model of closure_models.py:
+  1. profile it with dptwin_profile on the CPU (this process, one thread), at each
+     per-rank batch used below, while a second process runs the same steps on the other
+     core as the other rank will (--profile-alone: without it);
+  2. predict its 2-rank DDP step with `dptwin predict` on the host platform
+     scenarios/hardware/host-cpu-gloo.yaml (gloo's ring over loopback TCP; rates from
+     verify/oracle/host_microbench.py, never from a DDP run);
+  3. run real torch DDP (backend gloo, 2 processes, torch.set_num_threads(1) each) and
+     take the median step (forward, loss, backward with its all-reduces, SGD step);
+  4. compare: signed error = predicted / measured - 1, within a stated tolerance.
+Configurations: bucket_cap_mb 25 (PyTorch's default) and 1, and an uneven batch (the
+ranks' local batches differ; the twin runs every rank at the larger one, since the step
+waits for the slowest rank at its first all-reduce).
+
+On a busy machine (1-minute load average above 1.5 per core, the rule of
+`dptwin verify` for host timings) the table is printed but not judged: the
+processes' timings then measure the scheduler.
+
+usage: closure_ddp.py DPTWIN SOURCE_DIR [--check] [--quick] [--tolerance 0.6] [--json FILE]
+exit: 0 within tolerance (or not judged), 1 outside, 2 bad usage."""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+except ImportError as e:  # ctest skips on this line
+    print(f"PyTorch unavailable ({e}): run with Debian's /usr/bin/python3 and python3-torch")
+    sys.exit(0)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE]
+import closure_models  # noqa: E402
+
+HOST_GPU_MODEL = "host-cpu-1-thread"  # gpu.name of scenarios/hardware/host-cpu-gloo.yaml
+BUSY_LOAD_PER_CORE = 1.5
+
+# model: (per-rank batch, uneven local batches (rank 0, rank 1))
+MODELS = {"mlp": (64, (64, 40)), "cnn_bn": (32, (32, 20)), "blocks": (8, (8, 5))}
+BUCKET_CAPS_MB = (25, 1)
+
+
+def configs(name):
+    """(label, bucket_cap_mb, local batches per rank) of one model."""
+    batch, uneven = MODELS[name]
+    out = [(f"b={batch}x2 cap={cap}MiB", cap, (batch, batch)) for cap in BUCKET_CAPS_MB]
+    out.append((f"b={uneven[0]}+{uneven[1]} cap=25MiB", 25, uneven))
+    return out
+
+
+# ---- 1. profile -----------------------------------------------------------------------------------
+
+def _corun(name, batch, ready, stop):
+    """The other worker's load while one is profiled: the same training steps, no communication."""
+    torch.set_num_threads(1)
+    model, (x, y), loss_fn = getattr(closure_models, name)(batch)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    steps = 0
+    while not stop.is_set():
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        opt.step()
+        steps += 1
+        if steps == 2:
+            ready.set()
+
+
+def profile_model(name, batch, out_dir, steps, warmup, corun=True):
+    """Profiles on this process's core; with corun, while a second process runs the same
+    steps on the other core, as the other DDP rank does (on this VM two busy cores each run
+    slower than one alone: host_microbench.py --corun measures it)."""
+    import dptwin_profile
+    torch.set_num_threads(1)
+    ctx = mp.get_context("spawn")
+    ready, stop = ctx.Event(), ctx.Event()
+    other = ctx.Process(target=_corun, args=(name, batch, ready, stop)) if corun else None
+    if other:
+        other.start()
+        ready.wait(timeout=120)
+    try:
+        model, data, loss_fn = getattr(closure_models, name)(batch)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        prof = dptwin_profile.profile(model, data, loss_fn, opt, steps=steps, warmup=warmup,
+                                      name=f"closure-{name}", gpu_model=HOST_GPU_MODEL)
+    finally:
+        if other:
+            stop.set()
+            other.join(timeout=60)
+    path = os.path.join(out_dir, f"{name}-b{batch}.yaml")
+    prof.write(path)
+    return path
+
+
+# ---- 2. predict -----------------------------------------------------------------------------------
+
+def predict(dptwin, hardware, model_file, batch, cap_mb):
+    cmd = [dptwin, "predict", "--hardware", hardware, "--model", model_file, "--strategy", "ddp", "--devices", "2",
+           "--batch-per-device", str(batch), "--bucket-cap-mb", str(cap_mb), "--optimizer", "sgd", "--json"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({run.returncode}): {run.stderr.strip()}")
+    return json.loads(run.stdout)["step_time_s"]
+
+
+# ---- 3. measure real DDP ----------------------------------------------------------------------------
+
+def _ddp_worker(rank, port, name, cfgs, steps, warmup, queue):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    # Every configuration's DDP model at once, their steps interleaved, so that a busy spell
+    # of the machine falls on all configurations alike.
+    runs = []
+    for label, cap, batches in cfgs:
+        model, (x, y), loss_fn = getattr(closure_models, name)(batches[rank])
+        ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap)
+        runs.append((label, ddp, torch.optim.SGD(ddp.parameters(), lr=1e-3), x, y, loss_fn, []))
+    for _ in range(warmup + steps):
+        for _label, ddp, opt, x, y, loss_fn, times in runs:
+            dist.barrier()
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            loss_fn(ddp(x), y).backward()
+            opt.step()
+            times.append(time.perf_counter() - t0)
+    # Each step ends on both ranks together (its last all-reduce), so rank 0's median is the step.
+    results = [(run[0], statistics.median(run[-1][warmup:])) for run in runs]
+    if rank == 0:
+        queue.put(results)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def measure_ddp(name, cfgs, steps, warmup):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_ddp_worker, args=(r, port, name, cfgs, steps, warmup, queue)) for r in range(2)]
+    for p in procs:
+        p.start()
+    results = dict(queue.get(timeout=600))
+    for p in procs:
+        p.join(timeout=60)
+    return results
+
+
+# ---- 4. compare -----------------------------------------------------------------------------------
+
+def busy_reason():
+    load = os.getloadavg()[0]
+    cores = os.cpu_count() or 1
+    if load / cores <= BUSY_LOAD_PER_CORE:
+        return None
+    return f"host busy (load average {load:.1f} on {cores} cores): reported, not judged; rerun on a quiet machine"
+
+
+def main():
+    ap = argparse.ArgumentParser(description="twin vs PyTorch gloo DDP on this CPU")
+    ap.add_argument("dptwin")
+    ap.add_argument("source_dir")
+    # 0.6: the largest error seen at the day's lowest load was 49 % (the MLP, whose 10.5 MB
+    # all-reduce the gloo model underestimates); the aim is 0.25 once that is modelled.
+    ap.add_argument("--tolerance", type=float, default=0.6, help="largest |predicted / measured - 1|")
+    ap.add_argument("--check", action="store_true", help="exit 1 when a row is outside the tolerance")
+    ap.add_argument("--quick", action="store_true", help="fewer steps (the ctest)")
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ",".join(MODELS))
+    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--profile-alone", action="store_true", help="profile without the second process")
+    args = ap.parse_args()
+    names = [n for n in args.models.split(",") if n]
+    for n in names:
+        if n not in MODELS:
+            print(f"closure_ddp: --models: unknown model '{n}' (known: {', '.join(MODELS)})", file=sys.stderr)
+            return 2
+    sys.path.insert(0, os.path.join(args.source_dir, "scenarios", "profile"))
+    hardware = os.path.join(args.source_dir, "scenarios", "hardware", "host-cpu-gloo.yaml")
+    steps, warmup = (4, 1) if args.quick else (15, 3)
+    load_before = os.getloadavg()
+    rows = []
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="dptwin-closure-") as tmp:
+        for name in names:
+            cfgs = configs(name)
+            measured = measure_ddp(name, cfgs, steps, warmup)
+            profiles = {}
+            for label, cap, batches in cfgs:
+                b = max(batches)
+                if b not in profiles:
+                    profiles[b] = profile_model(name, b, tmp, steps, warmup, corun=not args.profile_alone)
+                pred = predict(args.dptwin, hardware, profiles[b], b, cap)
+                meas = measured[label]
+                rows.append({"model": name, "config": label, "predicted_s": pred, "measured_s": meas,
+                             "error": pred / meas - 1, "tolerance": args.tolerance})
+    load_after = os.getloadavg()
+    print(f"{'model':8} {'config':22} {'predicted':>10} {'measured':>10} {'error':>8} {'tolerance':>9}")
+    for r in rows:
+        print(f"{r['model']:8} {r['config']:22} {r['predicted_s'] * 1e3:8.1f}ms {r['measured_s'] * 1e3:8.1f}ms "
+              f"{r['error'] * 100:+7.1f}% {r['tolerance'] * 100:8.0f}%")
+    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} ({os.cpu_count()} cores); "
+          f"{time.perf_counter() - t_start:.0f} s; torch {torch.__version__}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"rows": rows, "load_average_before": load_before, "load_average_after": load_after}, fh,
+                      indent=1)
+    outside = [r for r in rows if abs(r["error"]) > r["tolerance"]]
+    reason = busy_reason() or (None if max(load_before[0], load_after[0]) / (os.cpu_count() or 1)
+                               <= BUSY_LOAD_PER_CORE else "host busy during the run: reported, not judged")
+    if reason:
+        print(reason)
+        return 0
+    for r in outside:
+        print(f"OUTSIDE: {r['model']} {r['config']}: predicted {r['predicted_s'] * 1e3:.1f} ms, measured "
+              f"{r['measured_s'] * 1e3:.1f} ms ({r['error'] * 100:+.1f}%, tolerance {r['tolerance'] * 100:.0f}%)")
+    return 1 if (outside and args.check) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
