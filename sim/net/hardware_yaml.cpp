@@ -181,6 +181,12 @@ std::string hardware_yaml(const HardwareSpec& hw, const YamlComments& comments, 
   emit_host(e, hw.host);
   if (hw.network) emit_network(e, *hw.network);
   emit_efficiency(e, hw.efficiency);
+  if (hw.gloo) {
+    e.line(0, "gloo", "gloo", "");
+    e.line(2, "gloo.tcp_bandwidth", "tcp_bandwidth", bandwidth(hw.gloo->tcp_bandwidth));
+    e.line(2, "gloo.message_latency", "message_latency", time_us(hw.gloo->message_latency_s));
+    e.line(2, "gloo.reduce_bandwidth", "reduce_bandwidth", bandwidth(hw.gloo->reduce_bandwidth));
+  }
   return e.text();
 }
 

@@ -47,7 +47,9 @@ std::vector<std::string> differences(const HardwareSpec& a, const HardwareSpec& 
         "gpu.op_efficiency");
   check(a.pcie.generation == b.pcie.generation && a.pcie.lanes == b.pcie.lanes &&
             near(a.pcie.latency_s, b.pcie.latency_s) && a.pcie.peer_to_peer == b.pcie.peer_to_peer &&
-            a.pcie.switches.size() == b.pcie.switches.size(),
+            a.pcie.switches.size() == b.pcie.switches.size() &&
+            a.pcie.staged_bidirectional.has_value() == b.pcie.staged_bidirectional.has_value() &&
+            (!a.pcie.staged_bidirectional || near(*a.pcie.staged_bidirectional, *b.pcie.staged_bidirectional)),
         "pcie");
   for (size_t i = 0; i < std::min(a.pcie.switches.size(), b.pcie.switches.size()); ++i) {
     const auto &s = a.pcie.switches[i], &t = b.pcie.switches[i];
@@ -90,6 +92,12 @@ std::vector<std::string> differences(const HardwareSpec& a, const HardwareSpec& 
   check(near(e.gemm, f.gemm) && near(e.memory_bandwidth, f.memory_bandwidth) && near(e.p2p, f.p2p) &&
             near(e.pcie, f.pcie) && near(e.nic, f.nic) && near(e.nccl_latency, f.nccl_latency),
         "efficiency");
+  check(a.gloo.has_value() == b.gloo.has_value(), "gloo");
+  if (a.gloo && b.gloo)
+    check(near(a.gloo->tcp_bandwidth, b.gloo->tcp_bandwidth) &&
+              near(a.gloo->message_latency_s, b.gloo->message_latency_s) &&
+              near(a.gloo->reduce_bandwidth, b.gloo->reduce_bandwidth),
+          "gloo");
   return d;
 }
 
