@@ -224,7 +224,10 @@ Seconds SimDevice::stream_ready(SimStream stream) {
   if (!s.pending.empty()) {
     // Waiting blocks this actor: it must first have spent the dispatch it owes.
     backend_.host_flush();
-    for (auto& p : s.pending) s.free_at = std::max(s.free_at, p->wait_end());
+    // A copy: wait_end() blocks this actor, and while it waits other actors (the
+    // replicas of a parallel_for) may add to this stream's list and reallocate it.
+    const std::vector<std::shared_ptr<SimPending>> waiting = s.pending;
+    for (const auto& p : waiting) s.free_at = std::max(s.free_at, p->wait_end());
     s.pending.clear();
   }
   return s.free_at;

@@ -172,7 +172,8 @@ TEST(CliOutput, PlanOverrideAndTokenTarget) {
                                       "dgx-a100:2.40", "--max-gpus", "2", "--override", "gpu.memory=1 GiB", "--json"},
                                      fresh_dir("plan_override"));
   ASSERT_EQ(small.exit_code, 1) << small.err;
-  for (const auto& v : nlohmann::json::parse(small.out).at("verdicts")) EXPECT_EQ(v.at("verdict"), "out_of_memory") << v.dump();
+  const auto small_json = nlohmann::json::parse(small.out);  // kept alive: the loop iterates inside it
+  for (const auto& v : small_json.at("verdicts")) EXPECT_EQ(v.at("verdict"), "out_of_memory") << v.dump();
   // 2,048,000 tokens/s of GPT-2's 1,024-token sequences is 2,000 samples/s.
   const CliResult tokens = run_dptwin({"plan", "--model", "gpt2-124m", "--target-tokens-per-s", "2048000", "--hardware",
                                        "dgx-h100-cluster:4.50", "--strategies", "ddp", "--max-gpus", "8", "--json"},
