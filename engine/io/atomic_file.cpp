@@ -220,6 +220,7 @@ void remove_dead_writers_leftovers(const std::string& dir, const std::string& pr
     if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
     const std::string rest = name.substr(prefix.size());
     const auto end = sep == '\0' ? std::string::npos : rest.find(sep);
+    if (sep != '\0' && end == std::string::npos) continue;
     const std::string digits = rest.substr(0, end);
     if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
     if (process_gone(std::stol(digits))) dead.push_back(name);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -188,10 +189,10 @@ std::string render_chart_svg(const Chart& chart) {
     }
   } cleanup{dir};
   const fs::path data = dir / "data.txt", script = dir / "chart.gp", svg = dir / "chart.svg", err = dir / "err.txt";
-  {
-    std::ofstream(data) << data_text(chart);
-    std::ofstream(script) << gnuplot_script(chart, data.string(), svg.string());
-  }
+  // Checked writes: a full disk (or a file-size limit) is an error naming the file,
+  // not a truncated input that gnuplot would draw wrongly.
+  write_file_atomic(data.string(), data_text(chart));
+  write_file_atomic(script.string(), gnuplot_script(chart, data.string(), svg.string()));
   // gnuplot runs inside a stop-signal scope: SIGINT/SIGTERM/SIGHUP are forwarded to it,
   // it is reaped, and Interrupted unwinds through `cleanup`, so neither the child nor
   // the temporary folder outlives the command (default dispositions would end this
@@ -220,6 +221,11 @@ std::string render_chart_svg(const Chart& chart) {
   scope.throw_if_stopped();
   std::stringstream errors;
   errors << std::ifstream(err).rdbuf();
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    throw std::runtime_error(fmt::format("gnuplot died of signal {} ({}) drawing chart '{}'{}", sig, strsignal(sig),
+                                         chart.id, sig == SIGXFSZ ? ": the disk is full or a file-size limit is set" : ""));
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) == 127)
     throw std::runtime_error("cannot run gnuplot: install gnuplot-nox (ci/install-deps does)");
   if (WEXITSTATUS(status) != 0 || !fs::exists(svg))
