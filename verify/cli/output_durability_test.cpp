@@ -271,3 +271,38 @@ TEST(OutputDurability, FullDiskLeavesEarlierResultAndReport) {
   EXPECT_EQ(leftovers(dir, "rep.partial-"), 0);
   EXPECT_EQ(leftovers(dir / "tmp", "dptwin-"), 0);
 }
+
+// What killed writers leave (their pid is in each name, and it no longer runs) is
+// removed by the next run that writes the same output: the -o result's temporary file
+// (a whole sweep's and a shard's), the report's staging folder and moved-aside old
+// report, and the sweep's and the charts' temporary folders in TMPDIR. The leftovers
+// of a live process (this test's) are kept.
+TEST(OutputDurability, NextRunRemovesTheLeftoversOfKilledWriters) {
+  const fs::path dir = fresh_dir("leftovers");
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const std::vector<fs::path> stale = {dir / fmt::format(".out.json.dptwin-tmp.{}", dead),
+                                       dir / fmt::format(".shard.json.dptwin-tmp.{}", dead),
+                                       dir / fmt::format("rep.partial-{}", dead),
+                                       dir / fmt::format("rep.old-{}", dead),
+                                       dir / "tmp" / fmt::format("dptwin-sweep-{}-AbC123", dead),
+                                       dir / "tmp" / fmt::format("dptwin-chart-{}-AbC123", dead)};
+  const fs::path live = dir / fmt::format("rep.partial-{}", ::getpid());
+  for (const auto& p : stale) {
+    if (p.filename().string()[0] == '.') std::ofstream(p) << "{\"partial";
+    else {
+      fs::create_directories(p / "charts");
+      std::ofstream(p / "report.md") << "# half a report";
+    }
+  }
+  fs::create_directories(live);
+  ASSERT_EQ(run_to_end({"sweep", "alpha.yaml", "--jobs", "1", "-o", "out.json", "--report", "rep"}, dir), 0)
+      << slurp(dir / ".stderr");
+  ASSERT_EQ(run_to_end({"sweep", "alpha.yaml", "--jobs", "1", "--shard", "0/2", "-o", "shard.json"}, dir), 0)
+      << slurp(dir / ".stderr");
+  for (const auto& p : stale) EXPECT_FALSE(fs::exists(p)) << p;
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(json::accept(slurp(dir / "out.json")));
+  EXPECT_TRUE(json::accept(slurp(dir / "shard.json")));
+}
