@@ -6,6 +6,9 @@
 // the collective, that rank, and the rank at fault, within the stated timeout (and
 // at once when the dead rank's communicator can say so). Written to run under TSan
 // (threads, mutexes and condition variables only; no sleeps that decide an outcome).
+// Shown to fail on planted bugs: the ring-step fault (the delay property); and a ring
+// whose timeout names the waiting rank's left neighbour instead of the rank furthest
+// behind failed the other three properties.
 #include <gtest/gtest.h>
 
 #include <atomic>
