@@ -306,3 +306,22 @@ TEST(OutputDurability, NextRunRemovesTheLeftoversOfKilledWriters) {
   EXPECT_TRUE(json::accept(slurp(dir / "out.json")));
   EXPECT_TRUE(json::accept(slurp(dir / "shard.json")));
 }
+
+// A result file written with -o names the build that wrote it, as --json output does
+// ("dptwin": version and git revision), and every reader of sweep files takes it back:
+// merge (whose own -o carries it again) and report.
+TEST(OutputDurability, ResultFilesCarryTheDptwinVersion) {
+  const fs::path dir = fresh_dir("version");
+  ASSERT_EQ(run_to_end({"sweep", "alpha.yaml", "--jobs", "1", "--shard", "0/2", "-o", "s0.json"}, dir), 0)
+      << slurp(dir / ".stderr");
+  ASSERT_EQ(run_to_end({"sweep", "alpha.yaml", "--jobs", "1", "--shard", "1/2", "-o", "s1.json"}, dir), 0)
+      << slurp(dir / ".stderr");
+  ASSERT_EQ(run_to_end({"merge", "s0.json", "s1.json", "-o", "all.json"}, dir), 0) << slurp(dir / ".stderr");
+  for (const char* f : {"s0.json", "s1.json", "all.json"}) {
+    const json j = json::parse(slurp(dir / f));
+    ASSERT_TRUE(j.contains("dptwin")) << f;
+    EXPECT_TRUE(j.at("dptwin").at("version").is_string()) << f;
+    EXPECT_TRUE(j.at("dptwin").at("git_revision").is_string()) << f;
+  }
+  EXPECT_EQ(run_to_end({"report", "all.json", "--report", "rep"}, dir), 0) << slurp(dir / ".stderr");
+}
