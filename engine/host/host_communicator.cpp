@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <optional>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -250,19 +251,29 @@ void ring_all_gather(RingStep& st, int rank, int n_ranks, DType t, Elements n, i
   }
 }
 
-// A Work completed by the rank's worker thread.
+// Why a collective failed, as plain strings handed over under the Work's mutex.
+struct HostFailure {
+  std::string collective;
+  int rank = -1;
+  std::string cause;
+};
+
+// A Work completed by the rank's worker thread. A failure is rethrown as a fresh
+// CollectiveError built in the waiting thread: no exception object (and no
+// reference-counted message) is shared between threads, which ThreadSanitizer cannot
+// follow through the uninstrumented C++ runtime.
 class HostWork : public Work {
  public:
   void wait() override {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return done_; });
-    if (error_) std::rethrow_exception(error_);
+    if (error_) throw CollectiveError(error_->collective, error_->rank, error_->cause);
   }
   bool is_completed() override {
     std::lock_guard<std::mutex> lock(mu_);
     return done_;
   }
-  void complete(std::exception_ptr e) {
+  void complete(std::optional<HostFailure> e) {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
     error_ = std::move(e);
@@ -273,7 +284,7 @@ class HostWork : public Work {
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
-  std::exception_ptr error_;
+  std::optional<HostFailure> error_;
 };
 
 class HostRingCommunicator : public AbortableCommunicator {
@@ -451,7 +462,7 @@ class HostRingCommunicator : public AbortableCommunicator {
         queue_.pop_front();
         busy_ = true;
       }
-      std::exception_ptr error;
+      std::optional<HostFailure> error;
       try {
         {
           std::lock_guard<std::mutex> lock(g_->mu);
@@ -460,12 +471,11 @@ class HostRingCommunicator : public AbortableCommunicator {
         RingStep st(*g_, rank_, item.collective, item.timeout);
         item.task(st);
       } catch (const Abort& a) {
-        error = std::make_exception_ptr(
-            CollectiveError(item.collective, rank_, a.own ? a.cause : "group aborted: " + a.cause));
+        error = HostFailure{item.collective, rank_, a.own ? a.cause : "group aborted: " + a.cause};
       } catch (const std::exception& e) {
         // An unexpected error inside the collective still must not leave the others waiting.
         g_->abort(fmt::format("{} on rank {}: {}", item.collective, rank_, e.what()));
-        error = std::make_exception_ptr(CollectiveError(item.collective, rank_, e.what()));
+        error = HostFailure{item.collective, rank_, e.what()};
       }
       {
         std::lock_guard<std::mutex> lock(mu_);

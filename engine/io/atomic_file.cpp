@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -202,7 +203,45 @@ void write_replacing(const Resolved& r, std::string_view bytes, const std::strin
   }
 }
 
+// True when no process `pid` exists (not this one; a process of another user is alive).
+bool process_gone(long pid) {
+  if (pid <= 0 || pid == static_cast<long>(::getpid())) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
 }  // namespace
+
+void remove_dead_writers_leftovers(const std::string& dir, const std::string& prefix, char sep) {
+  std::vector<std::string> dead;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    const auto end = sep == '\0' ? std::string::npos : rest.find(sep);
+    if (sep != '\0' && end == std::string::npos) continue;
+    const std::string digits = rest.substr(0, end);
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (process_gone(std::stol(digits))) dead.push_back(name);
+  }
+  ::closedir(d);
+  for (const auto& name : dead) {
+    std::error_code ec;
+    fs::remove_all(fs::path(dir) / name, ec);  // best effort: a leftover never fails a run
+  }
+}
+
+std::string make_run_temp_dir(const std::string& prefix) {
+  std::error_code ec;
+  const fs::path base = fs::temp_directory_path(ec);
+  if (ec) throw std::runtime_error(fmt::format("no temporary folder: {}", ec.message()));
+  remove_dead_writers_leftovers(base.string(), prefix + "-", '-');
+  std::string tmpl = (base / fmt::format("{}-{}-XXXXXX", prefix, ::getpid())).string();
+  if (!::mkdtemp(tmpl.data()))
+    throw std::runtime_error(fmt::format("cannot create a temporary folder in {}: {}", base.string(), std::strerror(errno)));
+  return tmpl;
+}
 
 std::string atomic_temp_path(const std::string& target, long pid) {
   const fs::path t(target);

@@ -53,6 +53,16 @@ void check_output_path(const std::string& path, OutputKind kind, const std::stri
 void write_file_atomic(const std::string& path, std::string_view bytes, const WriteOptions& options = {});
 void write_file_atomic(const std::string& path, const std::vector<std::byte>& bytes, const WriteOptions& options = {});
 
+// Removes the entries of `dir` (files or whole folders) named PREFIX<pid>, or
+// PREFIX<pid><sep>... when `sep` is not '\0', whose process <pid> no longer runs: what
+// a killed writer left behind. Entries of live processes (and of this one) are kept.
+void remove_dead_writers_leftovers(const std::string& dir, const std::string& prefix, char sep);
+
+// Creates a private folder `PREFIX-<pid>-XXXXXX` in the temporary folder (TMPDIR or
+// /tmp) and first removes the `PREFIX-<pid>-*` folders of runs that were killed
+// before they could remove their own. Returns its path.
+std::string make_run_temp_dir(const std::string& prefix);
+
 // The temporary file name the writer uses for `target` in this process
 // (`.NAME.dptwin-tmp.<pid>` beside it), for tests of stale-file removal.
 std::string atomic_temp_path(const std::string& target, long pid);

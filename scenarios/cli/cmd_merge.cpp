@@ -10,6 +10,7 @@
 #include "scenarios/report/report_text.hpp"
 #include "scenarios/cli/flag_limits.hpp"
 #include "scenarios/cli/report_lock.hpp"
+#include "scenarios/cli/sweep_output.hpp"
 #include "scenarios/scenario/sweep.hpp"
 
 namespace dpt::cli {
@@ -28,7 +29,7 @@ int run_merge(const MergeArgs& a) {
   const scenario::SweepResult merged = scenario::merge_sweep_results(shards);
   limits::require_output_file("-o", a.out);
   const ReportDirLock lock("--report", a.report_dir);
-  if (!a.out.empty()) scenario::write_sweep_result(merged, a.out);
+  if (!a.out.empty()) write_sweep_file(merged, a.out);
   if (!a.report_dir.empty())
     report::write_report(report::build_sweep_report(merged, {a.report_dir, "dptwin merge", ""}), a.report_dir);
   if (a.json) {

@@ -14,6 +14,7 @@
 #include "scenarios/report/report_text.hpp"
 #include "scenarios/cli/flag_limits.hpp"
 #include "scenarios/cli/report_lock.hpp"
+#include "scenarios/cli/sweep_output.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
 namespace dpt::cli {
@@ -219,7 +220,7 @@ int run_plan(const PlanArgs& a) {
   const auto sweep = scenario::run_plan_sweeps(plan_scenarios, lib, scenario::predict_point, o);
   const auto& first = plan_scenarios.front();
   const auto plan = scenario::judge_plan(sweep, *first.target, *first.plan);
-  if (!a.out.empty()) scenario::write_sweep_result(sweep, a.out);
+  if (!a.out.empty()) write_sweep_file(sweep, a.out);
   if (!a.report_dir.empty()) {
     auto doc = scenario::build_plan_report(plan, a.plan_file.empty() ? "dptwin plan" : "dptwin plan " + a.plan_file,
                                            report::assumptions_input(sweep, &first, lib));

@@ -15,6 +15,7 @@
 #include "scenarios/report/report_text.hpp"
 #include "scenarios/cli/flag_limits.hpp"
 #include "scenarios/cli/report_lock.hpp"
+#include "scenarios/cli/sweep_output.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
 namespace dpt::cli {
@@ -58,7 +59,7 @@ int run_sweep_command(const SweepArgs& a) {
                                      : (staging ? (std::filesystem::path(staging->path()) / "traces").string() : "");
   scenario::SweepResult r = scenario::run_sweep(s, lib, scenario::predict_point, o);
   if (staging) report::move_trace_paths(r, staging->path(), staging->dir());
-  if (!a.out.empty()) scenario::write_sweep_result(r, a.out);
+  if (!a.out.empty()) write_sweep_file(r, a.out);
   if (staging) {
     report::SweepReportOptions options{staging->dir(), "dptwin sweep " + a.scenario_file, s.text, std::nullopt};
     options.assumptions = report::assumptions_input(r, &s, lib);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +15,9 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+
+#include "engine/io/atomic_file.hpp"
+#include "sim/twin/sim_process.hpp"
 
 namespace dpt::report {
 namespace {
@@ -176,10 +180,7 @@ std::string gnuplot_script(const Chart& c, const std::string& data_path, const s
 
 std::string render_chart_svg(const Chart& chart) {
   namespace fs = std::filesystem;
-  std::string tmpl = (fs::temp_directory_path() / "dptwin-chart-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) throw std::runtime_error(fmt::format("cannot create a temporary directory: {}",
-                                                                     std::strerror(errno)));
-  const fs::path dir = tmpl;
+  const fs::path dir = make_run_temp_dir("dptwin-chart");
   struct Cleanup {
     fs::path dir;
     ~Cleanup() {
@@ -188,12 +189,16 @@ std::string render_chart_svg(const Chart& chart) {
     }
   } cleanup{dir};
   const fs::path data = dir / "data.txt", script = dir / "chart.gp", svg = dir / "chart.svg", err = dir / "err.txt";
-  {
-    std::ofstream(data) << data_text(chart);
-    std::ofstream(script) << gnuplot_script(chart, data.string(), svg.string());
-  }
-  const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(fmt::format("cannot start gnuplot: {}", std::strerror(errno)));
+  // Checked writes: a full disk (or a file-size limit) is an error naming the file,
+  // not a truncated input that gnuplot would draw wrongly.
+  write_file_atomic(data.string(), data_text(chart));
+  write_file_atomic(script.string(), gnuplot_script(chart, data.string(), svg.string()));
+  // gnuplot runs inside a stop-signal scope: SIGINT/SIGTERM/SIGHUP are forwarded to it,
+  // it is reaped, and Interrupted unwinds through `cleanup`, so neither the child nor
+  // the temporary folder outlives the command (default dispositions would end this
+  // process at once and leave both behind).
+  sim::ChildProcessScope scope;
+  const pid_t pid = scope.fork_child();
   if (pid == 0) {
     // Child: gnuplot's chatter goes to a file that the error message quotes.
     if (!std::freopen(err.c_str(), "w", stderr) || !std::freopen("/dev/null", "w", stdout)) ::_exit(126);
@@ -201,10 +206,26 @@ std::string render_chart_svg(const Chart& chart) {
     ::_exit(127);
   }
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  for (;;) {
+    if (::waitpid(pid, &status, 0) == pid) {
+      scope.reaped(pid);
+      break;
+    }
+    if (errno != EINTR) {
+      const int e = errno;
+      scope.reaped(pid);
+      throw std::runtime_error(fmt::format("waiting for gnuplot: {}", std::strerror(e)));
+    }
+    if (sim::ChildProcessScope::stop_signal() != 0) break;  // throw_if_stopped ends and reaps it
   }
+  scope.throw_if_stopped();
   std::stringstream errors;
   errors << std::ifstream(err).rdbuf();
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    throw std::runtime_error(fmt::format("gnuplot died of signal {} ({}) drawing chart '{}'{}", sig, strsignal(sig),
+                                         chart.id, sig == SIGXFSZ ? ": the disk is full or a file-size limit is set" : ""));
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) == 127)
     throw std::runtime_error("cannot run gnuplot: install gnuplot-nox (ci/install-deps does)");
   if (WEXITSTATUS(status) != 0 || !fs::exists(svg))

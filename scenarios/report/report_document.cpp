@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/io/atomic_file.hpp"
 #include "scenarios/report/report_format.hpp"
 #include "sim/twin/step_report.hpp"
 
@@ -177,6 +178,11 @@ ReportStaging::ReportStaging(const std::string& dir) : dir_(without_trailing_sla
     return;
   }
   staging_ = fmt::format("{}.partial-{}", dir_, ::getpid());
+  // What killed writers of this report left: their staging folders and moved-aside
+  // previous reports (the pid in the name is gone).
+  const fs::path parent = fs::path(dir_).parent_path().empty() ? fs::path(".") : fs::path(dir_).parent_path();
+  remove_dead_writers_leftovers(parent.string(), name + ".partial-", '\0');
+  remove_dead_writers_leftovers(parent.string(), name + ".old-", '\0');
   std::error_code ec;
   fs::remove_all(staging_, ec);  // a previous run of this pid that died
   fs::create_directories(staging_, ec);

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/device.hpp"
+#include "engine/io/atomic_file.hpp"
 #include "sim/twin/sim_process.hpp"
 
 namespace dpt::scenario {
@@ -259,10 +260,8 @@ SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& 
   }
   if (!options.trace_dir.empty() && !queue.empty()) fs::create_directories(options.trace_dir);
 
-  std::string tmpl = (fs::temp_directory_path() / "dptwin-sweep-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data()))
-    throw std::runtime_error(fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
-  const fs::path tmp = tmpl;
+  // A killed sweep's folder is removed by the next sweep (its pid is in the name).
+  const fs::path tmp = make_run_temp_dir("dptwin-sweep");
   struct Cleanup {
     fs::path dir;
     ~Cleanup() {

@@ -9,12 +9,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "engine/io/atomic_file.hpp"
@@ -203,4 +206,52 @@ TEST(AtomicFile, KillDuringWriteLeavesTheOldFile) {
   write_file_atomic(target, std::string_view("new"));
   EXPECT_EQ(slurp(target), "new");
   EXPECT_EQ(entries(d), 1);
+}
+
+// Leftover folders of killed runs (a sweep's or a chart's temporary folder, a report's
+// staging folder): entries named PREFIX<pid>[SEP...] are removed, whole, when <pid> is
+// gone; entries of live processes, other prefixes and names that only look alike stay.
+TEST(AtomicFile, LeftoversOfDeadWritersAreRemovedAndLiveOnesKept) {
+  const fs::path d = test_dir("leftovers");
+  const long dead = dead_pid();
+  const std::vector<std::string> removed = {fmt::format("dptwin-sweep-{}-Ab12cd", dead),
+                                            fmt::format("dptwin-sweep-{}-x", dead)};
+  const std::vector<std::string> kept = {"dptwin-sweep-1-Ab12cd",                      // init: alive
+                                         fmt::format("dptwin-sweep-{}-me", ::getpid()),  // this process
+                                         fmt::format("dptwin-chart-{}-Ab12cd", dead),    // another prefix
+                                         "dptwin-sweep-Ab12cd",                          // no pid
+                                         fmt::format("dptwin-sweep-{}", dead)};         // no separator after it
+  for (const auto& n : removed) {
+    fs::create_directories(d / n / "sub");
+    std::ofstream(d / n / "sub" / "0.json") << "{}";
+  }
+  for (const auto& n : kept) fs::create_directories(d / n);
+  remove_dead_writers_leftovers(d.string(), "dptwin-sweep-", '-');
+  for (const auto& n : removed) EXPECT_FALSE(fs::exists(d / n)) << n;
+  for (const auto& n : kept) EXPECT_TRUE(fs::exists(d / n)) << n;
+  // Without a separator the pid ends the name: "rep.partial-<pid>".
+  fs::create_directories(d / fmt::format("rep.partial-{}", dead));
+  fs::create_directories(d / fmt::format("rep.partial-{}x", dead));
+  remove_dead_writers_leftovers(d.string(), "rep.partial-", '\0');
+  EXPECT_FALSE(fs::exists(d / fmt::format("rep.partial-{}", dead)));
+  EXPECT_TRUE(fs::exists(d / fmt::format("rep.partial-{}x", dead)));
+}
+
+// make_run_temp_dir creates PREFIX-<own pid>-XXXXXX in TMPDIR, a new one per call,
+// after removing the folders that dead runs left there.
+TEST(AtomicFile, RunTempDirCarriesThePidAndClearsDeadRunsFolders) {
+  const fs::path d = test_dir("run_temp");
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old ? old : "";
+  ::setenv("TMPDIR", d.c_str(), 1);
+  const fs::path stale = d / fmt::format("dptwin-chart-{}-Zz9999", dead_pid());
+  fs::create_directories(stale);
+  const fs::path a = make_run_temp_dir("dptwin-chart"), b = make_run_temp_dir("dptwin-chart");
+  if (old) ::setenv("TMPDIR", saved.c_str(), 1);
+  else ::unsetenv("TMPDIR");
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::is_directory(a));
+  EXPECT_NE(a, b);
+  EXPECT_EQ(a.parent_path(), d);
+  EXPECT_EQ(a.filename().string().rfind(fmt::format("dptwin-chart-{}-", ::getpid()), 0), 0u) << a;
 }
