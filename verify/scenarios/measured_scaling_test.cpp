@@ -39,6 +39,7 @@ name: profiled
 sample: one 8192-feature vector
 input_features: 8192
 sources: [test]
+totals: {parameters: 67117056, forward_flops_per_sample: 134234112, activation_elements_per_sample: 16384}
 measured:
   device: ")" << device << R"("
   device_kind: cuda
