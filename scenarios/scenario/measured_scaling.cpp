@@ -74,7 +74,10 @@ std::string resolve_measured_costs(ModelDescription& m, const sim::HardwareSpec&
   const MeasuredProfile& p = *m.measured;
   const std::string dtype(dtype_name(precision_parameter_dtype(precision)));
   const std::string gpu = target.gpu.name;
-  if (measured_on_gpu_kind(p, gpu) || p.dtype != dtype)
+  // A CPU profile not tied to a hardware file's GPU says nothing about a GPU's kernels:
+  // apply_measured_costs drops it, and the layers cost their FLOPs and bytes.
+  const bool cpu_unnamed = p.device_kind == "cpu" && !p.gpu_model;
+  if (measured_on_gpu_kind(p, gpu) || p.dtype != dtype || cpu_unnamed)
     return std::string(kMeasuredCostsNote) + apply_measured_costs(m, gpu, dtype);
   const auto source = find_source_gpu(p, hardware_dir);
   if (!source)

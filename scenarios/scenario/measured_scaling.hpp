@@ -29,7 +29,8 @@ Seconds layer_roofline_s(const LayerDescription& l, std::int64_t input_features,
                          const SimGpuRates& rates, Precision precision);
 
 // Makes a profiled model's measured times fit a prediction on `target` in `precision`:
-// same GPU kind and dtype: unchanged; another dtype: dropped (apply_measured_costs);
+// same GPU kind and dtype: unchanged; another dtype, or a CPU profile with no gpu_model:
+// dropped (apply_measured_costs);
 // another GPU kind found in `hardware_dir`: scaled per layer by layer_roofline_s's ratio;
 // a device no library GPU matches: unchanged. Returns the note that says which
 // (kMeasuredCostsNote first), empty for a model without a profile.

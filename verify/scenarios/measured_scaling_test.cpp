@@ -31,7 +31,7 @@ constexpr double kForwardS = 0.001, kBackwardS = 0.002;  // per layer, for the b
 
 // A 8192x8192 Linear (compute-bound on both GPUs: 8.6 GFLOP against 275 MB) and a ReLU
 // (memory-bound: 0.5 MFLOP against 6 MiB), measured on `device` at batch 64 in f32.
-fs::path write_profile(const fs::path& dir, const std::string& device) {
+fs::path write_profile(const fs::path& dir, const std::string& device, const std::string& kind) {
   fs::create_directories(dir);
   const fs::path file = dir / "profiled.yaml";
   std::ofstream(file) << R"(schema_version: 1
@@ -42,7 +42,7 @@ sources: [test]
 totals: {parameters: 67117056, forward_flops_per_sample: 134234112, activation_elements_per_sample: 16384}
 measured:
   device: ")" << device << R"("
-  device_kind: cuda
+  device_kind: ")" << kind << R"("
   torch: "2.3.0"
   dtype: f32
   batch: 64
@@ -81,9 +81,9 @@ struct Resolved {
   std::string note;
 };
 
-Resolved resolve_on(const std::string& device, const std::string& hardware) {
+Resolved resolve_on(const std::string& device, const std::string& hardware, const std::string& kind = "cuda") {
   const fs::path dir = fs::temp_directory_path() / fmt::format("dpt-measured-scaling-{}", ::getpid());
-  Resolved r{load_model_file(write_profile(dir, device)), ""};
+  Resolved r{load_model_file(write_profile(dir, device, kind)), ""};
   fs::remove_all(dir);
   r.note = resolve_measured_costs(r.model, sim::load_hardware(hardware, kHardware), Precision::f32, kHardware);
   return r;
@@ -130,6 +130,12 @@ TEST(MeasuredScaling, UnknownDeviceKeepsTheTimesAndSaysSo) {
   EXPECT_TRUE(unchanged(r.model));
   EXPECT_TRUE(contains(r.note, "measured on NVIDIA Z9000 Prototype")) << r.note;
   EXPECT_TRUE(contains(r.note, "not scaled")) << r.note;
+}
+
+TEST(MeasuredScaling, CpuProfileOnAGpuFallsBackToFlopsAndBytes) {
+  const auto r = resolve_on("cpu: AMD EPYC 7742", "dgx-h100", "cpu");
+  for (const auto& l : r.model.layers) EXPECT_FALSE(l.measured_forward_s_per_sample.has_value()) << l.name;
+  EXPECT_TRUE(contains(r.note, "do not apply")) << r.note;
 }
 
 TEST(MeasuredScaling, PlantedFaultLeavesTheTimesUnscaled) {
