@@ -56,6 +56,10 @@ void charge_memory_bound_parts(Device& device, const LayerDescription& d, bool f
 
 }  // namespace
 
+std::pair<const char*, const char*> cost_layer_kernel_names(const LayerDescription& d) {
+  return kernel_names(d, layer_op_class(d));
+}
+
 CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype,
                      std::optional<Precision> precision)
     : desc_(std::move(desc)), input_features_(input_features), device_(&device), dtype_(dtype),

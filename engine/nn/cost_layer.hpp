@@ -22,12 +22,17 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/nn/layer.hpp"
 #include "engine/nn/model_library.hpp"
 
 namespace dpt {
+
+// The names of a layer's forward and backward kernels, whose prefix states the op class
+// the twin's roofline charges them as (gemm_, conv_, attention_, norm_, ...).
+std::pair<const char*, const char*> cost_layer_kernel_names(const LayerDescription& d);
 
 class CostLayer final : public Layer {
  public:

@@ -62,9 +62,7 @@ void validate_model_description(const ModelDescription& m) {
   }
 }
 
-namespace {
-
-bool same_gpu_kind(const MeasuredProfile& p, const std::string& gpu_model) {
+bool measured_on_gpu_kind(const MeasuredProfile& p, const std::string& gpu_model) {
   if (p.gpu_model) return *p.gpu_model == gpu_model;
   if (p.device_kind != "cuda" || gpu_model.empty()) return false;
   // The GPU's short name (before the first '-') as a whole word of the device's name.
@@ -78,13 +76,11 @@ bool same_gpu_kind(const MeasuredProfile& p, const std::string& gpu_model) {
   return false;
 }
 
-}  // namespace
-
 std::string apply_measured_costs(ModelDescription& m, const std::string& gpu_model, const std::string& dtype) {
   if (!m.measured) return "";
   const MeasuredProfile& p = *m.measured;
   const std::string where = fmt::format("{} (torch {}, {}, batch {})", p.device, p.torch, p.dtype, p.batch);
-  if (same_gpu_kind(p, gpu_model) && p.dtype == dtype)
+  if (measured_on_gpu_kind(p, gpu_model) && p.dtype == dtype)
     return fmt::format("model {}: per-layer forward and backward times measured on {} used as measured on {}, "
                        "scaled linearly with the batch",
                        m.name, where, gpu_model);

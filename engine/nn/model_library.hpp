@@ -82,6 +82,11 @@ void validate_model_description(const ModelDescription& m);
 // as their own entries, exactly as make_mlp registers them.
 ModelDescription describe_mlp(const MlpSpec& spec);
 
+// Whether a profile was taken on the GPU kind `gpu_model` (a hardware file's GPU name):
+// its gpu_model equals it, or the GPU's short name ("H100" of "H100-SXM5-80GB") is a
+// whole word of the CUDA device's name ("NVIDIA H100 80GB HBM3").
+bool measured_on_gpu_kind(const MeasuredProfile& p, const std::string& gpu_model);
+
 // Decides whether a profiled model's measured times apply to a prediction on
 // `gpu_model` (the hardware file's GPU name) in `dtype`: they do when the profile
 // was taken on that GPU kind (its gpu_model, or the GPU name in its device name,

@@ -11,6 +11,7 @@
 
 #include "scenarios/report/report_axes.hpp"
 #include "scenarios/report/report_sweep.hpp"
+#include "scenarios/scenario/measured_scaling.hpp"
 
 #ifndef DPT_VERSION
 #define DPT_VERSION "unknown"
@@ -99,6 +100,16 @@ ReportSection assumptions_section(const scenario::SweepResult& r, const Assumpti
     t.rows.push_back({"DDP bucket size", distinct(r, [](const PointResult& p) {
                         return p.strategy == "ddp" ? fmt::format("{:g} MiB", p.bucket_cap_mb) : std::string();
                       })});
+  // A profiled model's measured times: used as measured, scaled by op class, or kept unscaled.
+  const std::string measured = distinct(r, [](const PointResult& p) {
+    std::string notes;
+    if (p.report)
+      for (const auto& w : p.report->warnings)
+        if (w.rfind(scenario::kMeasuredCostsNote, 0) == 0)
+          notes += (notes.empty() ? "" : "; ") + w.substr(scenario::kMeasuredCostsNote.size());
+    return notes;
+  });
+  if (measured != "n/a") t.rows.push_back({"measured layer costs", measured});
   std::string overrides;
   for (const auto& o : in.overrides) overrides += (overrides.empty() ? "" : "; ") + o;
   t.rows.push_back({"hardware overrides", overrides.empty() ? "none" : overrides});

@@ -47,14 +47,13 @@ StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool e
     c.optimizer = [inner = c.optimizer](std::vector<NamedParameter> params) {
       return wrap_with_grad_scaler(inner(params), params);
     };
-  ModelDescription model = p.model;
-  // A profiled model: its measured times hold on the GPU kind it was measured on.
-  const std::string cost_note = apply_measured_costs(model, p.hardware.gpu.name, std::string(dtype_name(p.dtype)));
+  // A profiled model's times were fitted to this GPU by resolve_point (measured_costs_note).
+  const ModelDescription& model = p.model;
   const Precision precision = p.precision;
   StepReport r = predict_step(
       p.hardware, [model, precision](Device& d) { return make_cost_only_model(model, d, precision); }, c);
   r.hardware = p.hardware_name;
-  if (!cost_note.empty()) r.warnings.push_back(cost_note);
+  if (!p.measured_costs_note.empty()) r.warnings.push_back(p.measured_costs_note);
   return r;
 }
 

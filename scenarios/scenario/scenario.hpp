@@ -170,7 +170,8 @@ struct ResolvedPoint {
   PointConfig config;
   sim::HardwareSpec hardware;
   std::string hardware_name;   // as the scenario names it
-  ModelDescription model;
+  ModelDescription model;  // a profiled model's times already fit the hardware (resolve_measured_costs)
+  std::string measured_costs_note;  // what was done with them; empty without a profile
   StrategyKind strategy = StrategyKind::ddp;
   int devices = 1;             // GPUs used per node
   int nodes = 1;

@@ -7,6 +7,7 @@
 #include "scenarios/scenario/model_library_yaml.hpp"
 #include "scenarios/report/report_format.hpp"
 #include "scenarios/scenario/scenario.hpp"
+#include "scenarios/scenario/measured_scaling.hpp"
 
 namespace dpt::scenario {
 namespace {
@@ -39,6 +40,8 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
   // dtype names the parameters' dtype; a precision that stores them otherwise contradicts it.
   r.precision = c.precision.value_or(precision_of_dtype(c.dtype));
   r.dtype = precision_parameter_dtype(r.precision);
+  // A profiled model's measured times: as measured on that GPU kind, scaled by op class to another.
+  r.measured_costs_note = resolve_measured_costs(r.model, r.hardware, r.precision, lib.hardware_dir);
   if (c.precision && c.where.count("dtype") && r.dtype != c.dtype)
     throw std::invalid_argument(where("precision") + fmt::format("precision {} keeps parameters in {}, but dtype is {}",
                                                                  precision_name(r.precision), dtype_name(r.dtype),

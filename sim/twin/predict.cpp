@@ -82,12 +82,7 @@ class HalfAsF64Collectives : public SimCollectiveGroup {
 
 }  // namespace
 
-SimMachine sim_machine_from_platform(sim::Platform& platform, const std::vector<int>& gpus) {
-  const sim::HardwareSpec& hw = platform.hardware();
-  SimMachine m;
-  m.name = hw.name;
-  m.dispatch_cost_s = hw.host.dispatch_cost_s;
-  m.gil = hw.host.gil;
+SimGpuRates sim_gpu_rates(const sim::HardwareSpec& hw) {
   SimGpuRates rates;
   rates.model = hw.gpu.name;
   rates.peak_flops = {{DType::f32, hw.gpu.peak_flops.f32}, {DType::f64, hw.gpu.peak_flops.f64}};
@@ -110,9 +105,19 @@ SimMachine sim_machine_from_platform(sim::Platform& platform, const std::vector<
   set(SimOpClass::loss, oe.loss);
   set(SimOpClass::optimizer, oe.optimizer);
   rates.sm_count = hw.gpu.sm_count.value_or(0);
-  if (gpus.size() > 1) rates.nccl_channels = sim::default_channels(platform, gpus);
   rates.launch_latency_s = hw.gpu.kernel_launch_latency_s;
   rates.capacity_bytes = hw.gpu.memory_bytes;
+  return rates;
+}
+
+SimMachine sim_machine_from_platform(sim::Platform& platform, const std::vector<int>& gpus) {
+  const sim::HardwareSpec& hw = platform.hardware();
+  SimMachine m;
+  m.name = hw.name;
+  m.dispatch_cost_s = hw.host.dispatch_cost_s;
+  m.gil = hw.host.gil;
+  SimGpuRates rates = sim_gpu_rates(hw);
+  if (gpus.size() > 1) rates.nccl_channels = sim::default_channels(platform, gpus);
   for (int g : gpus) m.gpus.push_back(SimGpu{platform.gpu_host(g), platform.cpu_host_of_gpu(g), platform.node_of_gpu(g), rates});
   m.peer_to_peer = [&platform, gpus](int a, int b) {
     return platform.peer_to_peer(gpus[static_cast<size_t>(a)], gpus[static_cast<size_t>(b)]);

@@ -86,6 +86,10 @@ struct PredictDetail {
 PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuilder& build_model,
                                     const PredictConfig& c);
 
+// One GPU's rates from the hardware file: peaks, bandwidth, efficiencies per op class,
+// launch latency, capacity (nccl_channels left 0: they depend on the GPUs used).
+SimGpuRates sim_gpu_rates(const sim::HardwareSpec& hw);
+
 // The SimMachine for GPUs `gpus` (global indices) of a built platform: rates from
 // the hardware file with its efficiency fields, copies and collectives on the
 // platform's links (h4a's collectives).

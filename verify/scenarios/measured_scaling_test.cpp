@@ -1,0 +1,166 @@
+// A profiled model's measured layer times on another GPU: used as measured on the GPU
+// kind they came from, scaled by op class to another library GPU, kept (with a warning)
+// when no library GPU is the profiled device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "engine/core/fault_injection.hpp"
+#include "scenarios/report/report_assumptions.hpp"
+#include "scenarios/scenario/measured_scaling.hpp"
+#include "scenarios/scenario/model_library_yaml.hpp"
+#include "scenarios/scenario/scenario.hpp"
+
+namespace dpt::scenario {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kHardware = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+
+// Datasheet figures as the two hardware files state them (their comments name the
+// datasheets): FP32 peak and HBM bandwidth of the A100-SXM4-80GB and the H100-SXM5-80GB.
+constexpr double kA100F32Flops = 19.5e12, kH100F32Flops = 66.9e12;
+constexpr double kA100BytesPerS = 2039e9, kH100BytesPerS = 3.35e12;
+constexpr double kBatch = 64;
+constexpr double kForwardS = 0.001, kBackwardS = 0.002;  // per layer, for the batch
+
+// A 8192x8192 Linear (compute-bound on both GPUs: 8.6 GFLOP against 275 MB) and a ReLU
+// (memory-bound: 0.5 MFLOP against 6 MiB), measured on `device` at batch 64 in f32.
+fs::path write_profile(const fs::path& dir, const std::string& device, const std::string& kind) {
+  fs::create_directories(dir);
+  const fs::path file = dir / "profiled.yaml";
+  std::ofstream(file) << R"(schema_version: 1
+name: profiled
+sample: one 8192-feature vector
+input_features: 8192
+sources: [test]
+totals: {parameters: 67117056, forward_flops_per_sample: 134234112, activation_elements_per_sample: 16384}
+measured:
+  device: ")" << device << R"("
+  device_kind: ")" << kind << R"("
+  torch: "2.3.0"
+  dtype: f32
+  batch: 64
+  optimizer: sgd
+  steps: 10
+  warmup_steps: 3
+  step_s: 0.007
+  forward_s: 0.002
+  backward_s: 0.004
+  optimizer_step_s: 0.001
+layers:
+  - name: "0"
+    type: Linear
+    forward_flops_per_sample: 134225920
+    activation_elements_per_sample: 8192
+    output_features: 8192
+    forward_s: 0.001
+    backward_s: 0.002
+    parameters:
+      - {name: weight, shape: [8192, 8192]}
+      - {name: bias, shape: [8192]}
+  - name: "1"
+    type: ReLU
+    forward_flops_per_sample: 8192
+    activation_elements_per_sample: 8192
+    output_features: 8192
+    forward_s: 0.001
+    backward_s: 0.002
+    parameters: []
+)";
+  return file;
+}
+
+struct Resolved {
+  ModelDescription model;
+  std::string note;
+};
+
+Resolved resolve_on(const std::string& device, const std::string& hardware, const std::string& kind = "cuda") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("dpt-measured-scaling-{}", ::getpid());
+  Resolved r{load_model_file(write_profile(dir, device, kind)), ""};
+  fs::remove_all(dir);
+  r.note = resolve_measured_costs(r.model, sim::load_hardware(hardware, kHardware), Precision::f32, kHardware);
+  return r;
+}
+
+bool near(double got, double want) { return std::abs(got - want) <= 1e-9 * std::abs(want); }
+
+// Invariant: the Linear's times scale by the FP32 peak ratio and the ReLU's by the
+// bandwidth ratio (each class by its own bound), per sample.
+bool scaled_by_datasheet(const ModelDescription& m) {
+  const double gemm = kA100F32Flops / kH100F32Flops, stream = kA100BytesPerS / kH100BytesPerS;
+  return near(*m.layers[0].measured_forward_s_per_sample, kForwardS / kBatch * gemm) &&
+         near(*m.layers[0].measured_backward_s_per_sample, kBackwardS / kBatch * gemm) &&
+         near(*m.layers[1].measured_forward_s_per_sample, kForwardS / kBatch * stream) &&
+         near(*m.layers[1].measured_backward_s_per_sample, kBackwardS / kBatch * stream);
+}
+
+bool unchanged(const ModelDescription& m) {
+  for (const auto& l : m.layers)
+    if (!l.measured_forward_s_per_sample || !near(*l.measured_forward_s_per_sample, kForwardS / kBatch) ||
+        !l.measured_backward_s_per_sample || !near(*l.measured_backward_s_per_sample, kBackwardS / kBatch))
+      return false;
+  return true;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(MeasuredScaling, A100ProfileOnH100ScalesEachLayerByItsOpClass) {
+  const auto r = resolve_on("NVIDIA A100-SXM4-80GB", "dgx-h100");
+  EXPECT_TRUE(scaled_by_datasheet(r.model));
+  EXPECT_TRUE(contains(r.note, "measured on NVIDIA A100-SXM4-80GB")) << r.note;
+  EXPECT_TRUE(contains(r.note, "scaled by op class to H100-SXM5-80GB")) << r.note;
+  EXPECT_EQ(r.note.rfind(kMeasuredCostsNote, 0), 0u) << r.note;
+}
+
+TEST(MeasuredScaling, SameGpuKindKeepsTheMeasuredTimes) {
+  const auto r = resolve_on("NVIDIA A100-SXM4-80GB", "dgx-a100");
+  EXPECT_TRUE(unchanged(r.model));
+  EXPECT_TRUE(contains(r.note, "used as measured on A100-SXM4-80GB")) << r.note;
+}
+
+TEST(MeasuredScaling, UnknownDeviceKeepsTheTimesAndSaysSo) {
+  const auto r = resolve_on("NVIDIA Z9000 Prototype", "dgx-h100");
+  EXPECT_TRUE(unchanged(r.model));
+  EXPECT_TRUE(contains(r.note, "measured on NVIDIA Z9000 Prototype")) << r.note;
+  EXPECT_TRUE(contains(r.note, "not scaled")) << r.note;
+}
+
+TEST(MeasuredScaling, CpuProfileOnAGpuFallsBackToFlopsAndBytes) {
+  const auto r = resolve_on("cpu: AMD EPYC 7742", "dgx-h100", "cpu");
+  for (const auto& l : r.model.layers) EXPECT_FALSE(l.measured_forward_s_per_sample.has_value()) << l.name;
+  EXPECT_TRUE(contains(r.note, "do not apply")) << r.note;
+}
+
+TEST(MeasuredScaling, PlantedFaultLeavesTheTimesUnscaled) {
+  const ScopedFault fault(Fault::profile_scale_ignored);
+  const auto r = resolve_on("NVIDIA A100-SXM4-80GB", "dgx-h100");
+  EXPECT_FALSE(scaled_by_datasheet(r.model));  // the property above catches it
+}
+
+TEST(MeasuredScaling, ReportAssumptionsStateTheScaling) {
+  const auto r = resolve_on("NVIDIA A100-SXM4-80GB", "dgx-h100");
+  SweepResult sweep;
+  PointResult p;
+  p.report = StepReport{};
+  p.report->warnings = {"an unrelated warning", r.note};
+  sweep.points.push_back(p);
+  const auto section = report::assumptions_section(sweep, report::AssumptionsInput{});
+  bool found = false;
+  for (const auto& row : section.tables.at(0).rows)
+    if (row.at(0) == "measured layer costs") {
+      found = true;
+      EXPECT_TRUE(contains(row.at(1), "scaled by op class to H100-SXM5-80GB")) << row.at(1);
+      EXPECT_FALSE(contains(row.at(1), "unrelated")) << row.at(1);
+    }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace dpt::scenario
