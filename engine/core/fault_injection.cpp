@@ -54,6 +54,7 @@ const std::vector<Fault>& all_faults() {
       Fault::grad_scaler_steps_on_inf,
       Fault::autocast_output_unrounded,
       Fault::gloo_one_segment_per_rank,
+      Fault::schedule_memo_ignores_channels,
   };
   return faults;
 }
@@ -97,6 +98,7 @@ const char* fault_name(Fault f) {
     case Fault::grad_scaler_steps_on_inf: return "grad-scaler-steps-on-inf";
     case Fault::autocast_output_unrounded: return "autocast-output-unrounded";
     case Fault::gloo_one_segment_per_rank: return "gloo-one-segment-per-rank";
+    case Fault::schedule_memo_ignores_channels: return "schedule-memo-ignores-channels";
   }
   return "?";
 }
