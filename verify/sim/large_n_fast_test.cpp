@@ -388,10 +388,11 @@ TEST(LargeNFast, PlantedBugUncutHeadPrefixIsCaught) {
 
 // Invariant: schedule_latency through a memo that earlier calls (other ops, sizes and
 // channel counts on the same rank set) filled equals schedule_latency computed afresh,
-// for ring and tree plans; on a three-level fat-tree of 5 nodes the slowest ring hop and
-// the deepest tree path both depend on the channel count.
+// for ring and tree plans. On a two-level fat-tree of 7 nodes the deepest tree path over
+// one tree (5.3e-5 s) differs from that over both (5.6e-5 s), so a memo that mixed up
+// channel counts shows.
 std::string schedule_memo_verdicts() {
-  const HardwareSpec hw = cluster_hardware(Cluster{5, true, 4.0});
+  const HardwareSpec hw = cluster_hardware(Cluster{7, false, 4.0});
   return run_in_child_process([&]() {
     auto engine = make_engine();
     auto p = Platform::build(*engine, hw);
