@@ -55,6 +55,7 @@ const std::vector<Fault>& all_faults() {
       Fault::autocast_output_unrounded,
       Fault::gloo_one_segment_per_rank,
       Fault::profile_scale_ignored,
+      Fault::schedule_memo_ignores_channels,
   };
   return faults;
 }
@@ -99,6 +100,7 @@ const char* fault_name(Fault f) {
     case Fault::autocast_output_unrounded: return "autocast-output-unrounded";
     case Fault::gloo_one_segment_per_rank: return "gloo-one-segment-per-rank";
     case Fault::profile_scale_ignored: return "profile-scale-ignored";
+    case Fault::schedule_memo_ignores_channels: return "schedule-memo-ignores-channels";
   }
   return "?";
 }

@@ -50,6 +50,7 @@ enum class Fault : unsigned {
   autocast_output_unrounded,        // "autocast-output-unrounded": autocast Linear outputs left in f32, not rounded to bf16/f16
   gloo_one_segment_per_rank,        // "gloo-one-segment-per-rank": gloo's ring cut into N segments, not at least 2N
   profile_scale_ignored,            // "profile-scale-ignored": measured layer times not scaled to another GPU kind
+  schedule_memo_ignores_channels,   // "schedule-memo-ignores-channels": schedule_latency's memo keyed without channels
 };
 
 // Every fault, in declaration order.

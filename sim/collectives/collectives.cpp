@@ -196,7 +196,7 @@ CollectivePlan plan_gloo(const GlooSpec& gloo, int n, const CollectiveCall& call
 }  // namespace
 
 CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
-                               const CollectiveSettings& settings) {
+                               const CollectiveSettings& settings, ScheduleLatencyMemo* memo) {
   const int n = static_cast<int>(rank_gpus.size());
   if (p.hardware().gloo) return plan_gloo(*p.hardware().gloo, n, call);
   CollectivePlan plan;
@@ -250,34 +250,66 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
     plan.flow_cap_bytes_per_s = 0;
     return plan;
   }
-  plan.extra_latency_s = std::max(0.0, plan.latency_s - schedule_latency(p, rank_gpus, call, plan));
+  plan.extra_latency_s = std::max(0.0, plan.latency_s - schedule_latency(p, rank_gpus, call, plan, memo));
   if (fault_active(Fault::nccl_latency_omitted)) plan.extra_latency_s = 0;
   return plan;
 }
 
+namespace {
+
+// The slowest hop of any ring channel: the route latency between ring neighbours.
+Seconds ring_slowest_hop(const Platform& p, const std::vector<int>& rank_gpus, int channels) {
+  const int n = static_cast<int>(rank_gpus.size());
+  Seconds hop = 0;
+  for (const auto& o : ring_orders(p, rank_gpus, channels))
+    for (int i = 0; i < n; ++i)
+      hop = std::max(hop, p.route(p.gpu_host(rank_gpus[o[i]]), p.gpu_host(rank_gpus[o[(i + 1) % n]])).latency_s);
+  return hop;
+}
+
+// The deepest path up any of the first `trees` tree channels: each rank's route latencies
+// summed from the rank up to the root, in that order.
+Seconds tree_deepest_path(const Platform& p, const std::vector<int>& rank_gpus, int trees) {
+  const int n = static_cast<int>(rank_gpus.size());
+  auto lat = [&](int a, int b) { return p.route(p.gpu_host(rank_gpus[a]), p.gpu_host(rank_gpus[b])).latency_s; };
+  Seconds deepest = 0;
+  for (const auto& tc : tree_channels(p, rank_gpus, trees))
+    for (int r = 0; r < n; ++r) {
+      Seconds up = 0;
+      for (int q = r; tc.parent[q] >= 0; q = tc.parent[q]) up += lat(q, tc.parent[q]);
+      deepest = std::max(deepest, up);
+    }
+  return deepest;
+}
+
+// `compute(channels)` through the memo's map (the value depends on the rank set and the
+// channel count only, not on the call).
+template <typename F> Seconds memoised(std::map<int, Seconds>* memo, int channels, F compute) {
+  if (!memo) return compute(channels);
+  // Planted fault: the memo keyed without the channel count.
+  const int key = fault_active(Fault::schedule_memo_ignores_channels) ? 0 : channels;
+  auto it = memo->find(key);
+  if (it == memo->end()) it = memo->emplace(key, compute(channels)).first;
+  return it->second;
+}
+
+}  // namespace
+
 Seconds schedule_latency(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
-                         const CollectivePlan& plan) {
+                         const CollectivePlan& plan, ScheduleLatencyMemo* memo) {
   const int n = static_cast<int>(rank_gpus.size());
   if (n < 2) return 0;
-  auto lat = [&](int a, int b) { return p.route(p.gpu_host(rank_gpus[a]), p.gpu_host(rank_gpus[b])).latency_s; };
   switch (plan.algorithm) {
     case CollectiveAlgorithm::ring: {
-      const auto orders = ring_orders(p, rank_gpus, plan.channels);
-      Seconds hop = 0;
-      for (const auto& o : orders)
-        for (int i = 0; i < n; ++i) hop = std::max(hop, lat(o[i], o[(i + 1) % n]));
+      const Seconds hop = memoised(memo ? &memo->ring_hop_s : nullptr, plan.channels,
+                                   [&](int c) { return ring_slowest_hop(p, rank_gpus, c); });
       const bool chain = call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce;
       const int steps = chain ? n - 1 : call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
       return steps * hop;
     }
     case CollectiveAlgorithm::tree: {
-      Seconds deepest = 0;
-      for (const auto& tc : tree_channels(p, rank_gpus, std::min(plan.channels, 2)))
-        for (int r = 0; r < n; ++r) {
-          Seconds up = 0;
-          for (int q = r; tc.parent[q] >= 0; q = tc.parent[q]) up += lat(q, tc.parent[q]);
-          deepest = std::max(deepest, up);
-        }
+      const Seconds deepest = memoised(memo ? &memo->tree_deepest_s : nullptr, std::min(plan.channels, 2),
+                                       [&](int c) { return tree_deepest_path(p, rank_gpus, c); });
       return 2 * deepest;
     }
     case CollectiveAlgorithm::nvls: {
@@ -549,6 +581,7 @@ struct CollectiveGroup::State {
     std::shared_ptr<const LinkBytes> traffic;  // large-N
   };
   std::map<CallKey, ByCall> by_call;
+  ScheduleLatencyMemo latency_memo;  // schedule_latency's call-independent parts
   std::vector<CollectiveRecord> records;
   int next_record = 0;
 };
@@ -603,7 +636,7 @@ void CollectiveGroup::run(int rank, const CollectiveCall& call) {
     pd.call = call;
     auto cached = st.by_call.find(key);
     if (cached == st.by_call.end())
-      cached = st.by_call.emplace(key, State::ByCall{plan_collective(platform_, rank_gpus_, call, settings_), {}, {}})
+      cached = st.by_call.emplace(key, State::ByCall{plan_collective(platform_, rank_gpus_, call, settings_, &st.latency_memo), {}, {}})
                    .first;
     pd.plan = cached->second.plan;
     pd.barrier = sg4::Barrier::create(static_cast<unsigned>(arrivals));

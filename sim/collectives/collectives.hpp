@@ -48,6 +48,7 @@
 // finished on that rank.
 #pragma once
 #include <array>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -118,10 +119,18 @@ int nodes_spanned(const Platform& p, const std::vector<int>& rank_gpus);
 NcclGraph nccl_graph_of(const Platform& p, const std::vector<int>& rank_gpus);
 // Channel count used when not forced: NCCL's ring graph's nChannels.
 int default_channels(const Platform& p, const std::vector<int>& rank_gpus);
+// The parts of schedule_latency that depend on the rank set and channel count but not on
+// the call, by channel count: at 32k ranks a tree's deepest path is ~1.3 M route look-ups.
+// Valid for one platform and rank set only (a CollectiveGroup keeps one).
+struct ScheduleLatencyMemo {
+  std::map<int, Seconds> ring_hop_s;      // slowest hop of any ring channel
+  std::map<int, Seconds> tree_deepest_s;  // deepest path up any tree channel
+};
 // The route latency the plan's schedule pays at zero bytes: ring steps x the slowest hop
 // of a step; a chain's n - 1 hops; a tree's deepest path up and down; nvls up and down.
+// With a memo, the call-independent parts are looked up there (computed on first use).
 Seconds schedule_latency(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
-                         const CollectivePlan& plan);
+                         const CollectivePlan& plan, ScheduleLatencyMemo* memo = nullptr);
 // Whether (algorithm, op) has a large-N formulation (see above).
 bool has_large_n_formulation(CollectiveAlgorithm a, CollectiveOp op);
 // The algorithms that can run `op` on these ranks (ring always).
@@ -130,7 +139,7 @@ std::vector<CollectiveAlgorithm> eligible_algorithms(const Platform& p, const st
 // The selection rule above; throws std::invalid_argument if a forced algorithm cannot run
 // the op or on these ranks (e.g. nvls without in-switch reduction, tree for all_gather).
 CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
-                               const CollectiveSettings& settings);
+                               const CollectiveSettings& settings, ScheduleLatencyMemo* memo = nullptr);
 
 // ---- schedules as pure functions (the properties test them directly) -------------------
 // Per channel, the ranks in ring order (a permutation of 0..N-1). On one node with

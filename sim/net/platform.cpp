@@ -415,7 +415,12 @@ void Platform::account_pattern(const std::shared_ptr<const LinkBytes>& pattern) 
 }
 
 std::vector<LinkUsage> Platform::link_usage() const {
-  std::map<const sg4::Link*, Bytes> total(link_bytes_.begin(), link_bytes_.end());
+  // Hashed, not ordered: a 32k-GPU fat-tree has ~262k links and the output is sorted by
+  // name below anyway (byte counts are integers, so the order of the sums is immaterial).
+  std::unordered_map<const sg4::Link*, Bytes> total(link_bytes_.begin(), link_bytes_.end());
+  size_t entries = link_bytes_.size();
+  for (const auto& [key, slot] : patterns_) entries = std::max(entries, slot.first->size());
+  total.reserve(entries);
   for (const auto& [key, slot] : patterns_)
     for (const auto& [link, bytes] : *slot.first) total[link] += bytes * slot.second;
   std::vector<LinkUsage> out;

@@ -1,8 +1,9 @@
 // The large-N formulation's fast paths against their definitions: the swept link loads
 // against the pairwise sums, and the cached, folded and memoised dispatch (ring orders,
-// ring steps folded into classes, tree estimator heads, traffic shapes) against the same
-// quantities computed afresh for each call the way the formulation defines them, on
-// two- and three-level fat-trees of 16 to 256 GPUs. Each is shown to catch a planted bug.
+// ring steps folded into classes, tree estimator heads, traffic shapes, schedule_latency's
+// memo) against the same quantities computed afresh for each call the way the formulation
+// defines them, on two- and three-level fat-trees of 16 to 256 GPUs. Each is shown to
+// catch a planted bug.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -383,6 +384,46 @@ TEST(LargeNFast, PlantedBugUncutHeadPrefixIsCaught) {
   // The 1- and 2-piece calls are placed with the graph's later pieces: they end later.
   EXPECT_GT(rows[1].at("kept").get<double>(), rows[1].at("fresh").get<double>());
   EXPECT_GT(rows[2].at("kept").get<double>(), rows[2].at("fresh").get<double>());
+}
+
+// Invariant: schedule_latency through a memo that earlier calls (other ops, sizes and
+// channel counts on the same rank set) filled equals schedule_latency computed afresh,
+// for ring and tree plans. On a two-level fat-tree of 7 nodes the deepest tree path over
+// one tree (5.3e-5 s) differs from that over both (5.6e-5 s), so a memo that mixed up
+// channel counts shows.
+std::string schedule_memo_verdicts() {
+  const HardwareSpec hw = cluster_hardware(Cluster{7, false, 4.0});
+  return run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    std::vector<int> gpus(static_cast<size_t>(hw.gpu_count()));
+    for (int g = 0; g < hw.gpu_count(); ++g) gpus[static_cast<size_t>(g)] = g;
+    ScheduleLatencyMemo memo;
+    std::string verdict;
+    for (auto algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree})
+      for (int channels : {2, 1, 8, 1, 2})
+        for (auto op : {CollectiveOp::all_reduce, CollectiveOp::broadcast}) {
+          if (algo == CollectiveAlgorithm::tree && op != CollectiveOp::all_reduce) continue;
+          const CollectiveCall call{op, 1000 * channels, 4, 0};
+          CollectivePlan plan;
+          plan.algorithm = algo;
+          plan.channels = channels;
+          const Seconds memoised = schedule_latency(*p, gpus, call, plan, &memo);
+          const Seconds fresh = schedule_latency(*p, gpus, call, plan);
+          if (memoised != fresh)
+            verdict += fmt::format("{} {} on {} channels: memo {} s, afresh {} s; ", collective_algorithm_name(algo),
+                                   collective_op_name(op), channels, memoised, fresh);
+        }
+    engine.release();  // the child exits next; SimGrid needs no teardown
+    return verdict.empty() ? std::string("equal") : verdict;
+  });
+}
+
+TEST(LargeNFast, MemoisedScheduleLatencyEqualsAfresh) { EXPECT_EQ(schedule_memo_verdicts(), "equal"); }
+
+TEST(LargeNFast, PlantedBugScheduleMemoWithoutChannelsIsCaught) {
+  const ScopedFault planted(Fault::schedule_memo_ignores_channels);
+  EXPECT_NE(schedule_memo_verdicts(), "equal") << "the planted bug went unnoticed";
 }
 
 }  // namespace
