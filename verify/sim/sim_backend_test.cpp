@@ -205,10 +205,12 @@ std::vector<std::vector<float>> host_ring_all_reduce(std::vector<std::vector<flo
   std::vector<Tensor> ts;
   for (int r = 0; r < ranks; ++r) {
     ts.push_back(Tensor::empty(host.device(r), {static_cast<std::int64_t>(bufs[0].size())}, DType::f32));
-    std::memcpy(ts.back().data(), bufs[static_cast<size_t>(r)].data(), bufs[0].size() * 4);
+    if (!bufs[0].empty())  // memcpy's pointers must not be null, even for 0 bytes
+      std::memcpy(ts.back().data(), bufs[static_cast<size_t>(r)].data(), bufs[0].size() * 4);
   }
   host.parallel_for(ranks, [&](int r) { comms[static_cast<size_t>(r)]->all_reduce(ts[static_cast<size_t>(r)], {op})->wait(); });
-  for (int r = 0; r < ranks; ++r) std::memcpy(bufs[static_cast<size_t>(r)].data(), ts[static_cast<size_t>(r)].data(), bufs[0].size() * 4);
+  for (int r = 0; r < ranks && !bufs[0].empty(); ++r)
+    std::memcpy(bufs[static_cast<size_t>(r)].data(), ts[static_cast<size_t>(r)].data(), bufs[0].size() * 4);
   return bufs;
 }
 
