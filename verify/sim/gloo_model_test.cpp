@@ -11,24 +11,13 @@
 #include "engine/core/fault_injection.hpp"
 #include "sim/collectives/gloo_model.hpp"
 #include "sim/net/hardware.hpp"
+#include "verify/support/rc_property.hpp"
 
 namespace dpt::sim {
 namespace {
 
-template <typename F> rc::detail::TestResult run_property(F property, int cases) {
-  rc::detail::TestParams params = rc::detail::configuration().testParams;
-  params.maxSuccess = cases;
-  return rc::detail::checkTestable(property, rc::detail::TestMetadata{}, params);
-}
-template <typename F> bool property_fails(F property, int cases) {
-  return run_property(property, cases).template is<rc::detail::FailureResult>();
-}
-template <typename F> void expect_property_holds(F property, int cases) {
-  const auto result = run_property(property, cases);
-  std::ostringstream why;
-  rc::detail::printResultMessage(result, why);
-  EXPECT_TRUE(result.template is<rc::detail::SuccessResult>()) << why.str();
-}
+using test::expect_property_holds;
+using test::property_fails;
 
 // Invariant (gloo/allreduce.cc): segments are a multiple of the ranks and at least two per
 // rank (one in flight while another is reduced); a segment is whole elements and at most
