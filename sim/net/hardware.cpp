@@ -14,16 +14,8 @@
 
 namespace dpt::sim {
 
-const char* compute_type_name(ComputeType t) {
-  switch (t) {
-    case ComputeType::f32: return "f32";
-    case ComputeType::tf32: return "tf32";
-    case ComputeType::bf16: return "bf16";
-    case ComputeType::f16: return "f16";
-    case ComputeType::f64: return "f64";
-  }
-  return "?";
-}
+// The engine's label: a string literal, so its data() ends in a NUL.
+const char* compute_type_name(ComputeType t) { return compute_type_label(t).data(); }
 
 int NvlinkSpec::links_between(int a, int b) const {
   for (const auto& p : pairs)
@@ -326,12 +318,7 @@ HardwareSpec load_hardware_file(const std::filesystem::path& path) {
 }
 
 std::vector<std::string> list_hardware(const std::filesystem::path& library_dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(library_dir, ec))
-    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
+  return yaml_file_stems(library_dir);
 }
 
 HardwareSpec load_hardware(std::string_view name_or_path, const std::filesystem::path& library_dir) {

@@ -127,19 +127,6 @@ const char* sim_stream_name(SimStream s) {
   return "?";
 }
 
-namespace {
-const char* op_kind_category(OpKind k) {
-  switch (k) {
-    case OpKind::compute: return "compute";
-    case OpKind::memory: return "memory";
-    case OpKind::copy: return "copy";
-    case OpKind::collective: return "collective";
-    case OpKind::host: return "host";
-  }
-  return "?";
-}
-}  // namespace
-
 SimDevice::SimDevice(SimBackend& backend, int index, std::string name, SimGpuRates rates, simgrid::s4u::Host* host,
                      DType compute_dtype, bool numeric, std::optional<Precision> precision)
     : backend_(backend), index_(index), name_(std::move(name)), rates_(std::move(rates)), host_(host),
@@ -192,7 +179,7 @@ void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
       const Seconds ready = stream_ready(SimStream::compute);
       const Seconds start = std::max(backend_.host_time(), ready);
       const bool optimizer = sim_op_is_optimizer(cost);
-      const auto event = stream_occupy(SimStream::compute, start, start + duration, cost.name, op_kind_category(cost.kind));
+      const auto event = stream_occupy(SimStream::compute, start, start + duration, cost.name, trace_category(cost.kind));
       if (event) annotate_kernel(backend_.trace()->event(*event), cost, label);
       if (window_open_) window_kernels_.push_back({start, start + duration, sim_op_class_memory_bound(sim_op_class(cost))});
       (optimizer ? account_.optimizer_busy_s : account_.compute_busy_s) += duration;
@@ -207,7 +194,7 @@ void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
 // one is known, with the op, the layer's type and pass, FLOPs and bytes in its args.
 void SimDevice::annotate_kernel(TraceEvent& e, const OpCost& cost, const KernelLabel& label) const {
   e.args.emplace_back("op", cost.name ? cost.name : "");
-  e.args.emplace_back("op_class", !label.op_class.empty() ? label.op_class : op_kind_category(cost.kind));
+  e.args.emplace_back("op_class", !label.op_class.empty() ? label.op_class : trace_category(cost.kind));
   if (!label.layer.empty()) {
     e.args.emplace_back("layer", label.layer);
     e.name = label.layer;
