@@ -9,6 +9,7 @@
 
 #include "engine/nn/model_transformer.hpp"
 #include "scenarios/scenario/model_hf_config.hpp"
+#include "sim/net/library_files.hpp"
 #include "sim/net/yaml_util.hpp"
 
 namespace dpt {

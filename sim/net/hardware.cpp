@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/net/library_files.hpp"
 #include "sim/net/yaml_util.hpp"
 
 namespace dpt::sim {

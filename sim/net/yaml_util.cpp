@@ -1,7 +1,6 @@
 // Validated YAML reading: see yaml_util.hpp.
 #include "sim/net/yaml_util.hpp"
 
-#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -164,15 +163,6 @@ std::string format_bytes_bound(Bytes b) {
 }
 std::string format_flops_bound(FlopsPerSecond f) {
   return format_bound(f, {{"FLOPS", 1.0}, {"GFLOPS", 1e9}, {"TFLOPS", 1e12}, {"PFLOPS", 1e15}, {"EFLOPS", 1e18}});
-}
-
-std::vector<std::string> yaml_file_stems(const std::filesystem::path& dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
-    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 std::string yaml_where(const std::string& file, const YAML::Node& node) {

@@ -26,7 +26,6 @@
 // Integers are range-checked as 64-bit values before any narrowing to int.
 #pragma once
 #include <cstdint>
-#include <filesystem>
 #include <optional>
 #include <set>
 #include <string>
@@ -44,10 +43,6 @@ namespace dpt::sim {
 YAML::Node yaml_load_file(const std::string& path);
 // Parses YAML text; `file_label` is used in error messages in place of a path.
 YAML::Node yaml_load_string(const std::string& text, const std::string& file_label);
-
-// The names of a library folder's files (hardware/, models/): the stems of its *.yaml
-// files, sorted ("dgx-a100" for dgx-a100.yaml); empty when the folder cannot be read.
-std::vector<std::string> yaml_file_stems(const std::filesystem::path& dir);
 
 // "FILE:LINE: " for a node (LINE 1-based); "FILE: " when the node has no mark.
 std::string yaml_where(const std::string& file, const YAML::Node& node);
