@@ -80,6 +80,15 @@ LayerDescription parse_layer(MapReader& lr, const ModelDescription& m, std::int6
   l.forward_flops_per_sample = lr.get_double_in("forward_flops_per_sample", 0, kMaxLayerFlops);
   l.activation_elements_per_sample = lr.get_int_in("activation_elements_per_sample", 0, kMaxTensorElements);
   l.output_features = lr.get_int_in("output_features", 1, kMaxFeatures);
+  l.memory_bound_forward_elements_per_sample =
+      lr.opt_int_in("memory_bound_forward_elements_per_sample", 0, kMaxTensorElements);
+  l.memory_bound_backward_elements_per_sample =
+      lr.opt_int_in("memory_bound_backward_elements_per_sample", 0, kMaxTensorElements);
+  if (l.memory_bound_forward_elements_per_sample.has_value() != l.memory_bound_backward_elements_per_sample.has_value())
+    lr.fail(l.memory_bound_forward_elements_per_sample ? "memory_bound_backward_elements_per_sample"
+                                                       : "memory_bound_forward_elements_per_sample",
+            "give the memory-bound elements of both passes or of neither");
+  l.conv_io_elements_per_sample = lr.opt_int_in("conv_io_elements_per_sample", 0, kMaxTensorElements);
   // The file holds the measured batch's times; the description keeps them per sample.
   for (auto [key, field] : {std::pair{"forward_s", &l.measured_forward_s_per_sample},
                             {"backward_s", &l.measured_backward_s_per_sample}})
@@ -207,6 +216,12 @@ std::string model_to_yaml(const ModelDescription& m) {
                        "    activation_elements_per_sample: {}\n    output_features: {}\n",
                        yaml_scalar(l.name), yaml_scalar(l.type), yaml_number(l.forward_flops_per_sample),
                        l.activation_elements_per_sample, l.output_features);
+    if (l.memory_bound_forward_elements_per_sample && l.memory_bound_backward_elements_per_sample)
+      out += fmt::format("    memory_bound_forward_elements_per_sample: {}\n"
+                         "    memory_bound_backward_elements_per_sample: {}\n",
+                         *l.memory_bound_forward_elements_per_sample, *l.memory_bound_backward_elements_per_sample);
+    if (l.conv_io_elements_per_sample)
+      out += fmt::format("    conv_io_elements_per_sample: {}\n", *l.conv_io_elements_per_sample);
     if (m.measured) {
       const auto batch = static_cast<double>(m.measured->batch);
       if (l.measured_forward_s_per_sample)

@@ -68,10 +68,21 @@ constexpr double kBandwidthLo = 1 * kMBps, kBandwidthHi = 1 * kPBps;
 int int_in(MapReader& r, const std::string& key, int lo, int hi) { return static_cast<int>(r.get_int_in(key, lo, hi)); }
 
 // Fractions of a rate, each in (0, 1]: an efficiency above 1 would beat the datasheet.
+// A class's value is one fraction, or a map with one per compute type.
 OpEfficiencySpec read_op_efficiency(MapReader r) {
   OpEfficiencySpec e;
+  size_t index = 0;
   auto field = [&](const char* key, std::optional<double>& out) {
-    if (auto v = r.opt_double_in(key, 1e-3, 1.0)) out = *v;
+    std::map<ComputeType, double>& by_type = e.by_type[index++];
+    if (r.has(key) && r.node(key).IsMap()) {
+      MapReader types = r.map(key);
+      for (ComputeType t : {ComputeType::f32, ComputeType::tf32, ComputeType::bf16, ComputeType::f16, ComputeType::f64})
+        if (auto v = types.opt_double_in(compute_type_name(t), 1e-3, 1.0)) by_type[t] = *v;
+      types.finish();
+      if (by_type.empty()) r.fail(key, "expected a fraction or a map of compute types (f32, tf32, bf16, f16, f64)");
+    } else if (auto v = r.opt_double_in(key, 1e-3, 1.0)) {
+      out = *v;
+    }
   };
   field("gemm", e.gemm);
   field("conv", e.conv);
