@@ -89,7 +89,11 @@ void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, c
 
 void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
                           const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out) {
-  out.assign(inc.link.size(), 0.0);
+  // Only the prefix's incidences (the first first[transfers]) get a load: at 32,768 ranks
+  // the whole head has ~10^7 incidences, and zeroing arrays that long on every call was
+  // a tenth of a prediction's time.
+  const int prefix_end = transfers >= inc.transfers() ? static_cast<int>(inc.link.size()) : inc.first[transfers];
+  out.assign(static_cast<size_t>(prefix_end), 0.0);
   // Every interval's ends are breakpoints of F, so F there is the running integral when
   // the sweep reaches them: no search. The integral at a time counts the rate after the
   // previous breakpoint, whatever the order of the events at one time.
@@ -100,7 +104,7 @@ void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::ve
     bool is_end;
   };
   std::vector<Event> events;
-  std::vector<double> at_start(inc.link.size(), 0.0);
+  std::vector<double> at_start;  // per position in the current link's list, from b
   const bool drop_own = fault_active(Fault::large_n_sweep_drops_own);  // planted: the transfer's own bytes left out
   for (int l = 0; l < inc.links(); ++l) {
     const int b = inc.on_first[l];
@@ -117,6 +121,7 @@ void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::ve
       continue;
     }
     events.clear();
+    at_start.assign(static_cast<size_t>(e - b), 0.0);
     for (int q = b; q < e; ++q) {
       const int i = inc.owner[inc.on[q]];
       if (end[i] <= start[i]) continue;
@@ -130,10 +135,10 @@ void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::ve
       r += ev.change;
       if (ev.is_end) {
         const int k = inc.on[ev.q];
-        out[k] = std::max(0.0, integral - at_start[ev.q]);
+        out[k] = std::max(0.0, integral - at_start[static_cast<size_t>(ev.q - b)]);
         if (drop_own) out[k] = std::max(0.0, out[k] + ev.change * (end[inc.owner[k]] - start[inc.owner[k]]));
       } else {
-        at_start[ev.q] = integral;
+        at_start[static_cast<size_t>(ev.q - b)] = integral;
       }
     }
   }

@@ -44,7 +44,8 @@ void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, c
                    const std::vector<double>& weight, std::vector<double>& out);
 // The same over the first `transfers` transfers only (the others, and their incidences'
 // loads, left out): what the loads of an incidence built for those transfers alone are,
-// to the bit, since `on` lists each link's incidences in transfer order.
+// to the bit, since `on` lists each link's incidences in transfer order. `out` then holds
+// the prefix's incidences only (first[transfers] entries).
 void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
                           const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out);
 
