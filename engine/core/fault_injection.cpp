@@ -57,6 +57,7 @@ const std::vector<Fault>& all_faults() {
       Fault::profile_scale_ignored,
       Fault::schedule_memo_ignores_channels,
       Fault::large_n_sweep_split_skips_link,
+      Fault::platform_route_node0_links,
   };
   return faults;
 }
@@ -103,6 +104,7 @@ const char* fault_name(Fault f) {
     case Fault::profile_scale_ignored: return "profile-scale-ignored";
     case Fault::schedule_memo_ignores_channels: return "schedule-memo-ignores-channels";
     case Fault::large_n_sweep_split_skips_link: return "sweep-split-skips-link";
+    case Fault::platform_route_node0_links: return "route-node0-links";
   }
   return "?";
 }

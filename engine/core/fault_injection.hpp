@@ -52,6 +52,7 @@ enum class Fault : unsigned {
   profile_scale_ignored,            // "profile-scale-ignored": measured layer times not scaled to another GPU kind
   schedule_memo_ignores_channels,   // "schedule-memo-ignores-channels": schedule_latency's memo keyed without channels
   large_n_sweep_split_skips_link,   // "sweep-split-skips-link": a parallel sweep's later ranges start one link late
+  platform_route_node0_links,       // "route-node0-links": a node's route carried over from node 0 keeps node 0's links
 };
 
 // Every fault, in declaration order.
