@@ -59,6 +59,8 @@ const std::vector<Fault>& all_faults() {
       Fault::op_efficiency_ignores_compute_type,
       Fault::conv_nchw_transposes_free,
       Fault::memory_bound_traffic_ignored,
+      Fault::large_n_sweep_split_skips_link,
+      Fault::platform_route_node0_links,
   };
   return faults;
 }
@@ -107,6 +109,8 @@ const char* fault_name(Fault f) {
     case Fault::op_efficiency_ignores_compute_type: return "op-efficiency-ignores-type";
     case Fault::conv_nchw_transposes_free: return "conv-nchw-transposes-free";
     case Fault::memory_bound_traffic_ignored: return "memory-bound-traffic-ignored";
+    case Fault::large_n_sweep_split_skips_link: return "sweep-split-skips-link";
+    case Fault::platform_route_node0_links: return "route-node0-links";
   }
   return "?";
 }

@@ -54,6 +54,8 @@ enum class Fault : unsigned {
   op_efficiency_ignores_compute_type,  // "op-efficiency-ignores-type": per-compute-type op-class fractions ignored
   conv_nchw_transposes_free,        // "conv-nchw-transposes-free": Tensor Core convs on NCHW pay no layout transposes
   memory_bound_traffic_ignored,     // "memory-bound-traffic-ignored": a layer's counted memory-bound traffic ignored
+  large_n_sweep_split_skips_link,   // "sweep-split-skips-link": a parallel sweep's later ranges start one link late
+  platform_route_node0_links,       // "route-node0-links": a node's route carried over from node 0 keeps node 0's links
 };
 
 // Every fault, in declaration order.

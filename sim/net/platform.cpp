@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <simgrid/kernel/routing/NetZoneImpl.hpp>
 
+#include "engine/core/fault_injection.hpp"
+
 namespace sg4 = simgrid::s4u;
 using Dir = sg4::LinkInRoute::Direction;
 
@@ -147,6 +149,11 @@ struct PlatformBuilder {
       cpus[s] = zone->create_host(pre + fmt::format("cpu{}", s), 1e9)->set_core_count(cores_per_socket)->seal();
     sg4::Host* nvs = nullptr;
     if (hw.nvswitch) nvs = zone->create_host(pre + "nvswitch", 1e9)->seal();
+    std::vector<sg4::Host*>& hosts = pf.node_hosts_[k];
+    hosts = gpus;
+    hosts.insert(hosts.end(), cpus.begin(), cpus.end());
+    if (nvs) hosts.push_back(nvs);
+    for (size_t i = 0; i < hosts.size(); ++i) pf.host_slot_.emplace(hosts[i], std::make_pair(k, static_cast<int>(i)));
     simgrid::kernel::routing::NetPoint* ib = nullptr;
     if (hw.network) ib = zone->create_router(pre + "ib");
 
@@ -155,17 +162,25 @@ struct PlatformBuilder {
     L.gpu_switch = pf.gpu_switch_;
     const BytesPerSecond lane = pcie_lane_bandwidth(hw.pcie.generation);
     const BytesPerSecond pcie_bw = lane * hw.pcie.lanes * eff_pcie;
+    std::vector<sg4::Link*>& links = pf.node_links_[k];  // directions in creation order
     auto duplex = [&](const std::string& name, BytesPerSecond bw, Seconds lat) -> sg4::Link* {
-      return zone->create_split_duplex_link(pre + name, bw)->set_latency(lat)->seal();
+      sg4::SplitDuplexLink* d = zone->create_split_duplex_link(pre + name, bw);
+      sg4::Link* sealed = d->set_latency(lat)->seal();
+      links.push_back(d->get_link_up());
+      links.push_back(d->get_link_down());
+      return sealed;
     };
     for (int g = 0; g < n; ++g) L.gpu_pcie.push_back(duplex(fmt::format("gpu{}.pcie", g), pcie_bw, hw.pcie.latency_s));
     for (size_t s = 0; s < hw.pcie.switches.size(); ++s)
       L.sw_uplink.push_back(
           duplex(fmt::format("sw{}.uplink", s), lane * hw.pcie.switches[s].uplink_lanes * eff_pcie, 0.0));
     for (int s = 0; s < hw.host.sockets; ++s)
+    {
       L.mem.push_back(zone->create_link(pre + fmt::format("cpu{}.mem", s), hw.host.memory_bandwidth)
                           ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
                           ->seal());
+      links.push_back(L.mem.back());
+    }
     if (hw.host.sockets > 1) L.upi = duplex("upi", hw.host.inter_socket_bandwidth, 0.0);
     if (hw.nvswitch)
       for (int g = 0; g < n; ++g)
@@ -252,6 +267,8 @@ struct PlatformBuilder {
         route(ib, cpus[s]->get_netpoint(), in);
       }
     }
+    if (k == 0)
+      for (size_t i = 0; i < links.size(); ++i) pf.node0_link_slot_.emplace(links[i], static_cast<int>(i));
     for (int g = 0; g < n; ++g) pf.gpu_hosts_[k * n + g] = gpus[g];
     pf.cpu_hosts_[k] = cpus;
     pf.nvswitch_hosts_[k] = nvs;
@@ -275,6 +292,8 @@ std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpe
   pf->nvswitch_hosts_.assign(hw.nodes, nullptr);
   pf->node_zones_.assign(hw.nodes, nullptr);
   pf->node_gateways_.assign(hw.nodes, nullptr);
+  pf->node_hosts_.assign(hw.nodes, {});
+  pf->node_links_.assign(hw.nodes, {});
   PlatformBuilder b{*pf, hw};
 
   if (hw.nodes == 1) {
@@ -370,6 +389,11 @@ const RouteInfo& Platform::route(const sg4::Host* a, const sg4::Host* b) const {
   const auto key = std::make_pair(a, b);
   auto it = routes_.find(key);
   if (it != routes_.end()) return it->second;
+  if (auto carried = translated_route(a, b)) return routes_.emplace(key, std::move(*carried)).first->second;
+  return routes_.emplace(key, simgrid_route(a, b)).first->second;
+}
+
+RouteInfo Platform::simgrid_route(const sg4::Host* a, const sg4::Host* b) const {
   RouteInfo info;
   info.bottleneck_bandwidth = std::numeric_limits<double>::infinity();
   if (a != b) {
@@ -378,7 +402,28 @@ const RouteInfo& Platform::route(const sg4::Host* a, const sg4::Host* b) const {
     info.latency_s = lat;
     for (auto* l : info.links) info.bottleneck_bandwidth = std::min(info.bottleneck_bandwidth, l->get_bandwidth());
   }
-  return routes_.emplace(key, std::move(info)).first->second;
+  return info;
+}
+
+// Node 0's route between the hosts at a's and b's positions, its links replaced by node
+// k's at the same positions; none (SimGrid decides) unless a and b are distinct hosts
+// of one node k > 0 and every link of node 0's route is node 0's own.
+std::optional<RouteInfo> Platform::translated_route(const sg4::Host* a, const sg4::Host* b) const {
+  if (a == b) return std::nullopt;
+  const auto sa = host_slot_.find(a), sb = host_slot_.find(b);
+  if (sa == host_slot_.end() || sb == host_slot_.end()) return std::nullopt;
+  const int k = sa->second.first;
+  if (k == 0 || sb->second.first != k) return std::nullopt;
+  const RouteInfo& base = route(node_hosts_[0][static_cast<size_t>(sa->second.second)],
+                                node_hosts_[0][static_cast<size_t>(sb->second.second)]);
+  RouteInfo carried = base;
+  const bool untranslated = fault_active(Fault::platform_route_node0_links);  // planted: node 0's links kept
+  for (auto*& l : carried.links) {
+    const auto slot = node0_link_slot_.find(l);
+    if (slot == node0_link_slot_.end()) return std::nullopt;
+    if (!untranslated) l = node_links_[static_cast<size_t>(k)][static_cast<size_t>(slot->second)];
+  }
+  return carried;
 }
 
 std::vector<std::string> Platform::route_link_names(const sg4::Host* a, const sg4::Host* b) const {

@@ -29,6 +29,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -94,8 +95,11 @@ class Platform {
   simgrid::s4u::Host* nvswitch_host(int node) const;
   bool has_in_switch_reduction() const;  // NVSwitch present with in_switch_reduction
 
-  // The route from a to b (cached). Empty for a == b.
+  // The route from a to b (cached). Empty for a == b. Between two hosts of one node
+  // other than node 0 it is node 0's route carried over (see node_links_ below).
   const RouteInfo& route(const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
+  // SimGrid's own look-up of the route, uncached: what route() must equal.
+  RouteInfo simgrid_route(const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
   std::vector<std::string> route_link_names(const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
   // True when GPUs a and b copy directly (NVLink, NVSwitch, or PCIe P2P), false when
   // copies are staged through host memory.
@@ -141,6 +145,16 @@ class Platform {
   };
   mutable std::unordered_map<std::pair<const simgrid::s4u::Host*, const simgrid::s4u::Host*>, RouteInfo, PairHash>
       routes_;
+  // Every node is built alike (build_node): per node its hosts and link directions in
+  // creation order, so a route between two hosts of node k > 0 is node 0's route between
+  // the hosts at the same positions with each link replaced by node k's at the same
+  // position: the same latencies summed in the same order (SimGrid's look-up cost
+  // microseconds per pair, and a 32,768-GPU prediction looks up ~10^5 pairs).
+  std::vector<std::vector<simgrid::s4u::Host*>> node_hosts_;
+  std::vector<std::vector<simgrid::s4u::Link*>> node_links_;
+  std::unordered_map<const simgrid::s4u::Host*, std::pair<int, int>> host_slot_;  // (node, position)
+  std::unordered_map<const simgrid::s4u::Link*, int> node0_link_slot_;
+  std::optional<RouteInfo> translated_route(const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
   std::unordered_map<const simgrid::s4u::Link*, Bytes> link_bytes_;
   std::map<const LinkBytes*, std::pair<std::shared_ptr<const LinkBytes>, std::int64_t>> patterns_;  // pattern, times
 };

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/core/fault_injection.hpp"
 #include "sim/net/hardware.hpp"
 #include "sim/net/platform.hpp"
 #include "sim/twin/sim_process.hpp"
@@ -216,4 +217,56 @@ TEST(HardwarePlatform, EveryLibraryFileBuildsWithAllRoutes) {
                                                  "n1.nic0.ib_DOWN", "n1.nic0.pcie_UP", "n1.gpu0.pcie_DOWN"}));
     }
   }
+}
+
+namespace {
+// Pairs of hosts within nodes 1.. whose route() differs from SimGrid's own look-up
+// (links, latency or bottleneck), over every library file with a network on 3 nodes.
+int routes_differing_from_simgrid() {
+  int differing = 0;
+  for (const auto& name : list_hardware(kLibrary)) {
+    HardwareSpec hw = load_hardware(name, kLibrary);
+    if (!hw.network) continue;
+    hw = with_nodes(hw, 3);
+    const std::string out = run_in_child_process([&]() {
+      auto engine = make_engine();
+      auto p = Platform::build(*engine, hw);
+      int bad = 0;
+      auto compare = [&](const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) {
+        const RouteInfo& got = p->route(a, b);
+        const RouteInfo want = p->simgrid_route(a, b);
+        if (got.links != want.links || got.latency_s != want.latency_s ||
+            got.bottleneck_bandwidth != want.bottleneck_bandwidth)
+          ++bad;
+      };
+      // The node's routes: GPU to GPU, GPU to and from every socket and the NVSwitch,
+      // socket to socket.
+      for (int k = 0; k < hw.nodes; ++k) {
+        std::vector<const simgrid::s4u::Host*> gpus, cpus;
+        for (int g = 0; g < hw.gpus_per_node; ++g) gpus.push_back(p->gpu_host(k * hw.gpus_per_node + g));
+        for (int s = 0; s < hw.host.sockets; ++s) cpus.push_back(p->cpu_host(k, s));
+        if (p->nvswitch_host(k)) cpus.push_back(p->nvswitch_host(k));
+        for (const auto* a : gpus) {
+          for (const auto* b : gpus) compare(a, b);
+          for (const auto* b : cpus) compare(a, b), compare(b, a);
+        }
+        for (int s = 0; s < hw.host.sockets; ++s)
+          for (int t = 0; t < hw.host.sockets; ++t) compare(p->cpu_host(k, s), p->cpu_host(k, t));
+      }
+      engine.release();  // the child exits next; SimGrid needs no teardown
+      return std::to_string(bad);
+    });
+    differing += std::stoi(out);
+  }
+  return differing;
+}
+}  // namespace
+
+// Invariant: a route between two hosts of one node (carried over from node 0's on nodes
+// 1 and 2) has the links, latency and bottleneck SimGrid's own look-up gives, bit for bit.
+TEST(HardwarePlatform, NodeRoutesEqualSimGridsLookUp) { EXPECT_EQ(routes_differing_from_simgrid(), 0); }
+
+TEST(HardwarePlatform, PlantedBugNodeRoutesKeepNode0LinksIsCaught) {
+  const ScopedFault planted(Fault::platform_route_node0_links);
+  EXPECT_GT(routes_differing_from_simgrid(), 0) << "the planted bug went unnoticed";
 }
