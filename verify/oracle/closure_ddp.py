@@ -1,7 +1,8 @@
 """Closure test: the twin's prediction of a 2-process PyTorch DDP step (gloo, loopback
 TCP, one thread per process) against the step PyTorch measures on this machine.
 
-For each model of closure_models.py:
+For each model of MODELS (built by scenarios/profile/examples/models.py, one copy of
+the code for dptwin_profile's examples and this test):
   1. profile it with dptwin_profile on the CPU (this process, one thread), at each
      per-rank batch used below, while a second process runs the same steps on the other
      core as the other rank will (--profile-alone: without it);
@@ -40,14 +41,27 @@ except ImportError as e:  # ctest skips on this line
     sys.exit(0)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE]
-import closure_models  # noqa: E402
+sys.path[:0] = [os.path.join(HERE, "..", "..", "scenarios", "profile", "examples")]
+import models as example_models  # noqa: E402
 
 HOST_GPU_MODEL = "host-cpu-1-thread"  # gpu.name of scenarios/hardware/host-cpu-gloo.yaml
 BUSY_LOAD_PER_CORE = 1.5
 
 # model: (per-rank batch, uneven local batches (rank 0, rank 1))
 MODELS = {"mlp": (64, (64, 40)), "cnn_bn": (32, (32, 20)), "blocks": (8, (8, 5))}
+# Three shapes: a wide MLP (GEMMs, 10.5 MB of gradients: several 1 MiB buckets), a small
+# CNN with BatchNorm (convolutions, little to all-reduce), a stack of transformer blocks
+# (GEMMs, attention, LayerNorm, embeddings, an untied head). Seeded: every process builds
+# the same parameters.
+SHAPES = {"mlp": ("mlp", dict(features=512, hidden=1024, depth=3)),
+          "cnn_bn": ("cnn_bn", dict(widths=(16, 32, 64))),
+          "blocks": ("tied_lm", dict(vocab=1024, d=128, heads=4, layers=2, seq=32, tied=False))}
+
+
+def build(name, batch):
+    """(model, (inputs, targets), loss_fn) of closure model `name` at a per-rank batch."""
+    fn, shape = SHAPES[name]
+    return getattr(example_models, fn)(batch, **shape)
 BUCKET_CAPS_MB = (25, 1)
 
 
@@ -64,7 +78,7 @@ def configs(name):
 def _corun(name, batch, ready, stop):
     """The other worker's load while one is profiled: the same training steps, no communication."""
     torch.set_num_threads(1)
-    model, (x, y), loss_fn = getattr(closure_models, name)(batch)
+    model, (x, y), loss_fn = build(name, batch)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     steps = 0
     while not stop.is_set():
@@ -89,7 +103,7 @@ def profile_model(name, batch, out_dir, steps, warmup, corun=True):
         other.start()
         ready.wait(timeout=120)
     try:
-        model, data, loss_fn = getattr(closure_models, name)(batch)
+        model, data, loss_fn = build(name, batch)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
         prof = dptwin_profile.profile(model, data, loss_fn, opt, steps=steps, warmup=warmup,
                                       name=f"closure-{name}", gpu_model=HOST_GPU_MODEL)
@@ -122,7 +136,7 @@ def _ddp_worker(rank, port, name, cfgs, steps, warmup, queue):
     # of the machine falls on all configurations alike.
     runs = []
     for label, cap, batches in cfgs:
-        model, (x, y), loss_fn = getattr(closure_models, name)(batches[rank])
+        model, (x, y), loss_fn = build(name, batches[rank])
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap)
         runs.append((label, ddp, torch.optim.SGD(ddp.parameters(), lr=1e-3), x, y, loss_fn, []))
     for _ in range(warmup + steps):
