@@ -56,6 +56,8 @@ const std::vector<Fault>& all_faults() {
       Fault::gloo_one_segment_per_rank,
       Fault::profile_scale_ignored,
       Fault::schedule_memo_ignores_channels,
+      Fault::gloo_cache_warm_rate,
+      Fault::gloo_core_contention_omitted,
   };
   return faults;
 }
@@ -101,6 +103,8 @@ const char* fault_name(Fault f) {
     case Fault::gloo_one_segment_per_rank: return "gloo-one-segment-per-rank";
     case Fault::profile_scale_ignored: return "profile-scale-ignored";
     case Fault::schedule_memo_ignores_channels: return "schedule-memo-ignores-channels";
+    case Fault::gloo_cache_warm_rate: return "gloo-cache-warm-rate";
+    case Fault::gloo_core_contention_omitted: return "gloo-core-contention-omitted";
   }
   return "?";
 }

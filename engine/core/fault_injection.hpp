@@ -51,6 +51,8 @@ enum class Fault : unsigned {
   gloo_one_segment_per_rank,        // "gloo-one-segment-per-rank": gloo's ring cut into N segments, not at least 2N
   profile_scale_ignored,            // "profile-scale-ignored": measured layer times not scaled to another GPU kind
   schedule_memo_ignores_channels,   // "schedule-memo-ignores-channels": schedule_latency's memo keyed without channels
+  gloo_cache_warm_rate,             // "gloo-cache-warm-rate": gloo's TCP rate ignores the buffer's size (cache-warm for all)
+  gloo_core_contention_omitted,     // "gloo-core-contention-omitted": gloo's CPU work overlaps compute for free
 };
 
 // Every fault, in declaration order.

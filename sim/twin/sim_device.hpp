@@ -67,6 +67,9 @@ struct SimGpuRates {
   std::array<std::optional<double>, kSimOpClassCount> op_efficiency{};
   int sm_count = 0;       // streaming multiprocessors; 0: unknown (NCCL takes no SMs from compute)
   int nccl_channels = 0;  // channels (one block each) of this device's collectives; 0: none
+  // A host worker whose collectives are CPU work on its own core (gloo over loopback TCP):
+  // the share of the core a collective takes from overlapping compute; 0: none.
+  double collective_core_share = 0.0;
 };
 
 // The class of an op: the optimizer's and the loss's kernels by name, the others by
