@@ -182,7 +182,7 @@ TEST(GlooRing, RateTableOutOfOrderIsAnError) {
   const std::string text = R"(name: t
 nodes: 1
 gpus_per_node: 2
-gpu: {name: cpu, peak_flops: {f32: 100 GFLOPS}, memory: 8 GiB, memory_bandwidth: 20 GB/s, kernel_launch_latency: 1 ns}
+gpu: {name: cpu, peak_flops: {f32: 100 GFLOPS, f64: 10 GFLOPS}, memory: 8 GiB, memory_bandwidth: 20 GB/s, kernel_launch_latency: 1 ns}
 pcie: {generation: 4, lanes: 16, latency: 1 us, peer_to_peer: true}
 host: {cpu: x, sockets: 1, cores: 2, memory_bandwidth: 20 GB/s, dispatch_cost: 1 us, gil: false}
 gloo:
