@@ -124,7 +124,9 @@ def predict(dptwin, hardware, model_file, batch, cap_mb):
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if run.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({run.returncode}): {run.stderr.strip()}")
-    return json.loads(run.stdout)["step_time_s"]
+    doc = json.loads(run.stdout)
+    # The step, and what gloo's CPU work on the ranks' cores added to it (the contention).
+    return doc["step_time_s"], doc["breakdown_s"]["interference"]
 
 
 # ---- 3. measure real DDP ----------------------------------------------------------------------------
@@ -213,15 +215,16 @@ def main():
                 b = max(batches)
                 if b not in profiles:
                     profiles[b] = profile_model(name, b, tmp, steps, warmup, corun=not args.profile_alone)
-                pred = predict(args.dptwin, hardware, profiles[b], b, cap)
+                pred, contention = predict(args.dptwin, hardware, profiles[b], b, cap)
                 meas = measured[label]
-                rows.append({"model": name, "config": label, "predicted_s": pred, "measured_s": meas,
-                             "error": pred / meas - 1, "tolerance": args.tolerance})
+                rows.append({"model": name, "config": label, "predicted_s": pred, "contention_s": contention,
+                             "measured_s": meas, "error": pred / meas - 1, "tolerance": args.tolerance})
     load_after = os.getloadavg()
-    print(f"{'model':8} {'config':22} {'predicted':>10} {'measured':>10} {'error':>8} {'tolerance':>9}")
+    print(f"{'model':8} {'config':22} {'predicted':>10} {'contention':>11} {'measured':>10} {'error':>8} "
+          f"{'tolerance':>9}")
     for r in rows:
-        print(f"{r['model']:8} {r['config']:22} {r['predicted_s'] * 1e3:8.1f}ms {r['measured_s'] * 1e3:8.1f}ms "
-              f"{r['error'] * 100:+7.1f}% {r['tolerance'] * 100:8.0f}%")
+        print(f"{r['model']:8} {r['config']:22} {r['predicted_s'] * 1e3:8.1f}ms {r['contention_s'] * 1e3:9.1f}ms "
+              f"{r['measured_s'] * 1e3:8.1f}ms {r['error'] * 100:+7.1f}% {r['tolerance'] * 100:8.0f}%")
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} ({os.cpu_count()} cores); "
           f"{time.perf_counter() - t_start:.0f} s; torch {torch.__version__}")
     if args.json:
