@@ -22,8 +22,8 @@
 // The TCP rate depends on the buffer. Over loopback every byte is copied twice by the CPU
 // (the sender's write into the socket, the receiver's read out of it); a ring walks the
 // whole buffer, so once the buffer no longer stays in cache those copies stream from
-// memory and run slower than the cache-warm 1 MiB exchange (measured here: about 2.1 GB/s
-// up to 2 MiB, 0.7 GB/s from 16 MiB on, verify/oracle/host_microbench.py). The rate for
+// memory and run slower than the cache-warm exchange (measured here: 2.43 GB/s for a
+// 2 MiB buffer, 2.06-2.14 GB/s from 4 MiB on, verify/oracle/host_microbench.py). The rate for
 // a buffer of S bytes is GlooSpec::tcp_bandwidth_by_buffer at S: linear in log2(S)
 // between its points, the first point's rate below it, the last one's above it.
 //
