@@ -186,8 +186,8 @@ def main():
     ap = argparse.ArgumentParser(description="twin vs PyTorch gloo DDP on this CPU")
     ap.add_argument("dptwin")
     ap.add_argument("source_dir")
-    # 0.6: the largest error seen at the day's lowest load was 49 % (the MLP, whose 10.5 MB
-    # all-reduce the gloo model underestimates); the aim is 0.25 once that is modelled.
+    # 0.6: the largest error seen at the lowest load so far (3.1-5.3 on 2 cores) was 49 %; no
+    # run below 1.5 per core (where the test judges) exists to tighten it on. The aim is 0.25.
     ap.add_argument("--tolerance", type=float, default=0.6, help="largest |predicted / measured - 1|")
     ap.add_argument("--check", action="store_true", help="exit 1 when a row is outside the tolerance")
     ap.add_argument("--quick", action="store_true", help="fewer steps (the ctest)")
