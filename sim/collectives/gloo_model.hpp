@@ -29,8 +29,10 @@
 //
 // Contention: those copies and sums are CPU work on the rank's own core (one core per
 // rank), so a collective that overlaps the rank's backward takes a share of the core
-// from it; the twin charges it through the interference model (sim_device.hpp) with
-// kGlooCoreShare.
+// from it: GlooSpec::core_share, measured (host_microbench.py core_share: a GEMM loop
+// while gloo exchanges 64 MiB in the background runs at about 12 % of its pace alone;
+// loopback TCP's receive work runs in softirq, ahead of the scheduler's fair share). The
+// twin charges it through the interference model (sim_device.hpp).
 #pragma once
 #include <cstdint>
 
@@ -42,11 +44,6 @@ namespace dpt::sim {
 
 // gloo's kMaxSegmentSize (gloo/allreduce.h): the largest send or receive of the ring.
 constexpr Bytes kGlooMaxSegmentBytes = 1024 * 1024;
-
-// The share of a rank's core its collective takes while backward also runs there: Linux's
-// scheduler (CFS) gives the rank's main thread and the gloo thread doing the copies equal
-// time, so an overlapped second of compute costs another second.
-constexpr double kGlooCoreShare = 0.5;
 
 // The TCP exchange rate for a buffer of buffer_bytes (see above); tcp_bandwidth without a table.
 BytesPerSecond gloo_tcp_bandwidth(const GlooSpec& rates, Bytes buffer_bytes);

@@ -76,6 +76,7 @@
 //     reduce_bandwidth: 5 GB/s
 //     tcp_bandwidth_by_buffer:         #   optional: the exchange rate by buffer size, ascending
 //       - {buffer: 4 MiB, bandwidth: 1.8 GB/s}
+//     core_share: 0.9                  #   optional: the core a transfer takes from compute (0..1)
 #pragma once
 #include <filesystem>
 #include <optional>
@@ -236,6 +237,9 @@ struct GlooSpec {
     BytesPerSecond bandwidth = 0;
   };
   std::vector<BufferRate> tcp_bandwidth_by_buffer;
+  // The share of a rank's core that gloo's transfer takes from compute running there at the
+  // same time (0..1; 0: none): the compute slows by it while the transfer keeps its pace.
+  double core_share = 0;
 };
 
 struct HardwareSpec {

@@ -191,6 +191,7 @@ std::string hardware_yaml(const HardwareSpec& hw, const YamlComments& comments, 
       for (const auto& p : hw.gloo->tcp_bandwidth_by_buffer)
         e.raw(fmt::format("    - {{buffer: {} B, bandwidth: {}}}\n", p.buffer_bytes, bandwidth(p.bandwidth)));
     }
+    if (hw.gloo->core_share > 0) e.line(2, "gloo.core_share", "core_share", fmt::format("{:.9g}", hw.gloo->core_share));
   }
   return e.text();
 }

@@ -14,7 +14,6 @@
 #include "engine/optim/optim.hpp"
 #include "engine/parallel/ddp/accumulate.hpp"
 #include "sim/collectives/collectives.hpp"
-#include "sim/collectives/gloo_model.hpp"
 #include "sim/net/platform.hpp"
 #include "sim/twin/sim_process.hpp"
 
@@ -106,7 +105,7 @@ SimGpuRates sim_gpu_rates(const sim::HardwareSpec& hw) {
   set(SimOpClass::loss, oe.loss);
   set(SimOpClass::optimizer, oe.optimizer);
   rates.sm_count = hw.gpu.sm_count.value_or(0);
-  if (hw.gloo) rates.collective_core_share = sim::kGlooCoreShare;  // CPU workers: gloo's copies share the core
+  if (hw.gloo) rates.collective_core_share = hw.gloo->core_share;  // CPU workers: gloo's copies take the core
   rates.launch_latency_s = hw.gpu.kernel_launch_latency_s;
   rates.capacity_bytes = hw.gpu.memory_bytes;
   return rates;

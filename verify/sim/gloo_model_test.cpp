@@ -147,14 +147,14 @@ TEST(GlooRing, TimeAtTheBuffersRateByHand) {
   EXPECT_NEAR(gloo_allreduce_time(rates, 64 * 1024 * 1024, 2, 4), huge, 1e-12);
 }
 
-// Contention on a host worker: a collective is CPU work on the rank's own core, so compute
-// that overlaps it for o seconds takes o x s / (1 - s) longer with s = kGlooCoreShare (an
-// overlapped millisecond costs another millisecond at s = 0.5), whatever the kernel's kind.
+// Contention on a host worker: a collective is CPU work on the rank's own core and keeps
+// its pace, so compute that overlaps it for o seconds gets 1 - s of the core and takes
+// o x s longer (s = 0.88: 0.6 ms of overlap costs 0.528 ms), whatever the kernel's kind.
 TEST(GlooRing, CollectiveTakesTheRanksCoreFromOverlappingCompute) {
   SimGpuRates r;
   r.memory_bandwidth = 20e9;
-  r.collective_core_share = kGlooCoreShare;
-  const double expect = 0.6e-3 * kGlooCoreShare / (1 - kGlooCoreShare);
+  r.collective_core_share = 0.88;
+  const double expect = 0.528e-3;
   // A kernel [0, 1 ms) under a collective [0.4, 2 ms): 0.6 ms of overlap; tiny byte count, so
   // a bandwidth share would be negligible.
   EXPECT_NEAR(sim_interference_s({{0.0, 1e-3, false}}, {{0.4e-3, 2e-3, 8}}, r), expect, 1e-12);
@@ -166,14 +166,15 @@ TEST(GlooRing, PlantedBugContentionOmittedIsCaught) {
   ScopedFault f(Fault::gloo_core_contention_omitted);
   SimGpuRates r;
   r.memory_bandwidth = 20e9;
-  r.collective_core_share = kGlooCoreShare;
-  EXPECT_LT(sim_interference_s({{0.0, 1e-3, false}}, {{0.4e-3, 2e-3, 8}}, r), 0.6e-3 * 0.5);
+  r.collective_core_share = 0.88;
+  EXPECT_LT(sim_interference_s({{0.0, 1e-3, false}}, {{0.4e-3, 2e-3, 8}}, r), 0.5e-3);
 }
 
-// The library's host platform: gloo collectives, a core share on its workers, a rate table.
+// The library's host platform: gloo collectives, its core share on the workers, a rate table.
 TEST(GlooRing, HostPlatformRatesCarryTheCoreShare) {
   const HardwareSpec hw = load_hardware_file(DPT_SOURCE_DIR "/scenarios/hardware/host-cpu-gloo.yaml");
-  EXPECT_EQ(sim_gpu_rates(hw).collective_core_share, kGlooCoreShare);
+  EXPECT_GT(hw.gloo->core_share, 0.0);
+  EXPECT_EQ(sim_gpu_rates(hw).collective_core_share, hw.gloo->core_share);
   EXPECT_FALSE(hw.gloo->tcp_bandwidth_by_buffer.empty());
 }
 
