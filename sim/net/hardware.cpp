@@ -113,7 +113,6 @@ GpuSpec read_gpu(MapReader r) {
     g.sm_count = static_cast<int>(*sms);
   }
   if (r.has("op_efficiency")) g.op_efficiency = read_op_efficiency(r.map("op_efficiency"));
-  if (auto v = r.opt_double_in("core_share", 0.0, 1.0)) g.core_share = *v;
   r.finish();
   return g;
 }
@@ -264,6 +263,7 @@ GlooSpec read_gloo(MapReader r) {
       g.tcp_bandwidth_by_buffer.push_back(p);
     }
   }
+  if (auto v = r.opt_double_in("core_share", 0.0, 1.0)) g.core_share = *v;
   r.finish();
   return g;
 }
