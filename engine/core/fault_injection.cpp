@@ -61,6 +61,8 @@ const std::vector<Fault>& all_faults() {
       Fault::memory_bound_traffic_ignored,
       Fault::large_n_sweep_split_skips_link,
       Fault::platform_route_node0_links,
+      Fault::gloo_cache_warm_rate,
+      Fault::gloo_core_contention_omitted,
   };
   return faults;
 }
@@ -111,6 +113,8 @@ const char* fault_name(Fault f) {
     case Fault::memory_bound_traffic_ignored: return "memory-bound-traffic-ignored";
     case Fault::large_n_sweep_split_skips_link: return "sweep-split-skips-link";
     case Fault::platform_route_node0_links: return "route-node0-links";
+    case Fault::gloo_cache_warm_rate: return "gloo-cache-warm-rate";
+    case Fault::gloo_core_contention_omitted: return "gloo-core-contention-omitted";
   }
   return "?";
 }

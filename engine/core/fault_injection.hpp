@@ -56,6 +56,8 @@ enum class Fault : unsigned {
   memory_bound_traffic_ignored,     // "memory-bound-traffic-ignored": a layer's counted memory-bound traffic ignored
   large_n_sweep_split_skips_link,   // "sweep-split-skips-link": a parallel sweep's later ranges start one link late
   platform_route_node0_links,       // "route-node0-links": a node's route carried over from node 0 keeps node 0's links
+  gloo_cache_warm_rate,             // "gloo-cache-warm-rate": gloo's TCP rate ignores the buffer's size (cache-warm for all)
+  gloo_core_contention_omitted,     // "gloo-core-contention-omitted": gloo's CPU work overlaps compute for free
 };
 
 // Every fault, in declaration order.

@@ -3,6 +3,7 @@
 #include "sim/collectives/gloo_model.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -22,6 +23,7 @@ std::int64_t round_up(std::int64_t value, std::int64_t multiple) {
 // (and, in the reduce-scatter, its sum of the received segment).
 Seconds phase_time(const GlooSpec& rates, const GlooRingShape& shape, Bytes total_bytes, int ranks,
                    bool reduce_scatter) {
+  const BytesPerSecond tcp = gloo_tcp_bandwidth(rates, total_bytes);
   Seconds t = 0;
   for (std::int64_t step = 0; step < shape.steps_per_phase; ++step) {
     Seconds slowest = 0;
@@ -29,7 +31,7 @@ Seconds phase_time(const GlooSpec& rates, const GlooRingShape& shape, Bytes tota
       const Bytes sent = gloo_step_bytes(shape, total_bytes, r, step, reduce_scatter, true);
       const Bytes received = gloo_step_bytes(shape, total_bytes, r, step, reduce_scatter, false);
       if (sent == 0 && received == 0) continue;
-      Seconds s = rates.message_latency_s + static_cast<double>(std::max(sent, received)) / rates.tcp_bandwidth;
+      Seconds s = rates.message_latency_s + static_cast<double>(std::max(sent, received)) / tcp;
       if (reduce_scatter) s += static_cast<double>(received) / rates.reduce_bandwidth;
       slowest = std::max(slowest, s);
     }
@@ -39,6 +41,19 @@ Seconds phase_time(const GlooSpec& rates, const GlooRingShape& shape, Bytes tota
 }
 
 }  // namespace
+
+BytesPerSecond gloo_tcp_bandwidth(const GlooSpec& rates, Bytes buffer_bytes) {
+  const auto& table = rates.tcp_bandwidth_by_buffer;
+  if (table.empty() || fault_active(Fault::gloo_cache_warm_rate)) return rates.tcp_bandwidth;
+  if (buffer_bytes <= table.front().buffer_bytes) return table.front().bandwidth;
+  if (buffer_bytes >= table.back().buffer_bytes) return table.back().bandwidth;
+  const auto hi = std::upper_bound(table.begin(), table.end(), buffer_bytes,
+                                   [](Bytes b, const GlooSpec::BufferRate& p) { return b < p.buffer_bytes; });
+  const auto lo = hi - 1;
+  const double x = std::log2(static_cast<double>(buffer_bytes) / static_cast<double>(lo->buffer_bytes)) /
+                   std::log2(static_cast<double>(hi->buffer_bytes) / static_cast<double>(lo->buffer_bytes));
+  return lo->bandwidth + x * (hi->bandwidth - lo->bandwidth);
+}
 
 GlooRingShape gloo_ring_shape(Bytes total_bytes, int ranks, Bytes element_bytes, Bytes max_segment_bytes) {
   if (ranks < 1) throw std::invalid_argument(fmt::format("gloo ring: {} ranks (at least 1)", ranks));

@@ -13,11 +13,26 @@
 // flight while another is reduced; max_segment is gloo's kMaxSegmentSize, 1 MiB
 // (gloo/allreduce.h, AllreduceOptionsImpl).
 //
-// Time: each step costs message_latency + the longest of its send and receive at
-// tcp_bandwidth, plus, in the reduce-scatter, the received bytes at reduce_bandwidth,
-// the slowest rank setting the step. Transfer and reduction are charged one after the
+// Time: each step costs message_latency + the longest of its send and receive at the
+// TCP rate, plus, in the reduce-scatter, the received bytes at reduce_bandwidth, the
+// slowest rank setting the step. Transfer and reduction are charged one after the
 // other: over loopback the kernel's TCP copies and the sum run on the same cores as the
 // ranks' own work, so they do not overlap in wall time.
+//
+// The TCP rate depends on the buffer. Over loopback every byte is copied twice by the CPU
+// (the sender's write into the socket, the receiver's read out of it); a ring walks the
+// whole buffer, so once the buffer no longer stays in cache those copies stream from
+// memory and run slower than the cache-warm exchange (measured here: 2.43 GB/s for a
+// 2 MiB buffer, 2.06-2.14 GB/s from 4 MiB on, verify/oracle/host_microbench.py). The rate for
+// a buffer of S bytes is GlooSpec::tcp_bandwidth_by_buffer at S: linear in log2(S)
+// between its points, the first point's rate below it, the last one's above it.
+//
+// Contention: those copies and sums are CPU work on the rank's own core (one core per
+// rank), so a collective that overlaps the rank's backward takes a share of the core
+// from it: GlooSpec::core_share, measured (host_microbench.py core_share: a GEMM loop
+// while gloo exchanges 64 MiB in the background runs at about 12 % of its pace alone;
+// loopback TCP's receive work runs in softirq, ahead of the scheduler's fair share). The
+// twin charges it through the interference model (sim_device.hpp).
 #pragma once
 #include <cstdint>
 
@@ -29,6 +44,9 @@ namespace dpt::sim {
 
 // gloo's kMaxSegmentSize (gloo/allreduce.h): the largest send or receive of the ring.
 constexpr Bytes kGlooMaxSegmentBytes = 1024 * 1024;
+
+// The TCP exchange rate for a buffer of buffer_bytes (see above); tcp_bandwidth without a table.
+BytesPerSecond gloo_tcp_bandwidth(const GlooSpec& rates, Bytes buffer_bytes);
 
 // How gloo's ring cuts one buffer (see above).
 struct GlooRingShape {

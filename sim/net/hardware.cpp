@@ -256,6 +256,18 @@ GlooSpec read_gloo(MapReader r) {
   g.tcp_bandwidth = r.get_bandwidth_in("tcp_bandwidth", kBandwidthLo, kBandwidthHi);
   g.message_latency_s = r.get_time_in("message_latency", kLinkLatencyLo, kLinkLatencyHi);
   g.reduce_bandwidth = r.get_bandwidth_in("reduce_bandwidth", kBandwidthLo, kBandwidthHi);
+  if (r.has("tcp_bandwidth_by_buffer")) {
+    for (MapReader point : r.map_list("tcp_bandwidth_by_buffer")) {
+      GlooSpec::BufferRate p;
+      p.buffer_bytes = point.get_bytes_in("buffer", 1, Bytes{1} << 40);
+      p.bandwidth = point.get_bandwidth_in("bandwidth", kBandwidthLo, kBandwidthHi);
+      if (!g.tcp_bandwidth_by_buffer.empty() && p.buffer_bytes <= g.tcp_bandwidth_by_buffer.back().buffer_bytes)
+        point.fail("buffer", fmt::format("{} bytes: buffers must ascend", p.buffer_bytes));
+      point.finish();
+      g.tcp_bandwidth_by_buffer.push_back(p);
+    }
+  }
+  if (auto v = r.opt_double_in("core_share", 0.0, 1.0)) g.core_share = *v;
   r.finish();
   return g;
 }

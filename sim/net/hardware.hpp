@@ -75,6 +75,9 @@
 //     tcp_bandwidth: 2 GB/s            #   (sim/collectives/gloo_model.hpp), not as NCCL: a host
 //     message_latency: 20 us           #   platform of CPU workers; rates from microbenchmarks
 //     reduce_bandwidth: 5 GB/s
+//     tcp_bandwidth_by_buffer:         #   optional: the exchange rate by buffer size, ascending
+//       - {buffer: 4 MiB, bandwidth: 1.8 GB/s}
+//     core_share: 0.9                  #   optional: the core a transfer takes from compute (0..1)
 #pragma once
 #include <array>
 #include <filesystem>
@@ -233,6 +236,17 @@ struct GlooSpec {
   BytesPerSecond tcp_bandwidth = 0;     // per direction, both directions streaming (as a ring step runs)
   Seconds message_latency_s = 0;        // one small message, sent and received (half a ping-pong)
   BytesPerSecond reduce_bandwidth = 0;  // summing a received segment into the output: output bytes per s
+  // The exchange rate (as tcp_bandwidth) when the segments walk through a buffer of
+  // buffer_bytes instead of reusing one cache-warm segment, by ascending buffer size; an
+  // all-reduce of S bytes moves at the rate for S (gloo_model.hpp). Empty: tcp_bandwidth.
+  struct BufferRate {
+    Bytes buffer_bytes = 0;
+    BytesPerSecond bandwidth = 0;
+  };
+  std::vector<BufferRate> tcp_bandwidth_by_buffer;
+  // The share of a rank's core that gloo's transfer takes from compute running there at the
+  // same time (0..1; 0: none): the compute slows by it while the transfer keeps its pace.
+  double core_share = 0;
 };
 
 struct HardwareSpec {

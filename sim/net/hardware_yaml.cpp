@@ -196,6 +196,12 @@ std::string hardware_yaml(const HardwareSpec& hw, const YamlComments& comments, 
     e.line(2, "gloo.tcp_bandwidth", "tcp_bandwidth", bandwidth(hw.gloo->tcp_bandwidth));
     e.line(2, "gloo.message_latency", "message_latency", time_us(hw.gloo->message_latency_s));
     e.line(2, "gloo.reduce_bandwidth", "reduce_bandwidth", bandwidth(hw.gloo->reduce_bandwidth));
+    if (!hw.gloo->tcp_bandwidth_by_buffer.empty()) {
+      e.line(2, "gloo.tcp_bandwidth_by_buffer", "tcp_bandwidth_by_buffer", "");
+      for (const auto& p : hw.gloo->tcp_bandwidth_by_buffer)
+        e.raw(fmt::format("    - {{buffer: {} B, bandwidth: {}}}\n", p.buffer_bytes, bandwidth(p.bandwidth)));
+    }
+    if (hw.gloo->core_share > 0) e.line(2, "gloo.core_share", "core_share", fmt::format("{:.9g}", hw.gloo->core_share));
   }
   return e.text();
 }

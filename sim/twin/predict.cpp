@@ -107,6 +107,7 @@ SimGpuRates sim_gpu_rates(const sim::HardwareSpec& hw) {
   for (size_t c = 0; c < oe.by_type.size(); ++c)
     for (const auto& [type, fraction] : oe.by_type[c]) rates.op_efficiency_by_type[type][c] = fraction;
   rates.sm_count = hw.gpu.sm_count.value_or(0);
+  if (hw.gloo) rates.collective_core_share = hw.gloo->core_share;  // CPU workers: gloo's copies take the core
   rates.launch_latency_s = hw.gpu.kernel_launch_latency_s;
   rates.capacity_bytes = hw.gpu.memory_bytes;
   return rates;

@@ -284,6 +284,14 @@ Seconds sim_interference_s(const std::vector<SimKernelSpan>& kernels, const std:
     for (const SimKernelSpan& k : kernels) {
       const Seconds overlap = std::min(k.end, c.end) - std::max(k.start, c.start);
       if (!(overlap > 0)) continue;
+      // On a host worker the collective is CPU work on the kernel's own core and keeps its
+      // pace: the kernel loses the collective's share of the core while they overlap.
+      const double core_share =
+          fault_active(Fault::gloo_core_contention_omitted) ? 0.0 : rates.collective_core_share;
+      if (core_share > 0) {
+        extra += overlap * core_share;
+        continue;
+      }
       // What the kernel loses is the share it cannot use; at most 90 % (NCCL never takes it all).
       const double share = std::min(0.9, k.memory_bound ? hbm_share : sm_share);
       extra += overlap * share / (1.0 - share);

@@ -70,6 +70,10 @@ struct SimGpuRates {
   std::map<ComputeType, std::array<std::optional<double>, kSimOpClassCount>> op_efficiency_by_type;
   int sm_count = 0;       // streaming multiprocessors; 0: unknown (NCCL takes no SMs from compute)
   int nccl_channels = 0;  // channels (one block each) of this device's collectives; 0: none
+  // A host worker whose collectives are CPU work on its own core (gloo over loopback TCP):
+  // the share s of the core a collective takes from overlapping compute; 0: none. The
+  // collective keeps its pace, so compute overlapping it for o seconds takes o x s longer.
+  double collective_core_share = 0.0;
 };
 
 // The class of an op: the optimizer's and the loss's kernels by name, the others by
@@ -100,7 +104,9 @@ struct SimCollectiveSpan {
 // Interference: while an NCCL kernel runs it holds nccl_channels of sm_count SMs and
 // hbm_bytes / duration of the memory bandwidth, so a compute kernel that overlaps it for
 // o seconds loses the share s it cannot use (SMs if compute-bound, bandwidth if
-// memory-bound; at most 0.9): it takes o x s / (1 - s) longer. Returns the total extra
+// memory-bound; at most 0.9): it takes o x s / (1 - s) longer. On a host worker
+// (collective_core_share s > 0) the collective keeps its pace and the kernel gets 1 - s of
+// the core while they overlap: o x s longer. Returns the total extra
 // time; 0 when nothing overlaps. First order: the stretch does not move later overlaps.
 Seconds sim_interference_s(const std::vector<SimKernelSpan>& kernels, const std::vector<SimCollectiveSpan>& collectives,
                            const SimGpuRates& rates);

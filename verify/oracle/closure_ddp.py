@@ -1,7 +1,8 @@
 """Closure test: the twin's prediction of a 2-process PyTorch DDP step (gloo, loopback
 TCP, one thread per process) against the step PyTorch measures on this machine.
 
-For each model of closure_models.py:
+For each model of MODELS (built by scenarios/profile/examples/models.py, one copy of
+the code for dptwin_profile's examples and this test):
   1. profile it with dptwin_profile on the CPU (this process, one thread), at each
      per-rank batch used below, while a second process runs the same steps on the other
      core as the other rank will (--profile-alone: without it);
@@ -40,14 +41,27 @@ except ImportError as e:  # ctest skips on this line
     sys.exit(0)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE]
-import closure_models  # noqa: E402
+sys.path[:0] = [os.path.join(HERE, "..", "..", "scenarios", "profile", "examples")]
+import models as example_models  # noqa: E402
 
 HOST_GPU_MODEL = "host-cpu-1-thread"  # gpu.name of scenarios/hardware/host-cpu-gloo.yaml
 BUSY_LOAD_PER_CORE = 1.5
 
 # model: (per-rank batch, uneven local batches (rank 0, rank 1))
 MODELS = {"mlp": (64, (64, 40)), "cnn_bn": (32, (32, 20)), "blocks": (8, (8, 5))}
+# Three shapes: a wide MLP (GEMMs, 10.5 MB of gradients: several 1 MiB buckets), a small
+# CNN with BatchNorm (convolutions, little to all-reduce), a stack of transformer blocks
+# (GEMMs, attention, LayerNorm, embeddings, an untied head). Seeded: every process builds
+# the same parameters.
+SHAPES = {"mlp": ("mlp", dict(features=512, hidden=1024, depth=3)),
+          "cnn_bn": ("cnn_bn", dict(widths=(16, 32, 64))),
+          "blocks": ("tied_lm", dict(vocab=1024, d=128, heads=4, layers=2, seq=32, tied=False))}
+
+
+def build(name, batch):
+    """(model, (inputs, targets), loss_fn) of closure model `name` at a per-rank batch."""
+    fn, shape = SHAPES[name]
+    return getattr(example_models, fn)(batch, **shape)
 BUCKET_CAPS_MB = (25, 1)
 
 
@@ -64,7 +78,7 @@ def configs(name):
 def _corun(name, batch, ready, stop):
     """The other worker's load while one is profiled: the same training steps, no communication."""
     torch.set_num_threads(1)
-    model, (x, y), loss_fn = getattr(closure_models, name)(batch)
+    model, (x, y), loss_fn = build(name, batch)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     steps = 0
     while not stop.is_set():
@@ -89,7 +103,7 @@ def profile_model(name, batch, out_dir, steps, warmup, corun=True):
         other.start()
         ready.wait(timeout=120)
     try:
-        model, data, loss_fn = getattr(closure_models, name)(batch)
+        model, data, loss_fn = build(name, batch)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
         prof = dptwin_profile.profile(model, data, loss_fn, opt, steps=steps, warmup=warmup,
                                       name=f"closure-{name}", gpu_model=HOST_GPU_MODEL)
@@ -110,7 +124,9 @@ def predict(dptwin, hardware, model_file, batch, cap_mb):
     run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     if run.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({run.returncode}): {run.stderr.strip()}")
-    return json.loads(run.stdout)["step_time_s"]
+    doc = json.loads(run.stdout)
+    # The step, and what gloo's CPU work on the ranks' cores added to it (the contention).
+    return doc["step_time_s"], doc["breakdown_s"]["interference"]
 
 
 # ---- 3. measure real DDP ----------------------------------------------------------------------------
@@ -122,7 +138,7 @@ def _ddp_worker(rank, port, name, cfgs, steps, warmup, queue):
     # of the machine falls on all configurations alike.
     runs = []
     for label, cap, batches in cfgs:
-        model, (x, y), loss_fn = getattr(closure_models, name)(batches[rank])
+        model, (x, y), loss_fn = build(name, batches[rank])
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap)
         runs.append((label, ddp, torch.optim.SGD(ddp.parameters(), lr=1e-3), x, y, loss_fn, []))
     for _ in range(warmup + steps):
@@ -170,8 +186,8 @@ def main():
     ap = argparse.ArgumentParser(description="twin vs PyTorch gloo DDP on this CPU")
     ap.add_argument("dptwin")
     ap.add_argument("source_dir")
-    # 0.6: the largest error seen at the day's lowest load was 49 % (the MLP, whose 10.5 MB
-    # all-reduce the gloo model underestimates); the aim is 0.25 once that is modelled.
+    # 0.6: the largest error seen at the lowest load so far (3.1-5.3 on 2 cores) was 49 %; no
+    # run below 1.5 per core (where the test judges) exists to tighten it on. The aim is 0.25.
     ap.add_argument("--tolerance", type=float, default=0.6, help="largest |predicted / measured - 1|")
     ap.add_argument("--check", action="store_true", help="exit 1 when a row is outside the tolerance")
     ap.add_argument("--quick", action="store_true", help="fewer steps (the ctest)")
@@ -199,15 +215,16 @@ def main():
                 b = max(batches)
                 if b not in profiles:
                     profiles[b] = profile_model(name, b, tmp, steps, warmup, corun=not args.profile_alone)
-                pred = predict(args.dptwin, hardware, profiles[b], b, cap)
+                pred, contention = predict(args.dptwin, hardware, profiles[b], b, cap)
                 meas = measured[label]
-                rows.append({"model": name, "config": label, "predicted_s": pred, "measured_s": meas,
-                             "error": pred / meas - 1, "tolerance": args.tolerance})
+                rows.append({"model": name, "config": label, "predicted_s": pred, "contention_s": contention,
+                             "measured_s": meas, "error": pred / meas - 1, "tolerance": args.tolerance})
     load_after = os.getloadavg()
-    print(f"{'model':8} {'config':22} {'predicted':>10} {'measured':>10} {'error':>8} {'tolerance':>9}")
+    print(f"{'model':8} {'config':22} {'predicted':>10} {'contention':>11} {'measured':>10} {'error':>8} "
+          f"{'tolerance':>9}")
     for r in rows:
-        print(f"{r['model']:8} {r['config']:22} {r['predicted_s'] * 1e3:8.1f}ms {r['measured_s'] * 1e3:8.1f}ms "
-              f"{r['error'] * 100:+7.1f}% {r['tolerance'] * 100:8.0f}%")
+        print(f"{r['model']:8} {r['config']:22} {r['predicted_s'] * 1e3:8.1f}ms {r['contention_s'] * 1e3:9.1f}ms "
+              f"{r['measured_s'] * 1e3:8.1f}ms {r['error'] * 100:+7.1f}% {r['tolerance'] * 100:8.0f}%")
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} ({os.cpu_count()} cores); "
           f"{time.perf_counter() - t_start:.0f} s; torch {torch.__version__}")
     if args.json:

@@ -7,6 +7,16 @@ with one thread per process, never taken from a DDP or all-reduce result.
 - tcp_bandwidth: two processes exchange 1 MiB float32 segments through gloo's own
   point-to-point transport (torch.distributed isend/irecv, backend gloo, loopback TCP),
   both directions at once as a ring step runs; bytes each way per second.
+- tcp_bandwidth_by_buffer: the same exchange, but walking 1 MiB slice by slice through
+  a buffer of B bytes (its first half sent, its second half received, as a ring walks the
+  buffer it all-reduces) for B = 2 .. 64 MiB; bytes each way per second of the walk's
+  median slice (the fastest walk of many).
+  Over loopback both copies of every byte (into the socket, out of it) are CPU work, and
+  they slow down once the buffer leaves the cache.
+- core_share: the share of a process's core that gloo's transfer takes from compute on it:
+  1 - (pace of a 256^3 GEMM loop while the same process exchanges 64 MiB with the other in
+  the background) / (its pace alone); the median of 8 rounds. The transfer keeps its pace
+  (over loopback the receive work runs in softirq, ahead of the scheduler's fair share).
 - message_latency: ping-pong of one float32 through the same transport; half a round trip.
 - reduce_bandwidth: summing a received 1 MiB float32 segment into the next 1 MiB slice of
   a 64 MiB output (torch.add, out=), as gloo's ring walks its buffer; output bytes per second.
@@ -21,6 +31,8 @@ shared machine)."""
 import argparse
 import os
 import socket
+import statistics
+import threading
 import sys
 import time
 
@@ -29,6 +41,63 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 SEGMENT_BYTES = 1024 * 1024  # gloo's kMaxSegmentSize (gloo/allreduce.h)
+WALK_BUFFERS = [2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20]  # tcp_bandwidth_by_buffer's points
+
+
+def walk_exchange_times(buffer, buffer_bytes, peer):
+    """Seconds of each 1 MiB slice exchanged with the peer (both ways at once, gloo
+    isend/irecv) while walking buffer[:buffer_bytes]: its first half sent, its second half
+    received, as a ring walks the buffer it all-reduces."""
+    seg = SEGMENT_BYTES // 4
+    slices = max(1, buffer_bytes // 2 // SEGMENT_BYTES)
+    half = slices * seg
+    times = []
+    for i in range(slices):
+        t0 = time.perf_counter()
+        s = dist.isend(buffer[i * seg:(i + 1) * seg], peer)
+        r = dist.irecv(buffer[half + i * seg:half + (i + 1) * seg], peer)
+        s.wait()
+        r.wait()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def walk_exchange(buffer, buffer_bytes, peer):
+    """The walk's median slice in seconds: a slice preempted by other work does not count."""
+    return statistics.median(walk_exchange_times(buffer, buffer_bytes, peer))
+
+
+def core_share(peer, rounds=8):
+    """1 - GEMM pace during a background 64 MiB gloo exchange / its pace alone (median of rounds)."""
+    m = torch.randn(256, 256)
+    send, recv = torch.ones(64 * SEGMENT_BYTES // 4), torch.empty(64 * SEGMENT_BYTES // 4)
+    shares = []
+    for _ in range(rounds):
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(100):
+            torch.mm(m, m)
+        alone = (time.perf_counter() - t0) / 100
+        dist.barrier()
+        done = threading.Event()
+
+        def transfer():
+            s = dist.isend(send, peer)
+            r = dist.irecv(recv, peer)
+            s.wait()
+            r.wait()
+            done.set()
+
+        th = threading.Thread(target=transfer)
+        th.start()
+        t0, n = time.perf_counter(), 0
+        while not done.is_set() and time.perf_counter() - t0 < 10:
+            torch.mm(m, m)
+            n += 1
+        during = (time.perf_counter() - t0) / max(n, 1)
+        th.join()
+        shares.append(1 - alone / during)
+    return statistics.median(shares)
 
 
 def best(fn, rounds, reps):
@@ -72,8 +141,16 @@ def _transport(rank, port, rounds, queue):
     exchange_s = best(exchange, rounds, 50)
     dist.barrier()
     round_trip_s = best(ping_pong, rounds, 500)
+    walk_buffer = torch.ones(max(WALK_BUFFERS) // 4)
+    walk_s = {b: float("inf") for b in WALK_BUFFERS}
+    for _ in range(rounds * 3):  # sizes interleaved: a busy spell falls on all of them alike
+        for b in WALK_BUFFERS:
+            dist.barrier()
+            walk_s[b] = min(walk_s[b], walk_exchange(walk_buffer, b, peer))
+    share = core_share(peer)
     if rank == 0:
-        queue.put((SEGMENT_BYTES / exchange_s, round_trip_s / 2))
+        queue.put((SEGMENT_BYTES / exchange_s, round_trip_s / 2, {b: SEGMENT_BYTES / t for b, t in walk_s.items()},
+                   share))
     dist.barrier()
     dist.destroy_process_group()
 
@@ -153,12 +230,16 @@ def main():
     ap.add_argument("--corun", action="store_true", help="also measure corun_slowdown")
     args = ap.parse_args()
     load_before = os.getloadavg()[0]
-    tcp_bps, latency_s = transport_rates(args.rounds)
+    tcp_bps, latency_s, walk_bps, share = transport_rates(args.rounds)
     local = local_rates(args.rounds)
     print(f"# torch {torch.__version__}, {os.cpu_count()} CPUs; load average before: {load_before:.2f}")
     print(f"tcp_bandwidth: {tcp_bps / 1e9:.3f} GB/s")
     print(f"message_latency: {latency_s * 1e6:.1f} us")
     print(f"reduce_bandwidth: {local['reduce_bandwidth'] / 1e9:.3f} GB/s")
+    print("tcp_bandwidth_by_buffer:")
+    for b, bps in walk_bps.items():
+        print(f"  - {{buffer: {b >> 20} MiB, bandwidth: {bps / 1e9:.3f} GB/s}}")
+    print(f"core_share: {share:.2f}")
     print(f"memory_bandwidth: {local['memory_bandwidth'] / 1e9:.3f} GB/s")
     print(f"gemm_flops: {local['gemm_flops'] / 1e9:.1f} GFLOPS")
     print(f"gemm_flops_f64: {local['gemm_flops_f64'] / 1e9:.1f} GFLOPS")

@@ -96,8 +96,15 @@ std::vector<std::string> differences(const HardwareSpec& a, const HardwareSpec& 
   if (a.gloo && b.gloo)
     check(near(a.gloo->tcp_bandwidth, b.gloo->tcp_bandwidth) &&
               near(a.gloo->message_latency_s, b.gloo->message_latency_s) &&
-              near(a.gloo->reduce_bandwidth, b.gloo->reduce_bandwidth),
+              near(a.gloo->reduce_bandwidth, b.gloo->reduce_bandwidth) &&
+              near(a.gloo->core_share, b.gloo->core_share) &&
+              a.gloo->tcp_bandwidth_by_buffer.size() == b.gloo->tcp_bandwidth_by_buffer.size(),
           "gloo");
+  if (a.gloo && b.gloo && a.gloo->tcp_bandwidth_by_buffer.size() == b.gloo->tcp_bandwidth_by_buffer.size())
+    for (size_t i = 0; i < a.gloo->tcp_bandwidth_by_buffer.size(); ++i)
+      check(a.gloo->tcp_bandwidth_by_buffer[i].buffer_bytes == b.gloo->tcp_bandwidth_by_buffer[i].buffer_bytes &&
+                near(a.gloo->tcp_bandwidth_by_buffer[i].bandwidth, b.gloo->tcp_bandwidth_by_buffer[i].bandwidth),
+            "gloo.tcp_bandwidth_by_buffer");
   return d;
 }
 

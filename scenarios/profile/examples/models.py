@@ -5,16 +5,23 @@
   tied_lm       a small causal transformer LM whose head shares the token embedding
   cnn_bn        a small CNN with BatchNorm (running statistics are buffers, not parameters)
   frozen        an MLP whose first layer is frozen (requires_grad=False)
+
+The builders take their shape as keyword arguments, so the closure test
+(verify/oracle/closure_ddp.py) builds its larger MLP, CNN and block stack from the same code.
 """
 import torch
 from torch import nn
 import torch.nn.functional as F
 
 
-def mlp(batch=32):
+def mlp(batch=32, features=64, hidden=256, depth=2, classes=10):
+    """depth hidden Linear + ReLU layers of width hidden, then a Linear to the classes."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
-    return model, (torch.randn(batch, 64), torch.randint(0, 10, (batch,))), nn.CrossEntropyLoss()
+    layers = [nn.Linear(features, hidden), nn.ReLU()]
+    for _ in range(depth - 1):
+        layers += [nn.Linear(hidden, hidden), nn.ReLU()]
+    model = nn.Sequential(*layers, nn.Linear(hidden, classes))
+    return model, (torch.randn(batch, features), torch.randint(0, classes, (batch,))), nn.CrossEntropyLoss()
 
 
 class Block(nn.Module):
@@ -41,15 +48,19 @@ class Block(nn.Module):
         return x + self.out(F.gelu(self.fc(self.ln_2(x))))
 
 
-class TiedLM(nn.Module):
-    def __init__(self, vocab=512, d=64, heads=4, layers=2, seq=32):
+class TransformerLM(nn.Module):
+    """Token and position embeddings, pre-LayerNorm blocks, a head to the vocabulary;
+    tied: the head shares the token embedding (one tensor, counted once)."""
+
+    def __init__(self, vocab=512, d=64, heads=4, layers=2, seq=32, tied=True):
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Embedding(seq, d)
         self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
         self.lm_head = nn.Linear(d, vocab, bias=False)
-        self.lm_head.weight = self.wte.weight  # weight tying: one tensor, counted once
+        if tied:
+            self.lm_head.weight = self.wte.weight
 
     def forward(self, idx):
         x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
@@ -58,21 +69,28 @@ class TiedLM(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
-def tied_lm(batch=8):
-    torch.manual_seed(0)
-    model = TiedLM()
-    idx = torch.randint(0, 512, (batch, 32))
-    return model, (idx, torch.randint(0, 512, (batch, 32))), lambda logits, y: F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+def _token_loss(logits, y):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
-def cnn_bn(batch=16):
+def tied_lm(batch=8, vocab=512, d=64, heads=4, layers=2, seq=32, tied=True):
     torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(inplace=True), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1, bias=False), nn.BatchNorm2d(32), nn.ReLU(inplace=True),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
-    return model, (torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))), nn.CrossEntropyLoss()
+    model = TransformerLM(vocab, d, heads, layers, seq, tied)
+    idx = torch.randint(0, vocab, (batch, seq))
+    return model, (idx, torch.randint(0, vocab, (batch, seq))), _token_loss
+
+
+def cnn_bn(batch=16, widths=(16, 32), classes=10):
+    """3x3 convolutions (no bias) + BatchNorm + ReLU, a 2x2 max-pool after each but the last."""
+    torch.manual_seed(0)
+    layers, prev = [], 3
+    for i, w in enumerate(widths):
+        layers += [nn.Conv2d(prev, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True)]
+        if i + 1 < len(widths):
+            layers.append(nn.MaxPool2d(2))
+        prev = w
+    model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(prev, classes))
+    return model, (torch.randn(batch, 3, 32, 32), torch.randint(0, classes, (batch,))), nn.CrossEntropyLoss()
 
 
 def frozen(batch=32):
