@@ -56,6 +56,9 @@ const std::vector<Fault>& all_faults() {
       Fault::gloo_one_segment_per_rank,
       Fault::profile_scale_ignored,
       Fault::schedule_memo_ignores_channels,
+      Fault::nccl_tests_launch_free,
+      Fault::net_rails_one_nic,
+      Fault::net_gdr_ignored,
   };
   return faults;
 }
@@ -101,6 +104,9 @@ const char* fault_name(Fault f) {
     case Fault::gloo_one_segment_per_rank: return "gloo-one-segment-per-rank";
     case Fault::profile_scale_ignored: return "profile-scale-ignored";
     case Fault::schedule_memo_ignores_channels: return "schedule-memo-ignores-channels";
+    case Fault::nccl_tests_launch_free: return "nccl-tests-launch-free";
+    case Fault::net_rails_one_nic: return "net-rails-one-nic";
+    case Fault::net_gdr_ignored: return "net-gdr-ignored";
   }
   return "?";
 }

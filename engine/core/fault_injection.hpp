@@ -51,6 +51,9 @@ enum class Fault : unsigned {
   gloo_one_segment_per_rank,        // "gloo-one-segment-per-rank": gloo's ring cut into N segments, not at least 2N
   profile_scale_ignored,            // "profile-scale-ignored": measured layer times not scaled to another GPU kind
   schedule_memo_ignores_channels,   // "schedule-memo-ignores-channels": schedule_latency's memo keyed without channels
+  nccl_tests_launch_free,           // "nccl-tests-launch-free": the bench's host thread launches kernels for free
+  net_rails_one_nic,                // "net-rails-one-nic": every ring channel crosses the nodes through the same GPU and NIC
+  net_gdr_ignored,                  // "net-gdr-ignored": without GPUDirect RDMA the NIC still reaches GPU memory directly
 };
 
 // Every fault, in declaration order.

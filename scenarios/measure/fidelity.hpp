@@ -52,6 +52,7 @@ struct CollectiveConfig {
   int gpus = 0;                      // ranks in all
   int nodes = 1;
   std::optional<std::string> algorithm;  // forced (NCCL_ALGO), when the source forced it
+  int gpus_per_thread = 1;           // nccl-tests -g: GPUs one host thread drives (1: a process per GPU)
 };
 
 struct TrainingConfig {

@@ -487,7 +487,8 @@ std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<i
       // Rotating by c + (c mod 2) moves the GPU (and so the NIC) through which the ring
       // leaves and enters each node; odd channels then run their ring reversed. With as
       // many channels as NICs every NIC carries one channel out and one in.
-      const int rot = node_order.size() > 1 ? (c + c % 2) % m : 0;
+      int rot = node_order.size() > 1 ? (c + c % 2) % m : 0;
+      if (fault_active(Fault::net_rails_one_nic)) rot = 0;  // planted: every channel on one rail
       for (int i = 0; i < m; ++i) order.push_back(ranks[(i + rot) % m]);
     }
     if (c % 2 == 1) std::reverse(order.begin(), order.end());
