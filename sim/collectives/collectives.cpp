@@ -466,11 +466,11 @@ std::vector<int> rail_order(const Platform& p, const std::vector<int>& rank_gpus
   if (here.empty() || railed == ranks.size() || ranks.size() < 2) return {};
   const size_t q = fault_active(Fault::net_rails_one_nic) ? 0 : static_cast<size_t>(c / 2) % here.size();
   const int entry = here[q].front();
-  const int exit = here[q].size() > 1 ? here[q].back() : here[(q + 1) % here.size()].front();
+  const int exit_rank = here[q].size() > 1 ? here[q].back() : here[(q + 1) % here.size()].front();
   std::vector<int> order{entry};
   for (int r : ranks)
-    if (r != entry && r != exit) order.push_back(r);
-  if (exit != entry) order.push_back(exit);
+    if (r != entry && r != exit_rank) order.push_back(r);
+  if (exit_rank != entry) order.push_back(exit_rank);
   return order;
 }
 }  // namespace

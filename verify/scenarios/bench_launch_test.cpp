@@ -64,8 +64,8 @@ TEST(BenchLaunch, PlantedBugFreeLaunchesIsCaught) {
 TEST(BenchLaunch, OneGpuPerThreadIsHiddenWhenGpuBound) {
   const sim::HardwareSpec hw = sim::load_hardware("dgx-a100", kLibrary);
   const Seconds with = time_per_call(hw, Bytes{256} << 20, 1);
-  const Seconds free = time_per_call(hw, Bytes{256} << 20, 1, 0.0);
-  EXPECT_NEAR(with / free, 1.0, 0.005) << with << " s with launches, " << free << " s without";
+  const Seconds unlaunched = time_per_call(hw, Bytes{256} << 20, 1, 0.0);
+  EXPECT_NEAR(with / unlaunched, 1.0, 0.005) << with << " s with launches, " << unlaunched << " s without";
 }
 
 }  // namespace
