@@ -85,7 +85,7 @@ Bytes element_bytes_of(const Reader& r, const YAML::Node& n, const std::string& 
 
 CollectiveConfig parse_collective(const Reader& r, const YAML::Node& n, const std::string& key) {
   r.require_map(n, key);
-  r.check_keys(n, key, {"op", "bytes", "dtype", "gpus", "nodes", "algorithm", "gpus_per_thread"});
+  r.check_keys(n, key, {"op", "bytes", "dtype", "gpus", "nodes", "algorithm", "gpus_per_thread", "iters"});
   CollectiveConfig c;
   const YAML::Node op = r.required(n, "op", key);
   try {
@@ -107,6 +107,7 @@ CollectiveConfig parse_collective(const Reader& r, const YAML::Node& n, const st
              fmt::format("{} GPUs per thread do not divide the {} GPUs of a node evenly", c.gpus_per_thread,
                          c.gpus / c.nodes));
   }
+  if (n["iters"]) c.iters = static_cast<int>(r.whole(n["iters"], key + ".iters", 1, 1000));
   if (c.bytes % c.element_bytes != 0)
     r.fail(n["bytes"], key + ".bytes", fmt::format("{} bytes is not a whole number of {} elements", c.bytes, c.dtype));
   if (n["algorithm"]) {
