@@ -52,6 +52,7 @@ struct BenchOptions {
   int factor = 2;                    // -f
   int iters = 20;                    // -n
   int warmup = 5;                    // -w
+  int gpus_per_thread = 1;           // -g (sim): GPUs one host thread launches for
   std::string op = "all_reduce";     // --op
   std::optional<std::string> algo;   // --algo ring|tree|nvls (sim; like NCCL_ALGO)
   std::optional<std::string> proto;  // --proto LL|LL128|Simple (sim; like NCCL_PROTO)
@@ -182,6 +183,10 @@ std::vector<BenchRow> bench_sim_rows(const BenchOptions& o, sim::CollectiveOp op
   for (const auto& size : sizes) run.calls.push_back({op, size.first / eb, eb, 0});
   run.warmup_iters = o.warmup;
   run.timed_iters = o.iters;
+  if (o.gpus_per_thread < 1 || run.ranks.size() % static_cast<std::size_t>(o.gpus_per_thread) != 0)
+    throw std::invalid_argument(fmt::format("-g {}: GPUs per thread must be at least 1 and divide the {} ranks",
+                                            o.gpus_per_thread, run.ranks.size()));
+  run.gpus_per_thread = o.gpus_per_thread;
   if (o.algo) {
     try {
       run.settings.algorithm = sim::parse_collective_algorithm(*o.algo);
@@ -326,6 +331,9 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
   cmd->add_option("-f,--stepfactor", o->factor, "Multiply the size by this factor each step")->capture_default_str();
   cmd->add_option("-n,--iters", o->iters, "Timed iterations per size")->capture_default_str();
   cmd->add_option("-w,--warmup_iters", o->warmup, "Warm-up iterations per size (not timed)")->capture_default_str();
+  cmd->add_option("-g,--ngpus", o->gpus_per_thread,
+                  "sim: GPUs one host thread launches for, as nccl-tests -g (1: a process per GPU)")
+      ->capture_default_str();
   cmd->add_option("--op", o->op, "Collective: all_reduce, all_gather, reduce_scatter, broadcast; host/cuda also take "
                                  "reduce, a comma-separated list, or all. Default: all_reduce on sim, every "
                                  "collective on host and cuda");

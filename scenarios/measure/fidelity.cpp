@@ -59,7 +59,10 @@ Result predict_collective(const Entry& e, const scenario::Library& lib, const st
   run.ranks = ranks;
   run.calls = {call};
   run.warmup_iters = kWarmupIters;
-  run.timed_iters = kTimedIters;
+  // The source's timed calls when it states them: with -g the window's first launches
+  // weigh 1 / iters of the time per call.
+  run.timed_iters = c.iters.value_or(kTimedIters);
+  run.gpus_per_thread = c.gpus_per_thread;
   if (c.algorithm) run.settings.algorithm = sim::parse_collective_algorithm(*c.algorithm);
   run.plan_error_prefix = fmt::format("{}:{}: collective: ", e.file, e.line);
   const SimBenchRow row = run_bench_sim(hw, run).at(0);

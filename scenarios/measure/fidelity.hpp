@@ -52,6 +52,8 @@ struct CollectiveConfig {
   int gpus = 0;                      // ranks in all
   int nodes = 1;
   std::optional<std::string> algorithm;  // forced (NCCL_ALGO), when the source forced it
+  int gpus_per_thread = 1;           // nccl-tests -g: GPUs one host thread drives (1: a process per GPU)
+  std::optional<int> iters;          // nccl-tests -n, when the source states it (else fidelity's 4)
 };
 
 struct TrainingConfig {

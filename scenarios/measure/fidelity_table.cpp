@@ -85,7 +85,7 @@ Bytes element_bytes_of(const Reader& r, const YAML::Node& n, const std::string& 
 
 CollectiveConfig parse_collective(const Reader& r, const YAML::Node& n, const std::string& key) {
   r.require_map(n, key);
-  r.check_keys(n, key, {"op", "bytes", "dtype", "gpus", "nodes", "algorithm"});
+  r.check_keys(n, key, {"op", "bytes", "dtype", "gpus", "nodes", "algorithm", "gpus_per_thread", "iters"});
   CollectiveConfig c;
   const YAML::Node op = r.required(n, "op", key);
   try {
@@ -100,6 +100,14 @@ CollectiveConfig parse_collective(const Reader& r, const YAML::Node& n, const st
   if (n["nodes"]) c.nodes = static_cast<int>(r.whole(n["nodes"], key + ".nodes", 1, 4096));
   if (c.gpus % c.nodes != 0)
     r.fail(n, key + ".gpus", fmt::format("{} GPUs do not fill {} nodes evenly", c.gpus, c.nodes));
+  if (n["gpus_per_thread"]) {
+    c.gpus_per_thread = static_cast<int>(r.whole(n["gpus_per_thread"], key + ".gpus_per_thread", 1, 1 << 20));
+    if ((c.gpus / c.nodes) % c.gpus_per_thread != 0)
+      r.fail(n["gpus_per_thread"], key + ".gpus_per_thread",
+             fmt::format("{} GPUs per thread do not divide the {} GPUs of a node evenly", c.gpus_per_thread,
+                         c.gpus / c.nodes));
+  }
+  if (n["iters"]) c.iters = static_cast<int>(r.whole(n["iters"], key + ".iters", 1, 1000));
   if (c.bytes % c.element_bytes != 0)
     r.fail(n["bytes"], key + ".bytes", fmt::format("{} bytes is not a whole number of {} elements", c.bytes, c.dtype));
   if (n["algorithm"]) {

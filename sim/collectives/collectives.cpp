@@ -435,6 +435,46 @@ std::vector<std::vector<int>> nvlink_cycles(const NvlinkSpec& nv, const std::vec
 
 }  // namespace
 
+namespace {
+// NIC -> the local GPU indices on that NIC's PCIe switch that use it (the platform's rule:
+// a GPU takes its switch's NICs by position). Empty when no switch lists NICs.
+std::map<int, std::vector<int>> rail_gpus(const HardwareSpec& hw) {
+  std::map<int, std::vector<int>> out;
+  for (const auto& sw : hw.pcie.switches)
+    for (size_t i = 0; i < sw.gpus.size() && !sw.nics.empty(); ++i)
+      out[sw.nics[i % sw.nics.size()]].push_back(sw.gpus[i]);
+  return out;
+}
+
+// NCCL's rail-aligned ring through one node when some of its GPUs have no NIC of their own
+// (fewer NICs than GPUs): channel c enters and leaves the node through GPUs on the PCIe
+// switch of one NIC, NIC (c / 2) mod (rails here), so that no inter-node byte crosses the
+// CPU and channel pairs (one each way) spread evenly over the NICs. Entry first, the other
+// ranks in ring order, exit last; a NIC with one GPU exits through the next NIC's GPU.
+// Empty (use the rotation) when every GPU has its own NIC or no switch lists NICs.
+std::vector<int> rail_order(const Platform& p, const std::vector<int>& rank_gpus, const std::vector<int>& ranks,
+                            const std::map<int, std::vector<int>>& rails, int c) {
+  std::vector<std::vector<int>> here;  // per NIC with GPUs among these ranks: those ranks
+  size_t railed = 0;
+  for (const auto& [nic, gpus] : rails) {
+    std::vector<int> rs;
+    for (int r : ranks)
+      if (std::find(gpus.begin(), gpus.end(), p.local_index(rank_gpus[r])) != gpus.end()) rs.push_back(r);
+    railed += rs.size();
+    if (!rs.empty()) here.push_back(std::move(rs));
+  }
+  if (here.empty() || railed == ranks.size() || ranks.size() < 2) return {};
+  const size_t q = fault_active(Fault::net_rails_one_nic) ? 0 : static_cast<size_t>(c / 2) % here.size();
+  const int entry = here[q].front();
+  const int exit_rank = here[q].size() > 1 ? here[q].back() : here[(q + 1) % here.size()].front();
+  std::vector<int> order{entry};
+  for (int r : ranks)
+    if (r != entry && r != exit_rank) order.push_back(r);
+  if (exit_rank != entry) order.push_back(exit_rank);
+  return order;
+}
+}  // namespace
+
 std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<int>& rank_gpus, int channels) {
   // Ranks grouped by node, nodes in order of first appearance.
   std::vector<int> node_order;
@@ -478,16 +518,25 @@ std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<i
     }
     local[node] = ranks;
   }
+  const auto rails = rail_gpus(p.hardware());
   std::vector<std::vector<int>> orders;
   for (int c = 0; c < channels; ++c) {
     std::vector<int> order;
     for (int node : node_order) {
       const auto& ranks = local[node];
+      if (node_order.size() > 1) {
+        auto railed = rail_order(p, rank_gpus, ranks, rails, c);
+        if (!railed.empty()) {
+          order.insert(order.end(), railed.begin(), railed.end());
+          continue;
+        }
+      }
       const int m = static_cast<int>(ranks.size());
       // Rotating by c + (c mod 2) moves the GPU (and so the NIC) through which the ring
       // leaves and enters each node; odd channels then run their ring reversed. With as
       // many channels as NICs every NIC carries one channel out and one in.
-      const int rot = node_order.size() > 1 ? (c + c % 2) % m : 0;
+      int rot = node_order.size() > 1 ? (c + c % 2) % m : 0;
+      if (fault_active(Fault::net_rails_one_nic)) rot = 0;  // planted: every channel on one rail
       for (int i = 0; i < m; ++i) order.push_back(ranks[(i + rot) % m]);
     }
     if (c % 2 == 1) std::reverse(order.begin(), order.end());

@@ -212,6 +212,7 @@ NetworkSpec read_network(MapReader r) {
   // A NIC: 1 Mb/s .. 100 Tb/s line rate.
   n.nic_bandwidth = r.get_bandwidth_in("nic_bandwidth", 1e6 / 8, 100e12 / 8);
   n.latency_s = r.get_time_in("latency", kLinkLatencyLo, kLinkLatencyHi);
+  n.gpu_direct_rdma = r.opt_bool("gpu_direct_rdma").value_or(true);
   const std::string topo = r.get_string("topology");
   if (topo == "single_switch") {
     n.topology = FabricTopology::single_switch;

@@ -204,6 +204,10 @@ struct NetworkSpec {
   int switch_radix = 0;              // fat_tree: ports per switch (0: two levels at any size)
   std::optional<BytesPerSecond> switch_link_rate;  // fat_tree: switch-to-switch link rate; default nic_bandwidth
   double core_oversubscription = 1.0;  // three-level fat_tree: spine downlink / core uplink bandwidth ratio
+  // GPUDirect RDMA: the NIC reads and writes GPU memory over PCIe (nvidia-peermem loaded).
+  // Without it NCCL's NET transport stages through a host-memory buffer: GPU to host memory,
+  // host memory to NIC, through the CPU's root port and memory (optional key, default true).
+  bool gpu_direct_rdma = true;
 };
 
 // Fractions of datasheet rates that real transfers and kernels reach, each from

@@ -156,6 +156,7 @@ void emit_network(Emitter& e, const NetworkSpec& n) {
   e.line(2, "network.nics_per_node", "nics_per_node", std::to_string(n.nics_per_node));
   e.line(2, "network.nic_bandwidth", "nic_bandwidth", bandwidth(n.nic_bandwidth));
   e.line(2, "network.latency", "latency", time_us(n.latency_s));
+  if (!n.gpu_direct_rdma) e.line(2, "network.gpu_direct_rdma", "gpu_direct_rdma", "false");
   const bool fat = n.topology == FabricTopology::fat_tree;
   e.line(2, "network.topology", "topology", fat ? "fat_tree" : "single_switch");
   if (!fat) return;

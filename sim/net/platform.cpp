@@ -232,14 +232,18 @@ struct PlatformBuilder {
         const int nic = nic_of_gpu(g);
         const int ns = switch_socket(L.nic_switch[nic]);
         Path out, in;
-        if (L.gpu_switch[g] >= 0 && L.gpu_switch[g] == L.nic_switch[nic]) {
+        // Without GPUDirect RDMA (planted fault: ignored) the data stops in host memory.
+        const bool staged = !hw.network->gpu_direct_rdma && !fault_active(Fault::net_gdr_ignored);
+        if (!staged && L.gpu_switch[g] >= 0 && L.gpu_switch[g] == L.nic_switch[nic]) {
           out = {{L.gpu_pcie[g], Dir::UP}, {L.nic_pcie[nic], Dir::DOWN}};
           in = {{L.nic_pcie[nic], Dir::UP}, {L.gpu_pcie[g], Dir::DOWN}};
         } else {
           out = gpu_up(L, g);
           append(out, socket_cross(L, gs, ns));
+          if (staged) out.emplace_back(L.mem[ns], Dir::NONE);
           append(out, nic_down(L, nic));
           in = nic_up(L, nic);
+          if (staged) in.emplace_back(L.mem[ns], Dir::NONE);
           append(in, socket_cross(L, ns, gs));
           append(in, gpu_down(L, g));
         }
