@@ -56,6 +56,7 @@ const std::vector<Fault>& all_faults() {
       Fault::gloo_one_segment_per_rank,
       Fault::profile_scale_ignored,
       Fault::schedule_memo_ignores_channels,
+      Fault::dp_flatten_per_tensor,
   };
   return faults;
 }
@@ -101,6 +102,7 @@ const char* fault_name(Fault f) {
     case Fault::gloo_one_segment_per_rank: return "gloo-one-segment-per-rank";
     case Fault::profile_scale_ignored: return "profile-scale-ignored";
     case Fault::schedule_memo_ignores_channels: return "schedule-memo-ignores-channels";
+    case Fault::dp_flatten_per_tensor: return "dp-flatten-per-tensor";
   }
   return "?";
 }

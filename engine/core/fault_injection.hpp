@@ -51,6 +51,7 @@ enum class Fault : unsigned {
   gloo_one_segment_per_rank,        // "gloo-one-segment-per-rank": gloo's ring cut into N segments, not at least 2N
   profile_scale_ignored,            // "profile-scale-ignored": measured layer times not scaled to another GPU kind
   schedule_memo_ignores_channels,   // "schedule-memo-ignores-channels": schedule_latency's memo keyed without channels
+  dp_flatten_per_tensor,            // "dp-flatten-per-tensor": DataParallel flattens and unflattens with a copy kernel per tensor
 };
 
 // Every fault, in declaration order.

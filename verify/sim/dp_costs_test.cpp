@@ -1,0 +1,201 @@
+// DataParallel's per-step kernels as PyTorch launches them, counted in the twin's
+// trace: replicate's broadcast_coalesced flattens each coalesced group once on the
+// primary (one torch.cat, none for a lone tensor) and hands the replicas views of the
+// buffer they received; reduce_add_coalesced flattens once per device, sums onto the
+// primary and accumulates one kernel per tensor (autograd's AccumulateGrad).
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "engine/core/fault_injection.hpp"
+#include "engine/core/kernels.hpp"
+#include "engine/nn/model.hpp"
+#include "engine/parallel/dp/replicate.hpp"
+#include "sim/twin/chrome_trace.hpp"
+#include "verify/support/sim_test_support.hpp"
+
+namespace dpt {
+namespace {
+
+using test::simulate;
+using test::TestMachineOptions;
+
+// The MLP 64-64-64-64-64: four Linear layers, each a 64x64 f32 weight (16,384 bytes)
+// then a bias of 64 (256 bytes), in registration order w0 b0 w1 b1 ...
+MlpSpec four_layers() {
+  MlpSpec s;
+  s.widths = {64, 64, 64, 64, 64};
+  return s;
+}
+constexpr Bytes kWeightBytes = 64 * 64 * 4;
+constexpr Bytes kBiasBytes = 64 * 4;
+
+// Kernels and copies the trace holds from event `from` on: kernels named `name` on
+// device `gpu`, device-local (not peer) ones.
+int count_kernels(const ChromeTrace& t, size_t from, int gpu, const std::string& name) {
+  int n = 0;
+  for (size_t i = from; i < t.events().size(); ++i) {
+    const TraceEvent& e = t.events()[i];
+    if (e.pid == gpu + 1 && e.name == name && e.category != "copy") ++n;
+  }
+  return n;
+}
+// Peer copies into `gpu` from event `from` on, and their bytes.
+std::pair<int, double> peer_copies_into(const ChromeTrace& t, size_t from, int gpu) {
+  int n = 0;
+  double bytes = 0;
+  for (size_t i = from; i < t.events().size(); ++i) {
+    const TraceEvent& e = t.events()[i];
+    if (e.pid != gpu + 1 || e.category != "copy") continue;
+    for (const auto& [k, v] : e.args)
+      if (k == "to" && v == fmt::format("sim:gpu{}", gpu)) {
+        ++n;
+        for (const auto& [nk, nv] : e.number_args)
+          if (nk == "bytes") bytes += nv;
+      }
+  }
+  return {n, bytes};
+}
+
+struct Counts {
+  int cat0 = 0, copy0 = 0, cat1 = 0, copy1 = 0, peer = 0, axpy0 = 0;
+  double peer_bytes = 0;
+  bool views = false, values_equal = false, sum_right = false;
+};
+
+// Replicates the MLP from GPU 0 onto GPU 1 with coalesced buffers of `limit` bytes,
+// then reduces gradients 1 (primary) and 2 (replica) back; counts each phase's kernels.
+std::pair<Counts, Counts> run_replicate_and_reduce(Bytes limit) {
+  TestMachineOptions o;
+  o.launch_latency = 1e-6;
+  const std::string out = test::run_forked([&] {
+    test::make_test_engine();
+    test::TestPlatform p = test::build_test_platform(o.gpus, o.link_bandwidth, o.link_latency);
+    ChromeTrace trace;
+    SimBackend b(test::test_machine(p, o), {.numeric = true, .trace = &trace});
+    std::string text;
+    sim_run_in_actor(p.cpu, [&] {
+      Sequential primary = make_mlp(four_layers(), b.device(0), DType::f32, 7);
+      b.device(0).synchronize();
+      Counts rep, red;
+      size_t at = trace.events().size();
+      std::vector<Sequential> replicas = replicate(b, primary, {0, 1}, limit);
+      b.device(0).synchronize();
+      b.device(1).synchronize();
+      rep.cat0 = count_kernels(trace, at, 0, "cat");
+      rep.copy0 = count_kernels(trace, at, 0, "copy");
+      rep.cat1 = count_kernels(trace, at, 1, "cat");
+      rep.copy1 = count_kernels(trace, at, 1, "copy");
+      std::tie(rep.peer, rep.peer_bytes) = peer_copies_into(trace, at, 1);
+      auto mine = primary.named_parameters();
+      auto theirs = replicas[0].named_parameters();
+      rep.values_equal = true;
+      for (size_t i = 0; i < mine.size(); ++i)
+        rep.values_equal &= std::memcmp(mine[i].param->value.data(), theirs[i].param->value.data(),
+                                        static_cast<size_t>(mine[i].param->value.size_bytes())) == 0;
+      // A weight and its bias in one buffer: the bias starts where the weight ends.
+      rep.views = static_cast<const char*>(theirs[0].param->value.data()) + kWeightBytes ==
+                  static_cast<const char*>(theirs[1].param->value.data());
+
+      for (auto& q : mine) kernel_fill(q.param->grad, 1.0);
+      for (auto& q : theirs) kernel_fill(q.param->grad, 2.0);
+      b.device(0).synchronize();
+      b.device(1).synchronize();
+      at = trace.events().size();
+      reduce_add_coalesced(b, primary, {&replicas[0]}, limit);
+      b.device(0).synchronize();
+      red.cat0 = count_kernels(trace, at, 0, "cat");
+      red.copy0 = count_kernels(trace, at, 0, "copy");
+      red.axpy0 = count_kernels(trace, at, 0, "axpy");
+      red.cat1 = count_kernels(trace, at, 1, "cat");
+      red.copy1 = count_kernels(trace, at, 1, "copy");
+      std::tie(red.peer, red.peer_bytes) = peer_copies_into(trace, at, 0);
+      red.sum_right = true;
+      for (auto& q : mine) {
+        const auto* g = static_cast<const float*>(q.param->grad.data());
+        for (Elements k = 0; k < q.param->grad.numel(); ++k) red.sum_right &= g[k] == 3.0f;
+      }
+      auto line = [](const Counts& c) {
+        return fmt::format("{} {} {} {} {} {} {} {} {} {} ", c.cat0, c.copy0, c.cat1, c.copy1, c.peer, c.axpy0,
+                           c.peer_bytes, int(c.views), int(c.values_equal), int(c.sum_right));
+      };
+      text = line(rep) + line(red);
+    });
+    return text;
+  });
+  std::istringstream in(out);
+  std::pair<Counts, Counts> r;
+  for (Counts* c : {&r.first, &r.second}) {
+    int views, equal, sum;
+    in >> c->cat0 >> c->copy0 >> c->cat1 >> c->copy1 >> c->peer >> c->axpy0 >> c->peer_bytes >> views >> equal >> sum;
+    c->views = views;
+    c->values_equal = equal;
+    c->sum_right = sum;
+  }
+  return r;
+}
+
+// Invariant (replicate): with buffers of one weight plus one bias (16,640 bytes) the
+// four layers make four groups of two tensors. The primary launches one cat per group
+// and no other kernel; each group crosses to the replica once (4 copies, every
+// parameter byte once); the replica launches nothing: its parameters are views of the
+// buffers it received (a weight's bias starts where the weight ends) and hold the
+// primary's values.
+// Invariant (reduce): each device flattens each group with one cat; the replica's
+// gradient bytes cross to the primary once; the primary sums with one kernel per group
+// and accumulates one copy per tensor (8): 1 + 2 = 3 everywhere.
+TEST(DataParallelCosts, ReplicateAndReduceFlattenOncePerGroupAndReplicasHoldViews) {
+  const Bytes pair = kWeightBytes + kBiasBytes;
+  const auto [rep, red] = run_replicate_and_reduce(pair);
+  EXPECT_EQ(rep.cat0, 4);
+  EXPECT_EQ(rep.copy0, 0);
+  EXPECT_EQ(rep.cat1 + rep.copy1, 0);
+  EXPECT_EQ(rep.peer, 4);
+  EXPECT_EQ(rep.peer_bytes, 4.0 * static_cast<double>(pair));
+  EXPECT_TRUE(rep.views);
+  EXPECT_TRUE(rep.values_equal);
+  EXPECT_EQ(red.cat1, 4);
+  EXPECT_EQ(red.copy1, 0);
+  EXPECT_EQ(red.peer, 4);
+  EXPECT_EQ(red.peer_bytes, 4.0 * static_cast<double>(pair));
+  EXPECT_EQ(red.cat0, 4);
+  EXPECT_EQ(red.axpy0, 4);
+  EXPECT_EQ(red.copy0, 8);
+  EXPECT_TRUE(red.sum_right);
+}
+
+// Invariant: a group of one tensor is not flattened at all (flatten_dense_tensors returns
+// a view): with 16,384-byte buffers every tensor is alone, so no cat runs anywhere,
+// eight copies carry the parameters out and eight carry the gradients back; the
+// primary's sum of a lone tensor needs a buffer of its own (one copy) before its sum
+// (one axpy) and its accumulation (one copy): 16 copies.
+TEST(DataParallelCosts, LoneTensorsAreSentWithoutFlattening) {
+  const auto [rep, red] = run_replicate_and_reduce(kWeightBytes);
+  EXPECT_EQ(rep.cat0 + rep.cat1 + red.cat0 + red.cat1, 0);
+  EXPECT_EQ(rep.copy0 + rep.copy1 + red.copy1, 0);
+  EXPECT_EQ(rep.peer, 8);
+  EXPECT_EQ(red.peer, 8);
+  EXPECT_EQ(red.axpy0, 8);
+  EXPECT_EQ(red.copy0, 16);
+  EXPECT_TRUE(rep.values_equal);
+  EXPECT_TRUE(red.sum_right);
+}
+
+// The planted fault flattens and unflattens with a copy kernel per tensor (the twin's
+// former charge): the numbers stay right, the kernel counts above catch it.
+TEST(DataParallelCosts, PlantedPerTensorFlattenIsCaught) {
+  const ScopedFault f(Fault::dp_flatten_per_tensor);
+  const auto [rep, red] = run_replicate_and_reduce(kWeightBytes + kBiasBytes);
+  EXPECT_TRUE(rep.values_equal);
+  EXPECT_TRUE(red.sum_right);
+  EXPECT_NE(rep.copy0, 0);  // would be 0
+  EXPECT_NE(rep.copy1, 0);  // would be 0: the replica copies into tensors of its own
+  EXPECT_FALSE(rep.views);
+  EXPECT_NE(red.copy1, 0);  // would be 0
+}
+
+}  // namespace
+}  // namespace dpt
