@@ -57,6 +57,7 @@ const std::vector<Fault>& all_faults() {
       Fault::profile_scale_ignored,
       Fault::schedule_memo_ignores_channels,
       Fault::dp_flatten_per_tensor,
+      Fault::dp_replica_loss_scatters_grad,
   };
   return faults;
 }
@@ -103,6 +104,7 @@ const char* fault_name(Fault f) {
     case Fault::profile_scale_ignored: return "profile-scale-ignored";
     case Fault::schedule_memo_ignores_channels: return "schedule-memo-ignores-channels";
     case Fault::dp_flatten_per_tensor: return "dp-flatten-per-tensor";
+    case Fault::dp_replica_loss_scatters_grad: return "dp-replica-loss-scatters-grad";
   }
   return "?";
 }

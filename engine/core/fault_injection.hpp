@@ -52,6 +52,7 @@ enum class Fault : unsigned {
   profile_scale_ignored,            // "profile-scale-ignored": measured layer times not scaled to another GPU kind
   schedule_memo_ignores_channels,   // "schedule-memo-ignores-channels": schedule_latency's memo keyed without channels
   dp_flatten_per_tensor,            // "dp-flatten-per-tensor": DataParallel flattens and unflattens with a copy kernel per tensor
+  dp_replica_loss_scatters_grad,    // "dp-replica-loss-scatters-grad": a module-computed loss still scatters the gathered outputs' gradient
 };
 
 // Every fault, in declaration order.

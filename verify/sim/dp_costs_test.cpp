@@ -5,15 +5,20 @@
 // primary and accumulates one kernel per tensor (autograd's AccumulateGrad).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "engine/core/fault_injection.hpp"
 #include "engine/core/kernels.hpp"
 #include "engine/nn/model.hpp"
+#include "engine/optim/optim.hpp"
 #include "engine/parallel/dp/replicate.hpp"
+#include "engine/parallel/strategy.hpp"
 #include "sim/twin/chrome_trace.hpp"
 #include "verify/support/sim_test_support.hpp"
 
@@ -50,8 +55,10 @@ std::pair<int, double> peer_copies_into(const ChromeTrace& t, size_t from, int g
   for (size_t i = from; i < t.events().size(); ++i) {
     const TraceEvent& e = t.events()[i];
     if (e.pid != gpu + 1 || e.category != "copy") continue;
+    bool peer = false;
+    for (const auto& [k, v] : e.args) peer |= k == "path" && v == "peer to peer";
     for (const auto& [k, v] : e.args)
-      if (k == "to" && v == fmt::format("sim:gpu{}", gpu)) {
+      if (peer && k == "to" && v == fmt::format("sim:gpu{}", gpu)) {
         ++n;
         for (const auto& [nk, nv] : e.number_args)
           if (nk == "bytes") bytes += nv;
@@ -195,6 +202,79 @@ TEST(DataParallelCosts, PlantedPerTensorFlattenIsCaught) {
   EXPECT_NE(rep.copy1, 0);  // would be 0: the replica copies into tensors of its own
   EXPECT_FALSE(rep.views);
   EXPECT_NE(red.copy1, 0);  // would be 0
+}
+
+// One DataParallel step of the MLP on GPUs 0 and 1 (cross-entropy over 64 classes,
+// `batch` samples): the bytes of the peer copies into GPU 1, the loss, the primary's
+// first weight after the SGD step.
+struct DpStep {
+  double bytes_into_gpu1 = 0;
+  double loss = 0;
+  std::vector<float> weight;
+};
+
+DpStep run_dp_step(bool loss_per_replica, std::int64_t batch) {
+  TestMachineOptions o;
+  o.launch_latency = 1e-6;
+  const std::string out = test::run_forked([&] {
+    test::make_test_engine();
+    test::TestPlatform p = test::build_test_platform(o.gpus, o.link_bandwidth, o.link_latency);
+    ChromeTrace trace;
+    SimBackend b(test::test_machine(p, o), {.numeric = true, .trace = &trace});
+    std::string text;
+    sim_run_in_actor(p.cpu, [&] {
+      StrategyOptions so;
+      so.kind = StrategyKind::data_parallel;
+      so.device_ids = {0, 1};
+      so.loss = LossKind::cross_entropy;
+      so.dp_loss_per_replica = loss_per_replica;
+      auto strategy = make_strategy(
+          b, so, [](Device& d) { return make_mlp(four_layers(), d, DType::f32, 7); },
+          [](std::vector<NamedParameter> ps) { return make_sgd(std::move(ps), SgdOptions{}); });
+      Tensor x = Tensor::empty(b.host_memory(), {batch, 64}, DType::f32, MemoryCategory::inputs);
+      Tensor y = Tensor::empty(b.host_memory(), {batch}, DType::i64, MemoryCategory::inputs);
+      auto* xv = static_cast<float*>(x.data());
+      auto* yv = static_cast<std::int64_t*>(y.data());
+      for (Elements i = 0; i < x.numel(); ++i) xv[i] = static_cast<float>(i % 13) / 13.0f - 0.5f;
+      for (Elements i = 0; i < y.numel(); ++i) yv[i] = (i * 7) % 64;
+      const size_t at = trace.events().size();
+      const StepResult r = strategy->train_step(x, y);
+      b.device(0).synchronize();
+      b.device(1).synchronize();
+      const Tensor& w = strategy->module().named_parameters()[0].param->value;
+      const auto* wv = static_cast<const float*>(w.data());
+      text = fmt::format("{} {:.17g}", peer_copies_into(trace, at, 1).second, r.loss);
+      for (Elements i = 0; i < w.numel(); ++i) text += fmt::format(" {:.9g}", wv[i]);
+    });
+    return text;
+  });
+  std::istringstream in(out);
+  DpStep s;
+  in >> s.bytes_into_gpu1 >> s.loss;
+  for (float v; in >> v;) s.weight.push_back(v);
+  return s;
+}
+
+// Invariant: when the module computes its loss (a Hugging Face model given labels),
+// GPU 1 receives the parameters (4 x 16,640 bytes), its 8 input rows (8 x 64 x 4) and
+// its 8 labels (8 x 8): nothing comes back for the gathered outputs, whose gradient
+// the loss never needed. With the loss on the gathered outputs GPU 1 receives the
+// parameters, its input rows and its rows of the output gradient (8 x 64 x 4) instead
+// of the labels. With an even split both give the full batch's mean loss and the same
+// update (the mean of the two halves' means is the full mean).
+TEST(DataParallelCosts, ModuleComputedLossScattersNoOutputGradient) {
+  const double params = 4.0 * static_cast<double>(kWeightBytes + kBiasBytes);
+  const DpStep per_replica = run_dp_step(true, 16);
+  const DpStep gathered = run_dp_step(false, 16);
+  EXPECT_EQ(per_replica.bytes_into_gpu1, params + 8 * 64 * 4 + 8 * 8);
+  EXPECT_EQ(gathered.bytes_into_gpu1, params + 8 * 64 * 4 + 8 * 64 * 4);
+  EXPECT_NEAR(per_replica.loss, gathered.loss, 1e-6 * std::abs(gathered.loss));
+  ASSERT_EQ(per_replica.weight.size(), gathered.weight.size());
+  ASSERT_FALSE(gathered.weight.empty());
+  for (size_t i = 0; i < gathered.weight.size(); ++i) EXPECT_NEAR(per_replica.weight[i], gathered.weight[i], 1e-6);
+  // Planted: the module-computed loss still scatters the gathered outputs' gradient.
+  const ScopedFault f(Fault::dp_replica_loss_scatters_grad);
+  EXPECT_NE(run_dp_step(true, 16).bytes_into_gpu1, params + 8 * 64 * 4 + 8 * 8);
 }
 
 }  // namespace
