@@ -58,6 +58,7 @@ const std::vector<Fault>& all_faults() {
       Fault::schedule_memo_ignores_channels,
       Fault::dp_flatten_per_tensor,
       Fault::dp_replica_loss_scatters_grad,
+      Fault::dp_replica_grads_filled,
   };
   return faults;
 }
@@ -105,6 +106,7 @@ const char* fault_name(Fault f) {
     case Fault::schedule_memo_ignores_channels: return "schedule-memo-ignores-channels";
     case Fault::dp_flatten_per_tensor: return "dp-flatten-per-tensor";
     case Fault::dp_replica_loss_scatters_grad: return "dp-replica-loss-scatters-grad";
+    case Fault::dp_replica_grads_filled: return "dp-replica-grads-filled";
   }
   return "?";
 }

@@ -53,6 +53,7 @@ enum class Fault : unsigned {
   schedule_memo_ignores_channels,   // "schedule-memo-ignores-channels": schedule_latency's memo keyed without channels
   dp_flatten_per_tensor,            // "dp-flatten-per-tensor": DataParallel flattens and unflattens with a copy kernel per tensor
   dp_replica_loss_scatters_grad,    // "dp-replica-loss-scatters-grad": a module-computed loss still scatters the gathered outputs' gradient
+  dp_replica_grads_filled,          // "dp-replica-grads-filled": shape-only replicas pay a fill kernel per gradient every step
 };
 
 // Every fault, in declaration order.

@@ -16,6 +16,7 @@
 #include "engine/core/fault_injection.hpp"
 #include "engine/core/kernels.hpp"
 #include "engine/nn/model.hpp"
+#include "engine/nn/model_library.hpp"
 #include "engine/optim/optim.hpp"
 #include "engine/parallel/dp/replicate.hpp"
 #include "engine/parallel/strategy.hpp"
@@ -202,6 +203,41 @@ TEST(DataParallelCosts, PlantedPerTensorFlattenIsCaught) {
   EXPECT_NE(rep.copy1, 0);  // would be 0: the replica copies into tensors of its own
   EXPECT_FALSE(rep.views);
   EXPECT_NE(red.copy1, 0);  // would be 0
+}
+
+// Kernels (not copies) on GPU 1 while replicating the MLP's cost-only model onto it in
+// shape-only mode.
+int replica_kernels_shape_only() {
+  TestMachineOptions o;
+  o.launch_latency = 1e-6;
+  const std::string out = test::run_forked([&] {
+    test::make_test_engine();
+    test::TestPlatform p = test::build_test_platform(o.gpus, o.link_bandwidth, o.link_latency);
+    ChromeTrace trace;
+    SimBackend b(test::test_machine(p, o), {.numeric = false, .trace = &trace});
+    int kernels = 0;
+    sim_run_in_actor(p.cpu, [&] {
+      // The cost-only model of the MLP, as predictions build it (make_cost_only_model).
+      Sequential primary = make_cost_only_model(describe_mlp(four_layers()), b.device(0), DType::f32);
+      b.device(0).synchronize();
+      const size_t at = trace.events().size();
+      std::vector<Sequential> replicas = replicate(b, primary, {0, 1});
+      b.device(1).synchronize();
+      for (size_t i = at; i < trace.events().size(); ++i)
+        kernels += trace.events()[i].pid == 2 && trace.events()[i].category != "copy";
+    });
+    return std::to_string(kernels);
+  });
+  return std::stoi(out);
+}
+
+// Invariant: PyTorch's replicas have no .grad to zero (their parameters are not
+// leaves), so replicating onto a shape-only GPU launches no kernel there at all: the
+// buffer arrives by copy and the parameters are views of it.
+TEST(DataParallelCosts, ReplicasLaunchNoKernelInShapeOnlyMode) {
+  EXPECT_EQ(replica_kernels_shape_only(), 0);
+  const ScopedFault f(Fault::dp_replica_grads_filled);  // planted: a fill per gradient (8)
+  EXPECT_NE(replica_kernels_shape_only(), 0);
 }
 
 // One DataParallel step of the MLP on GPUs 0 and 1 (cross-entropy over 64 classes,

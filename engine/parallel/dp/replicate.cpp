@@ -144,7 +144,11 @@ std::vector<Sequential> replicate(Backend& backend, Sequential& primary, const s
       view_from(mine, group, dst[static_cast<size_t>(r)]);
     });
   }
-  for (auto& r : replicas) r.zero_grad();
+  // A replica's parameters are not leaves in PyTorch: their gradients are backward's
+  // fresh outputs, never zero-filled. The engine accumulates into .grad, so a device
+  // that computes needs zeros; a shape-only one is not charged for fills PyTorch skips.
+  for (auto& r : replicas)
+    if (r.device().computes() || fault_active(Fault::dp_replica_grads_filled)) r.zero_grad();  // planted fault
   return replicas;
 }
 
