@@ -249,7 +249,7 @@ struct DpStep {
   std::vector<float> weight;
 };
 
-DpStep run_dp_step(bool loss_per_replica, std::int64_t batch) {
+DpStep run_dp_step(bool loss_per_replica, std::int64_t batch, std::int64_t first_sample = 0) {
   TestMachineOptions o;
   o.launch_latency = 1e-6;
   const std::string out = test::run_forked([&] {
@@ -271,8 +271,9 @@ DpStep run_dp_step(bool loss_per_replica, std::int64_t batch) {
       Tensor y = Tensor::empty(b.host_memory(), {batch}, DType::i64, MemoryCategory::inputs);
       auto* xv = static_cast<float*>(x.data());
       auto* yv = static_cast<std::int64_t*>(y.data());
-      for (Elements i = 0; i < x.numel(); ++i) xv[i] = static_cast<float>(i % 13) / 13.0f - 0.5f;
-      for (Elements i = 0; i < y.numel(); ++i) yv[i] = (i * 7) % 64;
+      // Sample s of a fixed data set (whichever batch it falls in): inputs, label.
+      for (Elements i = 0; i < x.numel(); ++i) xv[i] = static_cast<float>((i + first_sample * 64) % 13) / 13.0f - 0.5f;
+      for (Elements i = 0; i < y.numel(); ++i) yv[i] = ((i + first_sample) * 7) % 64;
       const size_t at = trace.events().size();
       const StepResult r = strategy->train_step(x, y);
       b.device(0).synchronize();
@@ -311,6 +312,19 @@ TEST(DataParallelCosts, ModuleComputedLossScattersNoOutputGradient) {
   // Planted: the module-computed loss still scatters the gathered outputs' gradient.
   const ScopedFault f(Fault::dp_replica_loss_scatters_grad);
   EXPECT_NE(run_dp_step(true, 16).bytes_into_gpu1, params + 8 * 64 * 4 + 8 * 8);
+}
+
+// Invariant: with an uneven split (5 samples: 3 on GPU 0, 2 on GPU 1) a module-computed
+// loss is the mean of the two chunks' mean losses, as the Trainer's loss.mean() over
+// DataParallel's gathered per-GPU losses gives, not the full-batch mean; the loss on the
+// gathered outputs is the full-batch mean (3 mean_A + 2 mean_B) / 5. mean_A and mean_B
+// come from separate runs on samples 0-2 and 3-4 with the loss on the gathered outputs.
+TEST(DataParallelCosts, ModuleComputedLossAveragesChunkMeansOnUnevenSplits) {
+  const double mean_a = run_dp_step(false, 3, 0).loss;
+  const double mean_b = run_dp_step(false, 2, 3).loss;
+  ASSERT_GT(std::abs(mean_a - mean_b), 1e-6);  // otherwise the two formulas agree
+  EXPECT_NEAR(run_dp_step(true, 5).loss, (mean_a + mean_b) / 2, 1e-6);
+  EXPECT_NEAR(run_dp_step(false, 5).loss, (3 * mean_a + 2 * mean_b) / 5, 1e-6);
 }
 
 }  // namespace
