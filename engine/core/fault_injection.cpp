@@ -56,6 +56,9 @@ const std::vector<Fault>& all_faults() {
       Fault::gloo_one_segment_per_rank,
       Fault::profile_scale_ignored,
       Fault::schedule_memo_ignores_channels,
+      Fault::op_efficiency_ignores_compute_type,
+      Fault::conv_nchw_transposes_free,
+      Fault::memory_bound_traffic_ignored,
       Fault::dp_flatten_per_tensor,
       Fault::dp_replica_loss_scatters_grad,
       Fault::dp_replica_grads_filled,
@@ -104,6 +107,9 @@ const char* fault_name(Fault f) {
     case Fault::gloo_one_segment_per_rank: return "gloo-one-segment-per-rank";
     case Fault::profile_scale_ignored: return "profile-scale-ignored";
     case Fault::schedule_memo_ignores_channels: return "schedule-memo-ignores-channels";
+    case Fault::op_efficiency_ignores_compute_type: return "op-efficiency-ignores-type";
+    case Fault::conv_nchw_transposes_free: return "conv-nchw-transposes-free";
+    case Fault::memory_bound_traffic_ignored: return "memory-bound-traffic-ignored";
     case Fault::dp_flatten_per_tensor: return "dp-flatten-per-tensor";
     case Fault::dp_replica_loss_scatters_grad: return "dp-replica-loss-scatters-grad";
     case Fault::dp_replica_grads_filled: return "dp-replica-grads-filled";

@@ -17,6 +17,7 @@
 #include "engine/host/host_communicator.hpp"
 
 #include "engine/core/fault_injection.hpp"
+#include "engine/core/reduce_into.hpp"
 
 #include <chrono>
 #include <condition_variable>
@@ -154,21 +155,6 @@ class RingStep {
 };
 
 // ---- element-wise reductions over raw buffers ------------------------------------
-template <typename T> void reduce_into(ReduceOp op, Elements n, const T* src, T* dst) {
-  switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::avg:
-      for (Elements i = 0; i < n; ++i) dst[i] += src[i];
-      break;
-    case ReduceOp::max:
-      for (Elements i = 0; i < n; ++i) dst[i] = src[i] > dst[i] ? src[i] : dst[i];
-      break;
-    case ReduceOp::min:
-      for (Elements i = 0; i < n; ++i) dst[i] = src[i] < dst[i] ? src[i] : dst[i];
-      break;
-  }
-}
-
 // dst[i] = op(a[i], b[i]) without touching a (reduce's chain into scratch).
 template <typename T> void combine(ReduceOp op, Elements n, const T* a, const T* b, T* dst) {
   if (n > 0) std::memcpy(dst, b, static_cast<size_t>(n) * sizeof(T));  // dst may be null when n is 0
@@ -179,31 +165,20 @@ template <typename T> void divide(Elements n, int by, T* x) {
   for (Elements i = 0; i < n; ++i) x[i] = static_cast<T>(x[i] / static_cast<T>(by));
 }
 
-template <typename F> void dispatch_dtype(DType t, F&& f) {
-  switch (t) {
-    case DType::f32: f(float{}); return;
-    case DType::f64: f(double{}); return;
-    case DType::i64: f(std::int64_t{}); return;
-    case DType::i32: f(std::int32_t{}); return;
-    case DType::bf16:
-    case DType::f16: throw std::invalid_argument("no host arithmetic for bf16/f16 tensors (storage-only types)");
-  }
-}
-
 void reduce_bytes(DType t, ReduceOp op, Elements n, const void* src, void* dst) {
-  dispatch_dtype(t, [&](auto tag) {
+  dispatch_host_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     reduce_into<T>(op, n, static_cast<const T*>(src), static_cast<T*>(dst));
   });
 }
 void combine_bytes(DType t, ReduceOp op, Elements n, const void* a, const void* b, void* dst) {
-  dispatch_dtype(t, [&](auto tag) {
+  dispatch_host_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     combine<T>(op, n, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(dst));
   });
 }
 void divide_bytes(DType t, Elements n, int by, void* x) {
-  dispatch_dtype(t, [&](auto tag) {
+  dispatch_host_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     divide<T>(n, by, static_cast<T*>(x));
   });

@@ -107,26 +107,11 @@ Entry parse_entry(const std::string& path, const std::string& name, const json& 
   return e;
 }
 
-}  // namespace
-
-SafetensorsFile parse_safetensors(const std::vector<std::byte>& bytes, const std::string& path) {
+// The header's JSON object. nlohmann keeps the last of duplicate keys silently; a
+// duplicate tensor name is corruption, so the parser callback records it (one key
+// set per open object).
+json parse_header(std::string_view header, const std::string& path) {
   auto bad = [&](const std::string& what) { return std::invalid_argument(fmt::format("{}: {}", path, what)); };
-  if (bytes.size() < 8)
-    throw bad(fmt::format("truncated: {} bytes, too short for the 8-byte header length", bytes.size()));
-  std::uint64_t header_bytes = 0;
-  std::memcpy(&header_bytes, bytes.data(), 8);
-  if (header_bytes > static_cast<std::uint64_t>(kSafetensorsMaxHeaderBytes))
-    throw bad(fmt::format("header length {} bytes exceeds the limit of {} bytes (corrupt file?)", header_bytes,
-                          kSafetensorsMaxHeaderBytes));
-  if (header_bytes > bytes.size() - 8)
-    throw bad(fmt::format("truncated: the header claims {} bytes but only {} follow the length", header_bytes,
-                          bytes.size() - 8));
-  const std::uint64_t buffer_bytes = bytes.size() - 8 - header_bytes;
-  const char* header_begin = reinterpret_cast<const char*>(bytes.data()) + 8;
-  std::string_view header(header_begin, header_bytes);
-
-  // nlohmann keeps the last of duplicate keys silently; a duplicate tensor name is
-  // corruption, so the parser callback records it (one key set per open object).
   std::vector<std::set<std::string>> open_objects;
   std::optional<std::string> duplicate;
   auto watch = [&](int, json::parse_event_t event, json& parsed) {
@@ -146,24 +131,13 @@ SafetensorsFile parse_safetensors(const std::vector<std::byte>& bytes, const std
   }
   if (duplicate) throw bad(fmt::format("header names '{}' twice", *duplicate));
   if (!h.is_object()) throw bad("header is not a JSON object");
+  return h;
+}
 
-  SafetensorsFile f;
-  f.path = path;
-  std::vector<Entry> entries;
-  for (const auto& [key, value] : h.items()) {
-    if (key == "__metadata__") {
-      if (!value.is_object()) throw bad("\"__metadata__\" is not a JSON object");
-      for (const auto& [mk, mv] : value.items()) {
-        if (!mv.is_string()) throw bad(fmt::format("\"__metadata__\" value for '{}' is not a string", mk));
-        f.metadata[mk] = mv.get<std::string>();
-      }
-      continue;
-    }
-    entries.push_back(parse_entry(path, key, value, buffer_bytes));
-  }
-
-  // As the reference reader requires: the tensors tile the data buffer exactly,
-  // with no overlap, no gap and nothing after the last one.
+// Sorts the entries by offset and checks, as the reference reader requires, that the
+// tensors tile the data buffer exactly: no overlap, no gap, nothing after the last one.
+void check_tiling(std::vector<Entry>& entries, std::uint64_t buffer_bytes, const std::string& path) {
+  auto bad = [&](const std::string& what) { return std::invalid_argument(fmt::format("{}: {}", path, what)); };
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
@@ -180,6 +154,41 @@ SafetensorsFile parse_safetensors(const std::vector<std::byte>& bytes, const std
   }
   if (expected != buffer_bytes)
     throw bad(fmt::format("the tensors cover {} bytes but the data buffer has {} bytes", expected, buffer_bytes));
+}
+
+}  // namespace
+
+SafetensorsFile parse_safetensors(const std::vector<std::byte>& bytes, const std::string& path) {
+  auto bad = [&](const std::string& what) { return std::invalid_argument(fmt::format("{}: {}", path, what)); };
+  if (bytes.size() < 8)
+    throw bad(fmt::format("truncated: {} bytes, too short for the 8-byte header length", bytes.size()));
+  std::uint64_t header_bytes = 0;
+  std::memcpy(&header_bytes, bytes.data(), 8);
+  if (header_bytes > static_cast<std::uint64_t>(kSafetensorsMaxHeaderBytes))
+    throw bad(fmt::format("header length {} bytes exceeds the limit of {} bytes (corrupt file?)", header_bytes,
+                          kSafetensorsMaxHeaderBytes));
+  if (header_bytes > bytes.size() - 8)
+    throw bad(fmt::format("truncated: the header claims {} bytes but only {} follow the length", header_bytes,
+                          bytes.size() - 8));
+  const std::uint64_t buffer_bytes = bytes.size() - 8 - header_bytes;
+  const char* header_begin = reinterpret_cast<const char*>(bytes.data()) + 8;
+  const json h = parse_header(std::string_view(header_begin, header_bytes), path);
+
+  SafetensorsFile f;
+  f.path = path;
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : h.items()) {
+    if (key == "__metadata__") {
+      if (!value.is_object()) throw bad("\"__metadata__\" is not a JSON object");
+      for (const auto& [mk, mv] : value.items()) {
+        if (!mv.is_string()) throw bad(fmt::format("\"__metadata__\" value for '{}' is not a string", mk));
+        f.metadata[mk] = mv.get<std::string>();
+      }
+      continue;
+    }
+    entries.push_back(parse_entry(path, key, value, buffer_bytes));
+  }
+  check_tiling(entries, buffer_bytes, path);
 
   const std::byte* data = bytes.data() + 8 + header_bytes;
   f.tensors.reserve(entries.size());

@@ -37,19 +37,29 @@ std::pair<const char*, const char*> kernel_names(const LayerDescription& d, OpCl
 // stream the activations through memory, not work hidden under the GEMM's FLOPs.
 bool has_memory_bound_parts(const LayerDescription& d, OpClass c) {
   if (c == OpClass::other) return false;
+  if (d.memory_bound_forward_elements_per_sample) return true;  // counted by the model library
   for (std::string_view part : {"Norm", "ReLU", "GELU", "SiLU", "Tanh", "Softmax", "Bottleneck", "Block", "Layer"})
     if (type_has(d.type, part)) return true;
   return false;
 }
 
-// Charges a layer's memory-bound parts as their own kernel moving `passes` x the saved
-// activation bytes (the norms' and activations' inputs and outputs).
-void charge_memory_bound_parts(Device& device, const LayerDescription& d, bool forward, Bytes saved_bytes) {
+// Charges a layer's memory-bound parts as their own kernel. With the model library's
+// per-kernel count it moves exactly those elements (x `element_bytes`, read and written
+// split evenly); without one, `passes` x the saved activation bytes: forward each part
+// reads its input and writes its output (2 passes), backward reads the saved input and the
+// output gradient and writes the input gradient (3 passes).
+void charge_memory_bound_parts(Device& device, const LayerDescription& d, bool forward, Bytes saved_bytes,
+                               std::int64_t batch, Bytes element_bytes) {
   const bool norm = type_has(d.type, "Norm") || type_has(d.type, "Bottleneck") || type_has(d.type, "Block") ||
                     type_has(d.type, "Layer");
   const char* name = norm ? (forward ? "norm_fwd" : "norm_bwd") : (forward ? "elementwise_fwd" : "elementwise_bwd");
-  // Forward: each reads its input and writes its output (2 passes). Backward: reads the
-  // saved input and the output gradient, writes the input gradient (3 passes).
+  const auto& counted = forward ? d.memory_bound_forward_elements_per_sample : d.memory_bound_backward_elements_per_sample;
+  // Planted fault: the counted traffic ignored for the saved-activation estimate.
+  if (counted && !fault_active(Fault::memory_bound_traffic_ignored)) {
+    const Bytes moved = *counted * batch * element_bytes;
+    kernel_charge(device, OpCost{name, OpKind::memory, 0.0, moved - moved / 2, moved / 2, OpClass::other});
+    return;
+  }
   const Bytes read = forward ? saved_bytes : 2 * saved_bytes;
   kernel_charge(device, OpCost{name, OpKind::memory, 0.0, read, saved_bytes, OpClass::other});
 }
@@ -93,6 +103,11 @@ CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device&
                       : Tensor::empty(device, p.shape, dtype, MemoryCategory::gradients);
     params_.push_back(std::move(param));
   }
+}
+
+Bytes CostLayer::conv_io_bytes(std::int64_t batch, Bytes element_bytes) const {
+  if (op_class_ != OpClass::conv || !desc_.conv_io_elements_per_sample) return 0;
+  return *desc_.conv_io_elements_per_sample * batch * element_bytes;
 }
 
 Bytes CostLayer::parameter_bytes() const {
@@ -142,11 +157,16 @@ Tensor CostLayer::forward(const Tensor& x) {
   const bool split = has_memory_bound_parts(desc_, op_class_) && !desc_.measured_forward_s_per_sample;
   OpCost cost{kernel_names(desc_, op_class_).first, OpKind::compute, desc_.forward_flops_per_sample * static_cast<double>(batch),
               x.size_bytes() + param_bytes, y.size_bytes() + (split ? 0 : saved_bytes), op_class_};
+  if (const Bytes io = conv_io_bytes(batch, elt); io > 0) {
+    // The convolutions read their inputs and write their outputs (split evenly).
+    cost.bytes_read = param_bytes + io - io / 2;
+    cost.bytes_written = io / 2;
+  }
   if (desc_.measured_forward_s_per_sample)
     cost.measured_s = *desc_.measured_forward_s_per_sample * static_cast<double>(batch);
   const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "forward");
   kernel_charge(*device_, cost);
-  if (split) charge_memory_bound_parts(*device_, desc_, true, saved_bytes);
+  if (split) charge_memory_bound_parts(*device_, desc_, true, saved_bytes, batch, elt);
   return y;
 }
 
@@ -167,11 +187,18 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
   OpCost cost{kernel_names(desc_, op_class_).second, OpKind::compute, 2.0 * desc_.forward_flops_per_sample * static_cast<double>(batch),
               dy.size_bytes() + saved_->size_bytes() + param_bytes, (dx.defined() ? dx.size_bytes() : 0) + grad_bytes,
               op_class_};
+  const Bytes elt = dtype_size_bytes(precision_activation_dtype(precision_, op_class_));
+  if (const Bytes io = conv_io_bytes(batch, elt); io > 0) {
+    // Backward data reads the output gradient and writes the input gradient; backward filter
+    // reads the input and the output gradient: half as much again read as in forward.
+    cost.bytes_read = param_bytes + io + io / 2;
+    cost.bytes_written = grad_bytes + io - io / 2;
+  }
   if (desc_.measured_backward_s_per_sample)
     cost.measured_s = *desc_.measured_backward_s_per_sample * static_cast<double>(batch);
   const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "backward");
   if (has_memory_bound_parts(desc_, op_class_) && !desc_.measured_backward_s_per_sample)
-    charge_memory_bound_parts(*device_, desc_, false, saved_->size_bytes());
+    charge_memory_bound_parts(*device_, desc_, false, saved_->size_bytes(), batch, elt);
   kernel_charge(*device_, cost);
   clear_saved();
   return dx;

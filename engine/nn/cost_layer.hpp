@@ -58,6 +58,8 @@ class CostLayer final : public Layer {
   Tensor make_tensor(std::int64_t rows, std::int64_t features, MemoryCategory category) const;
   void check_input(const Shape& input, const char* what) const;
   Bytes parameter_bytes() const;  // trainable and frozen values, read by forward and backward
+  // What the layer's convolutions read and write (conv_io_elements_per_sample); 0 when unknown.
+  Bytes conv_io_bytes(std::int64_t batch, Bytes element_bytes) const;
 
   LayerDescription desc_;
   std::int64_t input_features_;

@@ -38,6 +38,15 @@ struct LayerDescription {
   // file holds them for the measured batch; the twin scales them linearly with batch.
   std::optional<Seconds> measured_forward_s_per_sample;
   std::optional<Seconds> measured_backward_s_per_sample;
+  // Elements the layer's memory-bound kernels (norms, activations, softmax, dropout,
+  // residual adds, layout copies) read plus write per sample, counted kernel by kernel
+  // (scenarios/models/generate.py); unset: its saved activations streamed twice forward
+  // and three times backward.
+  std::optional<Elements> memory_bound_forward_elements_per_sample;
+  std::optional<Elements> memory_bound_backward_elements_per_sample;
+  // Input plus output elements of the layer's convolutions per sample: what its conv
+  // kernels read and write (and what cuDNN transposes on Tensor Cores).
+  std::optional<Elements> conv_io_elements_per_sample;
 };
 
 // Where and how a profiled model was measured (dptwin_profile's `measured` block).

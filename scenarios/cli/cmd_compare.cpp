@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/report/report_document.hpp"
 #include "scenarios/report/report_format.hpp"
@@ -98,9 +99,10 @@ int run_compare(const CompareArgs& a) {
   const ReportDirLock lock("--report", a.report_dir);
   if (!a.report_dir.empty()) report::write_report(compare_document(labels, reports), a.report_dir);
   if (a.json) {
-    nlohmann::json j = nlohmann::json::array();
-    for (size_t i = 0; i < reports.size(); ++i) j.push_back({{"label", labels[i]}, {"report", step_report_to_json(reports[i])}});
-    std::cout << j.dump(2) << "\n";
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t i = 0; i < reports.size(); ++i)
+      rows.push_back({{"label", labels[i]}, {"report", step_report_to_json(reports[i])}});
+    print_json({{"reports", rows}});
   } else {
     std::cout << report::compare_table_text(labels, reports);
   }
@@ -116,7 +118,7 @@ RunFn setup(CLI::App& parent) {
       ->required()
       ->check(CLI::ExistingFile);
   app->add_option("--report", a->report_dir, "write the HTML and Markdown report into this directory");
-  app->add_flag("--json", a->json, "print the reports as JSON");
+  app->add_flag("--json", a->json, "print the reports as JSON: {\"reports\": [{\"label\", \"report\"}, ...], \"dptwin\": {...}}");
   app->footer("Examples:\n"
               "  dptwin compare scenarios/whatif/resnet50-dgx-a100-dp.yaml scenarios/whatif/resnet50-dgx-a100-ddp.yaml\n"
               "  dptwin compare predicted.json measured.json --report cmp/\n\n" +

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/json_output.hpp"
 #include "scenarios/cli/library_dir.hpp"
 #include "scenarios/scenario/lesson.hpp"
 
@@ -30,12 +31,12 @@ int run_lesson(const LessonArgs& a) {
   }
   if (claims.empty()) throw std::invalid_argument(fmt::format("--dir {}: no lesson claims (*.yaml) found", a.dir));
   int failed = 0;
-  nlohmann::json out = nlohmann::json::array();
+  nlohmann::json verdicts = nlohmann::json::array();
   for (const auto& c : claims) {
     const lesson::Verdict v = lesson::evaluate(c, lib);
     failed += v.pass ? 0 : 1;
     if (a.json) {
-      out.push_back({{"file", v.file}, {"lesson_claim", c.lesson_claim}, {"claim", v.claim},
+      verdicts.push_back({{"file", v.file}, {"lesson_claim", c.lesson_claim}, {"claim", v.claim},
                      {"verdict", v.pass ? "PASS" : "FAIL"}, {"numbers", v.numbers}});
     } else {
       std::cout << fmt::format("[{}] claim {}: {}\n       {}\n", v.pass ? "PASS" : "FAIL", c.lesson_claim, v.claim,
@@ -43,7 +44,7 @@ int run_lesson(const LessonArgs& a) {
     }
   }
   if (a.json) {
-    std::cout << out.dump(2) << "\n";
+    print_json({{"claims", verdicts}});
   } else {
     std::cout << fmt::format("{} of {} claims hold\n", claims.size() - static_cast<size_t>(failed), claims.size());
   }
@@ -59,7 +60,7 @@ RunFn setup(CLI::App& parent) {
   app->add_option("--dir", a->dir, "directory of lesson claim files")->check(CLI::ExistingDirectory);
   app->add_option("--library", a->library, "directory holding hardware/ and models/")->check(CLI::ExistingDirectory);
   app->add_option("--only", a->only, "run only these claims (file stems, e.g. ddp-near-linear)");
-  app->add_flag("--json", a->json, "print the verdicts as JSON");
+  app->add_flag("--json", a->json, "print the verdicts as JSON: {\"claims\": [...], \"dptwin\": {...}}");
   app->footer("Examples:\n  dptwin lesson\n  dptwin lesson --only ddp-near-linear --json\n\n" + exit_codes_help() +
               " Exit 1 here: at least one claim failed.");
   return [a] { return run_lesson(*a); };

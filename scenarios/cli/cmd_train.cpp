@@ -97,19 +97,8 @@ size_t checkpoint_layers_from_flag(const std::string& text) {
   return static_cast<size_t>(layers);
 }
 
-TrainConfig config_from(const TrainFlags& f, int& devices_out) {
-  TrainConfig c;
-  try {
-    c.model = parse_mlp_spec(f.model);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(fmt::format("--model: {}", e.what()));
-  }
-  c.model.activation = f.activation == "gelu" ? Activation::gelu : Activation::relu;
-  c.model.layernorm = f.layernorm;
-  c.loss = loss_kind_from_name(f.loss);
-  c.optimizer = optimizer_kind_from_name(f.optimizer);
-  c.strategy.kind = strategy_kind_from_name(f.strategy);
-  const bool ddp = c.strategy.kind == StrategyKind::ddp;
+// --devices (single 1, dp/ddp 2 by default): the strategy's device ids; returns the count.
+int configure_devices(const TrainFlags& f, TrainConfig& c) {
   const int devices = f.devices.value_or(c.strategy.kind == StrategyKind::single ? 1 : 2);
   if (devices < 1) throw std::invalid_argument(fmt::format("--devices must be at least 1, got {}", devices));
   if (c.strategy.kind == StrategyKind::single && devices != 1)
@@ -118,8 +107,11 @@ TrainConfig config_from(const TrainFlags& f, int& devices_out) {
   if (f.device.backend == "host")
     limits::require_int_in("--devices", devices, 1, limits::kMaxHostDevices, "host devices are worker threads");
   for (int i = 0; i < devices; ++i) c.strategy.device_ids.push_back(i);
-  devices_out = devices;
+  return devices;
+}
 
+// --lr, --momentum, --weight-decay with PyTorch's defaults for the chosen optimizer.
+void configure_optimizer(const TrainFlags& f, TrainConfig& c) {
   if (f.lr && !(*f.lr >= 0)) throw std::invalid_argument(fmt::format("--lr must not be negative, got {}", *f.lr));
   if (f.weight_decay && !(*f.weight_decay >= 0))
     throw std::invalid_argument(fmt::format("--weight-decay must not be negative, got {}", *f.weight_decay));
@@ -138,7 +130,11 @@ TrainConfig config_from(const TrainFlags& f, int& devices_out) {
     c.adamw.lr = f.lr.value_or(1e-3);
     c.adamw.weight_decay = f.weight_decay.value_or(0.01);
   }
+}
 
+// The global batch of one step from --batch or --batch-per-device (which must agree
+// when both are given), else the default.
+std::int64_t global_batch(const TrainFlags& f, int devices) {
   if (f.batch_per_device && *f.batch_per_device < 1)
     throw std::invalid_argument(fmt::format("--batch-per-device must be at least 1, got {}", *f.batch_per_device));
   if (f.batch && *f.batch < 1)
@@ -147,24 +143,13 @@ TrainConfig config_from(const TrainFlags& f, int& devices_out) {
     throw std::invalid_argument(fmt::format("--batch {} disagrees with --batch-per-device {} on {} devices ({} in all); "
                                             "give one of them",
                                             *f.batch, *f.batch_per_device, devices, *f.batch_per_device * devices));
-  c.batch = f.batch ? *f.batch : f.batch_per_device ? *f.batch_per_device * devices : kDefaultBatch;
+  return f.batch ? *f.batch : f.batch_per_device ? *f.batch_per_device * devices : kDefaultBatch;
+}
 
-  if (f.steps < 0) throw std::invalid_argument(fmt::format("--steps must not be negative, got {}", f.steps));
-  c.steps = f.steps;
-  if (f.seed < 0) throw std::invalid_argument(fmt::format("--seed must not be negative, got {}", f.seed));
-  c.seed = static_cast<std::uint64_t>(f.seed);
-  if (f.dtype) {
-    c.dtype = dtype_from_name(*f.dtype);
-    if (!dtype_is_floating(*c.dtype))
-      throw std::invalid_argument(fmt::format("--dtype must be f32 or f64, got {}", *f.dtype));
-  }
-  c.autocast = autocast_from_flag(f.precision);
-  c.checkpoint_segment_layers = checkpoint_layers_from_flag(f.activation_checkpointing);
-  c.shuffle = f.shuffle;
-  c.init_path = f.init;
-  c.data_path = f.data;
-  c.checkpoint_path = f.checkpoint;
-
+// --bucket-cap-mb, --uneven, --accumulate and --comm-hook: DDP's options, refused
+// for the other strategies.
+void configure_ddp(const TrainFlags& f, TrainConfig& c) {
+  const bool ddp = c.strategy.kind == StrategyKind::ddp;
   if (f.bucket_cap_mb) {
     if (!ddp) throw std::invalid_argument("--bucket-cap-mb applies to --strategy ddp only");
     if (!(*f.bucket_cap_mb > 0))
@@ -194,6 +179,43 @@ TrainConfig config_from(const TrainFlags& f, int& devices_out) {
                                               "only",
                                               *f.comm_hook));
   }
+}
+
+// The whole run's configuration from the flags, each checked with an error naming
+// it; devices_out receives the device count.
+TrainConfig config_from(const TrainFlags& f, int& devices_out) {
+  TrainConfig c;
+  try {
+    c.model = parse_mlp_spec(f.model);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("--model: {}", e.what()));
+  }
+  c.model.activation = f.activation == "gelu" ? Activation::gelu : Activation::relu;
+  c.model.layernorm = f.layernorm;
+  c.loss = loss_kind_from_name(f.loss);
+  c.optimizer = optimizer_kind_from_name(f.optimizer);
+  c.strategy.kind = strategy_kind_from_name(f.strategy);
+  const int devices = configure_devices(f, c);
+  devices_out = devices;
+  configure_optimizer(f, c);
+  c.batch = global_batch(f, devices);
+
+  if (f.steps < 0) throw std::invalid_argument(fmt::format("--steps must not be negative, got {}", f.steps));
+  c.steps = f.steps;
+  if (f.seed < 0) throw std::invalid_argument(fmt::format("--seed must not be negative, got {}", f.seed));
+  c.seed = static_cast<std::uint64_t>(f.seed);
+  if (f.dtype) {
+    c.dtype = dtype_from_name(*f.dtype);
+    if (!dtype_is_floating(*c.dtype))
+      throw std::invalid_argument(fmt::format("--dtype must be f32 or f64, got {}", *f.dtype));
+  }
+  c.autocast = autocast_from_flag(f.precision);
+  c.checkpoint_segment_layers = checkpoint_layers_from_flag(f.activation_checkpointing);
+  c.shuffle = f.shuffle;
+  c.init_path = f.init;
+  c.data_path = f.data;
+  c.checkpoint_path = f.checkpoint;
+  configure_ddp(f, c);
   if (f.device.backend == "host")
     limits::require_memory(fmt::format("--model {} with --batch {} on {} device(s): parameters, gradients, optimizer "
                                        "state, activations and data",

@@ -9,6 +9,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "sim/net/platform.hpp"
+#include "sim/twin/driver_actor.hpp"
 #include "sim/twin/predict.hpp"
 #include "sim/twin/sim_backend.hpp"
 #include "sim/twin/sim_process.hpp"
@@ -25,8 +26,7 @@ Figures simulate_part(const sim::HardwareSpec& hw, const Faults& faults, const M
     std::unique_ptr<SimBackend> backend;
     std::unique_ptr<StragglingBackend> straggling;
     Figures figures;
-    std::string error;
-    bool finished = false;
+    sim::DriverOutcome driver;
     return sim::run_simulation(
         hw,
         [&](sim::Platform& p) {
@@ -39,31 +39,26 @@ Figures simulate_part(const sim::HardwareSpec& hw, const Faults& faults, const M
           o.workers = workers;
           backend = std::make_unique<SimBackend>(std::move(machine), o);
           straggling = std::make_unique<StragglingBackend>(*backend, straggler_delays(gpus, faults));
-          simgrid::s4u::Actor::create("verify-driver", p.cpu_host(0), [&] {
-            try {
-              MeasureHooks hooks;
-              hooks.before_parallel_step = [&] { straggling->arm(); };
-              hooks.before_single_step = [&](int device) { straggling->delay_caller(device); };
-              figures = measure_figures(*straggling, config, parts, hooks);
-            } catch (const std::exception& e) {
-              error = e.what();
-            }
-            finished = true;
-          });
+          sim::start_driver(
+              p.cpu_host(0), "verify-driver",
+              [&] {
+                MeasureHooks hooks;
+                hooks.before_parallel_step = [&] { straggling->arm(); };
+                hooks.before_single_step = [&](int device) { straggling->delay_caller(device); };
+                figures = measure_figures(*straggling, config, parts, hooks);
+              },
+              driver);
         },
         [&](sim::Platform&) -> std::string {
-          if (!error.empty()) throw std::runtime_error("verify on the twin: " + error);
-          if (!finished)
-            throw std::runtime_error(fmt::format(
-                "verify on the twin: the simulation of '{}' ended before the measurements finished (SimGrid found "
-                "its actors deadlocked)",
-                hw.name));
+          driver.check("verify on the twin",
+                       fmt::format("the simulation of '{}' ended before the measurements finished (SimGrid found "
+                                   "its actors deadlocked)",
+                                   hw.name));
           return figures_to_json(figures).dump();
         });
   });
   return figures_from_json(nlohmann::json::parse(text));
 }
-
 
 }  // namespace
 

@@ -18,6 +18,16 @@ Counting conventions (the same for every model, stated once here):
     counts once). Dropout masks are 1 byte per element: counted as a quarter of
     an element (f32 equivalent). Transformers follow Korthikanti et al. 2022,
     "Reducing Activation Recomputation in Large Transformer Models", Sec. 4.1.
+  * Memory-bound traffic: for each layer, the elements its memory-bound kernels
+    (norms, activations, softmax chains, dropout, residual adds, pooling, layout
+    copies, gradient accumulation) read plus write per sample, forward and backward,
+    counted kernel by kernel as PyTorch's eager kernels run them (per-kernel pass
+    counts at MB_* below; 1-byte masks count a quarter, int64 indices two). GEMM and
+    convolution kernels' own reads and writes are not in it (they are charged with
+    their FLOPs).
+  * conv_io: for each convolution layer, its convolutions' input plus output
+    elements per sample: Tensor Core convolutions on NCHW tensors transpose them
+    to NHWC and back (the twin charges that under a Tensor Core compute type).
   * A sample is one image (ResNet-50) or one full-length sequence (transformers).
     Token ids enter as one feature per position.
 """
@@ -30,6 +40,49 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # Element-wise FLOPs per element, as engine/kernels.cpp charges them.
 RELU, GELU, LAYERNORM, SOFTMAX, BATCHNORM, ADD = 1, 12, 8, 5, 4, 1
 
+# Elements read plus written per element of the tensor, per memory-bound kernel
+# (forward, backward), as PyTorch 1.x eager runs them:
+#   BatchNorm2d training (cuDNN): forward reads x for the statistics, then reads x and
+#     writes y (3); backward reads x and dy for the reductions, then reads both and
+#     writes dx (5).
+#   ReLU(inplace): reads and writes (2); threshold_backward reads dy and y, writes dx (3).
+#   add (a + b): reads two, writes one (3); backward: none (the gradient is passed on).
+#   Gradient accumulation where a tensor feeds two ops (autograd sums the two: 3).
+#   LayerNorm: forward reads x for the moments, then reads x and writes y (3); backward
+#     reads dy and x for dx and again for the weight and bias gradients, writes dx (5).
+#   Dropout (training): reads x, writes y and a 1-byte mask (2.25); backward reads dy and
+#     the mask, writes dx (2.25).
+#   Scalar scale, mask fill (torch.where / + mask): 2 forward, 2 backward.
+#   Softmax over the last dimension: reads and writes (2); backward reads dy and y,
+#     writes dx (3).
+#   A one-kernel GELU (F.gelu): 2 forward, 3 backward. GPT-2's "gelu_new" in Hugging Face
+#     transformers is eager Python, 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))):
+#     eight kernels (pow, mul, add, mul, tanh, add, mul, mul: 18 forward) and their
+#     autograd backward (mul backwards 6 or 2, pow 7, tanh 3, two accumulations of x's
+#     gradient 6: 28).
+#   A permute made contiguous (attention's head split and merge): reads and writes (2),
+#     the same backward.
+#   Bias gradient of a Linear (sum of dy over rows): reads dy (1).
+MB_BN = (3, 5)
+MB_RELU = (2, 3)
+MB_ADD = (3, 0)
+MB_ACCUMULATE = (0, 3)
+MB_LAYERNORM = (3, 5)
+MB_DROPOUT = (2.25, 2.25)
+MB_SCALE = (2, 2)
+MB_SOFTMAX = (2, 3)
+MB_GELU_FUSED = (2, 3)
+MB_GELU_EAGER = (18, 28)
+MB_COPY = (2, 2)
+MB_BIAS_GRAD = (0, 1)
+
+
+def traffic(*terms):
+    """Sums (passes, elements) terms into (forward, backward) elements."""
+    fwd = sum(p[0] * n for p, n in terms)
+    bwd = sum(p[1] * n for p, n in terms)
+    return int(round(fwd)), int(round(bwd))
+
 
 class Model:
     def __init__(self, name, sample, input_features, sources, published_parameters):
@@ -40,9 +93,10 @@ class Model:
         self.published_parameters = published_parameters
         self.layers = []
 
-    def add(self, name, type_, params, flops, activations, output_features):
+    def add(self, name, type_, params, flops, activations, output_features, memory=None, conv_io=None):
         self.layers.append(dict(name=name, type=type_, params=params, flops=int(round(flops)),
-                                activations=int(round(activations)), output_features=int(output_features)))
+                                activations=int(round(activations)), output_features=int(output_features),
+                                memory=memory, conv_io=None if conv_io is None else int(conv_io)))
 
     def parameter_count(self):
         n = 0
@@ -74,6 +128,11 @@ class Model:
             out.append(f"    forward_flops_per_sample: {layer['flops']}")
             out.append(f"    activation_elements_per_sample: {layer['activations']}")
             out.append(f"    output_features: {layer['output_features']}")
+            if layer["memory"] is not None:
+                out.append(f"    memory_bound_forward_elements_per_sample: {layer['memory'][0]}")
+                out.append(f"    memory_bound_backward_elements_per_sample: {layer['memory'][1]}")
+            if layer["conv_io"] is not None:
+                out.append(f"    conv_io_elements_per_sample: {layer['conv_io']}")
             if layer["params"]:
                 out.append("    parameters:")
                 for pname, shape in layer["params"]:
@@ -100,8 +159,15 @@ def resnet50():
     # Saved: the input image (conv1), conv1 output (bn1), relu output (maxpool),
     # maxpool output and its int64 indices (2 f32 elements each).
     acts = 3 * 224 * 224 + 2 * 64 * h * h + 3 * 64 * 56 * 56
+    # Max pooling 3x3/2 with indices: forward reads the input, writes the output and its
+    # int64 indices; backward zero-fills the input gradient, reads dy and the indices and
+    # scatters into it.
+    pool_in, pool_out = 64 * h * h, 64 * 56 * 56
+    maxpool = ((pool_in + 3 * pool_out, 2 * pool_in + 3 * pool_out), 1)
+    memory = traffic((MB_BN, 64 * h * h), (MB_RELU, 64 * h * h), maxpool)
     m.add("stem", "Conv2d+BatchNorm2d+ReLU+MaxPool2d",
-          [("conv1.weight", [64, 3, 7, 7]), ("bn1.weight", [64]), ("bn1.bias", [64])], flops, acts, 64 * 56 * 56)
+          [("conv1.weight", [64, 3, 7, 7]), ("bn1.weight", [64]), ("bn1.bias", [64])], flops, acts, 64 * 56 * 56,
+          memory=memory, conv_io=3 * 224 * 224 + 64 * h * h)
 
     cin, size = 64, 56
     for stage, (width, blocks, stride) in enumerate([(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)], start=1):
@@ -120,16 +186,27 @@ def resnet50():
             # output; conv3/bn3 saves the conv3 output; the block output after
             # add+relu is saved once (next block's input and this ReLU's output).
             acts = 2 * width * size * size + 2 * width * out_size ** 2 + cout * out_size ** 2 + cout * out_size ** 2
+            e1, e2, e3 = width * size * size, width * out_size ** 2, cout * out_size ** 2
+            # bn1+relu, bn2+relu, bn3, the residual add and the last relu in place; the block
+            # input feeds conv1 and the shortcut, so its two gradients are summed.
+            terms = [(MB_BN, e1), (MB_RELU, e1), (MB_BN, e2), (MB_RELU, e2), (MB_BN, e3), (MB_ADD, e3),
+                     (MB_RELU, e3), (MB_ACCUMULATE, cin * size * size)]
+            conv_io = (cin * size * size + e1) + (e1 + e2) + (e2 + e3)
             if b == 0:
                 params += [("downsample.0.weight", [cout, cin, 1, 1]), ("downsample.1.weight", [cout]),
                            ("downsample.1.bias", [cout])]
                 flops += conv_flops(cin, cout, 1, out_size) + BATCHNORM * cout * out_size ** 2
                 acts += cout * out_size ** 2
-            m.add(f"layer{stage}.{b}", "Bottleneck", params, flops, acts, cout * out_size ** 2)
+                terms.append((MB_BN, cout * out_size ** 2))
+                conv_io += cin * size * size + cout * out_size ** 2
+            m.add(f"layer{stage}.{b}", "Bottleneck", params, flops, acts, cout * out_size ** 2,
+                  memory=traffic(*terms), conv_io=conv_io)
             cin, size = cout, out_size
     # Global average pool then fc; fc saves its 2048-element input.
+    # Average pooling reads 2048 x 7 x 7 and writes 2048 (backward the reverse); fc's bias gradient.
+    avgpool = ((2048 * 49 + 2048, 2048 * 49 + 2048), 1)
     m.add("fc", "AdaptiveAvgPool2d+Linear", [("fc.weight", [1000, 2048]), ("fc.bias", [1000])],
-          2048 * 7 * 7 + 2 * 2048 * 1000 + 1000, 2048, 1000)
+          2048 * 7 * 7 + 2 * 2048 * 1000 + 1000, 2048, 1000, memory=traffic(avgpool, (MB_BIAS_GRAD, 1000)))
     return m
 
 
@@ -143,8 +220,17 @@ def gpt2(name, n_layer, h, a, published, sources):
     s, vocab = 1024, 50257
     m = Model(name, "a 1,024-token sequence", s, sources, published)
     # wte and wpe lookups: no FLOPs worth counting; embedding dropout saves a mask.
+    sh, as2 = s * h, a * s * s
     m.add("embeddings", "GPT2Embeddings", [("wte.weight", [vocab, h]), ("wpe.weight", [s, h])],
-          ADD * s * h, s * h / 4, s * h)
+          ADD * s * h, s * h / 4, s * h, memory=traffic((MB_ADD, sh), (MB_DROPOUT, sh)))
+    # Hugging Face GPT2Block, eager: ln_1; c_attn; the head split made contiguous for the
+    # batched matmuls (q, k, v); scores scaled, causal-masked (torch.where), softmax,
+    # dropout; the head merge; c_proj, dropout, residual add; ln_2; c_fc, gelu_new (eager),
+    # c_proj, dropout, residual add. The block input and the mid residual each feed two ops
+    # (their gradients are summed); the four Conv1D biases' gradients are row sums.
+    block_memory = traffic((MB_LAYERNORM, 2 * sh), (MB_COPY, 4 * sh), (MB_SCALE, 2 * as2), (MB_SOFTMAX, as2),
+                           (MB_DROPOUT, as2), (MB_DROPOUT, 2 * sh), (MB_ADD, 2 * sh), (MB_ACCUMULATE, 2 * sh),
+                           (MB_GELU_EAGER, 4 * sh), (MB_BIAS_GRAD, 9 * sh))
     for i in range(n_layer):
         params = [("ln_1.weight", [h]), ("ln_1.bias", [h]),
                   ("attn.c_attn.weight", [h, 3 * h]), ("attn.c_attn.bias", [3 * h]),
@@ -157,11 +243,12 @@ def gpt2(name, n_layer, h, a, published, sources):
         # Korthikanti et al. Sec. 4.1 in elements: attention 5sh + 2as^2 (+ masks as^2 + sh),
         # MLP 9sh (+ mask sh), two LayerNorms 2sh.
         acts = 16 * s * h + 2 * a * s * s + (a * s * s + 2 * s * h) / 4
-        m.add(f"h.{i}", "GPT2Block", params, flops, acts, s * h)
+        m.add(f"h.{i}", "GPT2Block", params, flops, acts, s * h, memory=block_memory)
     # ln_f then the LM head (tied to wte, so no parameter of its own); logits are saved
     # by the loss (softmax), the ln_f output by the head's weight gradient.
     m.add("ln_f+lm_head", "LayerNorm+TiedLinear", [("ln_f.weight", [h]), ("ln_f.bias", [h])],
-          LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab)
+          LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab,
+          memory=traffic((MB_LAYERNORM, sh)))
     return m
 
 
@@ -176,7 +263,18 @@ def bert_large():
     m.add("embeddings", "BertEmbeddings",
           [("word_embeddings.weight", [vocab, h]), ("position_embeddings.weight", [s, h]),
            ("token_type_embeddings.weight", [2, h]), ("LayerNorm.weight", [h]), ("LayerNorm.bias", [h])],
-          2 * ADD * s * h + LAYERNORM * s * h, 2 * s * h + s * h / 4, s * h)
+          2 * ADD * s * h + LAYERNORM * s * h, 2 * s * h + s * h / 4, s * h,
+          memory=traffic((MB_ADD, 2 * s * h), (MB_LAYERNORM, s * h), (MB_DROPOUT, s * h)))
+    sh, as2 = s * h, a * s * s
+    # BertLayer, eager: query, key, value; the head split made contiguous for the batched
+    # matmuls; scores scaled, the attention mask added (its backward passes the gradient
+    # on), softmax, dropout; the head merge; output dense, dropout, residual add,
+    # LayerNorm; intermediate dense and GELU (one kernel); output dense, dropout, residual
+    # add, LayerNorm. The layer input feeds query, key, value and the residual (three
+    # gradient sums), the attention output the MLP and the residual (one); six bias rows sums.
+    layer_memory = traffic((MB_COPY, 4 * sh), (MB_SCALE, as2), ((2, 0), as2), (MB_SOFTMAX, as2), (MB_DROPOUT, as2),
+                           (MB_DROPOUT, 2 * sh), (MB_ADD, 2 * sh), (MB_LAYERNORM, 2 * sh),
+                           (MB_GELU_FUSED, s * f), (MB_ACCUMULATE, 4 * sh), (MB_BIAS_GRAD, 5 * sh + s * f))
     for i in range(n_layer):
         params = []
         for proj in ("query", "key", "value"):
@@ -189,7 +287,7 @@ def bert_large():
         flops = (2 * s * (4 * h * h + 2 * h * f) + attention_flops(s, h, a) + 2 * LAYERNORM * s * h +
                  GELU * s * f + 2 * ADD * s * h)
         acts = 16 * s * h + 2 * a * s * s + (a * s * s + 2 * s * h) / 4
-        m.add(f"encoder.layer.{i}", "BertLayer", params, flops, acts, s * h)
+        m.add(f"encoder.layer.{i}", "BertLayer", params, flops, acts, s * h, memory=layer_memory)
     # Pooler (first token) and NSP head, then the MLM head: dense, GELU, LayerNorm,
     # decoder tied to word_embeddings with its own bias.
     m.add("pooler+heads", "BertPreTrainingHeads",
@@ -199,7 +297,8 @@ def bert_large():
            ("cls.predictions.transform.LayerNorm.weight", [h]), ("cls.predictions.transform.LayerNorm.bias", [h]),
            ("cls.seq_relationship.weight", [2, h]), ("cls.seq_relationship.bias", [2])],
           2 * h * h + 2 * h * 2 + 2 * s * h * h + GELU * s * h + LAYERNORM * s * h + 2 * s * h * vocab,
-          4 * s * h + s * vocab, s * vocab + 2)
+          4 * s * h + s * vocab, s * vocab + 2,
+          memory=traffic((MB_GELU_FUSED, s * h), (MB_LAYERNORM, s * h)))
     return m
 
 

@@ -20,17 +20,6 @@ Seconds uncovered(const Spans& a, const Spans& b) {
   return std::max(0.0, union_length(both) - union_length(b));
 }
 
-const char* category(OpKind k) {
-  switch (k) {
-    case OpKind::compute: return "compute";
-    case OpKind::memory: return "memory";
-    case OpKind::copy: return "copy";
-    case OpKind::collective: return "collective";
-    case OpKind::host: return "host";
-  }
-  return "?";
-}
-
 }  // namespace
 
 Seconds union_length(Spans spans) {
@@ -111,7 +100,7 @@ ChromeTrace measured_trace(const MeasuredStep& step) {
     trace.name_thread(pid, 2, "phases");
   }
   for (const auto& t : step.intervals)
-    trace.add(TraceEvent{t.name, t.is_phase ? "phase" : category(t.kind), t.device, t.is_phase ? 2 : t.stream,
+    trace.add(TraceEvent{t.name, t.is_phase ? "phase" : trace_category(t.kind), t.device, t.is_phase ? 2 : t.stream,
                          t.start_s, std::max(0.0, t.end_s - t.start_s)});
   return trace;
 }

@@ -20,11 +20,6 @@ using scenario::PointResult;
 using scenario::PointStatus;
 using scenario::SweepResult;
 
-bool ok(const PointResult& p) {
-  return p.status == PointStatus::ok && p.report && p.report->step_time_s && p.report->throughput_samples_per_s;
-}
-double throughput(const PointResult& p) { return *p.report->throughput_samples_per_s; }
-
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -49,7 +44,7 @@ std::string config_phrase(const PointResult& p) {
 const PointResult* fastest(const SweepResult& r) {
   const PointResult* best = nullptr;
   for (const auto& p : r.points)
-    if (ok(p) && (!best || throughput(p) > throughput(*best))) best = &p;
+    if (point_ok(p) && (!best || point_throughput(p) > point_throughput(*best))) best = &p;
   return best;
 }
 
@@ -65,7 +60,7 @@ std::string throughput_answer(const SweepResult& r) {
   const PointResult* best = fastest(r);
   if (!best) return none_predicted(r);
   std::string s = fmt::format("{} reach{} {} samples/s", config_phrase(*best), best->gpus() == 1 ? "es" : "",
-                              format_figure(throughput(*best)));
+                              format_figure(point_throughput(*best)));
   if (best->report->scaling_efficiency && best->gpus() > 1)
     s += fmt::format(" at {} scaling efficiency", format_percent(*best->report->scaling_efficiency));
   if (const auto& p = best->report->precision) {  // the number depends on it: say which
@@ -79,9 +74,9 @@ std::string throughput_answer(const SweepResult& r) {
     const double need = r.target->required_samples_per_s();
     const PointResult* smallest = nullptr;
     for (const auto& p : r.points)
-      if (ok(p) && throughput(p) >= need &&
+      if (point_ok(p) && point_throughput(p) >= need &&
           (!smallest || p.gpus() < smallest->gpus() ||
-           (p.gpus() == smallest->gpus() && throughput(p) > throughput(*smallest))))
+           (p.gpus() == smallest->gpus() && point_throughput(p) > point_throughput(*smallest))))
         smallest = &p;
     if (smallest)
       s += fmt::format("; {} meet{} the target of {}", config_phrase(*smallest), smallest->gpus() == 1 ? "s" : "",
@@ -92,10 +87,10 @@ std::string throughput_answer(const SweepResult& r) {
   // DataParallel against DDP at the largest GPU count where both ran on the same hardware.
   const PointResult *dp = nullptr, *ddp = nullptr;
   for (const auto& a : r.points) {
-    if (!ok(a) || a.strategy != "dp" || a.gpus() < 2) continue;
+    if (!point_ok(a) || a.strategy != "dp" || a.gpus() < 2) continue;
     for (const auto& b : r.points) {
-      if (!ok(b) || b.strategy != "ddp" || b.hardware != a.hardware || b.gpus() != a.gpus() || b.model != a.model ||
-          b.batch_per_device != a.batch_per_device || b.axes.size() != a.axes.size())
+      if (!point_ok(b) || b.strategy != "ddp" || b.hardware != a.hardware || b.gpus() != a.gpus() ||
+          b.model != a.model || b.batch_per_device != a.batch_per_device || b.axes.size() != a.axes.size())
         continue;
       if (!dp || a.gpus() > dp->gpus() || (a.gpus() == dp->gpus() && a.hardware == best->hardware)) {
         dp = &a;
@@ -104,8 +99,9 @@ std::string throughput_answer(const SweepResult& r) {
     }
   }
   if (dp && ddp)
-    s += fmt::format("; DataParallel reaches {} of DDP's throughput on {}x {}", format_percent(throughput(*dp) / throughput(*ddp)),
-                     dp->gpus(), dp->gpu_name.empty() ? dp->hardware : dp->gpu_name);
+    s += fmt::format("; DataParallel reaches {} of DDP's throughput on {}x {}",
+                     format_percent(point_throughput(*dp) / point_throughput(*ddp)), dp->gpus(),
+                     dp->gpu_name.empty() ? dp->hardware : dp->gpu_name);
   return s + ".";
 }
 
@@ -122,7 +118,7 @@ Bytes peak_of(const PointResult& p) { return p.report->devices_detail[busiest_de
 std::string memory_answer(const SweepResult& r) {
   std::vector<const PointResult*> fit, oom;
   for (const auto& p : r.points) {
-    if (ok(p) && !p.report->devices_detail.empty()) fit.push_back(&p);
+    if (point_ok(p) && !p.report->devices_detail.empty()) fit.push_back(&p);
     if (p.status == PointStatus::out_of_memory) oom.push_back(&p);
   }
   if (fit.empty() && oom.empty()) return none_predicted(r);
@@ -177,19 +173,19 @@ std::string memory_answer(const SweepResult& r) {
 }
 
 // GPU-hours per million samples: what a configuration costs without a price.
-double gpu_hours_per_million(const PointResult& p) { return p.gpus() / throughput(p) * 1e6 / 3600.0; }
+double gpu_hours_per_million(const PointResult& p) { return p.gpus() / point_throughput(p) * 1e6 / 3600.0; }
 
 std::string cost_answer(const SweepResult& r) {
   const PointResult* cheapest = nullptr;
   for (const auto& p : r.points)
-    if (ok(p) && (!r.target || throughput(p) >= r.target->required_samples_per_s()) &&
+    if (point_ok(p) && (!r.target || point_throughput(p) >= r.target->required_samples_per_s()) &&
         (!cheapest || gpu_hours_per_million(p) < gpu_hours_per_million(*cheapest)))
       cheapest = &p;
   if (!cheapest) return throughput_answer(r);
   return fmt::format("{} needs the fewest GPU-hours per million samples{}: {} ({} samples/s); a sweep has no prices "
                      "(dptwin plan compares costs).",
                      config_phrase(*cheapest), r.target ? " among those meeting the target of " + r.target->describe() : "",
-                     format_figure(gpu_hours_per_million(*cheapest)), format_figure(throughput(*cheapest)));
+                     format_figure(gpu_hours_per_million(*cheapest)), format_figure(point_throughput(*cheapest)));
 }
 
 std::string hours_text(double h) { return h < 48 ? format_figure(h) + " h" : format_figure(h / 24) + " days"; }
@@ -200,15 +196,16 @@ std::string time_answer(const SweepResult& r) {
   const PointResult* best = fastest(r);
   if (!best) return none_predicted(r);
   std::string s = fmt::format("{} train{} {} samples in {}", config_phrase(*best), best->gpus() == 1 ? "s" : "",
-                              format_figure(samples), hours_text(samples / throughput(*best) / 3600.0));
+                              format_figure(samples), hours_text(samples / point_throughput(*best) / 3600.0));
   const PointResult* smallest = nullptr;
   for (const auto& p : r.points)
-    if (ok(p) && throughput(p) >= r.target->required_samples_per_s() && (!smallest || p.gpus() < smallest->gpus()))
+    if (point_ok(p) && point_throughput(p) >= r.target->required_samples_per_s() &&
+        (!smallest || p.gpus() < smallest->gpus()))
       smallest = &p;
   if (r.target->within_hours) {
     if (smallest)
       s += fmt::format("; the fewest GPUs within {} h: {} ({})", format_figure(*r.target->within_hours),
-                       config_phrase(*smallest), hours_text(samples / throughput(*smallest) / 3600.0));
+                       config_phrase(*smallest), hours_text(samples / point_throughput(*smallest) / 3600.0));
     else
       s += fmt::format("; no configuration trains them within {} h", format_figure(*r.target->within_hours));
   }
@@ -223,27 +220,27 @@ std::string best_value_answer(const SweepResult& r) {
   std::vector<std::string> order;
   std::map<std::string, std::pair<const PointResult*, const PointResult*>> by_series;
   for (const auto& p : r.points) {
-    if (!ok(p)) continue;
+    if (!point_ok(p)) continue;
     const std::string label = series_label(p, f.axis);
     auto [it, fresh] = by_series.try_emplace(label, &p, &p);
     if (fresh) order.push_back(label);
-    if (throughput(p) > throughput(*it->second.first)) it->second.first = &p;
-    if (throughput(p) < throughput(*it->second.second)) it->second.second = &p;
+    if (point_throughput(p) > point_throughput(*it->second.first)) it->second.first = &p;
+    if (point_throughput(p) < point_throughput(*it->second.second)) it->second.second = &p;
   }
   if (order.empty()) return none_predicted(r);
   std::string s;
   for (const auto& label : order) {
     const auto [hi, lo] = by_series[label];
-    const double gain = throughput(*hi) / throughput(*lo) - 1;
+    const double gain = point_throughput(*hi) / point_throughput(*lo) - 1;
     std::string clause;
     if (gain < 0.01)
       clause = fmt::format("{} makes less than 1 % difference ({} to {} samples/s)", swept_field_label(f.axis, {}),
-                           format_figure(throughput(*lo)), format_figure(throughput(*hi)));
+                           format_figure(point_throughput(*lo)), format_figure(point_throughput(*hi)));
     else
       clause = fmt::format("{} is fastest at {} samples/s, {} above {} ({} samples/s)",
-                           field_value_text(f.axis, axis_value(*hi, f.axis)), format_figure(throughput(*hi)),
+                           field_value_text(f.axis, axis_value(*hi, f.axis)), format_figure(point_throughput(*hi)),
                            format_percent(gain), field_value_text(f.axis, axis_value(*lo, f.axis)),
-                           format_figure(throughput(*lo)));
+                           format_figure(point_throughput(*lo)));
     s += (s.empty() ? "" : "; ") + (order.size() > 1 ? "with " + label + ", " : "") + clause;
   }
   s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));

@@ -115,6 +115,12 @@ std::vector<SweptField> extra_swept_fields(const scenario::SweepResult& r) {
   return out;
 }
 
+bool point_ok(const scenario::PointResult& p) {
+  return p.status == scenario::PointStatus::ok && p.report && p.report->step_time_s &&
+         p.report->throughput_samples_per_s;
+}
+double point_throughput(const scenario::PointResult& p) { return *p.report->throughput_samples_per_s; }
+
 bool gpu_count_varies(const scenario::SweepResult& r) {
   std::set<int> counts;
   for (const auto& p : r.points)

@@ -26,6 +26,11 @@ std::string swept_field_label(const std::string& axis, const std::vector<std::st
 // The number a value starts with ("25 GB/s" -> 25), when it starts with one.
 std::optional<double> leading_number(const std::string& value);
 
+// Whether a point ran and has the figures a report plots (step time, throughput).
+bool point_ok(const scenario::PointResult& p);
+// A point's throughput in samples per second; only for a point_ok point.
+double point_throughput(const scenario::PointResult& p);
+
 // The swept fields that need their own column: every axis except hardware,
 // strategy and the GPU count (devices, nodes, gpus), in the scenario's order.
 std::vector<SweptField> extra_swept_fields(const scenario::SweepResult& r);

@@ -21,11 +21,6 @@ using scenario::PointResult;
 using scenario::PointStatus;
 using scenario::SweepResult;
 
-bool ok(const PointResult& p) {
-  return p.status == PointStatus::ok && p.report && p.report->step_time_s && p.report->throughput_samples_per_s;
-}
-double throughput(const PointResult& p) { return *p.report->throughput_samples_per_s; }
-
 // The charts' x-axis: the GPU count, a numeric swept field, or none (one bar per
 // configuration) when neither varies.
 struct XAxis {
@@ -53,7 +48,7 @@ struct Series {
 std::vector<Series> group_series(const SweepResult& r, const XAxis& x) {
   std::vector<Series> out;
   for (const auto& p : r.points) {
-    if (!ok(p)) continue;
+    if (!point_ok(p)) continue;
     const std::string label = series_label(p, x.axis());
     auto it = std::find_if(out.begin(), out.end(), [&](const Series& s) { return s.label == label; });
     if (it == out.end()) it = out.insert(out.end(), Series{label, {}});
@@ -108,7 +103,7 @@ Chart throughput_bars(const std::vector<Series>& series) {
   for (const auto& s : series)
     for (const auto* p : s.points) {
       c.categories.push_back(s.label);
-      bars.values.push_back(throughput(*p));
+      bars.values.push_back(point_throughput(*p));
     }
   c.series = {bars};
   c.caption = "Predicted samples per second of each configuration.";
@@ -123,7 +118,7 @@ Chart throughput_against_field(const std::vector<Series>& series, const XAxis& x
   for (size_t i = 0; i < series.size(); ++i) {
     ChartSeries cs{series[i].label, {}, {}, false, static_cast<int>(i)};
     for (const auto* p : series[i].points) {
-      cs.points.emplace_back(x.x(*p), throughput(*p));
+      cs.points.emplace_back(x.x(*p), point_throughput(*p));
       tics.insert(x.x(*p));
     }
     c.series.push_back(cs);
@@ -144,7 +139,7 @@ Chart throughput_chart(const std::vector<Series>& series, bool log2_x, const XAx
     ChartSeries s{series[i].label, {}, {}, false, static_cast<int>(i)};
     std::vector<std::pair<double, double>> ideal;
     for (const auto* p : series[i].points) {
-      s.points.emplace_back(p->gpus(), throughput(*p));
+      s.points.emplace_back(p->gpus(), point_throughput(*p));
       if (auto v = ideal_throughput(*p)) ideal.emplace_back(p->gpus(), *v);
     }
     c.series.push_back(s);
@@ -256,7 +251,8 @@ std::string strategy_display_name(const std::string& strategy) {
 bool sweep_meets_target(const SweepResult& r) {
   if (!r.target) return true;
   const double need = r.target->required_samples_per_s();
-  return std::any_of(r.points.begin(), r.points.end(), [&](const PointResult& p) { return ok(p) && throughput(p) >= need; });
+  return std::any_of(r.points.begin(), r.points.end(),
+                     [&](const PointResult& p) { return point_ok(p) && point_throughput(p) >= need; });
 }
 
 std::string sweep_csv(const SweepResult& r) {
@@ -311,49 +307,48 @@ void move_trace_paths(SweepResult& r, const std::string& from_dir, const std::st
   }
 }
 
-ReportDocument build_sweep_report(const SweepResult& r, const SweepReportOptions& options) {
-  namespace fs = std::filesystem;
-  ReportDocument doc;
-  doc.title = fmt::format("dptwin report: {}", r.scenario_name);
-  doc.question = r.question;
-  doc.answer = sweep_answer(r);
-  doc.generated_by = options.generated_by;
-  doc.csv = sweep_csv(r);
-  doc.files["results.json"] = scenario::sweep_result_to_json(r).dump(1) + "\n";
-  if (!options.scenario_text.empty()) doc.files["scenario.yaml"] = options.scenario_text;
+namespace {
 
+// GPU 0's peak against the busiest other GPU, per multi-GPU point of the series.
+ReportTable memory_table(const std::vector<Series>& series, const XAxis& x) {
+  ReportTable t{"Peak memory: GPU 0 against the busiest other GPU", {"configuration", "GPU 0", "other GPUs (max)",
+                                                                    "GPU 0 extra", "capacity"},
+                {}, {false, true, true, true, true}};
+  for (const auto& s : series)
+    for (const auto* p : s.points) {
+      if (p->report->devices_detail.size() < 2) continue;
+      const auto cap = p->report->devices_detail[0].capacity_bytes;
+      t.rows.push_back({x.field ? point_label(s, *p, x) : fmt::format("{} ({} GPUs)", s.label, p->gpus()),
+                        format_gib(gpu0_peak(*p)),
+                        format_gib(max_other_peak(*p)), format_gib(gpu0_peak(*p) - max_other_peak(*p)),
+                        cap ? format_gib(*cap) : "n/a"});
+    }
+  return t;
+}
+
+// The chart sections: throughput (and scaling efficiency against the GPU count),
+// the step time's breakdown, and memory when any point has more than one GPU.
+void add_chart_sections(const SweepResult& r, ReportDocument& doc) {
   const XAxis x = choose_x_axis(r);
   const auto series = group_series(r, x);
+  if (series.empty()) return;
   int max_gpus = 1;
   for (const auto& p : r.points) max_gpus = std::max(max_gpus, p.gpus());
   const bool log2_x = max_gpus > 8;
-  if (!series.empty()) {
-    ReportSection scaling{x.field ? "Throughput against " + x.label() : x.categories ? "Throughput" : "Scaling",
-                          {}, {throughput_chart(series, log2_x, x)}, {}, {}};
-    if (!x.field && !x.categories)
-      if (auto eff = efficiency_chart(series, log2_x); !eff.series.empty()) scaling.charts.push_back(eff);
-    doc.sections.push_back(scaling);
-    doc.sections.push_back({"Step time", {"The step time split into compute, communication not hidden behind it, host "
-                                          "dispatch not hidden behind device work, and the optimizer's update."},
-                            {breakdown_chart(series, x)}, {}, {}});
-    if (auto mem = memory_chart(series)) {
-      ReportTable t{"Peak memory: GPU 0 against the busiest other GPU", {"configuration", "GPU 0", "other GPUs (max)",
-                                                                        "GPU 0 extra", "capacity"},
-                    {}, {false, true, true, true, true}};
-      for (const auto& s : series)
-        for (const auto* p : s.points) {
-          if (p->report->devices_detail.size() < 2) continue;
-          const auto cap = p->report->devices_detail[0].capacity_bytes;
-          t.rows.push_back({x.field ? point_label(s, *p, x) : fmt::format("{} ({} GPUs)", s.label, p->gpus()),
-                            format_gib(gpu0_peak(*p)),
-                            format_gib(max_other_peak(*p)), format_gib(gpu0_peak(*p) - max_other_peak(*p)),
-                            cap ? format_gib(*cap) : "n/a"});
-        }
-      doc.sections.push_back({"Memory", {}, {*mem}, {t}, {}});
-    }
-  }
+  ReportSection scaling{x.field ? "Throughput against " + x.label() : x.categories ? "Throughput" : "Scaling",
+                        {}, {throughput_chart(series, log2_x, x)}, {}, {}};
+  if (!x.field && !x.categories)
+    if (auto eff = efficiency_chart(series, log2_x); !eff.series.empty()) scaling.charts.push_back(eff);
+  doc.sections.push_back(scaling);
+  doc.sections.push_back({"Step time", {"The step time split into compute, communication not hidden behind it, host "
+                                        "dispatch not hidden behind device work, and the optimizer's update."},
+                          {breakdown_chart(series, x)}, {}, {}});
+  if (auto mem = memory_chart(series)) doc.sections.push_back({"Memory", {}, {*mem}, {memory_table(series, x)}, {}});
+}
 
-  // The fixed columns, then one per swept field that none of them shows (with its unit).
+// One row per point: the fixed columns, then one per swept field that none of them
+// shows (with its unit), then the figures and the status.
+ReportTable every_point_table(const SweepResult& r) {
   const auto extra = extra_swept_fields(r);
   ReportTable all{"", {"#", "hardware", "strategy", "GPUs"}, {}, {true, false, false, true}};
   for (const auto& f : extra) {
@@ -366,40 +361,63 @@ ReportDocument build_sweep_report(const SweepResult& r, const SweepReportOptions
   }
   all.headers.push_back("status");
   all.right_aligned.push_back(false);
-  std::vector<ReportLink> traces;
   for (const auto& p : r.points) {
-    const bool has = ok(p);
+    const bool has = point_ok(p);
     std::vector<std::string> row = {std::to_string(p.index), p.hardware, strategy_display_name(p.strategy),
                                     p.gpus() ? std::to_string(p.gpus()) : ""};
     for (const auto& f : extra) row.push_back(axis_value(p, f.axis));
     for (auto cell : {p.batch_global ? fmt::format("{} / {}", p.batch_global, p.batch_per_device) : "",
-                      has ? format_duration(*p.report->step_time_s) : "", has ? format_figure(throughput(p)) : "",
+                      has ? format_duration(*p.report->step_time_s) : "", has ? format_figure(point_throughput(p)) : "",
                       has && p.report->scaling_efficiency ? format_percent(*p.report->scaling_efficiency) : "",
                       p.report && !p.report->devices_detail.empty() ? format_gib(gpu0_peak(p)) : ""})
       row.push_back(cell);
     row.push_back(point_status_text(p));
     all.rows.push_back(row);
-    if (p.report && !p.report->trace.empty()) {
-      std::string href = p.report->trace;
-      if (!options.report_dir.empty()) {
-        std::error_code ec;
-        auto rel = fs::relative(fs::absolute(p.report->trace), fs::absolute(options.report_dir), ec);
-        if (!ec && !rel.empty()) href = rel.string();
-      }
-      traces.push_back({fmt::format("point {}: {} {} on {} GPU{}", p.index, p.hardware, strategy_display_name(p.strategy),
-                                    p.gpus(), p.gpus() == 1 ? "" : "s"),
-                        href});
-    }
   }
+  return all;
+}
+
+// A link to each point's Chrome trace, relative to the report's folder when known.
+std::vector<ReportLink> trace_links(const SweepResult& r, const std::string& report_dir) {
+  namespace fs = std::filesystem;
+  std::vector<ReportLink> traces;
+  for (const auto& p : r.points) {
+    if (!p.report || p.report->trace.empty()) continue;
+    std::string href = p.report->trace;
+    if (!report_dir.empty()) {
+      std::error_code ec;
+      auto rel = fs::relative(fs::absolute(p.report->trace), fs::absolute(report_dir), ec);
+      if (!ec && !rel.empty()) href = rel.string();
+    }
+    traces.push_back({fmt::format("point {}: {} {} on {} GPU{}", p.index, p.hardware, strategy_display_name(p.strategy),
+                                  p.gpus(), p.gpus() == 1 ? "" : "s"),
+                      href});
+  }
+  return traces;
+}
+
+}  // namespace
+
+ReportDocument build_sweep_report(const SweepResult& r, const SweepReportOptions& options) {
+  ReportDocument doc;
+  doc.title = fmt::format("dptwin report: {}", r.scenario_name);
+  doc.question = r.question;
+  doc.answer = sweep_answer(r);
+  doc.generated_by = options.generated_by;
+  doc.csv = sweep_csv(r);
+  doc.files["results.json"] = scenario::sweep_result_to_json(r).dump(1) + "\n";
+  if (!options.scenario_text.empty()) doc.files["scenario.yaml"] = options.scenario_text;
+  add_chart_sections(r, doc);
   doc.sections.push_back({"Every point", {"Skipped points are configurations the hardware cannot run; out-of-memory "
                                           "points name the device and what filled it."},
-                          {}, {all}, {}});
+                          {}, {every_point_table(r)}, {}});
   std::set<std::string> warnings;
   for (const auto& p : r.points)
     if (p.report)
       for (const auto& w : p.report->warnings) warnings.insert(w);
   if (!warnings.empty()) doc.sections.push_back({"Warnings", {warnings.begin(), warnings.end()}, {}, {}, {}});
   if (options.assumptions) doc.sections.push_back(assumptions_section(r, *options.assumptions));
+  const auto traces = trace_links(r, options.report_dir);
   if (!traces.empty())
     doc.sections.push_back({"Traces", {"Chrome traces (one process per GPU, one thread per stream); open them in "
                                        "Perfetto (ui.perfetto.dev) or chrome://tracing."},

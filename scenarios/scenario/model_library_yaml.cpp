@@ -9,6 +9,7 @@
 
 #include "engine/nn/model_transformer.hpp"
 #include "scenarios/scenario/model_hf_config.hpp"
+#include "sim/net/library_files.hpp"
 #include "sim/net/yaml_util.hpp"
 
 namespace dpt {
@@ -42,74 +43,67 @@ MeasuredProfile parse_measured(MapReader r) {
   return p;
 }
 
-ModelDescription parse_model_node(const YAML::Node& root, const std::string& file) {
-  MapReader top(root, file, "");
-  const auto version = top.get_int("schema_version");
-  if (version != kModelSchemaVersion)
-    top.fail("schema_version", fmt::format("unsupported model schema version {} (this dptwin reads {})", version,
-                                           kModelSchemaVersion));
-  ModelDescription m;
-  m.name = top.get_string("name");
-  m.sample = top.get_string("sample");
-  // Plausibility bounds: a per-sample size of 10^12 elements is 4 TB of input per sample;
-  // a layer of 10^18 flops per sample is 1,000x GPT-3's whole forward per sequence.
-  constexpr std::int64_t kMaxFeatures = 1'000'000'000'000;
-  constexpr double kMaxLayerFlops = 1e18;
-  constexpr std::int64_t kMaxTensorElements = 10'000'000'000'000;  // 10^13 per tensor
-  constexpr std::int64_t kMaxModelElements = 100'000'000'000'000;  // 10^14 parameters in all
-  m.input_features = top.get_int_in("input_features", 1, kMaxFeatures);
-  YAML::Node sources = top.node("sources");
-  if (!sources.IsSequence() || sources.size() == 0) top.fail("sources", "expected a non-empty list of sources");
-  for (const auto& s : sources) {
-    if (!s.IsScalar()) top.fail("sources", "expected a list of strings");
-    m.sources.push_back(s.Scalar());
-  }
-  std::int64_t model_elements = 0;
+// Plausibility bounds: a per-sample size of 10^12 elements is 4 TB of input per sample;
+// a layer of 10^18 flops per sample is 1,000x GPT-3's whole forward per sequence.
+constexpr std::int64_t kMaxFeatures = 1'000'000'000'000;
+constexpr double kMaxLayerFlops = 1e18;
+constexpr std::int64_t kMaxTensorElements = 10'000'000'000'000;  // 10^13 per tensor
+constexpr std::int64_t kMaxModelElements = 100'000'000'000'000;  // 10^14 parameters in all
 
-  if (top.has("measured")) m.measured = parse_measured(top.map("measured"));
-  std::vector<MapReader> layers = top.map_list("layers");
-  if (layers.empty()) top.fail("layers", "expected at least one layer");
-  for (auto& lr : layers) {
-    LayerDescription l;
-    l.name = lr.get_string("name");
-    l.type = lr.get_string("type");
-    l.forward_flops_per_sample = lr.get_double_in("forward_flops_per_sample", 0, kMaxLayerFlops);
-    l.activation_elements_per_sample = lr.get_int_in("activation_elements_per_sample", 0, kMaxTensorElements);
-    l.output_features = lr.get_int_in("output_features", 1, kMaxFeatures);
-    // The file holds the measured batch's times; the description keeps them per sample.
-    for (auto [key, field] : {std::pair{"forward_s", &l.measured_forward_s_per_sample},
-                              {"backward_s", &l.measured_backward_s_per_sample}})
-      if (auto v = lr.opt_double(key)) {
-        lr.require_non_negative(key, *v);
-        if (!m.measured) lr.fail(key, "measured times need the file's measured block (batch, device)");
-        *field = *v / static_cast<double>(m.measured->batch);
-      }
-    for (auto& pr : lr.map_list("parameters")) {
-      ParameterDescription p;
-      p.name = pr.get_string("name");
-      p.shape = pr.get_int_list("shape");
-      if (p.shape.empty()) pr.fail("shape", "expected at least one dimension");
-      p.requires_grad = pr.opt_bool("requires_grad").value_or(true);
-      // Checked as the product grows, so no multiplication can overflow.
-      std::int64_t elements = 1;
-      for (auto d : p.shape) {
-        if (d <= 0) pr.fail("shape", fmt::format("dimensions must be positive, got {}", shape_to_string(p.shape)));
-        if (d > kMaxTensorElements / elements)
-          pr.fail("shape", fmt::format("{} has more than {} elements", shape_to_string(p.shape), kMaxTensorElements));
-        elements *= d;
-      }
-      model_elements += elements;
-      if (model_elements > kMaxModelElements)
-        pr.fail("shape", fmt::format("the model's parameters exceed {} elements", kMaxModelElements));
-      pr.finish();
-      l.parameters.push_back(std::move(p));
+// One parameter; model_elements (the parameters so far) grows by its size and is
+// bounded, checked as the product grows so no multiplication can overflow.
+ParameterDescription parse_parameter(MapReader& pr, std::int64_t& model_elements) {
+  ParameterDescription p;
+  p.name = pr.get_string("name");
+  p.shape = pr.get_int_list("shape");
+  if (p.shape.empty()) pr.fail("shape", "expected at least one dimension");
+  p.requires_grad = pr.opt_bool("requires_grad").value_or(true);
+  std::int64_t elements = 1;
+  for (auto d : p.shape) {
+    if (d <= 0) pr.fail("shape", fmt::format("dimensions must be positive, got {}", shape_to_string(p.shape)));
+    if (d > kMaxTensorElements / elements)
+      pr.fail("shape", fmt::format("{} has more than {} elements", shape_to_string(p.shape), kMaxTensorElements));
+    elements *= d;
+  }
+  model_elements += elements;
+  if (model_elements > kMaxModelElements)
+    pr.fail("shape", fmt::format("the model's parameters exceed {} elements", kMaxModelElements));
+  pr.finish();
+  return p;
+}
+
+// One layer; its measured times need the model's measured block (read before).
+LayerDescription parse_layer(MapReader& lr, const ModelDescription& m, std::int64_t& model_elements) {
+  LayerDescription l;
+  l.name = lr.get_string("name");
+  l.type = lr.get_string("type");
+  l.forward_flops_per_sample = lr.get_double_in("forward_flops_per_sample", 0, kMaxLayerFlops);
+  l.activation_elements_per_sample = lr.get_int_in("activation_elements_per_sample", 0, kMaxTensorElements);
+  l.output_features = lr.get_int_in("output_features", 1, kMaxFeatures);
+  l.memory_bound_forward_elements_per_sample =
+      lr.opt_int_in("memory_bound_forward_elements_per_sample", 0, kMaxTensorElements);
+  l.memory_bound_backward_elements_per_sample =
+      lr.opt_int_in("memory_bound_backward_elements_per_sample", 0, kMaxTensorElements);
+  if (l.memory_bound_forward_elements_per_sample.has_value() != l.memory_bound_backward_elements_per_sample.has_value())
+    lr.fail(l.memory_bound_forward_elements_per_sample ? "memory_bound_backward_elements_per_sample"
+                                                       : "memory_bound_forward_elements_per_sample",
+            "give the memory-bound elements of both passes or of neither");
+  l.conv_io_elements_per_sample = lr.opt_int_in("conv_io_elements_per_sample", 0, kMaxTensorElements);
+  // The file holds the measured batch's times; the description keeps them per sample.
+  for (auto [key, field] : {std::pair{"forward_s", &l.measured_forward_s_per_sample},
+                            {"backward_s", &l.measured_backward_s_per_sample}})
+    if (auto v = lr.opt_double(key)) {
+      lr.require_non_negative(key, *v);
+      if (!m.measured) lr.fail(key, "measured times need the file's measured block (batch, device)");
+      *field = *v / static_cast<double>(m.measured->batch);
     }
-    lr.finish();
-    m.layers.push_back(std::move(l));
-  }
+  for (auto& pr : lr.map_list("parameters")) l.parameters.push_back(parse_parameter(pr, model_elements));
+  lr.finish();
+  return l;
+}
 
-  // Totals guard against a hand-edited layer: they must agree with the sum.
-  MapReader totals = top.map("totals");
+// Totals guard against a hand-edited layer: they must agree with the sum.
+void check_totals(MapReader totals, const ModelDescription& m) {
   const auto params = totals.get_int("parameters");
   if (params != model_parameter_count(m))
     totals.fail("parameters", fmt::format("{} disagrees with the layers' sum {}", params, model_parameter_count(m)));
@@ -122,6 +116,30 @@ ModelDescription parse_model_node(const YAML::Node& root, const std::string& fil
     totals.fail("activation_elements_per_sample",
                 fmt::format("{} disagrees with the layers' sum {}", acts, model_activation_elements_per_sample(m)));
   totals.finish();
+}
+
+ModelDescription parse_model_node(const YAML::Node& root, const std::string& file) {
+  MapReader top(root, file, "");
+  const auto version = top.get_int("schema_version");
+  if (version != kModelSchemaVersion)
+    top.fail("schema_version", fmt::format("unsupported model schema version {} (this dptwin reads {})", version,
+                                           kModelSchemaVersion));
+  ModelDescription m;
+  m.name = top.get_string("name");
+  m.sample = top.get_string("sample");
+  m.input_features = top.get_int_in("input_features", 1, kMaxFeatures);
+  YAML::Node sources = top.node("sources");
+  if (!sources.IsSequence() || sources.size() == 0) top.fail("sources", "expected a non-empty list of sources");
+  for (const auto& s : sources) {
+    if (!s.IsScalar()) top.fail("sources", "expected a list of strings");
+    m.sources.push_back(s.Scalar());
+  }
+  if (top.has("measured")) m.measured = parse_measured(top.map("measured"));
+  std::vector<MapReader> layers = top.map_list("layers");
+  if (layers.empty()) top.fail("layers", "expected at least one layer");
+  std::int64_t model_elements = 0;
+  for (auto& lr : layers) m.layers.push_back(parse_layer(lr, m, model_elements));
+  check_totals(top.map("totals"), m);
   top.finish();
   if (m.measured)
     for (const auto& l : m.layers)
@@ -198,6 +216,12 @@ std::string model_to_yaml(const ModelDescription& m) {
                        "    activation_elements_per_sample: {}\n    output_features: {}\n",
                        yaml_scalar(l.name), yaml_scalar(l.type), yaml_number(l.forward_flops_per_sample),
                        l.activation_elements_per_sample, l.output_features);
+    if (l.memory_bound_forward_elements_per_sample && l.memory_bound_backward_elements_per_sample)
+      out += fmt::format("    memory_bound_forward_elements_per_sample: {}\n"
+                         "    memory_bound_backward_elements_per_sample: {}\n",
+                         *l.memory_bound_forward_elements_per_sample, *l.memory_bound_backward_elements_per_sample);
+    if (l.conv_io_elements_per_sample)
+      out += fmt::format("    conv_io_elements_per_sample: {}\n", *l.conv_io_elements_per_sample);
     if (m.measured) {
       const auto batch = static_cast<double>(m.measured->batch);
       if (l.measured_forward_s_per_sample)
@@ -229,12 +253,7 @@ ModelDescription parse_model_yaml(const std::string& text, const std::string& fi
 }
 
 std::vector<std::string> list_models(const std::filesystem::path& library_dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(library_dir, ec))
-    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
+  return sim::yaml_file_stems(library_dir);
 }
 
 ModelDescription load_model(const std::string& name_or_path, const std::filesystem::path& library_dir) {

@@ -14,29 +14,35 @@ namespace {
 
 [[noreturn]] void infeasible(const std::string& where, const std::string& what) { throw InfeasiblePoint(where, what); }
 
-}  // namespace
-
-ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Library& lib) {
-  auto where = [&](const std::string& field) {
+// "FILE:LINE: field: " for a field of the point (or "FILE: field: " when the
+// scenario does not set it), the prefix of every error about it.
+struct PointWhere {
+  const Scenario& s;
+  const PointConfig& c;
+  std::string operator()(const std::string& field) const {
     auto it = c.where.find(field);
     return it != c.where.end() ? it->second : fmt::format("{}: {}: ", s.file, field);
-  };
-  ResolvedPoint r;
-  r.config = c;
-  r.hardware_name = c.hardware.value();
-  r.hardware = load_hardware_with_overrides(r.hardware_name, c.overrides, lib, s.dir, where("hardware"));
+  }
+};
+
+// The model, a relative model file (FILE.yaml, or hf:PATH's config.json) relative to
+// the scenario's directory.
+ModelDescription load_point_model(const Scenario& s, const PointConfig& c, const Library& lib, const PointWhere& where) {
   try {
-    // A relative model file (FILE.yaml, or hf:PATH's config.json) is relative to the scenario's directory.
     std::string model = c.model.value();
     const std::string prefix = model.rfind("hf:", 0) == 0 ? "hf:" : "";
     std::string path = model.substr(prefix.size());
     if (model.rfind("mlp:", 0) != 0 && path.find('/') != std::string::npos && !std::filesystem::path(path).is_absolute())
       path = (s.dir / path).string();
-    r.model = load_model(prefix + path, lib.models_dir);
+    return load_model(prefix + path, lib.models_dir);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(where("model") + e.what());
   }
-  r.strategy = strategy_kind_from_name(c.strategy.value());
+}
+
+// Precision and dtype, and the DDP-only options (bucket size, accumulation, comm
+// hook, global batch), each refused for a strategy that lacks it.
+void resolve_training(const PointConfig& c, const Library& lib, const PointWhere& where, ResolvedPoint& r) {
   // dtype names the parameters' dtype; a precision that stores them otherwise contradicts it.
   r.precision = c.precision.value_or(precision_of_dtype(c.dtype));
   r.dtype = precision_parameter_dtype(r.precision);
@@ -65,7 +71,11 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
                                                   "(no_sync), which strategy {} does not have",
                                                   c.strategy.value()));
   r.optimizer = c.optimizer;
+}
 
+// GPUs per node and nodes (from gpus, or devices and nodes), checked against the
+// hardware and the strategy; the hardware is resized to that many nodes.
+void resolve_gpu_count(const PointConfig& c, const PointWhere& where, ResolvedPoint& r) {
   const auto& hw = r.hardware;
   const int per_node = hw.gpus_per_node;
   if (c.gpus) {
@@ -104,7 +114,10 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
       infeasible(where(c.gpus ? "gpus" : "nodes"), e.what());
     }
   }
+}
 
+// The batch both ways (global and per device), and the accumulation a global_batch asks for.
+void resolve_batch(const PointConfig& c, const PointWhere& where, ResolvedPoint& r) {
   if (c.batch) {
     r.batch_global = *c.batch;
     // torch.chunk and DistributedSampler both give ceil(B / N) to the first devices.
@@ -121,7 +134,23 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
                              *c.global_batch, r.batch_per_device, r.world(), r.batch_global));
     r.accumulate = static_cast<int>(*c.global_batch / r.batch_global);
   }
+}
 
+}  // namespace
+
+ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Library& lib) {
+  const PointWhere where{s, c};
+  ResolvedPoint r;
+  r.config = c;
+  r.hardware_name = c.hardware.value();
+  r.hardware = load_hardware_with_overrides(r.hardware_name, c.overrides, lib, s.dir, where("hardware"));
+  r.model = load_point_model(s, c, lib, where);
+  r.strategy = strategy_kind_from_name(c.strategy.value());
+  resolve_training(c, lib, where, r);
+  resolve_gpu_count(c, where, r);
+  resolve_batch(c, where, r);
+
+  const auto& hw = r.hardware;
   const Bytes param_bytes = model_parameter_count(r.model) * dtype_size_bytes(r.dtype);
   r.static_memory_bytes = param_bytes * (2 + optimizer_state_tensors(r.optimizer));
   if (r.static_memory_bytes > hw.gpu.memory_bytes)

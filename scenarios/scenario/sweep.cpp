@@ -219,26 +219,20 @@ std::pair<int, int> parse_shard(const std::string& text, const std::string& flag
   return {static_cast<int>(i), static_cast<int>(n)};
 }
 
-SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& runner, const SweepOptions& options) {
-  if (options.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", options.jobs));
-  SweepResult out;
-  out.scenario_name = s.name;
-  out.scenario_file = s.file;
-  out.question = s.question;
-  out.scenario_digest = text_digest(s.text);
-  out.target = s.target;
-  out.shard_index = options.shard_index;
-  out.shard_count = options.shard_count;
-  out.total_points = sweep_point_count(s);
+namespace {
 
-  struct Job {
-    PointResult result;
-    ResolvedPoint resolved;
-    std::string trace;
-  };
-  std::deque<Job> queue;
-  std::map<size_t, PointResult> finished;
-  for (std::size_t i = static_cast<std::size_t>(options.shard_index); i < out.total_points;
+// A point waiting for, or running in, a worker process.
+struct SweepJob {
+  PointResult result;
+  ResolvedPoint resolved;
+  std::string trace;  // the point's Chrome trace file, "" for none
+};
+
+// The shard's points resolved: feasible ones queued for a worker, the others
+// finished at once as skipped (infeasible) or out of memory.
+void resolve_shard(const Scenario& s, const Library& lib, const SweepOptions& options, std::size_t total_points,
+                   std::deque<SweepJob>& queue, std::map<size_t, PointResult>& finished) {
+  for (std::size_t i = static_cast<std::size_t>(options.shard_index); i < total_points;
        i += static_cast<std::size_t>(options.shard_count)) {
     const SweepPoint p = sweep_point(s, i);
     PointResult r = result_skeleton(p);
@@ -258,23 +252,64 @@ SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& 
       finished[r.index] = std::move(r);
     }
   }
+}
+
+// A worker's result, from its exit status and the file it wrote: the prediction, or
+// a failed point saying why there is none.
+void collect_worker_result(int status, const fs::path& result_file, PointResult& result) {
+  std::ifstream in(result_file);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !in) {
+    result.status = PointStatus::failed;
+    result.reason = WIFSIGNALED(status) ? fmt::format("the prediction process died of signal {} ({})",
+                                                      WTERMSIG(status), strsignal(WTERMSIG(status)))
+                                        : "the prediction process ended without a result";
+    return;
+  }
+  try {
+    apply_child_output(result, json::parse(in));
+  } catch (const std::exception& e) {
+    result.status = PointStatus::failed;
+    result.reason = fmt::format("unreadable prediction: {}", e.what());
+  }
+}
+
+// Removes a folder when the sweep ends, by return or by exception.
+struct RemoveOnExit {
+  fs::path dir;
+  ~RemoveOnExit() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+}  // namespace
+
+SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& runner, const SweepOptions& options) {
+  if (options.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", options.jobs));
+  SweepResult out;
+  out.scenario_name = s.name;
+  out.scenario_file = s.file;
+  out.question = s.question;
+  out.scenario_digest = text_digest(s.text);
+  out.target = s.target;
+  out.shard_index = options.shard_index;
+  out.shard_count = options.shard_count;
+  out.total_points = sweep_point_count(s);
+
+  std::deque<SweepJob> queue;
+  std::map<size_t, PointResult> finished;
+  resolve_shard(s, lib, options, out.total_points, queue, finished);
   if (!options.trace_dir.empty() && !queue.empty()) fs::create_directories(options.trace_dir);
 
   // A killed sweep's folder is removed by the next sweep (its pid is in the name).
   const fs::path tmp = make_run_temp_dir("dptwin-sweep");
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup{tmp};
+  const RemoveOnExit cleanup{tmp};
 
   ProgressBar bar(options.progress, finished.size() + queue.size());
   for (size_t i = 0; i < finished.size(); ++i) bar.advance();
   using Clock = std::chrono::steady_clock;
   struct Running {
-    Job job;
+    SweepJob job;
     Clock::time_point start;
   };
   std::map<pid_t, Running> running;
@@ -283,7 +318,7 @@ SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& 
   while (!queue.empty() || !running.empty()) {
     workers.throw_if_stopped();
     while (!queue.empty() && static_cast<int>(running.size()) < options.jobs) {
-      Job job = std::move(queue.front());
+      SweepJob job = std::move(queue.front());
       queue.pop_front();
       const fs::path result_file = tmp / fmt::format("{}.json", job.result.index);
       const pid_t pid = workers.fork_child();
@@ -305,24 +340,10 @@ SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& 
     workers.reaped(pid);
     auto it = running.find(pid);
     if (it == running.end()) continue;  // not one of ours (a gnuplot or other child)
-    Job job = std::move(it->second.job);
+    SweepJob job = std::move(it->second.job);
     job.result.wall_s = std::chrono::duration<double>(Clock::now() - it->second.start).count();
     running.erase(it);
-    const fs::path result_file = tmp / fmt::format("{}.json", job.result.index);
-    std::ifstream in(result_file);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !in) {
-      job.result.status = PointStatus::failed;
-      job.result.reason = WIFSIGNALED(status) ? fmt::format("the prediction process died of signal {} ({})",
-                                                            WTERMSIG(status), strsignal(WTERMSIG(status)))
-                                              : "the prediction process ended without a result";
-    } else {
-      try {
-        apply_child_output(job.result, json::parse(in));
-      } catch (const std::exception& e) {
-        job.result.status = PointStatus::failed;
-        job.result.reason = fmt::format("unreadable prediction: {}", e.what());
-      }
-    }
+    collect_worker_result(status, tmp / fmt::format("{}.json", job.result.index), job.result);
     finished[job.result.index] = std::move(job.result);
     bar.advance();
   }

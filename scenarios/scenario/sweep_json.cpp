@@ -1,12 +1,11 @@
 // The sweep result file ("dptwin.sweep/1"): writing, reading and validating it.
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "scenarios/scenario/sweep.hpp"
+#include "sim/twin/json_file.hpp"
 
 namespace dpt::scenario {
 namespace {
@@ -179,17 +178,7 @@ void write_sweep_result(const SweepResult& r, const std::string& path) {
 }
 
 SweepResult read_sweep_result(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw std::invalid_argument(fmt::format("sweep result {}: cannot open", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument(fmt::format("sweep result {}: not JSON: {}", path, e.what()));
-  }
-  return sweep_result_from_json(j, path);
+  return sweep_result_from_json(read_json_file(path, "sweep result"), path);
 }
 
 }  // namespace dpt::scenario

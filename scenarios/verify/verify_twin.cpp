@@ -8,6 +8,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "sim/net/platform.hpp"
+#include "sim/twin/driver_actor.hpp"
 #include "sim/twin/predict.hpp"
 #include "sim/twin/sim_backend.hpp"
 #include "sim/twin/sim_process.hpp"
@@ -44,8 +45,7 @@ std::vector<CheckResult> run_correctness_in_twin(const sim::HardwareSpec& hw, co
     std::unique_ptr<SimBackend> backend;
     std::vector<CheckResult> results;
     std::vector<std::string> completed;
-    std::string error;
-    bool finished = false;
+    sim::DriverOutcome driver;
     return sim::run_simulation(
         hw,
         [&](sim::Platform& p) {
@@ -53,25 +53,21 @@ std::vector<CheckResult> run_correctness_in_twin(const sim::HardwareSpec& hw, co
           o.numeric = true;  // the host kernels: the twin's numerics are the engine's
           o.workers = SimWorkerModel::process_per_worker;
           backend = std::make_unique<SimBackend>(sim_machine_from_platform(p, gpus), o);
-          simgrid::s4u::Actor::create("verify-correctness", p.cpu_host(0), [&] {
-            try {
-              results = run_checks(correctness_checks(*backend, options), std::nullopt, [&](const CheckResult& r) {
-                completed.push_back(r.name);
-                if (observer) observer(r);
-              });
-            } catch (const std::exception& e) {
-              error = e.what();
-            }
-            finished = true;
-          });
+          sim::start_driver(
+              p.cpu_host(0), "verify-correctness",
+              [&] {
+                results = run_checks(correctness_checks(*backend, options), std::nullopt, [&](const CheckResult& r) {
+                  completed.push_back(r.name);
+                  if (observer) observer(r);
+                });
+              },
+              driver);
         },
         [&](sim::Platform&) -> std::string {
-          if (!error.empty()) throw std::runtime_error("verify on the twin: " + error);
-          if (!finished)
-            throw std::runtime_error(fmt::format(
-                "verify on the twin: the simulation ended during the check after {} (SimGrid found its actors "
-                "deadlocked)",
-                completed.empty() ? std::string("none") : completed.back()));
+          driver.check("verify on the twin",
+                       fmt::format("the simulation ended during the check after {} (SimGrid found its actors "
+                                   "deadlocked)",
+                                   completed.empty() ? std::string("none") : completed.back()));
           nlohmann::json j = nlohmann::json::array();
           for (const auto& r : results) j.push_back(result_to_json(r));
           return j.dump();

@@ -10,20 +10,13 @@
 
 #include <fmt/format.h>
 
+#include "sim/net/library_files.hpp"
 #include "sim/net/yaml_util.hpp"
 
 namespace dpt::sim {
 
-const char* compute_type_name(ComputeType t) {
-  switch (t) {
-    case ComputeType::f32: return "f32";
-    case ComputeType::tf32: return "tf32";
-    case ComputeType::bf16: return "bf16";
-    case ComputeType::f16: return "f16";
-    case ComputeType::f64: return "f64";
-  }
-  return "?";
-}
+// The engine's label: a string literal, so its data() ends in a NUL.
+const char* compute_type_name(ComputeType t) { return compute_type_label(t).data(); }
 
 int NvlinkSpec::links_between(int a, int b) const {
   for (const auto& p : pairs)
@@ -75,10 +68,21 @@ constexpr double kBandwidthLo = 1 * kMBps, kBandwidthHi = 1 * kPBps;
 int int_in(MapReader& r, const std::string& key, int lo, int hi) { return static_cast<int>(r.get_int_in(key, lo, hi)); }
 
 // Fractions of a rate, each in (0, 1]: an efficiency above 1 would beat the datasheet.
+// A class's value is one fraction, or a map with one per compute type.
 OpEfficiencySpec read_op_efficiency(MapReader r) {
   OpEfficiencySpec e;
+  size_t index = 0;
   auto field = [&](const char* key, std::optional<double>& out) {
-    if (auto v = r.opt_double_in(key, 1e-3, 1.0)) out = *v;
+    std::map<ComputeType, double>& by_type = e.by_type[index++];
+    if (r.has(key) && r.node(key).IsMap()) {
+      MapReader types = r.map(key);
+      for (ComputeType t : {ComputeType::f32, ComputeType::tf32, ComputeType::bf16, ComputeType::f16, ComputeType::f64})
+        if (auto v = types.opt_double_in(compute_type_name(t), 1e-3, 1.0)) by_type[t] = *v;
+      types.finish();
+      if (by_type.empty()) r.fail(key, "expected a fraction or a map of compute types (f32, tf32, bf16, f16, f64)");
+    } else if (auto v = r.opt_double_in(key, 1e-3, 1.0)) {
+      out = *v;
+    }
   };
   field("gemm", e.gemm);
   field("conv", e.conv);
@@ -326,12 +330,7 @@ HardwareSpec load_hardware_file(const std::filesystem::path& path) {
 }
 
 std::vector<std::string> list_hardware(const std::filesystem::path& library_dir) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(library_dir, ec))
-    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
+  return yaml_file_stems(library_dir);
 }
 
 HardwareSpec load_hardware(std::string_view name_or_path, const std::filesystem::path& library_dir) {

@@ -23,7 +23,8 @@
 //     memory_bandwidth: 3.35 TB/s
 //     kernel_launch_latency: 4 us
 //     sm_count: 132                    # optional: streaming multiprocessors (interference with NCCL)
-//     op_efficiency: {conv: 0.49, norm: 0.8}  # optional, per op class (OpEfficiencySpec), each in (0, 1]
+//     op_efficiency: {conv: {f32: 0.83}, norm: 0.8}  # optional, per op class (OpEfficiencySpec), each in
+//                                      #   (0, 1]: one fraction, or one per compute type (f32, tf32, bf16, f16, f64)
 //   pcie:
 //     generation: 5                    # 1..6; per-lane rate from the PCI-SIG spec
 //     lanes: 16                        # lanes of each GPU's (and NIC's) link
@@ -75,7 +76,9 @@
 //     message_latency: 20 us           #   platform of CPU workers; rates from microbenchmarks
 //     reduce_bandwidth: 5 GB/s
 #pragma once
+#include <array>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -107,16 +110,20 @@ struct PeakFlops {
 // memory-bound classes efficiency.memory_bandwidth (the STREAM figure).
 struct OpEfficiencySpec {
   std::optional<double> gemm;
-  // cuDNN convolutions in FP32 on V100 reach 0.49 of peak: Baidu DeepBench's V100 training
-  // results (results/train/DeepBench_NV_V100.xlsx, "Results FP32", the ResNet rows:
-  // forward, backward-data and backward-filter FLOPs over their times, 7.8 of 15.7 TFLOPS).
-  std::optional<double> conv = 0.49;
+  // No default: convolutions reach very different fractions per GPU and compute type (cuDNN
+  // picks Winograd or FFT for 3x3 shapes in FP32, implicit GEMM on Tensor Cores); a hardware
+  // file states its microbenchmark figure per compute type, else efficiency.gemm applies.
+  std::optional<double> conv;
   std::optional<double> attention;
   std::optional<double> norm;
   std::optional<double> elementwise;
   std::optional<double> embedding;
   std::optional<double> loss;
   std::optional<double> optimizer;
+  // Per compute type, in the order of the fields above (gemm, conv, ..., optimizer): where
+  // the file gives a class a map ({f32: 0.83, tf32: 0.5}); a type it does not list takes
+  // the class's default.
+  std::array<std::map<ComputeType, double>, 8> by_type{};
 };
 
 struct GpuSpec {

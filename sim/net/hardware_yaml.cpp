@@ -59,11 +59,21 @@ void emit_op_efficiency(Emitter& e, const OpEfficiencySpec& o) {
                                                    &defaults.norm, &defaults.elementwise, &defaults.embedding,
                                                    &defaults.loss, &defaults.optimizer};
   bool differs = false;
-  for (size_t i = 0; i < std::size(fields); ++i) differs = differs || *fields[i].second != *default_fields[i];
+  for (size_t i = 0; i < std::size(fields); ++i)
+    differs = differs || *fields[i].second != *default_fields[i] || !o.by_type[i].empty();
   if (!differs) return;
   e.line(2, "gpu.op_efficiency", "op_efficiency", "");
-  for (const auto& [key, value] : fields)
-    if (*value) e.line(4, std::string("gpu.op_efficiency.") + key, key, fmt::format("{:.9g}", **value));
+  for (size_t i = 0; i < std::size(fields); ++i) {
+    const auto& [key, value] = fields[i];
+    const std::string path = std::string("gpu.op_efficiency.") + key;
+    if (!o.by_type[i].empty()) {  // per compute type (a class has a map or a fraction, not both)
+      e.line(4, path, key, "");
+      for (const auto& [type, fraction] : o.by_type[i])
+        e.line(6, path + "." + compute_type_name(type), compute_type_name(type), fmt::format("{:.9g}", fraction));
+    } else if (*value) {
+      e.line(4, path, key, fmt::format("{:.9g}", **value));
+    }
+  }
 }
 
 void emit_gpu(Emitter& e, const GpuSpec& g) {

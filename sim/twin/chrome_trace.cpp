@@ -2,10 +2,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/device.hpp"
 #include "engine/core/fault_injection.hpp"
 #include "sim/twin/step_report.hpp"
 
 namespace dpt {
+
+const char* trace_category(OpKind kind) {
+  switch (kind) {
+    case OpKind::compute: return "compute";
+    case OpKind::memory: return "memory";
+    case OpKind::copy: return "copy";
+    case OpKind::collective: return "collective";
+    case OpKind::host: return "host";
+  }
+  return "?";
+}
 
 void ChromeTrace::name_process(int pid, const std::string& name) { processes_.push_back({pid, 0, name}); }
 void ChromeTrace::name_thread(int pid, int tid, const std::string& name) { threads_.push_back({pid, tid, name}); }

@@ -15,6 +15,11 @@
 
 namespace dpt {
 
+enum class OpKind;  // engine/core/device.hpp
+
+// The trace category of a kernel's kind: "compute", "memory", "copy", "collective", "host".
+const char* trace_category(OpKind kind);
+
 struct TraceEvent {
   std::string name;      // the op: "gemm_fwd", "all_reduce", "copy h2d", a layer's name
   std::string category;  // "compute", "memory", "copy", "collective", "host"

@@ -15,6 +15,7 @@
 #include <simgrid/s4u/Mutex.hpp>
 #include <simgrid/s4u/Semaphore.hpp>
 
+#include "engine/core/reduce_into.hpp"
 #include "sim/twin/chrome_trace.hpp"
 #include "sim/twin/sim_backend.hpp"
 
@@ -23,33 +24,7 @@ namespace {
 
 namespace s4u = simgrid::s4u;
 
-// ---- element-wise folds in the host ring's order ------------------------------------
-template <typename T> void reduce_into(ReduceOp op, Elements n, const T* src, T* dst) {
-  switch (op) {
-    case ReduceOp::sum:
-    case ReduceOp::avg:
-      for (Elements i = 0; i < n; ++i) dst[i] += src[i];
-      break;
-    case ReduceOp::max:
-      for (Elements i = 0; i < n; ++i) dst[i] = src[i] > dst[i] ? src[i] : dst[i];
-      break;
-    case ReduceOp::min:
-      for (Elements i = 0; i < n; ++i) dst[i] = src[i] < dst[i] ? src[i] : dst[i];
-      break;
-  }
-}
-
-template <typename F> void with_type(DType t, F&& f) {
-  switch (t) {
-    case DType::f32: f(float{}); return;
-    case DType::f64: f(double{}); return;
-    case DType::i64: f(std::int64_t{}); return;
-    case DType::i32: f(std::int32_t{}); return;
-    case DType::bf16:
-    case DType::f16: throw std::invalid_argument("no host arithmetic for bf16/f16 tensors (storage-only types)");
-  }
-}
-
+// ---- element-wise folds in the host ring's order (reduce_into: the host ring's own) ----
 // acc = x[first]; then for each next rank q around the ring: acc = x[q] (op) acc,
 // computed as the host ring does (own buffer += partial from the left). Returns acc.
 template <typename T>
@@ -76,7 +51,7 @@ Elements chunk_begin(Elements n, int parts, int c) { return n * c / parts; }
 
 void ring_all_reduce_values(DType t, ReduceOp op, Elements n, const std::vector<void*>& buffers) {
   const int ranks = static_cast<int>(buffers.size());
-  with_type(t, [&](auto tag) {
+  dispatch_host_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     std::vector<const T*> x;
     for (void* b : buffers) x.push_back(static_cast<const T*>(b));
@@ -93,7 +68,7 @@ void ring_all_reduce_values(DType t, ReduceOp op, Elements n, const std::vector<
 
 void ring_reduce_values(DType t, ReduceOp op, Elements n, int root, const std::vector<void*>& buffers) {
   const int ranks = static_cast<int>(buffers.size());
-  with_type(t, [&](auto tag) {
+  dispatch_host_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     std::vector<const T*> x;
     for (void* b : buffers) x.push_back(static_cast<const T*>(b));
@@ -106,7 +81,7 @@ void ring_reduce_values(DType t, ReduceOp op, Elements n, int root, const std::v
 void ring_reduce_scatter_values(DType t, ReduceOp op, Elements block, const std::vector<const void*>& ins,
                                 const std::vector<void*>& outs) {
   const int ranks = static_cast<int>(ins.size());
-  with_type(t, [&](auto tag) {
+  dispatch_host_dtype(t, [&](auto tag) {
     using T = decltype(tag);
     std::vector<const T*> x;
     for (const void* b : ins) x.push_back(static_cast<const T*>(b));

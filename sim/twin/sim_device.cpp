@@ -53,6 +53,18 @@ double sim_op_efficiency(const SimGpuRates& rates, SimOpClass c) {
   return sim_op_class_memory_bound(c) ? rates.memory_efficiency : rates.compute_efficiency;
 }
 
+double sim_op_efficiency(const SimGpuRates& rates, SimOpClass c, ComputeType t) {
+  // Planted fault: the per-compute-type figures ignored (every type at the class's one).
+  if (auto it = rates.op_efficiency_by_type.find(t);
+      it != rates.op_efficiency_by_type.end() && !fault_active(Fault::op_efficiency_ignores_compute_type))
+    if (const auto& e = it->second[static_cast<size_t>(c)]) return *e;
+  return sim_op_efficiency(rates, c);
+}
+
+bool sim_conv_transposes_layout(ComputeType t) {
+  return t == ComputeType::tf32 || t == ComputeType::bf16 || t == ComputeType::f16;
+}
+
 namespace {
 // The roofline of the op's class: max(flops / (peak x compute fraction), bytes /
 // (bandwidth x memory fraction)) + launch latency. A compute-bound class (gemm, conv,
@@ -60,13 +72,17 @@ namespace {
 // bandwidth; a memory-bound class (norm, elementwise, embedding, loss, optimizer) its
 // own fraction of the bandwidth and the GEMM fraction of the peak. `peak` is asked for
 // only when the op has flops (it throws when the GPU lacks it).
-template <typename Peak> Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, Peak&& peak) {
+// `type` is the compute type the op's FLOPs run in. A convolution in a Tensor Core type
+// also pays cuDNN's NCHW<->NHWC transposes of what it reads and writes (each byte read and
+// written once more, before or after it, at the elementwise fraction of the bandwidth).
+template <typename Peak>
+Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, ComputeType type, Peak&& peak) {
   if (cost.kind == OpKind::host) return 0;  // host-side work: charged as dispatch, not on the device
   if (cost.measured_s) return *cost.measured_s;  // measured on this GPU kind: launches included
   const SimOpClass c = sim_op_class(cost);
   const bool memory_bound = sim_op_class_memory_bound(c);
-  const double compute_fraction = memory_bound ? rates.compute_efficiency : sim_op_efficiency(rates, c);
-  const double memory_fraction = memory_bound ? sim_op_efficiency(rates, c) : rates.memory_efficiency;
+  const double compute_fraction = memory_bound ? rates.compute_efficiency : sim_op_efficiency(rates, c, type);
+  const double memory_fraction = memory_bound ? sim_op_efficiency(rates, c, type) : rates.memory_efficiency;
   Seconds t_flops = 0;
   if (cost.flops > 0) t_flops = cost.flops / (peak() * compute_fraction);
   Seconds t_bytes = 0;
@@ -77,12 +93,19 @@ template <typename Peak> Seconds kernel_time_s(const OpCost& cost, const SimGpuR
       throw std::invalid_argument(fmt::format("GPU model '{}' has no memory bandwidth", rates.model));
     t_bytes = static_cast<double>(bytes) / (rates.memory_bandwidth * memory_fraction);
   }
-  return std::max(t_flops, t_bytes) + rates.launch_latency_s;
+  Seconds t_transpose = 0;
+  // Planted fault: Tensor Core convolutions on NCHW tensors charged no layout transposes.
+  if (c == SimOpClass::conv && bytes > 0 && sim_conv_transposes_layout(type) &&
+      !fault_active(Fault::conv_nchw_transposes_free))
+    t_transpose = 2.0 * static_cast<double>(bytes) /
+                  (rates.memory_bandwidth * sim_op_efficiency(rates, SimOpClass::elementwise, type));
+  return std::max(t_flops, t_bytes) + t_transpose + rates.launch_latency_s;
 }
 }  // namespace
 
 Seconds sim_kernel_time_s(const OpCost& cost, const SimGpuRates& rates, DType dtype) {
-  return kernel_time_s(cost, rates, [&] {
+  const ComputeType type = dtype == DType::f64 ? ComputeType::f64 : ComputeType::f32;
+  return kernel_time_s(cost, rates, type, [&] {
     auto it = rates.peak_flops.find(dtype);
     if (it == rates.peak_flops.end() || !(it->second > 0))
       throw std::invalid_argument(fmt::format("GPU model '{}' has no peak flops for dtype {}", rates.model,
@@ -102,9 +125,9 @@ FlopsPerSecond sim_peak_flops(const SimGpuRates& rates, ComputeType t) {
 }
 
 Seconds sim_kernel_time_s(const OpCost& cost, const SimGpuRates& rates, Precision p) {
-  return kernel_time_s(cost, rates, [&] {
-    const bool has_tf32 = sim_peak_flops(rates, ComputeType::tf32) > 0;
-    const ComputeType t = precision_compute_type(p, cost.op_class, has_tf32);
+  const bool has_tf32 = sim_peak_flops(rates, ComputeType::tf32) > 0;
+  const ComputeType t = precision_compute_type(p, cost.op_class, has_tf32);
+  return kernel_time_s(cost, rates, t, [&] {
     const FlopsPerSecond peak = sim_peak_flops(rates, t);
     if (!(peak > 0))
       throw std::invalid_argument(fmt::format("GPU model '{}' has no {} peak flops, which precision {} needs",
@@ -126,19 +149,6 @@ const char* sim_stream_name(SimStream s) {
   }
   return "?";
 }
-
-namespace {
-const char* op_kind_category(OpKind k) {
-  switch (k) {
-    case OpKind::compute: return "compute";
-    case OpKind::memory: return "memory";
-    case OpKind::copy: return "copy";
-    case OpKind::collective: return "collective";
-    case OpKind::host: return "host";
-  }
-  return "?";
-}
-}  // namespace
 
 SimDevice::SimDevice(SimBackend& backend, int index, std::string name, SimGpuRates rates, simgrid::s4u::Host* host,
                      DType compute_dtype, bool numeric, std::optional<Precision> precision)
@@ -192,7 +202,7 @@ void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
       const Seconds ready = stream_ready(SimStream::compute);
       const Seconds start = std::max(backend_.host_time(), ready);
       const bool optimizer = sim_op_is_optimizer(cost);
-      const auto event = stream_occupy(SimStream::compute, start, start + duration, cost.name, op_kind_category(cost.kind));
+      const auto event = stream_occupy(SimStream::compute, start, start + duration, cost.name, trace_category(cost.kind));
       if (event) annotate_kernel(backend_.trace()->event(*event), cost, label);
       if (window_open_) window_kernels_.push_back({start, start + duration, sim_op_class_memory_bound(sim_op_class(cost))});
       (optimizer ? account_.optimizer_busy_s : account_.compute_busy_s) += duration;
@@ -207,7 +217,7 @@ void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
 // one is known, with the op, the layer's type and pass, FLOPs and bytes in its args.
 void SimDevice::annotate_kernel(TraceEvent& e, const OpCost& cost, const KernelLabel& label) const {
   e.args.emplace_back("op", cost.name ? cost.name : "");
-  e.args.emplace_back("op_class", !label.op_class.empty() ? label.op_class : op_kind_category(cost.kind));
+  e.args.emplace_back("op_class", !label.op_class.empty() ? label.op_class : trace_category(cost.kind));
   if (!label.layer.empty()) {
     e.args.emplace_back("layer", label.layer);
     e.name = label.layer;

@@ -65,6 +65,9 @@ struct SimGpuRates {
   // Per op class (SimOpClass order): its fraction of the peak (compute-bound) or of the
   // bandwidth (memory-bound); unset: compute_efficiency or memory_efficiency.
   std::array<std::optional<double>, kSimOpClassCount> op_efficiency{};
+  // Per compute type (the file's per-type maps): taken before op_efficiency when the op
+  // runs in that type.
+  std::map<ComputeType, std::array<std::optional<double>, kSimOpClassCount>> op_efficiency_by_type;
   int sm_count = 0;       // streaming multiprocessors; 0: unknown (NCCL takes no SMs from compute)
   int nccl_channels = 0;  // channels (one block each) of this device's collectives; 0: none
 };
@@ -74,8 +77,16 @@ struct SimGpuRates {
 // layers and the engine's kernels name them), then by the precision's op class; the
 // rest (copies, scales, activations) elementwise.
 SimOpClass sim_op_class(const OpCost& cost);
-// The fraction of its rate an op class reaches on this GPU.
+// The fraction of its rate an op class reaches on this GPU: in compute type `t` when the
+// file states one for it, else the class's fraction, else the GEMM or streaming default.
 double sim_op_efficiency(const SimGpuRates& rates, SimOpClass c);
+double sim_op_efficiency(const SimGpuRates& rates, SimOpClass c, ComputeType t);
+
+// Tensor Core convolutions read and write NHWC; on PyTorch's default NCHW tensors cuDNN
+// transposes every tensor a convolution reads and writes before and after it (NVIDIA's
+// Convolutional Layers User's Guide, "Tensor Layouts In Memory: NCHW vs NHWC"). Whether a
+// conv kernel in compute type `t` pays that: the Tensor Core types tf32, bf16 and f16.
+bool sim_conv_transposes_layout(ComputeType t);
 
 // A compute kernel and a collective as the interference model sees them.
 struct SimKernelSpan {

@@ -2,13 +2,13 @@
 
 #include "engine/io/safetensors.hpp"
 
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "sim/twin/json_file.hpp"
 
 namespace dpt {
 namespace {
@@ -141,12 +141,69 @@ json step_report_to_json(const StepReport& r) {
               {"warnings", r.warnings}};
 }
 
-StepReport step_report_from_json(const json& j, const std::string& where) {
-  Reader in(j, where);
-  const std::string schema = in.str("schema");
-  if (schema != kStepReportSchema)
-    in.fail("schema", fmt::format("is '{}'; this dptwin reads '{}'", schema, kStepReportSchema));
-  StepReport r;
+namespace {
+
+// An array of objects, each read by read_one with its index in the errors
+// ("WHERE: links[3]: key 'bytes' ...") and checked for unknown keys.
+template <typename T, typename F> std::vector<T> read_objects(Reader& in, const std::string& key, F read_one) {
+  const json& items = in.array(key);
+  std::vector<T> out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    Reader item(items[i], fmt::format("{}: {}[{}]", in.where(), key, i));
+    out.push_back(read_one(item));
+    item.reject_unknown();
+  }
+  return out;
+}
+
+StepBreakdown read_breakdown(Reader& in) {
+  Reader b(in.at("breakdown_s"), in.where() + ": breakdown_s");
+  StepBreakdown out;
+  out.compute = b.num("compute");
+  out.exposed_communication = b.num("exposed_communication");
+  out.dispatch = b.num("dispatch");
+  out.optimizer = b.num("optimizer");
+  // Absent from reports written before the interference model (and from measured ones).
+  if (b.has("interference")) out.interference = b.num("interference");
+  b.reject_unknown();
+  return out;
+}
+
+DeviceReport read_device(Reader& d) {
+  DeviceReport out;
+  out.device = d.str("device");
+  out.peak_memory_bytes = d.integer("peak_memory_bytes");
+  out.memory_breakdown_bytes = d.byte_map("memory_breakdown_bytes");
+  out.capacity_bytes = d.opt_bytes("capacity_bytes");
+  out.busy_s = d.num("busy_s");
+  return out;
+}
+
+LinkReport read_link(Reader& l) {
+  LinkReport out;
+  out.name = l.str("name");
+  out.bytes = l.integer("bytes");
+  out.busy_s = l.num("busy_s");
+  out.utilisation = l.num("utilisation");
+  return out;
+}
+
+std::optional<OutOfMemoryReport> read_out_of_memory(Reader& in) {
+  const json& oom = in.at("out_of_memory");
+  if (oom.is_null()) return std::nullopt;
+  Reader o(oom, in.where() + ": out_of_memory");
+  OutOfMemoryReport out;
+  out.device = o.str("device");
+  out.message = o.str("message");
+  out.requested_bytes = o.integer("requested_bytes");
+  out.memory_breakdown_bytes = o.byte_map("memory_breakdown_bytes");
+  out.capacity_bytes = o.opt_bytes("capacity_bytes");
+  o.reject_unknown();
+  return out;
+}
+
+// The identity of the run: what ran where, on how many devices, in which dtype.
+void read_configuration(Reader& in, StepReport& r) {
   r.source = in.str("source");
   if (r.source != "predicted" && r.source != "measured")
     in.fail("source", fmt::format("is '{}'; expected 'predicted' or 'measured'", r.source));
@@ -170,32 +227,23 @@ StepReport step_report_from_json(const json& j, const std::string& where) {
   }
   r.batch_global = in.integer("batch_global");
   r.batch_per_device = in.integer("batch_per_device");
+}
+
+}  // namespace
+
+StepReport step_report_from_json(const json& j, const std::string& where) {
+  Reader in(j, where);
+  const std::string schema = in.str("schema");
+  if (schema != kStepReportSchema)
+    in.fail("schema", fmt::format("is '{}'; this dptwin reads '{}'", schema, kStepReportSchema));
+  StepReport r;
+  read_configuration(in, r);
   r.step_time_s = in.opt_num("step_time_s");
-  {
-    Reader b(in.at("breakdown_s"), where + ": breakdown_s");
-    r.breakdown_s.compute = b.num("compute");
-    r.breakdown_s.exposed_communication = b.num("exposed_communication");
-    r.breakdown_s.dispatch = b.num("dispatch");
-    r.breakdown_s.optimizer = b.num("optimizer");
-    // Absent from reports written before the interference model (and from measured ones).
-    if (b.has("interference")) r.breakdown_s.interference = b.num("interference");
-    b.reject_unknown();
-  }
+  r.breakdown_s = read_breakdown(in);
   r.throughput_samples_per_s = in.opt_num("throughput_samples_per_s");
   r.single_device_step_time_s = in.opt_num("single_device_step_time_s");
   r.scaling_efficiency = in.opt_num("scaling_efficiency");
-  const json& devices = in.array("devices_detail");
-  for (size_t i = 0; i < devices.size(); ++i) {
-    Reader d(devices[i], fmt::format("{}: devices_detail[{}]", where, i));
-    DeviceReport out;
-    out.device = d.str("device");
-    out.peak_memory_bytes = d.integer("peak_memory_bytes");
-    out.memory_breakdown_bytes = d.byte_map("memory_breakdown_bytes");
-    out.capacity_bytes = d.opt_bytes("capacity_bytes");
-    out.busy_s = d.num("busy_s");
-    d.reject_unknown();
-    r.devices_detail.push_back(std::move(out));
-  }
+  r.devices_detail = read_objects<DeviceReport>(in, "devices_detail", read_device);
   if (in.has("simulated_devices")) {
     const json& v = in.at("simulated_devices");
     if (!v.is_null()) {
@@ -204,29 +252,9 @@ StepReport step_report_from_json(const json& j, const std::string& where) {
       r.simulated_devices = v.get<int>();
     }
   }
-  const json& links = in.array("links");
-  for (size_t i = 0; i < links.size(); ++i) {
-    Reader l(links[i], fmt::format("{}: links[{}]", where, i));
-    LinkReport out;
-    out.name = l.str("name");
-    out.bytes = l.integer("bytes");
-    out.busy_s = l.num("busy_s");
-    out.utilisation = l.num("utilisation");
-    l.reject_unknown();
-    r.links.push_back(std::move(out));
-  }
+  r.links = read_objects<LinkReport>(in, "links", read_link);
   r.trace = in.str("trace");
-  if (const json& oom = in.at("out_of_memory"); !oom.is_null()) {
-    Reader o(oom, where + ": out_of_memory");
-    OutOfMemoryReport out;
-    out.device = o.str("device");
-    out.message = o.str("message");
-    out.requested_bytes = o.integer("requested_bytes");
-    out.memory_breakdown_bytes = o.byte_map("memory_breakdown_bytes");
-    out.capacity_bytes = o.opt_bytes("capacity_bytes");
-    o.reject_unknown();
-    r.out_of_memory = std::move(out);
-  }
+  r.out_of_memory = read_out_of_memory(in);
   for (const auto& w : in.array("warnings")) {
     if (!w.is_string()) in.fail("warnings", "must be an array of strings");
     r.warnings.push_back(w.get<std::string>());
@@ -243,17 +271,7 @@ void write_step_report(const StepReport& r, const std::string& path) {
 }
 
 StepReport read_step_report(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw std::invalid_argument(fmt::format("step report {}: cannot open", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument(fmt::format("step report {}: not JSON: {}", path, e.what()));
-  }
-  return step_report_from_json(j, path);
+  return step_report_from_json(read_json_file(path, "step report"), path);
 }
 
 }  // namespace dpt

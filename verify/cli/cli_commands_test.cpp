@@ -95,8 +95,16 @@ TEST(CliUnknownCommand, SuggestionIsAtTheSmallestDistance) {
   EXPECT_FALSE(closest_name("benchmark", names).has_value());
 }
 
-// Every JSON document printed with --json carries the build that wrote it, and
-// what predict --json prints reads back where a step report is read (compare).
+void expect_names_the_build(const nlohmann::json& j, const std::string& command) {
+  ASSERT_TRUE(j.is_object()) << command << ": a top-level array could carry no version key";
+  ASSERT_TRUE(j.contains("dptwin")) << command;
+  EXPECT_EQ(j.at("dptwin").at("version"), DPT_PROJECT_VERSION) << command;
+  EXPECT_TRUE(j.at("dptwin").at("git_revision").is_string()) << command;
+}
+
+// Every JSON document printed with --json is an object that carries the build
+// that wrote it, and what predict --json prints reads back where a step report
+// is read (compare).
 TEST(CliJson, EveryJsonOutputNamesTheBuild) {
   const fs::path dir = fresh_dir("json");
   write(dir / "s.yaml", "schema_version: 1\nhardware: desktop-2gpu-pcie-p2p\nmodel: resnet50\nstrategy: ddp\n"
@@ -110,19 +118,36 @@ TEST(CliJson, EveryJsonOutputNamesTheBuild) {
       {"model", "list", "--json"},
       {"version", "--json"},
       {"bench", "--backend", "sim", "--hardware", "dgx-a100", "-b", "1M", "-e", "1M", "--json"},
+      {"lesson", "--only", "split-64-on-2", "--json"},
   };
   for (const auto& args : commands) {
     const CliResult r = run_dptwin(args, dir);
     ASSERT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
     const auto j = nlohmann::json::parse(r.out);
-    ASSERT_TRUE(j.contains("dptwin")) << args[0];
-    EXPECT_EQ(j.at("dptwin").at("version"), DPT_PROJECT_VERSION) << args[0];
-    EXPECT_TRUE(j.at("dptwin").at("git_revision").is_string()) << args[0];
+    expect_names_the_build(j, args[0]);
     if (args[0] == "predict") write(dir / "predicted.json", r.out);
     if (args[0] == "sweep") write(dir / "swept.json", r.out);
+    if (args[0] == "lesson") {  // the verdicts under "claims": the one claim asked for, from its file
+      ASSERT_EQ(j.at("claims").size(), 1u) << r.out;
+      EXPECT_NE(j.at("claims")[0].at("file").get<std::string>().find("split-64-on-2.yaml"), std::string::npos);
+      EXPECT_EQ(j.at("claims")[0].at("lesson_claim"), 1) << r.out;  // the file's lesson_claim: 1
+      EXPECT_EQ(j.at("claims")[0].at("verdict"), "PASS") << r.out;
+    }
   }
   const CliResult c = run_dptwin({"compare", "predicted.json", "predicted.json"}, dir);
   EXPECT_EQ(c.exit_code, 0) << c.err;
+  // compare --json: the inputs, in order, under "reports", each with its label
+  // (the file's stem) and the step report read back from the file.
+  const CliResult cj = run_dptwin({"compare", "predicted.json", "predicted.json", "--json"}, dir);
+  ASSERT_EQ(cj.exit_code, 0) << cj.err;
+  const auto cmp = nlohmann::json::parse(cj.out);
+  expect_names_the_build(cmp, "compare");
+  const auto predicted = nlohmann::json::parse(std::ifstream(dir / "predicted.json"));
+  ASSERT_EQ(cmp.at("reports").size(), 2u) << cj.out;
+  for (const auto& row : cmp.at("reports")) {
+    EXPECT_EQ(row.at("label"), "predicted");
+    EXPECT_EQ(row.at("report").at("step_time_s"), predicted.at("step_time_s"));
+  }
   const CliResult rep = run_dptwin({"report", "swept.json", "--report", "rep"}, dir);
   EXPECT_EQ(rep.exit_code, 0) << rep.err;
 }

@@ -10,20 +10,14 @@
 #include <map>
 
 #include "verify/support/cli_run.hpp"
+#include "verify/support/scenario_text.hpp"
 
 namespace dpt::test {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kGood =
-    "schema_version: 1\n"
-    "hardware: dgx-a100\n"
-    "model: resnet50\n"
-    "strategy: ddp\n"
-    "devices: 8\n"
-    "batch_per_device: 32\n";
-const std::string kSweep = kGood + "sweep:\n  devices: [1, 2]\n";
+const std::string kSweep = kGoodScenario + "sweep:\n  devices: [1, 2]\n";
 // A shard file of a two-shard sweep (only shard 0/2), as dptwin sweep --shard writes it.
 const std::string kShard0 =
     R"({"schema": "dptwin.sweep/1", "scenario": {"name": "s", "file": "s.yaml", "question": "", "digest": "00000000000000aa",)"
@@ -82,11 +76,11 @@ INSTANTIATE_TEST_SUITE_P(
         CliCase{"PredictWithNothing", {"predict"}, {}, 2,
                 "dptwin predict: error: give a scenario file, or --hardware, --model, --strategy and --batch or "
                 "--batch-per-device\n"},
-        CliCase{"UnknownKeyInFile", {"predict", "bad.yaml"}, {{"bad.yaml", kGood + "devcies: 8\n"}}, 2,
+        CliCase{"UnknownKeyInFile", {"predict", "bad.yaml"}, {{"bad.yaml", kGoodScenario + "devcies: 8\n"}}, 2,
                 "dptwin predict: error: bad.yaml:7: devcies: unknown key (allowed: accumulate, batch, batch_per_device, "
                 "bucket_cap_mb, checkpoint, comm_hook, devices, dtype, global_batch, gpus, hardware, model, name, "
                 "nodes, optimizer, overrides, plan, precision, question, schema_version, strategy, sweep, target)\n"},
-        CliCase{"WrongTypeInFile", {"predict", "bad.yaml"}, {{"bad.yaml", kGood + "nodes: [1]\n"}}, 2,
+        CliCase{"WrongTypeInFile", {"predict", "bad.yaml"}, {{"bad.yaml", kGoodScenario + "nodes: [1]\n"}}, 2,
                 "dptwin predict: error: bad.yaml:7: nodes: expected an integer, got '<not a scalar>'\n"},
         CliCase{"MoreGpusThanTheHardwareHas", predict_with({{"--devices", "16"}}), {}, 2,
                 "dptwin predict: error: --devices: 16 GPUs per node, but dgx-a100 has 8\n"},
@@ -134,9 +128,9 @@ INSTANTIATE_TEST_SUITE_P(
         CliCase{"PlanNegativeTarget",
                 {"plan", "--model", "resnet50", "--target-samples-per-s", "-5", "--hardware", "dgx-a100"}, {}, 2,
                 "dptwin plan: error: --target-samples-per-s -5: must be positive\n"},
-        CliCase{"PlanFileWithoutPlanSection", {"plan", "p.yaml"}, {{"p.yaml", kGood}}, 2,
+        CliCase{"PlanFileWithoutPlanSection", {"plan", "p.yaml"}, {{"p.yaml", kGoodScenario}}, 2,
                 "dptwin plan: error: p.yaml: plan: missing key (dptwin plan needs a plan section)\n"},
-        CliCase{"CompareOneInput", {"compare", "a.yaml"}, {{"a.yaml", kGood}}, 2,
+        CliCase{"CompareOneInput", {"compare", "a.yaml"}, {{"a.yaml", kGoodScenario}}, 2,
                 "dptwin compare: error: compare: give at least two inputs\n"},
         CliCase{"BenchSimWithoutHardware", {"bench", "--backend", "sim"}, {}, 2,
                 "dptwin bench: error: --hardware is required with --backend sim\n"},

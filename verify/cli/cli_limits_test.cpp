@@ -7,8 +7,6 @@
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -19,39 +17,12 @@
 #include <nlohmann/json.hpp>
 
 #include "verify/support/cli_run.hpp"
+#include "verify/support/scenario_text.hpp"
 
 namespace dpt::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-// run_dptwin with a deadline: the child arms alarm(seconds) before exec.
-CliResult run_bounded(const std::vector<std::string>& args, const fs::path& cwd, unsigned seconds) {
-  fs::create_directories(cwd);
-  const auto out_path = cwd / ".stdout", err_path = cwd / ".stderr";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    const int o = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o < 0 || e < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0) ::_exit(126);
-    std::vector<std::string> copy = args;
-    std::string exe = DPTWIN_EXE;
-    std::vector<char*> argv{exe.data()};
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::alarm(seconds);
-    ::execv(exe.c_str(), argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  CliResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out_path);
-  r.err = slurp(err_path);
-  return r;
-}
 
 fs::path case_dir(const std::string& name) {
   const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_limits" / name;
@@ -77,7 +48,7 @@ TEST_P(CliLimit, ExitTwoNamingTheFlagAndTheLimit) {
     if (text == "<dir>") fs::create_directories(dir / name);
     else std::ofstream(dir / name) << text;
   }
-  const CliResult r = run_bounded(c.args, dir, 60);
+  const CliResult r = run_dptwin(c.args, dir, 60);
   EXPECT_EQ(r.exit_code, 2) << r.err;
   if (!c.also.empty()) {
     EXPECT_EQ(r.err.substr(0, c.err.size()), c.err);
@@ -88,17 +59,9 @@ TEST_P(CliLimit, ExitTwoNamingTheFlagAndTheLimit) {
   EXPECT_EQ(r.out, "");
 }
 
-const std::string kScenario =
-    "schema_version: 1\n"
-    "hardware: dgx-a100\n"
-    "model: resnet50\n"
-    "strategy: ddp\n"
-    "devices: 8\n"
-    "batch_per_device: 32\n";
-
 // 64 axes of two values each: 2^64 points, which wrapped to 0 in a size_t product.
 std::string sweep_of_64_axes() {
-  std::string s = kScenario + "sweep:\n";
+  std::string s = kGoodScenario + "sweep:\n";
   for (int i = 0; i < 64; ++i) s += fmt::format("  overrides.gpu.x{}: [1, 2]\n", i);
   return s;
 }
@@ -206,36 +169,36 @@ INSTANTIATE_TEST_SUITE_P(
                                             "8"},
                   {}, "dptwin predict: error: --gpus 64 --devices 8: give --gpus (total) or --devices and --nodes, not "
                       "both\n"},
-        LimitCase{"PredictTinyBucketFlag", {"predict", "s.yaml", "--bucket-cap-mb", "1e-30"}, {{"s.yaml", kScenario}},
+        LimitCase{"PredictTinyBucketFlag", {"predict", "s.yaml", "--bucket-cap-mb", "1e-30"}, {{"s.yaml", kGoodScenario}},
                   "dptwin predict: error: --bucket-cap-mb: 1e-30 MiB is outside 9.5367431640625e-07 .. 1048576 MiB "
                   "(1 byte .. 1 TiB)\n"},
-        LimitCase{"PredictTinyBucketKey", {"predict", "s.yaml"}, {{"s.yaml", kScenario + "bucket_cap_mb: 1e-30\n"}},
+        LimitCase{"PredictTinyBucketKey", {"predict", "s.yaml"}, {{"s.yaml", kGoodScenario + "bucket_cap_mb: 1e-30\n"}},
                   "dptwin predict: error: s.yaml:7: bucket_cap_mb: 1e-30 MiB is outside 9.5367431640625e-07 .. 1048576 "
                   "MiB (1 byte .. 1 TiB)\n"},
-        LimitCase{"PredictMillionsOfDevicesFlag", {"predict", "s.yaml", "--devices", "2000000"}, {{"s.yaml", kScenario}},
+        LimitCase{"PredictMillionsOfDevicesFlag", {"predict", "s.yaml", "--devices", "2000000"}, {{"s.yaml", kGoodScenario}},
                   "dptwin predict: error: --devices: must be at most 1000000, got 2000000\n"},
-        LimitCase{"PredictReportIntoAFile", {"predict", "s.yaml", "--report", "taken"}, {{"s.yaml", kScenario}, {"taken", "x"}},
+        LimitCase{"PredictReportIntoAFile", {"predict", "s.yaml", "--report", "taken"}, {{"s.yaml", kGoodScenario}, {"taken", "x"}},
                   "dptwin predict: error: --report taken: not a directory\n"},
         // sweep: point counts, shard numbers and output paths.
         LimitCase{"SweepOf64TwoValueAxes", {"sweep", "s.yaml"}, {{"s.yaml", sweep_of_64_axes()}},
                   "dptwin sweep: error: s.yaml: sweep: the 64 axes make more than 10000000 points (at most 10000000 per "
                   "sweep)\n"},
         LimitCase{"SweepShardCountWraps", {"sweep", "s.yaml", "--shard", "3/4294967299"},
-                  {{"s.yaml", kScenario + "sweep:\n  devices: [1, 2]\n"}},
+                  {{"s.yaml", kGoodScenario + "sweep:\n  devices: [1, 2]\n"}},
                   "dptwin sweep: error: --shard 3/4294967299: at most 10000000 shards\n"},
         LimitCase{"SweepModelNameTooLongForAFile", {"sweep", "s.yaml"},
-                  {{"s.yaml", kScenario + "sweep:\n  model: [resnet50, " + std::string(300, 'm') + "]\n"}},
+                  {{"s.yaml", kGoodScenario + "sweep:\n  model: [resnet50, " + std::string(300, 'm') + "]\n"}},
                   "dptwin sweep: error: s.yaml:8: sweep.model[1]: unknown model '" + std::string(300, 'm') +
                       "' (library: ",
                   "; or a path to a .yaml file, or mlp:IN-H-...-OUT, transformer:"},
         LimitCase{"SweepTraceDirIsAFile", {"sweep", "s.yaml", "--trace-dir", "taken"},
-                  {{"s.yaml", kScenario + "sweep:\n  devices: [1, 2]\n"}, {"taken", "x"}},
+                  {{"s.yaml", kGoodScenario + "sweep:\n  devices: [1, 2]\n"}, {"taken", "x"}},
                   "dptwin sweep: error: --trace-dir taken: not a directory\n"},
         LimitCase{"SweepOutBelowAFile", {"sweep", "s.yaml", "-o", "taken/r.json"},
-                  {{"s.yaml", kScenario + "sweep:\n  devices: [1, 2]\n"}, {"taken", "x"}},
+                  {{"s.yaml", kGoodScenario + "sweep:\n  devices: [1, 2]\n"}, {"taken", "x"}},
                   "dptwin sweep: error: -o taken/r.json: taken is not a directory\n"},
         LimitCase{"SweepOutIsADirectory", {"sweep", "s.yaml", "-o", "d"},
-                  {{"s.yaml", kScenario + "sweep:\n  devices: [1, 2]\n"}, {"d", "<dir>"}},
+                  {{"s.yaml", kGoodScenario + "sweep:\n  devices: [1, 2]\n"}, {"d", "<dir>"}},
                   "dptwin sweep: error: -o d: is a directory, expected a file name\n"},
         // merge: counts that wrapped, points given twice.
         LimitCase{"MergeShardCountWraps", {"merge", "a.json"},
@@ -263,7 +226,7 @@ INSTANTIATE_TEST_SUITE_P(
 // The twin's bench writes --out as the host bench does (it wrote nothing and exited 0).
 TEST(CliLimitsBench, SimWritesOut) {
   const fs::path dir = case_dir("SimWritesOut");
-  const CliResult r = run_bounded({"bench", "--hardware", "dgx-a100", "-b", "8", "-e", "64", "-n", "1", "-w", "0",
+  const CliResult r = run_dptwin({"bench", "--hardware", "dgx-a100", "-b", "8", "-e", "64", "-n", "1", "-w", "0",
                                    "--out", "b.json"},
                                   dir, 60);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -279,7 +242,7 @@ TEST(CliLimitsBench, SimWritesOut) {
 // it finishes in seconds (checking every point took over 120 s).
 TEST(CliLimitsSweep, OnePointShardOfAMillionPointsIsQuick) {
   const fs::path dir = case_dir("MillionPointShard");
-  std::string s = kScenario + "sweep:\n";
+  std::string s = kGoodScenario + "sweep:\n";
   for (const char* axis : {"batch_per_device", "bucket_cap_mb", "overrides.host.dispatch_cost"}) {
     s += fmt::format("  {}: [", axis);
     for (int v = 1; v <= 100; ++v)
@@ -289,7 +252,7 @@ TEST(CliLimitsSweep, OnePointShardOfAMillionPointsIsQuick) {
   }
   std::ofstream(dir / "s.yaml") << s;
   const auto start = std::chrono::steady_clock::now();
-  const CliResult r = run_bounded({"sweep", "s.yaml", "--shard", "0/1000000", "-o", "r.json", "--json"}, dir, 60);
+  const CliResult r = run_dptwin({"sweep", "s.yaml", "--shard", "0/1000000", "-o", "r.json", "--json"}, dir, 60);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(slurp(dir / "r.json"));
@@ -302,18 +265,18 @@ TEST(CliLimitsSweep, OnePointShardOfAMillionPointsIsQuick) {
 // second command refuses before running (two sweeps left a mixed report).
 TEST(CliLimitsReport, SecondWriterOfAReportDirectoryIsRefused) {
   const fs::path dir = case_dir("ReportLock");
-  std::ofstream(dir / "s.yaml") << kScenario;
+  std::ofstream(dir / "s.yaml") << kGoodScenario;
   fs::create_directories(dir / "rep");
   const int fd = ::open((dir / "rep" / ".dptwin-report.lock").c_str(), O_RDWR | O_CREAT, 0644);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
-  const CliResult held = run_bounded({"predict", "s.yaml", "--report", "rep"}, dir, 60);
+  const CliResult held = run_dptwin({"predict", "s.yaml", "--report", "rep"}, dir, 60);
   EXPECT_EQ(held.exit_code, 2);
   EXPECT_EQ(held.err, "dptwin predict: error: --report rep: another dptwin is writing a report into this directory (it "
                       "holds rep/.dptwin-report.lock); wait for it or choose another directory\n");
   EXPECT_FALSE(fs::exists(dir / "rep" / "report.html"));
   ::close(fd);  // released: the same command now writes the report
-  const CliResult free = run_bounded({"predict", "s.yaml", "--report", "rep"}, dir, 60);
+  const CliResult free = run_dptwin({"predict", "s.yaml", "--report", "rep"}, dir, 60);
   EXPECT_EQ(free.exit_code, 0) << free.err;
   EXPECT_TRUE(fs::exists(dir / "rep" / "report.html"));
 }

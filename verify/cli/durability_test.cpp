@@ -15,7 +15,6 @@
 #include <iostream>
 #include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -34,13 +33,6 @@ namespace {
 
 // About 3.5 MiB of f32 weights: long enough to write that kills land inside writes.
 const char* kModel = "mlp:256-1024-512-256";
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::vector<std::string> train_args(const std::string& checkpoint, int seed) {
   return {"train", "--model", kModel, "--steps", "0", "--seed", std::to_string(seed), "--checkpoint", checkpoint};

@@ -25,7 +25,6 @@
 #include <map>
 #include <random>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -40,13 +39,6 @@ using json = nlohmann::json;
 using namespace dpt::test;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Two small sweeps with different names and points, so their outputs differ everywhere.
 void write_scenarios(const fs::path& dir) {

@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -28,13 +27,6 @@ using namespace dpt::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::map<std::string, std::string> folder_files(const fs::path& dir) {
   std::map<std::string, std::string> out;

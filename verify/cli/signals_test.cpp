@@ -9,7 +9,6 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -23,13 +22,6 @@ using namespace dpt::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // A sweep of a few seconds: several points, two at a time, each point a forked worker
 // that forks its simulation.

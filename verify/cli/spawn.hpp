@@ -3,7 +3,6 @@
 // Ctrl-C does, and check that none of it is left), chosen environment variables and
 // signal dispositions, output to files in the case's folder, and waiting with a bound.
 #pragma once
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -20,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "verify/support/cli_run.hpp"
+
 namespace dpt::test {
 
 struct SpawnOptions {
@@ -33,30 +34,19 @@ struct SpawnOptions {
 inline pid_t spawn_dptwin(const std::vector<std::string>& args, const std::filesystem::path& cwd,
                           const SpawnOptions& o = {}) {
   std::filesystem::create_directories(cwd);
-  const auto out_path = cwd / ".stdout", err_path = cwd / ".stderr";
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::setpgid(0, 0);
-    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0 || err < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) ::_exit(126);
-    for (const auto& [k, v] : o.env) ::setenv(k.c_str(), v.c_str(), 1);
-    ::signal(SIGINT, o.ignore_sigint ? SIG_IGN : SIG_DFL);
-    ::signal(SIGTERM, SIG_DFL);
-    if (o.file_size_limit_bytes >= 0) {
-      struct rlimit lim {};
-      lim.rlim_cur = lim.rlim_max = static_cast<rlim_t>(o.file_size_limit_bytes);
-      if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(126);
-    }
-    std::vector<char*> argv;
-    std::string exe = DPTWIN_EXE;
-    argv.push_back(exe.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(exe.c_str(), argv.data());
-    ::_exit(127);
+    exec_dptwin(args, cwd, [&o] {
+      for (const auto& [k, v] : o.env) ::setenv(k.c_str(), v.c_str(), 1);
+      ::signal(SIGINT, o.ignore_sigint ? SIG_IGN : SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      if (o.file_size_limit_bytes >= 0) {
+        struct rlimit lim {};
+        lim.rlim_cur = lim.rlim_max = static_cast<rlim_t>(o.file_size_limit_bytes);
+        if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) ::_exit(126);
+      }
+    });
   }
   ::setpgid(pid, pid);  // also here, so a signal sent right away reaches the group
   return pid;

@@ -11,6 +11,7 @@
 #include "engine/host/host_backend.hpp"
 #include "engine/host/host_communicator.hpp"
 #include "engine/parallel/ddp/accumulate.hpp"
+#include "verify/support/forwarding_communicator.hpp"
 #include "verify/support/rc_cases.hpp"
 #include "verify/support/strategy_fixtures.hpp"
 
@@ -21,29 +22,17 @@ using namespace dpt::test;
 
 // Forwards to an owned communicator and counts the all-reduces issued (shared
 // counter, so the test reads it after the strategy took the communicators).
-class CountingCommunicator : public Communicator {
+class CountingCommunicator : public ForwardingCommunicator {
  public:
   CountingCommunicator(std::unique_ptr<Communicator> inner, std::shared_ptr<int> count)
-      : inner_(std::move(inner)), count_(std::move(count)) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+      : ForwardingCommunicator(std::move(inner)), count_(std::move(count)) {}
   std::string backend_name() const override { return "counting"; }
   WorkPtr all_reduce(Tensor& t, const AllReduceOptions& o) override {
     if (rank() == 0) ++*count_;
-    return inner_->all_reduce(t, o);
+    return ForwardingCommunicator::all_reduce(t, o);
   }
-  WorkPtr broadcast(Tensor& t, const BroadcastOptions& o) override { return inner_->broadcast(t, o); }
-  WorkPtr reduce(Tensor& t, const ReduceOptions& o) override { return inner_->reduce(t, o); }
-  WorkPtr all_gather(Tensor& out, const Tensor& in, const AllGatherOptions& o) override {
-    return inner_->all_gather(out, in, o);
-  }
-  WorkPtr reduce_scatter(Tensor& out, const Tensor& in, const ReduceScatterOptions& o) override {
-    return inner_->reduce_scatter(out, in, o);
-  }
-  WorkPtr barrier(const BarrierOptions& o) override { return inner_->barrier(o); }
 
  private:
-  std::unique_ptr<Communicator> inner_;
   std::shared_ptr<int> count_;
 };
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/nn/cost_layer.hpp"
+#include "engine/core/fault_injection.hpp"
 #include "engine/host/host_backend.hpp"
 #include "engine/core/kernels.hpp"
 #include "engine/nn/model_library.hpp"
@@ -245,6 +246,48 @@ TEST(CostLayer, MeasuredTimesAreChargedScaledByTheBatch) {
   dev.ops.clear();
   plain.forward(x);
   EXPECT_FALSE(dev.ops[0].measured_s);
+}
+
+// A convolution block whose memory-bound traffic and conv tensors the model library counted:
+// 1,000 elements forward and 1,800 backward per sample through its norms and activations,
+// 300 conv input plus output elements per sample.
+LayerDescription counted_conv_block() {
+  LayerDescription d{"layer1.0", "Bottleneck", {{"conv.weight", {4, 4, 1, 1}}}, 2000.0, 50, 3};
+  d.memory_bound_forward_elements_per_sample = 1000;
+  d.memory_bound_backward_elements_per_sample = 1800;
+  d.conv_io_elements_per_sample = 300;
+  return d;
+}
+
+// Whether a counted block's kernels move exactly what the library counted, x batch x the
+// element size: the norm kernel its memory-bound elements, the conv kernel its weights plus
+// its conv tensors (forward once, backward 1.5x read and 0.5x written, plus the gradients).
+bool charges_counted_traffic() {
+  RecordingDevice dev;
+  CostLayer layer(counted_conv_block(), 2, dev, DType::f32);
+  const Bytes batch = 5, elt = 4, weights = 16 * elt;
+  Tensor x = Tensor::empty(dev, {5, 2}, DType::f32, MemoryCategory::inputs);
+  dev.ops.clear();
+  Tensor y = layer.forward(x);
+  if (dev.ops.size() != 2u) return false;
+  const OpCost conv = dev.ops[0], norm = dev.ops[1];
+  Tensor dy = Tensor::empty(dev, {5, 3}, DType::f32, MemoryCategory::activations);
+  dev.ops.clear();
+  (void)layer.backward(dy, true);
+  if (dev.ops.size() != 2u) return false;
+  const OpCost norm_bwd = dev.ops[0], conv_bwd = dev.ops[1];
+  return norm.bytes_read + norm.bytes_written == 1000 * batch * elt &&
+         conv.bytes_read + conv.bytes_written == weights + 300 * batch * elt &&
+         norm_bwd.bytes_read + norm_bwd.bytes_written == 1800 * batch * elt &&
+         conv_bwd.bytes_read == weights + 450 * batch * elt &&
+         conv_bwd.bytes_written == weights + 150 * batch * elt;  // the weight gradient and dx
+}
+
+TEST(CostLayer, CountedMemoryBoundTrafficAndConvTensorsAreCharged) { EXPECT_TRUE(charges_counted_traffic()); }
+
+TEST(CostLayer, PlantedBugIgnoringTheCountedTrafficIsCaught) {
+  ScopedFault f(Fault::memory_bound_traffic_ignored);
+  EXPECT_FALSE(charges_counted_traffic());
 }
 
 }  // namespace

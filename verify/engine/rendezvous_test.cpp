@@ -16,9 +16,11 @@
 #include <rapidcheck.h>
 
 #include "engine/cuda/rendezvous.hpp"
+#include "verify/support/error_text.hpp"
 #include "verify/support/rc_cases.hpp"
 
 using namespace dpt;
+using dpt::test::invalid_argument_text;
 
 namespace {
 
@@ -37,17 +39,6 @@ std::map<std::string, std::string> torchrun_env() {
 std::map<std::string, std::string> slurm_env() {
   return {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "1"},
           {"SLURM_JOB_NODELIST", "gpu[003-006,010],login1"}};
-}
-
-// The message of the std::invalid_argument `fn` throws (fails the test if none).
-template <typename F> std::string invalid_argument_text(F&& fn) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected std::invalid_argument";
-  return {};
 }
 
 // A TCP port that was free a moment ago (bind to port 0, read it back, close).

@@ -9,6 +9,8 @@
 #include "scenarios/measure/device_bench.hpp"
 #include "scenarios/measure/nccl_tests_log.hpp"
 #include "scenarios/measure/real_backend.hpp"
+#include "verify/support/error_text.hpp"
+#include "verify/support/forwarding_communicator.hpp"
 
 using namespace dpt;
 
@@ -26,42 +28,20 @@ DeviceBenchOptions small_options() {
   return o;
 }
 
-std::string invalid_argument_text(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected std::invalid_argument";
-  return {};
-}
+using test::invalid_argument_text;
 
 // A communicator that adds 1 to element 0 of every all_reduce result on rank 0:
 // a planted bug the #wrong check must report.
-class OffByOne : public Communicator {
+class OffByOne : public test::ForwardingCommunicator {
  public:
-  explicit OffByOne(std::unique_ptr<Communicator> inner) : inner_(std::move(inner)) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+  using ForwardingCommunicator::ForwardingCommunicator;
   std::string backend_name() const override { return "off-by-one"; }
   WorkPtr all_reduce(Tensor& t, const AllReduceOptions& o) override {
-    auto w = inner_->all_reduce(t, o);
+    auto w = ForwardingCommunicator::all_reduce(t, o);
     w->wait();
     if (rank() == 0 && t.numel() > 0) t.data_as<float>()[0] += 1.0f;
     return w;
   }
-  WorkPtr broadcast(Tensor& t, const BroadcastOptions& o) override { return inner_->broadcast(t, o); }
-  WorkPtr reduce(Tensor& t, const ReduceOptions& o) override { return inner_->reduce(t, o); }
-  WorkPtr all_gather(Tensor& out, const Tensor& in, const AllGatherOptions& o) override {
-    return inner_->all_gather(out, in, o);
-  }
-  WorkPtr reduce_scatter(Tensor& out, const Tensor& in, const ReduceScatterOptions& o) override {
-    return inner_->reduce_scatter(out, in, o);
-  }
-  WorkPtr barrier(const BarrierOptions& o) override { return inner_->barrier(o); }
-
- private:
-  std::unique_ptr<Communicator> inner_;
 };
 
 class OffByOneBackend : public HostBackend {

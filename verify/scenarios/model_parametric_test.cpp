@@ -200,6 +200,27 @@ TEST(ModelYaml, WriterRoundTripsEveryKindOfModel) {
     EXPECT_EQ(back.sample, m.sample);
     EXPECT_EQ(back.sources, m.sources);
     expect_same_layers(back, m);
+    for (size_t i = 0; i < m.layers.size(); ++i) {
+      EXPECT_EQ(back.layers[i].memory_bound_forward_elements_per_sample, m.layers[i].memory_bound_forward_elements_per_sample);
+      EXPECT_EQ(back.layers[i].memory_bound_backward_elements_per_sample, m.layers[i].memory_bound_backward_elements_per_sample);
+      EXPECT_EQ(back.layers[i].conv_io_elements_per_sample, m.layers[i].conv_io_elements_per_sample);
+    }
+  }
+}
+
+// A layer's counted memory-bound traffic is given for both passes or for neither; the
+// error names the missing key. The library's ResNet-50 counts its conv tensors.
+TEST(ModelYaml, MemoryBoundTrafficNeedsBothPasses) {
+  std::string text = model_to_yaml(library("resnet50"));
+  EXPECT_TRUE(library("resnet50").layers.front().conv_io_elements_per_sample.has_value());
+  const auto at = text.find("    memory_bound_backward_elements_per_sample:");
+  ASSERT_NE(at, std::string::npos);
+  text.erase(at, text.find('\n', at) - at + 1);
+  try {
+    (void)parse_model_yaml(text, "m.yaml");
+    FAIL() << "accepted a forward count without a backward one";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("memory_bound_backward_elements_per_sample"), std::string::npos) << e.what();
   }
 }
 

@@ -14,6 +14,7 @@
 #include "scenarios/scenario/scenario.hpp"
 #include "scenarios/scenario/sweep.hpp"
 #include "sim/net/hardware.hpp"
+#include "verify/support/scenario_text.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -110,15 +111,9 @@ std::string error_of(const std::string& text) {
   return "<no error>";
 }
 
-const char* kGood =
-    "schema_version: 1\n"
-    "hardware: dgx-a100\n"
-    "model: resnet50\n"
-    "strategy: ddp\n"
-    "devices: 8\n"
-    "batch_per_device: 32\n";
+using test::kGoodScenario;
 
-TEST(ScenarioErrors, TheGoodBaseValidates) { EXPECT_EQ(error_of(kGood), "<no error>"); }
+TEST(ScenarioErrors, TheGoodBaseValidates) { EXPECT_EQ(error_of(kGoodScenario), "<no error>"); }
 
 struct BadCase {
   const char* name;
@@ -130,9 +125,9 @@ class BadScenario : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(BadScenario, FailsNamingFileLineAndKey) { EXPECT_EQ(error_of(GetParam().text), GetParam().error); }
 
-std::string with(const std::string& extra) { return std::string(kGood) + extra; }
+std::string with(const std::string& extra) { return kGoodScenario + extra; }
 std::string replaced(const std::string& from, const std::string& to) {
-  std::string s = kGood;
+  std::string s = kGoodScenario;
   s.replace(s.find(from), from.size(), to);
   return s;
 }
@@ -179,7 +174,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "batch: 64\n",
                 "bad.yaml:4: strategy: DataParallel runs in one process on one node, but 2 nodes are asked for"},
         BadCase{"GpusAndDevices", with("gpus: 16\n"), "bad.yaml:5: devices: give gpus (total) or devices and nodes, not both"},
-        BadCase{"MissingSchemaVersion", std::string(kGood).substr(18), "bad.yaml:1: schema_version: missing key"},
+        BadCase{"MissingSchemaVersion", kGoodScenario.substr(18), "bad.yaml:1: schema_version: missing key"},
         BadCase{"UnknownOverrideSection", with("overrides:\n  tpu.memory: 16 GiB\n"),
                 "bad.yaml:8: overrides.tpu.memory: hardware dgx-a100 has no section 'tpu'"},
         BadCase{"BadSweepValue", with("sweep:\n  devices: [1, two]\n"),
@@ -316,7 +311,7 @@ TEST(Sweep, MergeRejectsMissingDuplicateAndForeignShards) {
 }
 
 TEST(Sweep, OutOfMemoryAndCrashedPredictionsAreResultsNotCrashes) {
-  Scenario s = parse_scenario(std::string(kGood) + "sweep:\n  devices: [1, 2, 4]\n", "oom.yaml", kScenarios);
+  Scenario s = parse_scenario(kGoodScenario + "sweep:\n  devices: [1, 2, 4]\n", "oom.yaml", kScenarios);
   const SweepResult r = run_sweep(
       s, lib(),
       [](const ResolvedPoint& p, const std::string&) -> StepReport {

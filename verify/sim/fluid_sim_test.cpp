@@ -26,16 +26,16 @@
 #include "sim/net/hardware.hpp"
 #include "sim/net/platform.hpp"
 #include "sim/twin/sim_process.hpp"
+#include "verify/support/collective_fixture.hpp"
 #include "verify/support/rc_cases.hpp"
 
-namespace fs = std::filesystem;
 namespace sg4 = simgrid::s4u;
 using namespace dpt;
 using namespace dpt::sim;
 
 namespace {
 
-const fs::path kLibrary = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+using test::kHardwareLibrary;
 
 // One transfer of a random DAG: endpoints are GPUs or their host memory (so routes mix
 // NVLink/NVSwitch, PCIe and InfiniBand, with different latencies and hence different
@@ -146,13 +146,13 @@ void fluid_matches_simgrid(const HardwareSpec& hw) {
 }  // namespace
 
 TEST(FluidSim, EndTimesEqualSimGridsOnAClusterOfTwoNodes) {
-  const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kLibrary), 2);
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kHardwareLibrary), 2);
   DPT_EXPECT_PROPERTY("fluid simulation = SimGrid CM02, random DAGs on 2 DGX H100 nodes", 300,
                       [&]() { fluid_matches_simgrid(hw); });
 }
 
 TEST(FluidSim, EndTimesEqualSimGridsOnPcieWithoutPeerToPeer) {
-  const HardwareSpec hw = load_hardware("desktop-2gpu-pcie-nop2p", kLibrary);
+  const HardwareSpec hw = load_hardware("desktop-2gpu-pcie-nop2p", kHardwareLibrary);
   DPT_EXPECT_PROPERTY("fluid simulation = SimGrid CM02, random DAGs on 2 PCIe GPUs without P2P", 100,
                       [&]() { fluid_matches_simgrid(hw); });
 }
@@ -160,7 +160,7 @@ TEST(FluidSim, EndTimesEqualSimGridsOnPcieWithoutPeerToPeer) {
 // Planted fault: max-min shares that ignore CM02's 1/latency weights. Flows of different
 // route latencies then split a saturated link evenly, and the property must notice.
 TEST(FluidSim, PlantedUnweightedSharingIsCaught) {
-  const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kLibrary), 2);
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kHardwareLibrary), 2);
   ScopedFault fault(Fault::fluid_sim_unweighted_sharing);
   DPT_EXPECT_COUNTEREXAMPLE("fluid simulation with unweighted max-min sharing", 300,
                             [&]() { fluid_matches_simgrid(hw); });

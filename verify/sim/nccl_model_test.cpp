@@ -34,15 +34,14 @@
 #include "sim/net/hardware.hpp"
 #include "sim/net/platform.hpp"
 #include "sim/twin/sim_process.hpp"
+#include "verify/support/collective_fixture.hpp"
 
-namespace fs = std::filesystem;
-namespace sg4 = simgrid::s4u;
 using namespace dpt;
 using namespace dpt::sim;
 
 namespace {
 
-const fs::path kLibrary = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+using test::kHardwareLibrary;
 
 struct RunResult {
   Seconds time_s = 0;
@@ -55,15 +54,9 @@ struct RunResult {
 // One collective on all GPUs of `hw`, simulated in a child process.
 RunResult run_one(const HardwareSpec& hw, CollectiveCall call, CollectiveSettings s = {}) {
   std::shared_ptr<CollectiveGroup> group;
-  std::vector<int> gpus(hw.gpu_count());
-  for (int i = 0; i < hw.gpu_count(); ++i) gpus[i] = i;
+  const std::vector<int> gpus = test::first_gpus(hw.gpu_count());
   const std::string out = run_simulation(
-      hw,
-      [&](Platform& p) {
-        group = std::make_shared<CollectiveGroup>(p, gpus, s);
-        for (int r = 0; r < group->size(); ++r)
-          sg4::Actor::create(fmt::format("rank{}", r), p.gpu_host(gpus[r]), [group, r, call]() { group->run(r, call); });
-      },
+      hw, [&](Platform& p) { group = test::start_collective(p, gpus, call, s); },
       [&](Platform& p) {
         const auto& rec = group->records().at(0);
         double bytes = 0;
@@ -94,12 +87,12 @@ double busbw_all_reduce(Bytes bytes, int n, Seconds t) { return bytes / t * 2.0 
 }  // namespace
 
 TEST(NcclGraph, NvswitchChannelsAndPerChannelBandwidthAreNcclsSearch) {
-  const auto a100 = nccl_graph(load_hardware("dgx-a100", kLibrary), 8, 1, true);
+  const auto a100 = nccl_graph(load_hardware("dgx-a100", kHardwareLibrary), 8, 1, true);
   EXPECT_EQ(a100.compcap, 80);
   EXPECT_EQ(a100.ring_channels, 12);
   EXPECT_DOUBLE_EQ(a100.ring_bw_gbs, 20.0);
   EXPECT_EQ(a100.nvls_channels, 0);  // no NVLS before Hopper
-  const auto h100 = nccl_graph(load_hardware("dgx-h100", kLibrary), 8, 1, true);
+  const auto h100 = nccl_graph(load_hardware("dgx-h100", kHardwareLibrary), 8, 1, true);
   EXPECT_EQ(h100.ring_channels, 12);
   EXPECT_DOUBLE_EQ(h100.ring_bw_gbs, 30.0);
   EXPECT_EQ(h100.nvls_channels, 8);
@@ -123,7 +116,7 @@ double least_latency_us(const HardwareSpec& hw) {
 }
 // Whether an 8-byte all-reduce on `name` takes at least that least latency.
 bool latency_floor_holds(const char* name, std::string& why) {
-  const auto hw = load_hardware(name, kLibrary);
+  const auto hw = load_hardware(name, kHardwareLibrary);
   const RunResult r = run_one(hw, all_reduce_bytes(8));
   const double floor_s = least_latency_us(hw) * 1e-6;
   why = fmt::format("{}: {:.3f} us against NCCL's least latency {:.3f} us", name, r.time_s * 1e6, floor_s * 1e6);
@@ -135,7 +128,7 @@ bool latency_floor_holds(const char* name, std::string& why) {
 // simulated 8-byte all-reduce is faster than the least latency NCCL's model gives any
 // usable pair (never the 1 us of a bare switch traversal), nor slower than 30 us.
 TEST(NcclLatency, SmallAllReduceNeverBelowNcclsLatencyTerm) {
-  const auto g = nccl_graph(load_hardware("dgx-h100", kLibrary), 8, 1, true);
+  const auto g = nccl_graph(load_hardware("dgx-h100", kHardwareLibrary), 8, 1, true);
   EXPECT_NEAR(nccl_cost(g, CollectiveOp::all_reduce, NcclAlgo::ring, NcclProtocol::ll).latency_us, 6.6 + 14 * 0.6, 1e-9);
   for (const char* name : {"dgx-a100", "dgx-h100", "dgx1-v100", "l40s-4x-pcie4", "desktop-2gpu-pcie-p2p"}) {
     std::string why;
@@ -169,13 +162,13 @@ bool tuner_monotone(const NcclGraph& g, const std::vector<NcclAlgo>& algos, std:
 // time grows with size, so their minimum does too), on one node and across nodes.
 TEST(NcclTuner, TimeNonDecreasingInSize) {
   for (const char* name : {"dgx-a100", "dgx-h100", "dgx1-v100", "l40s-4x-pcie4"}) {
-    const auto g = nccl_graph(load_hardware(name, kLibrary), 8, 1, true);
+    const auto g = nccl_graph(load_hardware(name, kHardwareLibrary), 8, 1, true);
     std::vector<NcclAlgo> algos{NcclAlgo::ring};
     if (g.nvls_channels > 0) algos.push_back(NcclAlgo::nvls);
     std::string where;
     EXPECT_TRUE(tuner_monotone(g, algos, where)) << name << ": " << where;
   }
-  const auto cluster = load_hardware("dgx-h100-cluster", kLibrary);
+  const auto cluster = load_hardware("dgx-h100-cluster", kHardwareLibrary);
   for (int nodes : {2, 4, 16}) {
     const auto g = nccl_graph(with_nodes(cluster, nodes), 8 * nodes, nodes, true);
     std::string where;
@@ -185,14 +178,14 @@ TEST(NcclTuner, TimeNonDecreasingInSize) {
 
 TEST(NcclTuner, PlantedBugSlowestPairBelow64KiBIsCaught) {
   ScopedFault f(Fault::nccl_tuner_slowest_small);
-  const auto g = nccl_graph(load_hardware("dgx-h100", kLibrary), 8, 1, true);
+  const auto g = nccl_graph(load_hardware("dgx-h100", kHardwareLibrary), 8, 1, true);
   std::string where;
   EXPECT_FALSE(tuner_monotone(g, {NcclAlgo::ring, NcclAlgo::nvls}, where));
 }
 
 // Invariant: the simulated time of a forced protocol grows with size too (8 B .. 64 MiB).
 TEST(NcclTuner, SimulatedTimeNonDecreasingInSize) {
-  const auto hw = load_hardware("dgx-a100", kLibrary);
+  const auto hw = load_hardware("dgx-a100", kHardwareLibrary);
   double last = 0;
   for (Bytes b = 8; b <= 64 * kMiB; b *= 8) {
     const RunResult r = run_one(hw, all_reduce_bytes(b));
@@ -214,21 +207,21 @@ double wire_ratio(const HardwareSpec& hw, NcclProtocol p) {
 // Invariant: LL sends 8-byte lines of 4 data bytes (twice the data on the links), LL128
 // 128-byte lines of 120 data bytes.
 TEST(NcclProtocols, WireBytesFollowTheLineFormats) {
-  const auto hw = load_hardware("dgx-a100", kLibrary);
+  const auto hw = load_hardware("dgx-a100", kHardwareLibrary);
   EXPECT_NEAR(wire_ratio(hw, NcclProtocol::ll), 2.0, 1e-3);
   EXPECT_NEAR(wire_ratio(hw, NcclProtocol::ll128), 128.0 / 120.0, 1e-3);
 }
 
 TEST(NcclProtocols, PlantedBugFreeFlagBytesIsCaught) {
   ScopedFault f(Fault::nccl_protocol_overhead_omitted);
-  EXPECT_NEAR(wire_ratio(load_hardware("dgx-a100", kLibrary), NcclProtocol::ll), 1.0, 1e-3);  // not 2
+  EXPECT_NEAR(wire_ratio(load_hardware("dgx-a100", kHardwareLibrary), NcclProtocol::ll), 1.0, 1e-3);  // not 2
 }
 
 // Invariant: a large all-reduce's bus bandwidth never exceeds NCCL's channels x
 // per-channel bandwidth (DGX A100: 12 x 20 = 240 GB/s; the links alone would allow
 // 12 x 25 GB/s x 0.9 = 270), and reaches at least 95 % of it.
 TEST(NcclChannels, BusBandwidthWithinNcclsChannelBandwidth) {
-  const auto hw = load_hardware("dgx-a100", kLibrary);
+  const auto hw = load_hardware("dgx-a100", kHardwareLibrary);
   const Bytes s = 256 * kMiB;
   const RunResult r = run_one(hw, all_reduce_bytes(s));
   const double busbw = busbw_all_reduce(s, 8, r.time_s);
@@ -239,7 +232,7 @@ TEST(NcclChannels, BusBandwidthWithinNcclsChannelBandwidth) {
 TEST(NcclChannels, PlantedBugUnboundedChannelsIsCaught) {
   ScopedFault f(Fault::nccl_channel_cap_omitted);
   const Bytes s = 256 * kMiB;
-  const RunResult r = run_one(load_hardware("dgx-a100", kLibrary), all_reduce_bytes(s));
+  const RunResult r = run_one(load_hardware("dgx-a100", kHardwareLibrary), all_reduce_bytes(s));
   EXPECT_GT(busbw_all_reduce(s, 8, r.time_s), 240e9 * 1.05);
 }
 
@@ -247,7 +240,7 @@ namespace {
 // Bus bandwidth of a 64 MiB all-reduce on both GPUs of the RTX 4090 desktop (PCIe Gen4
 // x8 per GPU, no PCIe switch, Intel CPU), with P2P on or off.
 double desktop_busbw(bool p2p) {
-  HardwareSpec hw = load_hardware("desktop-2gpu-pcie-nop2p", kLibrary);
+  HardwareSpec hw = load_hardware("desktop-2gpu-pcie-nop2p", kHardwareLibrary);
   hw.pcie.peer_to_peer = p2p;
   validate_hardware(hw);
   const Bytes s = 64 * kMiB;
@@ -276,7 +269,7 @@ namespace {
 // per direction (a test value, well below the 10 GB/s its Gen4 x8 links give one way).
 constexpr double kStagedBothWays = 3e9;
 HardwareSpec desktop_staged(bool p2p) {
-  HardwareSpec hw = load_hardware("desktop-2gpu-pcie-nop2p", kLibrary);
+  HardwareSpec hw = load_hardware("desktop-2gpu-pcie-nop2p", kHardwareLibrary);
   hw.pcie.peer_to_peer = p2p;
   hw.pcie.staged_bidirectional = kStagedBothWays;
   validate_hardware(hw);
@@ -300,7 +293,7 @@ TEST(NcclTransports, ShmRingBoundByStagedBidirectionalRate) {
 // reads) runs faster than it, at the links' one-way rate.
 TEST(NcclTransports, StagedBidirectionalRateSparesP2pAndOneWayTraffic) {
   const Bytes s = 64 * kMiB;
-  HardwareSpec plain = load_hardware("desktop-2gpu-pcie-nop2p", kLibrary);
+  HardwareSpec plain = load_hardware("desktop-2gpu-pcie-nop2p", kHardwareLibrary);
   plain.pcie.peer_to_peer = true;
   validate_hardware(plain);
   const double with_field = run_one(desktop_staged(true), all_reduce_bytes(s)).time_s;
@@ -322,7 +315,7 @@ TEST(NcclTransports, PlantedBugFreeDuplexIsCaught) {
 namespace {
 // NCCL's graph of 4 dgx-h100 nodes (32 ranks): 8 ring channels (one per NIC at 45 GB/s).
 NcclGraph four_h100_nodes() {
-  HardwareSpec hw = load_hardware("dgx-h100-cluster", kLibrary);
+  HardwareSpec hw = load_hardware("dgx-h100-cluster", kHardwareLibrary);
   return nccl_graph(hw, 32, 4, true);
 }
 }  // namespace

@@ -29,16 +29,17 @@
 #include "sim/net/hardware.hpp"
 #include "sim/net/platform.hpp"
 #include "sim/twin/sim_process.hpp"
+#include "verify/support/collective_fixture.hpp"
 #include "verify/support/rc_cases.hpp"
 
-namespace fs = std::filesystem;
 namespace sg4 = simgrid::s4u;
 using namespace dpt;
 using namespace dpt::sim;
 
 namespace {
 
-const fs::path kLibrary = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+using test::first_gpus;
+using test::kHardwareLibrary;
 
 // One collective, simulated in a child process: its time from the last rank's arrival
 // to the last rank's finish, and (same child, same platform) the large-N model's time.
@@ -64,9 +65,7 @@ Timed time_collective(const HardwareSpec& hw, std::vector<int> gpus, CollectiveC
   const std::string out = simulate(
       [&](Platform& p) {
         plan_collective(p, gpus, call, s);  // a forced algorithm that cannot run throws here, not in an actor
-        group = std::make_shared<CollectiveGroup>(p, gpus, s);
-        for (int r = 0; r < group->size(); ++r)
-          sg4::Actor::create(fmt::format("rank{}", r), p.gpu_host(gpus[r]), [group, r, call]() { group->run(r, call); });
+        group = test::start_collective(p, gpus, call, s);
       },
       [&](Platform& p) {
         const auto& rec = group->records().at(0);
@@ -83,13 +82,7 @@ Timed time_collective(const HardwareSpec& hw, std::vector<int> gpus, CollectiveC
           j["timed_by"].get<std::string>()};
 }
 
-std::vector<int> first_gpus(int n) {
-  std::vector<int> g(n);
-  for (int i = 0; i < n; ++i) g[i] = i;
-  return g;
-}
-
-HardwareSpec any_base() { return load_hardware("dgx-h100", kLibrary); }
+HardwareSpec any_base() { return load_hardware("dgx-h100", kHardwareLibrary); }
 
 }  // namespace
 
@@ -245,8 +238,8 @@ namespace {
 // (a host platform's are gloo's: one timed activity, no exact or large-N schedule).
 std::vector<HardwareSpec> library_machines() {
   std::vector<HardwareSpec> out;
-  for (const auto& name : list_hardware(kLibrary)) {
-    HardwareSpec hw = load_hardware(name, kLibrary);
+  for (const auto& name : list_hardware(kHardwareLibrary)) {
+    HardwareSpec hw = load_hardware(name, kHardwareLibrary);
     if (hw.gloo) continue;
     if (hw.network && hw.nodes > 1) hw = with_nodes(hw, 8);
     out.push_back(hw);
@@ -333,7 +326,7 @@ TEST(SimCollectivesLargeN, ChainWithinOnePercentOfExactOnClusters) {
 }
 
 TEST(SimCollectivesLargeN, ChainPlantedBugEighthOfTheBufferIsCaught) {
-  const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kLibrary), 2);
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kHardwareLibrary), 2);
   DPT_EXPECT_COUNTEREXAMPLE("replayed broadcast fed an eighth of the buffer", 30, [&]() {
     check_large_n_against_exact(hw, CollectiveAlgorithm::ring, {CollectiveOp::broadcast}, 2, 0.001,
                                 eighth_of_the_buffer);
@@ -357,7 +350,7 @@ TEST(SimCollectivesLargeN, ChainEstimateWithinSixtyPercentOfExactOnEveryHardware
 }
 
 TEST(SimCollectivesLargeN, ChainEstimatePlantedBugEighthOfTheBufferIsCaught) {
-  const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kLibrary), 2);
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kHardwareLibrary), 2);
   DPT_EXPECT_COUNTEREXAMPLE("estimated broadcast fed an eighth of the buffer", 30, [&]() {
     check_large_n_against_exact(hw, CollectiveAlgorithm::ring, {CollectiveOp::broadcast}, 2, 0.60,
                                 eighth_of_the_buffer, LargeNMethod::estimate);
@@ -366,7 +359,7 @@ TEST(SimCollectivesLargeN, ChainEstimatePlantedBugEighthOfTheBufferIsCaught) {
 
 TEST(SimCollectivesLargeN, PlantedBugHalfTheBufferIsCaught) {
   // A model that reads the buffer as half as many elements (a bytes/elements slip).
-  const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kLibrary), 2);
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kHardwareLibrary), 2);
   DPT_EXPECT_COUNTEREXAMPLE("large-N ring fed half the buffer", 30, [&]() {
     check_large_n_against_exact(hw, CollectiveAlgorithm::ring, {CollectiveOp::all_reduce}, 2, 0.01,
                                 [](CollectiveCall c) {
@@ -390,7 +383,7 @@ TEST(SimCollectivesLargeN, TreeWithinOneTenthPercentOfExactOnClusters) {
 }
 
 TEST(SimCollectivesLargeN, TreePlantedBugQuarterOfTheBufferIsCaught) {
-  const HardwareSpec hw = with_nodes(load_hardware("dgx-a100-cluster", kLibrary), 4);
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-a100-cluster", kHardwareLibrary), 4);
   DPT_EXPECT_COUNTEREXAMPLE("replayed tree fed a quarter of the buffer", 30, [&]() {
     check_large_n_against_exact(hw, CollectiveAlgorithm::tree, {CollectiveOp::all_reduce}, 9, 0.001,
                                 [](CollectiveCall c) {
@@ -416,7 +409,7 @@ TEST(SimCollectivesLargeN, TreeEstimateWithinTwelvePercentOfExactOnClusters) {
 }
 
 TEST(SimCollectivesLargeN, TreeEstimatePlantedBugQuarterOfTheBufferIsCaught) {
-  const HardwareSpec hw = with_nodes(load_hardware("dgx-a100-cluster", kLibrary), 4);
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-a100-cluster", kHardwareLibrary), 4);
   DPT_EXPECT_COUNTEREXAMPLE("estimated tree fed a quarter of the buffer", 30, [&]() {
     check_large_n_against_exact(hw, CollectiveAlgorithm::tree, {CollectiveOp::all_reduce}, 9, 0.12,
                                 [](CollectiveCall c) {
@@ -510,7 +503,7 @@ TEST(SimCollectivesLargeN, ExtrapolatedTreeWithinTwoPercentOfExactOnClusters) {
 TEST(SimCollectivesLargeN, ExtrapolatedPlantedBugsAreCaught) {
   // Within a node: a model told 10 % fewer bytes (the size of the chain estimate's
   // typical error) fails the 1 % property.
-  const HardwareSpec node = load_hardware("dgx-h100", kLibrary);
+  const HardwareSpec node = load_hardware("dgx-h100", kHardwareLibrary);
   DPT_EXPECT_COUNTEREXAMPLE("extrapolated broadcast fed 90 % of the buffer", 10, [&]() {
     check_extrapolated_against_exact(node, CollectiveAlgorithm::ring, {CollectiveOp::broadcast}, 2, 8, 0.01,
                                      [](CollectiveCall c) {
@@ -519,7 +512,7 @@ TEST(SimCollectivesLargeN, ExtrapolatedPlantedBugsAreCaught) {
                                      });
   });
   // Across nodes: 90 % of the buffer fails the tree's 2 %, 3/4 of it the chain's 10 %.
-  const HardwareSpec cluster = with_nodes(load_hardware("dgx-h100-cluster", kLibrary), 2);
+  const HardwareSpec cluster = with_nodes(load_hardware("dgx-h100-cluster", kHardwareLibrary), 2);
   DPT_EXPECT_COUNTEREXAMPLE("extrapolated tree fed 90 % of the buffer", 10, [&]() {
     check_extrapolated_against_exact(cluster, CollectiveAlgorithm::tree, {CollectiveOp::all_reduce}, 9, 16, 0.02,
                                      [](CollectiveCall c) {
@@ -582,7 +575,7 @@ TEST(SimCollectiveSchedules, DoubleBinaryTreeInteriorInAtMostOneTree) {
 }
 
 TEST(SimCollectiveSchedules, RingOrdersArePermutations) {
-  const HardwareSpec hw = with_nodes(load_hardware("dgx-a100-cluster", kLibrary), 4);
+  const HardwareSpec hw = with_nodes(load_hardware("dgx-a100-cluster", kHardwareLibrary), 4);
   const std::string out = run_in_child_process([&]() {
     auto engine = make_engine();
     auto p = Platform::build(*engine, hw);
@@ -614,7 +607,7 @@ TEST(SimCollectiveSchedules, RingOrdersArePermutations) {
 }
 
 TEST(SimCollectiveSchedules, DgxOneRingFollowsNvlink) {
-  const HardwareSpec hw = load_hardware("dgx1-v100", kLibrary);
+  const HardwareSpec hw = load_hardware("dgx1-v100", kHardwareLibrary);
   const std::string out = run_in_child_process([&]() {
     auto engine = make_engine();
     auto p = Platform::build(*engine, hw);
@@ -631,7 +624,7 @@ TEST(SimCollectiveSchedules, DgxOneRingFollowsNvlink) {
 // channels are link-disjoint NVLink cycles in both directions, so no link direction
 // carries two channels and all 6 x 8 = 48 link directions carry one.
 TEST(SimCollectiveSchedules, DgxOneChannelsUseEveryNvlinkOnce) {
-  const HardwareSpec hw = load_hardware("dgx1-v100", kLibrary);
+  const HardwareSpec hw = load_hardware("dgx1-v100", kHardwareLibrary);
   const std::string out = run_in_child_process([&]() {
     auto engine = make_engine();
     auto p = Platform::build(*engine, hw);
@@ -656,7 +649,7 @@ TEST(SimCollectiveSchedules, DgxOneChannelsUseEveryNvlinkOnce) {
 }
 
 TEST(SimCollectivesSelection, ForcedAlgorithmThatCannotRunIsRejected) {
-  const HardwareSpec hw = load_hardware("dgx-a100", kLibrary);
+  const HardwareSpec hw = load_hardware("dgx-a100", kHardwareLibrary);
   const std::string out = run_in_child_process([&]() {
     auto engine = make_engine();
     auto p = Platform::build(*engine, hw);

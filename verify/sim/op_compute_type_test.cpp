@@ -1,0 +1,157 @@
+// The twin's compute model per compute type: op-class fractions stated per compute type,
+// and the layout transposes of Tensor Core convolutions on NCHW tensors. Properties, each
+// shown to fail on a planted bug (a named Fault).
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <string>
+
+#include "engine/core/fault_injection.hpp"
+#include "sim/net/hardware.hpp"
+#include "sim/net/hardware_yaml.hpp"
+#include "sim/twin/predict.hpp"
+#include "sim/twin/sim_device.hpp"
+#include "verify/support/rc_property.hpp"
+
+namespace dpt {
+namespace {
+
+using test::expect_property_holds;
+using test::property_fails;
+
+// A GPU with f32 and tf32 peaks and random fractions: the conv class's one fraction, and
+// a different one per compute type (f32 below 0.5, tf32 above, the class's in between).
+struct TypedRates {
+  SimGpuRates rates;
+  double conv_class = 0, conv_f32 = 0, conv_tf32 = 0;
+};
+rc::Gen<TypedRates> gen_typed_rates() {
+  return rc::gen::exec([] {
+    TypedRates t;
+    SimGpuRates& r = t.rates;
+    r.model = "test-gpu";
+    r.peak_flops[DType::f32] = *rc::gen::inRange(1, 100) * 1e12;
+    r.compute_peak_flops[ComputeType::f32] = r.peak_flops[DType::f32];
+    r.compute_peak_flops[ComputeType::tf32] = *rc::gen::inRange(100, 1000) * 1e12;
+    r.memory_bandwidth = *rc::gen::inRange(100, 5000) * 1e9;
+    r.compute_efficiency = *rc::gen::inRange(1, 101) / 100.0;
+    r.memory_efficiency = *rc::gen::inRange(1, 101) / 100.0;
+    t.conv_f32 = *rc::gen::inRange(1, 40) / 100.0;
+    t.conv_class = *rc::gen::inRange(41, 60) / 100.0;
+    t.conv_tf32 = *rc::gen::inRange(61, 101) / 100.0;
+    const auto conv = static_cast<size_t>(SimOpClass::conv);
+    r.op_efficiency[conv] = t.conv_class;
+    r.op_efficiency_by_type[ComputeType::f32][conv] = t.conv_f32;
+    r.op_efficiency_by_type[ComputeType::tf32][conv] = t.conv_tf32;
+    r.launch_latency_s = *rc::gen::inRange(0, 10) * 1e-6;
+    return t;
+  });
+}
+
+OpCost conv_op(double flops, Bytes read, Bytes written) {
+  return OpCost{"conv_fwd", OpKind::compute, flops, read, written, OpClass::conv};
+}
+
+// Invariant: a compute type's own fraction is what its ops' time follows: a convolution of
+// F FLOPs (no bytes) costs F / (peak[t] x fraction[t]) + launch in the type t it runs in
+// (f32 by dtype, tf32 under precision tf32); neither takes the class's single fraction.
+auto typed_fraction_property() {
+  return [] {
+    const TypedRates t = *gen_typed_rates();
+    const double flops = *rc::gen::inRange(1, 1000000) * 1e6;
+    const OpCost op = conv_op(flops, 0, 0);
+    const SimGpuRates& r = t.rates;
+    const Seconds f32 = sim_kernel_time_s(op, r, DType::f32);
+    const Seconds tf32 = sim_kernel_time_s(op, r, Precision::tf32);
+    RC_ASSERT(std::abs(f32 - (flops / (r.compute_peak_flops.at(ComputeType::f32) * t.conv_f32) + r.launch_latency_s)) <=
+              1e-9 * f32);
+    RC_ASSERT(std::abs(tf32 - (flops / (r.compute_peak_flops.at(ComputeType::tf32) * t.conv_tf32) +
+                               r.launch_latency_s)) <= 1e-9 * tf32);
+  };
+}
+
+TEST(OpComputeType, EachTypeFollowsItsOwnFraction) { expect_property_holds(typed_fraction_property(), 300); }
+
+TEST(OpComputeType, PlantedBugIgnoringTheComputeTypeIsCaught) {
+  ScopedFault f(Fault::op_efficiency_ignores_compute_type);
+  EXPECT_TRUE(property_fails(typed_fraction_property(), 300));
+}
+
+// Invariant: a Tensor Core convolution on NCHW tensors is its roofline plus cuDNN's
+// transposes, serial: every byte it reads and writes read and written once more at the
+// elementwise fraction of the bandwidth; in f32 (CUDA cores read NCHW) it is its roofline.
+auto transpose_property() {
+  return [] {
+    const TypedRates t = *gen_typed_rates();
+    const SimGpuRates& r = t.rates;
+    const double flops = *rc::gen::inRange(0, 1000000) * 1e6;
+    const Bytes read = *rc::gen::inRange<Bytes>(1, 1000000) * 4096, written = *rc::gen::inRange<Bytes>(0, 1000000) * 4096;
+    const OpCost op = conv_op(flops, read, written);
+    const double bytes = static_cast<double>(read + written);
+    const double bandwidth = r.memory_bandwidth * r.memory_efficiency;
+    const Seconds roof_f32 =
+        std::max(flops / (r.compute_peak_flops.at(ComputeType::f32) * t.conv_f32), bytes / bandwidth) + r.launch_latency_s;
+    const Seconds roof_tf32 =
+        std::max(flops / (r.compute_peak_flops.at(ComputeType::tf32) * t.conv_tf32), bytes / bandwidth) +
+        r.launch_latency_s;
+    const Seconds transposes = 2 * bytes / bandwidth;  // elementwise takes the streaming fraction here
+    const Seconds f32 = sim_kernel_time_s(op, r, DType::f32);
+    const Seconds tf32 = sim_kernel_time_s(op, r, Precision::tf32);
+    RC_ASSERT(std::abs(f32 - roof_f32) <= 1e-9 * f32);
+    RC_ASSERT(std::abs(tf32 - (roof_tf32 + transposes)) <= 1e-9 * tf32);
+  };
+}
+
+TEST(OpComputeType, TensorCoreConvsPayTheLayoutTransposes) { expect_property_holds(transpose_property(), 300); }
+
+TEST(OpComputeType, PlantedBugFreeTransposesIsCaught) {
+  ScopedFault f(Fault::conv_nchw_transposes_free);
+  EXPECT_TRUE(property_fails(transpose_property(), 300));
+}
+
+const char* kGpuFile = R"(nodes: 1
+gpus_per_node: 1
+gpu:
+  name: test
+  peak_flops: {f32: 19.5 TFLOPS, tf32: 156 TFLOPS, f64: 9.7 TFLOPS}
+  memory: 16 GiB
+  memory_bandwidth: 900 GB/s
+  kernel_launch_latency: 4 us
+  op_efficiency: {conv: {f32: 0.7, tf32: 0.4}, norm: 0.6}
+pcie: {generation: 3, lanes: 16, latency: 1 us, peer_to_peer: true}
+host: {cpu: x, sockets: 1, cores: 8, memory_bandwidth: 50 GB/s, inter_socket_bandwidth: 10 GB/s, dispatch_cost: 10 us, gil: true}
+)";
+
+// A class's fraction may be a map of compute types; the twin's rates carry each, and
+// writing the file back keeps them.
+TEST(OpComputeType, HardwareFileReadsAndWritesPerTypeFractions) {
+  const sim::HardwareSpec hw = sim::parse_hardware_yaml(kGpuFile, "test.yaml");
+  const auto conv = static_cast<size_t>(SimOpClass::conv);
+  EXPECT_FALSE(hw.gpu.op_efficiency.conv.has_value());
+  EXPECT_EQ(hw.gpu.op_efficiency.by_type[conv].at(ComputeType::f32), 0.7);
+  EXPECT_EQ(hw.gpu.op_efficiency.by_type[conv].at(ComputeType::tf32), 0.4);
+  EXPECT_EQ(hw.gpu.op_efficiency.norm, 0.6);
+  const SimGpuRates rates = sim_gpu_rates(hw);
+  EXPECT_EQ(sim_op_efficiency(rates, SimOpClass::conv, ComputeType::tf32), 0.4);
+  EXPECT_EQ(sim_op_efficiency(rates, SimOpClass::conv, ComputeType::f32), 0.7);
+  // bf16 is not listed: the class's default (efficiency.gemm, 0.8 unless the file says).
+  EXPECT_EQ(sim_op_efficiency(rates, SimOpClass::conv, ComputeType::bf16), rates.compute_efficiency);
+  const sim::HardwareSpec back = sim::parse_hardware_yaml(sim::hardware_yaml(hw), "back.yaml");
+  EXPECT_EQ(back.gpu.op_efficiency.by_type[conv], hw.gpu.op_efficiency.by_type[conv]);
+}
+
+// An unknown compute type in the map is an error naming the key.
+TEST(OpComputeType, HardwareFileRejectsAnUnknownComputeType) {
+  std::string text = kGpuFile;
+  text.replace(text.find("tf32: 0.4"), 9, "fp8: 0.4");
+  try {
+    (void)sim::parse_hardware_yaml(text, "test.yaml");
+    FAIL() << "accepted compute type fp8";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("fp8"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dpt
