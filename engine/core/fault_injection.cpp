@@ -66,6 +66,9 @@ const std::vector<Fault>& all_faults() {
       Fault::nccl_tests_launch_free,
       Fault::net_rails_one_nic,
       Fault::net_gdr_ignored,
+      Fault::dp_flatten_per_tensor,
+      Fault::dp_replica_loss_scatters_grad,
+      Fault::dp_replica_grads_filled,
   };
   return faults;
 }
@@ -121,6 +124,9 @@ const char* fault_name(Fault f) {
     case Fault::nccl_tests_launch_free: return "nccl-tests-launch-free";
     case Fault::net_rails_one_nic: return "net-rails-one-nic";
     case Fault::net_gdr_ignored: return "net-gdr-ignored";
+    case Fault::dp_flatten_per_tensor: return "dp-flatten-per-tensor";
+    case Fault::dp_replica_loss_scatters_grad: return "dp-replica-loss-scatters-grad";
+    case Fault::dp_replica_grads_filled: return "dp-replica-grads-filled";
   }
   return "?";
 }

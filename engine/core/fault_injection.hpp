@@ -61,6 +61,9 @@ enum class Fault : unsigned {
   nccl_tests_launch_free,           // "nccl-tests-launch-free": the bench's host thread launches kernels for free
   net_rails_one_nic,                // "net-rails-one-nic": every ring channel crosses the nodes through the same GPU and NIC
   net_gdr_ignored,                  // "net-gdr-ignored": without GPUDirect RDMA the NIC still reaches GPU memory directly
+  dp_flatten_per_tensor,            // "dp-flatten-per-tensor": DataParallel flattens and unflattens with a copy kernel per tensor
+  dp_replica_loss_scatters_grad,    // "dp-replica-loss-scatters-grad": a module-computed loss still scatters the gathered outputs' gradient
+  dp_replica_grads_filled,          // "dp-replica-grads-filled": shape-only replicas pay a fill kernel per gradient every step
 };
 
 // Every fault, in declaration order.

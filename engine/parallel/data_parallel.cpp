@@ -33,6 +33,37 @@ std::vector<int> resolve_device_ids(Backend& backend, const std::vector<int>& re
   return ids;
 }
 
+namespace {
+
+// The module's own loss (StrategyOptions::dp_loss_per_replica): worker i computes its
+// chunk's loss right after its forward; the step's loss is the mean of the replicas'
+// losses (the Trainer's loss.mean() over the gathered per-GPU losses), so each
+// replica's loss is divided by the replica count on top of its own reduction.
+// Returns the step's loss; `outputs` and `grads` get each replica's output and its
+// gradient.
+double per_replica_losses(Backend& backend, const StrategyOptions& o, const std::vector<Sequential*>& replicas,
+                          const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets, double loss_scale,
+                          std::vector<Tensor>& outputs, std::vector<Tensor>& grads) {
+  const size_t n = replicas.size();
+  std::vector<double> values(n, 0.0);
+  grads.assign(n, Tensor{});
+  outputs = parallel_apply(backend, replicas, inputs, [&](int i, const Tensor& y) {
+    const auto r = static_cast<size_t>(i);
+    const double rows = static_cast<double>(y.dim(0));
+    const double per_sample = o.loss == LossKind::mse ? static_cast<double>(y.numel()) / rows : 1.0;
+    const double divisor = (o.reduction == Reduction::mean ? rows * per_sample : 1.0) * static_cast<double>(n);
+    backend.host_dispatch(1);
+    LossResult l = loss_forward_backward(o.loss, o.reduction, y, targets[r], divisor, loss_scale);
+    values[r] = l.value;
+    grads[r] = l.grad;
+  });
+  double sum = 0;
+  for (double v : values) sum += v;
+  return sum;
+}
+
+}  // namespace
+
 DataParallel::DataParallel(Backend& backend, const StrategyOptions& options, const ModelBuilder& build_model,
                            const OptimizerBuilder& build_optimizer)
     : backend_(backend), options_(options), device_ids_(resolve_device_ids(backend, options.device_ids, "dp")),
@@ -78,17 +109,30 @@ StepResult DataParallel::train_step(const Tensor& x, const Tensor& target) {
   primary_.zero_grad();
   replicas_last_step_ = static_cast<int>(replicas.size());
 
-  // 3. parallel_apply, 4. gather on the output device, where the loss is computed.
-  std::vector<Tensor> outputs = parallel_apply(backend_, replicas, inputs);
-  backend_.host_dispatch(1);
-  const Tensor y = gather_rows(backend_, outputs, out_device);
-  backend_.host_dispatch(1);
-  LossResult loss = loss_forward_backward(options_.loss, options_.reduction, y, target_out, std::nullopt,
-                                           optimizer_->loss_scale());
-
-  // Backward: gather's backward scatters the gradient back with the same sizes;
-  // each replica runs backward on its worker (the autograd engine's device threads).
-  std::vector<Tensor> grads = scatter_rows(backend_, loss.grad, computed, used, MemoryCategory::activations);
+  // 3. parallel_apply, 4. gather on the output device; the loss there, or in each replica.
+  LossResult loss;
+  Tensor y;  // the gathered outputs, alive until backward is done as in the user's script
+  std::vector<Tensor> grads;
+  if (options_.dp_loss_per_replica) {
+    const std::vector<Tensor> targets = scatter_rows(backend_, target_out, computed, used, MemoryCategory::inputs);
+    std::vector<Tensor> outputs;
+    loss.value =
+        per_replica_losses(backend_, options_, replicas, inputs, targets, optimizer_->loss_scale(), outputs, grads);
+    backend_.host_dispatch(1);
+    y = gather_rows(backend_, outputs, out_device);
+    if (fault_active(Fault::dp_replica_loss_scatters_grad))  // planted fault: the gathered mode's scatter
+      (void)scatter_rows(backend_, y, computed, used, MemoryCategory::activations);
+  } else {
+    std::vector<Tensor> outputs = parallel_apply(backend_, replicas, inputs);
+    backend_.host_dispatch(1);
+    y = gather_rows(backend_, outputs, out_device);
+    backend_.host_dispatch(1);
+    loss = loss_forward_backward(options_.loss, options_.reduction, y, target_out, std::nullopt,
+                                 optimizer_->loss_scale());
+    // Gather's backward scatters the gradient back with the same sizes.
+    grads = scatter_rows(backend_, loss.grad, computed, used, MemoryCategory::activations);
+  }
+  // Each replica runs backward on its worker (the autograd engine's device threads).
   backend_.parallel_for(static_cast<int>(replicas.size()), [&](int i) {
     Sequential& m = *replicas[static_cast<size_t>(i)];
     backend_.host_dispatch(static_cast<int>(m.size()));

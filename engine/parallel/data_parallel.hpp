@@ -6,7 +6,11 @@
 //   backward, gradients are reduce-added onto the primary -> the optimizer updates
 //   the primary only.
 // Because the loss is computed on the gathered output, the gradient equals the
-// full-batch gradient for any split, uneven ones included.
+// full-batch gradient for any split, uneven ones included. With
+// StrategyOptions::dp_loss_per_replica the module computes its loss in each replica
+// (a Hugging Face model given labels): the outputs are still gathered, no gradient is
+// scattered back, and the step averages the replicas' mean losses (biased for uneven
+// chunks, as in PyTorch).
 #pragma once
 #include <memory>
 #include <string>

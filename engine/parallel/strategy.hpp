@@ -44,6 +44,13 @@ struct StrategyOptions {
   UnevenMode uneven = UnevenMode::pytorch;
   LossKind loss = LossKind::mse;
   Reduction reduction = Reduction::mean;
+  // DataParallel: the module computes its loss itself (a Hugging Face model given
+  // labels): each replica's loss on its own chunk in its worker, the outputs still
+  // gathered onto the output device (the model returns them with the loss), the
+  // step's loss the mean of the replicas' losses (the Trainer's loss.mean()), so no
+  // gradient of the gathered outputs is scattered back. false: the loss on the
+  // gathered outputs (DataParallel(model)(x), then loss(y, target)).
+  bool dp_loss_per_replica = false;
   // DDP gradient accumulation over K micro-batches (ddp_accumulated_step): each
   // micro-batch's loss is divided by K, as the recipe's `loss / K` does, so the K
   // accumulated gradients average to the full batch's.

@@ -101,7 +101,8 @@ Result predict_training(const Entry& e, const scenario::Library& lib, const std:
   scenario::set_point_value(s.base, "optimizer", t.optimizer, where);
   s.base.overrides = e.overrides;
   scenario::check_scenario_fields(s);
-  const scenario::ResolvedPoint point = scenario::resolve_point(s, s.base, lib);
+  scenario::ResolvedPoint point = scenario::resolve_point(s, s.base, lib);
+  point.dp_loss_per_replica = t.dp_loss == "per_replica";
   const StepReport rep = scenario::predict_point(point, "");
   if (rep.out_of_memory || !rep.step_time_s)
     throw std::invalid_argument(fmt::format("{}the twin predicts out of memory ({})", where,

@@ -69,6 +69,9 @@ struct TrainingConfig {
   std::string precision = "f32";
   std::string optimizer = "sgd_momentum";
   int accumulation_steps = 1;        // micro-batches per optimizer step (no_sync in between)
+  // DataParallel's loss: "gathered" (on the output device, after gather) or "per_replica"
+  // (the module computes it, as a Hugging Face model given labels; the Trainer averages).
+  std::string dp_loss = "gathered";
 };
 
 struct Entry {

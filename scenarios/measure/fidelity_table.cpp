@@ -126,7 +126,7 @@ TrainingConfig parse_training(const Reader& r, const YAML::Node& n, const std::s
   r.require_map(n, key);
   r.check_keys(n, key, {"model", "strategy", "gpus", "nodes", "batch_per_device", "measured_precision", "precision",
                         "twin_dtype",
-                        "optimizer", "accumulation_steps"});
+                        "optimizer", "accumulation_steps", "dp_loss"});
   TrainingConfig t;
   t.model = r.text(r.required(n, "model", key), key + ".model");
   t.strategy = r.text(r.required(n, "strategy", key), key + ".strategy");
@@ -154,6 +154,12 @@ TrainingConfig parse_training(const Reader& r, const YAML::Node& n, const std::s
   if (n["optimizer"]) t.optimizer = r.text(n["optimizer"], key + ".optimizer");
   if (n["accumulation_steps"])
     t.accumulation_steps = static_cast<int>(r.whole(n["accumulation_steps"], key + ".accumulation_steps", 1, 1 << 16));
+  if (n["dp_loss"]) {
+    t.dp_loss = r.text(n["dp_loss"], key + ".dp_loss");
+    if (t.dp_loss != "gathered" && t.dp_loss != "per_replica")
+      r.fail(n["dp_loss"], key + ".dp_loss", fmt::format("'{}' is not gathered or per_replica", t.dp_loss));
+    if (t.strategy != "dp") r.fail(n["dp_loss"], key + ".dp_loss", "dp_loss applies to strategy dp only");
+  }
   if (t.strategy == "single" && (t.gpus != 1 || t.nodes != 1))
     r.fail(n["strategy"], key + ".strategy", "single runs on 1 GPU of 1 node");
   return t;

@@ -23,6 +23,7 @@ StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool e
   c.comm_hook = p.comm_hook;
   c.checkpoint_layers = static_cast<size_t>(p.config.checkpoint_layers);
   c.bucket_cap_mb = p.bucket_cap_mb;
+  c.dp_loss_per_replica = p.dp_loss_per_replica;
   c.numeric = false;
   c.trace_path = trace_path;
   c.model_name = p.model.name;

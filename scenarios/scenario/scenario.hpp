@@ -184,6 +184,8 @@ struct ResolvedPoint {
   CommHookSpec comm_hook;
   double bucket_cap_mb = 25.0;
   OptimizerKind optimizer = OptimizerKind::sgd;
+  // DataParallel: the module computes its loss in each replica (StrategyOptions::dp_loss_per_replica).
+  bool dp_loss_per_replica = false;
   // Parameters, gradients and optimizer state on one GPU: a lower bound on its memory.
   Bytes static_memory_bytes = 0;
 };

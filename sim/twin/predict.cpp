@@ -190,6 +190,7 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
     so.bucket_cap_mb = c.bucket_cap_mb;
     so.accumulate = c.accumulate;
     so.comm_hook = c.comm_hook;
+    so.dp_loss_per_replica = c.dp_loss_per_replica;
     // Class labels (int64, one per sample), as a classifier or language model trains:
     // an MSE target as wide as the output would put a second output's worth of memory
     // on the devices that real training does not have.

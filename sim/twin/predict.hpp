@@ -44,6 +44,8 @@ struct PredictConfig {
   // layers, all but the last recomputed in backward; 0: none.
   size_t checkpoint_layers = 0;
   double bucket_cap_mb = 25.0;  // DDP, PyTorch's default
+  // DataParallel: the module computes its loss in each replica (StrategyOptions::dp_loss_per_replica).
+  bool dp_loss_per_replica = false;
   bool numeric = false;         // true: compute for real (small models); false: shape-only
   int warmup_steps = 1;         // steps before the measured one (DDP's buckets are rebuilt after step 1)
   std::string trace_path;       // Chrome trace of the measured step; empty: none

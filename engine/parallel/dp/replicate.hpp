@@ -21,7 +21,9 @@ std::vector<std::vector<size_t>> coalesce_groups(const std::vector<const Tensor*
 
 // Replicas of `primary` on devices[1..] with the primary's parameter values (the
 // replica on devices[0] is the primary itself: torch's broadcast returns the source
-// tensors for the source device). Gradients of the new replicas are zero.
+// tensors for the source device). The replicas' parameters are views of the buffers
+// they received. Their gradients are zero on a device that computes; a shape-only
+// device is charged no fill (PyTorch's replicas have no .grad to zero).
 std::vector<Sequential> replicate(Backend& backend, Sequential& primary, const std::vector<int>& devices,
                                   Bytes coalesce_bytes = kDataParallelCoalesceBytes);
 
