@@ -1,0 +1,318 @@
+// NCCL's schedules as pure functions of the platform and the ranks: NVLink cycles on
+// nodes without NVSwitch, rings aligned with the NICs across nodes, double binary trees
+// (see collectives.hpp for what each returns).
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "engine/core/fault_injection.hpp"
+#include "sim/collectives/collective_exact.hpp"
+#include "sim/collectives/collectives.hpp"
+
+namespace dpt::sim {
+
+namespace {
+std::vector<std::vector<int>> nvlink_cycles(const NvlinkSpec& nv, const std::vector<int>& gpus);
+
+// The NVLink cycles through one node's ranks (GPU local indices, in rank order) when the
+// node has NVLink pairs and no NVSwitch; empty otherwise.
+std::vector<std::vector<int>> node_nvlink_cycles(const Platform& p, const std::vector<int>& rank_gpus) {
+  if (!p.hardware().nvlink || p.hardware().nvswitch || nodes_spanned(p, rank_gpus) != 1) return {};
+  std::vector<int> gpus;
+  for (int g : rank_gpus) gpus.push_back(p.local_index(g));
+  std::sort(gpus.begin(), gpus.end());
+  return nvlink_cycles(*p.hardware().nvlink, gpus);
+}
+}  // namespace
+
+// ---- schedules -------------------------------------------------------------------------------
+
+namespace {
+
+// A Hamiltonian cycle through `gpus` (local indices) over NVLink pairs, if one exists;
+// small nodes only (depth-first search over at most 16 GPUs).
+std::optional<std::vector<int>> nvlink_cycle(const NvlinkSpec& nv, const std::vector<int>& gpus) {
+  const int n = static_cast<int>(gpus.size());
+  if (n < 3 || n > 16) return std::nullopt;
+  std::vector<int> path{gpus[0]};
+  std::vector<bool> used(n, false);
+  used[0] = true;
+  std::function<bool()> dfs = [&]() -> bool {
+    if (static_cast<int>(path.size()) == n) return nv.links_between(path.back(), path.front()) > 0;
+    for (int i = 1; i < n; ++i) {
+      if (used[i] || nv.links_between(path.back(), gpus[i]) == 0) continue;
+      used[i] = true;
+      path.push_back(gpus[i]);
+      if (dfs()) return true;
+      path.pop_back();
+      used[i] = false;
+    }
+    return false;
+  };
+  if (dfs()) return path;
+  return std::nullopt;
+}
+
+// The most link-disjoint Hamiltonian cycles over the NVLink pairs (each takes one link
+// of every pair it uses), as NCCL's ring search uses all of a GPU's links: DGX-1V's six
+// links per GPU give three. Up to 8 GPUs every cycle through gpus[0] is enumerated
+// (at most 7!/2) and the largest disjoint set searched; beyond, cycles are taken one
+// after another (nvlink_cycle over the links left).
+std::vector<std::vector<int>> nvlink_cycles(const NvlinkSpec& nv, const std::vector<int>& gpus) {
+  const int n = static_cast<int>(gpus.size());
+  std::map<std::pair<int, int>, int> cap;  // (lo, hi) GPU pair -> links
+  for (const auto& pr : nv.pairs) cap[{std::min(pr.a, pr.b), std::max(pr.a, pr.b)}] += pr.links;
+  auto key = [](int a, int b) { return std::make_pair(std::min(a, b), std::max(a, b)); };
+  auto take = [&](const std::vector<int>& cyc, int d) {
+    for (size_t i = 0; i < cyc.size(); ++i) cap[key(cyc[i], cyc[(i + 1) % cyc.size()])] += d;
+  };
+  auto fits = [&](const std::vector<int>& cyc) {
+    std::map<std::pair<int, int>, int> need;
+    for (size_t i = 0; i < cyc.size(); ++i) ++need[key(cyc[i], cyc[(i + 1) % cyc.size()])];
+    for (const auto& [k, v] : need)
+      if (cap[k] < v) return false;
+    return true;
+  };
+  if (n < 3) return {};
+  if (n > 8) {
+    std::vector<std::vector<int>> out;
+    NvlinkSpec left = nv;
+    while (out.size() < 8) {
+      auto cyc = nvlink_cycle(left, gpus);
+      if (!cyc) break;
+      for (size_t i = 0; i < cyc->size(); ++i) {
+        const auto k = key((*cyc)[i], (*cyc)[(i + 1) % cyc->size()]);
+        for (auto& pr : left.pairs)
+          if (key(pr.a, pr.b) == k) --pr.links;
+      }
+      out.push_back(std::move(*cyc));
+    }
+    return out;
+  }
+  // Every Hamiltonian cycle through gpus[0], each once (second < last vertex).
+  std::vector<std::vector<int>> all;
+  std::vector<int> path{gpus[0]};
+  std::vector<bool> used(n, false);
+  used[0] = true;
+  std::function<void()> walk = [&]() {
+    if (static_cast<int>(path.size()) == n) {
+      if (cap[key(path.back(), path.front())] > 0 && path[1] < path.back()) all.push_back(path);
+      return;
+    }
+    for (int i = 1; i < n; ++i) {
+      if (used[i] || cap[key(path.back(), gpus[i])] == 0) continue;
+      used[i] = true;
+      path.push_back(gpus[i]);
+      walk();
+      path.pop_back();
+      used[i] = false;
+    }
+  };
+  walk();
+  // The largest set of cycles within the link counts (depth-first, cycles in order). A
+  // cycle takes two links of every GPU, so no set is larger than the fewest links any
+  // GPU has, halved; the search stops there, or after 100,000 steps with the best so far.
+  size_t bound = 8;
+  for (int g : gpus) {
+    int links = 0;
+    for (int h : gpus)
+      if (h != g) links += cap[key(g, h)];
+    bound = std::min(bound, static_cast<size_t>(links / 2));
+  }
+  std::vector<std::vector<int>> best, chosen;
+  long steps = 0;
+  std::function<void(size_t)> pick = [&](size_t from) {
+    if (chosen.size() > best.size()) best = chosen;
+    for (size_t i = from; i < all.size() && best.size() < bound && ++steps < 100000; ++i) {
+      if (!fits(all[i])) continue;
+      take(all[i], -1);
+      chosen.push_back(all[i]);
+      pick(i + 1);
+      chosen.pop_back();
+      take(all[i], +1);
+    }
+  };
+  pick(0);
+  return best;
+}
+
+}  // namespace
+
+namespace {
+// NIC -> the local GPU indices on that NIC's PCIe switch that use it (the platform's rule:
+// a GPU takes its switch's NICs by position). Empty when no switch lists NICs.
+std::map<int, std::vector<int>> rail_gpus(const HardwareSpec& hw) {
+  std::map<int, std::vector<int>> out;
+  for (const auto& sw : hw.pcie.switches)
+    for (size_t i = 0; i < sw.gpus.size() && !sw.nics.empty(); ++i)
+      out[sw.nics[i % sw.nics.size()]].push_back(sw.gpus[i]);
+  return out;
+}
+
+// NCCL's rail-aligned ring through one node when some of its GPUs have no NIC of their own
+// (fewer NICs than GPUs): channel c enters and leaves the node through GPUs on the PCIe
+// switch of one NIC, NIC (c / 2) mod (rails here), so that no inter-node byte crosses the
+// CPU and channel pairs (one each way) spread evenly over the NICs. Entry first, the other
+// ranks in ring order, exit last; a NIC with one GPU exits through the next NIC's GPU.
+// Empty (use the rotation) when every GPU has its own NIC or no switch lists NICs.
+std::vector<int> rail_order(const Platform& p, const std::vector<int>& rank_gpus, const std::vector<int>& ranks,
+                            const std::map<int, std::vector<int>>& rails, int c) {
+  std::vector<std::vector<int>> here;  // per NIC with GPUs among these ranks: those ranks
+  size_t railed = 0;
+  for (const auto& [nic, gpus] : rails) {
+    std::vector<int> rs;
+    for (int r : ranks)
+      if (std::find(gpus.begin(), gpus.end(), p.local_index(rank_gpus[r])) != gpus.end()) rs.push_back(r);
+    railed += rs.size();
+    if (!rs.empty()) here.push_back(std::move(rs));
+  }
+  if (here.empty() || railed == ranks.size() || ranks.size() < 2) return {};
+  const size_t q = fault_active(Fault::net_rails_one_nic) ? 0 : static_cast<size_t>(c / 2) % here.size();
+  const int entry = here[q].front();
+  const int exit_rank = here[q].size() > 1 ? here[q].back() : here[(q + 1) % here.size()].front();
+  std::vector<int> order{entry};
+  for (int r : ranks)
+    if (r != entry && r != exit_rank) order.push_back(r);
+  if (exit_rank != entry) order.push_back(exit_rank);
+  return order;
+}
+}  // namespace
+
+std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<int>& rank_gpus, int channels) {
+  // Ranks grouped by node, nodes in order of first appearance.
+  std::vector<int> node_order;
+  std::map<int, std::vector<int>> by_node;  // node -> ranks
+  for (int r = 0; r < static_cast<int>(rank_gpus.size()); ++r) {
+    const int node = p.node_of_gpu(rank_gpus[r]);
+    if (!by_node.count(node)) node_order.push_back(node);
+    by_node[node].push_back(r);
+  }
+  // One node on direct NVLink: channel c runs cycle (c / 2) mod k, odd channels reversed.
+  if (node_order.size() == 1) {
+    const auto cycles = node_nvlink_cycles(p, rank_gpus);
+    if (!cycles.empty()) {
+      std::vector<std::vector<int>> orders;
+      for (int c = 0; c < channels; ++c) {
+        std::vector<int> order;
+        for (int g : cycles[static_cast<size_t>(c / 2) % cycles.size()])
+          for (int r = 0; r < static_cast<int>(rank_gpus.size()); ++r)
+            if (p.local_index(rank_gpus[r]) == g) order.push_back(r);
+        if (c % 2 == 1) std::reverse(order.begin(), order.end());
+        orders.push_back(std::move(order));
+      }
+      return orders;
+    }
+  }
+  // Within a node: the NVLink cycle if there is one, else GPU order.
+  std::map<int, std::vector<int>> local;  // node -> ranks in ring order
+  for (int node : node_order) {
+    std::vector<int> ranks = by_node[node];
+    std::sort(ranks.begin(), ranks.end(), [&](int a, int b) { return rank_gpus[a] < rank_gpus[b]; });
+    if (p.hardware().nvlink && !p.hardware().nvswitch) {
+      std::vector<int> gpus;
+      for (int r : ranks) gpus.push_back(p.local_index(rank_gpus[r]));
+      if (auto cyc = nvlink_cycle(*p.hardware().nvlink, gpus)) {
+        std::vector<int> ordered;
+        for (int g : *cyc)
+          for (int r : ranks)
+            if (p.local_index(rank_gpus[r]) == g) ordered.push_back(r);
+        ranks = ordered;
+      }
+    }
+    local[node] = ranks;
+  }
+  const auto rails = rail_gpus(p.hardware());
+  std::vector<std::vector<int>> orders;
+  for (int c = 0; c < channels; ++c) {
+    std::vector<int> order;
+    for (int node : node_order) {
+      const auto& ranks = local[node];
+      if (node_order.size() > 1) {
+        auto railed = rail_order(p, rank_gpus, ranks, rails, c);
+        if (!railed.empty()) {
+          order.insert(order.end(), railed.begin(), railed.end());
+          continue;
+        }
+      }
+      const int m = static_cast<int>(ranks.size());
+      // Rotating by c + (c mod 2) moves the GPU (and so the NIC) through which the ring
+      // leaves and enters each node; odd channels then run their ring reversed. With as
+      // many channels as NICs every NIC carries one channel out and one in.
+      int rot = node_order.size() > 1 ? (c + c % 2) % m : 0;
+      if (fault_active(Fault::net_rails_one_nic)) rot = 0;  // planted: every channel on one rail
+      for (int i = 0; i < m; ++i) order.push_back(ranks[(i + rot) % m]);
+    }
+    if (c % 2 == 1) std::reverse(order.begin(), order.end());
+    orders.push_back(std::move(order));
+  }
+  return orders;
+}
+
+std::array<TreeShape, 2> double_binary_tree(int n) {
+  if (n < 1) throw std::invalid_argument(fmt::format("double_binary_tree: n must be positive, got {}", n));
+  // Tree 0 is NCCL's ncclGetBtree: the root is 0; index r >= 1 with lowest set bit b has
+  // parent (r ^ b) | (b << 1), or r ^ b when that is out of range. For 14 items:
+  // 0 -> 8; 8 -> 4, 12; 4 -> 2, 6; 12 -> 10, 13; 2 -> 1, 3; ...
+  TreeShape t0;
+  t0.root = 0;
+  t0.parent.assign(n, -1);
+  t0.children.assign(n, {});
+  for (int r = 1; r < n; ++r) {
+    const int bit = r & -r;
+    int up = (r ^ bit) | (bit << 1);
+    if (up >= n) up = r ^ bit;
+    t0.parent[r] = up;
+  }
+  // Tree 1 is ncclGetDtree's second tree: tree 0 shifted by one (n odd) or mirrored
+  // (n even), so that no index is interior in both.
+  auto map = [n](int r) { return n % 2 == 1 ? (r + 1) % n : n - 1 - r; };
+  TreeShape t1;
+  t1.parent.assign(n, -1);
+  t1.children.assign(n, {});
+  t1.root = map(t0.root);
+  for (int r = 0; r < n; ++r)
+    if (t0.parent[r] >= 0) t1.parent[map(r)] = map(t0.parent[r]);
+  for (TreeShape* t : {&t0, &t1})
+    for (int r = 0; r < n; ++r)
+      if (t->parent[r] >= 0) t->children[t->parent[r]].push_back(r);
+  return {t0, t1};
+}
+
+std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>& rank_gpus, int channels) {
+  const auto chains = node_chains(p, rank_gpus);
+  const int nodes = static_cast<int>(chains.size());
+  if (nodes < 2) throw std::invalid_argument("tree needs ranks on at least 2 nodes");
+  const auto trees = double_binary_tree(nodes);
+  std::vector<TreeChannel> out;
+  for (int c = 0; c < channels; ++c) {
+    TreeChannel tc;
+    tc.tree = c % 2;
+    tc.parent.assign(rank_gpus.size(), -1);
+    // Node v's chain rotated by c: its head (first) differs per channel.
+    auto chain = [&](int v) {
+      const auto& ch = chains[v];
+      const int m = static_cast<int>(ch.size());
+      std::vector<int> r(m);
+      for (int i = 0; i < m; ++i) r[i] = ch[(i + c) % m];
+      return r;
+    };
+    for (int v = 0; v < nodes; ++v) {
+      const auto ch = chain(v);
+      for (size_t q = 1; q < ch.size(); ++q) tc.parent[ch[q]] = ch[q - 1];
+      const int pv = trees[tc.tree].parent[v];
+      if (pv >= 0) tc.parent[ch[0]] = chain(pv)[0];
+    }
+    tc.root = chain(trees[tc.tree].root)[0];
+    tc.children.assign(rank_gpus.size(), {});
+    for (int r = 0; r < static_cast<int>(rank_gpus.size()); ++r)
+      if (tc.parent[r] >= 0) tc.children[tc.parent[r]].push_back(r);
+    out.push_back(std::move(tc));
+  }
+  return out;
+}
+
+}  // namespace dpt::sim
