@@ -50,10 +50,11 @@ std::vector<std::string> predict_with(const std::vector<std::pair<std::string, s
   std::vector<std::pair<std::string, std::string>> flags = {{"--hardware", "dgx-a100"}, {"--model", "resnet50"},
                                                             {"--strategy", "ddp"},       {"--devices", "8"},
                                                             {"--batch-per-device", "32"}};
-  for (const auto& [flag, value] : changes) {
-    auto it = std::find_if(flags.begin(), flags.end(), [&](const auto& f) { return f.first == flag; });
-    if (it != flags.end()) it->second = value;
-    else flags.emplace_back(flag, value);
+  // A named pair, not a structured binding: clang before 16 cannot capture a binding in a lambda.
+  for (const auto& change : changes) {
+    auto it = std::find_if(flags.begin(), flags.end(), [&](const auto& f) { return f.first == change.first; });
+    if (it != flags.end()) it->second = change.second;
+    else flags.push_back(change);
   }
   std::vector<std::string> args = {"predict"};
   for (const auto& [flag, value] : flags) {
