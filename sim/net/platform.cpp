@@ -132,37 +132,41 @@ struct PlatformBuilder {
     return p;
   }
 
-  // Builds node k's zone, detached (see detached_zone) when `models_from` is given, the
-  // platform's only zone otherwise. The caller attaches and seals it.
-  sg4::NetZone* build_node(const sg4::NetZone* models_from, int k) {
+  // A node's endpoints: GPU hosts (computing at the f32 peak: the device model charges
+  // kernels itself), one host per CPU socket, the NVSwitch endpoint, the InfiniBand router.
+  struct NodeHosts {
+    std::vector<sg4::Host*> gpus, cpus;
+    sg4::Host* nvs = nullptr;
+    simgrid::kernel::routing::NetPoint* ib = nullptr;
+  };
+  NodeHosts create_node_hosts(sg4::NetZone* zone, const std::string& pre, int k) {
+    NodeHosts h;
     const int n = hw.gpus_per_node;
-    const double eff_pcie = hw.efficiency.pcie, eff_p2p = hw.efficiency.p2p;
-    const std::string pre = fmt::format("n{}.", k);
-    sg4::NetZone* zone = models_from ? detached_zone(sg4::create_full_zone(fmt::format("node{}", k)), models_from)
-                                     : sg4::create_full_zone(fmt::format("node{}", k));
-
-    // Hosts. GPU hosts compute at the f32 peak (the device model charges kernels itself).
-    std::vector<sg4::Host*> gpus(n), cpus(hw.host.sockets);
-    for (int g = 0; g < n; ++g) gpus[g] = zone->create_host(pre + fmt::format("gpu{}", g), hw.gpu.peak_flops.f32)->seal();
+    h.gpus.resize(n), h.cpus.resize(hw.host.sockets);
+    for (int g = 0; g < n; ++g) h.gpus[g] = zone->create_host(pre + fmt::format("gpu{}", g), hw.gpu.peak_flops.f32)->seal();
     const int cores_per_socket = std::max(1, hw.host.cores / hw.host.sockets);
     for (int s = 0; s < hw.host.sockets; ++s)
-      cpus[s] = zone->create_host(pre + fmt::format("cpu{}", s), 1e9)->set_core_count(cores_per_socket)->seal();
-    sg4::Host* nvs = nullptr;
-    if (hw.nvswitch) nvs = zone->create_host(pre + "nvswitch", 1e9)->seal();
+      h.cpus[s] = zone->create_host(pre + fmt::format("cpu{}", s), 1e9)->set_core_count(cores_per_socket)->seal();
+    if (hw.nvswitch) h.nvs = zone->create_host(pre + "nvswitch", 1e9)->seal();
     std::vector<sg4::Host*>& hosts = pf.node_hosts_[k];
-    hosts = gpus;
-    hosts.insert(hosts.end(), cpus.begin(), cpus.end());
-    if (nvs) hosts.push_back(nvs);
+    hosts = h.gpus;
+    hosts.insert(hosts.end(), h.cpus.begin(), h.cpus.end());
+    if (h.nvs) hosts.push_back(h.nvs);
     for (size_t i = 0; i < hosts.size(); ++i) pf.host_slot_.emplace(hosts[i], std::make_pair(k, static_cast<int>(i)));
-    simgrid::kernel::routing::NetPoint* ib = nullptr;
-    if (hw.network) ib = zone->create_router(pre + "ib");
+    if (hw.network) h.ib = zone->create_router(pre + "ib");
+    return h;
+  }
 
-    // Links.
+  // A node's links, their directions listed in creation order in node_links_[k] (the
+  // order is the same on every node: translated_route relies on it).
+  NodeLinks create_node_links(sg4::NetZone* zone, const std::string& pre, int k) {
+    const int n = hw.gpus_per_node;
+    const double eff_pcie = hw.efficiency.pcie, eff_p2p = hw.efficiency.p2p;
     NodeLinks L;
     L.gpu_switch = pf.gpu_switch_;
     const BytesPerSecond lane = pcie_lane_bandwidth(hw.pcie.generation);
     const BytesPerSecond pcie_bw = lane * hw.pcie.lanes * eff_pcie;
-    std::vector<sg4::Link*>& links = pf.node_links_[k];  // directions in creation order
+    std::vector<sg4::Link*>& links = pf.node_links_[k];
     auto duplex = [&](const std::string& name, BytesPerSecond bw, Seconds lat) -> sg4::Link* {
       sg4::SplitDuplexLink* d = zone->create_split_duplex_link(pre + name, bw);
       sg4::Link* sealed = d->set_latency(lat)->seal();
@@ -174,8 +178,7 @@ struct PlatformBuilder {
     for (size_t s = 0; s < hw.pcie.switches.size(); ++s)
       L.sw_uplink.push_back(
           duplex(fmt::format("sw{}.uplink", s), lane * hw.pcie.switches[s].uplink_lanes * eff_pcie, 0.0));
-    for (int s = 0; s < hw.host.sockets; ++s)
-    {
+    for (int s = 0; s < hw.host.sockets; ++s) {
       L.mem.push_back(zone->create_link(pre + fmt::format("cpu{}.mem", s), hw.host.memory_bandwidth)
                           ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
                           ->seal());
@@ -204,59 +207,70 @@ struct PlatformBuilder {
                                   hw.network->latency_s / 2));
       }
     }
+    return L;
+  }
 
-    // Routes (one direction at a time: they are not symmetric link lists).
+  // GPU g's paths to the fabric through its NIC (rail) and back: straight through a
+  // shared PCIe switch with GPUDirect RDMA, else up to the root complex, and through host
+  // memory without GPUDirect RDMA (planted fault net_gdr_ignored: as if it were there).
+  std::pair<Path, Path> gpu_fabric_paths(const NodeLinks& L, int g) const {
+    const int nic = nic_of_gpu(g);
+    const int gs = switch_socket(L.gpu_switch[g]), ns = switch_socket(L.nic_switch[nic]);
+    Path out, in;
+    const bool staged = !hw.network->gpu_direct_rdma && !fault_active(Fault::net_gdr_ignored);
+    if (!staged && L.gpu_switch[g] >= 0 && L.gpu_switch[g] == L.nic_switch[nic]) {
+      out = {{L.gpu_pcie[g], Dir::UP}, {L.nic_pcie[nic], Dir::DOWN}};
+      in = {{L.nic_pcie[nic], Dir::UP}, {L.gpu_pcie[g], Dir::DOWN}};
+    } else {
+      out = gpu_up(L, g);
+      append(out, socket_cross(L, gs, ns));
+      if (staged) out.emplace_back(L.mem[ns], Dir::NONE);
+      append(out, nic_down(L, nic));
+      in = nic_up(L, nic);
+      if (staged) in.emplace_back(L.mem[ns], Dir::NONE);
+      append(in, socket_cross(L, ns, gs));
+      append(in, gpu_down(L, g));
+    }
+    out.emplace_back(L.nic_ib[nic], Dir::UP);
+    in.insert(in.begin(), sg4::LinkInRoute(L.nic_ib[nic], Dir::DOWN));
+    return {out, in};
+  }
+
+  // The node's routes, one direction at a time (they are not symmetric link lists).
+  void add_node_routes(sg4::NetZone* zone, const NodeHosts& h, const NodeLinks& L) const {
+    const int n = hw.gpus_per_node;
     auto route = [&](simgrid::kernel::routing::NetPoint* a, simgrid::kernel::routing::NetPoint* b, const Path& p) {
       zone->add_route(a, b, nullptr, nullptr, p, false);
     };
     for (int a = 0; a < n; ++a)
       for (int b = 0; b < n; ++b)
-        if (a != b) route(gpus[a]->get_netpoint(), gpus[b]->get_netpoint(), gpu_to_gpu(L, a, b));
+        if (a != b) route(h.gpus[a]->get_netpoint(), h.gpus[b]->get_netpoint(), gpu_to_gpu(L, a, b));
     for (int g = 0; g < n; ++g) {
       const int gs = switch_socket(L.gpu_switch[g]);
       for (int s = 0; s < hw.host.sockets; ++s) {
         Path up = gpu_up(L, g);
         append(up, socket_cross(L, gs, s));
         up.emplace_back(L.mem[s], Dir::NONE);
-        route(gpus[g]->get_netpoint(), cpus[s]->get_netpoint(), up);
+        route(h.gpus[g]->get_netpoint(), h.cpus[s]->get_netpoint(), up);
         Path down{{L.mem[s], Dir::NONE}};
         append(down, socket_cross(L, s, gs));
         append(down, gpu_down(L, g));
-        route(cpus[s]->get_netpoint(), gpus[g]->get_netpoint(), down);
+        route(h.cpus[s]->get_netpoint(), h.gpus[g]->get_netpoint(), down);
       }
-      if (nvs) {
-        route(gpus[g]->get_netpoint(), nvs->get_netpoint(), {{L.gpu_nvswitch[g], Dir::UP}});
-        route(nvs->get_netpoint(), gpus[g]->get_netpoint(), {{L.gpu_nvswitch[g], Dir::DOWN}});
+      if (h.nvs) {
+        route(h.gpus[g]->get_netpoint(), h.nvs->get_netpoint(), {{L.gpu_nvswitch[g], Dir::UP}});
+        route(h.nvs->get_netpoint(), h.gpus[g]->get_netpoint(), {{L.gpu_nvswitch[g], Dir::DOWN}});
       }
-      if (ib) {
-        const int nic = nic_of_gpu(g);
-        const int ns = switch_socket(L.nic_switch[nic]);
-        Path out, in;
-        // Without GPUDirect RDMA (planted fault: ignored) the data stops in host memory.
-        const bool staged = !hw.network->gpu_direct_rdma && !fault_active(Fault::net_gdr_ignored);
-        if (!staged && L.gpu_switch[g] >= 0 && L.gpu_switch[g] == L.nic_switch[nic]) {
-          out = {{L.gpu_pcie[g], Dir::UP}, {L.nic_pcie[nic], Dir::DOWN}};
-          in = {{L.nic_pcie[nic], Dir::UP}, {L.gpu_pcie[g], Dir::DOWN}};
-        } else {
-          out = gpu_up(L, g);
-          append(out, socket_cross(L, gs, ns));
-          if (staged) out.emplace_back(L.mem[ns], Dir::NONE);
-          append(out, nic_down(L, nic));
-          in = nic_up(L, nic);
-          if (staged) in.emplace_back(L.mem[ns], Dir::NONE);
-          append(in, socket_cross(L, ns, gs));
-          append(in, gpu_down(L, g));
-        }
-        out.emplace_back(L.nic_ib[nic], Dir::UP);
-        in.insert(in.begin(), sg4::LinkInRoute(L.nic_ib[nic], Dir::DOWN));
-        route(gpus[g]->get_netpoint(), ib, out);
-        route(ib, gpus[g]->get_netpoint(), in);
+      if (h.ib) {
+        const auto [out, in] = gpu_fabric_paths(L, g);
+        route(h.gpus[g]->get_netpoint(), h.ib, out);
+        route(h.ib, h.gpus[g]->get_netpoint(), in);
       }
     }
     for (int s = 0; s < hw.host.sockets; ++s) {
       for (int t = 0; t < hw.host.sockets; ++t)
-        if (s != t) route(cpus[s]->get_netpoint(), cpus[t]->get_netpoint(), socket_cross(L, s, t));
-      if (ib) {
+        if (s != t) route(h.cpus[s]->get_netpoint(), h.cpus[t]->get_netpoint(), socket_cross(L, s, t));
+      if (h.ib) {
         // Host memory to the fabric through NIC 0 (host-staged inter-node traffic).
         const int ns = switch_socket(L.nic_switch[0]);
         Path out{{L.mem[s], Dir::NONE}};
@@ -267,17 +281,29 @@ struct PlatformBuilder {
         append(in, nic_up(L, 0));
         append(in, socket_cross(L, ns, s));
         in.emplace_back(L.mem[s], Dir::NONE);
-        route(cpus[s]->get_netpoint(), ib, out);
-        route(ib, cpus[s]->get_netpoint(), in);
+        route(h.cpus[s]->get_netpoint(), h.ib, out);
+        route(h.ib, h.cpus[s]->get_netpoint(), in);
       }
     }
+  }
+
+  // Builds node k's zone, detached (see detached_zone) when `models_from` is given, the
+  // platform's only zone otherwise. The caller attaches and seals it.
+  sg4::NetZone* build_node(const sg4::NetZone* models_from, int k) {
+    const int n = hw.gpus_per_node;
+    const std::string pre = fmt::format("n{}.", k);
+    sg4::NetZone* zone = models_from ? detached_zone(sg4::create_full_zone(fmt::format("node{}", k)), models_from)
+                                     : sg4::create_full_zone(fmt::format("node{}", k));
+    const NodeHosts h = create_node_hosts(zone, pre, k);
+    const NodeLinks L = create_node_links(zone, pre, k);
+    add_node_routes(zone, h, L);
     if (k == 0)
-      for (size_t i = 0; i < links.size(); ++i) pf.node0_link_slot_.emplace(links[i], static_cast<int>(i));
-    for (int g = 0; g < n; ++g) pf.gpu_hosts_[k * n + g] = gpus[g];
-    pf.cpu_hosts_[k] = cpus;
-    pf.nvswitch_hosts_[k] = nvs;
+      for (size_t i = 0; i < pf.node_links_[0].size(); ++i) pf.node0_link_slot_.emplace(pf.node_links_[0][i], static_cast<int>(i));
+    for (int g = 0; g < n; ++g) pf.gpu_hosts_[k * n + g] = h.gpus[g];
+    pf.cpu_hosts_[k] = h.cpus;
+    pf.nvswitch_hosts_[k] = h.nvs;
     pf.node_zones_[k] = zone;
-    pf.node_gateways_[k] = ib;
+    pf.node_gateways_[k] = h.ib;
     return zone;
   }
 };
