@@ -148,50 +148,6 @@ TEST(LargeNFast, PrefixSweptLoadsEqualTheirOwnIncidence) {
   EXPECT_TRUE(result.is<rc::detail::SuccessResult>()) << why.str();
 }
 
-// Invariant: the sweep with its links split between W threads gives every incidence the
-// load the one-thread sweep gives it, bit for bit (each link is swept whole by one
-// worker), for any prefix and any W, more workers than links included.
-void check_split_sweep_equals_one_worker() {
-  const int transfers = *rc::gen::inRange(2, 80);
-  const int links = *rc::gen::inRange(2, 12);
-  const LinkIncidence inc = random_incidence(transfers, links);
-  const int prefix = *rc::gen::inRange(1, transfers + 1);
-  const int workers = *rc::gen::inRange(2, 16);
-  std::vector<double> start(static_cast<size_t>(transfers)), end(start.size()), weight(start.size());
-  for (int i = 0; i < transfers; ++i) {
-    start[i] = *rc::gen::inRange(0, 20) * 0.5e-6;
-    end[i] = start[i] + *rc::gen::inRange(0, 10) * 0.5e-6;
-    weight[i] = *rc::gen::inRange(1, 1000) * 1e6;
-  }
-  std::vector<double> one, split;
-  overlap_loads_prefix_workers(inc, prefix, start, end, weight, one, 1);
-  overlap_loads_prefix_workers(inc, prefix, start, end, weight, split, workers);
-  RC_ASSERT(one.size() == split.size());
-  for (size_t k = 0; k < one.size(); ++k) {
-    RC_LOG() << "incidence " << k << ": one worker " << one[k] << ", " << workers << " workers " << split[k] << "\n";
-    RC_ASSERT(one[k] == split[k]);
-  }
-}
-
-TEST(LargeNFast, SplitSweepEqualsOneWorker) {
-  const auto result = run_property([] { check_split_sweep_equals_one_worker(); }, 300);
-  std::ostringstream why;
-  rc::detail::printResultMessage(result, why);
-  EXPECT_TRUE(result.is<rc::detail::SuccessResult>()) << why.str();
-}
-
-TEST(LargeNFast, PlantedBugSplitSweepSkipsALinkIsCaught) {
-  const ScopedFault planted(Fault::large_n_sweep_split_skips_link);
-  const auto result = run_property([] { check_split_sweep_equals_one_worker(); }, 300);
-  EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
-}
-
-TEST(LargeNFast, SplitSweepRejectsZeroWorkers) {
-  const LinkIncidence inc = link_incidence({});
-  std::vector<double> out;
-  EXPECT_THROW(overlap_loads_prefix_workers(inc, 0, {}, {}, {}, out, 0), std::invalid_argument);
-}
-
 // ---- the cached dispatch against each call afresh ---------------------------------------------
 
 struct Cluster {

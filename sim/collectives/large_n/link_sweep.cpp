@@ -2,11 +2,8 @@
 #include "sim/collectives/large_n/link_sweep.hpp"
 
 #include <algorithm>
-#include <stdexcept>
-#include <thread>
 #include <utility>
 
-#include <fmt/format.h>
 
 #include "engine/core/fault_injection.hpp"
 
@@ -149,46 +146,13 @@ void sweep_links(const LinkIncidence& inc, int transfers, const std::vector<doub
 
 void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
                           const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out) {
-  const size_t incidences = transfers >= inc.transfers() ? inc.link.size() : static_cast<size_t>(inc.first[transfers]);
-  const int workers = incidences >= kSweepParallelMinIncidences
-                          ? static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, kSweepMaxWorkers))
-                          : 1;
-  overlap_loads_prefix_workers(inc, transfers, start, end, weight, out, workers);
-}
-
-void overlap_loads_prefix_workers(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
-                                  const std::vector<double>& end, const std::vector<double>& weight,
-                                  std::vector<double>& out, int workers) {
-  if (workers < 1) throw std::invalid_argument(fmt::format("overlap_loads_prefix_workers: {} workers", workers));
   // Only the prefix's incidences (the first first[transfers]) get a load: at 32,768 ranks
   // the whole head has ~10^7 incidences, and zeroing arrays that long on every call was
   // a tenth of a prediction's time.
   const int prefix_end = transfers >= inc.transfers() ? static_cast<int>(inc.link.size()) : inc.first[transfers];
   out.assign(static_cast<size_t>(prefix_end), 0.0);
   const bool drop_own = fault_active(Fault::large_n_sweep_drops_own);  // planted: the transfer's own bytes left out
-  const int links = inc.links();
-  workers = std::min(workers, std::max(links, 1));
-  if (workers == 1) return sweep_links(inc, transfers, start, end, weight, out, 0, links, drop_own);
-  // Contiguous link ranges of about equal incidence counts (the whole lists: a bound on
-  // the prefix's).
-  std::vector<int> bound{0};
-  const double per_worker = static_cast<double>(inc.on.size()) / workers;
-  for (int w = 1; w < workers; ++w) {
-    const auto at = static_cast<int>(per_worker * w);
-    int l = static_cast<int>(std::upper_bound(inc.on_first.begin(), inc.on_first.end() - 1, at) - inc.on_first.begin());
-    l = std::clamp(l, bound.back(), links);
-    bound.push_back(l);
-  }
-  bound.push_back(links);
-  // Planted: every range but the first starts one link late (that link's loads stay 0).
-  const int skip = fault_active(Fault::large_n_sweep_split_skips_link) ? 1 : 0;
-  std::vector<std::thread> threads;
-  for (int w = 1; w < workers; ++w)
-    threads.emplace_back([&, w] {
-      sweep_links(inc, transfers, start, end, weight, out, std::min(bound[w] + skip, bound[w + 1]), bound[w + 1], drop_own);
-    });
-  sweep_links(inc, transfers, start, end, weight, out, bound[0], bound[1], drop_own);
-  for (auto& t : threads) t.join();
+  sweep_links(inc, transfers, start, end, weight, out, 0, inc.links(), drop_own);
 }
 
 void overlap_loads_pairwise(const LinkIncidence& inc, const std::vector<double>& start,

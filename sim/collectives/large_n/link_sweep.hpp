@@ -49,18 +49,6 @@ void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, c
 void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
                           const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out);
 
-// The same with the links split between `workers` threads (contiguous ranges of about
-// equal incidence counts; std::invalid_argument below 1). Each link is swept as one
-// worker sweeps it, so the loads are the same to the bit for any count.
-// overlap_loads_prefix uses every core (at most kSweepMaxWorkers) from
-// kSweepParallelMinIncidences prefix incidences on: at 32,768 ranks a tree head's sweep
-// has ~10^7 and was a fifth of a prediction's time.
-inline constexpr size_t kSweepParallelMinIncidences = size_t{1} << 16;
-inline constexpr unsigned kSweepMaxWorkers = 4;
-void overlap_loads_prefix_workers(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
-                                  const std::vector<double>& end, const std::vector<double>& weight,
-                                  std::vector<double>& out, int workers);
-
 // The same sums pairwise: the definition, kept for the property test that checks the
 // sweep against it. Cost: the sum over links of the square of their transfer counts.
 void overlap_loads_pairwise(const LinkIncidence& inc, const std::vector<double>& start,
