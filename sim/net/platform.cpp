@@ -2,6 +2,7 @@
 #include "sim/net/platform.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 
@@ -172,6 +173,8 @@ struct PlatformBuilder {
       sg4::Link* sealed = d->set_latency(lat)->seal();
       links.push_back(d->get_link_up());
       links.push_back(d->get_link_down());
+      pf.register_link(d->get_link_up());
+      pf.register_link(d->get_link_down());
       return sealed;
     };
     for (int g = 0; g < n; ++g) L.gpu_pcie.push_back(duplex(fmt::format("gpu{}.pcie", g), pcie_bw, hw.pcie.latency_s));
@@ -183,6 +186,7 @@ struct PlatformBuilder {
                           ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
                           ->seal());
       links.push_back(L.mem.back());
+      pf.register_link(L.mem.back());
     }
     if (hw.host.sockets > 1) L.upi = duplex("upi", hw.host.inter_socket_bandwidth, 0.0);
     if (hw.nvswitch)
@@ -359,7 +363,10 @@ std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpe
     auto* router = sw->create_router(name + ".router");
     sw->set_parent(z);
     sw->seal();
-    sg4::Link* uplink = z->create_split_duplex_link(name + ".uplink", up_bw)->set_latency(net.latency_s / 2)->seal();
+    sg4::SplitDuplexLink* duplex = z->create_split_duplex_link(name + ".uplink", up_bw);
+    sg4::Link* uplink = duplex->set_latency(net.latency_s / 2)->seal();
+    pf->register_link(duplex->get_link_up());
+    pf->register_link(duplex->get_link_down());
     z->add_route(sw->get_netpoint(), nullptr, router, nullptr, {{uplink, Dir::UP}}, true);
     return std::make_pair(z, router);
   };
@@ -489,24 +496,62 @@ void Platform::account_pattern(const std::shared_ptr<const LinkBytes>& pattern) 
   ++slot.second;
 }
 
+void Platform::register_link(sg4::Link* l) {
+  links_.push_back(l);
+  l->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(links_.size())));  // id + 1: 0 is "none"
+}
+
+int Platform::link_id(const sg4::Link* l) const {
+  const auto stored = reinterpret_cast<std::uintptr_t>(l->get_data<void>());
+  if (stored == 0 || stored > links_.size() || links_[stored - 1] != l) return -1;
+  const int id = static_cast<int>(stored - 1);
+  // Planted: a split-duplex link's two directions share one id.
+  return fault_active(Fault::platform_link_ids_shared_by_directions) ? id & ~1 : id;
+}
+
+LinkIndexer::LinkIndexer(const Platform* p) : p_(p) {
+  if (p_) by_id_.assign(static_cast<size_t>(p_->link_count()), -1);
+}
+
+std::pair<int, bool> LinkIndexer::index(const sg4::Link* l) {
+  const int id = p_ ? p_->link_id(l) : -1;
+  int& slot = id >= 0 ? by_id_[static_cast<size_t>(id)] : others_.try_emplace(l, -1).first->second;
+  if (slot >= 0) return {slot, false};
+  slot = next_++;
+  return {slot, true};
+}
+
 std::vector<LinkUsage> Platform::link_usage() const {
-  // Hashed, not ordered: a 32k-GPU fat-tree has ~262k links and the output is sorted by
-  // name below anyway (byte counts are integers, so the order of the sums is immaterial).
-  std::unordered_map<const sg4::Link*, Bytes> total(link_bytes_.begin(), link_bytes_.end());
-  size_t entries = link_bytes_.size();
-  for (const auto& [key, slot] : patterns_) entries = std::max(entries, slot.first->size());
-  total.reserve(entries);
+  // Dense by link id (a 32k-GPU fat-tree has ~262k links; hashing each pattern's entries
+  // was most of this); links without an id in a map. Byte counts are integers, so the
+  // order of the sums is immaterial; the output is sorted by name below.
+  std::vector<Bytes> total(links_.size(), 0);
+  std::vector<char> touched(links_.size(), 0);
+  std::unordered_map<const sg4::Link*, Bytes> others;
+  auto add = [&](const sg4::Link* l, Bytes b) {
+    const int id = link_id(l);
+    if (id < 0) {
+      others[l] += b;
+      return;
+    }
+    total[static_cast<size_t>(id)] += b;
+    touched[static_cast<size_t>(id)] = 1;
+  };
+  for (const auto& [link, bytes] : link_bytes_) add(link, bytes);
   for (const auto& [key, slot] : patterns_)
-    for (const auto& [link, bytes] : *slot.first) total[link] += bytes * slot.second;
+    for (const auto& [link, bytes] : *slot.first) add(link, bytes * slot.second);
   std::vector<LinkUsage> out;
-  for (const auto& [link, bytes] : total) {
+  auto emit = [&out](const sg4::Link* link, Bytes bytes) {
     LinkUsage u;
     u.link = link->get_name();
     u.bandwidth = link->get_bandwidth();
     u.bytes = bytes;
     u.busy_s = static_cast<double>(bytes) / u.bandwidth;
     out.push_back(std::move(u));
-  }
+  };
+  for (size_t i = 0; i < links_.size(); ++i)
+    if (touched[i]) emit(links_[i], total[i]);
+  for (const auto& [link, bytes] : others) emit(link, bytes);
   std::sort(out.begin(), out.end(), [](const LinkUsage& a, const LinkUsage& b) { return a.link < b.link; });
   return out;
 }

@@ -219,7 +219,8 @@ Seconds time_by_definition(const Platform& p, const std::vector<int>& gpus, cons
 // Invariant: a sequence of calls through the large-N dispatch (which keeps ring orders,
 // folded ring steps, tree heads and traffic shapes from call to call) times each call
 // and accounts its traffic exactly as the definition computed afresh for that call does:
-// times to 1e-12 relative (the same arithmetic), bytes exactly. Calls differ in op, size,
+// times to 1e-12 relative (the same arithmetic), bytes exactly; and the platform's link
+// counters (link_usage, summed by dense link id) hold every call's bytes, link by link. Calls differ in op, size,
 // root and channel count, as DDP's buckets and the parameter broadcast do.
 void check_dispatch_equals_definition(const Cluster& cluster) {
   const HardwareSpec hw = cluster_hardware(cluster);
@@ -240,6 +241,7 @@ void check_dispatch_equals_definition(const Cluster& cluster) {
     for (int g = 0; g < n; ++g) gpus[static_cast<size_t>(g)] = g;
     CollectiveSettings s;
     nlohmann::json rows = nlohmann::json::array();
+    std::map<std::string, Bytes> fresh_total;  // every call's traffic by definition, by link name
     for (size_t i = 0; i < calls.size(); ++i)
       for (auto algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree}) {
         const CollectiveCall& call = calls[i];
@@ -255,16 +257,25 @@ void check_dispatch_equals_definition(const Cluster& cluster) {
           if (b != 0) fast_bytes[l->get_name()] += b;
         auto fresh_bytes = traffic_by_definition(*p, gpus, call, plan);
         for (auto it = fresh_bytes.begin(); it != fresh_bytes.end();) it = it->second == 0 ? fresh_bytes.erase(it) : ++it;
+        p->account_pattern(std::make_shared<const LinkBytes>(large_n_traffic(*p, gpus, call, plan, s)));
+        for (const auto& [name, b] : fresh_bytes) fresh_total[name] += b;
         rows.push_back({{"call", fmt::format("{} {} of {} on {} channels", collective_algorithm_name(algo),
                                              collective_op_name(call.op), call.count, plan.channels)},
                         {"fast", fast},
                         {"fresh", fresh},
                         {"traffic_equal", fast_bytes == fresh_bytes}});
       }
+    // The platform's counters (summed by dense link id) against the same sums by name.
+    std::map<std::string, Bytes> usage;
+    for (const auto& u : p->link_usage())
+      if (u.bytes != 0) usage[u.link] += u.bytes;
+    rows.push_back({{"usage_equal", usage == fresh_total}});
     engine.release();  // the child exits next; SimGrid needs no teardown
     return rows.dump();
   });
-  const auto rows = nlohmann::json::parse(out);
+  auto rows = nlohmann::json::parse(out);
+  RC_ASSERT(rows.back().at("usage_equal").get<bool>());
+  rows.erase(rows.size() - 1);
   RC_ASSERT(rows.size() >= calls.size());
   for (const auto& row : rows) {
     const double fast = row.at("fast"), fresh = row.at("fresh");
@@ -291,6 +302,14 @@ TEST(LargeNFast, CachedDispatchEqualsEachCallAfresh) {
   std::ostringstream why;
   rc::detail::printResultMessage(result, why);
   EXPECT_TRUE(result.is<rc::detail::SuccessResult>()) << why.str();
+}
+
+// The dense link ids (Platform::link_id) behind traffic shapes, incidences and link_usage:
+// a split-duplex link's two directions sharing one id merges their bytes.
+TEST(LargeNFast, PlantedBugLinkIdsSharedByDirectionsIsCaught) {
+  const ScopedFault planted(Fault::platform_link_ids_shared_by_directions);
+  const auto result = run_property([] { check_dispatch_equals_definition(*gen_cluster()); }, 8);
+  EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
 }
 
 TEST(LargeNFast, PlantedBugCacheKeyWithoutChannelsIsCaught) {

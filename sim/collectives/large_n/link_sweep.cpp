@@ -15,9 +15,9 @@ namespace {
 void group_by_link(LinkIncidence& inc);
 }  // namespace
 
-LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes) {
+LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes, const Platform* platform) {
   LinkIncidence inc;
-  std::unordered_map<const sg4::Link*, int> id;
+  LinkIndexer id(platform);
   // Transfers share routes (a tree's pieces, a chain's channels): each route's link ids
   // are found once and kept as a span of `route_ids`.
   std::unordered_map<const RouteInfo*, std::pair<int, int>> span_of;
@@ -32,9 +32,9 @@ LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes) {
     auto [it, fresh] = span_of.try_emplace(r, static_cast<int>(route_ids.size()), 0);
     if (fresh) {
       for (const sg4::Link* l : r->links) {
-        auto [lit, added] = id.try_emplace(l, static_cast<int>(inc.bandwidth.size()));
+        const auto [index, added] = id.index(l);
         if (added) inc.bandwidth.push_back(l->get_bandwidth());
-        route_ids.push_back(lit->second);
+        route_ids.push_back(index);
       }
       it->second.second = static_cast<int>(route_ids.size());
     }
@@ -50,8 +50,8 @@ LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes) {
   return inc;
 }
 
-LinkIncidence link_incidence_repeated(const std::vector<const RouteInfo*>& routes, int times) {
-  LinkIncidence inc = link_incidence(routes);
+LinkIncidence link_incidence_repeated(const std::vector<const RouteInfo*>& routes, int times, const Platform* platform) {
+  LinkIncidence inc = link_incidence(routes, platform);
   const int per_copy = inc.transfers();
   const int incidences = static_cast<int>(inc.link.size());
   inc.first.pop_back();

@@ -30,12 +30,15 @@ struct LinkIncidence {
   int links() const { return static_cast<int>(bandwidth.size()); }
 };
 
-// The incidence of transfers whose routes are `routes` (one per transfer).
-LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes);
+// The incidence of transfers whose routes are `routes` (one per transfer). Link ids are
+// given in first-met order; `platform`, when given, is the one the routes' links belong
+// to, whose dense link ids replace a hash map (LinkIndexer: the same ids).
+LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes, const Platform* platform = nullptr);
 // The incidence of `routes` listed `times` times over (transfer i of copy q at
 // i + q x routes.size()): what link_incidence gives for that list, with each route's
 // links looked up once (a tree head's pieces all cross the same edges).
-LinkIncidence link_incidence_repeated(const std::vector<const RouteInfo*>& routes, int times);
+LinkIncidence link_incidence_repeated(const std::vector<const RouteInfo*>& routes, int times,
+                                      const Platform* platform = nullptr);
 
 // For every incidence k (transfer i = owner[k] on link l = link[k]): sum over the
 // transfers o on l of weight[o] x the length of [start[i], end[i]] ∩ [start[o], end[o]]
