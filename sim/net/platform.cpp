@@ -291,6 +291,28 @@ struct PlatformBuilder {
     }
   }
 
+  // A switch group (leaf or pod) as a star zone whose router reaches the level above over
+  // one uplink: leaving the group a route takes the uplink's DOWN direction (centre to
+  // router), entering it UP. The router sits in a zone of its own inside the group:
+  // SimGrid resolves a route from a host in a child zone to a router placed directly in
+  // an ancestor zone as if the host were that zone's own member (it looked up whichever
+  // member shared the host's index, and dropped the node's NIC links).
+  std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*> switch_group(const sg4::NetZone* root,
+                                                                            const std::string& name,
+                                                                            BytesPerSecond up_bw) {
+    sg4::NetZone* z = detached_zone(sg4::create_star_zone(name), root);
+    sg4::NetZone* sw = detached_zone(sg4::create_empty_zone(name + ".switch"), root);
+    auto* router = sw->create_router(name + ".router");
+    sw->set_parent(z);
+    sw->seal();
+    sg4::SplitDuplexLink* duplex = z->create_split_duplex_link(name + ".uplink", up_bw);
+    sg4::Link* uplink = duplex->set_latency(hw.network->latency_s / 2)->seal();
+    pf.register_link(duplex->get_link_up());
+    pf.register_link(duplex->get_link_down());
+    z->add_route(sw->get_netpoint(), nullptr, router, nullptr, {{uplink, Dir::UP}}, true);
+    return {z, router};
+  }
+
   // Builds node k's zone, detached (see detached_zone) when `models_from` is given, the
   // platform's only zone otherwise. The caller attaches and seals it.
   sg4::NetZone* build_node(const sg4::NetZone* models_from, int k) {
@@ -351,25 +373,7 @@ std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpe
     return pf;
   }
   const FatTreeShape shape = fat_tree_shape(hw);
-  // A switch group (leaf or pod) as a star zone whose router reaches the level above over
-  // one uplink: leaving the group a route takes the uplink's DOWN direction (centre to
-  // router), entering it UP. The router sits in a zone of its own inside the group:
-  // SimGrid resolves a route from a host in a child zone to a router placed directly in
-  // an ancestor zone as if the host were that zone's own member (it looked up whichever
-  // member shared the host's index, and dropped the node's NIC links).
-  auto group = [&](const std::string& name, BytesPerSecond up_bw) {
-    sg4::NetZone* z = detached_zone(sg4::create_star_zone(name), root);
-    sg4::NetZone* sw = detached_zone(sg4::create_empty_zone(name + ".switch"), root);
-    auto* router = sw->create_router(name + ".router");
-    sw->set_parent(z);
-    sw->seal();
-    sg4::SplitDuplexLink* duplex = z->create_split_duplex_link(name + ".uplink", up_bw);
-    sg4::Link* uplink = duplex->set_latency(net.latency_s / 2)->seal();
-    pf->register_link(duplex->get_link_up());
-    pf->register_link(duplex->get_link_down());
-    z->add_route(sw->get_netpoint(), nullptr, router, nullptr, {{uplink, Dir::UP}}, true);
-    return std::make_pair(z, router);
-  };
+  auto group = [&](const std::string& name, BytesPerSecond up_bw) { return b.switch_group(root, name, up_bw); };
   std::vector<std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*>> top;  // joined to the root last
   for (int pod = 0; pod < shape.pods; ++pod) {
     std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*> p{nullptr, nullptr};
