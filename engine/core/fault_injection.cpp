@@ -59,7 +59,6 @@ const std::vector<Fault>& all_faults() {
       Fault::op_efficiency_ignores_compute_type,
       Fault::conv_nchw_transposes_free,
       Fault::memory_bound_traffic_ignored,
-      Fault::large_n_sweep_split_skips_link,
       Fault::platform_route_node0_links,
       Fault::gloo_cache_warm_rate,
       Fault::gloo_core_contention_omitted,
@@ -69,6 +68,7 @@ const std::vector<Fault>& all_faults() {
       Fault::dp_flatten_per_tensor,
       Fault::dp_replica_loss_scatters_grad,
       Fault::dp_replica_grads_filled,
+      Fault::platform_link_ids_shared_by_directions,
   };
   return faults;
 }
@@ -117,7 +117,6 @@ const char* fault_name(Fault f) {
     case Fault::op_efficiency_ignores_compute_type: return "op-efficiency-ignores-type";
     case Fault::conv_nchw_transposes_free: return "conv-nchw-transposes-free";
     case Fault::memory_bound_traffic_ignored: return "memory-bound-traffic-ignored";
-    case Fault::large_n_sweep_split_skips_link: return "sweep-split-skips-link";
     case Fault::platform_route_node0_links: return "route-node0-links";
     case Fault::gloo_cache_warm_rate: return "gloo-cache-warm-rate";
     case Fault::gloo_core_contention_omitted: return "gloo-core-contention-omitted";
@@ -127,6 +126,7 @@ const char* fault_name(Fault f) {
     case Fault::dp_flatten_per_tensor: return "dp-flatten-per-tensor";
     case Fault::dp_replica_loss_scatters_grad: return "dp-replica-loss-scatters-grad";
     case Fault::dp_replica_grads_filled: return "dp-replica-grads-filled";
+    case Fault::platform_link_ids_shared_by_directions: return "platform-link-ids-shared-by-directions";
   }
   return "?";
 }

@@ -54,7 +54,6 @@ enum class Fault : unsigned {
   op_efficiency_ignores_compute_type,  // "op-efficiency-ignores-type": per-compute-type op-class fractions ignored
   conv_nchw_transposes_free,        // "conv-nchw-transposes-free": Tensor Core convs on NCHW pay no layout transposes
   memory_bound_traffic_ignored,     // "memory-bound-traffic-ignored": a layer's counted memory-bound traffic ignored
-  large_n_sweep_split_skips_link,   // "sweep-split-skips-link": a parallel sweep's later ranges start one link late
   platform_route_node0_links,       // "route-node0-links": a node's route carried over from node 0 keeps node 0's links
   gloo_cache_warm_rate,             // "gloo-cache-warm-rate": gloo's TCP rate ignores the buffer's size (cache-warm for all)
   gloo_core_contention_omitted,     // "gloo-core-contention-omitted": gloo's CPU work overlaps compute for free
@@ -64,6 +63,7 @@ enum class Fault : unsigned {
   dp_flatten_per_tensor,            // "dp-flatten-per-tensor": DataParallel flattens and unflattens with a copy kernel per tensor
   dp_replica_loss_scatters_grad,    // "dp-replica-loss-scatters-grad": a module-computed loss still scatters the gathered outputs' gradient
   dp_replica_grads_filled,          // "dp-replica-grads-filled": shape-only replicas pay a fill kernel per gradient every step
+  platform_link_ids_shared_by_directions,  // "platform-link-ids-shared-by-directions": a split-duplex link's UP and DOWN get one dense id
 };
 
 // Every fault, in declaration order.

@@ -2,6 +2,7 @@
 #include "sim/net/platform.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <stdexcept>
 
@@ -132,54 +133,60 @@ struct PlatformBuilder {
     return p;
   }
 
-  // Builds node k's zone, detached (see detached_zone) when `models_from` is given, the
-  // platform's only zone otherwise. The caller attaches and seals it.
-  sg4::NetZone* build_node(const sg4::NetZone* models_from, int k) {
+  // A node's endpoints: GPU hosts (computing at the f32 peak: the device model charges
+  // kernels itself), one host per CPU socket, the NVSwitch endpoint, the InfiniBand router.
+  struct NodeHosts {
+    std::vector<sg4::Host*> gpus, cpus;
+    sg4::Host* nvs = nullptr;
+    simgrid::kernel::routing::NetPoint* ib = nullptr;
+  };
+  NodeHosts create_node_hosts(sg4::NetZone* zone, const std::string& pre, int k) {
+    NodeHosts h;
     const int n = hw.gpus_per_node;
-    const double eff_pcie = hw.efficiency.pcie, eff_p2p = hw.efficiency.p2p;
-    const std::string pre = fmt::format("n{}.", k);
-    sg4::NetZone* zone = models_from ? detached_zone(sg4::create_full_zone(fmt::format("node{}", k)), models_from)
-                                     : sg4::create_full_zone(fmt::format("node{}", k));
-
-    // Hosts. GPU hosts compute at the f32 peak (the device model charges kernels itself).
-    std::vector<sg4::Host*> gpus(n), cpus(hw.host.sockets);
-    for (int g = 0; g < n; ++g) gpus[g] = zone->create_host(pre + fmt::format("gpu{}", g), hw.gpu.peak_flops.f32)->seal();
+    h.gpus.resize(n), h.cpus.resize(hw.host.sockets);
+    for (int g = 0; g < n; ++g) h.gpus[g] = zone->create_host(pre + fmt::format("gpu{}", g), hw.gpu.peak_flops.f32)->seal();
     const int cores_per_socket = std::max(1, hw.host.cores / hw.host.sockets);
     for (int s = 0; s < hw.host.sockets; ++s)
-      cpus[s] = zone->create_host(pre + fmt::format("cpu{}", s), 1e9)->set_core_count(cores_per_socket)->seal();
-    sg4::Host* nvs = nullptr;
-    if (hw.nvswitch) nvs = zone->create_host(pre + "nvswitch", 1e9)->seal();
+      h.cpus[s] = zone->create_host(pre + fmt::format("cpu{}", s), 1e9)->set_core_count(cores_per_socket)->seal();
+    if (hw.nvswitch) h.nvs = zone->create_host(pre + "nvswitch", 1e9)->seal();
     std::vector<sg4::Host*>& hosts = pf.node_hosts_[k];
-    hosts = gpus;
-    hosts.insert(hosts.end(), cpus.begin(), cpus.end());
-    if (nvs) hosts.push_back(nvs);
+    hosts = h.gpus;
+    hosts.insert(hosts.end(), h.cpus.begin(), h.cpus.end());
+    if (h.nvs) hosts.push_back(h.nvs);
     for (size_t i = 0; i < hosts.size(); ++i) pf.host_slot_.emplace(hosts[i], std::make_pair(k, static_cast<int>(i)));
-    simgrid::kernel::routing::NetPoint* ib = nullptr;
-    if (hw.network) ib = zone->create_router(pre + "ib");
+    if (hw.network) h.ib = zone->create_router(pre + "ib");
+    return h;
+  }
 
-    // Links.
+  // A node's links, their directions listed in creation order in node_links_[k] (the
+  // order is the same on every node: translated_route relies on it).
+  NodeLinks create_node_links(sg4::NetZone* zone, const std::string& pre, int k) {
+    const int n = hw.gpus_per_node;
+    const double eff_pcie = hw.efficiency.pcie, eff_p2p = hw.efficiency.p2p;
     NodeLinks L;
     L.gpu_switch = pf.gpu_switch_;
     const BytesPerSecond lane = pcie_lane_bandwidth(hw.pcie.generation);
     const BytesPerSecond pcie_bw = lane * hw.pcie.lanes * eff_pcie;
-    std::vector<sg4::Link*>& links = pf.node_links_[k];  // directions in creation order
+    std::vector<sg4::Link*>& links = pf.node_links_[k];
     auto duplex = [&](const std::string& name, BytesPerSecond bw, Seconds lat) -> sg4::Link* {
       sg4::SplitDuplexLink* d = zone->create_split_duplex_link(pre + name, bw);
       sg4::Link* sealed = d->set_latency(lat)->seal();
       links.push_back(d->get_link_up());
       links.push_back(d->get_link_down());
+      pf.register_link(d->get_link_up());
+      pf.register_link(d->get_link_down());
       return sealed;
     };
     for (int g = 0; g < n; ++g) L.gpu_pcie.push_back(duplex(fmt::format("gpu{}.pcie", g), pcie_bw, hw.pcie.latency_s));
     for (size_t s = 0; s < hw.pcie.switches.size(); ++s)
       L.sw_uplink.push_back(
           duplex(fmt::format("sw{}.uplink", s), lane * hw.pcie.switches[s].uplink_lanes * eff_pcie, 0.0));
-    for (int s = 0; s < hw.host.sockets; ++s)
-    {
+    for (int s = 0; s < hw.host.sockets; ++s) {
       L.mem.push_back(zone->create_link(pre + fmt::format("cpu{}.mem", s), hw.host.memory_bandwidth)
                           ->set_sharing_policy(sg4::Link::SharingPolicy::SHARED)
                           ->seal());
       links.push_back(L.mem.back());
+      pf.register_link(L.mem.back());
     }
     if (hw.host.sockets > 1) L.upi = duplex("upi", hw.host.inter_socket_bandwidth, 0.0);
     if (hw.nvswitch)
@@ -204,59 +211,70 @@ struct PlatformBuilder {
                                   hw.network->latency_s / 2));
       }
     }
+    return L;
+  }
 
-    // Routes (one direction at a time: they are not symmetric link lists).
+  // GPU g's paths to the fabric through its NIC (rail) and back: straight through a
+  // shared PCIe switch with GPUDirect RDMA, else up to the root complex, and through host
+  // memory without GPUDirect RDMA (planted fault net_gdr_ignored: as if it were there).
+  std::pair<Path, Path> gpu_fabric_paths(const NodeLinks& L, int g) const {
+    const int nic = nic_of_gpu(g);
+    const int gs = switch_socket(L.gpu_switch[g]), ns = switch_socket(L.nic_switch[nic]);
+    Path out, in;
+    const bool staged = !hw.network->gpu_direct_rdma && !fault_active(Fault::net_gdr_ignored);
+    if (!staged && L.gpu_switch[g] >= 0 && L.gpu_switch[g] == L.nic_switch[nic]) {
+      out = {{L.gpu_pcie[g], Dir::UP}, {L.nic_pcie[nic], Dir::DOWN}};
+      in = {{L.nic_pcie[nic], Dir::UP}, {L.gpu_pcie[g], Dir::DOWN}};
+    } else {
+      out = gpu_up(L, g);
+      append(out, socket_cross(L, gs, ns));
+      if (staged) out.emplace_back(L.mem[ns], Dir::NONE);
+      append(out, nic_down(L, nic));
+      in = nic_up(L, nic);
+      if (staged) in.emplace_back(L.mem[ns], Dir::NONE);
+      append(in, socket_cross(L, ns, gs));
+      append(in, gpu_down(L, g));
+    }
+    out.emplace_back(L.nic_ib[nic], Dir::UP);
+    in.insert(in.begin(), sg4::LinkInRoute(L.nic_ib[nic], Dir::DOWN));
+    return {out, in};
+  }
+
+  // The node's routes, one direction at a time (they are not symmetric link lists).
+  void add_node_routes(sg4::NetZone* zone, const NodeHosts& h, const NodeLinks& L) const {
+    const int n = hw.gpus_per_node;
     auto route = [&](simgrid::kernel::routing::NetPoint* a, simgrid::kernel::routing::NetPoint* b, const Path& p) {
       zone->add_route(a, b, nullptr, nullptr, p, false);
     };
     for (int a = 0; a < n; ++a)
       for (int b = 0; b < n; ++b)
-        if (a != b) route(gpus[a]->get_netpoint(), gpus[b]->get_netpoint(), gpu_to_gpu(L, a, b));
+        if (a != b) route(h.gpus[a]->get_netpoint(), h.gpus[b]->get_netpoint(), gpu_to_gpu(L, a, b));
     for (int g = 0; g < n; ++g) {
       const int gs = switch_socket(L.gpu_switch[g]);
       for (int s = 0; s < hw.host.sockets; ++s) {
         Path up = gpu_up(L, g);
         append(up, socket_cross(L, gs, s));
         up.emplace_back(L.mem[s], Dir::NONE);
-        route(gpus[g]->get_netpoint(), cpus[s]->get_netpoint(), up);
+        route(h.gpus[g]->get_netpoint(), h.cpus[s]->get_netpoint(), up);
         Path down{{L.mem[s], Dir::NONE}};
         append(down, socket_cross(L, s, gs));
         append(down, gpu_down(L, g));
-        route(cpus[s]->get_netpoint(), gpus[g]->get_netpoint(), down);
+        route(h.cpus[s]->get_netpoint(), h.gpus[g]->get_netpoint(), down);
       }
-      if (nvs) {
-        route(gpus[g]->get_netpoint(), nvs->get_netpoint(), {{L.gpu_nvswitch[g], Dir::UP}});
-        route(nvs->get_netpoint(), gpus[g]->get_netpoint(), {{L.gpu_nvswitch[g], Dir::DOWN}});
+      if (h.nvs) {
+        route(h.gpus[g]->get_netpoint(), h.nvs->get_netpoint(), {{L.gpu_nvswitch[g], Dir::UP}});
+        route(h.nvs->get_netpoint(), h.gpus[g]->get_netpoint(), {{L.gpu_nvswitch[g], Dir::DOWN}});
       }
-      if (ib) {
-        const int nic = nic_of_gpu(g);
-        const int ns = switch_socket(L.nic_switch[nic]);
-        Path out, in;
-        // Without GPUDirect RDMA (planted fault: ignored) the data stops in host memory.
-        const bool staged = !hw.network->gpu_direct_rdma && !fault_active(Fault::net_gdr_ignored);
-        if (!staged && L.gpu_switch[g] >= 0 && L.gpu_switch[g] == L.nic_switch[nic]) {
-          out = {{L.gpu_pcie[g], Dir::UP}, {L.nic_pcie[nic], Dir::DOWN}};
-          in = {{L.nic_pcie[nic], Dir::UP}, {L.gpu_pcie[g], Dir::DOWN}};
-        } else {
-          out = gpu_up(L, g);
-          append(out, socket_cross(L, gs, ns));
-          if (staged) out.emplace_back(L.mem[ns], Dir::NONE);
-          append(out, nic_down(L, nic));
-          in = nic_up(L, nic);
-          if (staged) in.emplace_back(L.mem[ns], Dir::NONE);
-          append(in, socket_cross(L, ns, gs));
-          append(in, gpu_down(L, g));
-        }
-        out.emplace_back(L.nic_ib[nic], Dir::UP);
-        in.insert(in.begin(), sg4::LinkInRoute(L.nic_ib[nic], Dir::DOWN));
-        route(gpus[g]->get_netpoint(), ib, out);
-        route(ib, gpus[g]->get_netpoint(), in);
+      if (h.ib) {
+        const auto [out, in] = gpu_fabric_paths(L, g);
+        route(h.gpus[g]->get_netpoint(), h.ib, out);
+        route(h.ib, h.gpus[g]->get_netpoint(), in);
       }
     }
     for (int s = 0; s < hw.host.sockets; ++s) {
       for (int t = 0; t < hw.host.sockets; ++t)
-        if (s != t) route(cpus[s]->get_netpoint(), cpus[t]->get_netpoint(), socket_cross(L, s, t));
-      if (ib) {
+        if (s != t) route(h.cpus[s]->get_netpoint(), h.cpus[t]->get_netpoint(), socket_cross(L, s, t));
+      if (h.ib) {
         // Host memory to the fabric through NIC 0 (host-staged inter-node traffic).
         const int ns = switch_socket(L.nic_switch[0]);
         Path out{{L.mem[s], Dir::NONE}};
@@ -267,17 +285,51 @@ struct PlatformBuilder {
         append(in, nic_up(L, 0));
         append(in, socket_cross(L, ns, s));
         in.emplace_back(L.mem[s], Dir::NONE);
-        route(cpus[s]->get_netpoint(), ib, out);
-        route(ib, cpus[s]->get_netpoint(), in);
+        route(h.cpus[s]->get_netpoint(), h.ib, out);
+        route(h.ib, h.cpus[s]->get_netpoint(), in);
       }
     }
+  }
+
+  // A switch group (leaf or pod) as a star zone whose router reaches the level above over
+  // one uplink: leaving the group a route takes the uplink's DOWN direction (centre to
+  // router), entering it UP. The router sits in a zone of its own inside the group:
+  // SimGrid resolves a route from a host in a child zone to a router placed directly in
+  // an ancestor zone as if the host were that zone's own member (it looked up whichever
+  // member shared the host's index, and dropped the node's NIC links).
+  std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*> switch_group(const sg4::NetZone* root,
+                                                                            const std::string& name,
+                                                                            BytesPerSecond up_bw) {
+    sg4::NetZone* z = detached_zone(sg4::create_star_zone(name), root);
+    sg4::NetZone* sw = detached_zone(sg4::create_empty_zone(name + ".switch"), root);
+    auto* router = sw->create_router(name + ".router");
+    sw->set_parent(z);
+    sw->seal();
+    sg4::SplitDuplexLink* duplex = z->create_split_duplex_link(name + ".uplink", up_bw);
+    sg4::Link* uplink = duplex->set_latency(hw.network->latency_s / 2)->seal();
+    pf.register_link(duplex->get_link_up());
+    pf.register_link(duplex->get_link_down());
+    z->add_route(sw->get_netpoint(), nullptr, router, nullptr, {{uplink, Dir::UP}}, true);
+    return {z, router};
+  }
+
+  // Builds node k's zone, detached (see detached_zone) when `models_from` is given, the
+  // platform's only zone otherwise. The caller attaches and seals it.
+  sg4::NetZone* build_node(const sg4::NetZone* models_from, int k) {
+    const int n = hw.gpus_per_node;
+    const std::string pre = fmt::format("n{}.", k);
+    sg4::NetZone* zone = models_from ? detached_zone(sg4::create_full_zone(fmt::format("node{}", k)), models_from)
+                                     : sg4::create_full_zone(fmt::format("node{}", k));
+    const NodeHosts h = create_node_hosts(zone, pre, k);
+    const NodeLinks L = create_node_links(zone, pre, k);
+    add_node_routes(zone, h, L);
     if (k == 0)
-      for (size_t i = 0; i < links.size(); ++i) pf.node0_link_slot_.emplace(links[i], static_cast<int>(i));
-    for (int g = 0; g < n; ++g) pf.gpu_hosts_[k * n + g] = gpus[g];
-    pf.cpu_hosts_[k] = cpus;
-    pf.nvswitch_hosts_[k] = nvs;
+      for (size_t i = 0; i < pf.node_links_[0].size(); ++i) pf.node0_link_slot_.emplace(pf.node_links_[0][i], static_cast<int>(i));
+    for (int g = 0; g < n; ++g) pf.gpu_hosts_[k * n + g] = h.gpus[g];
+    pf.cpu_hosts_[k] = h.cpus;
+    pf.nvswitch_hosts_[k] = h.nvs;
     pf.node_zones_[k] = zone;
-    pf.node_gateways_[k] = ib;
+    pf.node_gateways_[k] = h.ib;
     return zone;
   }
 };
@@ -321,22 +373,7 @@ std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpe
     return pf;
   }
   const FatTreeShape shape = fat_tree_shape(hw);
-  // A switch group (leaf or pod) as a star zone whose router reaches the level above over
-  // one uplink: leaving the group a route takes the uplink's DOWN direction (centre to
-  // router), entering it UP. The router sits in a zone of its own inside the group:
-  // SimGrid resolves a route from a host in a child zone to a router placed directly in
-  // an ancestor zone as if the host were that zone's own member (it looked up whichever
-  // member shared the host's index, and dropped the node's NIC links).
-  auto group = [&](const std::string& name, BytesPerSecond up_bw) {
-    sg4::NetZone* z = detached_zone(sg4::create_star_zone(name), root);
-    sg4::NetZone* sw = detached_zone(sg4::create_empty_zone(name + ".switch"), root);
-    auto* router = sw->create_router(name + ".router");
-    sw->set_parent(z);
-    sw->seal();
-    sg4::Link* uplink = z->create_split_duplex_link(name + ".uplink", up_bw)->set_latency(net.latency_s / 2)->seal();
-    z->add_route(sw->get_netpoint(), nullptr, router, nullptr, {{uplink, Dir::UP}}, true);
-    return std::make_pair(z, router);
-  };
+  auto group = [&](const std::string& name, BytesPerSecond up_bw) { return b.switch_group(root, name, up_bw); };
   std::vector<std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*>> top;  // joined to the root last
   for (int pod = 0; pod < shape.pods; ++pod) {
     std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*> p{nullptr, nullptr};
@@ -463,24 +500,62 @@ void Platform::account_pattern(const std::shared_ptr<const LinkBytes>& pattern) 
   ++slot.second;
 }
 
+void Platform::register_link(sg4::Link* l) {
+  links_.push_back(l);
+  l->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(links_.size())));  // id + 1: 0 is "none"
+}
+
+int Platform::link_id(const sg4::Link* l) const {
+  const auto stored = reinterpret_cast<std::uintptr_t>(l->get_data<void>());
+  if (stored == 0 || stored > links_.size() || links_[stored - 1] != l) return -1;
+  const int id = static_cast<int>(stored - 1);
+  // Planted: a split-duplex link's two directions share one id.
+  return fault_active(Fault::platform_link_ids_shared_by_directions) ? id & ~1 : id;
+}
+
+LinkIndexer::LinkIndexer(const Platform* p) : p_(p) {
+  if (p_) by_id_.assign(static_cast<size_t>(p_->link_count()), -1);
+}
+
+std::pair<int, bool> LinkIndexer::index(const sg4::Link* l) {
+  const int id = p_ ? p_->link_id(l) : -1;
+  int& slot = id >= 0 ? by_id_[static_cast<size_t>(id)] : others_.try_emplace(l, -1).first->second;
+  if (slot >= 0) return {slot, false};
+  slot = next_++;
+  return {slot, true};
+}
+
 std::vector<LinkUsage> Platform::link_usage() const {
-  // Hashed, not ordered: a 32k-GPU fat-tree has ~262k links and the output is sorted by
-  // name below anyway (byte counts are integers, so the order of the sums is immaterial).
-  std::unordered_map<const sg4::Link*, Bytes> total(link_bytes_.begin(), link_bytes_.end());
-  size_t entries = link_bytes_.size();
-  for (const auto& [key, slot] : patterns_) entries = std::max(entries, slot.first->size());
-  total.reserve(entries);
+  // Dense by link id (a 32k-GPU fat-tree has ~262k links; hashing each pattern's entries
+  // was most of this); links without an id in a map. Byte counts are integers, so the
+  // order of the sums is immaterial; the output is sorted by name below.
+  std::vector<Bytes> total(links_.size(), 0);
+  std::vector<char> touched(links_.size(), 0);
+  std::unordered_map<const sg4::Link*, Bytes> others;
+  auto add = [&](const sg4::Link* l, Bytes b) {
+    const int id = link_id(l);
+    if (id < 0) {
+      others[l] += b;
+      return;
+    }
+    total[static_cast<size_t>(id)] += b;
+    touched[static_cast<size_t>(id)] = 1;
+  };
+  for (const auto& [link, bytes] : link_bytes_) add(link, bytes);
   for (const auto& [key, slot] : patterns_)
-    for (const auto& [link, bytes] : *slot.first) total[link] += bytes * slot.second;
+    for (const auto& [link, bytes] : *slot.first) add(link, bytes * slot.second);
   std::vector<LinkUsage> out;
-  for (const auto& [link, bytes] : total) {
+  auto emit = [&out](const sg4::Link* link, Bytes bytes) {
     LinkUsage u;
     u.link = link->get_name();
     u.bandwidth = link->get_bandwidth();
     u.bytes = bytes;
     u.busy_s = static_cast<double>(bytes) / u.bandwidth;
     out.push_back(std::move(u));
-  }
+  };
+  for (size_t i = 0; i < links_.size(); ++i)
+    if (touched[i]) emit(links_[i], total[i]);
+  for (const auto& [link, bytes] : others) emit(link, bytes);
   std::sort(out.begin(), out.end(), [](const LinkUsage& a, const LinkUsage& b) { return a.link < b.link; });
   return out;
 }

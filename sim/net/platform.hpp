@@ -76,6 +76,23 @@ struct FatTreeShape {
 // Throws std::invalid_argument when the spec's network is not a fat_tree.
 FatTreeShape fat_tree_shape(const HardwareSpec& hw);
 
+// Dense indices, in first-met order, for the links of routes: by the platform's link ids
+// (an array) where the links have one, else by address (a map). What an unordered_map
+// from link to index gives, without hashing the common case.
+class LinkIndexer {
+ public:
+  explicit LinkIndexer(const class Platform* p);  // nullptr: every link by address
+  // The link's index, and whether this call gave it (first meeting).
+  std::pair<int, bool> index(const simgrid::s4u::Link* l);
+  int size() const { return next_; }
+
+ private:
+  const class Platform* p_;
+  std::vector<int> by_id_;  // per platform link id: its index or -1
+  std::unordered_map<const simgrid::s4u::Link*, int> others_;
+  int next_ = 0;
+};
+
 class Platform {
  public:
   // Builds the platform into `engine`, which must have no platform yet (one per process;
@@ -119,6 +136,13 @@ class Platform {
 
   // Per link direction that carried traffic, sorted by name.
   std::vector<LinkUsage> link_usage() const;
+
+  // Every link direction the platform built has a dense id, 0..link_count()-1, kept in
+  // the link's user data: counters and incidences over a 32,768-GPU platform's ~262,000
+  // links index arrays by it instead of hashing link addresses.
+  int link_count() const { return static_cast<int>(links_.size()); }
+  // The link's dense id, or -1 for a link this platform did not build.
+  int link_id(const simgrid::s4u::Link* l) const;
   void reset_link_usage();
 
   // Effective rates used to build the links (datasheet x efficiency), per direction.
@@ -132,6 +156,8 @@ class Platform {
   friend struct PlatformBuilder;
 
   HardwareSpec hw_;
+  std::vector<const simgrid::s4u::Link*> links_;             // by dense id (see link_id)
+  void register_link(simgrid::s4u::Link* l);                  // gives it the next id
   std::vector<simgrid::s4u::Host*> gpu_hosts_;               // by global GPU index
   std::vector<std::vector<simgrid::s4u::Host*>> cpu_hosts_;  // [node][socket]
   std::vector<int> gpu_switch_;                              // by local GPU: PCIe switch index or -1

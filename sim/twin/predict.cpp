@@ -283,6 +283,139 @@ void expand_symmetric_devices(StepReport& r, int devices) {
   }
 }
 
+// The backend's options for `c` (the planted fault predict_every_op_at_f32_peak drops
+// the precision, as the twin did before it knew precisions).
+SimBackendOptions backend_options(const PredictConfig& c, ChromeTrace& trace) {
+  SimBackendOptions o;
+  o.numeric = c.numeric;
+  o.compute_dtype = c.dtype;
+  o.precision = c.precision;
+  if (fault_active(Fault::predict_every_op_at_f32_peak)) {
+    o.precision.reset();
+    o.compute_dtype = c.dtype == DType::f64 ? DType::f64 : DType::f32;
+  }
+  o.workers = c.strategy == StrategyKind::ddp ? SimWorkerModel::process_per_worker
+                                              : SimWorkerModel::threads_of_one_process;
+  o.trace = c.trace_path.empty() ? nullptr : &trace;
+  return o;
+}
+
+// Symmetric ranks: the simulated ranks 0..simulated-1 form their groups over every GPU
+// of `gpus` (the others have no actor), and NCCL's channel count (for interference) is
+// the whole group's, not the simulated node's.
+void make_groups_symmetric(SimMachine& machine, sim::Platform& p, const std::vector<int>& gpus, int simulated) {
+  if (gpus.size() > 1)
+    for (auto& g : machine.gpus) g.rates.nccl_channels = sim::default_channels(p, gpus);
+  machine.make_collective_group = [&p, gpus, simulated](const std::vector<int>& devices) {
+    bool node0 = static_cast<int>(devices.size()) == simulated;
+    for (int i = 0; node0 && i < simulated; ++i) node0 = devices[static_cast<size_t>(i)] == i;
+    if (!node0)
+      throw std::invalid_argument(fmt::format("symmetric ranks: a group of {} ranks, expected the {} simulated ranks in order",
+                                              devices.size(), simulated));
+    if (fault_active(Fault::predict_symmetric_node0_only))  // planted fault: times node 0's ranks alone
+      return std::make_shared<PlatformCollectives>(p, std::vector<int>(gpus.begin(), gpus.begin() + simulated), simulated);
+    return std::make_shared<PlatformCollectives>(p, gpus, simulated);
+  };
+}
+
+// The report's description of the configuration and its warnings (no timings yet).
+StepReport report_of_config(const sim::HardwareSpec& hw, const PredictConfig& c, std::int64_t batch_global,
+                            std::int64_t batch_per_device, const Measured& m) {
+  StepReport r;
+  r.source = "predicted";
+  r.backend = "sim";
+  r.hardware = hw.name;
+  r.model = c.model_name;
+  r.strategy = strategy_kind_name(c.strategy);
+  r.devices = c.devices;
+  r.nodes = c.nodes;
+  r.dtype = std::string(dtype_name(c.dtype));
+  if (c.precision) r.precision = std::string(precision_name(*c.precision));
+  r.batch_global = batch_global * c.accumulate;
+  if (c.accumulate > 1) r.accumulate = c.accumulate;
+  r.batch_per_device = batch_per_device;
+  r.out_of_memory = m.oom;
+  r.warnings = m.warnings;
+  if (c.checkpoint_layers > 0)
+    r.warnings.push_back(fmt::format(
+        "activation checkpointing, {} layer(s) per segment (torch.utils.checkpoint.checkpoint_sequential: the "
+        "last segment is not checkpointed): each checkpointed segment keeps its input and runs its forward again "
+        "in backward",
+        c.checkpoint_layers));
+  if (c.comm_hook.kind == CommHook::powersgd)
+    r.warnings.push_back(fmt::format(
+        "comm hook {}: PowerSGD's steady state (past start_powerSGD_iter, warm start, error feedback); the twin "
+        "runs each bucket's Q phase (orthogonalise P, Q = M^T P, all-reduce Q) after backward, not as P's "
+        "all-reduce completes",
+        comm_hook_name(c.comm_hook)));
+  else if (c.comm_hook.kind != CommHook::none)
+    r.warnings.push_back(fmt::format("comm hook {}: buckets all-reduced in {} with a cast kernel before and after",
+                                     comm_hook_name(c.comm_hook), dtype_name(*comm_hook_wire_dtype(c.comm_hook.kind))));
+  return r;
+}
+
+// Each simulated device's peak memory, its breakdown and its busy time in the window.
+void add_device_details(StepReport& r, SimBackend& backend, const Measured& m) {
+  for (int i = 0; i < backend.device_count(); ++i) {
+    SimDevice& d = backend.sim_device(i);
+    DeviceReport dr;
+    dr.device = d.name();
+    dr.peak_memory_bytes = d.memory().peak_bytes();
+    const auto at_peak = d.memory().breakdown_at_peak();
+    for (int k = 0; k < kMemoryCategoryCount; ++k)
+      if (at_peak[static_cast<size_t>(k)] > 0)
+        dr.memory_breakdown_bytes[memory_category_name(static_cast<MemoryCategory>(k))] = at_peak[static_cast<size_t>(k)];
+    dr.capacity_bytes = d.capacity_bytes();
+    if (!m.accounts.empty())
+      dr.busy_s = m.accounts[static_cast<size_t>(i)].compute_busy_s + m.accounts[static_cast<size_t>(i)].optimizer_busy_s;
+    r.devices_detail.push_back(std::move(dr));
+  }
+}
+
+// The step's time, throughput and breakdown, and the links' usage over it.
+void add_step_timing(StepReport& r, const Measured& m, const sim::Platform& p, std::int64_t batch_global) {
+  // Interference: the compute that overlapped NCCL kernels ran slower by the SMs and
+  // bandwidth they held; the slowest device's loss lengthens the step.
+  Seconds interference = 0;
+  for (const auto& a : m.accounts) interference = std::max(interference, a.interference_s);
+  const Seconds step = m.t1 - m.t0 + interference;
+  r.step_time_s = step;
+  r.throughput_samples_per_s = static_cast<double>(batch_global) / step;
+  // The breakdown of the device with the most work (GPU 0 under DataParallel).
+  const auto busiest = std::max_element(m.accounts.begin(), m.accounts.end(), [](auto& a, auto& b) {
+    return a.compute_busy_s + a.optimizer_busy_s < b.compute_busy_s + b.optimizer_busy_s;
+  });
+  r.breakdown_s = {busiest->compute_busy_s, busiest->exposed_comm_s, busiest->idle_other_s, busiest->optimizer_busy_s,
+                   interference};
+  for (const auto& u : p.link_usage()) r.links.push_back({u.link, u.bytes, u.busy_s, std::min(1.0, u.busy_s / step)});
+}
+
+// The child's answer: the report (less its links) and the totals as one JSON line, then
+// the links as text lines: at 32,768 GPUs there are ~260,000, and their JSON tree took
+// ~300 MiB in each process.
+std::string child_result(StepReport& r, const Measured& m) {
+  std::vector<LinkReport> links = std::move(r.links);
+  r.links.clear();
+  std::string out = nlohmann::json{{"report", step_report_to_json(r)},
+                                   {"dispatch_total_s", m.dispatch_total_s},
+                                   {"communication_total_s", m.communication_total_s}}
+                        .dump();
+  out += '\n';
+  for (const auto& l : links) fmt::format_to(std::back_inserter(out), "{}\t{}\t{}\t{}\n", l.bytes, l.busy_s, l.utilisation, l.name);
+  return out;
+}
+
+// The parent's reading of child_result; symmetric ranks' details copied for every node.
+PredictDetail parse_child_result(const std::string& text, int devices) {
+  const size_t json_end = text.find('\n');
+  const auto j = nlohmann::json::parse(text.substr(0, json_end));
+  PredictDetail out{step_report_from_json(j.at("report"), "predict child"), j.at("dispatch_total_s").get<double>(),
+                    j.at("communication_total_s").get<double>()};
+  out.report.links = parse_link_lines(text, json_end == std::string::npos ? text.size() : json_end + 1);
+  if (out.report.simulated_devices) expand_symmetric_devices(out.report, devices);
+  return out;
+}
+
 // One configuration in a forked child.
 PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder& build_model, const PredictConfig& c) {
   // Plain variables, not a structured binding: the lambdas below capture them, which
@@ -295,144 +428,42 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
   const bool symmetric = symmetric_ranks_apply(c);
   const int simulated = symmetric ? c.devices / c.nodes : c.devices;
   const std::vector<int> simulated_gpus(gpus.begin(), gpus.begin() + simulated);
+  const std::int64_t driver_batch = symmetric ? batch_per_device * simulated : batch_global;
   // These live in the child only (run_simulation forks): the parent's copies stay empty.
   std::unique_ptr<SimBackend> backend;
   ChromeTrace trace;
   Measured m;
-  const std::string text = sim::run_simulation(
-      hw,
-      [&](sim::Platform& p) {
-        SimBackendOptions o;
-        o.numeric = c.numeric;
-        o.compute_dtype = c.dtype;
-        o.precision = c.precision;
-        if (fault_active(Fault::predict_every_op_at_f32_peak)) {  // planted fault: the twin before it knew precisions
-          o.precision.reset();
-          o.compute_dtype = c.dtype == DType::f64 ? DType::f64 : DType::f32;
-        }
-        o.workers = c.strategy == StrategyKind::ddp ? SimWorkerModel::process_per_worker
-                                                    : SimWorkerModel::threads_of_one_process;
-        o.trace = c.trace_path.empty() ? nullptr : &trace;
-        SimMachine machine = sim_machine_from_platform(p, simulated_gpus);
-        // NCCL's channel count (for interference) is the whole group's, not the simulated node's.
-        if (symmetric && gpus.size() > 1)
-          for (auto& g : machine.gpus) g.rates.nccl_channels = sim::default_channels(p, gpus);
-        if (symmetric) {
-          o.symmetric_world = c.devices;
-          // The simulated ranks are ranks 0..simulated-1 of the group over every GPU.
-          machine.make_collective_group = [&p, &c, gpus, simulated](const std::vector<int>& devices) {
-            bool node0 = static_cast<int>(devices.size()) == simulated;
-            for (int i = 0; node0 && i < simulated; ++i) node0 = devices[static_cast<size_t>(i)] == i;
-            if (!node0)
-              throw std::invalid_argument(fmt::format("symmetric ranks: a group of {} ranks, expected the {} simulated ranks in order",
-                                                      devices.size(), simulated));
-            if (fault_active(Fault::predict_symmetric_node0_only))  // planted fault: times node 0's ranks alone
-              return std::make_shared<PlatformCollectives>(
-                  p, std::vector<int>(gpus.begin(), gpus.begin() + simulated), simulated);
-            return std::make_shared<PlatformCollectives>(p, gpus, simulated);
-          };
-        }
-        if (fault_active(Fault::predict_half_wire_as_f64))
-          machine.make_collective_group = [make = machine.make_collective_group](const std::vector<int>& devices) {
-            return std::make_shared<HalfAsF64Collectives>(make(devices));
-          };
-        backend = std::make_unique<SimBackend>(std::move(machine), o);
-        s4u::Actor::create("driver", p.cpu_host(0), [&, batch = symmetric ? batch_per_device * simulated : batch_global] {
-          drive(*backend, c, build_model, batch, [&p] { p.reset_link_usage(); }, m);
-        });
-      },
-      [&](sim::Platform& p) {
-        if (!m.error.empty()) throw std::runtime_error(m.error);
-        StepReport r;
-        r.source = "predicted";
-        r.backend = "sim";
-        r.hardware = hw.name;
-        r.model = c.model_name;
-        r.strategy = strategy_kind_name(c.strategy);
-        r.devices = c.devices;
-        r.nodes = c.nodes;
-        r.dtype = std::string(dtype_name(c.dtype));
-        if (c.precision) r.precision = std::string(precision_name(*c.precision));
-        r.batch_global = batch_global * c.accumulate;
-        if (c.accumulate > 1) r.accumulate = c.accumulate;
-        r.batch_per_device = batch_per_device;
-        r.out_of_memory = m.oom;
-        r.warnings = m.warnings;
-        if (c.checkpoint_layers > 0)
-          r.warnings.push_back(fmt::format(
-              "activation checkpointing, {} layer(s) per segment (torch.utils.checkpoint.checkpoint_sequential: the "
-              "last segment is not checkpointed): each checkpointed segment keeps its input and runs its forward again "
-              "in backward",
-              c.checkpoint_layers));
-        if (c.comm_hook.kind == CommHook::powersgd)
-          r.warnings.push_back(fmt::format(
-              "comm hook {}: PowerSGD's steady state (past start_powerSGD_iter, warm start, error feedback); the twin "
-              "runs each bucket's Q phase (orthogonalise P, Q = M^T P, all-reduce Q) after backward, not as P's "
-              "all-reduce completes",
-              comm_hook_name(c.comm_hook)));
-        else if (c.comm_hook.kind != CommHook::none)
-          r.warnings.push_back(fmt::format("comm hook {}: buckets all-reduced in {} with a cast kernel before and after",
-                                           comm_hook_name(c.comm_hook), dtype_name(*comm_hook_wire_dtype(c.comm_hook.kind))));
-        for (int i = 0; i < backend->device_count(); ++i) {
-          SimDevice& d = backend->sim_device(i);
-          DeviceReport dr;
-          dr.device = d.name();
-          dr.peak_memory_bytes = d.memory().peak_bytes();
-          const auto at_peak = d.memory().breakdown_at_peak();
-          for (int k = 0; k < kMemoryCategoryCount; ++k)
-            if (at_peak[static_cast<size_t>(k)] > 0)
-              dr.memory_breakdown_bytes[memory_category_name(static_cast<MemoryCategory>(k))] = at_peak[static_cast<size_t>(k)];
-          dr.capacity_bytes = d.capacity_bytes();
-          if (!m.accounts.empty())
-            dr.busy_s = m.accounts[static_cast<size_t>(i)].compute_busy_s + m.accounts[static_cast<size_t>(i)].optimizer_busy_s;
-          r.devices_detail.push_back(std::move(dr));
-        }
-        // Symmetric ranks: only the simulated ranks' details go to the parent, which
-        // copies them for every other node (expand_symmetric_devices).
-        if (symmetric) r.simulated_devices = simulated;
-        auto result = [&] {
-          // The links travel as text lines, not in the JSON document: at 32,768 GPUs
-          // there are ~260,000, and their JSON tree took ~300 MiB in each process.
-          std::vector<LinkReport> links = std::move(r.links);
-          r.links.clear();
-          std::string out = nlohmann::json{{"report", step_report_to_json(r)},
-                                           {"dispatch_total_s", m.dispatch_total_s},
-                                           {"communication_total_s", m.communication_total_s}}
-                                .dump();
-          out += '\n';
-          for (const auto& l : links) fmt::format_to(std::back_inserter(out), "{}\t{}\t{}\t{}\n", l.bytes, l.busy_s, l.utilisation, l.name);
-          return out;
-        };
-        if (m.oom) return result();
-        // Interference: the compute that overlapped NCCL kernels ran slower by the SMs and
-        // bandwidth they held; the slowest device's loss lengthens the step.
-        Seconds interference = 0;
-        for (const auto& a : m.accounts) interference = std::max(interference, a.interference_s);
-        const Seconds step = m.t1 - m.t0 + interference;
-        r.step_time_s = step;
-        r.throughput_samples_per_s = static_cast<double>(batch_global) / step;
-        // The breakdown of the device with the most work (GPU 0 under DataParallel).
-        const auto busiest = std::max_element(m.accounts.begin(), m.accounts.end(), [](auto& a, auto& b) {
-          return a.compute_busy_s + a.optimizer_busy_s < b.compute_busy_s + b.optimizer_busy_s;
-        });
-        r.breakdown_s = {busiest->compute_busy_s, busiest->exposed_comm_s, busiest->idle_other_s,
-                         busiest->optimizer_busy_s, interference};
-        for (const auto& u : p.link_usage())
-          r.links.push_back({u.link, u.bytes, u.busy_s, std::min(1.0, u.busy_s / step)});
-        if (!c.trace_path.empty()) {
-          trace.keep_window(m.t0, m.t1);
-          trace.write(c.trace_path);
-          r.trace = c.trace_path;
-        }
-        return result();
-      });
-  const size_t json_end = text.find('\n');
-  const auto j = nlohmann::json::parse(text.substr(0, json_end));
-  PredictDetail out{step_report_from_json(j.at("report"), "predict child"), j.at("dispatch_total_s").get<double>(),
-                    j.at("communication_total_s").get<double>()};
-  out.report.links = parse_link_lines(text, json_end == std::string::npos ? text.size() : json_end + 1);
-  if (out.report.simulated_devices) expand_symmetric_devices(out.report, c.devices);
-  return out;
+  auto setup = [&](sim::Platform& p) {
+    SimMachine machine = sim_machine_from_platform(p, simulated_gpus);
+    if (symmetric) make_groups_symmetric(machine, p, gpus, simulated);
+    if (fault_active(Fault::predict_half_wire_as_f64))
+      machine.make_collective_group = [make = machine.make_collective_group](const std::vector<int>& devices) {
+        return std::make_shared<HalfAsF64Collectives>(make(devices));
+      };
+    SimBackendOptions o = backend_options(c, trace);
+    if (symmetric) o.symmetric_world = c.devices;
+    backend = std::make_unique<SimBackend>(std::move(machine), o);
+    s4u::Actor::create("driver", p.cpu_host(0), [&] {
+      drive(*backend, c, build_model, driver_batch, [&p] { p.reset_link_usage(); }, m);
+    });
+  };
+  auto finish = [&](sim::Platform& p) {
+    if (!m.error.empty()) throw std::runtime_error(m.error);
+    StepReport r = report_of_config(hw, c, batch_global, batch_per_device, m);
+    add_device_details(r, *backend, m);
+    // Symmetric ranks: only the simulated ranks' details go to the parent, which copies
+    // them for every other node (expand_symmetric_devices).
+    if (symmetric) r.simulated_devices = simulated;
+    if (m.oom) return child_result(r, m);
+    add_step_timing(r, m, p, batch_global);
+    if (!c.trace_path.empty()) {
+      trace.keep_window(m.t0, m.t1);
+      trace.write(c.trace_path);
+      r.trace = c.trace_path;
+    }
+    return child_result(r, m);
+  };
+  return parse_child_result(sim::run_simulation(hw, setup, finish), c.devices);
 }
 
 }  // namespace

@@ -361,7 +361,8 @@ std::string run_simulation(const HardwareSpec& hw, const std::function<void(Plat
                                                       "latency or bandwidth can cause this)",
                                                       max_events, simgrid::s4u::Engine::get_clock()));
     });
-    auto platform = Platform::build(*engine, hw);
+    // Nor is the platform: at 32,768 GPUs freeing its route tables took 2 % of a prediction.
+    Platform* platform = Platform::build(*engine, hw).release();
     setup(*platform);
     engine->run();
     return finish(*platform);

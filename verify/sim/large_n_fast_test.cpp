@@ -148,50 +148,6 @@ TEST(LargeNFast, PrefixSweptLoadsEqualTheirOwnIncidence) {
   EXPECT_TRUE(result.is<rc::detail::SuccessResult>()) << why.str();
 }
 
-// Invariant: the sweep with its links split between W threads gives every incidence the
-// load the one-thread sweep gives it, bit for bit (each link is swept whole by one
-// worker), for any prefix and any W, more workers than links included.
-void check_split_sweep_equals_one_worker() {
-  const int transfers = *rc::gen::inRange(2, 80);
-  const int links = *rc::gen::inRange(2, 12);
-  const LinkIncidence inc = random_incidence(transfers, links);
-  const int prefix = *rc::gen::inRange(1, transfers + 1);
-  const int workers = *rc::gen::inRange(2, 16);
-  std::vector<double> start(static_cast<size_t>(transfers)), end(start.size()), weight(start.size());
-  for (int i = 0; i < transfers; ++i) {
-    start[i] = *rc::gen::inRange(0, 20) * 0.5e-6;
-    end[i] = start[i] + *rc::gen::inRange(0, 10) * 0.5e-6;
-    weight[i] = *rc::gen::inRange(1, 1000) * 1e6;
-  }
-  std::vector<double> one, split;
-  overlap_loads_prefix_workers(inc, prefix, start, end, weight, one, 1);
-  overlap_loads_prefix_workers(inc, prefix, start, end, weight, split, workers);
-  RC_ASSERT(one.size() == split.size());
-  for (size_t k = 0; k < one.size(); ++k) {
-    RC_LOG() << "incidence " << k << ": one worker " << one[k] << ", " << workers << " workers " << split[k] << "\n";
-    RC_ASSERT(one[k] == split[k]);
-  }
-}
-
-TEST(LargeNFast, SplitSweepEqualsOneWorker) {
-  const auto result = run_property([] { check_split_sweep_equals_one_worker(); }, 300);
-  std::ostringstream why;
-  rc::detail::printResultMessage(result, why);
-  EXPECT_TRUE(result.is<rc::detail::SuccessResult>()) << why.str();
-}
-
-TEST(LargeNFast, PlantedBugSplitSweepSkipsALinkIsCaught) {
-  const ScopedFault planted(Fault::large_n_sweep_split_skips_link);
-  const auto result = run_property([] { check_split_sweep_equals_one_worker(); }, 300);
-  EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
-}
-
-TEST(LargeNFast, SplitSweepRejectsZeroWorkers) {
-  const LinkIncidence inc = link_incidence({});
-  std::vector<double> out;
-  EXPECT_THROW(overlap_loads_prefix_workers(inc, 0, {}, {}, {}, out, 0), std::invalid_argument);
-}
-
 // ---- the cached dispatch against each call afresh ---------------------------------------------
 
 struct Cluster {
@@ -263,7 +219,8 @@ Seconds time_by_definition(const Platform& p, const std::vector<int>& gpus, cons
 // Invariant: a sequence of calls through the large-N dispatch (which keeps ring orders,
 // folded ring steps, tree heads and traffic shapes from call to call) times each call
 // and accounts its traffic exactly as the definition computed afresh for that call does:
-// times to 1e-12 relative (the same arithmetic), bytes exactly. Calls differ in op, size,
+// times to 1e-12 relative (the same arithmetic), bytes exactly; and the platform's link
+// counters (link_usage, summed by dense link id) hold every call's bytes, link by link. Calls differ in op, size,
 // root and channel count, as DDP's buckets and the parameter broadcast do.
 void check_dispatch_equals_definition(const Cluster& cluster) {
   const HardwareSpec hw = cluster_hardware(cluster);
@@ -284,6 +241,7 @@ void check_dispatch_equals_definition(const Cluster& cluster) {
     for (int g = 0; g < n; ++g) gpus[static_cast<size_t>(g)] = g;
     CollectiveSettings s;
     nlohmann::json rows = nlohmann::json::array();
+    std::map<std::string, Bytes> fresh_total;  // every call's traffic by definition, by link name
     for (size_t i = 0; i < calls.size(); ++i)
       for (auto algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree}) {
         const CollectiveCall& call = calls[i];
@@ -299,16 +257,25 @@ void check_dispatch_equals_definition(const Cluster& cluster) {
           if (b != 0) fast_bytes[l->get_name()] += b;
         auto fresh_bytes = traffic_by_definition(*p, gpus, call, plan);
         for (auto it = fresh_bytes.begin(); it != fresh_bytes.end();) it = it->second == 0 ? fresh_bytes.erase(it) : ++it;
+        p->account_pattern(std::make_shared<const LinkBytes>(large_n_traffic(*p, gpus, call, plan, s)));
+        for (const auto& [name, b] : fresh_bytes) fresh_total[name] += b;
         rows.push_back({{"call", fmt::format("{} {} of {} on {} channels", collective_algorithm_name(algo),
                                              collective_op_name(call.op), call.count, plan.channels)},
                         {"fast", fast},
                         {"fresh", fresh},
                         {"traffic_equal", fast_bytes == fresh_bytes}});
       }
+    // The platform's counters (summed by dense link id) against the same sums by name.
+    std::map<std::string, Bytes> usage;
+    for (const auto& u : p->link_usage())
+      if (u.bytes != 0) usage[u.link] += u.bytes;
+    rows.push_back({{"usage_equal", usage == fresh_total}});
     engine.release();  // the child exits next; SimGrid needs no teardown
     return rows.dump();
   });
-  const auto rows = nlohmann::json::parse(out);
+  auto rows = nlohmann::json::parse(out);
+  RC_ASSERT(rows.back().at("usage_equal").get<bool>());
+  rows.erase(rows.size() - 1);
   RC_ASSERT(rows.size() >= calls.size());
   for (const auto& row : rows) {
     const double fast = row.at("fast"), fresh = row.at("fresh");
@@ -335,6 +302,14 @@ TEST(LargeNFast, CachedDispatchEqualsEachCallAfresh) {
   std::ostringstream why;
   rc::detail::printResultMessage(result, why);
   EXPECT_TRUE(result.is<rc::detail::SuccessResult>()) << why.str();
+}
+
+// The dense link ids (Platform::link_id) behind traffic shapes, incidences and link_usage:
+// a split-duplex link's two directions sharing one id merges their bytes.
+TEST(LargeNFast, PlantedBugLinkIdsSharedByDirectionsIsCaught) {
+  const ScopedFault planted(Fault::platform_link_ids_shared_by_directions);
+  const auto result = run_property([] { check_dispatch_equals_definition(*gen_cluster()); }, 8);
+  EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
 }
 
 TEST(LargeNFast, PlantedBugCacheKeyWithoutChannelsIsCaught) {

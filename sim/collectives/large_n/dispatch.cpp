@@ -134,17 +134,17 @@ TreeEstimator& tree_of(RankSet& set, const Platform& p, const std::vector<int>& 
 TrafficShape traffic_shape(const Platform& p,
                            const std::vector<std::vector<std::pair<const sg4::Host*, const sg4::Host*>>>& per_channel) {
   TrafficShape shape;
-  std::unordered_map<const sg4::Link*, size_t> index;
+  LinkIndexer index(&p);  // first-met order, as shape.links lists them
   shape.crossings.resize(per_channel.size());
   for (size_t c = 0; c < per_channel.size(); ++c)
     for (const auto& [a, b] : per_channel[c])
       for (const auto* l : p.route(a, b).links) {
-        auto [it, added] = index.try_emplace(l, shape.links.size());
+        const auto [i, added] = index.index(l);
         if (added) {
           shape.links.push_back(l);
           for (auto& row : shape.crossings) row.push_back(0);
         }
-        ++shape.crossings[c][it->second];
+        ++shape.crossings[c][static_cast<size_t>(i)];
       }
   shape.total_crossings.assign(shape.links.size(), 0);
   for (const auto& row : shape.crossings)

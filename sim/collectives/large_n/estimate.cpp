@@ -210,7 +210,7 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
     }
     if (q == 0) h->per_piece = added;
   }
-  h->links = link_incidence_repeated(routes, m);
+  h->links = link_incidence_repeated(routes, m, &p);
   return h;
 }
 
@@ -230,7 +230,7 @@ ChainLinks chain_links(const Platform& p, const std::vector<int>& gpus, const st
   out.hops = static_cast<int>(gpus.size()) - 1;
   for (const auto& o : chains)
     for (int q = 0; q < out.hops; ++q) out.routes.push_back(&p.route(host_of(p, gpus, o[q]), host_of(p, gpus, o[q + 1])));
-  out.links = link_incidence(out.routes);
+  out.links = link_incidence(out.routes, &p);
   return out;
 }
 

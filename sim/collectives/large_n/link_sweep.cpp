@@ -2,11 +2,8 @@
 #include "sim/collectives/large_n/link_sweep.hpp"
 
 #include <algorithm>
-#include <stdexcept>
-#include <thread>
 #include <utility>
 
-#include <fmt/format.h>
 
 #include "engine/core/fault_injection.hpp"
 
@@ -18,9 +15,9 @@ namespace {
 void group_by_link(LinkIncidence& inc);
 }  // namespace
 
-LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes) {
+LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes, const Platform* platform) {
   LinkIncidence inc;
-  std::unordered_map<const sg4::Link*, int> id;
+  LinkIndexer id(platform);
   // Transfers share routes (a tree's pieces, a chain's channels): each route's link ids
   // are found once and kept as a span of `route_ids`.
   std::unordered_map<const RouteInfo*, std::pair<int, int>> span_of;
@@ -35,9 +32,9 @@ LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes) {
     auto [it, fresh] = span_of.try_emplace(r, static_cast<int>(route_ids.size()), 0);
     if (fresh) {
       for (const sg4::Link* l : r->links) {
-        auto [lit, added] = id.try_emplace(l, static_cast<int>(inc.bandwidth.size()));
+        const auto [index, added] = id.index(l);
         if (added) inc.bandwidth.push_back(l->get_bandwidth());
-        route_ids.push_back(lit->second);
+        route_ids.push_back(index);
       }
       it->second.second = static_cast<int>(route_ids.size());
     }
@@ -53,8 +50,8 @@ LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes) {
   return inc;
 }
 
-LinkIncidence link_incidence_repeated(const std::vector<const RouteInfo*>& routes, int times) {
-  LinkIncidence inc = link_incidence(routes);
+LinkIncidence link_incidence_repeated(const std::vector<const RouteInfo*>& routes, int times, const Platform* platform) {
+  LinkIncidence inc = link_incidence(routes, platform);
   const int per_copy = inc.transfers();
   const int incidences = static_cast<int>(inc.link.size());
   inc.first.pop_back();
@@ -93,9 +90,14 @@ void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, c
 
 namespace {
 // The sweep of links [l_begin, l_end): writes the loads of their incidences (of the
-// first `transfers` transfers) into `out`, which no other range's incidences share.
-void sweep_links(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
-                 const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out,
+// first `transfers` transfers) into `out`.
+// A transfer's interval and weight side by side: the sweep reads them at random (by the
+// incidences' owners), and at 32,768 ranks three separate arrays cost three cache misses
+// per incidence instead of one.
+struct Interval {
+  double start, end, weight;
+};
+void sweep_links(const LinkIncidence& inc, int transfers, const std::vector<Interval>& iv, std::vector<double>& out,
                  int l_begin, int l_end, bool drop_own) {
   // Every interval's ends are breakpoints of F, so F there is the running integral when
   // the sweep reaches them: no search. The integral at a time counts the rate after the
@@ -118,17 +120,18 @@ void sweep_links(const LinkIncidence& inc, int transfers, const std::vector<doub
                                          inc.on.begin());
     if (e == b) continue;
     if (e - b == 1) {  // alone on its link: its own interval
-      const int k = inc.on[b], i = inc.owner[k];
-      out[k] = end[i] > start[i] && !drop_own ? weight[i] * (end[i] - start[i]) : 0.0;
+      const int k = inc.on[b];
+      const Interval& t = iv[static_cast<size_t>(inc.owner[k])];
+      out[k] = t.end > t.start && !drop_own ? t.weight * (t.end - t.start) : 0.0;
       continue;
     }
     events.clear();
     at_start.assign(static_cast<size_t>(e - b), 0.0);
     for (int q = b; q < e; ++q) {
-      const int i = inc.owner[inc.on[q]];
-      if (end[i] <= start[i]) continue;
-      events.push_back({start[i], weight[i], q, false});
-      events.push_back({end[i], -weight[i], q, true});
+      const Interval& t = iv[static_cast<size_t>(inc.owner[inc.on[q]])];
+      if (t.end <= t.start) continue;
+      events.push_back({t.start, t.weight, q, false});
+      events.push_back({t.end, -t.weight, q, true});
     }
     std::sort(events.begin(), events.end(), [](const Event& x, const Event& y) { return x.time < y.time; });
     double integral = 0, r = 0, last = events.empty() ? 0.0 : events.front().time;
@@ -138,7 +141,8 @@ void sweep_links(const LinkIncidence& inc, int transfers, const std::vector<doub
       if (ev.is_end) {
         const int k = inc.on[ev.q];
         out[k] = std::max(0.0, integral - at_start[static_cast<size_t>(ev.q - b)]);
-        if (drop_own) out[k] = std::max(0.0, out[k] + ev.change * (end[inc.owner[k]] - start[inc.owner[k]]));
+        const Interval& t = iv[static_cast<size_t>(inc.owner[k])];
+        if (drop_own) out[k] = std::max(0.0, out[k] + ev.change * (t.end - t.start));
       } else {
         at_start[static_cast<size_t>(ev.q - b)] = integral;
       }
@@ -149,46 +153,16 @@ void sweep_links(const LinkIncidence& inc, int transfers, const std::vector<doub
 
 void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
                           const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out) {
-  const size_t incidences = transfers >= inc.transfers() ? inc.link.size() : static_cast<size_t>(inc.first[transfers]);
-  const int workers = incidences >= kSweepParallelMinIncidences
-                          ? static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, kSweepMaxWorkers))
-                          : 1;
-  overlap_loads_prefix_workers(inc, transfers, start, end, weight, out, workers);
-}
-
-void overlap_loads_prefix_workers(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
-                                  const std::vector<double>& end, const std::vector<double>& weight,
-                                  std::vector<double>& out, int workers) {
-  if (workers < 1) throw std::invalid_argument(fmt::format("overlap_loads_prefix_workers: {} workers", workers));
   // Only the prefix's incidences (the first first[transfers]) get a load: at 32,768 ranks
   // the whole head has ~10^7 incidences, and zeroing arrays that long on every call was
   // a tenth of a prediction's time.
   const int prefix_end = transfers >= inc.transfers() ? static_cast<int>(inc.link.size()) : inc.first[transfers];
   out.assign(static_cast<size_t>(prefix_end), 0.0);
   const bool drop_own = fault_active(Fault::large_n_sweep_drops_own);  // planted: the transfer's own bytes left out
-  const int links = inc.links();
-  workers = std::min(workers, std::max(links, 1));
-  if (workers == 1) return sweep_links(inc, transfers, start, end, weight, out, 0, links, drop_own);
-  // Contiguous link ranges of about equal incidence counts (the whole lists: a bound on
-  // the prefix's).
-  std::vector<int> bound{0};
-  const double per_worker = static_cast<double>(inc.on.size()) / workers;
-  for (int w = 1; w < workers; ++w) {
-    const auto at = static_cast<int>(per_worker * w);
-    int l = static_cast<int>(std::upper_bound(inc.on_first.begin(), inc.on_first.end() - 1, at) - inc.on_first.begin());
-    l = std::clamp(l, bound.back(), links);
-    bound.push_back(l);
-  }
-  bound.push_back(links);
-  // Planted: every range but the first starts one link late (that link's loads stay 0).
-  const int skip = fault_active(Fault::large_n_sweep_split_skips_link) ? 1 : 0;
-  std::vector<std::thread> threads;
-  for (int w = 1; w < workers; ++w)
-    threads.emplace_back([&, w] {
-      sweep_links(inc, transfers, start, end, weight, out, std::min(bound[w] + skip, bound[w + 1]), bound[w + 1], drop_own);
-    });
-  sweep_links(inc, transfers, start, end, weight, out, bound[0], bound[1], drop_own);
-  for (auto& t : threads) t.join();
+  const size_t n = static_cast<size_t>(std::min(transfers, inc.transfers()));
+  std::vector<Interval> iv(n);
+  for (size_t i = 0; i < n; ++i) iv[i] = {start[i], end[i], weight[i]};
+  sweep_links(inc, transfers, iv, out, 0, inc.links(), drop_own);
 }
 
 void overlap_loads_pairwise(const LinkIncidence& inc, const std::vector<double>& start,

@@ -30,12 +30,15 @@ struct LinkIncidence {
   int links() const { return static_cast<int>(bandwidth.size()); }
 };
 
-// The incidence of transfers whose routes are `routes` (one per transfer).
-LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes);
+// The incidence of transfers whose routes are `routes` (one per transfer). Link ids are
+// given in first-met order; `platform`, when given, is the one the routes' links belong
+// to, whose dense link ids replace a hash map (LinkIndexer: the same ids).
+LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes, const Platform* platform = nullptr);
 // The incidence of `routes` listed `times` times over (transfer i of copy q at
 // i + q x routes.size()): what link_incidence gives for that list, with each route's
 // links looked up once (a tree head's pieces all cross the same edges).
-LinkIncidence link_incidence_repeated(const std::vector<const RouteInfo*>& routes, int times);
+LinkIncidence link_incidence_repeated(const std::vector<const RouteInfo*>& routes, int times,
+                                      const Platform* platform = nullptr);
 
 // For every incidence k (transfer i = owner[k] on link l = link[k]): sum over the
 // transfers o on l of weight[o] x the length of [start[i], end[i]] ∩ [start[o], end[o]]
@@ -48,18 +51,6 @@ void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, c
 // the prefix's incidences only (first[transfers] entries).
 void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
                           const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out);
-
-// The same with the links split between `workers` threads (contiguous ranges of about
-// equal incidence counts; std::invalid_argument below 1). Each link is swept as one
-// worker sweeps it, so the loads are the same to the bit for any count.
-// overlap_loads_prefix uses every core (at most kSweepMaxWorkers) from
-// kSweepParallelMinIncidences prefix incidences on: at 32,768 ranks a tree head's sweep
-// has ~10^7 and was a fifth of a prediction's time.
-inline constexpr size_t kSweepParallelMinIncidences = size_t{1} << 16;
-inline constexpr unsigned kSweepMaxWorkers = 4;
-void overlap_loads_prefix_workers(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
-                                  const std::vector<double>& end, const std::vector<double>& weight,
-                                  std::vector<double>& out, int workers);
 
 // The same sums pairwise: the definition, kept for the property test that checks the
 // sweep against it. Cost: the sum over links of the square of their transfer counts.
