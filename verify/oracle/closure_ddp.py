@@ -4,8 +4,9 @@ TCP, one thread per process) against the step PyTorch measures on this machine.
 For each model of MODELS (built by scenarios/profile/examples/models.py, one copy of
 the code for dptwin_profile's examples and this test):
   1. profile it with dptwin_profile on the CPU (this process, one thread), at each
-     per-rank batch used below, while a second process runs the same steps on the other
-     core as the other rank will (--profile-alone: without it);
+     per-rank batch used below, while a second process profiles the same steps on the
+     other core, every step started with this one's, as the other rank will run them
+     (--profile-alone: without it);
   2. predict its 2-rank DDP step with `dptwin predict` on the host platform
      scenarios/hardware/host-cpu-gloo.yaml (gloo's ring over loopback TCP; rates from
      verify/oracle/host_microbench.py, never from a DDP run);
@@ -35,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 try:
@@ -80,41 +82,41 @@ def configs(name):
 
 # ---- 1. profile -----------------------------------------------------------------------------------
 
-def _corun(name, batch, ready, stop):
-    """The other worker's load while one is profiled: the same training steps, no communication."""
-    torch.set_num_threads(1)
-    model, (x, y), loss_fn = build(name, batch)
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    steps = 0
-    while not stop.is_set():
-        opt.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
-        opt.step()
-        steps += 1
-        if steps == 2:
-            ready.set()
-
-
-def profile_model(name, batch, out_dir, steps, warmup, corun=True):
-    """Profiles on this process's core; with corun, while a second process runs the same
-    steps on the other core, as the other DDP rank does (on this VM two busy cores each run
-    slower than one alone: host_microbench.py --corun measures it)."""
+def _profile_once(name, batch, steps, warmup, before_step):
     import dptwin_profile
     torch.set_num_threads(1)
+    model, data, loss_fn = build(name, batch)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    return dptwin_profile.profile(model, data, loss_fn, opt, steps=steps, warmup=warmup, name=f"closure-{name}",
+                                  gpu_model=HOST_GPU_MODEL, before_step=before_step)
+
+
+def _corun(name, batch, steps, warmup, barrier, source_dir):
+    """The other rank's load while one is profiled: the same profiled steps, started together."""
+    sys.path.insert(0, os.path.join(source_dir, "scenarios", "profile"))
+    try:
+        _profile_once(name, batch, steps, warmup, barrier.wait)
+    except threading.BrokenBarrierError:  # the profiled process failed and let go
+        pass
+
+
+def profile_model(name, batch, out_dir, steps, warmup, source_dir, corun=True):
+    """Profiles on this process's core; with corun, while a second process profiles the same
+    steps on the other core, each step started together (a barrier), as the two DDP ranks run
+    them: on this VM two busy cores each run slower than one alone (host_microbench.py
+    --corun), and by how much depends on what the other core runs at the same moment. In
+    step, both run the same op at once, as in DDP; a free-running second process (the earlier
+    harness) overlapped random phases and left the slowdown to chance."""
     ctx = mp.get_context("spawn")
-    ready, stop = ctx.Event(), ctx.Event()
-    other = ctx.Process(target=_corun, args=(name, batch, ready, stop)) if corun else None
+    barrier = ctx.Barrier(2, timeout=120)
+    other = ctx.Process(target=_corun, args=(name, batch, steps, warmup, barrier, source_dir)) if corun else None
     if other:
         other.start()
-        ready.wait(timeout=120)
     try:
-        model, data, loss_fn = build(name, batch)
-        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-        prof = dptwin_profile.profile(model, data, loss_fn, opt, steps=steps, warmup=warmup,
-                                      name=f"closure-{name}", gpu_model=HOST_GPU_MODEL)
+        prof = _profile_once(name, batch, steps, warmup, barrier.wait if other else None)
     finally:
         if other:
-            stop.set()
+            barrier.abort()
             other.join(timeout=60)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, f"{name}-b{batch}.yaml")
@@ -229,7 +231,7 @@ def main():
                     b = max(batches)
                     if b not in profiles:
                         profiles[b] = profile_model(name, b, os.path.join(tmp, f"round{rnd}"), steps, warmup,
-                                                    corun=not args.profile_alone)
+                                                    args.source_dir, corun=not args.profile_alone)
                     pred, contention = predict(args.dptwin, hardware, profiles[b], b, cap)
                     s = samples.setdefault((name, label), {"predicted": [], "contention": [], "measured": []})
                     s["predicted"].append(pred)

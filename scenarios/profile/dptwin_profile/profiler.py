@@ -310,11 +310,15 @@ def _scale_to_totals(layers, forward_s, backward_s):
 
 
 def profile(model, batch, loss_fn, optimizer=None, *, steps=10, warmup=3, device=None, name=None,
-            gpu_model=None):
+            gpu_model=None, before_step=None):
     """Profiles `model` on `batch` = (inputs, targets) with `loss_fn(model(inputs), targets)`
     and `optimizer` (default AdamW over the trainable parameters, PyTorch's defaults).
-    The model and batch must already be on `device` (default: where the parameters are)."""
+    The model and batch must already be on `device` (default: where the parameters are).
+    before_step, when given, is called with no arguments before each warm-up and timed step,
+    outside the timing (e.g. a barrier that keeps another process's steps in step with these)."""
     x = _check_inputs(model, batch, loss_fn, optimizer)
+    if before_step is not None and not callable(before_step):
+        raise ProfileError(f"before_step is a {type(before_step).__name__}, not callable")
     if steps < 1 or warmup < 0:
         raise ProfileError(f"steps must be >= 1 and warmup >= 0, got steps={steps} warmup={warmup}")
     params = list(model.parameters())  # registration order, shared (tied) tensors once
@@ -341,6 +345,8 @@ def profile(model, batch, loss_fn, optimizer=None, *, steps=10, warmup=3, device
         rec.census = False
         step_s, opt_s, fwd_total, bwd_total = [], [], [], []
         for i in range(warmup + steps):
+            if before_step is not None:
+                before_step()
             rec.events = []
             marks = _step(model, inputs, targets, loss_fn, optimizer, rec, clock)
             clock.sync()
