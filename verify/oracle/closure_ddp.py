@@ -29,6 +29,7 @@ one round's outlier once put a row outside the tolerance.
 usage: closure_ddp.py DPTWIN SOURCE_DIR [--check] [--quick] [--rounds 3] [--tolerance 0.6] [--json FILE]
 exit: 0 within tolerance (or not judged), 1 outside, 2 bad usage."""
 import argparse
+import concurrent.futures
 import json
 import os
 import socket
@@ -36,7 +37,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 try:
@@ -82,46 +82,23 @@ def configs(name):
 
 # ---- 1. profile -----------------------------------------------------------------------------------
 
-def _profile_once(name, batch, steps, warmup, before_step):
+def profile_model(name, batch, path, steps, warmup, corun):
+    """Profiles on this rank's core; with corun, while the other rank profiles the same steps
+    on the other core, each step started together (a barrier), as the two DDP ranks run them:
+    on this VM two busy cores each run slower than one alone (host_microbench.py --corun), by
+    an amount that depends on what the other core runs at the same moment. In step, both run
+    the same op at once, as in DDP; a free-running second process (the earlier harness)
+    overlapped random phases and left the slowdown to chance. Rank 0 writes its profile to
+    `path`; without corun rank 1 waits."""
     import dptwin_profile
-    torch.set_num_threads(1)
+    if dist.get_rank() == 1 and not corun:
+        return
     model, data, loss_fn = build(name, batch)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    return dptwin_profile.profile(model, data, loss_fn, opt, steps=steps, warmup=warmup, name=f"closure-{name}",
-                                  gpu_model=HOST_GPU_MODEL, before_step=before_step)
-
-
-def _corun(name, batch, steps, warmup, barrier, source_dir):
-    """The other rank's load while one is profiled: the same profiled steps, started together."""
-    sys.path.insert(0, os.path.join(source_dir, "scenarios", "profile"))
-    try:
-        _profile_once(name, batch, steps, warmup, barrier.wait)
-    except threading.BrokenBarrierError:  # the profiled process failed and let go
-        pass
-
-
-def profile_model(name, batch, out_dir, steps, warmup, source_dir, corun=True):
-    """Profiles on this process's core; with corun, while a second process profiles the same
-    steps on the other core, each step started together (a barrier), as the two DDP ranks run
-    them: on this VM two busy cores each run slower than one alone (host_microbench.py
-    --corun), and by how much depends on what the other core runs at the same moment. In
-    step, both run the same op at once, as in DDP; a free-running second process (the earlier
-    harness) overlapped random phases and left the slowdown to chance."""
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(2, timeout=120)
-    other = ctx.Process(target=_corun, args=(name, batch, steps, warmup, barrier, source_dir)) if corun else None
-    if other:
-        other.start()
-    try:
-        prof = _profile_once(name, batch, steps, warmup, barrier.wait if other else None)
-    finally:
-        if other:
-            barrier.abort()
-            other.join(timeout=60)
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, f"{name}-b{batch}.yaml")
-    prof.write(path)
-    return path
+    prof = dptwin_profile.profile(model, data, loss_fn, opt, steps=steps, warmup=warmup, name=f"closure-{name}",
+                                  gpu_model=HOST_GPU_MODEL, before_step=dist.barrier if corun else None)
+    if dist.get_rank() == 0:
+        prof.write(path)
 
 
 # ---- 2. predict -----------------------------------------------------------------------------------
@@ -139,14 +116,14 @@ def predict(dptwin, hardware, model_file, batch, cap_mb):
 
 # ---- 3. measure real DDP ----------------------------------------------------------------------------
 
-def _ddp_worker(rank, port, name, cfgs, steps, warmup, queue):
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+def measure_ddp(name, cfgs, steps, warmup):
+    """Median step of each configuration on this rank (rank 0's is the step: each step ends on
+    both ranks together, at its last all-reduce)."""
     # Every configuration's DDP model at once, their steps interleaved, so that a busy spell
     # of the machine falls on all configurations alike.
     runs = []
     for label, cap, batches in cfgs:
-        model, (x, y), loss_fn = build(name, batches[rank])
+        model, (x, y), loss_fn = build(name, batches[dist.get_rank()])
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=cap)
         runs.append((label, ddp, torch.optim.SGD(ddp.parameters(), lr=1e-3), x, y, loss_fn, []))
     for _ in range(warmup + steps):
@@ -157,26 +134,48 @@ def _ddp_worker(rank, port, name, cfgs, steps, warmup, queue):
             loss_fn(ddp(x), y).backward()
             opt.step()
             times.append(time.perf_counter() - t0)
-    # Each step ends on both ranks together (its last all-reduce), so rank 0's median is the step.
-    results = [(run[0], statistics.median(run[-1][warmup:])) for run in runs]
-    if rank == 0:
-        queue.put(results)
-    dist.barrier()
-    dist.destroy_process_group()
+    return {run[0]: statistics.median(run[-1][warmup:]) for run in runs}
 
 
-def measure_ddp(name, cfgs, steps, warmup):
+def _rank(rank, port, source_dir, plan, queue):
+    """One of the two worker processes: every round's profiles and DDP measurements, in the
+    order of `plan`, in one process per rank (spawning and importing torch anew for each
+    took most of the test's time)."""
+    torch.set_num_threads(1)
+    sys.path.insert(0, os.path.join(source_dir, "scenarios", "profile"))
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        for what, args in plan:
+            if what == "profile":
+                profile_model(*args)
+            else:
+                measured = measure_ddp(*args[1:])
+                if rank == 0:
+                    queue.put((args[0], measured))
+    finally:
+        if rank == 0:
+            queue.put(None)
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def run_plan(source_dir, plan):
+    """Runs `plan` on two worker ranks; returns rank 0's measurements by key."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_ddp_worker, args=(r, port, name, cfgs, steps, warmup, queue)) for r in range(2)]
+    procs = [ctx.Process(target=_rank, args=(r, port, source_dir, plan, queue)) for r in range(2)]
     for p in procs:
         p.start()
-    results = dict(queue.get(timeout=600))
+    results = {}
+    while (item := queue.get(timeout=600)) is not None:
+        results[item[0]] = item[1]
     for p in procs:
         p.join(timeout=60)
+        if p.exitcode != 0:
+            raise RuntimeError(f"closure worker exited with {p.exitcode}")
     return results
 
 
@@ -222,21 +221,28 @@ def main():
     # each row is judged on the medians over rounds.
     samples = {}  # (name, label) -> {"cap", "predicted": [], "contention": [], "measured": []}
     with tempfile.TemporaryDirectory(prefix="dptwin-closure-") as tmp:
+        plan, jobs = [], []  # jobs: (round, name, label, cap, profile path, batch)
         for rnd in range(args.rounds):
             for name in names:
                 cfgs = configs(name)
-                measured = measure_ddp(name, cfgs, steps, warmup)
-                profiles = {}
+                plan.append(("measure", ((rnd, name), name, cfgs, steps, warmup)))
+                for b in sorted({max(batches) for _, _, batches in cfgs}):
+                    path = os.path.join(tmp, f"round{rnd}-{name}-b{b}.yaml")
+                    plan.append(("profile", (name, b, path, steps, warmup, not args.profile_alone)))
                 for label, cap, batches in cfgs:
                     b = max(batches)
-                    if b not in profiles:
-                        profiles[b] = profile_model(name, b, os.path.join(tmp, f"round{rnd}"), steps, warmup,
-                                                    args.source_dir, corun=not args.profile_alone)
-                    pred, contention = predict(args.dptwin, hardware, profiles[b], b, cap)
-                    s = samples.setdefault((name, label), {"predicted": [], "contention": [], "measured": []})
-                    s["predicted"].append(pred)
-                    s["contention"].append(contention)
-                    s["measured"].append(measured[label])
+                    jobs.append((rnd, name, label, cap, os.path.join(tmp, f"round{rnd}-{name}-b{b}.yaml"), b))
+        measured = run_plan(args.source_dir, plan)
+        t_measured = time.perf_counter()
+        # The predictions run after the measurements (they would disturb them), several at once:
+        # each is mostly the wait for its forked simulation.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            predictions = list(pool.map(lambda j: predict(args.dptwin, hardware, j[4], j[5], j[3]), jobs))
+        for (rnd, name, label, cap, path, b), (pred, contention) in zip(jobs, predictions):
+            s = samples.setdefault((name, label), {"predicted": [], "contention": [], "measured": []})
+            s["predicted"].append(pred)
+            s["contention"].append(contention)
+            s["measured"].append(measured[(rnd, name)][label])
     rows = []
     for (name, label), s in samples.items():
         pred, meas = statistics.median(s["predicted"]), statistics.median(s["measured"])
@@ -255,7 +261,7 @@ def main():
               f"{r['measured_s'] * 1e3:8.1f}ms {r['measured_spread'] * 100:6.0f}% {r['error'] * 100:+7.1f}% "
               f"{r['tolerance'] * 100:8.0f}%")
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} ({os.cpu_count()} cores); "
-          f"{time.perf_counter() - t_start:.0f} s; torch {torch.__version__}")
+          f"{time.perf_counter() - t_start:.0f} s ({t_measured - t_start:.0f} s measuring); torch {torch.__version__}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"rows": rows, "load_average_before": load_before, "load_average_after": load_after}, fh,
