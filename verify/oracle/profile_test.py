@@ -193,6 +193,22 @@ class BadInput(unittest.TestCase):
         with self.assertRaisesRegex(dptwin_profile.ProfileError, "not a torch.nn.Module"):
             dptwin_profile.profile(lambda x: x, (torch.zeros(2, 2), torch.zeros(2)), torch.nn.MSELoss())
 
+    def test_api_rejects_a_before_step_that_is_not_callable(self):
+        model, batch, loss_fn = models.mlp()
+        with self.assertRaisesRegex(dptwin_profile.ProfileError, "before_step is a int, not callable"):
+            dptwin_profile.profile(model, batch, loss_fn, before_step=3)
+
+    def test_before_step_runs_once_before_every_warm_up_and_timed_step(self):
+        # Invariant: before_step (the closure test's barrier) is called once per warm-up and
+        # timed step, each time before that step's forward: 2 warm-up + 3 timed = 5 calls,
+        # each followed by exactly one forward of the model.
+        model, batch, loss_fn = models.mlp()
+        log = []
+        model.register_forward_pre_hook(lambda m, a: log.append("forward"))
+        dptwin_profile.profile(model, batch, loss_fn, steps=3, warmup=2, before_step=lambda: log.append("before"))
+        timed = log[log.index("before"):]  # the census step runs first, unannounced
+        self.assertEqual(timed, ["before", "forward"] * 5)
+
     def test_unknown_config_family(self):
         with tempfile.TemporaryDirectory() as tmp:
             cfg = os.path.join(tmp, "config.json")
