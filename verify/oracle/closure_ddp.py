@@ -235,7 +235,7 @@ def main():
             return 2
     sys.path.insert(0, os.path.join(args.source_dir, "scenarios", "profile"))
     hardware = os.path.join(args.source_dir, "scenarios", "hardware", "host-cpu-gloo.yaml")
-    steps, warmup = (4, 1) if args.quick else (15, 3)
+    steps, warmup = (8, 2) if args.quick else (15, 3)
     load_before = os.getloadavg()
     t_start = time.perf_counter()
     # Rounds: each profiles and measures every configuration once, so that a busy spell of
