@@ -3,10 +3,10 @@ TCP, one thread per process) against the step PyTorch measures on this machine.
 
 For each model of MODELS (built by scenarios/profile/examples/models.py, one copy of
 the code for dptwin_profile's examples and this test):
-  1. profile it with dptwin_profile on the CPU (this process, one thread), at each
-     per-rank batch used below, while a second process profiles the same steps on the
-     other core, every step started with this one's, as the other rank will run them
-     (--profile-alone: without it);
+  1. profile it with dptwin_profile on the CPU (worker rank 0, one thread), at each
+     per-rank batch used below, while rank 1 profiles the same steps on the other core,
+     every step started together, as the two DDP ranks run them (--profile-alone: rank 1
+     idle);
   2. predict its 2-rank DDP step with `dptwin predict` on the host platform
      scenarios/hardware/host-cpu-gloo.yaml (gloo's ring over loopback TCP; rates from
      verify/oracle/host_microbench.py, never from a DDP run);
@@ -26,7 +26,11 @@ judged on the medians over rounds: single profiles and measurements on this shar
 machine vary by up to 2x (mlp's step measured 53.5 ms and 32.5 ms in one quick run), and
 one round's outlier once put a row outside the tolerance.
 
+Two worker processes (ranks 0 and 1 of one gloo group) run every round's profiles and DDP
+measurements; the predictions run after them.
+
 usage: closure_ddp.py DPTWIN SOURCE_DIR [--check] [--quick] [--rounds 3] [--tolerance 0.6] [--json FILE]
+                      [--models mlp,cnn_bn,blocks] [--profile-alone] [--boost]
 exit: 0 within tolerance (or not judged), 1 outside, 2 bad usage."""
 import argparse
 import concurrent.futures
@@ -218,9 +222,9 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset of " + ",".join(MODELS))
     ap.add_argument("--rounds", type=int, default=3, help="profile-and-measure rounds; rows judged on their medians")
     ap.add_argument("--json", help="write the rows here")
-    # Off by default: under load it keeps the profiles clean but not DDP's step, whose loopback
-    # TCP work the kernel may defer to its softirq threads at ordinary priority (at load 13-16
-    # the measured steps still spread 38-157 % over rounds, the profiles looked quiet).
+    # Off by default: at load 15 it kept the profiles near their quiet times but not DDP's
+    # steps (errors -24..-46 %, spreads over rounds up to 101 %), whose many hand-offs between
+    # threads and processes still wait on the busy cores.
     ap.add_argument("--boost", action="store_true",
                     help="raise the workers' priority where permitted (see raise_priority)")
     ap.add_argument("--profile-alone", action="store_true", help="profile without the second process")
