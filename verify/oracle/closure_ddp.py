@@ -34,6 +34,7 @@ usage: closure_ddp.py DPTWIN SOURCE_DIR [--check] [--quick] [--rounds 3] [--tole
 exit: 0 within tolerance (or not judged), 1 outside, 2 bad usage."""
 import argparse
 import concurrent.futures
+import datetime
 import json
 import os
 import socket
@@ -164,7 +165,9 @@ def _rank(rank, port, source_dir, plan, boost, queue):
     if boost:
         raise_priority()
     sys.path.insert(0, os.path.join(source_dir, "scenarios", "profile"))
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    # A rank left waiting by a failed peer gives up after 2 minutes instead of gloo's 30.
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=120))
     try:
         for what, args in plan:
             if what == "profile":
@@ -187,7 +190,9 @@ def run_plan(source_dir, plan, boost):
         port = s.getsockname()[1]
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_rank, args=(r, port, source_dir, plan, boost, queue)) for r in range(2)]
+    # Daemons: a rank stuck after its peer failed ends with this process.
+    procs = [ctx.Process(target=_rank, args=(r, port, source_dir, plan, boost, queue), daemon=True)
+             for r in range(2)]
     for p in procs:
         p.start()
     results = {}
