@@ -198,10 +198,11 @@ def run_plan(source_dir, plan, boost):
     results = {}
     while (item := queue.get(timeout=600)) is not None:
         results[item[0]] = item[1]
-    for p in procs:
+    for rank, p in enumerate(procs):
         p.join(timeout=60)
         if p.exitcode != 0:
-            raise RuntimeError(f"closure worker exited with {p.exitcode}")
+            state = "still running 60 s after the plan ended" if p.exitcode is None else f"exit {p.exitcode}"
+            raise RuntimeError(f"closure worker rank {rank} failed ({state}; its traceback is above)")
     return results
 
 
