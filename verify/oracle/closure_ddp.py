@@ -3,10 +3,10 @@ TCP, one thread per process) against the step PyTorch measures on this machine.
 
 For each model of MODELS (built by scenarios/profile/examples/models.py, one copy of
 the code for dptwin_profile's examples and this test):
-  1. profile it with dptwin_profile on the CPU (one thread) for each pair of local batches
-     used below: both worker ranks profile, each at its own batch, every step started
-     together, as the two DDP ranks run them; the rank with the larger batch writes the
-     profile (--profile-alone: the other rank idles);
+  1. profile it with dptwin_profile on the CPU (worker rank 0, one thread), at each
+     per-rank batch used below, while rank 1 profiles the same steps on the other core,
+     every step started together, as the two DDP ranks run them (--profile-alone: rank 1
+     idle);
   2. predict its 2-rank DDP step with `dptwin predict` on the host platform
      scenarios/hardware/host-cpu-gloo.yaml (gloo's ring over loopback TCP; rates from
      verify/oracle/host_microbench.py, never from a DDP run);
@@ -88,31 +88,23 @@ def configs(name):
 
 # ---- 1. profile -----------------------------------------------------------------------------------
 
-def profile_model(name, batches, path, steps, warmup, corun):
-    """Profiles each rank at its local batch of `batches`; with corun both ranks profile, each
-    step started together (a barrier), as the two DDP ranks run them: on this VM two busy
-    cores each run slower than one alone (host_microbench.py --corun), by an amount that
-    depends on what the other core runs at the same moment. In step, both run the same op at
-    once, as in DDP; a free-running second process (the earlier harness) overlapped random
-    phases and left the slowdown to chance. With uneven batches the smaller rank finishes
-    each step early, as it does in DDP, and the larger one runs its tail alone. The rank with
-    the larger batch writes its profile to `path` (the twin runs both ranks at it); without
-    corun the other rank waits."""
+def profile_model(name, batch, path, steps, warmup, corun):
+    """Profiles on this rank's core; with corun, while the other rank profiles the same steps
+    on the other core, each step started together (a barrier), as the two DDP ranks run them:
+    on this VM two busy cores each run slower than one alone (host_microbench.py --corun), by
+    an amount that depends on what the other core runs at the same moment. In step, both run
+    the same op at once, as in DDP; a free-running second process (the earlier harness)
+    overlapped random phases and left the slowdown to chance. Rank 0 writes its profile to
+    `path`; without corun rank 1 waits."""
     import dptwin_profile
-    rank = dist.get_rank()
-    writer = max(range(len(batches)), key=lambda r: batches[r])
-    if rank != writer and not corun:
+    if dist.get_rank() == 1 and not corun:
         return
-    model, data, loss_fn = build(name, batches[rank])
+    model, data, loss_fn = build(name, batch)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     prof = dptwin_profile.profile(model, data, loss_fn, opt, steps=steps, warmup=warmup, name=f"closure-{name}",
                                   gpu_model=HOST_GPU_MODEL, before_step=dist.barrier if corun else None)
-    if rank == writer:
+    if dist.get_rank() == 0:
         prof.write(path)
-
-
-def profile_path(tmp, rnd, name, batches):
-    return os.path.join(tmp, f"round{rnd}-{name}-b{'+'.join(str(b) for b in batches)}.yaml")
 
 
 # ---- 2. predict -----------------------------------------------------------------------------------
@@ -271,11 +263,12 @@ def main():
             for name in names:
                 cfgs = configs(name)
                 plan.append(("measure", ((rnd, name), name, cfgs, steps, warmup)))
-                for batches in sorted({batches for _, _, batches in cfgs}):
-                    plan.append(("profile", (name, batches, profile_path(tmp, rnd, name, batches), steps, warmup,
-                                             not args.profile_alone)))
+                for b in sorted({max(batches) for _, _, batches in cfgs}):
+                    path = os.path.join(tmp, f"round{rnd}-{name}-b{b}.yaml")
+                    plan.append(("profile", (name, b, path, steps, warmup, not args.profile_alone)))
                 for label, cap, batches in cfgs:
-                    jobs.append((rnd, name, label, cap, profile_path(tmp, rnd, name, batches), max(batches)))
+                    b = max(batches)
+                    jobs.append((rnd, name, label, cap, os.path.join(tmp, f"round{rnd}-{name}-b{b}.yaml"), b))
         measured = run_plan(args.source_dir, plan, args.boost)
         t_measured = time.perf_counter()
         # The predictions run after the measurements (they would disturb them), several at once:
