@@ -165,7 +165,12 @@ void kernel_sgd_step(const SgdOptions& o, bool first_step, Tensor& param, const 
                      Tensor* momentum_buffer) {
   require(param.numel() == grad.numel(), "sgd_step", "parameter and gradient sizes differ");
   Device& d = param.device();
-  d.submit({"sgd_step", OpKind::memory, 5.0 * param.numel(), 3 * param.size_bytes(), 2 * param.size_bytes()}, [&] {
+  // Reads the parameter and its gradient and writes the parameter; with momentum it also
+  // reads and writes the momentum buffer (torch.optim.SGD's update, one pass per tensor).
+  const Bytes buffer_bytes = momentum_buffer ? param.size_bytes() : 0;
+  d.submit({"sgd_step", OpKind::memory, 5.0 * param.numel(), 2 * param.size_bytes() + buffer_bytes,
+            param.size_bytes() + buffer_bytes},
+           [&] {
     d.kernels().sgd_step(param.dtype(), param.numel(), o, first_step, param.data(), grad.data(),
                          momentum_buffer ? momentum_buffer->data() : nullptr);
   });

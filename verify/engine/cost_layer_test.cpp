@@ -205,6 +205,25 @@ TEST(CostOnlyModel, TrainsAStepUnderTheSingleStrategyOnTheHost) {
   EXPECT_EQ(strategy->module().parameter_count(), model_parameter_count(desc));
 }
 
+TEST(SgdStep, ChargesTheBuffersTorchsUpdateTouches) {
+  // torch.optim.SGD without momentum reads the parameter and its gradient and writes the
+  // parameter (p.add_(grad, alpha=-lr)); with momentum it also reads and writes the
+  // momentum buffer. A 10-element f32 tensor is 40 bytes.
+  RecordingDevice dev;
+  Tensor p = Tensor::empty(dev, {10}, DType::f32, MemoryCategory::parameters);
+  Tensor g = Tensor::empty(dev, {10}, DType::f32, MemoryCategory::gradients);
+  Tensor buf = Tensor::empty(dev, {10}, DType::f32, MemoryCategory::optimizer_state);
+  kernel_sgd_step(SgdOptions{}, true, p, g, nullptr);
+  SgdOptions momentum;
+  momentum.momentum = 0.9;
+  kernel_sgd_step(momentum, true, p, g, &buf);
+  ASSERT_EQ(dev.ops.size(), 2u);
+  EXPECT_EQ(dev.ops[0].bytes_read, 80);
+  EXPECT_EQ(dev.ops[0].bytes_written, 40);
+  EXPECT_EQ(dev.ops[1].bytes_read, 120);
+  EXPECT_EQ(dev.ops[1].bytes_written, 80);
+}
+
 // A profiled layer (dptwin_profile): frozen weight, measured times per sample.
 LayerDescription profiled_block() {
   LayerDescription l = block();

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 DPTWIN, SOURCE = sys.argv[1], sys.argv[2]
@@ -167,6 +168,30 @@ class CommandLine(unittest.TestCase):
             self.assertIn("not MODULE:FN", r.stderr)
 
 
+class HookCost(unittest.TestCase):
+    # Invariant: the profile's forward and backward are those of the model without the
+    # profiler's hooks; the layers' times add up to them. Planted: each forward pre-hook
+    # made to cost 20 ms (6 modules: 120 ms per hooked forward, the plain one well under
+    # 1 ms); a profile whose totals came from the hooked steps reports over 120 ms.
+    def test_the_hooks_own_cost_stays_out_of_the_profile(self):
+        recorder = dptwin_profile.profiler._Recorder
+        original = recorder._pre
+
+        def slow_pre(self, m, args):
+            time.sleep(0.02)
+            return original(self, m, args)
+
+        recorder._pre = slow_pre
+        try:
+            model, batch, loss_fn = models.mlp()
+            prof = dptwin_profile.profile(model, batch, loss_fn, steps=3, warmup=1)
+        finally:
+            recorder._pre = original
+        self.assertLess(prof.forward_s, 0.06)
+        self.assertAlmostEqual(sum(layer.forward_s_median for layer in prof.layers), prof.forward_s, delta=1e-9)
+        self.assertAlmostEqual(sum(layer.backward_s_median for layer in prof.layers), prof.backward_s, delta=1e-9)
+
+
 class BadInput(unittest.TestCase):
     def cli(self, target):
         with tempfile.TemporaryDirectory() as tmp:
@@ -192,6 +217,22 @@ class BadInput(unittest.TestCase):
     def test_api_rejects_a_non_module(self):
         with self.assertRaisesRegex(dptwin_profile.ProfileError, "not a torch.nn.Module"):
             dptwin_profile.profile(lambda x: x, (torch.zeros(2, 2), torch.zeros(2)), torch.nn.MSELoss())
+
+    def test_api_rejects_a_before_step_that_is_not_callable(self):
+        model, batch, loss_fn = models.mlp()
+        with self.assertRaisesRegex(dptwin_profile.ProfileError, "before_step is a int, not callable"):
+            dptwin_profile.profile(model, batch, loss_fn, before_step=3)
+
+    def test_before_step_runs_once_before_every_warm_up_and_timed_step(self):
+        # Invariant: before_step (the closure test's barrier) is called once per warm-up and
+        # timed step, each time before that step's forward: 2 warm-up + 3 timed steps with
+        # hooks + 3 without = 8 calls, each followed by exactly one forward of the model.
+        model, batch, loss_fn = models.mlp()
+        log = []
+        model.register_forward_pre_hook(lambda m, a: log.append("forward"))
+        dptwin_profile.profile(model, batch, loss_fn, steps=3, warmup=2, before_step=lambda: log.append("before"))
+        timed = log[log.index("before"):]  # the census step runs first, unannounced
+        self.assertEqual(timed, ["before", "forward"] * 8)
 
     def test_unknown_config_family(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -8,9 +8,10 @@ attention: matmuls or saved tensors). Times come from a timeline of events:
 forward pre/post hooks of every layer, and in backward a hook on each layer's
 output that fires when its gradient arrives. Each gap between two events belongs
 to the layer running in it (forward: the innermost layer; glue between layers
-goes to the layer that follows; the loss to the last layer), so the layers' times
-add up to the measured forward and backward. CPU times are perf_counter, GPU
-times CUDA events.
+goes to the layer that follows; the loss to the last layer). Each hooked step is
+followed by the same step without hooks, and the layers' times are scaled to add up
+to the forward and backward of those (medians), so the hooks' own cost stays out.
+CPU times are perf_counter, GPU times CUDA events.
 """
 import statistics
 import time
@@ -299,9 +300,10 @@ def _attribute(rec, marks, clock):
 
 
 def _scale_to_totals(layers, forward_s, backward_s):
-    """Per layer the median over steps, scaled so the layers add up to the median
-    step's forward and backward: a noisy step shifts one layer's median little but
-    the sum of medians falls below the median of sums (right-skewed noise)."""
+    """Per layer the median over hooked steps, scaled so the layers add up to the
+    median forward and backward of the steps without hooks: a noisy step shifts one
+    layer's median little but the sum of medians falls below the median of sums
+    (right-skewed noise), and the hooks' own cost is left out."""
     for attr, total in (("forward_s", forward_s), ("backward_s", backward_s)):
         medians = {layer: statistics.median(getattr(layer, attr)) for layer in layers}
         s = sum(medians.values())
@@ -310,11 +312,16 @@ def _scale_to_totals(layers, forward_s, backward_s):
 
 
 def profile(model, batch, loss_fn, optimizer=None, *, steps=10, warmup=3, device=None, name=None,
-            gpu_model=None):
+            gpu_model=None, before_step=None):
     """Profiles `model` on `batch` = (inputs, targets) with `loss_fn(model(inputs), targets)`
     and `optimizer` (default AdamW over the trainable parameters, PyTorch's defaults).
-    The model and batch must already be on `device` (default: where the parameters are)."""
+    The model and batch must already be on `device` (default: where the parameters are).
+    before_step, when given, is called with no arguments before each warm-up and timed step
+    (hooked or not), outside the timing (e.g. a barrier that keeps another process's steps in
+    step with these)."""
     x = _check_inputs(model, batch, loss_fn, optimizer)
+    if before_step is not None and not callable(before_step):
+        raise ProfileError(f"before_step is a {type(before_step).__name__}, not callable")
     if steps < 1 or warmup < 0:
         raise ProfileError(f"steps must be >= 1 and warmup >= 0, got steps={steps} warmup={warmup}")
     params = list(model.parameters())  # registration order, shared (tied) tensors once
@@ -341,6 +348,8 @@ def profile(model, batch, loss_fn, optimizer=None, *, steps=10, warmup=3, device
         rec.census = False
         step_s, opt_s, fwd_total, bwd_total = [], [], [], []
         for i in range(warmup + steps):
+            if before_step is not None:
+                before_step()
             rec.events = []
             marks = _step(model, inputs, targets, loss_fn, optimizer, rec, clock)
             clock.sync()
@@ -350,7 +359,14 @@ def profile(model, batch, loss_fn, optimizer=None, *, steps=10, warmup=3, device
             for m, layer in rec.layers.items():
                 layer.forward_s.append(fwd[m])
                 layer.backward_s.append(bwd[m])
-            t0, t1, t2, t3, t4 = marks
+            # The same step without the hooks, right after the hooked one (a busy spell falls on
+            # both): the totals come from these, so the hooks' own cost stays out of the profile.
+            rec.remove()
+            if before_step is not None:
+                before_step()
+            t0, _, t2, t3, t4 = _step(model, inputs, targets, loss_fn, optimizer, rec, clock)
+            clock.sync()
+            rec.install()
             step_s.append(clock.seconds(t0, t4))
             opt_s.append(clock.seconds(t3, t4))
             fwd_total.append(clock.seconds(t0, t2))
