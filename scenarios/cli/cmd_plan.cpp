@@ -127,7 +127,13 @@ std::vector<scenario::Scenario> plan_from_flags(const PlanArgs& a, const scenari
     scenario::set_point_field(scratch, "optimizer", YAML::Node(*a.optimizer), "--optimizer: ");
     q.optimizer = scratch.optimizer;
   }
-  for (const auto& s : q.spec.strategies) strategy_kind_from_name(s);
+  for (const auto& s : q.spec.strategies) {
+    try {
+      strategy_kind_from_name(s);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("--strategies: {}", e.what()));
+    }
+  }
   return scenario::plan_scenarios(q, lib);
 }
 

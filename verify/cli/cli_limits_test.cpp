@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -18,18 +19,14 @@
 
 #include "verify/support/cli_run.hpp"
 #include "verify/support/scenario_text.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace dpt::test {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path case_dir(const std::string& name) {
-  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_limits" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path case_dir(const std::string& name) { return test::fresh_test_dir(fs::path("cli_limits") / name); }
 
 struct LimitCase {
   const char* name;
@@ -46,6 +43,7 @@ TEST_P(CliLimit, ExitTwoNamingTheFlagAndTheLimit) {
   const fs::path dir = case_dir(c.name);
   for (const auto& [name, text] : c.files) {
     if (text == "<dir>") fs::create_directories(dir / name);
+    else if (text == "<fifo>") ASSERT_EQ(::mkfifo((dir / name).c_str(), 0600), 0) << name;
     else std::ofstream(dir / name) << text;
   }
   const CliResult r = run_dptwin(c.args, dir, 60);
@@ -220,7 +218,27 @@ INSTANTIATE_TEST_SUITE_P(
         LimitCase{"VerifyHostOn40000Devices", {"verify", "--devices", "40000"}, {},
                   "dptwin verify: error: --devices 40000: must be in 1..1024 (host devices are worker threads)\n"},
         LimitCase{"VerifyNegativeSeed", {"verify", "--seed", "-1"}, {},
-                  "dptwin verify: error: --seed -1: must not be negative\n"}),
+                  "dptwin verify: error: --seed -1: must not be negative\n"},
+        // Input files that are FIFOs: opening one for reading waited for a writer forever.
+        LimitCase{"TrainInitIsAFifo", {"train", "--model", "mlp:4-4-2", "--steps", "1", "--init", "f"},
+                  {{"f", "<fifo>"}}, "dptwin train: error: ", "f: is a FIFO, socket or device, not a regular file"},
+        LimitCase{"TrainDataIsAFifo", {"train", "--model", "mlp:4-4-2", "--steps", "1", "--data", "f"},
+                  {{"f", "<fifo>"}}, "dptwin train: error: ", "f: is a FIFO, socket or device, not a regular file"},
+        LimitCase{"PredictScenarioIsAFifo", {"predict", "f"}, {{"f", "<fifo>"}}, "dptwin predict: error: ",
+                  "f: is a FIFO, socket or device, not a regular file"},
+        LimitCase{"PredictHardwareIsAFifo", {"predict", "--hardware", "./f", "--model", "mlp:8-8-8", "--strategy",
+                                             "ddp", "--devices", "2", "--batch", "4"},
+                  {{"f", "<fifo>"}}, "dptwin predict: error: ", "f: is a FIFO, socket or device, not a regular file"},
+        LimitCase{"SweepScenarioIsAFifo", {"sweep", "f"}, {{"f", "<fifo>"}}, "dptwin sweep: error: ",
+                  "f: is a FIFO, socket or device, not a regular file"},
+        LimitCase{"ReportInputIsAFifo", {"report", "f"}, {{"f", "<fifo>"}}, "dptwin report: error: ",
+                  "f: is a FIFO, socket or device, not a regular file"},
+        LimitCase{"MergeShardIsAFifo", {"merge", "f"}, {{"f", "<fifo>"}}, "dptwin merge: error: ",
+                  "f: is a FIFO, socket or device, not a regular file"},
+        // plan: an unknown strategy names the flag it came from.
+        LimitCase{"PlanUnknownStrategy", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
+                                          "--hardware", "dgx-a100:2.40", "--strategies", "-1"}, {},
+                  "dptwin plan: error: --strategies: unknown strategy '-1': expected single, dp or ddp\n"}),
     [](const ::testing::TestParamInfo<LimitCase>& case_info) { return std::string(case_info.param.name); });
 
 // The twin's bench writes --out as the host bench does (it wrote nothing and exited 0).
