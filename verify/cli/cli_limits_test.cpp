@@ -44,6 +44,7 @@ TEST_P(CliLimit, ExitTwoNamingTheFlagAndTheLimit) {
   for (const auto& [name, text] : c.files) {
     if (text == "<dir>") fs::create_directories(dir / name);
     else if (text == "<fifo>") ASSERT_EQ(::mkfifo((dir / name).c_str(), 0600), 0) << name;
+    else if (text == "<loop>") fs::create_symlink(name, dir / name);  // a link to itself
     else std::ofstream(dir / name) << text;
   }
   const CliResult r = run_dptwin(c.args, dir, 60);
@@ -235,6 +236,12 @@ INSTANTIATE_TEST_SUITE_P(
                   "f: is a FIFO, socket or device, not a regular file"},
         LimitCase{"MergeShardIsAFifo", {"merge", "f"}, {{"f", "<fifo>"}}, "dptwin merge: error: ",
                   "f: is a FIFO, socket or device, not a regular file"},
+        // A hardware path that is a symbolic-link loop, or a name too long for the file system:
+        // std::filesystem's internal error text with exit 3 before.
+        LimitCase{"PlanHardwareIsALinkLoop", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
+                                              "--hardware", "./loop.yaml:2.40"},
+                  {{"loop.yaml", "<loop>"}},
+                  "dptwin plan: error: hardware file './loop.yaml' cannot be read: Too many levels of symbolic links\n"},
         // plan: an unknown strategy names the flag it came from.
         LimitCase{"PlanUnknownStrategy", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
                                           "--hardware", "dgx-a100:2.40", "--strategies", "-1"}, {},
