@@ -8,9 +8,10 @@ Three kinds of case, all inside one temporary folder (never a device file):
           an empty file, a symbolic-link loop, a name too long, a path below a file;
   yaml    seeded random mutations of the repository's hardware, model and scenario
           files, each run through `dptwin predict`.
-Invariant of every case: the process ends within the per-run timeout with exit 0 or
-1 (a check that ran and failed), or exit 2 with a message that names what was wrong
-(the flag, the file or the key), and leaves no partial output file behind an error.
+Invariant of every case: the process ends within the per-run timeout (six times it
+for a sweep) with exit 0 or 1 (a run that finished and found a failure: out of
+memory, a target missed), or exit 2 with a message that names what was wrong (the
+flag, the file or the key), and leaves no output file behind an exit 2 or 3.
 A signal, a hang, exit 2 naming nothing, or exit 3 (reserved for runs that failed
 while running, not for bad input) is a failure; failures are printed with the exact
 command line. Exit status: 0 when no case failed, 1 otherwise.
@@ -120,7 +121,8 @@ class Sweep:
         cat, args, words, out = case
         if out is not None and out.exists():
             out.unlink() if out.is_file() and not out.is_symlink() else None
-        rc, _, err = run(self.exe, args, self.tmp, self.timeout_s)
+        # A sweep predicts every point of its axes: allow it several predictions' time.
+        rc, _, err = run(self.exe, args, self.tmp, self.timeout_s * (6 if args[0] == "sweep" else 1))
         why = None
         if rc == "timeout":
             why = f"no end within {self.timeout_s} s"
@@ -132,7 +134,7 @@ class Sweep:
             why = "exit 3 for bad input"
         elif rc not in (0, 1, 2):
             why = f"exit {rc}"
-        elif rc != 0 and out is not None and out.is_file() and out.stat().st_size > 0:
+        elif rc >= 2 and out is not None and out.is_file() and out.stat().st_size > 0:
             why = f"exit {rc} left {out.name} behind"
         return cat, args, rc, why, err.strip().splitlines()[-1:] if err.strip() else []
 
@@ -260,7 +262,7 @@ def yaml_cases(sw, n, seed):
                     or "p2p" in src.name else "predict", str(f), "-o", str(out)] + \
                 (["-j", "1"] if "scaling" in src.name or "size" in src.name or "generation" in src.name
                  or "p2p" in src.name else [])
-        sw.add(f"yaml:{kind}", args, [f.name, "line", "key"], out)
+        sw.add(f"yaml:{kind}", args, [f.name, "line", "key", "--" + kind], out)
 
 
 def main():
