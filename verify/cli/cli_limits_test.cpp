@@ -242,6 +242,21 @@ INSTANTIATE_TEST_SUITE_P(
                                               "--hardware", "./loop.yaml:2.40"},
                   {{"loop.yaml", "<loop>"}},
                   "dptwin plan: error: hardware file './loop.yaml' cannot be read: Too many levels of symbolic links\n"},
+        // Names that were refused without the flag they came from, and a report folder that is
+        // a link loop (exit 3, as if the run had failed).
+        LimitCase{"TrainUnknownCommHook", {"train", "--model", "mlp:4-4-2", "--strategy", "ddp", "--devices", "2",
+                                           "--comm-hook", "1e"}, {},
+                  "dptwin train: error: --comm-hook: unknown comm hook '1e' (choices: none, fp16_compress, "
+                  "bf16_compress, powersgd, powersgd:R (R in 1..1024))\n"},
+        LimitCase{"PlanUnknownDtype", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
+                                       "--hardware", "dgx-a100:2.40", "--dtype", "x"}, {},
+                  "dptwin plan: error: --dtype: unknown dtype 'x' (expected f32, f64, i64, i32, bf16 or f16)\n"},
+        LimitCase{"LessonOnlyUnknownClaim", {"lesson", "--only", "nope"}, {},
+                  "dptwin lesson: error: --only nope: no claim file ", "nope.yaml (the names are the file stems"},
+        LimitCase{"PredictReportIsALinkLoop", {"predict", "--hardware", "desktop-2gpu-pcie-p2p", "--model",
+                                               "mlp:8-8-8", "--strategy", "ddp", "--devices", "2", "--batch", "4",
+                                               "--report", "loop"},
+                  {{"loop", "<loop>"}}, "dptwin predict: error: --report loop", "Too many levels of symbolic links"},
         // plan: an unknown strategy names the flag it came from.
         LimitCase{"PlanUnknownStrategy", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
                                           "--hardware", "dgx-a100:2.40", "--strategies", "-1"}, {},

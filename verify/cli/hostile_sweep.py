@@ -59,8 +59,8 @@ BASE = {
     "hardware": ["show", "dgx-h100"],
     "model": ["show", "resnet50"],
     "fidelity": ["--only", "autodl-2080ti-allreduce-32KiB"],
-    "calibrate": [],
-    "merge": [],
+    "calibrate": ["--hardware", "dgx-a100", "--from", "{repo}/verify/data/nccl-tests/dgx-a100-8gpu-all_reduce-v2.log"],
+    "merge": ["{repo}/verify/fuzz/seeds/json/sweep-pcie-p2p.json"],
     "completion": ["bash"],
     "version": [],
 }
@@ -115,7 +115,7 @@ class Sweep:
         self.failures = []
 
     def add(self, cat, args, words, out=None):
-        self.cases.append((cat, [a.replace("{lib}", str(LIB)) for a in args], words, out))
+        self.cases.append((cat, [a.replace("{lib}", str(LIB)).replace("{repo}", str(REPO)) for a in args], words, out))
 
     def judge(self, case):
         cat, args, words, out = case
@@ -160,8 +160,10 @@ def flag_cases(sw, exe):
             if flag in PATH_IN or flag in PATH_OUT or not takes:
                 continue
             values = BAD_SIZES if set(names) & {"-b", "-e", "--copy-bytes"} else BAD_NUMBERS
+            # plan and report read flags as scenario keys: "batch_per_device" names --batch-per-device.
+            words = names + [flag.lstrip("-").replace("-", "_") + ":"]
             for v in values:
-                sw.add("flags", [cmd] + base + [flag, v], names)
+                sw.add("flags", [cmd] + base + [flag, v], words)
             sw.add("flags", [cmd] + base + [flag], names)  # value missing
         if any(names[0] == "--override" for names, _ in options(exe, cmd, sw.tmp)):
             for v in OVERRIDES:
