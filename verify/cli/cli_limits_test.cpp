@@ -257,6 +257,11 @@ INSTANTIATE_TEST_SUITE_P(
                                                "mlp:8-8-8", "--strategy", "ddp", "--devices", "2", "--batch", "4",
                                                "--report", "loop"},
                   {{"loop", "<loop>"}}, "dptwin predict: error: --report loop", "Too many levels of symbolic links"},
+        // An output name past NAME_MAX (255 bytes) failed at the write, after the run, with exit 3.
+        LimitCase{"MergeOutNameTooLong", {"merge", "a.json", "-o", std::string(300, 'n') + ".json"},
+                  {{"a.json", shard_json("2", "0", "1", skipped_point(0) + ", " + skipped_point(1))}},
+                  "dptwin merge: error: -o " + std::string(300, 'n') +
+                      ".json: the file name is too long for the file system\n"},
         // plan: an unknown strategy names the flag it came from.
         LimitCase{"PlanUnknownStrategy", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
                                           "--hardware", "dgx-a100:2.40", "--strategies", "-1"}, {},
