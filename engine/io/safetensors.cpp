@@ -1,3 +1,4 @@
+#include "engine/io/input_file.hpp"
 #include "engine/io/safetensors.hpp"
 
 #include <fcntl.h>
@@ -204,6 +205,7 @@ SafetensorsFile parse_safetensors(const std::vector<std::byte>& bytes, const std
 }
 
 SafetensorsFile read_safetensors(const std::string& path) {
+  require_regular_input(path, path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::invalid_argument(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   std::error_code ec;

@@ -1,5 +1,6 @@
 // dptwin lesson: the claims of the lesson "Multi-GPU training with DataParallel"
 // (scenarios/lesson/*.yaml) run and printed as verdicts with their numbers.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -27,7 +28,14 @@ int run_lesson(const LessonArgs& a) {
   if (a.only.empty()) {
     claims = lesson::load_claims(a.dir);
   } else {
-    for (const auto& name : a.only) claims.push_back(lesson::load_claim(a.dir + "/" + name + ".yaml"));
+    for (const auto& name : a.only) {
+      const std::string file = a.dir + "/" + name + ".yaml";
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(file, ec))
+        throw std::invalid_argument(fmt::format("--only {}: no claim file {} (the names are the file stems in --dir)",
+                                                name, file));
+      claims.push_back(lesson::load_claim(file));
+    }
   }
   if (claims.empty()) throw std::invalid_argument(fmt::format("--dir {}: no lesson claims (*.yaml) found", a.dir));
   int failed = 0;

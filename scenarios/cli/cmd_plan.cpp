@@ -110,7 +110,11 @@ std::vector<scenario::Scenario> plan_from_flags(const PlanArgs& a, const scenari
     q.global_batch = *a.global_batch;
   }
   if (a.dtype) {
-    q.dtype = dtype_from_name(*a.dtype);
+    try {
+      q.dtype = dtype_from_name(*a.dtype);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("--dtype: {}", e.what()));
+    }
     if (q.dtype != DType::f32 && q.dtype != DType::f64)
       throw std::invalid_argument(fmt::format("--dtype {}: expected f32 or f64 (--precision sets bf16 and f16)", *a.dtype));
   }
@@ -127,7 +131,13 @@ std::vector<scenario::Scenario> plan_from_flags(const PlanArgs& a, const scenari
     scenario::set_point_field(scratch, "optimizer", YAML::Node(*a.optimizer), "--optimizer: ");
     q.optimizer = scratch.optimizer;
   }
-  for (const auto& s : q.spec.strategies) strategy_kind_from_name(s);
+  for (const auto& s : q.spec.strategies) {
+    try {
+      strategy_kind_from_name(s);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("--strategies: {}", e.what()));
+    }
+  }
   return scenario::plan_scenarios(q, lib);
 }
 

@@ -169,7 +169,11 @@ void configure_ddp(const TrainFlags& f, TrainConfig& c) {
   }
   if (f.comm_hook) {
     if (!ddp) throw std::invalid_argument(fmt::format("--comm-hook {} applies to --strategy ddp only", *f.comm_hook));
-    c.strategy.comm_hook = comm_hook_from_name(*f.comm_hook);
+    try {
+      c.strategy.comm_hook = comm_hook_from_name(*f.comm_hook);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("--comm-hook: {}", e.what()));
+    }
     if (c.strategy.comm_hook.kind == CommHook::powersgd)
       throw std::invalid_argument(fmt::format("--comm-hook {}: PowerSGD is cost-only (predict, sweep, plan); train "
                                               "runs none, fp16_compress and bf16_compress",

@@ -101,6 +101,9 @@ inline void require_output_file(const std::string& flag, const std::string& path
   namespace fs = std::filesystem;
   if (path.empty()) return;
   std::error_code ec;
+  (void)fs::status(path, ec);  // a name past NAME_MAX or PATH_MAX would fail only at the write, after the run
+  if (ec == std::errc::filename_too_long)
+    throw std::invalid_argument(fmt::format("{} {}: the file name is too long for the file system", flag, path));
   if (fs::is_directory(path, ec))
     throw std::invalid_argument(fmt::format("{} {}: is a directory, expected a file name", flag, path));
   const fs::path parent = fs::path(path).parent_path();

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -31,7 +32,15 @@ class ReportDirLock {
     limits::require_output_dir(flag, dir);
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    if (ec) throw std::runtime_error(fmt::format("{} {}: cannot create the directory: {}", flag, dir, ec.message()));
+    if (ec) {
+      // A link loop, a name too long or a file in the way is the path's fault (exit 2); the
+      // rest (permissions, a full disk) is the run failing (exit 3).
+      const std::string what = fmt::format("{} {}: cannot create the directory: {}", flag, dir, ec.message());
+      if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::filename_too_long ||
+          ec == std::errc::not_a_directory)
+        throw std::invalid_argument(what);
+      throw std::runtime_error(what);
+    }
     const std::string lock = (std::filesystem::path(dir) / kLockName).string();
     fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) throw std::runtime_error(fmt::format("{} {}: cannot open {}: {}", flag, dir, lock, std::strerror(errno)));

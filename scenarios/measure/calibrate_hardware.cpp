@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/io/input_file.hpp"
 #include "scenarios/measure/calibrate.hpp"
 #include "scenarios/measure/calibrate_bench.hpp"
 #include "scenarios/measure/calibrate_nccl.hpp"
@@ -16,6 +17,7 @@ namespace {
 
 // The file's JSON when it is a JSON object (bench output), else nothing (an nccl-tests log).
 std::optional<nlohmann::json> json_object_in(const std::string& path) {
+  require_regular_input(path, path);
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(fmt::format("{}: cannot be read", path));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -1,3 +1,4 @@
+#include "engine/io/input_file.hpp"
 #include "scenarios/measure/faults.hpp"
 
 #include <algorithm>
@@ -15,6 +16,7 @@ namespace dpt::verify {
 namespace {
 
 std::string read_text_file(const std::filesystem::path& path) {
+  require_regular_input(path, fmt::format("hardware file '{}'", path.string()));
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(fmt::format("cannot read hardware file '{}'", path.string()));
   std::stringstream ss;

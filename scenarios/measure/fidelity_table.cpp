@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "engine/io/input_file.hpp"
 #include "engine/core/precision.hpp"
 #include "scenarios/measure/fidelity.hpp"
 
@@ -251,6 +252,7 @@ Source parse_source(const std::string& text, const std::string& file) {
 }
 
 Source load_source(const std::filesystem::path& path) {
+  require_regular_input(path, path.string());
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(fmt::format("{}: cannot be read", path.string()));
   std::stringstream ss;

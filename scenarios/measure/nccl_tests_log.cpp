@@ -1,3 +1,4 @@
+#include "engine/io/input_file.hpp"
 #include "scenarios/measure/nccl_tests_log.hpp"
 
 #include <algorithm>
@@ -361,6 +362,7 @@ NcclTestsLog parse_nccl_tests_log(std::istream& in, const std::string& where,
 }
 
 NcclTestsLog read_nccl_tests_log(const std::string& path, const std::optional<std::string>& collective_hint) {
+  require_regular_input(path, "nccl-tests log '" + path + "'");
   std::ifstream in(path);
   if (!in) throw std::invalid_argument("cannot open nccl-tests log '" + path + "'");
   return parse_nccl_tests_log(in, path, collective_hint);

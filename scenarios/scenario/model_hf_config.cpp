@@ -1,3 +1,4 @@
+#include "engine/io/input_file.hpp"
 #include "scenarios/scenario/model_hf_config.hpp"
 
 #include <fstream>
@@ -150,6 +151,7 @@ ModelDescription parse_hf_config(const std::string& json_text, const std::string
 }
 
 ModelDescription load_hf_config(const std::filesystem::path& path) {
+  require_regular_input(path, "hf config " + path.string());
   std::ifstream in(path);
   if (!in || std::filesystem::is_directory(path))
     throw std::invalid_argument(fmt::format("hf config {} cannot be read (no such file, or not a file)",

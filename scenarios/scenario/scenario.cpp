@@ -1,3 +1,4 @@
+#include "engine/io/input_file.hpp"
 #include "scenarios/scenario/scenario.hpp"
 
 #include <algorithm>
@@ -352,6 +353,7 @@ Scenario parse_scenario(const std::string& text, const std::string& file_label, 
 }
 
 Scenario load_scenario_file(const std::filesystem::path& path) {
+  require_regular_input(path, path.string());
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(fmt::format("{}: cannot open scenario file", path.string()));
   std::stringstream ss;

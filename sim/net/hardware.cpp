@@ -348,13 +348,15 @@ std::vector<std::string> list_hardware(const std::filesystem::path& library_dir)
 
 HardwareSpec load_hardware(std::string_view name_or_path, const std::filesystem::path& library_dir) {
   const std::filesystem::path as_path(name_or_path);
+  std::error_code ec;  // a name too long or a symbolic-link loop is bad input, not an internal error
   if (as_path.extension() == ".yaml" || name_or_path.find('/') != std::string_view::npos) {
-    if (!std::filesystem::exists(as_path))
-      throw std::invalid_argument(fmt::format("hardware file '{}' does not exist", name_or_path));
+    if (!std::filesystem::exists(as_path, ec))
+      throw std::invalid_argument(fmt::format("hardware file '{}' {}", name_or_path,
+                                              ec ? "cannot be read: " + ec.message() : "does not exist"));
     return load_hardware_file(as_path);
   }
   const auto file = library_dir / (std::string(name_or_path) + ".yaml");
-  if (!std::filesystem::exists(file)) {
+  if (!std::filesystem::exists(file, ec)) {
     std::string names;
     for (const auto& s : list_hardware(library_dir)) names += names.empty() ? s : ", " + s;
     throw std::invalid_argument(fmt::format("unknown hardware '{}' (library {}: {})", name_or_path,

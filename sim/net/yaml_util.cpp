@@ -1,4 +1,5 @@
 // Validated YAML reading: see yaml_util.hpp.
+#include "engine/io/input_file.hpp"
 #include "sim/net/yaml_util.hpp"
 
 #include <cctype>
@@ -129,6 +130,7 @@ void check_document(const YAML::Node& n, const std::string& file, const std::str
 }  // namespace
 
 YAML::Node yaml_load_file(const std::string& path) {
+  require_regular_input(path, path);
   std::ifstream in(path);
   if (!in) throw std::invalid_argument(fmt::format("{}: cannot open file", path));
   std::stringstream ss;

@@ -17,6 +17,7 @@
 
 #include "scenarios/cli/suggest.hpp"
 #include "verify/support/cli_run.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace dpt::test {
 namespace {
@@ -27,12 +28,7 @@ using cli::edit_distance;
 
 const fs::path kSource(DPT_SOURCE_DIR);
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::path(DPT_BINARY_DIR) / "cli_commands" / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return test::fresh_test_dir(fs::path("cli_commands") / name); }
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
@@ -18,18 +19,14 @@
 
 #include "verify/support/cli_run.hpp"
 #include "verify/support/scenario_text.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace dpt::test {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path case_dir(const std::string& name) {
-  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_limits" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path case_dir(const std::string& name) { return test::fresh_test_dir(fs::path("cli_limits") / name); }
 
 struct LimitCase {
   const char* name;
@@ -46,6 +43,8 @@ TEST_P(CliLimit, ExitTwoNamingTheFlagAndTheLimit) {
   const fs::path dir = case_dir(c.name);
   for (const auto& [name, text] : c.files) {
     if (text == "<dir>") fs::create_directories(dir / name);
+    else if (text == "<fifo>") ASSERT_EQ(::mkfifo((dir / name).c_str(), 0600), 0) << name;
+    else if (text == "<loop>") fs::create_symlink(name, dir / name);  // a link to itself
     else std::ofstream(dir / name) << text;
   }
   const CliResult r = run_dptwin(c.args, dir, 60);
@@ -220,7 +219,53 @@ INSTANTIATE_TEST_SUITE_P(
         LimitCase{"VerifyHostOn40000Devices", {"verify", "--devices", "40000"}, {},
                   "dptwin verify: error: --devices 40000: must be in 1..1024 (host devices are worker threads)\n"},
         LimitCase{"VerifyNegativeSeed", {"verify", "--seed", "-1"}, {},
-                  "dptwin verify: error: --seed -1: must not be negative\n"}),
+                  "dptwin verify: error: --seed -1: must not be negative\n"},
+        // Input files that are FIFOs: opening one for reading waited for a writer forever.
+        LimitCase{"TrainInitIsAFifo", {"train", "--model", "mlp:4-4-2", "--steps", "1", "--init", "f"},
+                  {{"f", "<fifo>"}}, "dptwin train: error: ", "f: is a FIFO, socket or device, not a regular file"},
+        LimitCase{"TrainDataIsAFifo", {"train", "--model", "mlp:4-4-2", "--steps", "1", "--data", "f"},
+                  {{"f", "<fifo>"}}, "dptwin train: error: ", "f: is a FIFO, socket or device, not a regular file"},
+        LimitCase{"PredictScenarioIsAFifo", {"predict", "f"}, {{"f", "<fifo>"}}, "dptwin predict: error: ",
+                  "f: is a FIFO, socket or device, not a regular file"},
+        LimitCase{"PredictHardwareIsAFifo", {"predict", "--hardware", "./f", "--model", "mlp:8-8-8", "--strategy",
+                                             "ddp", "--devices", "2", "--batch", "4"},
+                  {{"f", "<fifo>"}}, "dptwin predict: error: ", "f: is a FIFO, socket or device, not a regular file"},
+        LimitCase{"SweepScenarioIsAFifo", {"sweep", "f"}, {{"f", "<fifo>"}}, "dptwin sweep: error: ",
+                  "f: is a FIFO, socket or device, not a regular file"},
+        LimitCase{"ReportInputIsAFifo", {"report", "f"}, {{"f", "<fifo>"}}, "dptwin report: error: ",
+                  "f: is a FIFO, socket or device, not a regular file"},
+        LimitCase{"MergeShardIsAFifo", {"merge", "f"}, {{"f", "<fifo>"}}, "dptwin merge: error: ",
+                  "f: is a FIFO, socket or device, not a regular file"},
+        // A hardware path that is a symbolic-link loop, or a name too long for the file system:
+        // std::filesystem's internal error text with exit 3 before.
+        LimitCase{"PlanHardwareIsALinkLoop", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
+                                              "--hardware", "./loop.yaml:2.40"},
+                  {{"loop.yaml", "<loop>"}},
+                  "dptwin plan: error: hardware file './loop.yaml' cannot be read: Too many levels of symbolic links\n"},
+        // Names that were refused without the flag they came from, and a report folder that is
+        // a link loop (exit 3, as if the run had failed).
+        LimitCase{"TrainUnknownCommHook", {"train", "--model", "mlp:4-4-2", "--strategy", "ddp", "--devices", "2",
+                                           "--comm-hook", "1e"}, {},
+                  "dptwin train: error: --comm-hook: unknown comm hook '1e' (choices: none, fp16_compress, "
+                  "bf16_compress, powersgd, powersgd:R (R in 1..1024))\n"},
+        LimitCase{"PlanUnknownDtype", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
+                                       "--hardware", "dgx-a100:2.40", "--dtype", "x"}, {},
+                  "dptwin plan: error: --dtype: unknown dtype 'x' (expected f32, f64, i64, i32, bf16 or f16)\n"},
+        LimitCase{"LessonOnlyUnknownClaim", {"lesson", "--only", "nope"}, {},
+                  "dptwin lesson: error: --only nope: no claim file ", "nope.yaml (the names are the file stems"},
+        LimitCase{"PredictReportIsALinkLoop", {"predict", "--hardware", "desktop-2gpu-pcie-p2p", "--model",
+                                               "mlp:8-8-8", "--strategy", "ddp", "--devices", "2", "--batch", "4",
+                                               "--report", "loop"},
+                  {{"loop", "<loop>"}}, "dptwin predict: error: --report loop", "Too many levels of symbolic links"},
+        // An output name past NAME_MAX (255 bytes) failed at the write, after the run, with exit 3.
+        LimitCase{"MergeOutNameTooLong", {"merge", "a.json", "-o", std::string(300, 'n') + ".json"},
+                  {{"a.json", shard_json("2", "0", "1", skipped_point(0) + ", " + skipped_point(1))}},
+                  "dptwin merge: error: -o " + std::string(300, 'n') +
+                      ".json: the file name is too long for the file system\n"},
+        // plan: an unknown strategy names the flag it came from.
+        LimitCase{"PlanUnknownStrategy", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
+                                          "--hardware", "dgx-a100:2.40", "--strategies", "-1"}, {},
+                  "dptwin plan: error: --strategies: unknown strategy '-1': expected single, dp or ddp\n"}),
     [](const ::testing::TestParamInfo<LimitCase>& case_info) { return std::string(case_info.param.name); });
 
 // The twin's bench writes --out as the host bench does (it wrote nothing and exited 0).

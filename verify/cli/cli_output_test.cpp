@@ -10,6 +10,7 @@
 
 #include "verify/support/cli_run.hpp"
 #include "verify/support/text_match.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace dpt::test {
 namespace {
@@ -18,12 +19,7 @@ namespace fs = std::filesystem;
 
 const std::string kWhatif = std::string(DPT_SOURCE_DIR) + "/scenarios/whatif/";
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_output" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path fresh_dir(const std::string& name) { return test::fresh_test_dir(fs::path("cli_output") / name); }
 
 TEST(CliOutput, PredictPrintsTheSummaryAndWritesReportAndTrace) {
   const fs::path dir = fresh_dir("predict");

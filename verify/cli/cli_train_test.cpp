@@ -13,24 +13,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "verify/support/shell_run.hpp"
+
 namespace {
 
-struct CliRun {
-  int rc = -1;
-  std::string out;  // stdout and stderr together
-};
+using CliRun = dpt::test::ShellResult;
 
-CliRun dptwin(const std::string& args) {
-  const std::string cmd = std::string(DPT_BINARY_DIR) + "/scenarios/dptwin train " + args + " 2>&1";
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+CliRun dptwin(const std::string& args) { return dpt::test::run_dptwin_shell("train " + args); }
 
 std::vector<double> losses(const std::string& out) {
   std::vector<double> v;
@@ -42,7 +31,7 @@ std::vector<double> losses(const std::string& out) {
 
 TEST(CliTrain, PrintsOneLossPerStepAndLearns) {
   const CliRun r = dptwin("--model mlp:8-32-4 --loss ce --optimizer adamw --lr 0.01 --batch 32 --steps 60 --seed 1");
-  ASSERT_EQ(r.rc, 0) << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.out;
   const auto l = losses(r.out);
   ASSERT_EQ(l.size(), 60u) << r.out;
   EXPECT_LT(l.back(), 0.5 * l.front()) << r.out;
@@ -50,7 +39,7 @@ TEST(CliTrain, PrintsOneLossPerStepAndLearns) {
 
 TEST(CliTrain, JsonHasEveryStepAndBothBatchFigures) {
   const CliRun r = dptwin("--model mlp:4-8-2 --steps 3 --json");
-  ASSERT_EQ(r.rc, 0) << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("\"batch\": 32"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"batch_per_device\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"step\": 3"), std::string::npos) << r.out;
@@ -60,19 +49,19 @@ TEST(CliTrain, CheckpointIsWrittenAndInitReproducesTheRun) {
   const auto dir = std::filesystem::temp_directory_path() / ("dptwin_cli_train_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string init = (dir / "init.safetensors").string(), other = (dir / "other.safetensors").string();
-  ASSERT_EQ(dptwin("--model mlp:4-8-2 --dtype f64 --steps 0 --seed 5 --checkpoint " + init).rc, 0);
-  ASSERT_EQ(dptwin("--model mlp:4-8-2 --dtype f64 --steps 0 --seed 7 --checkpoint " + other).rc, 0);
+  ASSERT_EQ(dptwin("--model mlp:4-8-2 --dtype f64 --steps 0 --seed 5 --checkpoint " + init).exit_code, 0);
+  ASSERT_EQ(dptwin("--model mlp:4-8-2 --dtype f64 --steps 0 --seed 7 --checkpoint " + other).exit_code, 0);
   const CliRun a = dptwin("--model mlp:4-8-2 --dtype f64 --steps 4 --seed 5");
   // The weights come from the file (and the dtype with them); --seed still picks the synthetic data.
   const CliRun b = dptwin("--model mlp:4-8-2 --steps 4 --seed 5 --init " + init);
   const CliRun c = dptwin("--model mlp:4-8-2 --steps 4 --seed 5 --init " + other);
-  ASSERT_EQ(a.rc, 0) << a.out;
-  ASSERT_EQ(b.rc, 0) << b.out;
-  ASSERT_EQ(c.rc, 0) << c.out;
+  ASSERT_EQ(a.exit_code, 0) << a.out;
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  ASSERT_EQ(c.exit_code, 0) << c.out;
   EXPECT_EQ(losses(a.out), losses(b.out));
   EXPECT_NE(losses(a.out), losses(c.out));
   const CliRun bad = dptwin("--model mlp:4-8-2 --steps 1 --dtype f32 --init " + init);
-  EXPECT_EQ(bad.rc, 2) << bad.out;
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
   EXPECT_NE(bad.out.find("--dtype"), std::string::npos) << bad.out;
   std::filesystem::remove_all(dir);
 }
@@ -101,7 +90,7 @@ TEST(CliTrain, BadFlagsExitTwoNamingTheFlag) {
   };
   for (auto& [args, flag] : cases) {
     const CliRun r = dptwin(args);
-    EXPECT_EQ(r.rc, 2) << args << "\n" << r.out;
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out;
     EXPECT_NE(r.out.find(flag), std::string::npos) << args << "\n" << r.out;
   }
 }
@@ -121,9 +110,9 @@ TEST(CliTrain, SameDataGivesTheSameStepsUnderSingleDpAndDdp) {
   const CliRun single = dptwin(common);
   const CliRun dp = dptwin(common + " --strategy dp --devices 2");
   const CliRun ddp = dptwin(common + " --strategy ddp --devices 2");
-  ASSERT_EQ(single.rc, 0) << single.out;
-  ASSERT_EQ(dp.rc, 0) << dp.out;
-  ASSERT_EQ(ddp.rc, 0) << ddp.out;
+  ASSERT_EQ(single.exit_code, 0) << single.out;
+  ASSERT_EQ(dp.exit_code, 0) << dp.out;
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.out;
   const auto a = json_losses(single.out), b = json_losses(dp.out), c = json_losses(ddp.out);
   ASSERT_EQ(a.size(), 4u);
   ASSERT_EQ(b.size(), 4u);
@@ -152,7 +141,7 @@ TEST(CliTrain, ActivationCheckpointingLeavesTheTrainingBitIdentical) {
   for (const std::string mode : {"none", "every", "2", "5"}) {
     const auto file = dir / (mode + ".safetensors");
     const CliRun r = dptwin(common + file.string() + " --activation-checkpointing " + mode);
-    ASSERT_EQ(r.rc, 0) << mode << "\n" << r.out;
+    ASSERT_EQ(r.exit_code, 0) << mode << "\n" << r.out;
     const auto doc = nlohmann::json::parse(r.out.substr(r.out.find('{')));
     EXPECT_EQ(doc["activation_checkpointing"], mode);
     std::string losses_text;  // every step's loss, all 17 digits (step_s differs run to run)
@@ -173,11 +162,11 @@ TEST(CliTrain, AmpPrecisionsTrainNearTheF32RunAndSayWhatTheyDid) {
   // step's loss within 5 % (a few bf16 roundings of 2^-8 per layer, over 10 steps).
   const std::string common = "--model mlp:8-32-4 --loss ce --optimizer adamw --lr 0.01 --steps 10 --seed 3 --json";
   const CliRun f32 = dptwin(common);
-  ASSERT_EQ(f32.rc, 0) << f32.out;
+  ASSERT_EQ(f32.exit_code, 0) << f32.out;
   const auto base = json_losses(f32.out);
   for (const std::string p : {"bf16-amp", "f16-amp"}) {
     const CliRun r = dptwin(common + " --precision " + p);
-    ASSERT_EQ(r.rc, 0) << p << "\n" << r.out;
+    ASSERT_EQ(r.exit_code, 0) << p << "\n" << r.out;
     const auto doc = nlohmann::json::parse(r.out);
     EXPECT_EQ(doc["precision"], p);
     const auto l = json_losses(r.out);
@@ -198,14 +187,14 @@ TEST(CliTrain, AmpPrecisionsTrainNearTheF32RunAndSayWhatTheyDid) {
       EXPECT_LT(l.back(), l.front()) << p;
   }
   const CliRun text = dptwin("--model mlp:8-32-4 --steps 2 --precision f16-amp");
-  ASSERT_EQ(text.rc, 0) << text.out;
+  ASSERT_EQ(text.exit_code, 0) << text.out;
   EXPECT_NE(text.out.find("precision f16-amp: Linear in f16"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("GradScaler: loss scale"), std::string::npos) << text.out;
 }
 
 TEST(CliTrain, HelpShowsAnExample) {
   const CliRun r = dptwin("--help");
-  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("Example:"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--batch-per-device"), std::string::npos) << r.out;
 }

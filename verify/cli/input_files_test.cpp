@@ -25,21 +25,16 @@
 #include "scenarios/scenario/scenario.hpp"
 #include "sim/net/hardware.hpp"
 #include "verify/support/cli_run.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace fs = std::filesystem;
 using namespace dpt;
 
 namespace {
 
+using dpt::test::slurp;
+
 const fs::path kScenarios = fs::path(DPT_SOURCE_DIR) / "scenarios";
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Values that broke parsers before: integer limits, wrap-around, absurd magnitudes,
 // non-numbers, YAML tags and aliases.
 const std::vector<std::string> kNasty = {
@@ -80,7 +75,7 @@ struct Tally {
 
 void sweep_file(const fs::path& file, int mutations, const std::function<void(const std::string&)>& parse, Tally& t,
                 std::mt19937& rng) {
-  const std::string text = read_text(file);
+  const std::string text = slurp(file);
   for (int m = 0; m < mutations; ++m) {
     std::string input = mutate(text, rng);
     if (m % 3 == 0) input = mutate(input, rng);  // and some with two mutations
@@ -132,7 +127,7 @@ struct FileCase {
 };
 
 std::string h100_with(const std::string& from, const std::string& to) {
-  std::string text = read_text(kScenarios / "hardware" / "dgx-h100.yaml");
+  std::string text = slurp(kScenarios / "hardware" / "dgx-h100.yaml");
   const auto pos = text.find(from);
   EXPECT_NE(pos, std::string::npos) << from;
   return text.replace(pos, from.size(), to);
@@ -197,7 +192,7 @@ TEST(InputFiles, ScenarioAndModelFieldsAreBounded) {
             "s.yaml:7: bucket_cap_mb: 1e-30 MiB is outside 9.5367431640625e-07 .. 1048576 MiB (1 byte .. 1 TiB)");
   EXPECT_EQ(scenario_error(good + "target: {samples_per_s: 1e300}\n"),
             "s.yaml:7: target.samples_per_s: 1e300 is outside 0.000277778 .. 1e+12");
-  std::string model = read_text(kScenarios / "models" / "resnet50.yaml");
+  std::string model = slurp(kScenarios / "models" / "resnet50.yaml");
   const auto pos = model.find("shape: [");
   ASSERT_NE(pos, std::string::npos);
   const auto end = model.find(']', pos);
@@ -227,7 +222,7 @@ TEST(InputFiles, AcceptedHardwareMutantsPredictWithoutCrashOrHang) {
   const char* env = std::getenv("DPTWIN_PREDICT_MUTANTS");
   const int wanted = env ? std::atoi(env) : 20;
   std::mt19937 rng(7);
-  const std::string base = read_text(kScenarios / "hardware" / "dgx-h100.yaml");
+  const std::string base = slurp(kScenarios / "hardware" / "dgx-h100.yaml");
   int predicted = 0, tries = 0;
   std::map<int, int> by_exit;
   while (predicted < wanted && ++tries < 100 * wanted) {

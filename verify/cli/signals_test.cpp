@@ -165,28 +165,24 @@ TEST(Budget, EventAndWallClockBudgetsEndAPredictionWithExit3) {
   fs::remove_all(dir);
   const std::vector<std::string> args = {"predict", "--hardware", "dgx-h100", "--model", "resnet50", "--strategy",
                                          "ddp",     "--devices",  "8",        "--batch-per-device", "32"};
-  SpawnOptions events;
-  events.env["DPTWIN_SIM_EVENTS"] = "100";
-  auto rc = wait_for(spawn_dptwin(args, dir, events), 60s);
-  ASSERT_TRUE(rc.has_value());
-  EXPECT_EQ(*rc, 3);
-  EXPECT_NE(slurp(dir / ".stderr").find("the simulation passed its budget of 100 events"), std::string::npos)
-      << slurp(dir / ".stderr");
-  SpawnOptions wall;
-  wall.env["DPTWIN_SIM_WALL_S"] = "0.001";
-  rc = wait_for(spawn_dptwin(args, dir, wall), 60s);
-  ASSERT_TRUE(rc.has_value());
-  EXPECT_EQ(*rc, 3);
-  EXPECT_NE(slurp(dir / ".stderr").find("ran past its wall-clock budget of 0.001 s"), std::string::npos)
-      << slurp(dir / ".stderr");
-  SpawnOptions bad;
-  bad.env["DPTWIN_SIM_WALL_S"] = "soon";
-  rc = wait_for(spawn_dptwin(args, dir, bad), 60s);
-  ASSERT_TRUE(rc.has_value());
-  EXPECT_EQ(*rc, 2);
-  EXPECT_NE(slurp(dir / ".stderr").find("DPTWIN_SIM_WALL_S='soon'"), std::string::npos) << slurp(dir / ".stderr");
+  struct BudgetCase {
+    const char* var;
+    const char* value;
+    int exit_code;
+    const char* says;
+  };
+  for (const BudgetCase& b : {BudgetCase{"DPTWIN_SIM_EVENTS", "100", 3, "the simulation passed its budget of 100 events"},
+                              BudgetCase{"DPTWIN_SIM_WALL_S", "0.001", 3, "ran past its wall-clock budget of 0.001 s"},
+                              BudgetCase{"DPTWIN_SIM_WALL_S", "soon", 2, "DPTWIN_SIM_WALL_S='soon'"}}) {
+    SpawnOptions o;
+    o.env[b.var] = b.value;
+    const auto rc = wait_for(spawn_dptwin(args, dir, o), 60s);
+    ASSERT_TRUE(rc.has_value()) << b.var << "=" << b.value;
+    EXPECT_EQ(*rc, b.exit_code) << b.var << "=" << b.value;
+    EXPECT_NE(slurp(dir / ".stderr").find(b.says), std::string::npos) << slurp(dir / ".stderr");
+  }
   // Left alone, the same prediction succeeds.
-  rc = wait_for(spawn_dptwin(args, dir), 60s);
+  const auto rc = wait_for(spawn_dptwin(args, dir), 60s);
   ASSERT_TRUE(rc.has_value());
   EXPECT_EQ(*rc, 0) << slurp(dir / ".stderr");
 }

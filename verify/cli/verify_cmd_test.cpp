@@ -28,6 +28,8 @@
 #include "scenarios/verify/verify_properties.hpp"
 #include "scenarios/verify/verify_report.hpp"
 #include "scenarios/verify/verify_twin.hpp"
+#include "verify/support/test_files.hpp"
+#include "verify/support/shell_run.hpp"
 
 namespace dpt::test {
 using namespace dpt::verify;
@@ -44,31 +46,9 @@ fs::path scratch() {
   return d;
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using CliRun = ShellResult;
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-};
-
-// Runs the dptwin executable with `args`; stdout captured, stderr appended.
-CliRun dptwin(const std::string& args) {
-  const std::string cmd = std::string(DPT_BINARY_DIR) + "/scenarios/dptwin " + args + " 2>&1";
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+CliRun dptwin(const std::string& args) { return run_dptwin_shell(args); }
 
 const CheckResult* find(const std::vector<CheckResult>& rs, const std::string& name) {
   for (const auto& r : rs)
@@ -98,8 +78,8 @@ TEST(VerifyCommand, HostPassesAndItsJunitValidatesAndListsEveryCheck) {
 
   const std::string xsd = (kSource / "verify" / "data" / "junit.xsd").string();
   const int valid = std::system(("xmllint --noout --schema '" + xsd + "' '" + junit.string() + "' 2>/dev/null").c_str());
-  EXPECT_EQ(WEXITSTATUS(valid), 0) << read_text(junit);
-  const std::string xml = read_text(junit);
+  EXPECT_EQ(WEXITSTATUS(valid), 0) << slurp(junit);
+  const std::string xml = slurp(junit);
   size_t testcases = 0;
   for (size_t at = xml.find("<testcase "); at != std::string::npos; at = xml.find("<testcase ", at + 1)) ++testcases;
   EXPECT_EQ(testcases, checks.size());
@@ -177,7 +157,7 @@ TEST(VerifyCorrectness, DroppedChunkFailsOnlyTheDataParallelProperty) {
 // The nominal file's text plus a `faults:` block, written to the scratch directory.
 fs::path degraded_file(const std::string& name, const std::string& faults_yaml) {
   const fs::path p = scratch() / (name + ".yaml");
-  std::ofstream(p) << read_text(kLibrary / "dgx1-v100.yaml") << "\nfaults:\n" << faults_yaml;
+  std::ofstream(p) << slurp(kLibrary / "dgx1-v100.yaml") << "\nfaults:\n" << faults_yaml;
   return p;
 }
 
@@ -273,7 +253,7 @@ TEST(VerifyTwinFaults, DegradedFilesAreValidatedWithTheirLine) {
     }
     return std::string();
   };
-  const std::string nominal = read_text(kLibrary / "dgx1-v100.yaml");
+  const std::string nominal = slurp(kLibrary / "dgx1-v100.yaml");
   // The nominal file's lines, the blank line, "faults:", then the entry.
   const int line = static_cast<int>(std::count(nominal.begin(), nominal.end(), '\n')) + 3;
   std::string e = error_of("  - {link: [1, 2], bandwidth_factor: 1.5}\n");

@@ -21,26 +21,16 @@
 #include <gtest/gtest.h>
 
 #include "engine/io/atomic_file.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace fs = std::filesystem;
 using namespace dpt;
 
 namespace {
 
-fs::path test_dir(const std::string& name) {
-  const fs::path d = fs::path(DPT_BINARY_DIR) / "atomic_file_test" / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+using dpt::test::slurp;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
+fs::path test_dir(const std::string& name) { return test::fresh_test_dir(fs::path("atomic_file_test") / name); }
 int entries(const fs::path& d) {
   int n = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(d)) ++n;

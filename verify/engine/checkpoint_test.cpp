@@ -12,18 +12,14 @@
 
 #include "engine/io/checkpoint.hpp"
 #include "engine/host/host_backend.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace fs = std::filesystem;
 using namespace dpt;
 
 namespace {
 
-fs::path test_dir(const std::string& name) {
-  fs::path d = fs::path(DPT_BINARY_DIR) / "test-tmp" / "checkpoint" / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path test_dir(const std::string& name) { return test::fresh_test_dir(fs::path("test-tmp") / "checkpoint" / name); }
 
 // Parameters with PyTorch names, as a two-Linear MLP holds them ("0.*", "2.*"),
 // owned here so the load logic is tested on its own.

@@ -17,6 +17,7 @@
 
 #include "engine/host/host_backend.hpp"
 #include "engine/io/safetensors.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace fs = std::filesystem;
 using namespace dpt;
@@ -24,12 +25,7 @@ using namespace dpt;
 namespace {
 
 // A fresh directory under the build tree for one test's files.
-fs::path test_dir(const std::string& name) {
-  fs::path d = fs::path(DPT_BINARY_DIR) / "test-tmp" / "safetensors" / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path test_dir(const std::string& name) { return test::fresh_test_dir(fs::path("test-tmp") / "safetensors" / name); }
 
 std::vector<std::byte> file_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/parallel/split.hpp"
+#include "verify/support/shell_run.hpp"
 
 namespace dpt {
 namespace {
@@ -20,14 +21,9 @@ using Sizes = std::vector<std::int64_t>;
 // torch is unavailable (the test then skips, saying why).
 std::unique_ptr<nlohmann::json> run_torch(const std::string& code) {
   const std::string cmd = "/usr/bin/python3 -c '" + code + "' 2>/dev/null";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return nullptr;
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  if (pclose(p) != 0 || out.empty()) return nullptr;
-  return std::make_unique<nlohmann::json>(nlohmann::json::parse(out));
+  const dpt::test::ShellResult r = dpt::test::run_shell(cmd);
+  if (r.exit_code != 0 || r.out.empty()) return nullptr;
+  return std::make_unique<nlohmann::json>(nlohmann::json::parse(r.out));
 }
 
 TEST(SplitOracle, ChunkSizesEqualTorchChunkTable) {

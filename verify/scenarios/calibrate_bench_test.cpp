@@ -8,18 +8,13 @@
 
 #include "scenarios/measure/calibrate.hpp"
 #include "scenarios/measure/calibrate_bench.hpp"
+#include "verify/support/test_files.hpp"
 
 using namespace dpt;
 
 namespace {
 
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
+using dpt::test::slurp;
 const std::filesystem::path kLibrary = std::filesystem::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
 
 // A bench of 2 GPUs whose figures are the given fractions of `hw`'s datasheet rates.
@@ -49,7 +44,7 @@ TEST(CalibrateBench, FieldsAreMeasuredOverDatasheetRates) {
   const sim::HardwareSpec hw = sim::load_hardware_file(path);
   ASSERT_TRUE(hw.nvswitch.has_value());
   const double port = hw.nvswitch->links_per_gpu * hw.nvswitch->link_bandwidth;
-  const auto r = calibrate_from_bench(hw, read_text(path), bench_at(hw, 0.5, 0.8, 0.7, 0.9 * port), "b.json");
+  const auto r = calibrate_from_bench(hw, slurp(path), bench_at(hw, 0.5, 0.8, 0.7, 0.9 * port), "b.json");
   // Invariant: each field is (best or mean) measured figure / the datasheet rate it scales.
   EXPECT_NEAR(r.spec.efficiency.gemm, 0.5, 1e-12);
   EXPECT_NEAR(r.spec.efficiency.memory_bandwidth, 0.8, 1e-12);
@@ -70,14 +65,14 @@ TEST(CalibrateBench, FasterThanTheDatasheetIsCappedAtOne) {
   const auto path = kLibrary / "dgx-h100.yaml";
   const sim::HardwareSpec hw = sim::load_hardware_file(path);
   const double port = hw.nvswitch->links_per_gpu * hw.nvswitch->link_bandwidth;
-  const auto r = calibrate_from_bench(hw, read_text(path), bench_at(hw, 1.3, 0.8, 0.7, 0.9 * port), "b.json");
+  const auto r = calibrate_from_bench(hw, slurp(path), bench_at(hw, 1.3, 0.8, 0.7, 0.9 * port), "b.json");
   EXPECT_EQ(r.spec.efficiency.gemm, 1.0);
   const auto gemm = std::find_if(r.fields.begin(), r.fields.end(), [](auto& f) { return f.field == "gemm"; });
   ASSERT_NE(gemm, r.fields.end());
   EXPECT_TRUE(gemm->capped);
   // A figure far below the datasheet means the file describes another machine.
   try {
-    calibrate_from_bench(hw, read_text(path), bench_at(hw, 0.5, 0.8, 0.7, 1.0), "b.json");
+    calibrate_from_bench(hw, slurp(path), bench_at(hw, 0.5, 0.8, 0.7, 1.0), "b.json");
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("efficiency.p2p: measured"), std::string::npos) << e.what();
@@ -87,12 +82,12 @@ TEST(CalibrateBench, FasterThanTheDatasheetIsCappedAtOne) {
 TEST(CalibrateBench, NoNvlinkLeavesP2pAndTooManyDevicesIsAnError) {
   const auto path = kLibrary / "desktop-2gpu-pcie-p2p.yaml";
   const sim::HardwareSpec hw = sim::load_hardware_file(path);
-  const auto r = calibrate_from_bench(hw, read_text(path), bench_at(hw, 0.5, 0.8, 0.7, 20e9), "b.json");
+  const auto r = calibrate_from_bench(hw, slurp(path), bench_at(hw, 0.5, 0.8, 0.7, 20e9), "b.json");
   EXPECT_EQ(r.spec.efficiency.p2p, hw.efficiency.p2p);
   auto many = bench_at(hw, 0.5, 0.8, 0.7, 20e9);
   many.device_names = {"cuda:0", "cuda:1", "cuda:2"};
   try {
-    calibrate_from_bench(hw, read_text(path), many, "b.json");
+    calibrate_from_bench(hw, slurp(path), many, "b.json");
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("b.json: 3 devices measured"), std::string::npos) << e.what();
@@ -100,7 +95,7 @@ TEST(CalibrateBench, NoNvlinkLeavesP2pAndTooManyDevicesIsAnError) {
   auto empty = bench_at(hw, 0.5, 0.8, 0.7, 20e9);
   empty.gemm.clear();
   empty.bandwidth.clear();
-  EXPECT_THROW(calibrate_from_bench(hw, read_text(path), empty, "b.json"), std::invalid_argument);
+  EXPECT_THROW(calibrate_from_bench(hw, slurp(path), empty, "b.json"), std::invalid_argument);
 }
 
 // The one entry point (`dptwin calibrate --from`): a bench JSON file is recognised by its
@@ -119,8 +114,8 @@ TEST(CalibrateBench, TheEntryPointTellsBenchJsonFromLogs) {
   const std::string log_path = std::string(DPT_SOURCE_DIR) + "/verify/data/nccl-tests/l40s-4gpu-pcie-all_reduce.log";
   ASSERT_TRUE(std::filesystem::exists(log_path)) << log_path;
 
-  const CalibratedHardware r = calibrate_hardware(hw, read_text(path), {{json_path}, std::nullopt, "2026-12-03"});
-  const BenchCalibration direct = calibrate_from_bench(hw, read_text(path), bench, json_path);
+  const CalibratedHardware r = calibrate_hardware(hw, slurp(path), {{json_path}, std::nullopt, "2026-12-03"});
+  const BenchCalibration direct = calibrate_from_bench(hw, slurp(path), bench, json_path);
   EXPECT_EQ(r.yaml, direct.yaml);
   EXPECT_NEAR(r.spec.efficiency.gemm, 0.5, 1e-12);
   ASSERT_EQ(r.changes.size(), direct.fields.size());
@@ -131,7 +126,7 @@ TEST(CalibrateBench, TheEntryPointTellsBenchJsonFromLogs) {
   for (const std::vector<std::string>& files : {std::vector<std::string>{json_path, log_path},
                                                 std::vector<std::string>{json_path, json_path}}) {
     try {
-      calibrate_hardware(hw, read_text(path), {files, std::nullopt, "2026-12-03"});
+      calibrate_hardware(hw, slurp(path), {files, std::nullopt, "2026-12-03"});
       FAIL() << "expected std::invalid_argument for " << files.back();
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find(json_path), std::string::npos) << e.what();
@@ -145,7 +140,7 @@ TEST(CalibrateBench, TheEntryPointTellsBenchJsonFromLogs) {
   const std::string broken = (dir / "broken.json").string();
   std::ofstream(broken) << "{\"schema\": ";
   try {
-    calibrate_hardware(hw, read_text(path), {{broken}, std::nullopt, "2026-12-03"});
+    calibrate_hardware(hw, slurp(path), {{broken}, std::nullopt, "2026-12-03"});
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("broken.json: not valid JSON"), std::string::npos) << e.what();

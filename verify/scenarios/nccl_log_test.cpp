@@ -18,21 +18,16 @@
 #include "scenarios/measure/calibrate_nccl.hpp"
 #include "scenarios/measure/nccl_tests_log.hpp"
 #include "sim/net/hardware.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace dpt {
 namespace {
 
+using dpt::test::slurp;
+
 std::string data_path(const std::string& name) {
   return std::string(DPT_SOURCE_DIR) + "/verify/data/nccl-tests/" + name;
 }
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Parses `text` and returns the error message (empty when it parsed).
 std::string parse_error(const std::string& text, const std::optional<std::string>& hint = std::nullopt) {
   std::istringstream in(text);
@@ -126,11 +121,11 @@ TEST(NcclTestsLog, BusbwFactorsAreNcclTests) {
 }
 
 TEST(NcclTestsLog, TheCallersCollectiveMustAgreeWithTheLog) {
-  const std::string text = read_text(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  const std::string text = slurp(data_path("l40s-4gpu-pcie-all_reduce.log"));
   const std::string err = parse_error(text, std::string("all_gather"));
   EXPECT_NE(err.find("measured all_reduce"), std::string::npos) << err;
   // Without the test-name line an all_gather log cannot be told apart: the caller names it.
-  std::string gather = read_text(data_path("dgx-h100-8gpu-all_gather.log"));
+  std::string gather = slurp(data_path("dgx-h100-8gpu-all_gather.log"));
   gather = replace_once(gather, "# Collective test starting: all_gather_perf\n", "");
   gather = replace_once(gather, "# Collective test concluded: all_gather_perf\n", "");
   EXPECT_NE(parse_error(gather).find("--op"), std::string::npos) << parse_error(gather);
@@ -138,7 +133,7 @@ TEST(NcclTestsLog, TheCallersCollectiveMustAgreeWithTheLog) {
 }
 
 TEST(NcclTestsLog, SkipsNcclDebugLinesAndKeepsWarnings) {
-  std::string text = read_text(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  std::string text = slurp(data_path("l40s-4gpu-pcie-all_reduce.log"));
   text = replace_once(text, "#  Rank  0", "pcie4x:48213:48213 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.5<0>\n#  Rank  0");
   text = replace_once(text, "# Out of bounds",
                       "pcie4x:48213:48230 [2] NCCL WARN NET/Plugin: Could not find: libnccl-net.so\n# Out of bounds");
@@ -151,7 +146,7 @@ TEST(NcclTestsLog, SkipsNcclDebugLinesAndKeepsWarnings) {
 
 // Each malformed log names the file and the offending line.
 TEST(NcclTestsLog, MalformedLogsNameTheLine) {
-  const std::string text = read_text(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  const std::string text = slurp(data_path("l40s-4gpu-pcie-all_reduce.log"));
   const int row_1m = line_of(text, "     1048576        262144");
 
   // A row cut short (a log truncated while being written).
@@ -274,7 +269,7 @@ TEST(NcclCalibration, PlantedBugNoLatencyTermIsCaught) {
 }
 
 TEST(NcclCalibration, RejectsWrongResultsAndTooManyRanks) {
-  std::string text = read_text(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  std::string text = slurp(data_path("l40s-4gpu-pcie-all_reduce.log"));
   text = replace_once(text, "   9.14   13.71       0", "   9.14   13.71       3");
   std::istringstream in(text);
   const auto bad = parse_nccl_tests_log(in, "wrong.log");

@@ -14,20 +14,13 @@
 
 #include "scenarios/verify/verify_check.hpp"
 #include "scenarios/verify/verify_report.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace dpt::test {
 using namespace dpt::verify;
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 fs::path temp_dir() {
   const fs::path d = fs::path(DPT_BINARY_DIR) / "verify_report_test";
   fs::create_directories(d);
@@ -40,7 +33,7 @@ std::pair<int, std::string> xmllint_validate(const fs::path& xml) {
   const std::string cmd = "xmllint --noout --schema '" + std::string(DPT_SOURCE_DIR) + "/verify/data/junit.xsd' '" +
                           xml.string() + "' > '" + out.string() + "' 2>&1";
   const int status = std::system(cmd.c_str());
-  return {WEXITSTATUS(status), read_text(out)};
+  return {WEXITSTATUS(status), slurp(out)};
 }
 
 bool have_xmllint() { return std::system("command -v xmllint > /dev/null 2>&1") == 0; }
@@ -148,7 +141,7 @@ TEST(VerifyJunit, ValidatesAgainstTheSchemaAndListsEveryCheck) {
   write_junit_xml(run, path.string());
   const auto [status, output] = xmllint_validate(path);
   EXPECT_EQ(status, 0) << output;
-  const std::string xml = read_text(path);
+  const std::string xml = slurp(path);
   for (const auto& r : run.results)
     EXPECT_NE(xml.find("<testcase name=\"" + xml_escape(r.name) + "\""), std::string::npos) << r.name;
   EXPECT_NE(xml.find("<testsuites name=\"dptwin verify\" tests=\"5\" failures=\"2\" errors=\"1\" skipped=\"1\""),
@@ -188,14 +181,14 @@ TEST(VerifyJunit, WritesAtomicallyAndNamesAnUnwritablePath) {
   const fs::path path = temp_dir() / "atomic.xml";
   std::ofstream(path) << "previous";
   write_junit_xml(sample_run(), path.string());
-  EXPECT_EQ(read_text(path).rfind("<?xml", 0), 0u);
+  EXPECT_EQ(slurp(path).rfind("<?xml", 0), 0u);
   for (const auto& entry : fs::directory_iterator(temp_dir()))
     EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
   // A missing directory is made (CI's `--junit reports/verify.xml`)...
   const fs::path nested = temp_dir() / "reports" / "r.xml";
   fs::remove_all(temp_dir() / "reports");
   write_junit_xml(sample_run(), nested.string());
-  EXPECT_EQ(read_text(nested).rfind("<?xml", 0), 0u);
+  EXPECT_EQ(slurp(nested).rfind("<?xml", 0), 0u);
   // ... but one that cannot be (below a regular file) is an error naming it.
   std::ofstream(temp_dir() / "not-a-dir") << "x";
   const std::string bad = (temp_dir() / "not-a-dir" / "r.xml").string();

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -74,65 +75,66 @@ struct Counts {
   bool views = false, values_equal = false, sum_right = false;
 };
 
+// The cat and copy kernels on GPUs 0 and 1 from event `at` on, into c.
+void count_flattening(const ChromeTrace& t, size_t at, Counts& c) {
+  c.cat0 = count_kernels(t, at, 0, "cat");
+  c.copy0 = count_kernels(t, at, 0, "copy");
+  c.cat1 = count_kernels(t, at, 1, "cat");
+  c.copy1 = count_kernels(t, at, 1, "copy");
+}
+
+// In a forked child: the two-GPU test machine (1 us launch latency) with a trace;
+// runs body(backend, trace) in an actor and returns its string.
+std::string simulate_traced(bool numeric, const std::function<std::string(SimBackend&, const ChromeTrace&)>& body) {
+  TestMachineOptions o;
+  o.launch_latency = 1e-6;
+  ChromeTrace trace;
+  return simulate(o, {.numeric = numeric, .trace = &trace}, [&](SimBackend& b) { return body(b, trace); });
+}
+
 // Replicates the MLP from GPU 0 onto GPU 1 with coalesced buffers of `limit` bytes,
 // then reduces gradients 1 (primary) and 2 (replica) back; counts each phase's kernels.
 std::pair<Counts, Counts> run_replicate_and_reduce(Bytes limit) {
-  TestMachineOptions o;
-  o.launch_latency = 1e-6;
-  const std::string out = test::run_forked([&] {
-    test::make_test_engine();
-    test::TestPlatform p = test::build_test_platform(o.gpus, o.link_bandwidth, o.link_latency);
-    ChromeTrace trace;
-    SimBackend b(test::test_machine(p, o), {.numeric = true, .trace = &trace});
-    std::string text;
-    sim_run_in_actor(p.cpu, [&] {
-      Sequential primary = make_mlp(four_layers(), b.device(0), DType::f32, 7);
-      b.device(0).synchronize();
-      Counts rep, red;
-      size_t at = trace.events().size();
-      std::vector<Sequential> replicas = replicate(b, primary, {0, 1}, limit);
-      b.device(0).synchronize();
-      b.device(1).synchronize();
-      rep.cat0 = count_kernels(trace, at, 0, "cat");
-      rep.copy0 = count_kernels(trace, at, 0, "copy");
-      rep.cat1 = count_kernels(trace, at, 1, "cat");
-      rep.copy1 = count_kernels(trace, at, 1, "copy");
-      std::tie(rep.peer, rep.peer_bytes) = peer_copies_into(trace, at, 1);
-      auto mine = primary.named_parameters();
-      auto theirs = replicas[0].named_parameters();
-      rep.values_equal = true;
-      for (size_t i = 0; i < mine.size(); ++i)
-        rep.values_equal &= std::memcmp(mine[i].param->value.data(), theirs[i].param->value.data(),
-                                        static_cast<size_t>(mine[i].param->value.size_bytes())) == 0;
-      // A weight and its bias in one buffer: the bias starts where the weight ends.
-      rep.views = static_cast<const char*>(theirs[0].param->value.data()) + kWeightBytes ==
-                  static_cast<const char*>(theirs[1].param->value.data());
+  const std::string out = simulate_traced(true, [&](SimBackend& b, const ChromeTrace& trace) {
+    Sequential primary = make_mlp(four_layers(), b.device(0), DType::f32, 7);
+    b.device(0).synchronize();
+    Counts rep, red;
+    size_t at = trace.events().size();
+    std::vector<Sequential> replicas = replicate(b, primary, {0, 1}, limit);
+    b.device(0).synchronize();
+    b.device(1).synchronize();
+    count_flattening(trace, at, rep);
+    std::tie(rep.peer, rep.peer_bytes) = peer_copies_into(trace, at, 1);
+    auto mine = primary.named_parameters();
+    auto theirs = replicas[0].named_parameters();
+    rep.values_equal = true;
+    for (size_t i = 0; i < mine.size(); ++i)
+      rep.values_equal &= std::memcmp(mine[i].param->value.data(), theirs[i].param->value.data(),
+                                      static_cast<size_t>(mine[i].param->value.size_bytes())) == 0;
+    // A weight and its bias in one buffer: the bias starts where the weight ends.
+    rep.views = static_cast<const char*>(theirs[0].param->value.data()) + kWeightBytes ==
+                static_cast<const char*>(theirs[1].param->value.data());
 
-      for (auto& q : mine) kernel_fill(q.param->grad, 1.0);
-      for (auto& q : theirs) kernel_fill(q.param->grad, 2.0);
-      b.device(0).synchronize();
-      b.device(1).synchronize();
-      at = trace.events().size();
-      reduce_add_coalesced(b, primary, {&replicas[0]}, limit);
-      b.device(0).synchronize();
-      red.cat0 = count_kernels(trace, at, 0, "cat");
-      red.copy0 = count_kernels(trace, at, 0, "copy");
-      red.axpy0 = count_kernels(trace, at, 0, "axpy");
-      red.cat1 = count_kernels(trace, at, 1, "cat");
-      red.copy1 = count_kernels(trace, at, 1, "copy");
-      std::tie(red.peer, red.peer_bytes) = peer_copies_into(trace, at, 0);
-      red.sum_right = true;
-      for (auto& q : mine) {
-        const auto* g = static_cast<const float*>(q.param->grad.data());
-        for (Elements k = 0; k < q.param->grad.numel(); ++k) red.sum_right &= g[k] == 3.0f;
-      }
-      auto line = [](const Counts& c) {
-        return fmt::format("{} {} {} {} {} {} {} {} {} {} ", c.cat0, c.copy0, c.cat1, c.copy1, c.peer, c.axpy0,
-                           c.peer_bytes, int(c.views), int(c.values_equal), int(c.sum_right));
-      };
-      text = line(rep) + line(red);
-    });
-    return text;
+    for (auto& q : mine) kernel_fill(q.param->grad, 1.0);
+    for (auto& q : theirs) kernel_fill(q.param->grad, 2.0);
+    b.device(0).synchronize();
+    b.device(1).synchronize();
+    at = trace.events().size();
+    reduce_add_coalesced(b, primary, {&replicas[0]}, limit);
+    b.device(0).synchronize();
+    count_flattening(trace, at, red);
+    red.axpy0 = count_kernels(trace, at, 0, "axpy");
+    std::tie(red.peer, red.peer_bytes) = peer_copies_into(trace, at, 0);
+    red.sum_right = true;
+    for (auto& q : mine) {
+      const auto* g = static_cast<const float*>(q.param->grad.data());
+      for (Elements k = 0; k < q.param->grad.numel(); ++k) red.sum_right &= g[k] == 3.0f;
+    }
+    auto line = [](const Counts& c) {
+      return fmt::format("{} {} {} {} {} {} {} {} {} {} ", c.cat0, c.copy0, c.cat1, c.copy1, c.peer, c.axpy0,
+                         c.peer_bytes, int(c.views), int(c.values_equal), int(c.sum_right));
+    };
+    return line(rep) + line(red);
   });
   std::istringstream in(out);
   std::pair<Counts, Counts> r;
@@ -208,24 +210,16 @@ TEST(DataParallelCosts, PlantedPerTensorFlattenIsCaught) {
 // Kernels (not copies) on GPU 1 while replicating the MLP's cost-only model onto it in
 // shape-only mode.
 int replica_kernels_shape_only() {
-  TestMachineOptions o;
-  o.launch_latency = 1e-6;
-  const std::string out = test::run_forked([&] {
-    test::make_test_engine();
-    test::TestPlatform p = test::build_test_platform(o.gpus, o.link_bandwidth, o.link_latency);
-    ChromeTrace trace;
-    SimBackend b(test::test_machine(p, o), {.numeric = false, .trace = &trace});
+  const std::string out = simulate_traced(false, [&](SimBackend& b, const ChromeTrace& trace) {
     int kernels = 0;
-    sim_run_in_actor(p.cpu, [&] {
-      // The cost-only model of the MLP, as predictions build it (make_cost_only_model).
-      Sequential primary = make_cost_only_model(describe_mlp(four_layers()), b.device(0), DType::f32);
-      b.device(0).synchronize();
-      const size_t at = trace.events().size();
-      std::vector<Sequential> replicas = replicate(b, primary, {0, 1});
-      b.device(1).synchronize();
-      for (size_t i = at; i < trace.events().size(); ++i)
-        kernels += trace.events()[i].pid == 2 && trace.events()[i].category != "copy";
-    });
+    // The cost-only model of the MLP, as predictions build it (make_cost_only_model).
+    Sequential primary = make_cost_only_model(describe_mlp(four_layers()), b.device(0), DType::f32);
+    b.device(0).synchronize();
+    const size_t at = trace.events().size();
+    std::vector<Sequential> replicas = replicate(b, primary, {0, 1});
+    b.device(1).synchronize();
+    for (size_t i = at; i < trace.events().size(); ++i)
+      kernels += trace.events()[i].pid == 2 && trace.events()[i].category != "copy";
     return std::to_string(kernels);
   });
   return std::stoi(out);
@@ -250,39 +244,30 @@ struct DpStep {
 };
 
 DpStep run_dp_step(bool loss_per_replica, std::int64_t batch, std::int64_t first_sample = 0) {
-  TestMachineOptions o;
-  o.launch_latency = 1e-6;
-  const std::string out = test::run_forked([&] {
-    test::make_test_engine();
-    test::TestPlatform p = test::build_test_platform(o.gpus, o.link_bandwidth, o.link_latency);
-    ChromeTrace trace;
-    SimBackend b(test::test_machine(p, o), {.numeric = true, .trace = &trace});
-    std::string text;
-    sim_run_in_actor(p.cpu, [&] {
-      StrategyOptions so;
-      so.kind = StrategyKind::data_parallel;
-      so.device_ids = {0, 1};
-      so.loss = LossKind::cross_entropy;
-      so.dp_loss_per_replica = loss_per_replica;
-      auto strategy = make_strategy(
-          b, so, [](Device& d) { return make_mlp(four_layers(), d, DType::f32, 7); },
-          [](std::vector<NamedParameter> ps) { return make_sgd(std::move(ps), SgdOptions{}); });
-      Tensor x = Tensor::empty(b.host_memory(), {batch, 64}, DType::f32, MemoryCategory::inputs);
-      Tensor y = Tensor::empty(b.host_memory(), {batch}, DType::i64, MemoryCategory::inputs);
-      auto* xv = static_cast<float*>(x.data());
-      auto* yv = static_cast<std::int64_t*>(y.data());
-      // Sample s of a fixed data set (whichever batch it falls in): inputs, label.
-      for (Elements i = 0; i < x.numel(); ++i) xv[i] = static_cast<float>((i + first_sample * 64) % 13) / 13.0f - 0.5f;
-      for (Elements i = 0; i < y.numel(); ++i) yv[i] = ((i + first_sample) * 7) % 64;
-      const size_t at = trace.events().size();
-      const StepResult r = strategy->train_step(x, y);
-      b.device(0).synchronize();
-      b.device(1).synchronize();
-      const Tensor& w = strategy->module().named_parameters()[0].param->value;
-      const auto* wv = static_cast<const float*>(w.data());
-      text = fmt::format("{} {:.17g}", peer_copies_into(trace, at, 1).second, r.loss);
-      for (Elements i = 0; i < w.numel(); ++i) text += fmt::format(" {:.9g}", wv[i]);
-    });
+  const std::string out = simulate_traced(true, [&](SimBackend& b, const ChromeTrace& trace) {
+    StrategyOptions so;
+    so.kind = StrategyKind::data_parallel;
+    so.device_ids = {0, 1};
+    so.loss = LossKind::cross_entropy;
+    so.dp_loss_per_replica = loss_per_replica;
+    auto strategy = make_strategy(
+        b, so, [](Device& d) { return make_mlp(four_layers(), d, DType::f32, 7); },
+        [](std::vector<NamedParameter> ps) { return make_sgd(std::move(ps), SgdOptions{}); });
+    Tensor x = Tensor::empty(b.host_memory(), {batch, 64}, DType::f32, MemoryCategory::inputs);
+    Tensor y = Tensor::empty(b.host_memory(), {batch}, DType::i64, MemoryCategory::inputs);
+    auto* xv = static_cast<float*>(x.data());
+    auto* yv = static_cast<std::int64_t*>(y.data());
+    // Sample s of a fixed data set (whichever batch it falls in): inputs, label.
+    for (Elements i = 0; i < x.numel(); ++i) xv[i] = static_cast<float>((i + first_sample * 64) % 13) / 13.0f - 0.5f;
+    for (Elements i = 0; i < y.numel(); ++i) yv[i] = ((i + first_sample) * 7) % 64;
+    const size_t at = trace.events().size();
+    const StepResult r = strategy->train_step(x, y);
+    b.device(0).synchronize();
+    b.device(1).synchronize();
+    const Tensor& w = strategy->module().named_parameters()[0].param->value;
+    const auto* wv = static_cast<const float*>(w.data());
+    std::string text = fmt::format("{} {:.17g}", peer_copies_into(trace, at, 1).second, r.loss);
+    for (Elements i = 0; i < w.numel(); ++i) text += fmt::format(" {:.9g}", wv[i]);
     return text;
   });
   std::istringstream in(out);

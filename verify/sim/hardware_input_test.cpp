@@ -14,6 +14,7 @@
 
 #include "sim/net/hardware.hpp"
 #include "sim/net/yaml_util.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace fs = std::filesystem;
 using namespace dpt;
@@ -21,18 +22,12 @@ using namespace dpt::sim;
 
 namespace {
 
+using dpt::test::slurp;
+
 const fs::path kLibrary = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The library's dgx-h100.yaml with the first line matching `pattern` replaced.
 std::string h100_with(const std::string& pattern, const std::string& replacement) {
-  const std::string text = read_text(kLibrary / "dgx-h100.yaml");
+  const std::string text = slurp(kLibrary / "dgx-h100.yaml");
   const std::regex re(pattern);
   EXPECT_TRUE(std::regex_search(text, re)) << pattern;
   return std::regex_replace(text, re, replacement, std::regex_constants::format_first_only);
@@ -148,7 +143,7 @@ TEST(HardwareInput, EveryQuantityOfEveryLibraryFileRefusesAbsurdValues) {
   const std::regex quantity(R"(^(\s*-?\s*\{?)?(\s*)([a-z0-9_]+): ([-0-9.e+]+) ([A-Za-z/]+)(.*)$)");
   int tried = 0, refused = 0;
   for (const auto& name : list_hardware(kLibrary)) {
-    const std::string text = read_text(kLibrary / (name + ".yaml"));
+    const std::string text = slurp(kLibrary / (name + ".yaml"));
     std::vector<std::string> lines;
     std::stringstream ss(text);
     for (std::string l; std::getline(ss, l);) lines.push_back(l);

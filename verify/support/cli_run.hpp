@@ -14,20 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "verify/support/test_files.hpp"
+
 namespace dpt::test {
 
 struct CliResult {
   int exit_code = -1;
   std::string out, err;
 };
-
-// The bytes of a file ("" when it cannot be read).
-inline std::string slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // In a forked child: into `cwd`, stdout and stderr to cwd/.stdout and cwd/.stderr,
 // `before_exec` (environment, limits, signal dispositions), then DPTWIN_EXE with
