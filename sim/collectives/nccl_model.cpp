@@ -151,7 +151,7 @@ double nccl_wire_bytes_per_data_byte(NcclProtocol p) {
 }
 
 int nccl_channels_for_size(const NcclGraph& g, NcclAlgo a, NcclProtocol p, Bytes bytes) {
-  const int full = a == NcclAlgo::nvls ? g.nvls_channels : g.ring_channels;
+  const int full = a == NcclAlgo::nvls ? g.nvls_channels : g.runtime_channels;
   // NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512;
   // NCCL_LL_THREAD_THRESHOLD 8 (x nRanks for ring), NCCL_LL128_THREAD_THRESHOLD 8,
   // NCCL_SIMPLE_THREAD_THRESHOLD 64 (src/include/device.h, tuning.cc).
@@ -255,6 +255,13 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
     g.ring_channels = n;
     g.ring_bw_gbs = s;
   }
+  // ncclTopoPostset (src/graph/connect.cc) duplicates the ring graph's channels once more,
+  // up to MAXCHANNELS (32 in NCCL 2.18's devcomm.h, 64 since); the graph's own 16 keep
+  // the result within either.
+  constexpr int kMaxChannels = 32;
+  g.runtime_channels = fault_active(Fault::nccl_channels_not_duplicated)
+                           ? g.ring_channels
+                           : std::min(kMaxChannels, 2 * g.ring_channels);
   // NVLS graph (Hopper and later on an NVSwitch that reduces): one channel per GPU
   // (maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs), all required on one node).
   if (g.nodes == 1 && hw.nvswitch && hw.nvswitch->in_switch_reduction && g.compcap >= 90 && p2p && ppn > 1) {
@@ -338,7 +345,7 @@ double nccl_time_us(const NcclGraph& g, CollectiveOp op, NcclAlgo a, NcclProtoco
   // Plateau effect of ring (tuning.cc): inter-node Simple all-reduce pays 1.4x latency
   // (1.9x before Ampere) once a channel's share per rank reaches 64 bytes.
   if (a == NcclAlgo::ring && p == NcclProtocol::simple && g.nodes > 1 && op == CollectiveOp::all_reduce &&
-      bytes / (static_cast<Bytes>(g.ring_channels) * g.ranks) >= 64)
+      bytes / (static_cast<Bytes>(g.runtime_channels) * g.ranks) >= 64)
     lat *= g.compcap < 80 ? 1.9 : 1.4;
   if (fault_active(Fault::nccl_latency_omitted)) lat = 0;
   return lat + static_cast<double>(bytes) / (1000.0 * bw);
