@@ -37,6 +37,13 @@ enum class NcclAlgo { tree = 0, ring = 1, nvls = 2 };
 // NCCL_LL_LINES / NCCL_LL128_DATAELEMS); Simple sends the data as is.
 double nccl_wire_bytes_per_data_byte(NcclProtocol p);
 
+// Whose tuner constants the model uses: NCCL master's, or those of the 2.18.5-1 tag where
+// they differ (ring LL bandwidth, llMaxBw, NVLS and tree latencies; nccl_model.cpp).
+enum class NcclTuner { master, v2_18_5 };
+// "master" or "2.18.5" (known_nccl_versions()); throws std::invalid_argument naming the
+// version and the known ones.
+NcclTuner parse_nccl_tuner(const std::string& version);
+
 // What NCCL's topology search finds for one communicator (see nccl_model.cpp).
 struct NcclGraph {
   int compcap = 80;           // CUDA compute capability x 10 (inferred from the GPU name)
@@ -58,6 +65,7 @@ struct NcclGraph {
   double nvls_bw_gbs = 0;     // per-channel bwIntra of the NVLS graph
   bool ll128 = true;          // LL128 enabled by NCCL's default rules
   double latency_scale = 1.0; // hardware efficiency.nccl_latency (1: NCCL's constants)
+  NcclTuner tuner = NcclTuner::master;  // the hardware spec's nccl_version
 };
 
 // NCCL's graph for `ranks` ranks on `nodes` nodes of `hw` (ranks evenly spread), with
