@@ -69,6 +69,8 @@ const std::vector<Fault>& all_faults() {
       Fault::dp_replica_loss_scatters_grad,
       Fault::dp_replica_grads_filled,
       Fault::platform_link_ids_shared_by_directions,
+      Fault::nccl_channels_not_duplicated,
+      Fault::nccl_version_ignored,
   };
   return faults;
 }
@@ -127,6 +129,8 @@ const char* fault_name(Fault f) {
     case Fault::dp_replica_loss_scatters_grad: return "dp-replica-loss-scatters-grad";
     case Fault::dp_replica_grads_filled: return "dp-replica-grads-filled";
     case Fault::platform_link_ids_shared_by_directions: return "platform-link-ids-shared-by-directions";
+    case Fault::nccl_channels_not_duplicated: return "nccl-channels-not-duplicated";
+    case Fault::nccl_version_ignored: return "nccl-version-ignored";
   }
   return "?";
 }

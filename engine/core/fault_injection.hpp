@@ -64,6 +64,8 @@ enum class Fault : unsigned {
   dp_replica_loss_scatters_grad,    // "dp-replica-loss-scatters-grad": a module-computed loss still scatters the gathered outputs' gradient
   dp_replica_grads_filled,          // "dp-replica-grads-filled": shape-only replicas pay a fill kernel per gradient every step
   platform_link_ids_shared_by_directions,  // "platform-link-ids-shared-by-directions": a split-duplex link's UP and DOWN get one dense id
+  nccl_channels_not_duplicated,     // "nccl-channels-not-duplicated": NCCL runs as many channels as its ring graph found, not twice as many
+  nccl_version_ignored,             // "nccl-version-ignored": the collective model uses NCCL master's tuner constants whatever the hardware's nccl_version says
 };
 
 // Every fault, in declaration order.

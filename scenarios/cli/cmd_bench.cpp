@@ -47,6 +47,7 @@ struct BenchOptions {
   std::string hardware;              // sim: library name or YAML file
   std::optional<int> devices;        // ranks (default: every GPU of the machine)
   std::optional<int> nodes;          // sim: override the hardware file's node count
+  std::optional<std::string> nccl_version;  // sim: NCCL release of the tuner constants
   std::string min_bytes = "8";       // -b
   std::string max_bytes = "128M";    // -e
   int factor = 2;                    // -f
@@ -154,6 +155,15 @@ SimBenchSetup sim_setup(const BenchOptions& o) {
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(fmt::format("--nodes {}: {}", *o.nodes, e.what()));
     }
+  }
+  if (o.nccl_version) {
+    const auto& known = sim::known_nccl_versions();
+    if (std::find(known.begin(), known.end(), *o.nccl_version) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw std::invalid_argument(fmt::format("--nccl-version {}: unknown NCCL version (known: {})", *o.nccl_version, list));
+    }
+    s.hw.nccl_version = *o.nccl_version;
   }
   const int n = o.devices.value_or(s.hw.gpu_count());
   if (n < 1 || n > s.hw.gpu_count())
@@ -265,7 +275,7 @@ bool given(const BenchOptions& o, const std::string& flag) {
 // A flag the chosen backend would ignore is refused, naming it.
 void refuse_foreign_flags(const BenchOptions& o) {
   const bool sim = o.backend == "sim";
-  const std::vector<std::string> sim_only = {"--hardware", "--nodes", "--algo", "--proto"};
+  const std::vector<std::string> sim_only = {"--hardware", "--nodes", "--algo", "--proto", "--nccl-version"};
   const std::vector<std::string> real_only = {"--check", "--gemm-size", "--copy-bytes", "--no-micro", "--tf32"};
   for (const auto& f : sim ? real_only : sim_only)
     if (given(o, f))
@@ -337,6 +347,9 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
   cmd->add_option("--op", o->op, "Collective: all_reduce, all_gather, reduce_scatter, broadcast; host/cuda also take "
                                  "reduce, a comma-separated list, or all. Default: all_reduce on sim, every "
                                  "collective on host and cuda");
+  cmd->add_option("--nccl-version", o->nccl_version,
+                  "sim: NCCL release whose tuner constants to use, as nccl-tests prints it (master, 2.18.5; "
+                  "default: the hardware file's nccl_version, else master)");
   cmd->add_option("--algo", o->algo, "sim: force the algorithm like NCCL_ALGO: ring, tree, nvls");
   cmd->add_option("--proto", o->proto, "sim: force the protocol like NCCL_PROTO: LL, LL128, Simple");
   cmd->add_option("-d,--datatype", o->dtype, "Element type: float, double, half, bfloat16, int8, int32, int64")
@@ -349,7 +362,7 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
               exit_codes_help());
   return [o, cmd]() {
     o->op_given = cmd->count("--op") > 0;
-    for (const char* f : {"--hardware", "--nodes", "--algo", "--proto", "--check", "--gemm-size", "--copy-bytes", "--no-micro",
+    for (const char* f : {"--hardware", "--nodes", "--nccl-version", "--algo", "--proto", "--check", "--gemm-size", "--copy-bytes", "--no-micro",
                           "--tf32"})
       if (cmd->count(f) > 0) o->given.push_back(f);
     return run_bench(*o);

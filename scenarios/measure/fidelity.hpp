@@ -16,6 +16,7 @@
 //     - id: nd-a100-v4-allreduce-16MiB
 //       hardware_file: dgx-a100     # library name or YAML path (relative to this file)
 //       overrides: {gpu.memory: 40 GiB}    # optional hardware fields, as a scenario's
+//       nccl_version: "2.18.5"     # optional: the NCCL the source ran (hardware nccl_version)
 //       collective: {op: all_reduce, bytes: 16777216, dtype: float, gpus: 8, nodes: 1}
 //       measured: {busbw_GB_per_s: 109.22}
 //     - id: dle-rn50-a100-8gpu-tf32

@@ -185,7 +185,7 @@ void parse_measured(const Reader& r, const YAML::Node& n, const std::string& key
 
 Entry parse_entry(const Reader& r, const YAML::Node& n, const std::string& key) {
   r.require_map(n, key);
-  r.check_keys(n, key, {"id", "hardware_file", "overrides", "collective", "training", "measured", "note"});
+  r.check_keys(n, key, {"id", "hardware_file", "overrides", "nccl_version", "collective", "training", "measured", "note"});
   Entry e;
   e.file = r.file;
   e.line = n.Mark().line + 1;
@@ -198,6 +198,9 @@ Entry parse_entry(const Reader& r, const YAML::Node& n, const std::string& key) 
       e.overrides.push_back({path, kv.second, r.at(kv.first, key + ".overrides." + path)});
     }
   }
+  // The NCCL release the source ran: the hardware's nccl_version (checked when the hardware loads).
+  if (const YAML::Node v = n["nccl_version"])
+    e.overrides.push_back({"nccl_version", v, r.at(v, key + ".nccl_version")});
   if (n["collective"] && n["training"]) r.fail(n, key, "give collective or training, not both");
   if (n["collective"]) e.collective = parse_collective(r, n["collective"], key + ".collective");
   else if (n["training"]) e.training = parse_training(r, n["training"], key + ".training");

@@ -142,19 +142,20 @@ void check_forced(const Platform& p, const CollectiveCall& call, CollectiveAlgor
 }
 
 // The flow bound and latency of the chosen (algorithm, protocol), from NCCL's model.
+// `ring_share`: the fraction of the ring's bus bandwidth one schedule channel carries.
 void shape_flows(CollectivePlan& plan, const HardwareSpec& hw, const NcclGraph& g, const NcclChoice& c,
-                 const CollectiveCall& call) {
+                 const CollectiveCall& call, double ring_share) {
   plan.protocol = c.protocol;
   plan.nccl_time_s = c.time_us * 1e-6;
   const double bw_bytes_per_s = c.cost.alg_bw_gbs * 1e9;
   plan.latency_s = std::max(0.0, plan.nccl_time_s - static_cast<double>(call.bytes()) / bw_bytes_per_s);
   plan.wire_factor = nccl_wire_bytes_per_data_byte(c.protocol);
-  // Per channel: the bus bandwidth over the channels (a ring hop carries one channel's
-  // share at that rate); nvls: each GPU's one flow up and down at algbw. Chains
-  // (broadcast, reduce) and trees share the links freely.
+  // Per channel: its share of the bus bandwidth (a ring hop carries one channel's share
+  // at that rate); nvls: each GPU's one flow up and down at algbw. Chains (broadcast,
+  // reduce) and trees share the links freely.
   double data_cap = 0;
   const bool chain = call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce;
-  if (plan.algorithm == CollectiveAlgorithm::ring && !chain) data_cap = c.cost.bus_bw_gbs * 1e9 / g.ring_channels;
+  if (plan.algorithm == CollectiveAlgorithm::ring && !chain) data_cap = c.cost.bus_bw_gbs * 1e9 * ring_share;
   if (plan.algorithm == CollectiveAlgorithm::nvls) data_cap = c.cost.alg_bw_gbs * 1e9;
   if (fault_active(Fault::nccl_channel_cap_omitted)) data_cap = 0;
   plan.flow_cap_bytes_per_s = data_cap * plan.wire_factor;
@@ -215,7 +216,17 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
     c = nccl_choose(g, call.op, algos, call.bytes());
   }
   plan.algorithm = from_nccl(c.algo);
-  if (!settings.channels && settings.nccl_model) plan.channels = nccl_channels_for_size(g, c.algo, c.protocol, call.bytes());
+  // NCCL launches `launched` of its runtime channels (twice the ring graph's: each graph
+  // ring runs as two thread blocks), each with 1/runtime_channels of the bus bandwidth.
+  // The schedule keeps one channel per distinct ring (at most the graph's), each carrying
+  // its share of the launched blocks' bandwidth; a forced count is taken as graph rings.
+  double ring_share = 1.0 / g.ring_channels;
+  if (!settings.channels && settings.nccl_model) {
+    const int launched = nccl_channels_for_size(g, c.algo, c.protocol, call.bytes());
+    const int rings = c.algo == NcclAlgo::nvls ? launched : std::min(launched, g.ring_channels);
+    plan.channels = rings;
+    ring_share = static_cast<double>(launched) / (static_cast<double>(g.runtime_channels) * rings);
+  }
   std::string times;
   for (auto a : algos)
     for (auto pr : protocols) {
@@ -229,7 +240,7 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
                                   nccl_protocol_name(c.protocol))
                     : fmt::format("{}/{}: least NCCL tuner time ({})", collective_algorithm_name(plan.algorithm),
                                   nccl_protocol_name(c.protocol), times);
-  shape_flows(plan, p.hardware(), g, c, call);
+  shape_flows(plan, p.hardware(), g, c, call, ring_share);
   choose_formulation(plan, n, call, settings);
   if (!settings.nccl_model) {
     plan.wire_factor = 1.0;

@@ -1,5 +1,6 @@
 // NCCL's tuner model (see nccl_model.hpp). Every constant below is NCCL's, from the file
-// named next to it (NVIDIA/nccl, master of 2026-06, 5067397); the code is written anew.
+// named next to it (NVIDIA/nccl, master of 2026-06, 5067397; the 2.18.5 tables from the
+// v2.18.5-1 tag); the code is written anew.
 #include "sim/collectives/nccl_model.hpp"
 
 #include <algorithm>
@@ -44,6 +45,19 @@ constexpr double kTreeCorrection[3][23] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
     {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+
+// The same tables in NCCL 2.18.5 (git show v2.18.5-1:src/graph/tuning.cc), where they
+// differ from master's: baseLat gives Tree Simple no base latency and NVLS 23 us.
+constexpr double kBaseLat218[3][3] = {{6.8, 14.0, 0}, {6.6, 14.0, 8.4}, {0, 0, 23.0}};
+// hwLat (v2.18.5-1 tuning.cc): PCI Tree Simple 6 us; NVLS on NVLink 0 (its 23 us is base).
+constexpr double kHwLat218[3][3][3] = {
+    {{0.6, 1.25, 4}, {0.6, 1.9, 3.4}, {0, 0, 0}},    // NVLINK
+    {{1.0, 1.9, 6}, {1.0, 2.5, 5.7}, {0, 0, 0}},     // PCI
+    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 18}},  // NET
+};
+// llMaxBws (v2.18.5-1 tuning.cc): Hopper's row is Ampere's {87.7, 22.5, 19.0}; no Blackwell
+// row (compCapIndex stops at Hopper, so the model maps Blackwell to it under 2.18.5).
+constexpr double kLlMaxBw218[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}, {87.7, 22.5, 19.0}};
 
 // src/graph/topo.h: NVLink bandwidth per link as NCCL's topology counts it (GB/s), by SM.
 double nvlink_bw_gbs(int compcap) {
@@ -129,6 +143,14 @@ const char* nccl_protocol_name(NcclProtocol p) {
   return "?";
 }
 
+NcclTuner parse_nccl_tuner(const std::string& version) {
+  if (version == "master") return NcclTuner::master;
+  if (version == "2.18.5") return NcclTuner::v2_18_5;
+  std::string list;
+  for (const auto& k : known_nccl_versions()) list += (list.empty() ? "" : ", ") + k;
+  throw std::invalid_argument(fmt::format("nccl_version: unknown NCCL version '{}' (known: {})", version, list));
+}
+
 NcclProtocol parse_nccl_protocol(const std::string& name) {
   std::string n;
   for (char c : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -151,7 +173,7 @@ double nccl_wire_bytes_per_data_byte(NcclProtocol p) {
 }
 
 int nccl_channels_for_size(const NcclGraph& g, NcclAlgo a, NcclProtocol p, Bytes bytes) {
-  const int full = a == NcclAlgo::nvls ? g.nvls_channels : g.ring_channels;
+  const int full = a == NcclAlgo::nvls ? g.nvls_channels : g.runtime_channels;
   // NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512;
   // NCCL_LL_THREAD_THRESHOLD 8 (x nRanks for ring), NCCL_LL128_THREAD_THRESHOLD 8,
   // NCCL_SIMPLE_THREAD_THRESHOLD 64 (src/include/device.h, tuning.cc).
@@ -202,6 +224,7 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
   g.nodes = std::max(1, nodes);
   g.p2p = p2p;
   g.latency_scale = hw.efficiency.nccl_latency;
+  g.tuner = fault_active(Fault::nccl_version_ignored) ? NcclTuner::master : parse_nccl_tuner(hw.nccl_version);
   const int ppn = std::max(1, g.ranks / g.nodes);
   // ncclTopoCompute's ring graph: maxChannels = MAXCHANNELS / 2 (src/init.cc).
   constexpr int kMaxRingChannels = 16;
@@ -255,6 +278,13 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
     g.ring_channels = n;
     g.ring_bw_gbs = s;
   }
+  // ncclTopoPostset (src/graph/connect.cc) duplicates the ring graph's channels once more,
+  // up to MAXCHANNELS (32 in NCCL 2.18's devcomm.h, 64 since); the graph's own 16 keep
+  // the result within either.
+  constexpr int kMaxChannels = 32;
+  g.runtime_channels = fault_active(Fault::nccl_channels_not_duplicated)
+                           ? g.ring_channels
+                           : std::min(kMaxChannels, 2 * g.ring_channels);
   // NVLS graph (Hopper and later on an NVSwitch that reduces): one channel per GPU
   // (maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs), all required on one node).
   if (g.nodes == 1 && hw.nvswitch && hw.nvswitch->in_switch_reduction && g.compcap >= 90 && p2p && ppn > 1) {
@@ -282,47 +312,59 @@ NcclCost nccl_cost(const NcclGraph& g, CollectiveOp op, NcclAlgo algo, NcclProto
   if (algo == NcclAlgo::nvls && (proto != NcclProtocol::simple || g.nvls_channels < 2)) return out;
   if (proto == NcclProtocol::ll128 && !g.ll128) return out;
   const int nsteps = all_reduce ? 2 * (n - 1) : rs_ag ? n - 1 : n;
-  const int ci = g.compcap_index;
+  const bool v218 = g.tuner == NcclTuner::v2_18_5;
+  const int ci = v218 ? std::min(g.compcap_index, 2) : g.compcap_index;
   const int index1 = nodes == 1 ? ci : (g.cpu_amd ? 1 : 0);
-  const double ll_max = kLlMaxBw[index1][idx2];
+  const double ll_max = (v218 ? kLlMaxBw218 : kLlMaxBw)[index1][idx2];
   const double ppn = static_cast<double>(n) / nodes;
   int channels = algo == NcclAlgo::nvls ? g.nvls_channels : g.ring_channels;
   double bw = g.ring_bw_gbs;
   if (algo == NcclAlgo::nvls) {
-    const double intra = g.nvls_bw_gbs * kNvlsEfficiency[ci] * (channels - 1) / channels * (all_reduce ? 2.0 : (ppn - 1) / ppn);
-    bw = intra;
+    // 2.18.5 takes the NVLS graph's bwIntra as is (no nvlsEfficiency) and converts with ratio 5/6.
+    bw = v218 ? g.nvls_bw_gbs
+              : g.nvls_bw_gbs * kNvlsEfficiency[ci] * (channels - 1) / channels * (all_reduce ? 2.0 : (ppn - 1) / ppn);
   }
   double bus = channels * bw;
-  if (algo == NcclAlgo::ring && proto == NcclProtocol::ll) bus = std::min(ll_max, bus * 0.5);
-  if (algo == NcclAlgo::ring && proto == NcclProtocol::ll128) bus = std::min(bus * 0.92, channels * kPerChRingLL128[ci][idx2]);
+  // Ring LL: master halves the bus bandwidth; 2.18.5 (v2.18.5-1 tuning.cc) takes a quarter
+  // for all-reduce, reduce or several nodes, a third otherwise.
+  const double ring_ll = !v218 ? 0.5 : (nodes > 1 || all_reduce || op == CollectiveOp::reduce) ? 1.0 / 4.0 : 1.0 / 3.0;
+  // Ring LL128: 0.92, but 0.7 with one GPU per node in 2.18.5 (v2.18.5-1 tuning.cc).
+  const double ring_ll128 = v218 && ppn < 2 ? 0.7 : 0.92;
+  if (algo == NcclAlgo::ring && proto == NcclProtocol::ll) bus = std::min(ll_max, bus * ring_ll);
+  if (algo == NcclAlgo::ring && proto == NcclProtocol::ll128) bus = std::min(bus * ring_ll128, channels * kPerChRingLL128[ci][idx2]);
   if (algo == NcclAlgo::tree) {
     bus = std::min(bus * 0.92, channels * kPerChTree[ci][idx2]);
     if (proto == NcclProtocol::ll) bus = std::min(bus / 3.8, ll_max);
     if (proto == NcclProtocol::ll128) bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), channels * kPerChTreeLL128[ci][idx2]);
   }
   out.bus_bw_gbs = bus;
-  const double ratio = algo == NcclAlgo::tree ? 0.5 : static_cast<double>(n) / nsteps;
+  const double ratio = algo == NcclAlgo::tree              ? 0.5
+                      : algo == NcclAlgo::nvls && v218 ? 5.0 / 6.0  // v2.18.5-1 tuning.cc
+                                                       : static_cast<double>(n) / nsteps;
   out.alg_bw_gbs = bus * ratio;
   // Latency.
+  const auto& base_lat = v218 ? kBaseLat218 : kBaseLat;
+  const auto& hw_lat = v218 ? kHwLat218 : kHwLat;
   const int intra_hw = g.intra_nvlink ? kHwNvlink : kHwPci;
-  double lat = kBaseLat[a][p];
-  double intra_lat = kHwLat[intra_hw][a][p];
-  const double inter_lat = (ppn == 1 ? kHwLat[kHwNet][kTree][p] : kHwLat[kHwNet][a][p]);  // + graph latencyInter (0 on IB)
+  double lat = base_lat[a][p];
+  double intra_lat = hw_lat[intra_hw][a][p];
+  const double inter_lat = (ppn == 1 ? hw_lat[kHwNet][kTree][p] : hw_lat[kHwNet][a][p]);  // + graph latencyInter (0 on IB)
   if (algo == NcclAlgo::ring) {
     if (op == CollectiveOp::broadcast || op == CollectiveOp::reduce) {
-      lat += kHwLat[nodes == 1 ? intra_hw : kHwNet][kRing][p];  // same channels: one hop's latency
+      lat += hw_lat[nodes == 1 ? intra_hw : kHwNet][kRing][p];  // same channels: one hop's latency
     } else {
       // Inter-node rings launch nsteps x the network post overhead (1 us Intel, 2 us AMD; x3 Simple).
       double net_overhead = 0;
       if (nodes > 1) net_overhead = (g.cpu_amd ? 2.0 : 1.0) * (proto == NcclProtocol::simple ? 3.0 : 1.0);
       intra_lat = std::max(intra_lat, net_overhead);
-      const int inter_steps = nodes == 1 ? 0 : all_reduce ? 2 * (nodes - 1) : nodes - 1;
+      // 2.18.5 counts 2 x nodes inter-node steps for all-reduce (v2.18.5-1 tuning.cc), master 2 x (nodes - 1).
+      const int inter_steps = nodes == 1 ? 0 : all_reduce ? 2 * (nodes - (v218 ? 0 : 1)) : nodes - 1;
       lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
     }
   } else if (algo == NcclAlgo::tree) {
     lat += 2 * ((ppn - 1) * intra_lat + log2i(nodes) * inter_lat);
   } else {
-    lat = intra_lat;
+    lat += intra_lat;  // NVLS: master 0 + 25 us on NVLink, 2.18.5 23 + 0 us
   }
   out.latency_us = lat * g.latency_scale;
   return out;
@@ -338,7 +380,7 @@ double nccl_time_us(const NcclGraph& g, CollectiveOp op, NcclAlgo a, NcclProtoco
   // Plateau effect of ring (tuning.cc): inter-node Simple all-reduce pays 1.4x latency
   // (1.9x before Ampere) once a channel's share per rank reaches 64 bytes.
   if (a == NcclAlgo::ring && p == NcclProtocol::simple && g.nodes > 1 && op == CollectiveOp::all_reduce &&
-      bytes / (static_cast<Bytes>(g.ring_channels) * g.ranks) >= 64)
+      bytes / (static_cast<Bytes>(g.runtime_channels) * g.ranks) >= 64)
     lat *= g.compcap < 80 ? 1.9 : 1.4;
   if (fault_active(Fault::nccl_latency_omitted)) lat = 0;
   return lat + static_cast<double>(bytes) / (1000.0 * bw);

@@ -37,6 +37,13 @@ enum class NcclAlgo { tree = 0, ring = 1, nvls = 2 };
 // NCCL_LL_LINES / NCCL_LL128_DATAELEMS); Simple sends the data as is.
 double nccl_wire_bytes_per_data_byte(NcclProtocol p);
 
+// Whose tuner constants the model uses: NCCL master's, or those of the 2.18.5-1 tag where
+// they differ (ring LL bandwidth, llMaxBw, NVLS and tree latencies; nccl_model.cpp).
+enum class NcclTuner { master, v2_18_5 };
+// "master" or "2.18.5" (known_nccl_versions()); throws std::invalid_argument naming the
+// version and the known ones.
+NcclTuner parse_nccl_tuner(const std::string& version);
+
 // What NCCL's topology search finds for one communicator (see nccl_model.cpp).
 struct NcclGraph {
   int compcap = 80;           // CUDA compute capability x 10 (inferred from the GPU name)
@@ -47,11 +54,18 @@ struct NcclGraph {
   bool intra_nvlink = false;  // intra-node links: NVLink (NCCL_HW_NVLINK) or PCI (NCCL_HW_PCI)
   bool p2p = true;            // intra-node transport P2P (false: SHM through host memory)
   int ring_channels = 1;      // nChannels of the ring graph (trees use the same, as NCCL tries)
+  // comm->nChannels: the channels (thread blocks) NCCL launches at most, the ring graph's
+  // duplicated once more when the communicator connects (connect.cc, ncclTopoPostset:
+  // "Duplication should be complete now", min(MAXCHANNELS, 2 x nChannels)); an 8x A100
+  // NVSwitch node logs "Channel 23/24". The tuner still models ring_channels x ring_bw_gbs,
+  // so each launched channel carries a 1/runtime_channels share of that bus bandwidth.
+  int runtime_channels = 1;
   double ring_bw_gbs = 0;     // per-channel bandwidth of the ring graph (bwIntra, or bwInter across >2 nodes)
   int nvls_channels = 0;      // 0: no NVLS graph
   double nvls_bw_gbs = 0;     // per-channel bwIntra of the NVLS graph
   bool ll128 = true;          // LL128 enabled by NCCL's default rules
   double latency_scale = 1.0; // hardware efficiency.nccl_latency (1: NCCL's constants)
+  NcclTuner tuner = NcclTuner::master;  // the hardware spec's nccl_version
 };
 
 // NCCL's graph for `ranks` ranks on `nodes` nodes of `hw` (ranks evenly spread), with
@@ -83,7 +97,8 @@ NcclChoice nccl_choose(const NcclGraph& g, CollectiveOp op, const std::vector<Nc
                        const std::vector<NcclProtocol>& protocols = {NcclProtocol::ll, NcclProtocol::ll128,
                                                                       NcclProtocol::simple});
 
-// Channels NCCL launches for one operation of `bytes` (enqueue.cc): it drops channels while
+// Channels NCCL launches for one operation of `bytes` (enqueue.cc), from runtime_channels
+// (nvls: nvls_channels) down: it drops channels while
 // nBytes < channels x threads x thread threshold (threads: LL 512, LL128 640, Simple 512;
 // thresholds per thread: LL 8 bytes x ranks for ring, LL128 8, Simple 64; device.h).
 int nccl_channels_for_size(const NcclGraph& g, NcclAlgo a, NcclProtocol p, Bytes bytes);

@@ -277,6 +277,11 @@ std::string stem_of(const std::string& file_label) { return std::filesystem::pat
 
 }  // namespace
 
+const std::vector<std::string>& known_nccl_versions() {
+  static const std::vector<std::string> versions{"master", "2.18.5"};
+  return versions;
+}
+
 HardwareSpec parse_hardware_yaml(const std::string& text, const std::string& file_label) {
   const YAML::Node doc = yaml_load_string(text, file_label);
   MapReader r(doc, file_label, "");
@@ -294,6 +299,15 @@ HardwareSpec parse_hardware_yaml(const std::string& text, const std::string& fil
   if (r.has("network")) hw.network = read_network(r.map("network"));
   if (r.has("efficiency")) hw.efficiency = read_efficiency(r.map("efficiency"));
   if (r.has("gloo")) hw.gloo = read_gloo(r.map("gloo"));
+  if (auto v = r.opt_string("nccl_version")) {
+    const auto& known = known_nccl_versions();
+    if (std::find(known.begin(), known.end(), *v) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      r.fail("nccl_version", fmt::format("unknown NCCL version '{}' (known: {})", *v, list));
+    }
+    hw.nccl_version = *v;
+  }
   r.finish();
   try {
     validate_hardware(hw);

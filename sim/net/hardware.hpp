@@ -16,6 +16,7 @@
 //   description: "..."                 # optional, free text
 //   nodes: 1                           # identical nodes (>= 1); > 1 needs `network`
 //   gpus_per_node: 8
+//   nccl_version: "2.18.5"             # optional: NCCL release of the tuner constants (master, 2.18.5)
 //   gpu:
 //     name: H100-SXM5-80GB
 //     peak_flops: {f32: 66.9 TFLOPS, tf32: 494.7 TFLOPS, bf16: ..., f16: ..., f64: ...}  # dense; tf32/bf16/f16 optional
@@ -267,9 +268,16 @@ struct HardwareSpec {
   std::optional<NetworkSpec> network;
   EfficiencySpec efficiency;
   std::optional<GlooSpec> gloo;  // present: collectives are gloo's, not NCCL's
+  // The NCCL release whose tuner constants the collective model uses: "master" (NCCL's
+  // master branch, the default) or "2.18.5" (the v2.18.5-1 tag); the release nccl-tests or
+  // PyTorch ran with (NCCL prints it: "NCCL version 2.18.5+cuda12.2").
+  std::string nccl_version = "master";
 
   int gpu_count() const { return nodes * gpus_per_node; }
 };
+
+// NCCL releases whose tuner constants the collective model knows (nccl_version above).
+const std::vector<std::string>& known_nccl_versions();
 
 // Raw per-direction bandwidth of one PCIe lane of a generation (PCI-SIG: 2.5, 5, 8, 16,
 // 32, 64 GT/s; 8b/10b coding for gen 1-2, 128b/130b for 3-5, FLIT for 6).

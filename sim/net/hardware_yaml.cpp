@@ -186,6 +186,7 @@ std::string hardware_yaml(const HardwareSpec& hw, const YamlComments& comments, 
   if (!hw.description.empty()) e.line(0, "description", "description", quoted(hw.description));
   e.line(0, "nodes", "nodes", std::to_string(hw.nodes));
   e.line(0, "gpus_per_node", "gpus_per_node", std::to_string(hw.gpus_per_node));
+  if (hw.nccl_version != "master") e.line(0, "nccl_version", "nccl_version", quoted(hw.nccl_version));
   emit_gpu(e, hw.gpu);
   emit_pcie(e, hw.pcie);
   emit_nvlink(e, hw);

@@ -15,6 +15,8 @@
 //  - SHM both ways: with P2P off, a ring's bus bandwidth never exceeds the host-staged
 //    bidirectional rate (pcie.staged_bidirectional), while a one-way broadcast and P2P
 //    rings ignore it (nccl-shm-duplex-free).
+//  - Runtime channels: NCCL launches twice its ring graph's channels, each with its share of
+//    the bus bandwidth (nccl-channels-not-duplicated).
 //  - Tree chunks: NCCL's tree pipelines LL128 in chunks halved for mid sizes (dgx-h100
 //    cluster, 4 nodes, 8 channels: 72,000 B at 16 MiB, 576,000 B at 1 GiB, derived by hand
 //    from enqueue.cc), never growing as the size shrinks (nccl-tree-chunk-fixed).
@@ -343,4 +345,57 @@ TEST(NcclTreeChunks, ProtocolStepHalvedForMidSizes) {
 TEST(NcclTreeChunks, PlantedBugFixedChunkIsCaught) {
   ScopedFault f(Fault::nccl_tree_chunk_fixed);
   EXPECT_NE(nccl_tree_chunk_bytes(four_h100_nodes(), NcclProtocol::ll128, 16 * kMiB, 8), 72000);
+}
+
+namespace {
+// Whether the graph launches twice its ring graph's channels (connect.cc duplicates them
+// once more when the communicator connects), within MAXCHANNELS 32.
+bool runtime_channels_duplicated(const NcclGraph& g) {
+  return g.runtime_channels == std::min(32, 2 * g.ring_channels);
+}
+}  // namespace
+
+// Invariant: NCCL launches up to twice the channels its ring graph found
+// (ncclTopoPostset: min(MAXCHANNELS, 2 x nChannels)). An HGX A100 8-GPU node logs
+// "Channel 23/24" (nccl-tests issue 100): 12 graph rings, 24 launched.
+TEST(NcclChannels, RuntimeChannelsAreTheGraphsDuplicated) {
+  const auto a100 = nccl_graph(load_hardware("dgx-a100", kHardwareLibrary), 8, 1, true);
+  EXPECT_EQ(a100.runtime_channels, 24);
+  for (const char* name : {"dgx-a100", "dgx-h100", "desktop-2gpu-pcie-nop2p"}) {
+    const auto hw = load_hardware(name, kHardwareLibrary);
+    EXPECT_TRUE(runtime_channels_duplicated(nccl_graph(hw, hw.gpu_count(), 1, hw.pcie.peer_to_peer))) << name;
+  }
+}
+
+TEST(NcclChannels, PlantedBugChannelsNotDuplicatedIsCaught) {
+  ScopedFault f(Fault::nccl_channels_not_duplicated);
+  EXPECT_FALSE(runtime_channels_duplicated(nccl_graph(load_hardware("dgx-a100", kHardwareLibrary), 8, 1, true)));
+}
+
+namespace {
+// Seconds a 512 KiB LL all-reduce on DGX A100 spends moving data: simulated time less
+// NCCL's latency term.
+Seconds a100_ll_512k_transfer_s() {
+  CollectiveSettings s;
+  s.protocol = NcclProtocol::ll;
+  const RunResult r = run_one(load_hardware("dgx-a100", kHardwareLibrary), all_reduce_bytes(512 * kKiB), s);
+  return r.time_s - r.latency_s;
+}
+}  // namespace
+
+// Invariant: each launched channel carries 1/runtime_channels of NCCL's bus bandwidth, so
+// an operation that launches fewer channels than the runtime count moves its data no
+// faster than their share. By hand (enqueue.cc, tuning.cc): LL on 8 ranks keeps a channel
+// per 512 threads x 8 B x 8 ranks = 32 KiB, so 512 KiB launches 16 of 24 channels; ring
+// LL's bus bandwidth on one Ampere node is min(llMaxBw 87.7, 12 x 20 x 0.5) = 87.7 GB/s;
+// 16/24 of it moves 2 x 7/8 x 512 KiB in at least 15.7 us.
+TEST(NcclChannels, LaunchedChannelsCarryOnlyTheirShare) {
+  const double least_s = 2.0 * 7 / 8 * 512 * 1024 / (16.0 / 24.0 * 87.7e9);
+  EXPECT_GE(a100_ll_512k_transfer_s(), least_s * (1 - 1e-3));
+}
+
+TEST(NcclChannels, PlantedBugChannelsNotDuplicatedMovesDataTooFast) {
+  ScopedFault f(Fault::nccl_channels_not_duplicated);
+  const double least_s = 2.0 * 7 / 8 * 512 * 1024 / (16.0 / 24.0 * 87.7e9);
+  EXPECT_LT(a100_ll_512k_transfer_s(), least_s * (1 - 1e-3));
 }
