@@ -69,6 +69,7 @@ const std::vector<Fault>& all_faults() {
       Fault::dp_flatten_per_tensor,
       Fault::dp_replica_loss_scatters_grad,
       Fault::dp_replica_grads_filled,
+      Fault::spec_transformer_traffic_uncounted,
   };
   return faults;
 }
@@ -127,6 +128,7 @@ const char* fault_name(Fault f) {
     case Fault::dp_flatten_per_tensor: return "dp-flatten-per-tensor";
     case Fault::dp_replica_loss_scatters_grad: return "dp-replica-loss-scatters-grad";
     case Fault::dp_replica_grads_filled: return "dp-replica-grads-filled";
+    case Fault::spec_transformer_traffic_uncounted: return "spec-transformer-traffic-uncounted";
   }
   return "?";
 }

@@ -64,6 +64,7 @@ enum class Fault : unsigned {
   dp_flatten_per_tensor,            // "dp-flatten-per-tensor": DataParallel flattens and unflattens with a copy kernel per tensor
   dp_replica_loss_scatters_grad,    // "dp-replica-loss-scatters-grad": a module-computed loss still scatters the gathered outputs' gradient
   dp_replica_grads_filled,          // "dp-replica-grads-filled": shape-only replicas pay a fill kernel per gradient every step
+  spec_transformer_traffic_uncounted,  // "spec-transformer-traffic-uncounted": spec and config.json transformers carry no counted memory-bound traffic
 };
 
 // Every fault, in declaration order.
