@@ -262,12 +262,14 @@ BERT_LARGE_SOURCES = [
 # the pytorch:21.11-py3 results): what one "sequence" of its README's throughput costs.
 #   * Binned phase 2 (changelog: "Binned pretraining for phase2 with LDDL using a bin size of 64";
 #     scripts/run_pretraining.sh passes --bin-size 64 to LDDL's preprocessor): every batch comes
-#     from one 64-token bin and is padded only to that bin's length, not to 512.
+#     from one 64-token bin and "is only padded to the longest sequence within this mini-batch"
+#     (LDDL README, "Sequence binning"), not to 512.
 #   * The Wikipedia phase-2 sequences are about half padding at 512: Kosec, Fu and Krell 2021,
 #     arXiv:2107.02027, abstract ("at sequence length 512 padding tokens represent in excess of
 #     50% of the Wikipedia dataset used for pretraining BERT"); Zeng et al., openreview
-#     3nzKUh9a4M, 48 % for Wikipedia+BookCorpus at 512. Mean real length: 256 tokens; binning
-#     pads each to its bin's end, half a bin (32 tokens) on average: 288 tokens per sequence.
+#     3nzKUh9a4M, 48 % for Wikipedia+BookCorpus at 512. Mean real length: 256 tokens; a batch of
+#     16 from a 64-token bin is padded to within a few tokens of the bin's end, about half a bin
+#     (32 tokens) above its mean: 288 tokens per sequence.
 #     Every layer is costed at that length (the attention term, quadratic in the length, is
 #     then slightly low: E[L^2] > E[L]^2).
 #   * Dense sequence output (run_pretraining.py's default, --no_dense_sequence_output off):
