@@ -50,6 +50,10 @@ struct Passes {
 constexpr Passes kLayerNormPasses{3, 5}, kDropoutPasses{2.25, 2.25}, kAddPasses{3, 0}, kAccumulatePasses{0, 3},
     kScalePasses{2, 2}, kSoftmaxPasses{2, 3}, kGeluPasses{2, 3}, kGeluEagerPasses{18, 28}, kCopyPasses{2, 2},
     kBiasGradPasses{0, 1}, kMaskAddPasses{2, 0},
+    // Hugging Face Llama, eager (generate.py's MB_* for Llama): RMSNorm, rotary on q or k, the
+    // broadcast causal mask added, SiLU, the gate * up product, the token lookup.
+    kRmsNormEagerPasses{7, 19}, kRotaryEagerPasses{10, 8}, kBroadcastMaskAddPasses{3, 0}, kSiluPasses{2, 3},
+    kMulPasses{3, 6}, kEmbeddingPasses{2, 3},
     // NVFuser's fused scale + mask + softmax + dropout, and dropout + residual add + LayerNorm.
     kSoftmaxChainFusedPasses{3.25, 3.25}, kDropoutAddLayerNormFusedPasses{4.25, 5.25};
 
@@ -192,7 +196,9 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
   m.sources = {"Llama architecture (Touvron et al. 2023; Hugging Face LlamaForCausalLM parameter names and order)",
                "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022 adapted to SwiGLU, RMSNorm, "
                "no dropout; counting conventions of scenarios/models/generate.py"};
+  const double sh = sd * hd, skv = sd * kvd, as2 = ad * sd * sd, sf = sd * fd;
   add_layer(m, "embed_tokens", "Embedding", {{"embed_tokens.weight", {v, h}}}, 0, 0, s * h);
+  set_traffic(m.layers.back(), {{kEmbeddingPasses, sh}});
   for (std::int64_t i = 0; i < spec.layers; ++i) {
     const double flops = 2 * sd * (2 * hd * hd + 2 * hd * kvd + 3 * hd * fd) + attention_flops(sd, hd, ad) +
                          2 * kLayerNorm * sd * hd + 4 * sd * fd + 2 * kAdd * sd * hd;
@@ -206,11 +212,18 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
                {"mlp.gate_proj.weight", {f, h}}, {"mlp.up_proj.weight", {f, h}}, {"mlp.down_proj.weight", {h, f}},
                {"input_layernorm.weight", {h}}, {"post_attention_layernorm.weight", {h}}},
               flops, acts, s * h);
+    // Two RMSNorms, rotary on q and k, the q, k, v head splits and the merge made contiguous,
+    // scale, causal mask, softmax, two residual adds, five gradient sums, SiLU(gate) * up.
+    set_traffic(m.layers.back(), {{kRmsNormEagerPasses, 2 * sh}, {kRotaryEagerPasses, sh + skv},
+                                  {kCopyPasses, 2 * sh + 2 * skv}, {kScalePasses, as2},
+                                  {kBroadcastMaskAddPasses, as2}, {kSoftmaxPasses, as2}, {kAddPasses, 2 * sh},
+                                  {kAccumulatePasses, 5 * sh}, {kSiluPasses, sf}, {kMulPasses, sf}});
   }
   std::vector<ParameterDescription> head{{"norm.weight", {h}}};
   if (!spec.tied) head.push_back({"lm_head.weight", {v, h}});
   add_layer(m, "norm+lm_head", spec.tied ? "RMSNorm+TiedLinear" : "RMSNorm+Linear", std::move(head),
             kLayerNorm * sd * hd + 2 * sd * hd * vd, 2 * sd * hd + sd * vd, s * v);
+  set_traffic(m.layers.back(), {{kRmsNormEagerPasses, sh}});
   return m;
 }
 

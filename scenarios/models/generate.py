@@ -75,6 +75,24 @@ MB_GELU_FUSED = (2, 3)
 MB_GELU_EAGER = (18, 28)
 MB_COPY = (2, 2)
 MB_BIAS_GRAD = (0, 1)
+# Llama in Hugging Face transformers (eager, no fused kernels):
+#   LlamaRMSNorm: x.pow(2) (2), .mean(-1) (1), x * rsqrt(var + eps) (2), weight * x (2): 7
+#     forward; backward: the two muls' input and weight/rsqrt gradients (2 + 3 + 1, 2 + 3 + 1),
+#     the mean's expand (1), pow's 2 x grad (3), the two gradients of x summed (3): 19.
+#   Rotary embedding on q or k (apply_rotary_pos_emb): x * cos (2), rotate_half's negated half
+#     and cat (1 + 2), * sin (2), the add (3): 10; backward: two mul backwards (2 + 2), the
+#     negation (1), the two gradients of x summed (3): 8.
+#   The causal mask added to the scores (the mask broadcast: 3 forward, nothing backward).
+#   act_fn(gate) * up: SiLU (2 forward, 3 backward), the product (3 forward; backward two
+#     products, 3 each: 6).
+#   Token embedding lookup: reads and writes the rows (2); backward index-adds the rows' gradient
+#     (3; the vocabulary-sized zero fill is per step, not per sample, and is not counted).
+MB_RMSNORM_EAGER = (7, 19)
+MB_ROTARY_EAGER = (10, 8)
+MB_MASK_ADD = (3, 0)
+MB_SILU = (2, 3)
+MB_MUL = (3, 6)
+MB_EMBEDDING = (2, 3)
 
 
 def traffic(*terms):
@@ -384,7 +402,17 @@ def llama2_7b():
                "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022 adapted to SwiGLU, RMSNorm, "
                "no dropout"],
               published_parameters=6_738_415_616)
-    m.add("embed_tokens", "Embedding", [("embed_tokens.weight", [vocab, h])], 0, 0, s * h)
+    sh, as2, sf = s * h, a * s * s, s * f
+    m.add("embed_tokens", "Embedding", [("embed_tokens.weight", [vocab, h])], 0, 0, s * h,
+          memory=traffic((MB_EMBEDDING, sh)))
+    # LlamaDecoderLayer, eager: two RMSNorms; q, k, v split into heads and made contiguous for
+    # the batched matmuls, rotary on q and k; scores scaled, causal mask added, softmax; the head
+    # merge; two residual adds; SiLU(gate) * up. Gradient sums: the layer input and the mid
+    # residual (norm and residual), the first norm's output (q, k, v: two sums), the second's
+    # (gate and up): five in all. No biases.
+    layer_memory = traffic((MB_RMSNORM_EAGER, 2 * sh), (MB_ROTARY_EAGER, 2 * sh), (MB_COPY, 4 * sh),
+                           (MB_SCALE, as2), (MB_MASK_ADD, as2), (MB_SOFTMAX, as2), (MB_ADD, 2 * sh),
+                           (MB_ACCUMULATE, 5 * sh), (MB_SILU, sf), (MB_MUL, sf))
     for i in range(n_layer):
         params = [("self_attn.q_proj.weight", [h, h]), ("self_attn.k_proj.weight", [h, h]),
                   ("self_attn.v_proj.weight", [h, h]), ("self_attn.o_proj.weight", [h, h]),
@@ -396,9 +424,10 @@ def llama2_7b():
         # Attention 5sh + as^2 (no dropout: the softmax output feeds attention x V);
         # SwiGLU MLP: input sh, gate, up, silu(gate) and the product 4sf; two RMSNorm inputs 2sh.
         acts = 8 * s * h + a * s * s + 4 * s * f
-        m.add(f"layers.{i}", "LlamaDecoderLayer", params, flops, acts, s * h)
+        m.add(f"layers.{i}", "LlamaDecoderLayer", params, flops, acts, s * h, memory=layer_memory)
     m.add("norm+lm_head", "RMSNorm+Linear", [("norm.weight", [h]), ("lm_head.weight", [vocab, h])],
-          LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab)
+          LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab,
+          memory=traffic((MB_RMSNORM_EAGER, sh)))
     return m
 
 

@@ -73,12 +73,13 @@ TEST(Parametric, GptFromTheSpecEqualsTheLibrary) {
 
 // Invariant: a spec-built or config.json transformer counts its layers' memory-bound traffic
 // kernel by kernel, as the library's generator does (scenarios/models/generate.py, an
-// independent implementation): every layer carries a count, and GPT-2 and BERT-large equal
-// the library files to the element. Planted bug: Fault::spec_transformer_traffic_uncounted
+// independent implementation): every layer carries a count, and GPT-2, BERT-large and
+// Llama-2-7B equal the library files to the element (FamiliesEqualTheLibraryModels...). Planted bug: Fault::spec_transformer_traffic_uncounted
 // (the builders leave the saved-activation estimate) and the comparison fails.
 TEST(Parametric, SpecTransformersCountTheirMemoryTraffic) {
   const std::string gpt2 = "transformer:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,tied";
-  for (const auto& m : {load_model(gpt2, kModels), hf("vit-base-patch16-224"), hf("bert-base-uncased")})
+  for (const auto& m :
+       {load_model(gpt2, kModels), hf("vit-base-patch16-224"), hf("bert-base-uncased"), hf("llama-2-7b")})
     for (const auto& l : m.layers) {
       EXPECT_TRUE(l.memory_bound_forward_elements_per_sample.has_value()) << m.name << " " << l.name;
       EXPECT_TRUE(l.memory_bound_backward_elements_per_sample.has_value()) << m.name << " " << l.name;
