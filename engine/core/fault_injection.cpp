@@ -70,6 +70,7 @@ const std::vector<Fault>& all_faults() {
       Fault::dp_replica_loss_scatters_grad,
       Fault::dp_replica_grads_filled,
       Fault::spec_transformer_traffic_uncounted,
+      Fault::gemm_wave_quantization_ignored,
   };
   return faults;
 }
@@ -129,6 +130,7 @@ const char* fault_name(Fault f) {
     case Fault::dp_replica_loss_scatters_grad: return "dp-replica-loss-scatters-grad";
     case Fault::dp_replica_grads_filled: return "dp-replica-grads-filled";
     case Fault::spec_transformer_traffic_uncounted: return "spec-transformer-traffic-uncounted";
+    case Fault::gemm_wave_quantization_ignored: return "gemm-wave-quantization-ignored";
   }
   return "?";
 }

@@ -65,6 +65,7 @@ enum class Fault : unsigned {
   dp_replica_loss_scatters_grad,    // "dp-replica-loss-scatters-grad": a module-computed loss still scatters the gathered outputs' gradient
   dp_replica_grads_filled,          // "dp-replica-grads-filled": shape-only replicas pay a fill kernel per gradient every step
   spec_transformer_traffic_uncounted,  // "spec-transformer-traffic-uncounted": spec and config.json transformers carry no counted memory-bound traffic
+  gemm_wave_quantization_ignored,  // "gemm-wave-quantization-ignored": a GEMM's partial last wave of output tiles costs nothing
 };
 
 // Every fault, in declaration order.

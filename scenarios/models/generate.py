@@ -111,10 +111,11 @@ class Model:
         self.published_parameters = published_parameters
         self.layers = []
 
-    def add(self, name, type_, params, flops, activations, output_features, memory=None, conv_io=None):
+    def add(self, name, type_, params, flops, activations, output_features, memory=None, conv_io=None, gemms=None):
         self.layers.append(dict(name=name, type=type_, params=params, flops=int(round(flops)),
                                 activations=int(round(activations)), output_features=int(output_features),
-                                memory=memory, conv_io=None if conv_io is None else int(conv_io)))
+                                memory=memory, conv_io=None if conv_io is None else int(conv_io),
+                                gemms=gemms or []))
 
     def parameter_count(self):
         n = 0
@@ -151,6 +152,10 @@ class Model:
                 out.append(f"    memory_bound_backward_elements_per_sample: {layer['memory'][1]}")
             if layer["conv_io"] is not None:
                 out.append(f"    conv_io_elements_per_sample: {layer['conv_io']}")
+            if layer["gemms"]:
+                out.append("    gemms:")
+                for rows, n, k in layer["gemms"]:
+                    out.append(f"      - {{rows_per_sample: {rows}, n: {n}, k: {k}}}")
             if layer["params"]:
                 out.append("    parameters:")
                 for pname, shape in layer["params"]:
@@ -350,7 +355,10 @@ def bert(name, sample, s, sources, mlm_positions=None, fused=False):
         flops = (2 * s * (4 * h * h + 2 * h * f) + attention_flops(s, h, a) + 2 * LAYERNORM * s * h +
                  GELU * s * f + 2 * ADD * s * h)
         acts = 16 * s * h + 2 * a * s * s + (a * s * s + 2 * s * h) / 4
-        m.add(f"encoder.layer.{i}", "BertLayer", params, flops, acts, s * h, memory=layer_memory)
+        # Its weight GEMMs, (rows per sample, n, k): query, key, value, attention output,
+        # intermediate, output (the twin's wave model needs their shapes).
+        gemms = [(s, h, h)] * 4 + [(s, f, h), (s, h, f)]
+        m.add(f"encoder.layer.{i}", "BertLayer", params, flops, acts, s * h, memory=layer_memory, gemms=gemms)
     # Pooler (first token) and NSP head, then the MLM head: dense, GELU, LayerNorm,
     # decoder tied to word_embeddings with its own bias, on `p` positions per sample.
     p = s if mlm_positions is None else mlm_positions
@@ -368,7 +376,7 @@ def bert(name, sample, s, sources, mlm_positions=None, fused=False):
            ("cls.seq_relationship.weight", [2, h]), ("cls.seq_relationship.bias", [2])],
           2 * h * h + 2 * h * 2 + 2 * p * h * h + GELU * p * h + LAYERNORM * p * h + 2 * p * h * vocab,
           4 * p * h + p * vocab, p * vocab + 2,
-          memory=traffic(*memory))
+          memory=traffic(*memory), gemms=[(1, h, h), (p, h, h), (p, vocab, h)])
     return m
 
 
