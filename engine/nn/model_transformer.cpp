@@ -281,6 +281,9 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
                     {"output.LayerNorm.bias", {h}}});
     add_layer(m, fmt::format("encoder.layer.{}", i), "BertLayer", std::move(params), gelu_block_flops(sd, hd, ad, fd),
               gelu_block_activations(sd, hd, ad, fd), s * h);
+    // Its weight GEMMs (rows per sample, n, k): query, key, value, attention output,
+    // intermediate, output, as generate.py lists them.
+    m.layers.back().gemms = {{s, h, h}, {s, h, h}, {s, h, h}, {s, h, h}, {s, f, h}, {s, h, f}};
     if (spec.fused)
       set_traffic(m.layers.back(), {{kCopyPasses, sh}, {kSoftmaxChainFusedPasses, as2},
                                     {kDropoutAddLayerNormFusedPasses, 2 * sh}, {kGeluPasses, sf},
@@ -309,6 +312,7 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
              {"cls.seq_relationship.weight", {2, h}}, {"cls.seq_relationship.bias", {2}}},
             2 * hd * hd + 2 * hd * 2 + 2 * pd * hd * hd + kGelu * pd * hd + kLayerNorm * pd * hd + 2 * pd * hd * vd,
             4 * pd * hd + pd * vd, p * v + 2);
+  m.layers.back().gemms = {{1, h, h}, {p, h, h}, {p, v, h}};  // pooler, transform dense, decoder
   if (spec.mlm_positions)  // the masked rows index_selected; backward zero-fills s x h and adds p rows back
     set_traffic(m.layers.back(), {{kGeluPasses, ph}, {kLayerNormPasses, ph}, {Passes{2, 0}, ph}, {Passes{0, 2}, ph},
                                   {Passes{0, 1}, sh}});

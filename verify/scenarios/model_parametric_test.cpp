@@ -52,6 +52,11 @@ void expect_same_layers(const ModelDescription& a, const ModelDescription& b) {
     EXPECT_EQ(x.forward_flops_per_sample, y.forward_flops_per_sample);
     EXPECT_EQ(x.activation_elements_per_sample, y.activation_elements_per_sample);
     EXPECT_EQ(x.output_features, y.output_features);
+    ASSERT_EQ(x.gemms.size(), y.gemms.size());
+    for (size_t j = 0; j < x.gemms.size(); ++j)
+      EXPECT_TRUE(x.gemms[j].rows_per_sample == y.gemms[j].rows_per_sample && x.gemms[j].n == y.gemms[j].n &&
+                  x.gemms[j].k == y.gemms[j].k)
+          << "GEMM " << j;
     ASSERT_EQ(x.parameters.size(), y.parameters.size());
     for (size_t j = 0; j < x.parameters.size(); ++j) {
       EXPECT_EQ(x.parameters[j].name, y.parameters[j].name);
