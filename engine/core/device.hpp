@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/core/precision.hpp"
 #include "engine/core/units.hpp"
@@ -55,6 +56,10 @@ class MemoryTracker {
 
 // What a kernel costs, stated by the caller of every kernel.
 enum class OpKind { compute, memory, copy, collective, host };
+// One matrix product inside a kernel: output [m, n], inner dimension k (elements).
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0;
+};
 struct OpCost {
   const char* name = "";    // e.g. "gemm", "relu_fwd"
   OpKind kind = OpKind::compute;
@@ -67,6 +72,9 @@ struct OpCost {
   // The op's duration as measured on this device kind (a profiled layer): the
   // twin charges it instead of its FLOPs and bytes; real devices ignore it.
   std::optional<Seconds> measured_s;
+  // The matrix products among `flops` whose output tiles the twin spreads over the SMs
+  // in waves (each 2mnk FLOPs); the rest of `flops` runs at the class's fraction.
+  std::vector<GemmShape> gemms;
 };
 
 class Device;

@@ -71,6 +71,8 @@ const std::vector<Fault>& all_faults() {
       Fault::platform_link_ids_shared_by_directions,
       Fault::nccl_channels_not_duplicated,
       Fault::nccl_version_ignored,
+      Fault::spec_transformer_traffic_uncounted,
+      Fault::gemm_wave_quantization_ignored,
   };
   return faults;
 }
@@ -131,6 +133,8 @@ const char* fault_name(Fault f) {
     case Fault::platform_link_ids_shared_by_directions: return "platform-link-ids-shared-by-directions";
     case Fault::nccl_channels_not_duplicated: return "nccl-channels-not-duplicated";
     case Fault::nccl_version_ignored: return "nccl-version-ignored";
+    case Fault::spec_transformer_traffic_uncounted: return "spec-transformer-traffic-uncounted";
+    case Fault::gemm_wave_quantization_ignored: return "gemm-wave-quantization-ignored";
   }
   return "?";
 }

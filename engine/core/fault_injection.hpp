@@ -66,6 +66,8 @@ enum class Fault : unsigned {
   platform_link_ids_shared_by_directions,  // "platform-link-ids-shared-by-directions": a split-duplex link's UP and DOWN get one dense id
   nccl_channels_not_duplicated,     // "nccl-channels-not-duplicated": NCCL runs as many channels as its ring graph found, not twice as many
   nccl_version_ignored,             // "nccl-version-ignored": the collective model uses NCCL master's tuner constants whatever the hardware's nccl_version says
+  spec_transformer_traffic_uncounted,  // "spec-transformer-traffic-uncounted": spec and config.json transformers carry no counted memory-bound traffic
+  gemm_wave_quantization_ignored,  // "gemm-wave-quantization-ignored": a GEMM's partial last wave of output tiles costs nothing
 };
 
 // Every fault, in declaration order.

@@ -162,6 +162,7 @@ Tensor CostLayer::forward(const Tensor& x) {
     cost.bytes_read = param_bytes + io - io / 2;
     cost.bytes_written = io / 2;
   }
+  for (const auto& g : desc_.gemms) cost.gemms.push_back(GemmShape{g.rows_per_sample * batch, g.n, g.k});
   if (desc_.measured_forward_s_per_sample)
     cost.measured_s = *desc_.measured_forward_s_per_sample * static_cast<double>(batch);
   const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "forward");
@@ -194,6 +195,11 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
     cost.bytes_read = param_bytes + io + io / 2;
     cost.bytes_written = grad_bytes + io - io / 2;
   }
+  // The input gradient's GEMMs have the forward's rows and swap n and k. The weight
+  // gradient's ([k, n] outputs, the batch's rows as inner dimension) are not listed: with
+  // few output tiles and a long inner dimension cuBLAS splits k across the SMs (split-K),
+  // so they are not wave-quantized like the row-major products.
+  for (const auto& g : desc_.gemms) cost.gemms.push_back(GemmShape{g.rows_per_sample * batch, g.k, g.n});
   if (desc_.measured_backward_s_per_sample)
     cost.measured_s = *desc_.measured_backward_s_per_sample * static_cast<double>(batch);
   const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "backward");

@@ -25,6 +25,11 @@ struct ParameterDescription {
   bool requires_grad = true;  // false: frozen in the profiled model (counted, as model.parameters() counts it)
 };
 
+// One weight GEMM of a layer, per sample: rows_per_sample rows (tokens) times a [k, n] weight.
+struct GemmDescription {
+  std::int64_t rows_per_sample = 0, n = 0, k = 0;
+};
+
 struct LayerDescription {
   std::string name;  // the architecture's module name ("conv1", "layer1.0", "h.11")
   std::string type;  // what it is ("Conv2d+BatchNorm2d+ReLU", "GPT2Block"): the layer's type_name()
@@ -47,6 +52,9 @@ struct LayerDescription {
   // Input plus output elements of the layer's convolutions per sample: what its conv
   // kernels read and write (and what cuDNN transposes on Tensor Cores).
   std::optional<Elements> conv_io_elements_per_sample;
+  // The layer's weight GEMMs (Linear layers), whose shapes the twin's wave model needs:
+  // output [rows_per_sample x batch, n], inner dimension k. Empty: not stated.
+  std::vector<GemmDescription> gemms;
 };
 
 // Where and how a profiled model was measured (dptwin_profile's `measured` block).

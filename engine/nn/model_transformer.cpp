@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/fault_injection.hpp"
+
 namespace dpt {
 namespace {
 
@@ -38,6 +40,34 @@ double gelu_block_flops(double s, double h, double a, double f) {
 // 2as^2, MLP sh + 2sf (16sh in all for f = 4h), dropout masks (as^2 + 2sh) / 4.
 double gelu_block_activations(double s, double h, double a, double f) {
   return 8 * s * h + 2 * s * f + 2 * a * s * s + (a * s * s + 2 * s * h) / 4;
+}
+
+// Memory-bound traffic, counted kernel by kernel as scenarios/models/generate.py counts it:
+// elements read plus written per element of a tensor, forward and backward (its MB_* table).
+struct Passes {
+  double forward = 0, backward = 0;
+};
+constexpr Passes kLayerNormPasses{3, 5}, kDropoutPasses{2.25, 2.25}, kAddPasses{3, 0}, kAccumulatePasses{0, 3},
+    kScalePasses{2, 2}, kSoftmaxPasses{2, 3}, kGeluPasses{2, 3}, kGeluEagerPasses{18, 28}, kCopyPasses{2, 2},
+    kBiasGradPasses{0, 1}, kMaskAddPasses{2, 0},
+    // Hugging Face Llama, eager (generate.py's MB_* for Llama): RMSNorm, rotary on q or k, the
+    // broadcast causal mask added, SiLU, the gate * up product, the token lookup.
+    kRmsNormEagerPasses{7, 19}, kRotaryEagerPasses{10, 8}, kBroadcastMaskAddPasses{3, 0}, kSiluPasses{2, 3},
+    kMulPasses{3, 6}, kEmbeddingPasses{2, 3},
+    // NVFuser's fused scale + mask + softmax + dropout, and dropout + residual add + LayerNorm.
+    kSoftmaxChainFusedPasses{3.25, 3.25}, kDropoutAddLayerNormFusedPasses{4.25, 5.25};
+
+// Sets a layer's counted traffic: the sum of passes x elements, rounded as generate.py rounds.
+void set_traffic(LayerDescription& l, std::initializer_list<std::pair<Passes, double>> terms) {
+  // Planted fault: the layer keeps the saved-activation estimate instead of its count.
+  if (fault_active(Fault::spec_transformer_traffic_uncounted)) return;
+  double forward = 0, backward = 0;
+  for (const auto& [p, n] : terms) {
+    forward += p.forward * n;
+    backward += p.backward * n;
+  }
+  l.memory_bound_forward_elements_per_sample = round_half_even(forward);
+  l.memory_bound_backward_elements_per_sample = round_half_even(backward);
 }
 
 void require_positive(const std::string& model, const char* key, std::int64_t v) {
@@ -117,20 +147,31 @@ ModelDescription describe_transformer(const TransformerSpec& spec, const std::st
                "counting conventions of scenarios/models/generate.py"};
   // Token and position lookups cost no FLOPs worth counting; their sum costs one
   // add per element, and embedding dropout saves a mask.
+  const double sh = sd * hd, as2 = ad * sd * sd, sf = sd * fd;
   add_layer(m, "embeddings", "GPT2Embeddings", {{"wte.weight", {v, h}}, {"wpe.weight", {s, h}}}, kAdd * sd * hd,
             sd * hd / 4, s * h);
-  for (std::int64_t i = 0; i < spec.layers; ++i)
+  set_traffic(m.layers.back(), {{kAddPasses, sh}, {kDropoutPasses, sh}});
+  for (std::int64_t i = 0; i < spec.layers; ++i) {
     add_layer(m, fmt::format("h.{}", i), "GPT2Block",
               {{"ln_1.weight", {h}}, {"ln_1.bias", {h}}, {"attn.c_attn.weight", {h, 3 * h}},
                {"attn.c_attn.bias", {3 * h}}, {"attn.c_proj.weight", {h, h}}, {"attn.c_proj.bias", {h}},
                {"ln_2.weight", {h}}, {"ln_2.bias", {h}}, {"mlp.c_fc.weight", {h, f}}, {"mlp.c_fc.bias", {f}},
                {"mlp.c_proj.weight", {f, h}}, {"mlp.c_proj.bias", {h}}},
               gelu_block_flops(sd, hd, ad, fd), gelu_block_activations(sd, hd, ad, fd), s * h);
+    // Hugging Face GPT2Block, eager: two LayerNorms; the head split and merge made contiguous;
+    // scores scaled and causal-masked, softmax, dropout; two dropouts and residual adds; the
+    // eager gelu_new; two gradient sums (block input, mid residual); the Conv1D bias rows sums.
+    set_traffic(m.layers.back(), {{kLayerNormPasses, 2 * sh}, {kCopyPasses, 4 * sh}, {kScalePasses, 2 * as2},
+                                  {kSoftmaxPasses, as2}, {kDropoutPasses, as2}, {kDropoutPasses, 2 * sh},
+                                  {kAddPasses, 2 * sh}, {kAccumulatePasses, 2 * sh}, {kGeluEagerPasses, sf},
+                                  {kBiasGradPasses, 5 * sh + sf}});
+  }
   // ln_f, then the LM head; the loss saves the logits, the head's weight gradient the ln_f output.
   std::vector<ParameterDescription> head{{"ln_f.weight", {h}}, {"ln_f.bias", {h}}};
   if (!spec.tied) head.push_back({"lm_head.weight", {v, h}});
   add_layer(m, "ln_f+lm_head", spec.tied ? "LayerNorm+TiedLinear" : "LayerNorm+Linear", std::move(head),
             kLayerNorm * sd * hd + 2 * sd * hd * vd, 2 * sd * hd + sd * vd, s * v);
+  set_traffic(m.layers.back(), {{kLayerNormPasses, sh}});
   return m;
 }
 
@@ -155,7 +196,9 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
   m.sources = {"Llama architecture (Touvron et al. 2023; Hugging Face LlamaForCausalLM parameter names and order)",
                "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022 adapted to SwiGLU, RMSNorm, "
                "no dropout; counting conventions of scenarios/models/generate.py"};
+  const double sh = sd * hd, skv = sd * kvd, as2 = ad * sd * sd, sf = sd * fd;
   add_layer(m, "embed_tokens", "Embedding", {{"embed_tokens.weight", {v, h}}}, 0, 0, s * h);
+  set_traffic(m.layers.back(), {{kEmbeddingPasses, sh}});
   for (std::int64_t i = 0; i < spec.layers; ++i) {
     const double flops = 2 * sd * (2 * hd * hd + 2 * hd * kvd + 3 * hd * fd) + attention_flops(sd, hd, ad) +
                          2 * kLayerNorm * sd * hd + 4 * sd * fd + 2 * kAdd * sd * hd;
@@ -169,11 +212,18 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
                {"mlp.gate_proj.weight", {f, h}}, {"mlp.up_proj.weight", {f, h}}, {"mlp.down_proj.weight", {h, f}},
                {"input_layernorm.weight", {h}}, {"post_attention_layernorm.weight", {h}}},
               flops, acts, s * h);
+    // Two RMSNorms, rotary on q and k, the q, k, v head splits and the merge made contiguous,
+    // scale, causal mask, softmax, two residual adds, five gradient sums, SiLU(gate) * up.
+    set_traffic(m.layers.back(), {{kRmsNormEagerPasses, 2 * sh}, {kRotaryEagerPasses, sh + skv},
+                                  {kCopyPasses, 2 * sh + 2 * skv}, {kScalePasses, as2},
+                                  {kBroadcastMaskAddPasses, as2}, {kSoftmaxPasses, as2}, {kAddPasses, 2 * sh},
+                                  {kAccumulatePasses, 5 * sh}, {kSiluPasses, sf}, {kMulPasses, sf}});
   }
   std::vector<ParameterDescription> head{{"norm.weight", {h}}};
   if (!spec.tied) head.push_back({"lm_head.weight", {v, h}});
   add_layer(m, "norm+lm_head", spec.tied ? "RMSNorm+TiedLinear" : "RMSNorm+Linear", std::move(head),
             kLayerNorm * sd * hd + 2 * sd * hd * vd, 2 * sd * hd + sd * vd, s * v);
+  set_traffic(m.layers.back(), {{kRmsNormEagerPasses, sh}});
   return m;
 }
 
@@ -201,10 +251,11 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
   for (auto [key, val] : {std::pair{"num_hidden_layers", spec.layers}, {"hidden_size", spec.hidden},
                           {"num_attention_heads", spec.heads}, {"intermediate_size", spec.intermediate},
                           {"max_position_embeddings", spec.seq}, {"vocab_size", spec.vocab},
-                          {"type_vocab_size", spec.type_vocab}})
+                          {"type_vocab_size", spec.type_vocab}, {"tokens", spec.tokens.value_or(1)},
+                          {"mlm_positions", spec.mlm_positions.value_or(1)}})
     require_positive(name, key, val);
   require_heads_divide(name, spec.hidden, spec.heads);
-  const std::int64_t s = spec.seq, h = spec.hidden, f = spec.intermediate, v = spec.vocab;
+  const std::int64_t s = spec.tokens.value_or(spec.seq), h = spec.hidden, f = spec.intermediate, v = spec.vocab;
   const double sd = static_cast<double>(s), hd = static_cast<double>(h), ad = static_cast<double>(spec.heads),
                fd = static_cast<double>(f), vd = static_cast<double>(v);
   m.sample = spec.pretraining_heads ? fmt::format("a {}-token sequence (pre-training, MLM and NSP heads)", s)
@@ -216,10 +267,12 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
                "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.1; "
                "counting conventions of scenarios/models/generate.py"};
   add_layer(m, "embeddings", "BertEmbeddings",
-            {{"word_embeddings.weight", {v, h}}, {"position_embeddings.weight", {s, h}},
+            {{"word_embeddings.weight", {v, h}}, {"position_embeddings.weight", {spec.seq, h}},
              {"token_type_embeddings.weight", {spec.type_vocab, h}}, {"LayerNorm.weight", {h}},
              {"LayerNorm.bias", {h}}},
             2 * kAdd * sd * hd + kLayerNorm * sd * hd, 2 * sd * hd + sd * hd / 4, s * h);
+  const double sh = sd * hd, as2 = ad * sd * sd, sf = sd * fd;
+  set_traffic(m.layers.back(), {{kAddPasses, 2 * sh}, {kLayerNormPasses, sh}, {kDropoutPasses, sh}});
   for (std::int64_t i = 0; i < spec.layers; ++i) {
     auto params = attention_params("attention.self", "attention.output", h);
     append(params, {{"attention.output.LayerNorm.weight", {h}}, {"attention.output.LayerNorm.bias", {h}},
@@ -228,22 +281,43 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
                     {"output.LayerNorm.bias", {h}}});
     add_layer(m, fmt::format("encoder.layer.{}", i), "BertLayer", std::move(params), gelu_block_flops(sd, hd, ad, fd),
               gelu_block_activations(sd, hd, ad, fd), s * h);
+    // Its weight GEMMs (rows per sample, n, k): query, key, value, attention output,
+    // intermediate, output, as generate.py lists them.
+    m.layers.back().gemms = {{s, h, h}, {s, h, h}, {s, h, h}, {s, h, h}, {s, f, h}, {s, h, f}};
+    if (spec.fused)
+      set_traffic(m.layers.back(), {{kCopyPasses, sh}, {kSoftmaxChainFusedPasses, as2},
+                                    {kDropoutAddLayerNormFusedPasses, 2 * sh}, {kGeluPasses, sf},
+                                    {kAccumulatePasses, 4 * sh}, {kBiasGradPasses, 5 * sh + sf}});
+    else  // eager: head split and merge copies, the score chain kernel by kernel, GELU in one kernel
+      set_traffic(m.layers.back(), {{kCopyPasses, 4 * sh}, {kScalePasses, as2}, {kMaskAddPasses, as2},
+                                    {kSoftmaxPasses, as2}, {kDropoutPasses, as2}, {kDropoutPasses, 2 * sh},
+                                    {kAddPasses, 2 * sh}, {kLayerNormPasses, 2 * sh}, {kGeluPasses, sf},
+                                    {kAccumulatePasses, 4 * sh}, {kBiasGradPasses, 5 * sh + sf}});
   }
   if (!spec.pretraining_heads) {
     // The pooler: dense and tanh on the first token; saves the dense input and the tanh output.
     add_layer(m, "pooler", "BertPooler", {{"pooler.dense.weight", {h, h}}, {"pooler.dense.bias", {h}}},
               2 * hd * hd + hd, 2 * hd, h);
+    set_traffic(m.layers.back(), {{kGeluPasses, hd}, {kBiasGradPasses, hd}});  // tanh: one kernel, as GELU
     return m;
   }
-  // Pooler and NSP head, then the MLM head: dense, GELU, LayerNorm, decoder tied to
-  // word_embeddings with its own bias; MLM logits for every position.
+  // Pooler and NSP head, then the MLM head on p positions: dense, GELU, LayerNorm, decoder
+  // tied to word_embeddings with its own bias.
+  const std::int64_t p = spec.mlm_positions.value_or(s);
+  const double pd = static_cast<double>(p), ph = pd * hd;
   add_layer(m, "pooler+heads", "BertPreTrainingHeads",
             {{"pooler.dense.weight", {h, h}}, {"pooler.dense.bias", {h}}, {"cls.predictions.bias", {v}},
              {"cls.predictions.transform.dense.weight", {h, h}}, {"cls.predictions.transform.dense.bias", {h}},
              {"cls.predictions.transform.LayerNorm.weight", {h}}, {"cls.predictions.transform.LayerNorm.bias", {h}},
              {"cls.seq_relationship.weight", {2, h}}, {"cls.seq_relationship.bias", {2}}},
-            2 * hd * hd + 2 * hd * 2 + 2 * sd * hd * hd + kGelu * sd * hd + kLayerNorm * sd * hd + 2 * sd * hd * vd,
-            4 * sd * hd + sd * vd, s * v + 2);
+            2 * hd * hd + 2 * hd * 2 + 2 * pd * hd * hd + kGelu * pd * hd + kLayerNorm * pd * hd + 2 * pd * hd * vd,
+            4 * pd * hd + pd * vd, p * v + 2);
+  m.layers.back().gemms = {{1, h, h}, {p, h, h}, {p, v, h}};  // pooler, transform dense, decoder
+  if (spec.mlm_positions)  // the masked rows index_selected; backward zero-fills s x h and adds p rows back
+    set_traffic(m.layers.back(), {{kGeluPasses, ph}, {kLayerNormPasses, ph}, {Passes{2, 0}, ph}, {Passes{0, 2}, ph},
+                                  {Passes{0, 1}, sh}});
+  else
+    set_traffic(m.layers.back(), {{kGeluPasses, ph}, {kLayerNormPasses, ph}});
   return m;
 }
 
@@ -277,6 +351,9 @@ ModelDescription describe_vit(const VitSpec& spec, const std::string& name) {
              {"patch_embeddings.projection.weight", {h, c, p, p}}, {"patch_embeddings.projection.bias", {h}}},
             2 * static_cast<double>(c * p * p * h * patches) + kAdd * sd * hd,
             static_cast<double>(m.input_features) + sd * hd / 4, s * h);
+  const double sh = sd * hd, as2 = ad * sd * sd, sf = sd * fd;
+  // The class token concatenated (a copy), the position add, embedding dropout.
+  set_traffic(m.layers.back(), {{kCopyPasses, sh}, {kAddPasses, sh}, {kDropoutPasses, sh}});
   for (std::int64_t i = 0; i < spec.layers; ++i) {
     auto params = attention_params("attention.attention", "attention.output", h);
     append(params, {{"intermediate.dense.weight", {f, h}}, {"intermediate.dense.bias", {f}},
@@ -284,6 +361,13 @@ ModelDescription describe_vit(const VitSpec& spec, const std::string& name) {
                     {"layernorm_before.bias", {h}}, {"layernorm_after.weight", {h}}, {"layernorm_after.bias", {h}}});
     add_layer(m, fmt::format("encoder.layer.{}", i), "ViTLayer", std::move(params), gelu_block_flops(sd, hd, ad, fd),
               gelu_block_activations(sd, hd, ad, fd), s * h);
+    // Hugging Face ViTLayer, eager, as BERT's layer without the attention mask: two
+    // LayerNorms, head split and merge copies, scale, softmax, dropout; two dropouts and
+    // residual adds; GELU in one kernel; four gradient sums; six bias rows sums.
+    set_traffic(m.layers.back(), {{kCopyPasses, 4 * sh}, {kScalePasses, as2}, {kSoftmaxPasses, as2},
+                                  {kDropoutPasses, as2}, {kDropoutPasses, 2 * sh}, {kAddPasses, 2 * sh},
+                                  {kLayerNormPasses, 2 * sh}, {kGeluPasses, sf}, {kAccumulatePasses, 4 * sh},
+                                  {kBiasGradPasses, 5 * sh + sf}});
   }
   // The final LayerNorm runs on every token (it saves its input); the classifier
   // reads the class token (it saves that h-vector).
@@ -291,6 +375,7 @@ ModelDescription describe_vit(const VitSpec& spec, const std::string& name) {
             {{"layernorm.weight", {h}}, {"layernorm.bias", {h}}, {"classifier.weight", {spec.labels, h}},
              {"classifier.bias", {spec.labels}}},
             kLayerNorm * sd * hd + 2 * hd * labels + labels, sd * hd + hd, spec.labels);
+  set_traffic(m.layers.back(), {{kLayerNormPasses, sh}, {kBiasGradPasses, labels}});
   return m;
 }
 

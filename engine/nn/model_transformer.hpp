@@ -6,8 +6,9 @@
 // saved activations under the counting conventions of scenarios/models/generate.py
 // (a multiply-add is 2 FLOPs; element-wise work as engine/core/kernels.cpp charges
 // it; activations after Korthikanti et al. 2022, Sec. 4.1, dropout masks a quarter
-// of an element). Built from the same hyperparameters, they reproduce the
-// library's gpt2-124m, gpt2-1.5b, bert-large and llama-2-7b files exactly.
+// of an element; memory-bound traffic kernel by kernel, generate.py's MB_* passes). Built
+// from the same hyperparameters, they reproduce the library's gpt2-124m, gpt2-1.5b,
+// bert-large, bert-large-dle-phase2 and llama-2-7b files exactly.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -50,6 +51,15 @@ ModelDescription describe_llama(const LlamaSpec& s, const std::string& name);
 struct BertSpec {
   std::int64_t layers = 0, hidden = 0, heads = 0, intermediate = 0, seq = 0, vocab = 0, type_vocab = 0;
   bool pretraining_heads = false;
+  // Tokens per sample when batches are shorter than the position table (`seq`): the mean
+  // padded length of binned or bucketed data; none: seq.
+  std::optional<std::int64_t> tokens;
+  // The MLM head on this many positions per sample (NVIDIA's dense sequence output: the
+  // masked positions only); none: every position, as Hugging Face computes it.
+  std::optional<std::int64_t> mlm_positions;
+  // NVIDIA DeepLearningExamples' TorchScript + NVFuser layer: one kernel for scale, mask,
+  // softmax and dropout, one per dropout + residual add + LayerNorm, q, k, v as strided views.
+  bool fused = false;
 };
 ModelDescription describe_bert(const BertSpec& s, const std::string& name);
 

@@ -11,6 +11,7 @@
 #include <simgrid/s4u/Link.hpp>
 
 #include "sim/net/yaml_util.hpp"
+#include "sim/twin/sim_device.hpp"
 
 namespace dpt::verify {
 namespace {
@@ -173,10 +174,25 @@ void apply_link_faults(sim::Platform& platform, const Faults& faults) {
   }
 }
 
+namespace {
+// A GPU slowed by `factor`: its default compute fraction and every compute-bound class's own
+// figure (per compute type too), which a hardware file's op_efficiency sets and which take
+// precedence over the default (sim_op_efficiency).
+void slow_compute(SimGpuRates& rates, double factor) {
+  rates.compute_efficiency *= factor;
+  for (SimOpClass c : {SimOpClass::gemm, SimOpClass::conv, SimOpClass::attention}) {
+    const auto i = static_cast<size_t>(c);
+    if (rates.op_efficiency[i]) *rates.op_efficiency[i] *= factor;
+    for (auto& [type, by_class] : rates.op_efficiency_by_type)
+      if (by_class[i]) *by_class[i] *= factor;
+  }
+}
+}  // namespace
+
 void apply_gpu_faults(SimMachine& machine, const std::vector<int>& gpus, const Faults& faults) {
   for (const auto& g : faults.slow_gpus)
     for (size_t r = 0; r < gpus.size() && r < machine.gpus.size(); ++r)
-      if (gpus[r] == g.gpu) machine.gpus[r].rates.compute_efficiency *= g.flops_factor;
+      if (gpus[r] == g.gpu) slow_compute(machine.gpus[r].rates, g.flops_factor);
 }
 
 std::vector<Seconds> straggler_delays(const std::vector<int>& gpus, const Faults& faults) {

@@ -75,6 +75,24 @@ MB_GELU_FUSED = (2, 3)
 MB_GELU_EAGER = (18, 28)
 MB_COPY = (2, 2)
 MB_BIAS_GRAD = (0, 1)
+# Llama in Hugging Face transformers (eager, no fused kernels):
+#   LlamaRMSNorm: x.pow(2) (2), .mean(-1) (1), x * rsqrt(var + eps) (2), weight * x (2): 7
+#     forward; backward: the two muls' input and weight/rsqrt gradients (2 + 3 + 1, 2 + 3 + 1),
+#     the mean's expand (1), pow's 2 x grad (3), the two gradients of x summed (3): 19.
+#   Rotary embedding on q or k (apply_rotary_pos_emb): x * cos (2), rotate_half's negated half
+#     and cat (1 + 2), * sin (2), the add (3): 10; backward: two mul backwards (2 + 2), the
+#     negation (1), the two gradients of x summed (3): 8.
+#   The causal mask added to the scores (the mask broadcast: 3 forward, nothing backward).
+#   act_fn(gate) * up: SiLU (2 forward, 3 backward), the product (3 forward; backward two
+#     products, 3 each: 6).
+#   Token embedding lookup: reads and writes the rows (2); backward index-adds the rows' gradient
+#     (3; the vocabulary-sized zero fill is per step, not per sample, and is not counted).
+MB_RMSNORM_EAGER = (7, 19)
+MB_ROTARY_EAGER = (10, 8)
+MB_MASK_ADD = (3, 0)
+MB_SILU = (2, 3)
+MB_MUL = (3, 6)
+MB_EMBEDDING = (2, 3)
 
 
 def traffic(*terms):
@@ -93,10 +111,11 @@ class Model:
         self.published_parameters = published_parameters
         self.layers = []
 
-    def add(self, name, type_, params, flops, activations, output_features, memory=None, conv_io=None):
+    def add(self, name, type_, params, flops, activations, output_features, memory=None, conv_io=None, gemms=None):
         self.layers.append(dict(name=name, type=type_, params=params, flops=int(round(flops)),
                                 activations=int(round(activations)), output_features=int(output_features),
-                                memory=memory, conv_io=None if conv_io is None else int(conv_io)))
+                                memory=memory, conv_io=None if conv_io is None else int(conv_io),
+                                gemms=gemms or []))
 
     def parameter_count(self):
         n = 0
@@ -133,6 +152,10 @@ class Model:
                 out.append(f"    memory_bound_backward_elements_per_sample: {layer['memory'][1]}")
             if layer["conv_io"] is not None:
                 out.append(f"    conv_io_elements_per_sample: {layer['conv_io']}")
+            if layer["gemms"]:
+                out.append("    gemms:")
+                for rows, n, k in layer["gemms"]:
+                    out.append(f"      - {{rows_per_sample: {rows}, n: {n}, k: {k}}}")
             if layer["params"]:
                 out.append("    parameters:")
                 for pname, shape in layer["params"]:
@@ -252,29 +275,74 @@ def gpt2(name, n_layer, h, a, published, sources):
     return m
 
 
-def bert_large():
-    s, h, a, n_layer, f, vocab = 512, 1024, 16, 24, 4096, 30522
-    m = Model("bert-large", "a 512-token sequence (pre-training, MLM and NSP heads)", s,
-              ["Devlin et al. 2018, BERT, arXiv:1810.04805, Sec. 3 (BERT-LARGE: L=24, H=1024, A=16)",
-               "Hugging Face transformers BertForPreTraining (bert-large-uncased config): parameter names and order;"
-               " MLM decoder tied to the word embeddings; MLM logits for every position as HF computes them",
-               "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.1"],
-              published_parameters=336_226_108)
+BERT_LARGE_SOURCES = [
+    "Devlin et al. 2018, BERT, arXiv:1810.04805, Sec. 3 (BERT-LARGE: L=24, H=1024, A=16)",
+    "Hugging Face transformers BertForPreTraining (bert-large-uncased config): parameter names and order;"
+    " MLM decoder tied to the word embeddings; MLM logits for every position as HF computes them",
+    "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.1"]
+
+# NVIDIA DeepLearningExamples' BERT phase 2 (PyTorch/LanguageModeling/BERT, January 2022 onwards,
+# the pytorch:21.11-py3 results): what one "sequence" of its README's throughput costs.
+#   * Binned phase 2 (changelog: "Binned pretraining for phase2 with LDDL using a bin size of 64";
+#     scripts/run_pretraining.sh passes --bin-size 64 to LDDL's preprocessor): every batch comes
+#     from one 64-token bin and "is only padded to the longest sequence within this mini-batch"
+#     (LDDL README, "Sequence binning"), not to 512.
+#   * The Wikipedia phase-2 sequences are about half padding at 512: Kosec, Fu and Krell 2021,
+#     arXiv:2107.02027, abstract ("at sequence length 512 padding tokens represent in excess of
+#     50% of the Wikipedia dataset used for pretraining BERT"); Zeng et al., openreview
+#     3nzKUh9a4M, 48 % for Wikipedia+BookCorpus at 512. Mean real length: 256 tokens; a batch of
+#     16 from a 64-token bin is padded to within a few tokens of the bin's end, about half a bin
+#     (32 tokens) above its mean: 288 tokens per sequence.
+#     Every layer is costed at that length (the attention term, quadratic in the length, is
+#     then slightly low: E[L^2] > E[L]^2).
+#   * Dense sequence output (run_pretraining.py's default, --no_dense_sequence_output off):
+#     modeling.py's BertPreTrainingHeads index_selects the masked positions before the MLM
+#     transform and decoder; 15 % of the real tokens are masked (max_predictions_per_seq 80):
+#     0.15 x 256 = 38 positions per sequence.
+#   * torch.jit.script with NVFuser (run_pretraining.py: _jit_set_nvfuser_enabled(True)): the
+#     score chain (scale, mask add, softmax, dropout) runs as one kernel, and each
+#     dropout + residual add + LayerNorm as one; the sequence-first layout passes q, k, v to
+#     bmm as strided views, so only the context's head merge is a copy (modeling.py,
+#     BertSelfAttention.forward).
+DLE_PHASE2_REAL_TOKENS = 256
+DLE_PHASE2_BIN_TOKENS = 64
+DLE_PHASE2_TOKENS = DLE_PHASE2_REAL_TOKENS + DLE_PHASE2_BIN_TOKENS // 2
+DLE_PHASE2_MLM_POSITIONS = round(0.15 * DLE_PHASE2_REAL_TOKENS)
+# Fused kernels' passes (forward, backward), counted as MB_* above:
+#   scale + mask + softmax + dropout: reads the scores, writes the probabilities (saved), the
+#     dropped-out probabilities and a 1-byte mask (3.25); backward reads dy, the mask and the
+#     probabilities and writes dx (3.25).
+#   dropout + residual add + LayerNorm: reads x and the residual, writes y, the mask and the
+#     LayerNorm input (saved) (4.25); backward as LayerNorm's (5) plus reading the mask (5.25).
+MB_SOFTMAX_CHAIN_FUSED = (3.25, 3.25)
+MB_DROPOUT_ADD_LAYERNORM_FUSED = (4.25, 5.25)
+
+
+def bert(name, sample, s, sources, mlm_positions=None, fused=False):
+    """BertForPreTraining (BERT-large) at `s` tokens per sample. mlm_positions: the MLM head
+    runs on that many positions per sample (dense sequence output), else on all `s`.
+    fused: NVFuser's fused kernels and the sequence-first layout (DeepLearningExamples)."""
+    h, a, n_layer, f, vocab, positions = 1024, 16, 24, 4096, 30522, 512
+    m = Model(name, sample, s, sources, published_parameters=336_226_108)
     m.add("embeddings", "BertEmbeddings",
-          [("word_embeddings.weight", [vocab, h]), ("position_embeddings.weight", [s, h]),
+          [("word_embeddings.weight", [vocab, h]), ("position_embeddings.weight", [positions, h]),
            ("token_type_embeddings.weight", [2, h]), ("LayerNorm.weight", [h]), ("LayerNorm.bias", [h])],
           2 * ADD * s * h + LAYERNORM * s * h, 2 * s * h + s * h / 4, s * h,
           memory=traffic((MB_ADD, 2 * s * h), (MB_LAYERNORM, s * h), (MB_DROPOUT, s * h)))
     sh, as2 = s * h, a * s * s
-    # BertLayer, eager: query, key, value; the head split made contiguous for the batched
-    # matmuls; scores scaled, the attention mask added (its backward passes the gradient
-    # on), softmax, dropout; the head merge; output dense, dropout, residual add,
-    # LayerNorm; intermediate dense and GELU (one kernel); output dense, dropout, residual
-    # add, LayerNorm. The layer input feeds query, key, value and the residual (three
-    # gradient sums), the attention output the MLP and the residual (one); six bias rows sums.
-    layer_memory = traffic((MB_COPY, 4 * sh), (MB_SCALE, as2), ((2, 0), as2), (MB_SOFTMAX, as2), (MB_DROPOUT, as2),
-                           (MB_DROPOUT, 2 * sh), (MB_ADD, 2 * sh), (MB_LAYERNORM, 2 * sh),
-                           (MB_GELU_FUSED, s * f), (MB_ACCUMULATE, 4 * sh), (MB_BIAS_GRAD, 5 * sh + s * f))
+    if fused:
+        layer_memory = traffic((MB_COPY, sh), (MB_SOFTMAX_CHAIN_FUSED, as2), (MB_DROPOUT_ADD_LAYERNORM_FUSED, 2 * sh),
+                               (MB_GELU_FUSED, s * f), (MB_ACCUMULATE, 4 * sh), (MB_BIAS_GRAD, 5 * sh + s * f))
+    else:
+        # BertLayer, eager: query, key, value; the head split made contiguous for the batched
+        # matmuls; scores scaled, the attention mask added (its backward passes the gradient
+        # on), softmax, dropout; the head merge; output dense, dropout, residual add,
+        # LayerNorm; intermediate dense and GELU (one kernel); output dense, dropout, residual
+        # add, LayerNorm. The layer input feeds query, key, value and the residual (three
+        # gradient sums), the attention output the MLP and the residual (one); six bias rows sums.
+        layer_memory = traffic((MB_COPY, 4 * sh), (MB_SCALE, as2), ((2, 0), as2), (MB_SOFTMAX, as2),
+                               (MB_DROPOUT, as2), (MB_DROPOUT, 2 * sh), (MB_ADD, 2 * sh), (MB_LAYERNORM, 2 * sh),
+                               (MB_GELU_FUSED, s * f), (MB_ACCUMULATE, 4 * sh), (MB_BIAS_GRAD, 5 * sh + s * f))
     for i in range(n_layer):
         params = []
         for proj in ("query", "key", "value"):
@@ -287,19 +355,50 @@ def bert_large():
         flops = (2 * s * (4 * h * h + 2 * h * f) + attention_flops(s, h, a) + 2 * LAYERNORM * s * h +
                  GELU * s * f + 2 * ADD * s * h)
         acts = 16 * s * h + 2 * a * s * s + (a * s * s + 2 * s * h) / 4
-        m.add(f"encoder.layer.{i}", "BertLayer", params, flops, acts, s * h, memory=layer_memory)
+        # Its weight GEMMs, (rows per sample, n, k): query, key, value, attention output,
+        # intermediate, output (the twin's wave model needs their shapes).
+        gemms = [(s, h, h)] * 4 + [(s, f, h), (s, h, f)]
+        m.add(f"encoder.layer.{i}", "BertLayer", params, flops, acts, s * h, memory=layer_memory, gemms=gemms)
     # Pooler (first token) and NSP head, then the MLM head: dense, GELU, LayerNorm,
-    # decoder tied to word_embeddings with its own bias.
+    # decoder tied to word_embeddings with its own bias, on `p` positions per sample.
+    p = s if mlm_positions is None else mlm_positions
+    ph = p * h
+    memory = [(MB_GELU_FUSED, ph), (MB_LAYERNORM, ph)]
+    if mlm_positions is not None:
+        # index_select of the masked rows (reads and writes them; backward scatters them back
+        # into a zeroed s x h gradient: the zero fill writes s x h, index_add reads and writes p rows).
+        memory += [((2, 0), ph), ((0, 2), ph), ((0, 1), sh)]
     m.add("pooler+heads", "BertPreTrainingHeads",
           [("pooler.dense.weight", [h, h]), ("pooler.dense.bias", [h]),
            ("cls.predictions.bias", [vocab]),
            ("cls.predictions.transform.dense.weight", [h, h]), ("cls.predictions.transform.dense.bias", [h]),
            ("cls.predictions.transform.LayerNorm.weight", [h]), ("cls.predictions.transform.LayerNorm.bias", [h]),
            ("cls.seq_relationship.weight", [2, h]), ("cls.seq_relationship.bias", [2])],
-          2 * h * h + 2 * h * 2 + 2 * s * h * h + GELU * s * h + LAYERNORM * s * h + 2 * s * h * vocab,
-          4 * s * h + s * vocab, s * vocab + 2,
-          memory=traffic((MB_GELU_FUSED, s * h), (MB_LAYERNORM, s * h)))
+          2 * h * h + 2 * h * 2 + 2 * p * h * h + GELU * p * h + LAYERNORM * p * h + 2 * p * h * vocab,
+          4 * p * h + p * vocab, p * vocab + 2,
+          memory=traffic(*memory), gemms=[(1, h, h), (p, h, h), (p, vocab, h)])
     return m
+
+
+def bert_large():
+    return bert("bert-large", "a 512-token sequence (pre-training, MLM and NSP heads)", 512, BERT_LARGE_SOURCES)
+
+
+def bert_large_dle_phase2():
+    return bert("bert-large-dle-phase2",
+                f"one phase-2 sequence of NVIDIA DeepLearningExamples' BERT pre-training: {DLE_PHASE2_REAL_TOKENS} real"
+                f" tokens on average, padded to its {DLE_PHASE2_BIN_TOKENS}-token bin ({DLE_PHASE2_TOKENS} tokens), MLM"
+                f" head on the {DLE_PHASE2_MLM_POSITIONS} masked positions",
+                DLE_PHASE2_TOKENS,
+                BERT_LARGE_SOURCES[:1] + [
+                    "NVIDIA DeepLearningExamples PyTorch/LanguageModeling/BERT (2022: LDDL, NVFuser): modeling.py"
+                    " (parameter names as HF's; sequence-first attention; MLM head on the masked positions),"
+                    " run_pretraining.py (torch.jit.script with NVFuser), scripts/run_pretraining.sh (phase 2:"
+                    " --bin-size 64, max_predictions_per_seq 80), README changelog January 2022",
+                    "Sequence lengths: Kosec, Fu, Krell 2021, arXiv:2107.02027 (Wikipedia at 512: over 50 % padding);"
+                    " 256 real tokens, padded to the 64-token bin: 288",
+                    BERT_LARGE_SOURCES[2]],
+                mlm_positions=DLE_PHASE2_MLM_POSITIONS, fused=True)
 
 
 def llama2_7b():
@@ -311,7 +410,17 @@ def llama2_7b():
                "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022 adapted to SwiGLU, RMSNorm, "
                "no dropout"],
               published_parameters=6_738_415_616)
-    m.add("embed_tokens", "Embedding", [("embed_tokens.weight", [vocab, h])], 0, 0, s * h)
+    sh, as2, sf = s * h, a * s * s, s * f
+    m.add("embed_tokens", "Embedding", [("embed_tokens.weight", [vocab, h])], 0, 0, s * h,
+          memory=traffic((MB_EMBEDDING, sh)))
+    # LlamaDecoderLayer, eager: two RMSNorms; q, k, v split into heads and made contiguous for
+    # the batched matmuls, rotary on q and k; scores scaled, causal mask added, softmax; the head
+    # merge; two residual adds; SiLU(gate) * up. Gradient sums: the layer input and the mid
+    # residual (norm and residual), the first norm's output (q, k, v: two sums), the second's
+    # (gate and up): five in all. No biases.
+    layer_memory = traffic((MB_RMSNORM_EAGER, 2 * sh), (MB_ROTARY_EAGER, 2 * sh), (MB_COPY, 4 * sh),
+                           (MB_SCALE, as2), (MB_MASK_ADD, as2), (MB_SOFTMAX, as2), (MB_ADD, 2 * sh),
+                           (MB_ACCUMULATE, 5 * sh), (MB_SILU, sf), (MB_MUL, sf))
     for i in range(n_layer):
         params = [("self_attn.q_proj.weight", [h, h]), ("self_attn.k_proj.weight", [h, h]),
                   ("self_attn.v_proj.weight", [h, h]), ("self_attn.o_proj.weight", [h, h]),
@@ -323,9 +432,10 @@ def llama2_7b():
         # Attention 5sh + as^2 (no dropout: the softmax output feeds attention x V);
         # SwiGLU MLP: input sh, gate, up, silu(gate) and the product 4sf; two RMSNorm inputs 2sh.
         acts = 8 * s * h + a * s * s + 4 * s * f
-        m.add(f"layers.{i}", "LlamaDecoderLayer", params, flops, acts, s * h)
+        m.add(f"layers.{i}", "LlamaDecoderLayer", params, flops, acts, s * h, memory=layer_memory)
     m.add("norm+lm_head", "RMSNorm+Linear", [("norm.weight", [h]), ("lm_head.weight", [vocab, h])],
-          LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab)
+          LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab,
+          memory=traffic((MB_RMSNORM_EAGER, sh)))
     return m
 
 
@@ -337,6 +447,7 @@ def main():
                     " activations after Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.1"]
     models = [resnet50(),
               bert_large(),
+              bert_large_dle_phase2(),
               gpt2("gpt2-124m", 12, 768, 12, 124_439_808, [s.format("gpt2") for s in gpt2_sources]),
               gpt2("gpt2-1.5b", 48, 1600, 25, 1_557_611_200, [s.format("gpt2-xl") for s in gpt2_sources]),
               llama2_7b()]

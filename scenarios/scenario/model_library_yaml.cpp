@@ -89,6 +89,20 @@ LayerDescription parse_layer(MapReader& lr, const ModelDescription& m, std::int6
                                                        : "memory_bound_forward_elements_per_sample",
             "give the memory-bound elements of both passes or of neither");
   l.conv_io_elements_per_sample = lr.opt_int_in("conv_io_elements_per_sample", 0, kMaxTensorElements);
+  if (lr.has("gemms"))
+    for (auto& gr : lr.map_list("gemms")) {
+      GemmDescription g;
+      g.rows_per_sample = gr.get_int_in("rows_per_sample", 1, kMaxFeatures);
+      g.n = gr.get_int_in("n", 1, kMaxFeatures);
+      g.k = gr.get_int_in("k", 1, kMaxFeatures);
+      gr.finish();
+      l.gemms.push_back(g);
+    }
+  double gemm_flops = 0;
+  for (const auto& g : l.gemms) gemm_flops += 2.0 * static_cast<double>(g.rows_per_sample * g.n) * static_cast<double>(g.k);
+  if (gemm_flops > l.forward_flops_per_sample)
+    lr.fail("gemms", fmt::format("its GEMMs' {} FLOPs per sample exceed the layer's forward_flops_per_sample {}",
+                                 gemm_flops, l.forward_flops_per_sample));
   // The file holds the measured batch's times; the description keeps them per sample.
   for (auto [key, field] : {std::pair{"forward_s", &l.measured_forward_s_per_sample},
                             {"backward_s", &l.measured_backward_s_per_sample}})
@@ -222,6 +236,11 @@ std::string model_to_yaml(const ModelDescription& m) {
                          *l.memory_bound_forward_elements_per_sample, *l.memory_bound_backward_elements_per_sample);
     if (l.conv_io_elements_per_sample)
       out += fmt::format("    conv_io_elements_per_sample: {}\n", *l.conv_io_elements_per_sample);
+    if (!l.gemms.empty()) {
+      out += "    gemms:\n";
+      for (const auto& g : l.gemms)
+        out += fmt::format("      - {{rows_per_sample: {}, n: {}, k: {}}}\n", g.rows_per_sample, g.n, g.k);
+    }
     if (m.measured) {
       const auto batch = static_cast<double>(m.measured->batch);
       if (l.measured_forward_s_per_sample)

@@ -61,6 +61,38 @@ double sim_op_efficiency(const SimGpuRates& rates, SimOpClass c, ComputeType t) 
   return sim_op_efficiency(rates, c);
 }
 
+SimGemmTile sim_gemm_tile(ComputeType t) {
+  if (t == ComputeType::tf32 || t == ComputeType::bf16 || t == ComputeType::f16) return {256, 128};
+  return {128, 128};
+}
+
+double sim_gemm_wave_efficiency(const GemmShape& g, int sm_count, ComputeType t) {
+  if (sm_count < 1 || g.m < 1 || g.n < 1)
+    throw std::invalid_argument(fmt::format("GEMM wave efficiency of [{}, {}] on {} SMs: needs positive sizes", g.m,
+                                            g.n, sm_count));
+  const SimGemmTile tile = sim_gemm_tile(t);
+  const std::int64_t tiles = ((g.m + tile.rows - 1) / tile.rows) * ((g.n + tile.cols - 1) / tile.cols);
+  const std::int64_t waves = (tiles + sm_count - 1) / sm_count;
+  return static_cast<double>(g.m) * static_cast<double>(g.n) /
+         (static_cast<double>(waves) * sm_count * static_cast<double>(tile.rows * tile.cols));
+}
+
+double sim_gemm_shape_factor(const OpCost& cost, int sm_count, ComputeType t) {
+  // Planted fault: every GEMM as efficient as the microbenchmark's, whatever its shape.
+  if (sm_count < 1 || cost.gemms.empty() || !(cost.flops > 0) || fault_active(Fault::gemm_wave_quantization_ignored))
+    return 1.0;
+  constexpr std::int64_t kReference = 8192;  // the microbenchmark's square product
+  const double reference = sim_gemm_wave_efficiency({kReference, kReference, kReference}, sm_count, t);
+  double listed_flops = 0, time_units = 0;
+  for (const auto& g : cost.gemms) {
+    const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k);
+    listed_flops += flops;
+    time_units += flops / (sim_gemm_wave_efficiency(g, sm_count, t) / reference);
+  }
+  time_units += std::max(0.0, cost.flops - listed_flops);
+  return std::max(cost.flops, listed_flops) / time_units;
+}
+
 bool sim_conv_transposes_layout(ComputeType t) {
   return t == ComputeType::tf32 || t == ComputeType::bf16 || t == ComputeType::f16;
 }
@@ -81,7 +113,10 @@ Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, ComputeType 
   if (cost.measured_s) return *cost.measured_s;  // measured on this GPU kind: launches included
   const SimOpClass c = sim_op_class(cost);
   const bool memory_bound = sim_op_class_memory_bound(c);
-  const double compute_fraction = memory_bound ? rates.compute_efficiency : sim_op_efficiency(rates, c, type);
+  double compute_fraction = memory_bound ? rates.compute_efficiency : sim_op_efficiency(rates, c, type);
+  // A GEMM's fraction scales with its shape's wave efficiency; never past the peak.
+  if (c == SimOpClass::gemm)
+    compute_fraction = std::min(1.0, compute_fraction * sim_gemm_shape_factor(cost, rates.sm_count, type));
   const double memory_fraction = memory_bound ? sim_op_efficiency(rates, c, type) : rates.memory_efficiency;
   Seconds t_flops = 0;
   if (cost.flops > 0) t_flops = cost.flops / (peak() * compute_fraction);

@@ -86,6 +86,24 @@ SimOpClass sim_op_class(const OpCost& cost);
 double sim_op_efficiency(const SimGpuRates& rates, SimOpClass c);
 double sim_op_efficiency(const SimGpuRates& rates, SimOpClass c, ComputeType t);
 
+// Wave quantization (NVIDIA's "Matrix Multiplication Background User's Guide"): a GEMM
+// computes its [m, n] output in tiles, one thread block each, spread over the SMs in
+// waves; the last, partial wave takes a full wave's time, and a tile past the matrix's
+// edge is computed whole (tile quantization). The tile is cuBLAS's large-tile kernel's:
+// 256 x 128 on Tensor Cores (ampere_tf32_s1688gemm_tf32_256x128_*, the guide's A100
+// example), 128 x 128 for SIMT f32/f64 (volta_sgemm_128x128_*), as profilers name them.
+struct SimGemmTile {
+  std::int64_t rows = 0, cols = 0;
+};
+SimGemmTile sim_gemm_tile(ComputeType t);
+// The fraction of its SMs' tile slots a GEMM fills: m n / (waves x sm_count x tile area).
+double sim_gemm_wave_efficiency(const GemmShape& g, int sm_count, ComputeType t);
+// The op's GEMM class fraction is the microbenchmark's, at an 8192^3 product; its own
+// GEMMs (cost.gemms) reach their wave efficiency relative to that one's, the rest of
+// its FLOPs 1. Returns the FLOP-weighted harmonic mean (the fraction times it is capped
+// at 1 by the roofline); 1 without an SM count or listed GEMMs.
+double sim_gemm_shape_factor(const OpCost& cost, int sm_count, ComputeType t);
+
 // Tensor Core convolutions read and write NHWC; on PyTorch's default NCHW tensors cuDNN
 // transposes every tensor a convolution reads and writes before and after it (NVIDIA's
 // Convolutional Layers User's Guide, "Tensor Layouts In Memory: NCHW vs NHWC"). Whether a

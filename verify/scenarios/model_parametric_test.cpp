@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/nn/model_transformer.hpp"
 #include "scenarios/scenario/model_hf_config.hpp"
 #include "scenarios/scenario/model_library_yaml.hpp"
@@ -22,12 +23,24 @@ const fs::path kModels = fs::path(DPT_SOURCE_DIR) / "scenarios" / "models";
 ModelDescription library(const std::string& name) { return load_model(name, kModels); }
 ModelDescription hf(const std::string& dir) { return load_model("hf:" + (kModels / "hf" / dir / "config.json").string(), kModels); }
 
+// Whether two descriptions count the same memory-bound traffic in every layer (both passes).
+bool same_traffic(const ModelDescription& a, const ModelDescription& b) {
+  if (a.layers.size() != b.layers.size()) return false;
+  for (size_t i = 0; i < a.layers.size(); ++i)
+    if (a.layers[i].memory_bound_forward_elements_per_sample != b.layers[i].memory_bound_forward_elements_per_sample ||
+        a.layers[i].memory_bound_backward_elements_per_sample != b.layers[i].memory_bound_backward_elements_per_sample)
+      return false;
+  return true;
+}
+
 // Invariant: two descriptions of one architecture agree layer by layer on every
 // field the twin uses (names, types, parameter names and shapes in order, FLOPs,
-// activations, output sizes). Shown to fail on a planted bug: GELU counted as 11
-// FLOPs in model_transformer.cpp breaks GptFromTheSpecEqualsTheLibrary and
-// FamiliesEqualTheLibraryModelsOfTheSameConfig.
+// activations, output sizes, counted memory-bound traffic). Shown to fail on planted
+// bugs: GELU counted as 11 FLOPs in model_transformer.cpp breaks
+// GptFromTheSpecEqualsTheLibrary and FamiliesEqualTheLibraryModelsOfTheSameConfig;
+// Fault::spec_transformer_traffic_uncounted breaks the traffic (SpecTransformersCount...).
 void expect_same_layers(const ModelDescription& a, const ModelDescription& b) {
+  EXPECT_TRUE(same_traffic(a, b)) << a.name << " and " << b.name << " count different memory-bound traffic";
   EXPECT_EQ(a.input_features, b.input_features);
   ASSERT_EQ(a.layers.size(), b.layers.size());
   for (size_t i = 0; i < a.layers.size(); ++i) {
@@ -39,6 +52,11 @@ void expect_same_layers(const ModelDescription& a, const ModelDescription& b) {
     EXPECT_EQ(x.forward_flops_per_sample, y.forward_flops_per_sample);
     EXPECT_EQ(x.activation_elements_per_sample, y.activation_elements_per_sample);
     EXPECT_EQ(x.output_features, y.output_features);
+    ASSERT_EQ(x.gemms.size(), y.gemms.size());
+    for (size_t j = 0; j < x.gemms.size(); ++j)
+      EXPECT_TRUE(x.gemms[j].rows_per_sample == y.gemms[j].rows_per_sample && x.gemms[j].n == y.gemms[j].n &&
+                  x.gemms[j].k == y.gemms[j].k)
+          << "GEMM " << j;
     ASSERT_EQ(x.parameters.size(), y.parameters.size());
     for (size_t j = 0; j < x.parameters.size(); ++j) {
       EXPECT_EQ(x.parameters[j].name, y.parameters[j].name);
@@ -56,6 +74,40 @@ TEST(Parametric, GptFromTheSpecEqualsTheLibrary) {
   const auto xl = load_model("transformer:layers=48,hidden=1600,heads=25,seq=1024,vocab=50257,tied", kModels);
   EXPECT_EQ(model_parameter_count(xl), 1'557'611'200);  // published: Hugging Face gpt2-xl
   expect_same_layers(xl, library("gpt2-1.5b"));
+}
+
+// Invariant: a spec-built or config.json transformer counts its layers' memory-bound traffic
+// kernel by kernel, as the library's generator does (scenarios/models/generate.py, an
+// independent implementation): every layer carries a count, and GPT-2, BERT-large and
+// Llama-2-7B equal the library files to the element (FamiliesEqualTheLibraryModels...). Planted bug: Fault::spec_transformer_traffic_uncounted
+// (the builders leave the saved-activation estimate) and the comparison fails.
+TEST(Parametric, SpecTransformersCountTheirMemoryTraffic) {
+  const std::string gpt2 = "transformer:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,tied";
+  for (const auto& m :
+       {load_model(gpt2, kModels), hf("vit-base-patch16-224"), hf("bert-base-uncased"), hf("llama-2-7b")})
+    for (const auto& l : m.layers) {
+      EXPECT_TRUE(l.memory_bound_forward_elements_per_sample.has_value()) << m.name << " " << l.name;
+      EXPECT_TRUE(l.memory_bound_backward_elements_per_sample.has_value()) << m.name << " " << l.name;
+    }
+  EXPECT_TRUE(same_traffic(load_model(gpt2, kModels), library("gpt2-124m")));
+  const ScopedFault planted(Fault::spec_transformer_traffic_uncounted);
+  EXPECT_FALSE(same_traffic(load_model(gpt2, kModels), library("gpt2-124m")));
+  EXPECT_FALSE(load_model(gpt2, kModels).layers[1].memory_bound_forward_elements_per_sample.has_value());
+}
+
+// NVIDIA DeepLearningExamples' phase-2 BERT (binned to 288 tokens, MLM head on 38 masked
+// positions, NVFuser's fused kernels) built from its spec equals the library file the
+// Python generator wrote, FLOPs, activations and traffic; its position table stays 512.
+TEST(Parametric, BertDeepLearningExamplesPhase2EqualsTheLibrary) {
+  BertSpec spec{24, 1024, 16, 4096, 512, 30522, 2, true, 288, 38, true};
+  const auto m = describe_bert(spec, "bert-large-dle-phase2");
+  EXPECT_EQ(model_parameter_count(m), 336'226'108);  // published: Hugging Face bert-large-uncased
+  expect_same_layers(m, library("bert-large-dle-phase2"));
+  EXPECT_EQ(m.layers.front().parameters[1].shape, (Shape{512, 1024}));
+  // The fused layer moves fewer elements than the eager one at the same length.
+  spec.fused = false;
+  const auto eager = describe_bert(spec, "eager");
+  EXPECT_LT(*m.layers[1].memory_bound_forward_elements_per_sample, *eager.layers[1].memory_bound_forward_elements_per_sample);
 }
 
 TEST(Parametric, UntiedHeadAndMlpWidthChangeExactlyTheirTensors) {

@@ -45,10 +45,12 @@ TEST(Library, EveryHardwareFileLoads) {
 
 TEST(Library, EveryModelFileLoadsWithItsPublishedParameterCount) {
   // Published parameter counts (not computed by dptwin): torchvision resnet50;
-  // Hugging Face bert-large-uncased BertForPreTraining, gpt2, gpt2-xl,
-  // meta-llama/Llama-2-7b-hf.
+  // Hugging Face bert-large-uncased BertForPreTraining (also the tensors of NVIDIA
+  // DeepLearningExamples' BERT, whose phase-2 workload bert-large-dle-phase2 is), gpt2,
+  // gpt2-xl, meta-llama/Llama-2-7b-hf.
   const std::map<std::string, Elements> published = {{"resnet50", 25'557'032},
                                                      {"bert-large", 336'226'108},
+                                                     {"bert-large-dle-phase2", 336'226'108},
                                                      {"gpt2-124m", 124'439'808},
                                                      {"gpt2-1.5b", 1'557'611'200},
                                                      {"llama-2-7b", 6'738'415'616}};
@@ -159,8 +161,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "desktop-2gpu-pcie-p2p, dgx-a100, dgx-a100-cluster, dgx-h100, dgx-h100-cluster, dgx1-v100, "
                 "host-cpu-gloo, l40s-4x-pcie4; or a path to a .yaml file)"},
         BadCase{"UnknownModel", replaced("model: resnet50", "model: resnet51"),
-                "bad.yaml:3: model: unknown model 'resnet51' (library: bert-large, gpt2-1.5b, gpt2-124m, llama-2-7b, "
-                "resnet50; or a path to a .yaml file, or mlp:IN-H-...-OUT, "
+                "bad.yaml:3: model: unknown model 'resnet51' (library: bert-large, bert-large-dle-phase2, gpt2-1.5b, "
+                "gpt2-124m, llama-2-7b, resnet50; or a path to a .yaml file, or mlp:IN-H-...-OUT, "
                 "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied], hf:PATH/config.json)"},
         BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
                 "bad.yaml:8: sweep.colour: unknown sweep axis (allowed: hardware, model, strategy, devices, nodes, "

@@ -4,7 +4,9 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <cmath>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include <rapidcheck/detail/Configuration.h>
@@ -228,6 +230,77 @@ TEST(DdpCosts, OneGpuStepAddsOnlyTheBucketCopies) {
   EXPECT_GE(extra, 2 * 8 - 0.5);
   ScopedFault f(Fault::ddp_unfused_divide);  // a scale kernel per gradient on top of the copies
   EXPECT_GT(ddp_extra_ops(spec), 2 * 8 + 1 + 0.5);
+}
+
+// Wave quantization, counted by hand: on Tensor Cores a 256 x 128 tile per SM per wave.
+// A100 (108 SMs): [4608, 1024] is 18 x 8 = 144 tiles, 2 waves (216 slots): 2/3;
+// [4608, 3072] 18 x 24 = 432 tiles, exactly 4 waves: 1; the 8192^2 reference 32 x 64 =
+// 2048 tiles, 19 waves: 2048 / 2052. A 300-row output needs 2 row tiles (512 rows) on one
+// wave: 300 x 128 / (108 x 256 x 128). SIMT f32 on V100 (80 SMs, 128 x 128): [4608, 1024]
+// is 36 x 8 = 288 tiles, 4 waves: 288 / 320.
+TEST(GemmWaves, HandCountedWaveEfficiencies) {
+  EXPECT_DOUBLE_EQ(sim_gemm_wave_efficiency({4608, 1024, 1024}, 108, ComputeType::tf32), 144.0 / 216.0);
+  EXPECT_DOUBLE_EQ(sim_gemm_wave_efficiency({4608, 3072, 1024}, 108, ComputeType::tf32), 1.0);
+  EXPECT_DOUBLE_EQ(sim_gemm_wave_efficiency({8192, 8192, 8192}, 108, ComputeType::tf32), 2048.0 / 2052.0);
+  EXPECT_DOUBLE_EQ(sim_gemm_wave_efficiency({300, 128, 64}, 108, ComputeType::tf32), 300.0 / (108.0 * 256.0));
+  EXPECT_DOUBLE_EQ(sim_gemm_wave_efficiency({4608, 1024, 1024}, 80, ComputeType::f32), 288.0 / 320.0);
+  EXPECT_THROW(sim_gemm_wave_efficiency({0, 1024, 1024}, 80, ComputeType::f32), std::invalid_argument);
+}
+
+// The reference keeps the microbenchmark's figure: a GEMM op at the 8192^3 shape costs what
+// it cost before shapes were modelled; V100's [4608, 1024] GEMM costs 4096 / 4160 (the
+// reference's 52 waves for 4096 tiles) x 320 / 288 more, and only the GEMM class pays it.
+TEST(GemmWaves, KernelTimeRelativeToTheReferenceShape) {
+  SimGpuRates r;
+  r.model = "v100-like";
+  r.peak_flops[DType::f32] = 15.7e12;
+  r.memory_bandwidth = 900e9;
+  r.compute_efficiency = 0.89;
+  r.sm_count = 80;
+  auto op = [](const char* name, std::int64_t m, std::int64_t n, std::int64_t k) {
+    OpCost c{name, OpKind::compute, 2.0 * static_cast<double>(m * n) * static_cast<double>(k), 0, 0};
+    c.gemms.push_back({m, n, k});
+    return c;
+  };
+  auto unshaped = [](OpCost c) {
+    c.gemms.clear();
+    return c;
+  };
+  const OpCost reference = op("gemm_fwd", 8192, 8192, 8192), bert = op("gemm_fwd", 4608, 1024, 1024);
+  EXPECT_DOUBLE_EQ(sim_kernel_time_s(reference, r, DType::f32), sim_kernel_time_s(unshaped(reference), r, DType::f32));
+  EXPECT_NEAR(sim_kernel_time_s(bert, r, DType::f32) / sim_kernel_time_s(unshaped(bert), r, DType::f32),
+              (4096.0 / 4160.0) * (320.0 / 288.0), 1e-12);
+  const OpCost conv = op("conv_fwd", 4608, 1024, 1024);
+  EXPECT_DOUBLE_EQ(sim_kernel_time_s(conv, r, DType::f32), sim_kernel_time_s(unshaped(conv), r, DType::f32));
+}
+
+// Invariant (the guide's wave rule): the last, partial wave takes a full wave's time, so a
+// GEMM of T full tiles costs what one of ceil(T / SMs) x SMs tiles costs, FLOPs notwithstanding.
+auto partial_wave_property() {
+  return [] {
+    SimGpuRates r;
+    r.model = "test-gpu";
+    r.peak_flops[DType::f32] = 100e12;
+    r.compute_efficiency = 0.5;  // times the shape factor (at most 1 / 0.91 here): below 1
+    r.sm_count = *rc::gen::inRange(1, 201);
+    const std::int64_t waves = *rc::gen::inRange(1, 6), k = *rc::gen::inRange(1, 64) * 64;
+    const std::int64_t full = waves * r.sm_count;
+    const std::int64_t tiles = *rc::gen::inRange<std::int64_t>(full - r.sm_count + 1, full + 1);
+    auto time = [&](std::int64_t t) {
+      const GemmShape g{t * 128, 128, k};  // SIMT f32: t tiles of 128 x 128 in one column
+      OpCost c{"gemm_fwd", OpKind::compute, 2.0 * static_cast<double>(g.m * g.n) * static_cast<double>(k), 0, 0};
+      c.gemms.push_back(g);
+      return sim_kernel_time_s(c, r, DType::f32);
+    };
+    RC_ASSERT(std::abs(time(tiles) - time(full)) <= 1e-9 * time(full));
+  };
+}
+
+TEST(GemmWaves, PartialWaveTakesAFullWave) { expect_property_holds(partial_wave_property(), 300); }
+
+TEST(GemmWaves, PlantedBugIgnoringWavesIsCaught) {
+  ScopedFault f(Fault::gemm_wave_quantization_ignored);
+  EXPECT_TRUE(property_fails(partial_wave_property(), 300));
 }
 
 }  // namespace
