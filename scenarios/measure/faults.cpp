@@ -119,8 +119,10 @@ DegradedHardware load_degraded_hardware(const std::string& name_or_path, const s
   std::filesystem::path path(name_or_path);
   if (path.extension() != ".yaml" && name_or_path.find('/') == std::string::npos)
     path = library_dir / (name_or_path + ".yaml");
-  if (!std::filesystem::exists(path))
-    throw std::invalid_argument(fmt::format("hardware file '{}' does not exist", path.string()));
+  std::error_code ec;  // a name too long or a symbolic-link loop is bad input, not an internal error
+  if (!std::filesystem::exists(path, ec))
+    throw std::invalid_argument(fmt::format("hardware file '{}' {}", path.string(),
+                                            ec ? "cannot be read: " + ec.message() : "does not exist"));
   const std::string text = read_text_file(path);
   // `base: NAME` and `faults:` only: the faults applied to a library machine, so a
   // fault file does not copy (and drift from) the library's figures.

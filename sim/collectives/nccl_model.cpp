@@ -215,6 +215,45 @@ int gpu_compute_capability(const std::string& gpu_name) {
   return 80;
 }
 
+// NCCL's intra-node path bandwidths out of one GPU (NCCL units, GB/s): over the whole
+// fabric (per_gpu) and along the fastest single path between two GPUs (max_path).
+struct IntraNodePaths {
+  double per_gpu = 0;
+  double max_path = 0;
+};
+
+static IntraNodePaths intra_node_paths(const HardwareSpec& hw, NcclGraph& g, bool p2p) {
+  const double nvl = nvlink_bw_gbs(g.compcap);
+  IntraNodePaths out;
+  if (p2p && hw.nvswitch) {
+    out.per_gpu = out.max_path = hw.nvswitch->links_per_gpu * nvl;
+    g.intra_nvlink = true;
+  } else if (hw.nvlink && !hw.nvlink->pairs.empty()) {
+    // Rings over NVLink pairs (DGX-1): pairs without NVLink may lack P2P, the ring does not use them.
+    std::vector<int> links(hw.gpus_per_node, 0);
+    for (const auto& pr : hw.nvlink->pairs) {
+      links[pr.a] += pr.links;
+      links[pr.b] += pr.links;
+    }
+    out.per_gpu = *std::min_element(links.begin(), links.end()) * nvl;
+    out.max_path = nvl;  // a ring through every GPU runs over single links somewhere (cube mesh)
+    g.intra_nvlink = true;
+  } else {
+    // PCI: P2P through the switches or the root complex; SHM through host memory.
+    out.per_gpu = out.max_path = pci_bw_gbs(hw.pcie.generation, hw.pcie.lanes);
+    // A path through the CPU (SHM when P2P is off, or P2P through the root complex when
+    // no PCIe switch holds every GPU) costs an Intel root complex 6/5 of its bandwidth
+    // (topo.h INTEL_P2P_OVERHEAD, applied in search.cc followPath to PATH_PHB).
+    bool one_switch = false;
+    for (const auto& sw : hw.pcie.switches)
+      one_switch = one_switch || static_cast<int>(sw.gpus.size()) >= std::min(hw.gpus_per_node, g.ranks);
+    const bool intel = hw.host.cpu.find("Intel") != std::string::npos;
+    if ((!p2p || !one_switch) && intel && !fault_active(Fault::nccl_shm_overhead_omitted))
+      out.per_gpu = out.max_path = out.per_gpu * 5.0 / 6.0;
+  }
+  return out;
+}
+
 NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
   NcclGraph g;
   g.compcap = gpu_compute_capability(hw.gpu.name);
@@ -228,38 +267,9 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
   const int ppn = std::max(1, g.ranks / g.nodes);
   // ncclTopoCompute's ring graph: maxChannels = MAXCHANNELS / 2 (src/init.cc).
   constexpr int kMaxRingChannels = 16;
-  const double nvl = nvlink_bw_gbs(g.compcap);
-  double per_gpu = 0;   // intra-node bandwidth out of one GPU, NCCL units
-  double max_path = 0;  // fastest single path between two GPUs
-  if (p2p && hw.nvswitch) {
-    per_gpu = max_path = hw.nvswitch->links_per_gpu * nvl;
-    g.intra_nvlink = true;
-  } else if (hw.nvlink && !hw.nvlink->pairs.empty()) {
-    // Rings over NVLink pairs (DGX-1): pairs without NVLink may lack P2P, the ring does not use them.
-    std::vector<int> links(hw.gpus_per_node, 0);
-    int most = 0;
-    for (const auto& pr : hw.nvlink->pairs) {
-      links[pr.a] += pr.links;
-      links[pr.b] += pr.links;
-      most = std::max(most, pr.links);
-    }
-    per_gpu = *std::min_element(links.begin(), links.end()) * nvl;
-    max_path = nvl;  // a ring through every GPU runs over single links somewhere (cube mesh)
-    (void)most;
-    g.intra_nvlink = true;
-  } else {
-    // PCI: P2P through the switches or the root complex; SHM through host memory.
-    per_gpu = max_path = pci_bw_gbs(hw.pcie.generation, hw.pcie.lanes);
-    // A path through the CPU (SHM when P2P is off, or P2P through the root complex when
-    // no PCIe switch holds every GPU) costs an Intel root complex 6/5 of its bandwidth
-    // (topo.h INTEL_P2P_OVERHEAD, applied in search.cc followPath to PATH_PHB).
-    bool one_switch = false;
-    for (const auto& sw : hw.pcie.switches)
-      one_switch = one_switch || static_cast<int>(sw.gpus.size()) >= std::min(hw.gpus_per_node, g.ranks);
-    const bool intel = hw.host.cpu.find("Intel") != std::string::npos;
-    if ((!p2p || !one_switch) && intel && !fault_active(Fault::nccl_shm_overhead_omitted))
-      per_gpu = max_path = per_gpu * 5.0 / 6.0;
-  }
+  const IntraNodePaths paths = intra_node_paths(hw, g, p2p);
+  double per_gpu = paths.per_gpu;    // intra-node bandwidth out of one GPU, NCCL units
+  double max_path = paths.max_path;  // fastest single path between two GPUs
   if (ppn == 1) per_gpu = max_path = std::max(per_gpu, 1e9);  // no intra-node hop
   if (g.nodes == 1) {
     auto [n, s] = search_channels(g.compcap, false, max_path, kMaxRingChannels,

@@ -242,6 +242,14 @@ INSTANTIATE_TEST_SUITE_P(
                                               "--hardware", "./loop.yaml:2.40"},
                   {{"loop.yaml", "<loop>"}},
                   "dptwin plan: error: hardware file './loop.yaml' cannot be read: Too many levels of symbolic links\n"},
+        LimitCase{"VerifyHardwareIsALinkLoop", {"verify", "--backend", "sim", "--hardware", "./loop.yaml"},
+                  {{"loop.yaml", "<loop>"}},
+                  "dptwin verify: error: hardware file './loop.yaml' cannot be read: Too many levels of symbolic "
+                  "links\n"},
+        LimitCase{"VerifyHardwareNameTooLong", {"verify", "--backend", "sim", "--hardware",
+                                                "./" + std::string(300, 'n') + ".yaml"}, {},
+                  "dptwin verify: error: hardware file './" + std::string(300, 'n') +
+                      ".yaml' cannot be read: File name too long\n"},
         // Names that were refused without the flag they came from, and a report folder that is
         // a link loop (exit 3, as if the run had failed).
         LimitCase{"TrainUnknownCommHook", {"train", "--model", "mlp:4-4-2", "--strategy", "ddp", "--devices", "2",

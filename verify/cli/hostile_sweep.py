@@ -176,7 +176,6 @@ KNOWN_OPEN = {
     ("calibrate", "--out"): "an over-long name or a path below a file: exit 3 at the write",
     ("sweep", "--trace-dir"): "a symbolic-link loop: exit 3 from create_directories",
     ("train", "--checkpoint"): "an over-long name or a path below a file: exit 3 at the write",
-    ("verify", "--hardware"): "a symbolic-link loop or an over-long name: exit 3 (filesystem error)",
     ("verify", "--junit"): "an over-long name or a path below a file: exit 3 at the write",
 }
 
