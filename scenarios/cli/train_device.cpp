@@ -61,16 +61,7 @@ void TrainDevice::finish(const TrainConfig& c, const std::string& model, const s
   r.batch_global = c.batch;
   r.batch_per_device = per_device.empty() ? c.batch : *std::max_element(per_device.begin(), per_device.end());
   for (int d = 0; d < backend_->device_count(); ++d) {
-    Device& dev = backend_->device(d);
-    DeviceReport dr;
-    dr.device = dev.name();
-    dr.peak_memory_bytes = dev.memory().peak_bytes();
-    const auto at_peak = dev.memory().breakdown_at_peak();
-    for (int k = 0; k < kMemoryCategoryCount; ++k)
-      if (at_peak[static_cast<size_t>(k)] > 0)
-        dr.memory_breakdown_bytes[memory_category_name(static_cast<MemoryCategory>(k))] = at_peak[static_cast<size_t>(k)];
-    dr.capacity_bytes = dev.capacity_bytes();
-    r.devices_detail.push_back(dr);
+    r.devices_detail.push_back(device_memory_report(backend_->device(d)));
   }
   fill_measured_report(r, *last_);
   if (flags_.trace) r.trace = *flags_.trace;

@@ -357,15 +357,7 @@ StepReport report_of_config(const sim::HardwareSpec& hw, const PredictConfig& c,
 // Each simulated device's peak memory, its breakdown and its busy time in the window.
 void add_device_details(StepReport& r, SimBackend& backend, const Measured& m) {
   for (int i = 0; i < backend.device_count(); ++i) {
-    SimDevice& d = backend.sim_device(i);
-    DeviceReport dr;
-    dr.device = d.name();
-    dr.peak_memory_bytes = d.memory().peak_bytes();
-    const auto at_peak = d.memory().breakdown_at_peak();
-    for (int k = 0; k < kMemoryCategoryCount; ++k)
-      if (at_peak[static_cast<size_t>(k)] > 0)
-        dr.memory_breakdown_bytes[memory_category_name(static_cast<MemoryCategory>(k))] = at_peak[static_cast<size_t>(k)];
-    dr.capacity_bytes = d.capacity_bytes();
+    DeviceReport dr = device_memory_report(backend.sim_device(i));
     if (!m.accounts.empty())
       dr.busy_s = m.accounts[static_cast<size_t>(i)].compute_busy_s + m.accounts[static_cast<size_t>(i)].optimizer_busy_s;
     r.devices_detail.push_back(std::move(dr));

@@ -1,5 +1,6 @@
 #include "sim/twin/step_report.hpp"
 
+#include "engine/core/device.hpp"
 #include "engine/io/safetensors.hpp"
 
 #include <set>
@@ -91,6 +92,18 @@ class Reader {
 };
 
 }  // namespace
+
+DeviceReport device_memory_report(Device& device) {
+  DeviceReport dr;
+  dr.device = device.name();
+  dr.peak_memory_bytes = device.memory().peak_bytes();
+  const auto at_peak = device.memory().breakdown_at_peak();
+  for (int k = 0; k < kMemoryCategoryCount; ++k)
+    if (at_peak[static_cast<size_t>(k)] > 0)
+      dr.memory_breakdown_bytes[memory_category_name(static_cast<MemoryCategory>(k))] = at_peak[static_cast<size_t>(k)];
+  dr.capacity_bytes = device.capacity_bytes();
+  return dr;
+}
 
 json step_report_to_json(const StepReport& r) {
   json devices = json::array();

@@ -37,6 +37,11 @@ struct DeviceReport {
   Seconds busy_s = 0;                               // time its compute stream ran kernels (optimizer included)
 };
 
+class Device;
+// A device's name, peak memory, breakdown at the peak (the categories that held bytes) and
+// capacity; busy_s is left to the caller, which knows the window.
+DeviceReport device_memory_report(Device& device);
+
 struct LinkReport {
   std::string name;        // the platform's link name, e.g. "nvlink:gpu0-gpu1:up"
   Bytes bytes = 0;         // bytes that crossed it during the step
