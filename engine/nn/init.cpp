@@ -46,8 +46,8 @@ void init_uniform(Tensor& t, double bound, Generator& gen) {
   if (!t.device().computes()) return;
   if (!t.device().host_readable())
     throw std::logic_error(
-        fmt::format("init_uniform: {} memory is not readable from the CPU; initialise on a host "
-                    "device and copy",
+        fmt::format("init_uniform: {} memory is not writable from the CPU; initialise on a host "
+                    "device and copy (make_mlp(spec, backend, device, ...) does)",
                     t.device().name()));
   tensor_fill_from_f64(t, values);
 }

@@ -168,4 +168,13 @@ Sequential make_mlp(const MlpSpec& spec, Device& device, DType dtype, std::uint6
   return model;
 }
 
+Sequential make_mlp(const MlpSpec& spec, Backend& backend, Device& device, DType dtype, std::uint64_t seed) {
+  if (device.host_readable()) return make_mlp(spec, device, dtype, seed);
+  Sequential on_host = make_mlp(spec, backend.host_memory(), dtype, seed);
+  Sequential m = on_host.replicate_on(device);
+  auto src = on_host.named_parameters(), dst = m.named_parameters();
+  for (size_t i = 0; i < src.size(); ++i) backend.copy(src[i].param->value, dst[i].param->value);
+  return m;
+}
+
 }  // namespace dpt

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/backend.hpp"
 #include "engine/core/kernels.hpp"
 #include "engine/nn/layer.hpp"
 
@@ -73,5 +74,9 @@ MlpSpec parse_mlp_spec(const std::string& spec);
 // (kaiming_uniform(a=sqrt(5)) weights, bias uniform in +-1/sqrt(fan_in); LayerNorm
 // weight 1, bias 0) from a deterministic generator seeded with `seed`.
 Sequential make_mlp(const MlpSpec& spec, Device& device, DType dtype, std::uint64_t seed);
+// The same on any of `backend`'s devices: where the CPU cannot write the device's memory
+// (a GPU), the weights are drawn in host memory with the same generator and copied over
+// (Backend::copy), so a model starts from the same numbers on every backend.
+Sequential make_mlp(const MlpSpec& spec, Backend& backend, Device& device, DType dtype, std::uint64_t seed);
 
 }  // namespace dpt

@@ -37,8 +37,8 @@ std::vector<int> first_devices(int n) {
   return ids;
 }
 
-ModelBuilder step_model_builder(const MlpSpec& spec) {
-  return [spec](Device& d) { return make_mlp(spec, d, DType::f32, 1); };
+ModelBuilder step_model_builder(Backend& b, const MlpSpec& spec) {
+  return [&b, spec](Device& d) { return make_mlp(spec, b, d, DType::f32, 1); };
 }
 
 OptimizerBuilder sgd() {
@@ -47,7 +47,7 @@ OptimizerBuilder sgd() {
 
 Seconds time_steps(Backend& b, const StrategyOptions& so, const MlpSpec& spec, std::int64_t batch, int devices,
                    int repeats, const std::function<void()>& before_step) {
-  auto strategy = make_strategy(b, so, step_model_builder(spec), sgd());
+  auto strategy = make_strategy(b, so, step_model_builder(b, spec), sgd());
   const Tensor x = host_input(b, {batch, spec.widths.front()});
   const Tensor y = host_input(b, {batch, spec.widths.back()});
   // Warm-up: DDP rebuilds its buckets after the first step; caches fill.

@@ -68,6 +68,10 @@ ModelBuilder mlp_builder(const MlpCase& c) {
   return [c](Device& d) { return make_mlp(c.spec, d, c.dtype, c.seed); };
 }
 
+ModelBuilder mlp_builder(Backend& backend, const MlpCase& c) {
+  return [&backend, c](Device& d) { return make_mlp(c.spec, backend, d, c.dtype, c.seed); };
+}
+
 OptimizerBuilder sgd_builder(double lr, double momentum) {
   return [lr, momentum](std::vector<NamedParameter> p) {
     SgdOptions o;

@@ -58,6 +58,10 @@ struct Batch {
 Batch make_batch(Backend& backend, const MlpCase& c, std::uint64_t salt = 0);
 
 ModelBuilder mlp_builder(const MlpCase& c);
+// The same model on any of `backend`'s devices: on one whose memory the CPU cannot write
+// (a GPU), built in host memory with the same generator and copied over, as `dptwin train`
+// does, so every device starts from the host's exact weights.
+ModelBuilder mlp_builder(Backend& backend, const MlpCase& c);
 OptimizerBuilder sgd_builder(double lr = 0.05, double momentum = 0.0);
 
 // A tensor's values, read through host memory where the CPU cannot read the device's.

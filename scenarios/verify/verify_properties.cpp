@@ -240,7 +240,7 @@ CheckOutcome dp_equivalence_property(Backend& backend, const CorrectnessOptions&
     so.device_ids = first_devices(c.devices);
     so.loss = c.loss;
     const auto planted = plant_if(options, PlantedBug::drop_chunk);
-    DataParallel dp(backend, so, mlp_builder(c), sgd_builder());
+    DataParallel dp(backend, so, mlp_builder(backend, c), sgd_builder());
     dp.train_step(b.x, b.target);
     // Invariant: the loss is computed on the gathered output, so DataParallel's
     // gradient on the primary equals the single-device full-batch gradient for any
@@ -264,7 +264,7 @@ CheckOutcome ddp_equivalence_property(Backend& backend, const CorrectnessOptions
     so.loss = c.loss;
     so.uneven = even ? UnevenMode::pytorch : UnevenMode::weighted;
     const auto planted = plant_if(options, PlantedBug::skip_divide);
-    DistributedDataParallel ddp(backend, so, mlp_builder(c), sgd_builder());
+    DistributedDataParallel ddp(backend, so, mlp_builder(backend, c), sgd_builder());
     ddp.train_step(b.x, b.target);
     // Invariant: with equal local batches the average of per-rank mean gradients is
     // the full-batch gradient, on every rank; with uneven ones the weighted mode
@@ -287,7 +287,7 @@ CheckOutcome checkpoint_property(Backend& backend, const CorrectnessOptions& opt
     so.kind = StrategyKind::data_parallel;
     so.device_ids = first_devices(c.devices);
     so.loss = c.loss;
-    DataParallel dp(backend, so, mlp_builder(c), sgd_builder());
+    DataParallel dp(backend, so, mlp_builder(backend, c), sgd_builder());
     dp.train_step(b.x, b.target);  // parameters now differ from the initial ones
     const auto wrapped = dp.state_dict();
     const auto plain = dp.module().named_parameters();
@@ -300,7 +300,7 @@ CheckOutcome checkpoint_property(Backend& backend, const CorrectnessOptions& opt
     write_safetensors_atomic(path, wrapped, &backend);
     const SafetensorsFile file = read_safetensors(path);
     std::filesystem::remove(path);
-    Sequential fresh = make_mlp(c.spec, backend.device(0), DType::f64, c.seed + 1);
+    Sequential fresh = make_mlp(c.spec, backend, backend.device(0), DType::f64, c.seed + 1);
     // Invariant: a strict load of a `module.` state dict into an unwrapped model fails,
     // listing the missing and unexpected keys ...
     bool strict_failed = false;

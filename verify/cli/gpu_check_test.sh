@@ -14,6 +14,10 @@ out=$(bash "$script" --bogus 2>&1); rc=$?
 [ "$rc" -eq 2 ] || fail "--bogus exited $rc, expected 2"
 grep -q "unknown flag '--bogus'" <<<"$out" || fail "--bogus message: $out"
 
+out=$(bash "$script" --bundle "$tmp/no-such.tar.xz" 2>&1); rc=$?
+[ "$rc" -eq 2 ] || fail "--bundle with a missing file exited $rc, expected 2"
+grep -q "no-such.tar.xz': no such file" <<<"$out" || fail "--bundle message: $out"
+
 has_gpu=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then has_gpu=1; fi
 out=$(bash "$script" --probe 2>&1); rc=$?

@@ -158,7 +158,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"BothBatches", with("batch: 256\n"), "bad.yaml:7: batch: give batch (global) or batch_per_device, not both"},
         BadCase{"UnknownHardware", replaced("hardware: dgx-a100", "hardware: dgx-z100"),
                 "bad.yaml:2: hardware: unknown hardware 'dgx-z100' (library: desktop-2gpu-pcie-nop2p, "
-                "desktop-2gpu-pcie-p2p, dgx-a100, dgx-a100-cluster, dgx-h100, dgx-h100-cluster, dgx1-v100, "
+                "desktop-2gpu-pcie-p2p, dgx-a100, dgx-a100-cluster, dgx-h100, dgx-h100-cluster, dgx1-v100, h200-1x, "
                 "host-cpu-gloo, l40s-4x-pcie4; or a path to a .yaml file)"},
         BadCase{"UnknownModel", replaced("model: resnet50", "model: resnet51"),
                 "bad.yaml:3: model: unknown model 'resnet51' (library: bert-large, bert-large-dle-phase2, gpt2-1.5b, "

@@ -235,12 +235,13 @@ TEST(SimCollectivesClosedForm, UnplantedShortRingRunnerIsCorrect) {
 namespace {
 
 // Library machines with at most 64 GPUs (clusters at 8 nodes) whose collectives are NCCL's
-// (a host platform's are gloo's: one timed activity, no exact or large-N schedule).
+// (a host platform's are gloo's: one timed activity, no exact or large-N schedule), and
+// at least two GPUs (a one-GPU machine, h200-1x, has no collective to schedule).
 std::vector<HardwareSpec> library_machines() {
   std::vector<HardwareSpec> out;
   for (const auto& name : list_hardware(kHardwareLibrary)) {
     HardwareSpec hw = load_hardware(name, kHardwareLibrary);
-    if (hw.gloo) continue;
+    if (hw.gloo || hw.gpu_count() < 2) continue;
     if (hw.network && hw.nodes > 1) hw = with_nodes(hw, 8);
     out.push_back(hw);
   }

@@ -44,7 +44,7 @@ inline std::vector<std::vector<double>> amp_step_grads(Backend& backend, const v
   StrategyOptions o;
   o.kind = StrategyKind::single;
   o.loss = c.loss;
-  const ModelBuilder base = verify::mlp_builder(c);
+  const ModelBuilder base = verify::mlp_builder(backend, c);
   const GradScaler* scaler = nullptr;
   auto strategy = make_strategy(
       backend, o,
