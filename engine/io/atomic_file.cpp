@@ -58,6 +58,20 @@ Resolved resolve(const std::string& path, const std::string& flag) {
   for (int hop = 0;; ++hop) {
     struct stat st {};
     if (::lstat(p.c_str(), &st) != 0) {
+      const int err = errno;
+      // The path's own fault, known before any run: a name past NAME_MAX or PATH_MAX, a
+      // file where a folder must be, a link loop among the folders above.
+      if (err == ENAMETOOLONG)
+        throw std::invalid_argument(fmt::format("{} {}: the file name is too long for the file system", flag, path));
+      if (err == ENOTDIR) {
+        fs::path q = p.parent_path();
+        std::error_code ec;
+        while (!q.empty() && q != q.parent_path() && !fs::is_regular_file(q, ec) && !fs::exists(fs::symlink_status(q, ec)))
+          q = q.parent_path();
+        throw std::invalid_argument(fmt::format("{} {}: {} is not a directory", flag, path, q.string()));
+      }
+      if (err == ELOOP)
+        throw std::invalid_argument(fmt::format("{} {}: a symbolic-link loop in the folders above the file", flag, path));
       r.path = p.string();
       return r;  // absent (or unreadable: the write reports why)
     }

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "scenarios/cli/command.hpp"
+#include "scenarios/cli/flag_limits.hpp"
 #include "scenarios/cli/library_dir.hpp"
 #include "scenarios/measure/calibrate.hpp"
 #include "scenarios/verify/verify_check.hpp"
@@ -33,6 +34,7 @@ struct CalibrateFlags {
 };
 
 int run_calibrate(const CalibrateFlags& f) {
+  limits::require_output_file("--out", f.out);  // refused before the work, not at the write
   const auto library = scenarios_dir() / "hardware";
   const sim::HardwareSpec base = sim::load_hardware(f.hardware, library);
   std::string base_yaml;

@@ -148,8 +148,9 @@ void apply_plan_flags(std::vector<scenario::Scenario>& plan, const PlanArgs& a) 
     throw std::invalid_argument(fmt::format("--tie-margin {}: must be a fraction in [0, 1] (0.02 is 2 %)", *a.tie_margin));
   if (a.train_samples && !(*a.train_samples > 0))
     throw std::invalid_argument(fmt::format("--train-samples {}: must be positive", *a.train_samples));
-  if (a.currency && (a.currency->empty() || a.currency->size() > 8))
-    throw std::invalid_argument(fmt::format("--currency '{}': expected a currency code such as USD or EUR", *a.currency));
+  if (a.currency && !scenario::valid_currency_code(*a.currency))
+    throw std::invalid_argument(
+        fmt::format("--currency '{}': expected a currency code of 1 to 8 letters such as USD or EUR", *a.currency));
   for (auto& s : plan) {
     if (a.currency) s.plan->currency = *a.currency;
     if (a.train_samples) s.plan->train_samples = a.train_samples;

@@ -196,6 +196,9 @@ void run_performance_part(const VerifyFlags& f, VerifyRun& run, Backend* real,
 }
 
 int run_verify(const VerifyFlags& f) {
+  // Output paths are refused before the run, not after it (a name too long, a file in the way).
+  limits::require_output_file("--junit", f.junit);
+  limits::require_output_file("--calibrate-out", f.calibrate_out);
   const PlantedBug bug = validated_bug(f);
   const std::optional<CheckKind> only =
       f.only.empty() ? std::nullopt : std::optional<CheckKind>(check_kind_from_name(f.only));

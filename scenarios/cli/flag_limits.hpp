@@ -79,6 +79,8 @@ inline std::optional<std::filesystem::path> file_in_the_way(const std::filesyste
     const auto st = fs::status(q, ec);
     if (ec == std::errc::filename_too_long)
       throw std::invalid_argument(fmt::format("{}: the path is too long", q.string()));
+    if (ec == std::errc::too_many_symbolic_link_levels)
+      throw std::invalid_argument(fmt::format("{}: a symbolic-link loop", q.string()));
     if (fs::exists(st)) return fs::is_directory(st) ? std::nullopt : std::optional<fs::path>(q);
     if (q == q.parent_path()) break;
   }
@@ -89,6 +91,10 @@ inline std::optional<std::filesystem::path> file_in_the_way(const std::filesyste
 // creatable as one.
 inline void require_output_dir(const std::string& flag, const std::string& path) {
   if (path.empty()) return;
+  std::error_code ec;
+  (void)std::filesystem::status(path, ec);
+  if (ec == std::errc::too_many_symbolic_link_levels)
+    throw std::invalid_argument(fmt::format("{} {}: a symbolic-link loop", flag, path));
   if (const auto f = file_in_the_way(path))
     throw std::invalid_argument(f->string() == path
                                     ? fmt::format("{} {}: not a directory", flag, path)

@@ -126,7 +126,8 @@ PlanSpec parse_plan(MapReader r) {
   if (auto m = r.opt_int_in("max_gpus", 1, 65536)) p.max_gpus = static_cast<int>(*m);
   if (r.has("currency")) {
     p.currency = as_string(r.node("currency"), r.where("currency"));
-    if (p.currency.empty() || p.currency.size() > 8) r.fail("currency", "expected a currency code such as USD or EUR");
+    if (!valid_currency_code(p.currency))
+      r.fail("currency", fmt::format("'{}': expected a currency code of 1 to 8 letters such as USD or EUR", p.currency));
   }
   p.train_samples = r.opt_double_in("train_samples", 1, 1e15);
   if (auto m = r.opt_double_in("tie_margin", 0, 1)) p.tie_margin = *m;

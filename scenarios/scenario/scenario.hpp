@@ -137,7 +137,7 @@ struct PlanSpec {
   std::vector<PlanCandidate> candidates;
   std::vector<std::string> strategies = {"dp", "ddp"};
   int max_gpus = 64;
-  std::string currency;                  // "USD": printed with every price (empty: none given)
+  std::string currency;                  // "USD": printed with every price (empty: none given; see valid_currency_code)
   std::optional<double> train_samples;   // samples one training run needs (time to train, total cost)
   double tie_margin = 0.02;              // costs within this fraction of the cheapest are alternatives
 };
@@ -233,5 +233,13 @@ const std::vector<std::string>& sweepable_fields();
 sim::HardwareSpec load_hardware_with_overrides(const std::string& name_or_path, const std::vector<Override>& overrides,
                                                const Library& lib, const std::filesystem::path& dir,
                                                const std::string& where);
+
+// A currency code as prices print it: 1 to 8 ASCII letters (ISO 4217's USD, EUR; "credits").
+inline bool valid_currency_code(const std::string& c) {
+  if (c.empty() || c.size() > 8) return false;
+  for (const char ch : c)
+    if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z'))) return false;
+  return true;
+}
 
 }  // namespace dpt::scenario

@@ -264,12 +264,41 @@ INSTANTIATE_TEST_SUITE_P(
         LimitCase{"PredictReportIsALinkLoop", {"predict", "--hardware", "desktop-2gpu-pcie-p2p", "--model",
                                                "mlp:8-8-8", "--strategy", "ddp", "--devices", "2", "--batch", "4",
                                                "--report", "loop"},
-                  {{"loop", "<loop>"}}, "dptwin predict: error: --report loop", "Too many levels of symbolic links"},
+                  {{"loop", "<loop>"}}, "dptwin predict: error: --report loop: a symbolic-link loop\n"},
         // An output name past NAME_MAX (255 bytes) failed at the write, after the run, with exit 3.
         LimitCase{"MergeOutNameTooLong", {"merge", "a.json", "-o", std::string(300, 'n') + ".json"},
                   {{"a.json", shard_json("2", "0", "1", skipped_point(0) + ", " + skipped_point(1))}},
                   "dptwin merge: error: -o " + std::string(300, 'n') +
                       ".json: the file name is too long for the file system\n"},
+        // Output paths that failed only at the write, after the run, with exit 3 (the hostile
+        // sweep's KNOWN_OPEN list): now refused before the run, naming the flag.
+        LimitCase{"TrainCheckpointNameTooLong", {"train", "--model", "mlp:4-4-2", "--steps", "1", "--checkpoint",
+                                                 std::string(300, 'n') + ".safetensors"}, {},
+                  "dptwin train: error: --checkpoint " + std::string(300, 'n') +
+                      ".safetensors: the file name is too long for the file system\n"},
+        LimitCase{"TrainCheckpointBelowAFile", {"train", "--model", "mlp:4-4-2", "--steps", "1", "--checkpoint",
+                                                "plain/c.safetensors"},
+                  {{"plain", "x\n"}}, "dptwin train: error: --checkpoint plain/c.safetensors: plain is not a directory\n"},
+        LimitCase{"VerifyJunitBelowAFile", {"verify", "--backend", "host", "--devices", "1", "--cases", "1", "--junit",
+                                            "plain/v.xml"},
+                  {{"plain", "x\n"}}, "dptwin verify: error: --junit plain/v.xml: plain is not a directory\n"},
+        LimitCase{"VerifyJunitNameTooLong", {"verify", "--backend", "host", "--devices", "1", "--cases", "1", "--junit",
+                                             std::string(300, 'n') + ".xml"}, {},
+                  "dptwin verify: error: --junit " + std::string(300, 'n') +
+                      ".xml: the file name is too long for the file system\n"},
+        LimitCase{"CalibrateOutNameTooLong", {"calibrate", "--from", "a.log", "--hardware", "dgx-a100", "--out",
+                                              std::string(300, 'n') + ".yaml"},
+                  {{"a.log", "# nothing\n"}},
+                  "dptwin calibrate: error: --out " + std::string(300, 'n') +
+                      ".yaml: the file name is too long for the file system\n"},
+        LimitCase{"SweepTraceDirIsALinkLoop", {"sweep", "s.yaml", "--trace-dir", "loop"},
+                  {{"s.yaml", kGoodScenario + "sweep:\n  devices: [1, 2]\n"}, {"loop", "<loop>"}},
+                  "dptwin sweep: error: --trace-dir loop: a symbolic-link loop\n"},
+        // plan --currency took any text, "-1" included.
+        LimitCase{"PlanCurrencyNotACode", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
+                                           "--hardware", "dgx-a100:2.40", "--currency", "-1"}, {},
+                  "dptwin plan: error: --currency '-1': expected a currency code of 1 to 8 letters such as USD or "
+                  "EUR\n"},
         // plan: an unknown strategy names the flag it came from.
         LimitCase{"PlanUnknownStrategy", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
                                           "--hardware", "dgx-a100:2.40", "--strategies", "-1"}, {},

@@ -172,12 +172,7 @@ def flag_cases(sw, exe):
 
 # Failures found by this sweep and not fixed yet, by (command, flag): reported as OPEN, not
 # counted, so that the sweep fails on anything new. Fix one, then remove its line.
-KNOWN_OPEN = {
-    ("calibrate", "--out"): "an over-long name or a path below a file: exit 3 at the write",
-    ("sweep", "--trace-dir"): "a symbolic-link loop: exit 3 from create_directories",
-    ("train", "--checkpoint"): "an over-long name or a path below a file: exit 3 at the write",
-    ("verify", "--junit"): "an over-long name or a path below a file: exit 3 at the write",
-}
+KNOWN_OPEN = {}  # every path case found open before is fixed (cli_limits_test carries them)
 
 
 def known_open(args):
