@@ -16,6 +16,7 @@
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 #include <xbt/log.h>
@@ -338,8 +339,21 @@ std::unique_ptr<simgrid::s4u::Engine> make_engine() {
   static char cfg_precision[] = "--cfg=surf/precision:1e-12";
   static char log_root[] = "--log=root.thres:warning";
   static char log_cfg[] = "--log=xbt_cfg.thres:warning";
-  static char* argv[] = {arg0, cfg_model, cfg_cross, cfg_gamma, cfg_optim, cfg_precision, log_root, log_cfg, nullptr};
+  // DPTWIN_SIM_CONTEXTS=thread|ucontext|raw|boost picks SimGrid's actor context factory.
+  // Sanitizer runs want `thread`: AddressSanitizer does not know the stacks of SimGrid's
+  // default swapped contexts, and an exception unwinding an actor's stack (a simulated
+  // out-of-memory) then reads as a stack-buffer-underflow, a false positive.
+  static std::string cfg_factory;
+  static char* argv[] = {arg0, cfg_model, cfg_cross, cfg_gamma, cfg_optim, cfg_precision, log_root, log_cfg, nullptr,
+                         nullptr};
   int argc = 8;
+  if (const char* f = std::getenv("DPTWIN_SIM_CONTEXTS"); f != nullptr && *f != '\0') {
+    const std::string factory(f);
+    if (factory != "thread" && factory != "ucontext" && factory != "raw" && factory != "boost")
+      throw std::invalid_argument(fmt::format("DPTWIN_SIM_CONTEXTS={}: expected thread, ucontext, raw or boost", factory));
+    cfg_factory = "--cfg=contexts/factory:" + factory;
+    argv[argc++] = cfg_factory.data();
+  }
   return std::make_unique<simgrid::s4u::Engine>(&argc, argv);
 }
 
