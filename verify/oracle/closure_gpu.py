@@ -8,8 +8,9 @@ Two halves, because a GPU is lent only now and then (ci/gpu-check runs the first
     For each model of MODELS, at its per-GPU batch:
       1. profile it with dptwin_profile on cuda:0 (CUDA events, median of --steps after
          --warmup), writing DIR/profile-NAME.yaml, tied to GPU_MODEL;
-      2. run real torch DDP (backend nccl, one process per GPU: world size 1 on a one-GPU
-         machine, so the all-reduce is NCCL's single-rank copy) and a plain step without DDP,
+      2. run real torch DDP (backend nccl, one process per GPU, --world-size of them; on a
+         one-GPU machine world size 1, where the all-reduce is NCCL's single-rank copy) and a
+         plain step without DDP,
          taking the median step (forward, loss, backward, SGD step), each step timed with
          a synchronize before and after (perf_counter between), the configurations interleaved.
     Writes DIR/closure-gpu.json: the device, torch/CUDA/NCCL versions and the measured steps.
@@ -53,57 +54,68 @@ MODELS = {
 BUCKET_CAP_MB = 25  # PyTorch's default
 
 
-def _measure(args):
-    import torch
-    import torch.distributed as dist
-    sys.path[:0] = [os.path.join(args.source_dir, "scenarios", "profile"),
-                    os.path.join(args.source_dir, "scenarios", "profile", "examples")]
-    import dptwin_profile
-    import models as example_models
+def _imports(source_dir):
+    sys.path[:0] = [os.path.join(source_dir, "scenarios", "profile"),
+                    os.path.join(source_dir, "scenarios", "profile", "examples")]
 
-    cuda = args.device.startswith("cuda")
-    if cuda and not torch.cuda.is_available():
-        print("closure_gpu: no CUDA device visible to PyTorch", file=sys.stderr)
-        return 2
-    os.makedirs(args.out, exist_ok=True)
-    dev = torch.device(args.device)
-    if cuda:
-        torch.cuda.set_device(dev)
-    store_dir = tempfile.mkdtemp(prefix="closure-gpu-")
-    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"file://{store_dir}/store", world_size=1,
-                            rank=0)
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+
+def _jobs(args):
+    """(model name, per-device batch) of every configuration, in order."""
     names = [n for n in args.models.split(",") if n]
-    unknown = [n for n in names if n not in MODELS]
-    if unknown:
-        print(f"closure_gpu: unknown model(s) {unknown} (known: {', '.join(MODELS)})", file=sys.stderr)
-        return 2
+    return [(n, b) for n in names for b in ([args.batch] if args.batch else MODELS[n][2])]
 
-    def build(name, batch):
-        fn, shape, _batches, _spec = MODELS[name]
-        model, (x, y), loss_fn = getattr(example_models, fn)(batch, **shape)
-        return model.to(dev), (x.to(dev), y.to(dev)), loss_fn
 
-    rows = []
-    for name, batch in ((n, b) for n in names for b in ([args.batch] if args.batch else MODELS[n][2])):
-        # 1. profile (one model on the GPU at a time)
-        model, data, loss_fn = build(name, batch)
+def _build(name, batch, dev):
+    import models as example_models
+    fn, shape, _batches, _spec = MODELS[name]
+    model, (x, y), loss_fn = getattr(example_models, fn)(batch, **shape)
+    return model.to(dev), (x.to(dev), y.to(dev)), loss_fn
+
+
+def _profile_all(args, jobs):
+    """Profiles every configuration on one device (this process), one model at a time."""
+    import torch
+    import dptwin_profile
+    dev = torch.device(args.device)
+    for name, batch in jobs:
+        model, data, loss_fn = _build(name, batch, dev)
         opt = torch.optim.SGD(model.parameters(), lr=1e-3)
         prof = dptwin_profile.profile(model, data, loss_fn, opt, steps=args.steps, warmup=args.warmup,
                                       name=f"closure-gpu-{name}-b{batch}", gpu_model=args.gpu_model)
-        profile_file = f"profile-{name}-b{batch}.yaml"
-        prof.write(os.path.join(args.out, profile_file))
+        prof.write(os.path.join(args.out, f"profile-{name}-b{batch}.yaml"))
         del model, opt, prof
-        # 2. measure: DDP (nccl) and the plain step, interleaved
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def _measure_rank(rank, args, jobs, store, result):
+    """One DDP rank (one process per GPU, as torchrun runs them): every configuration's DDP
+    step and plain step, interleaved, each started together on all ranks (a barrier) and
+    timed with a synchronize before and after. Rank 0 writes the medians to `result`."""
+    import torch
+    import torch.distributed as dist
+    _imports(args.source_dir)
+    cuda = args.device.startswith("cuda")
+    dev = torch.device(f"cuda:{rank}") if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(dev)
+    else:
+        torch.set_num_threads(1)
+    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"file://{store}", world_size=args.world_size,
+                            rank=rank)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    rows = []
+    for name, batch in jobs:
         runs = []
         for label in ("ddp", "plain"):
-            model, (x, y), loss_fn = build(name, batch)
+            model, (x, y), loss_fn = _build(name, batch, dev)
             net = torch.nn.parallel.DistributedDataParallel(model, device_ids=[dev] if cuda else None,
                                                             bucket_cap_mb=BUCKET_CAP_MB) \
                 if label == "ddp" else model
             runs.append((label, net, torch.optim.SGD(net.parameters(), lr=1e-3), x, y, loss_fn, []))
         for _ in range(args.warmup + args.steps):
             for label, net, opt, x, y, loss_fn, times in runs:
+                dist.barrier()
                 sync()
                 t0 = time.perf_counter()
                 opt.zero_grad(set_to_none=True)
@@ -113,23 +125,59 @@ def _measure(args):
                 times.append(time.perf_counter() - t0)
         measured = {label: times[args.warmup:] for label, *_rest, times in runs}
         rows.append({"model": name, "batch_per_device": batch, "bucket_cap_mb": BUCKET_CAP_MB,
-                     "profile": profile_file, "library_model": MODELS[name][3],
+                     "profile": f"profile-{name}-b{batch}.yaml", "library_model": MODELS[name][3],
                      "measured_ddp_step_s": statistics.median(measured["ddp"]),
                      "measured_plain_step_s": statistics.median(measured["plain"]),
                      "ddp_steps_s": measured["ddp"], "plain_steps_s": measured["plain"]})
-        print(f"{name:8} b={batch:<4} ddp {rows[-1]['measured_ddp_step_s'] * 1e3:8.3f} ms   "
-              f"plain {rows[-1]['measured_plain_step_s'] * 1e3:8.3f} ms", flush=True)
+        if rank == 0:
+            print(f"{name:8} b={batch:<4} ddp {rows[-1]['measured_ddp_step_s'] * 1e3:8.3f} ms   "
+                  f"plain {rows[-1]['measured_plain_step_s'] * 1e3:8.3f} ms", flush=True)
         del runs
-        torch.cuda.empty_cache()
+        if cuda:
+            torch.cuda.empty_cache()
+    dist.destroy_process_group()
+    if rank == 0:
+        with open(result, "w") as f:
+            json.dump(rows, f)
+
+
+def _measure(args):
+    import torch
+    _imports(args.source_dir)
+    cuda = args.device.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
+        print("closure_gpu: no CUDA device visible to PyTorch", file=sys.stderr)
+        return 2
+    if cuda and args.world_size > torch.cuda.device_count():
+        print(f"closure_gpu: --world-size {args.world_size}: only {torch.cuda.device_count()} CUDA device(s) visible",
+              file=sys.stderr)
+        return 2
+    unknown = [n for n in args.models.split(",") if n and n not in MODELS]
+    if unknown:
+        print(f"closure_gpu: unknown model(s) {unknown} (known: {', '.join(MODELS)})", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    jobs = _jobs(args)
+    # 1. profile on one device, 2. measure DDP on world_size processes
+    _profile_all(args, jobs)
+    scratch = tempfile.mkdtemp(prefix="closure-gpu-")
+    store, result = os.path.join(scratch, "store"), os.path.join(scratch, "rows.json")
+    if args.world_size == 1:
+        _measure_rank(0, args, jobs, store, result)
+    else:
+        import torch.multiprocessing as mp
+        mp.spawn(_measure_rank, args=(args, jobs, store, result), nprocs=args.world_size)
+    with open(result) as f:
+        rows = json.load(f)
+    dev = torch.device(args.device)
     props = torch.cuda.get_device_properties(dev) if cuda else None
     doc = {"schema": SCHEMA, "device": props.name if cuda else "cpu", "gpu_model": args.gpu_model,
            "hardware": args.hardware, "memory_bytes": props.total_memory if cuda else None,
            "torch": torch.__version__, "cuda": torch.version.cuda,
            "nccl": ".".join(str(v) for v in torch.cuda.nccl.version()) if cuda else None,
-           "world_size": dist.get_world_size(), "steps": args.steps, "warmup": args.warmup,
+           "world_size": args.world_size, "steps": args.steps, "warmup": args.warmup,
            "tf32_matmul": torch.backends.cuda.matmul.allow_tf32, "tf32_cudnn": torch.backends.cudnn.allow_tf32,
            "rows": rows}
-    dist.destroy_process_group()
     tmp = os.path.join(args.out, "closure-gpu.json.tmp")
     with open(tmp, "w") as f:
         json.dump(doc, f, indent=1)
@@ -216,6 +264,9 @@ def main():
     m.add_argument("--models", default=",".join(MODELS))
     m.add_argument("--device", default="cuda:0", help="cuda:N (nccl), or cpu (gloo: to try this script without a GPU)")
     m.add_argument("--batch", type=int, help="per-device batch for every model (default: each model's own)")
+    m.add_argument("--world-size", type=int, default=1,
+                   help="DDP processes, one per GPU (default 1; on a machine of N GPUs give N and a --hardware "
+                        "file of that machine)")
     m.add_argument("--steps", type=int, default=20)
     m.add_argument("--warmup", type=int, default=5)
     m.add_argument("--gpu-model", default="H200-SXM-141GB", help="the hardware file's gpu.name for this GPU")
