@@ -430,8 +430,11 @@ const RouteInfo& Platform::route(const sg4::Host* a, const sg4::Host* b) const {
   const auto key = std::make_pair(a, b);
   auto it = routes_.find(key);
   if (it != routes_.end()) return it->second;
-  if (auto carried = translated_route(a, b)) return routes_.emplace(key, std::move(*carried)).first->second;
-  return routes_.emplace(key, simgrid_route(a, b)).first->second;
+  auto carried = translated_route(a, b);
+  RouteInfo r = carried ? std::move(*carried) : simgrid_route(a, b);
+  r.link_ids.clear();
+  for (const auto* l : r.links) r.link_ids.push_back(link_id(l));
+  return routes_.emplace(key, std::move(r)).first->second;
 }
 
 RouteInfo Platform::simgrid_route(const sg4::Host* a, const sg4::Host* b) const {
@@ -517,8 +520,10 @@ LinkIndexer::LinkIndexer(const Platform* p) : p_(p) {
   if (p_) by_id_.assign(static_cast<size_t>(p_->link_count()), -1);
 }
 
-std::pair<int, bool> LinkIndexer::index(const sg4::Link* l) {
-  const int id = p_ ? p_->link_id(l) : -1;
+std::pair<int, bool> LinkIndexer::index(const sg4::Link* l) { return index(l, p_ ? p_->link_id(l) : -1); }
+
+std::pair<int, bool> LinkIndexer::index(const sg4::Link* l, int id) {
+  if (!p_) id = -1;
   int& slot = id >= 0 ? by_id_[static_cast<size_t>(id)] : others_.try_emplace(l, -1).first->second;
   if (slot >= 0) return {slot, false};
   slot = next_++;

@@ -57,6 +57,7 @@ using LinkBytes = std::vector<std::pair<const simgrid::s4u::Link*, Bytes>>;
 // A route between two hosts as SimGrid resolves it.
 struct RouteInfo {
   std::vector<simgrid::s4u::Link*> links;
+  std::vector<int> link_ids;             // per link: its Platform::link_id (-1: none), kept with the route
   Seconds latency_s = 0;                 // sum of the links' latencies
   BytesPerSecond bottleneck_bandwidth = 0;  // min of the links' bandwidths (inf when empty)
 };
@@ -84,6 +85,9 @@ class LinkIndexer {
   explicit LinkIndexer(const class Platform* p);  // nullptr: every link by address
   // The link's index, and whether this call gave it (first meeting).
   std::pair<int, bool> index(const simgrid::s4u::Link* l);
+  // The same for a link whose Platform::link_id is `id` (RouteInfo::link_ids): no look-up
+  // in the link itself, which at 32,768 GPUs is a cache miss per incidence.
+  std::pair<int, bool> index(const simgrid::s4u::Link* l, int id);
   int size() const { return next_; }
 
  private:

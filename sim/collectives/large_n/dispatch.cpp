@@ -137,15 +137,18 @@ TrafficShape traffic_shape(const Platform& p,
   LinkIndexer index(&p);  // first-met order, as shape.links lists them
   shape.crossings.resize(per_channel.size());
   for (size_t c = 0; c < per_channel.size(); ++c)
-    for (const auto& [a, b] : per_channel[c])
-      for (const auto* l : p.route(a, b).links) {
-        const auto [i, added] = index.index(l);
+    for (const auto& [a, b] : per_channel[c]) {
+      const RouteInfo& r = p.route(a, b);
+      for (size_t j = 0; j < r.links.size(); ++j) {
+        const sg4::Link* l = r.links[j];
+        const auto [i, added] = index.index(l, r.link_ids[j]);
         if (added) {
           shape.links.push_back(l);
           for (auto& row : shape.crossings) row.push_back(0);
         }
         ++shape.crossings[c][static_cast<size_t>(i)];
       }
+    }
   shape.total_crossings.assign(shape.links.size(), 0);
   for (const auto& row : shape.crossings)
     for (size_t i = 0; i < row.size(); ++i) shape.total_crossings[i] += row[i];

@@ -26,6 +26,7 @@ struct LinkIncidence {
   std::vector<double> bandwidth;      // per link id, bytes per second
   std::vector<int> on_first;          // per link id: first entry of `on`; links + 1 entries
   std::vector<int> on;                // incidences grouped by link
+  std::vector<int> on_owner;          // per entry of `on`: its incidence's transfer (owner[on[q]])
   int transfers() const { return static_cast<int>(first.size()) - 1; }
   int links() const { return static_cast<int>(bandwidth.size()); }
 };
