@@ -253,17 +253,9 @@ TrainResult train_on(Backend& backend, const TrainConfig& config, const Dataset&
     return m;
   };
   const ModelBuilder build_model = [&](Device& device) {
-    if (!device.host_readable()) {
-      // GPU memory is not writable from the CPU: initialise in host memory with the
-      // same generator, then copy the weights over (the same numbers as on the host).
-      Sequential on_host = make_mlp(config.model, backend.host_memory(), dtype, config.seed);
-      if (init) load_state_dict(on_host, *init, LoadOptions{}, &backend);
-      Sequential m = on_host.replicate_on(device);
-      auto src = on_host.named_parameters(), dst = m.named_parameters();
-      for (size_t i = 0; i < src.size(); ++i) backend.copy(src[i].param->value, dst[i].param->value);
-      return configure(std::move(m));
-    }
-    Sequential m = make_mlp(config.model, device, dtype, config.seed);
+    // On a device the CPU cannot write (a GPU) make_mlp draws the weights in host memory
+    // and copies them over, and load_state_dict copies through the backend.
+    Sequential m = make_mlp(config.model, backend, device, dtype, config.seed);
     if (init) load_state_dict(m, *init, LoadOptions{}, &backend);
     return configure(std::move(m));
   };
