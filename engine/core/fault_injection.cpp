@@ -73,6 +73,7 @@ const std::vector<Fault>& all_faults() {
       Fault::nccl_version_ignored,
       Fault::spec_transformer_traffic_uncounted,
       Fault::gemm_wave_quantization_ignored,
+      Fault::large_n_sweep_split_skips_half,
   };
   return faults;
 }
@@ -135,6 +136,7 @@ const char* fault_name(Fault f) {
     case Fault::nccl_version_ignored: return "nccl-version-ignored";
     case Fault::spec_transformer_traffic_uncounted: return "spec-transformer-traffic-uncounted";
     case Fault::gemm_wave_quantization_ignored: return "gemm-wave-quantization-ignored";
+    case Fault::large_n_sweep_split_skips_half: return "sweep-split-skips-half";
   }
   return "?";
 }

@@ -68,6 +68,7 @@ enum class Fault : unsigned {
   nccl_version_ignored,             // "nccl-version-ignored": the collective model uses NCCL master's tuner constants whatever the hardware's nccl_version says
   spec_transformer_traffic_uncounted,  // "spec-transformer-traffic-uncounted": spec and config.json transformers carry no counted memory-bound traffic
   gemm_wave_quantization_ignored,  // "gemm-wave-quantization-ignored": a GEMM's partial last wave of output tiles costs nothing
+  large_n_sweep_split_skips_half,  // "sweep-split-skips-half": a sweep split between two threads leaves the second thread's links unswept
 };
 
 // Every fault, in declaration order.

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -103,6 +104,46 @@ TEST(LargeNFast, SweptLoadsEqualThePairwiseSums) {
 TEST(LargeNFast, PlantedBugSweepDropsOwnTransferIsCaught) {
   const ScopedFault planted(Fault::large_n_sweep_drops_own);
   const auto result = run_property([] { check_sweep_equals_pairwise(); }, 300);
+  EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
+}
+
+// Invariant: a sweep whose links are split between two threads (split_from 0: however
+// small) gives every incidence the load the sweep on one thread gives, to the bit, over
+// the whole incidence and over a prefix.
+void check_split_sweep_equals_one_thread() {
+  const int transfers = *rc::gen::inRange(1, 60);
+  const int links = *rc::gen::inRange(2, 7);
+  const int prefix = *rc::gen::inRange(0, transfers + 1);
+  const LinkIncidence inc = random_incidence(transfers, links);
+  std::vector<double> start(static_cast<size_t>(transfers)), end(start.size()), weight(start.size());
+  for (int i = 0; i < transfers; ++i) {
+    start[i] = *rc::gen::inRange(0, 20) * 0.5e-6;
+    end[i] = start[i] + *rc::gen::inRange(1, 10) * 0.5e-6;
+    weight[i] = *rc::gen::inRange(1, 1000) * 1e6;
+  }
+  for (const int t : {transfers, prefix}) {
+    std::vector<double> one, two;
+    overlap_loads_prefix(inc, t, start, end, weight, one, std::numeric_limits<size_t>::max());
+    overlap_loads_prefix(inc, t, start, end, weight, two, 0);
+    RC_ASSERT(one.size() == two.size());
+    for (size_t k = 0; k < one.size(); ++k) {
+      RC_LOG() << "first " << t << " transfers, incidence " << k << ": one thread " << one[k] << ", split "
+               << two[k] << "\n";
+      RC_ASSERT(one[k] == two[k]);
+    }
+  }
+}
+
+TEST(LargeNFast, SplitSweepEqualsTheSweepOnOneThread) {
+  const auto result = run_property([] { check_split_sweep_equals_one_thread(); }, 200);
+  std::ostringstream why;
+  rc::detail::printResultMessage(result, why);
+  EXPECT_TRUE(result.is<rc::detail::SuccessResult>()) << why.str();
+}
+
+TEST(LargeNFast, PlantedBugSplitSweepSkipsHalfIsCaught) {
+  const ScopedFault planted(Fault::large_n_sweep_split_skips_half);
+  const auto result = run_property([] { check_split_sweep_equals_one_thread(); }, 200);
   EXPECT_TRUE(result.is<rc::detail::FailureResult>()) << "the planted bug went unnoticed";
 }
 

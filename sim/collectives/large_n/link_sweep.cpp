@@ -2,8 +2,8 @@
 #include "sim/collectives/large_n/link_sweep.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
-
 
 #include "engine/core/fault_injection.hpp"
 
@@ -90,8 +90,8 @@ void group_by_link(LinkIncidence& inc) {
 }  // namespace
 
 void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, const std::vector<double>& end,
-                   const std::vector<double>& weight, std::vector<double>& out) {
-  overlap_loads_prefix(inc, inc.transfers(), start, end, weight, out);
+                   const std::vector<double>& weight, std::vector<double>& out, size_t split_from) {
+  overlap_loads_prefix(inc, inc.transfers(), start, end, weight, out, split_from);
 }
 
 namespace {
@@ -161,7 +161,8 @@ void sweep_links(const LinkIncidence& inc, const std::vector<int>& owners, int t
 }  // namespace
 
 void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
-                          const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out) {
+                          const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out,
+                          size_t split_from) {
   // Only the prefix's incidences (the first first[transfers]) get a load: at 32,768 ranks
   // the whole head has ~10^7 incidences, and zeroing arrays that long on every call was
   // a tenth of a prediction's time.
@@ -177,7 +178,22 @@ void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::ve
     derived.resize(inc.on.size());
     for (size_t q = 0; q < inc.on.size(); ++q) derived[q] = inc.owner[static_cast<size_t>(inc.on[q])];
   }
-  sweep_links(inc, derived.empty() ? inc.on_owner : derived, transfers, iv, out, 0, inc.links(), drop_own);
+  const std::vector<int>& owners = derived.empty() ? inc.on_owner : derived;
+  if (inc.on.size() < split_from || inc.links() < 2) {
+    sweep_links(inc, owners, transfers, iv, out, 0, inc.links(), drop_own);
+    return;
+  }
+  // The first link past half the incidences starts the second thread's share.
+  const int half = inc.on_first.back() / 2;
+  const int mid = std::clamp(
+      static_cast<int>(std::upper_bound(inc.on_first.begin(), inc.on_first.end() - 1, half) - inc.on_first.begin()), 1,
+      inc.links() - 1);
+  const bool skip_half = fault_active(Fault::large_n_sweep_split_skips_half);  // planted: the second share unswept
+  std::thread other([&] {
+    if (!skip_half) sweep_links(inc, owners, transfers, iv, out, mid, inc.links(), drop_own);
+  });
+  sweep_links(inc, owners, transfers, iv, out, 0, mid, drop_own);
+  other.join();
 }
 
 void overlap_loads_pairwise(const LinkIncidence& inc, const std::vector<double>& start,

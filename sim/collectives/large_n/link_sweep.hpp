@@ -44,14 +44,20 @@ LinkIncidence link_incidence_repeated(const std::vector<const RouteInfo*>& route
 // For every incidence k (transfer i = owner[k] on link l = link[k]): sum over the
 // transfers o on l of weight[o] x the length of [start[i], end[i]] ∩ [start[o], end[o]]
 // (i itself included). Intervals of zero or negative length add nothing.
+// Links are independent, so a sweep over at least `split_from` incidences splits its links
+// between two threads (by incidence count; each link's sums are the same whichever thread
+// runs it). At 32,768 GPUs a tree head's sweep has ~4 x 10^6 incidences.
+inline constexpr size_t kSweepSplitIncidences = size_t{1} << 20;
 void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, const std::vector<double>& end,
-                   const std::vector<double>& weight, std::vector<double>& out);
+                   const std::vector<double>& weight, std::vector<double>& out,
+                   size_t split_from = kSweepSplitIncidences);
 // The same over the first `transfers` transfers only (the others, and their incidences'
 // loads, left out): what the loads of an incidence built for those transfers alone are,
 // to the bit, since `on` lists each link's incidences in transfer order. `out` then holds
 // the prefix's incidences only (first[transfers] entries).
 void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::vector<double>& start,
-                          const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out);
+                          const std::vector<double>& end, const std::vector<double>& weight, std::vector<double>& out,
+                          size_t split_from = kSweepSplitIncidences);
 
 // The same sums pairwise: the definition, kept for the property test that checks the
 // sweep against it. Cost: the sum over links of the square of their transfer counts.
