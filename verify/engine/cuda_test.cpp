@@ -197,6 +197,12 @@ TEST(CudaEquivalence, SameGradientsAndParametersAsTheHostBackend) {
 
 namespace {
 constexpr std::int64_t kCount = 1000;
+// Ranks 0..n-1 on devices 0..n-1.
+std::vector<int> every_device(int n) {
+  std::vector<int> ids(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  return ids;
+}
 double value_of(std::int64_t i, int rank) { return static_cast<double>(i % 17 + rank); }
 }  // namespace
 
@@ -204,8 +210,7 @@ TEST(Nccl, IntegerValuedCollectivesAreExact) {
   DPT_REQUIRE_GPUS(1);
   CudaBackend cuda;
   const int n = cuda.device_count();
-  std::vector<int> ids(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  const std::vector<int> ids = every_device(n);
   auto comms = cuda.make_communicators(ids);
   for (DType t : {DType::f32, DType::f64, DType::i64, DType::i32}) {
     cuda.parallel_for(n, [&](int r) {
@@ -258,8 +263,7 @@ TEST(Nccl, OneThreadDrivesAllRanksInsideAGroup) {
   DPT_REQUIRE_GPUS(1);
   CudaBackend cuda;
   const int n = cuda.device_count();
-  std::vector<int> ids(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  const std::vector<int> ids = every_device(n);
   auto comms = cuda.make_communicators(ids);
   std::vector<Tensor> ts;
   for (int r = 0; r < n; ++r) {
@@ -341,8 +345,7 @@ TEST(Nccl, InjectedFaultFailsEveryRank) {
   DPT_REQUIRE_GPUS(1);
   CudaBackend cuda;
   const int n = cuda.device_count();
-  std::vector<int> ids(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  const std::vector<int> ids = every_device(n);
   FaultPlan plan;
   plan.rank = n - 1;
   plan.collective_index = 1;
@@ -424,8 +427,7 @@ TEST(CudaDevice, BackendTimelinesCoverKernelsAndCollectives) {
   DPT_REQUIRE_GPUS(1);
   CudaBackend cuda;
   const int n = cuda.device_count();
-  std::vector<int> ids(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  const std::vector<int> ids = every_device(n);
   auto comms = cuda.make_communicators(ids);
   cuda.start_timelines();
   cuda.parallel_for(n, [&](int r) {
