@@ -61,7 +61,23 @@ LinkIncidence random_incidence(int transfers, int links) {
       if (inc.link[static_cast<size_t>(k)] == l) inc.on.push_back(k);
   }
   inc.on_first[static_cast<size_t>(links)] = static_cast<int>(inc.on.size());
+  for (int k : inc.on) inc.on_owner.push_back(inc.owner[static_cast<size_t>(k)]);
   return inc;
+}
+
+// Per transfer: an interval on a grid of 0.5 us (so ends often tie; zero lengths included)
+// and a weight.
+struct Intervals {
+  std::vector<double> start, end, weight;
+};
+Intervals random_intervals(int transfers) {
+  Intervals v;
+  for (int i = 0; i < transfers; ++i) {
+    v.start.push_back(*rc::gen::inRange(0, 20) * 0.5e-6);
+    v.end.push_back(v.start.back() + *rc::gen::inRange(0, 10) * 0.5e-6);
+    v.weight.push_back(*rc::gen::inRange(1, 1000) * 1e6);
+  }
+  return v;
 }
 
 // Invariant: for every transfer i on a link, the swept load equals the pairwise sum over
@@ -73,12 +89,7 @@ void check_sweep_equals_pairwise() {
   const int transfers = *rc::gen::inRange(1, 60);
   const int links = *rc::gen::inRange(1, 6);
   const LinkIncidence inc = random_incidence(transfers, links);
-  std::vector<double> start(static_cast<size_t>(transfers)), end(start.size()), weight(start.size());
-  for (int i = 0; i < transfers; ++i) {
-    start[i] = *rc::gen::inRange(0, 20) * 0.5e-6;
-    end[i] = start[i] + *rc::gen::inRange(0, 10) * 0.5e-6;
-    weight[i] = *rc::gen::inRange(1, 1000) * 1e6;
-  }
+  const auto [start, end, weight] = random_intervals(transfers);
   std::vector<double> swept, pairwise;
   overlap_loads(inc, start, end, weight, swept);
   overlap_loads_pairwise(inc, start, end, weight, pairwise);
@@ -115,12 +126,7 @@ void check_split_sweep_equals_one_thread() {
   const int links = *rc::gen::inRange(2, 7);
   const int prefix = *rc::gen::inRange(0, transfers + 1);
   const LinkIncidence inc = random_incidence(transfers, links);
-  std::vector<double> start(static_cast<size_t>(transfers)), end(start.size()), weight(start.size());
-  for (int i = 0; i < transfers; ++i) {
-    start[i] = *rc::gen::inRange(0, 20) * 0.5e-6;
-    end[i] = start[i] + *rc::gen::inRange(1, 10) * 0.5e-6;
-    weight[i] = *rc::gen::inRange(1, 1000) * 1e6;
-  }
+  const auto [start, end, weight] = random_intervals(transfers);
   for (const int t : {transfers, prefix}) {
     std::vector<double> one, two;
     overlap_loads_prefix(inc, t, start, end, weight, one, std::numeric_limits<size_t>::max());
@@ -167,12 +173,9 @@ void check_prefix_sweep_equals_own_incidence() {
       if (own.link[static_cast<size_t>(k)] == l) own.on.push_back(k);
   }
   own.on_first[static_cast<size_t>(links)] = static_cast<int>(own.on.size());
-  std::vector<double> start(static_cast<size_t>(transfers)), end(start.size()), weight(start.size());
-  for (int i = 0; i < transfers; ++i) {
-    start[i] = *rc::gen::inRange(0, 20) * 0.5e-6;
-    end[i] = start[i] + *rc::gen::inRange(0, 10) * 0.5e-6;
-    weight[i] = *rc::gen::inRange(1, 1000) * 1e6;
-  }
+  own.on_owner.clear();
+  for (int k : own.on) own.on_owner.push_back(own.owner[static_cast<size_t>(k)]);
+  const auto [start, end, weight] = random_intervals(transfers);
   std::vector<double> on_prefix, alone;
   overlap_loads_prefix(inc, prefix, start, end, weight, on_prefix);
   overlap_loads(own, start, end, weight, alone);

@@ -2,6 +2,7 @@
 #include "sim/collectives/large_n/link_sweep.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <thread>
 #include <utility>
 
@@ -172,13 +173,9 @@ void overlap_loads_prefix(const LinkIncidence& inc, int transfers, const std::ve
   const size_t n = static_cast<size_t>(std::min(transfers, inc.transfers()));
   std::vector<Interval> iv(n);
   for (size_t i = 0; i < n; ++i) iv[i] = {start[i], end[i], weight[i]};
-  // An incidence laid out by hand (tests) may lack on_owner: derived here.
-  std::vector<int> derived;
-  if (inc.on_owner.size() != inc.on.size()) {
-    derived.resize(inc.on.size());
-    for (size_t q = 0; q < inc.on.size(); ++q) derived[q] = inc.owner[static_cast<size_t>(inc.on[q])];
-  }
-  const std::vector<int>& owners = derived.empty() ? inc.on_owner : derived;
+  if (inc.on_owner.size() != inc.on.size())
+    throw std::logic_error("overlap_loads: the incidence has no on_owner (lay it out as group_by_link does)");
+  const std::vector<int>& owners = inc.on_owner;
   if (inc.on.size() < split_from || inc.links() < 2) {
     sweep_links(inc, owners, transfers, iv, out, 0, inc.links(), drop_own);
     return;
