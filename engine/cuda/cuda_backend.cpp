@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/cuda/cublas_api.hpp"
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/cuda_raii.hpp"
 #include "engine/cuda/nccl_communicator.hpp"
@@ -199,12 +200,17 @@ CudaVersions cuda_versions() {
                  ? fmt::format("{}.{}.{}", nccl / 10000, (nccl % 10000) / 100, nccl % 100)
                  : "unknown";
   int major = 0, minor = 0, patch = 0;
-  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
-      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
-      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
-    out.cublas = fmt::format("{}.{}.{}", major, minor, patch);
-  else
-    out.cublas = "unknown";
+  try {
+    const CublasApi& blas = cublas_api();
+    if (blas.get_property(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+        blas.get_property(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+        blas.get_property(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
+      out.cublas = fmt::format("{}.{}.{}", major, minor, patch);
+    else
+      out.cublas = "unknown";
+  } catch (const CudaError& e) {
+    out.cublas = fmt::format("not loaded ({})", e.what());
+  }
   return out;
 }
 

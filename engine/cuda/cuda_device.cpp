@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/cuda/cublas_api.hpp"
 #include "engine/cuda/cuda_check.hpp"
 #include "engine/cuda/cuda_kernels.hpp"
 
@@ -17,11 +18,12 @@ CudaDevice::CudaDevice(int index, const CudaDeviceOptions& options)
   // A non-blocking stream: it does not serialise with the legacy default stream
   // that libraries or other threads may use.
   DPT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  DPT_CUBLAS_CHECK(cublasCreate(&cublas_));
-  DPT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  const CublasApi& blas = cublas_api();
+  DPT_CUBLAS_CHECK(blas.create(&cublas_));
+  DPT_CUBLAS_CHECK(blas.set_stream(cublas_, stream_));
   // Pedantic math keeps cuBLAS off reduced-precision paths unless TF32 was asked for;
   // f32 GEMMs name their compute type explicitly as well (cuda_kernels.cu).
-  DPT_CUBLAS_CHECK(cublasSetMathMode(cublas_, options.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+  DPT_CUBLAS_CHECK(blas.set_math_mode(cublas_, options.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
   kernels_ = make_cuda_kernels(CudaKernelConfig{stream_, cublas_, &allocator_, options.allow_tf32});
 }
 
@@ -29,7 +31,7 @@ CudaDevice::~CudaDevice() {
   // Work still queued may use cached blocks; let it finish before they are freed.
   if (stream_) (void)cudaStreamSynchronize(stream_);
   kernels_.reset();
-  if (cublas_) (void)cublasDestroy(cublas_);
+  if (cublas_) (void)cublas_api().destroy(cublas_);  // loaded: the constructor made the handle
   if (stream_) (void)cudaStreamDestroy(stream_);
 }
 

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "engine/cuda/cublas_api.hpp"
 #include "engine/cuda/cuda_backend.hpp"
 #include "engine/cuda/cuda_check.hpp"
 
@@ -36,17 +37,31 @@ TEST(CudaCheck, RuntimeErrorCarriesFileLineExpressionAndCudaText) {
 
 TEST(CudaCheck, CublasErrorNamesTheStatus) {
   // A null handle is rejected by cuBLAS on any machine.
-  const cublasStatus_t expected = cublasSetStream(nullptr, nullptr);
+  const cublasStatus_t expected = cublas_api().set_stream(nullptr, nullptr);
   ASSERT_NE(expected, CUBLAS_STATUS_SUCCESS);
   try {
-    DPT_CUBLAS_CHECK(cublasSetStream(nullptr, nullptr));
+    DPT_CUBLAS_CHECK(cublas_api().set_stream(nullptr, nullptr));
     FAIL() << "expected CudaError";
   } catch (const CudaError& e) {
     const std::string msg = e.what();
     EXPECT_TRUE(contains(msg, "cuda_nogpu_test.cpp:")) << msg;
     EXPECT_TRUE(contains(msg, cublas_status_name(expected))) << msg;
-    EXPECT_TRUE(contains(msg, "cublasSetStream(nullptr, nullptr)")) << msg;
+    EXPECT_TRUE(contains(msg, "cublas_api().set_stream(nullptr, nullptr)")) << msg;
   }
+}
+
+TEST(CublasApi, OpensTheLibraryOfTheHeadersMajorVersionOnFirstUse) {
+  // Invariant: cublas_api() binds the cuBLAS whose major version the backend was compiled
+  // against (the late binding must not pick up another ABI), and reports which file it
+  // opened. cuBLAS answers its version without a GPU.
+  const CublasApi& api = cublas_api();
+  EXPECT_TRUE(cublas_loaded());
+  int major = -1;
+  ASSERT_EQ(api.get_property(MAJOR_VERSION, &major), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(major, CUBLAS_VER_MAJOR);
+  ASSERT_NE(api.path, nullptr);
+  EXPECT_TRUE(contains(api.path, "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR))) << api.path;
+  EXPECT_EQ(&cublas_api(), &api);  // opened once
 }
 
 TEST(CudaCheck, NcclErrorCarriesNcclText) {
