@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <atomic>
 #include <string>
 
 #include <fmt/format.h>
@@ -16,8 +15,6 @@
 namespace dpt {
 
 namespace {
-
-std::atomic<bool> loaded{false};
 
 template <typename F>
 void bind(void* lib, const char* path, const char* name, F& out) {
@@ -60,7 +57,6 @@ CublasApi load() {
   bind(lib, path, "cublasDgemm_v2", api.dgemm);
   bind(lib, path, "cublasGetProperty", api.get_property);
   api.path = path;
-  loaded = true;
   return api;  // the library stays open for the life of the process
 }
 
@@ -70,7 +66,5 @@ const CublasApi& cublas_api() {
   static const CublasApi api = load();  // a throw leaves it unset: the next call tries again
   return api;
 }
-
-bool cublas_loaded() { return loaded; }
 
 }  // namespace dpt

@@ -34,7 +34,4 @@ struct CublasApi {
 // opened or lacks one of the functions.
 const CublasApi& cublas_api();
 
-// True once cublas_api() has opened the library in this process (tests, reports).
-bool cublas_loaded();
-
 }  // namespace dpt

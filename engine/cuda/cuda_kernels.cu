@@ -81,8 +81,9 @@ struct CublasBlas {
     if constexpr (std::is_same_v<T, float>) {
       // Explicit compute type: plain FP32 unless TF32 was asked for, whatever the handle's math mode.
       const cublasComputeType_t compute = allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-      DPT_CUBLAS_CHECK(cublas_api().gemm_ex(handle, op_b, op_a, ni, mi, ki, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda,
-                                    &beta, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT));
+      DPT_CUBLAS_CHECK(cublas_api().gemm_ex(handle, op_b, op_a, ni, mi, ki, &alpha, b, CUDA_R_32F, ldb, a,
+                                            CUDA_R_32F, lda, &beta, c, CUDA_R_32F, ldc, compute,
+                                            CUBLAS_GEMM_DEFAULT));
     } else {
       DPT_CUBLAS_CHECK(cublas_api().dgemm(handle, op_b, op_a, ni, mi, ki, &alpha, b, ldb, a, lda, &beta, c, ldc));
     }
@@ -113,8 +114,9 @@ struct CublasBlas {
       thrust::for_each(policy, zero, zero + m * k, ToF16{a, static_cast<__half*>(a_low.data())});
       thrust::for_each(policy, zero, zero + k * n, ToF16{b, static_cast<__half*>(b_low.data())});
     }
-    DPT_CUBLAS_CHECK(cublas_api().gemm_ex(handle, op_b, op_a, ni, mi, ki, &alpha, b_low.data(), type, ldb, a_low.data(), type,
-                                  lda, &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    DPT_CUBLAS_CHECK(cublas_api().gemm_ex(handle, op_b, op_a, ni, mi, ki, &alpha, b_low.data(), type, ldb,
+                                          a_low.data(), type, lda, &beta, c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                                          CUBLAS_GEMM_DEFAULT));
   }
   void copy(Bytes n, const void* src, void* dst) const {
     if (n > 0 && src != dst)

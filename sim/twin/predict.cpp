@@ -339,8 +339,7 @@ StepReport report_of_config(const sim::HardwareSpec& hw, const PredictConfig& c,
   // NCCL all-reduces across nodes of NVLink-SHARP switches with NVLS-tree (in-switch
   // reduction inside each node, a tree across nodes) where its tuner finds it faster:
   // large buckets, many nodes. The twin runs ring or tree there, so says so.
-  if (hw.nvswitch && hw.nvswitch->in_switch_reduction && c.nodes > 1 && c.devices > 1 &&
-      (c.strategy == StrategyKind::ddp || c.strategy == StrategyKind::data_parallel))
+  if (hw.nvswitch && hw.nvswitch->in_switch_reduction && c.nodes > 1 && c.strategy == StrategyKind::ddp)
     r.warnings.push_back(
         "NCCL runs large all-reduces across these NVLink SHARP nodes as NVLS-tree, which the twin does not model "
         "(it runs ring or tree): communication may be predicted slower than it is (a published 512 MiB all-reduce "
