@@ -74,6 +74,8 @@ const std::vector<Fault>& all_faults() {
       Fault::spec_transformer_traffic_uncounted,
       Fault::gemm_wave_quantization_ignored,
       Fault::large_n_sweep_split_skips_half,
+      Fault::nccl_nvls_tree_off,
+      Fault::nvls_tree_one_head,
   };
   return faults;
 }
@@ -137,6 +139,8 @@ const char* fault_name(Fault f) {
     case Fault::spec_transformer_traffic_uncounted: return "spec-transformer-traffic-uncounted";
     case Fault::gemm_wave_quantization_ignored: return "gemm-wave-quantization-ignored";
     case Fault::large_n_sweep_split_skips_half: return "sweep-split-skips-half";
+    case Fault::nccl_nvls_tree_off: return "nccl-nvls-tree-off";
+    case Fault::nvls_tree_one_head: return "nvls-tree-one-head";
   }
   return "?";
 }

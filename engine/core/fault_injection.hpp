@@ -69,6 +69,8 @@ enum class Fault : unsigned {
   spec_transformer_traffic_uncounted,  // "spec-transformer-traffic-uncounted": spec and config.json transformers carry no counted memory-bound traffic
   gemm_wave_quantization_ignored,  // "gemm-wave-quantization-ignored": a GEMM's partial last wave of output tiles costs nothing
   large_n_sweep_split_skips_half,  // "sweep-split-skips-half": a sweep split between two threads leaves the second thread's links unswept
+  nccl_nvls_tree_off,               // "nccl-nvls-tree-off": NCCL's tuner never runs NVLS-tree across NVLink SHARP nodes
+  nvls_tree_one_head,               // "nvls-tree-one-head": every NVLS-tree channel leaves a node through its first GPU and NIC
 };
 
 // Every fault, in declaration order.

@@ -55,7 +55,7 @@ struct BenchOptions {
   int warmup = 5;                    // -w
   int gpus_per_thread = 1;           // -g (sim): GPUs one host thread launches for
   std::string op = "all_reduce";     // --op
-  std::optional<std::string> algo;   // --algo ring|tree|nvls (sim; like NCCL_ALGO)
+  std::optional<std::string> algo;   // --algo ring|tree|nvls|nvls_tree (sim; like NCCL_ALGO)
   std::optional<std::string> proto;  // --proto LL|LL128|Simple (sim; like NCCL_PROTO)
   std::string dtype = "float";       // -d, nccl-tests type names
   bool json = false;
@@ -350,7 +350,7 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
   cmd->add_option("--nccl-version", o->nccl_version,
                   "sim: NCCL release whose tuner constants to use, as nccl-tests prints it (master, 2.18.5; "
                   "default: the hardware file's nccl_version, else master)");
-  cmd->add_option("--algo", o->algo, "sim: force the algorithm like NCCL_ALGO: ring, tree, nvls");
+  cmd->add_option("--algo", o->algo, "sim: force the algorithm like NCCL_ALGO: ring, tree, nvls, nvls_tree (NVLSTree)");
   cmd->add_option("--proto", o->proto, "sim: force the protocol like NCCL_PROTO: LL, LL128, Simple");
   cmd->add_option("-d,--datatype", o->dtype, "Element type: float, double, half, bfloat16, int8, int32, int64")
       ->capture_default_str();

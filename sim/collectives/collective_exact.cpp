@@ -192,8 +192,9 @@ void chain_pipeline(Ctx& c, int rank, const CollectiveCall& call, int channels, 
 
 // Tree all-reduce over C channels (see collectives.hpp): per channel one actor reduces
 // pieces up (children first, then to the parent) and one broadcasts them down.
-void tree_all_reduce(Ctx& c, int rank, const CollectiveCall& call, int channels, Elements piece) {
-  const auto trees = tree_channels(c.p, c.gpus, channels);
+void tree_all_reduce(Ctx& c, int rank, const CollectiveCall& call, const std::vector<TreeChannel>& trees,
+                     Elements piece) {
+  const int channels = static_cast<int>(trees.size());
   std::vector<sg4::ActorPtr> helpers;
   for (int ch = 0; ch < channels; ++ch) {
     const TreeChannel& tc = trees[ch];
@@ -294,7 +295,10 @@ void run_exact(ExactTransport& t, Platform& p, const std::vector<int>& rank_gpus
       else
         ring_steps(c, rank, call, plan.channels);
       return;
-    case CollectiveAlgorithm::tree: tree_all_reduce(c, rank, call, plan.channels, piece); return;
+    case CollectiveAlgorithm::tree: tree_all_reduce(c, rank, call, tree_channels(p, rank_gpus, plan.channels), piece); return;
+    case CollectiveAlgorithm::nvls_tree:
+      tree_all_reduce(c, rank, call, nvls_tree_channels(p, rank_gpus, plan.channels), piece);
+      return;
     case CollectiveAlgorithm::nvls: nvls_all_reduce(c, rank, call, piece); return;
   }
 }

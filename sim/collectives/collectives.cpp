@@ -28,6 +28,7 @@ const char* collective_algorithm_name(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::ring: return "ring";
     case CollectiveAlgorithm::tree: return "tree";
     case CollectiveAlgorithm::nvls: return "nvls";
+    case CollectiveAlgorithm::nvls_tree: return "nvls_tree";
   }
   return "?";
 }
@@ -36,9 +37,11 @@ const char* formulation_name(Formulation f) { return f == Formulation::exact ? "
 
 CollectiveAlgorithm parse_collective_algorithm(std::string_view name) {
   const std::string n = normalise_collective_name(name);
-  for (auto a : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree, CollectiveAlgorithm::nvls})
-    if (n == collective_algorithm_name(a)) return a;
-  throw std::invalid_argument(fmt::format("unknown collective algorithm '{}' (allowed: ring, tree, nvls)", name));
+  for (auto a : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree, CollectiveAlgorithm::nvls,
+                 CollectiveAlgorithm::nvls_tree})
+    if (n == normalise_collective_name(collective_algorithm_name(a))) return a;  // NCCL's "NVLSTree" too
+  throw std::invalid_argument(
+      fmt::format("unknown collective algorithm '{}' (allowed: ring, tree, nvls, nvls_tree)", name));
 }
 
 Elements piece_count(Elements count, int pieces, int i) {
@@ -85,12 +88,15 @@ std::vector<CollectiveAlgorithm> eligible_algorithms(const Platform& p, const st
   const int nodes = nodes_spanned(p, rank_gpus);
   if (nodes > 1) out.push_back(CollectiveAlgorithm::tree);
   if (nodes == 1 && p.has_in_switch_reduction()) out.push_back(CollectiveAlgorithm::nvls);
+  // NVLS-tree where NCCL's NVLS graph across nodes has at least 2 heads (Hopper and later).
+  if (nodes > 1 && p.has_in_switch_reduction() && nccl_graph_of(p, rank_gpus).nvls_channels >= 2)
+    out.push_back(CollectiveAlgorithm::nvls_tree);
   return out;
 }
 
 bool has_large_n_formulation(CollectiveAlgorithm a, CollectiveOp op) {
-  (void)op;  // ring covers every op (broadcast and reduce as chains), tree only all_reduce
-  return a == CollectiveAlgorithm::ring || a == CollectiveAlgorithm::tree;
+  (void)op;  // ring covers every op (broadcast and reduce as chains), the trees only all_reduce
+  return a != CollectiveAlgorithm::nvls;
 }
 
 namespace {
@@ -113,6 +119,7 @@ NcclAlgo to_nccl(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::ring: return NcclAlgo::ring;
     case CollectiveAlgorithm::tree: return NcclAlgo::tree;
     case CollectiveAlgorithm::nvls: return NcclAlgo::nvls;
+    case CollectiveAlgorithm::nvls_tree: return NcclAlgo::nvls_tree;
   }
   return NcclAlgo::ring;
 }
@@ -121,6 +128,7 @@ CollectiveAlgorithm from_nccl(NcclAlgo a) {
     case NcclAlgo::ring: return CollectiveAlgorithm::ring;
     case NcclAlgo::tree: return CollectiveAlgorithm::tree;
     case NcclAlgo::nvls: return CollectiveAlgorithm::nvls;
+    case NcclAlgo::nvls_tree: return CollectiveAlgorithm::nvls_tree;
   }
   return CollectiveAlgorithm::ring;
 }
@@ -134,6 +142,10 @@ void check_forced(const Platform& p, const CollectiveCall& call, CollectiveAlgor
     why = fmt::format("{} runs only all_reduce", collective_algorithm_name(forced));
   else if (forced == CollectiveAlgorithm::tree)
     why = "tree needs ranks on at least 2 nodes";
+  else if (forced == CollectiveAlgorithm::nvls_tree)
+    why = fmt::format("nvls_tree needs ranks on at least 2 nodes whose NVSwitch reduces in-switch, with at least "
+                      "2 GPUs per node that have a NIC of their own (hardware {})",
+                      p.hardware().name);
   else
     why = fmt::format("nvls needs all ranks on one node whose NVSwitch reduces in-switch (hardware {})",
                       p.hardware().name);
@@ -225,6 +237,8 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
     const int launched = nccl_channels_for_size(g, c.algo, c.protocol, call.bytes());
     const int rings = c.algo == NcclAlgo::nvls ? launched : std::min(launched, g.ring_channels);
     plan.channels = rings;
+    // NVLS-tree: each head's share along both trees (collectives.hpp).
+    if (c.algo == NcclAlgo::nvls_tree) plan.channels = 2 * g.nvls_channels;
     ring_share = static_cast<double>(launched) / (static_cast<double>(g.runtime_channels) * rings);
   }
   std::string times;
@@ -264,13 +278,13 @@ Seconds ring_slowest_hop(const Platform& p, const std::vector<int>& rank_gpus, i
   return hop;
 }
 
-// The deepest path up any of the first `trees` tree channels: each rank's route latencies
-// summed from the rank up to the root, in that order.
-Seconds tree_deepest_path(const Platform& p, const std::vector<int>& rank_gpus, int trees) {
+// The deepest path up any of the tree channels `tcs`: each rank's route latencies summed
+// from the rank up to the root, in that order.
+Seconds tree_deepest_path(const Platform& p, const std::vector<int>& rank_gpus, const std::vector<TreeChannel>& tcs) {
   const int n = static_cast<int>(rank_gpus.size());
   auto lat = [&](int a, int b) { return p.route(p.gpu_host(rank_gpus[a]), p.gpu_host(rank_gpus[b])).latency_s; };
   Seconds deepest = 0;
-  for (const auto& tc : tree_channels(p, rank_gpus, trees))
+  for (const auto& tc : tcs)
     for (int r = 0; r < n; ++r) {
       Seconds up = 0;
       for (int q = r; tc.parent[q] >= 0; q = tc.parent[q]) up += lat(q, tc.parent[q]);
@@ -306,7 +320,14 @@ Seconds schedule_latency(const Platform& p, const std::vector<int>& rank_gpus, c
     }
     case CollectiveAlgorithm::tree: {
       const Seconds deepest = memoised(memo ? &memo->tree_deepest_s : nullptr, std::min(plan.channels, 2),
-                                       [&](int c) { return tree_deepest_path(p, rank_gpus, c); });
+                                       [&](int c) { return tree_deepest_path(p, rank_gpus, tree_channels(p, rank_gpus, c)); });
+      return 2 * deepest;
+    }
+    case CollectiveAlgorithm::nvls_tree: {
+      // Channels 0 and 1: the first head along both trees (the other heads' rails are alike).
+      const Seconds deepest =
+          memoised(memo ? &memo->nvls_tree_deepest_s : nullptr, std::min(plan.channels, 2),
+                   [&](int c) { return tree_deepest_path(p, rank_gpus, nvls_tree_channels(p, rank_gpus, c)); });
       return 2 * deepest;
     }
     case CollectiveAlgorithm::nvls: {

@@ -22,22 +22,37 @@
 //         gen3): every GPU sends its buffer to the switch, which reduces and multicasts
 //         the result back; pipelined in pipeline_chunk_bytes pieces, so each GPU port
 //         carries S up and S down (algbw ~ port bandwidth).
+//   nvls_tree  all_reduce only, ranks on >= 2 nodes with NVSwitch in-switch reduction
+//         (NCCL's NVLSTree). Each node has NVLS heads, GPUs with a NIC of their own
+//         (nvls_heads); head h takes 1/H of the buffer, half of it along each tree of the
+//         double binary tree over the nodes, through its own NIC to the same head of the
+//         neighbouring nodes. 2H channels, channel c = (head c / 2, tree c mod 2), each a
+//         tree like the tree algorithm's: reduce up, broadcast down, pipelined in
+//         pipeline_chunk_bytes pieces. Within a node the other ranks are the head's
+//         children through the NVSwitch: they stand for the switch's reduction and
+//         multicast. Where NVLS moves a channel's share once through the head's switch
+//         port each way, they move it (ranks per node - 1) times: a head's port then
+//         carries about 7x its NIC's bytes, at 9x the NIC's rate on H100 (18 NVLinks
+//         against one 400 Gb/s NIC), so the network still bounds it.
 //
 // Selection (when not forced) is NCCL's tuner (nccl_model.hpp): among the algorithms that
 // can run the op on these ranks (nvls needs one node whose NVSwitch reduces in-switch;
-// tree needs >= 2 nodes; only all_reduce has a choice) and the protocols LL, LL128 and
+// tree needs >= 2 nodes; nvls_tree >= 2 nodes whose NVSwitch reduces in-switch and an
+// NVLS graph of >= 2 heads; only all_reduce has a choice) and the protocols LL, LL128 and
 // Simple, the pair with the least NCCL model time (latency + bytes / bandwidth). The plan
 // then shapes the simulated flows after NCCL's model: the protocol's wire bytes, each
 // flow bounded by NCCL's per-channel bandwidth (ring, chain, nvls), and NCCL's latency term
 // paid on top of the route latency the schedule already pays.
 // Channels (NCCL's nChannels), unless forced: NCCL's ring graph (nccl_graph): the
 // per-channel speed and channel count its search finds on these links (DGX A100: 12 x
-// 20 GB/s; DGX H100: 12 x 30 GB/s; across nodes about one channel per NIC).
+// 20 GB/s; DGX H100: 12 x 30 GB/s; across nodes about one channel per NIC); nvls_tree:
+// 2 x the NVLS graph's heads (8 on DGX H100 nodes: 16).
+// Trees (tree, nvls_tree) share the links freely: their flows carry no per-channel bound.
 //
 // Formulation: the exact one sends every message as a SimGrid comm (2 N (N-1) C comms
 // for a ring all-reduce). Above exact_max_ranks ranks (default 8, one DGX node: a DDP
 // step's hundreds of buckets across 8 nodes take minutes exactly), ring (every op:
-// broadcast and reduce as pipelined chains) and tree all_reduce use the large-N
+// broadcast and reduce as pipelined chains), tree and nvls_tree all_reduce use the large-N
 // formulation of large_n/dispatch.hpp: no simulated messages at all (its property tests
 // state how close it stays to the exact one). nvls always runs exact (one node only, so
 // at most a node's GPUs x pieces messages).
@@ -68,10 +83,10 @@ using dpt::CollectiveOp;
 using dpt::collective_op_name;
 using dpt::parse_collective_op;
 
-enum class CollectiveAlgorithm { ring, tree, nvls };
+enum class CollectiveAlgorithm { ring, tree, nvls, nvls_tree };
 enum class Formulation { exact, large_n };
 
-const char* collective_algorithm_name(CollectiveAlgorithm a);  // "ring", "tree", "nvls"
+const char* collective_algorithm_name(CollectiveAlgorithm a);  // "ring", "tree", "nvls", "nvls_tree"
 const char* formulation_name(Formulation f);               // "exact", "large_n"
 // Parses a name (case-insensitive). Throws std::invalid_argument naming the value and
 // the allowed names.
@@ -125,6 +140,7 @@ int default_channels(const Platform& p, const std::vector<int>& rank_gpus);
 struct ScheduleLatencyMemo {
   std::map<int, Seconds> ring_hop_s;      // slowest hop of any ring channel
   std::map<int, Seconds> tree_deepest_s;  // deepest path up any tree channel
+  std::map<int, Seconds> nvls_tree_deepest_s;  // the same for NVLS-tree channels
 };
 // The route latency the plan's schedule pays at zero bytes: ring steps x the slowest hop
 // of a step; a chain's n - 1 hops; a tree's deepest path up and down; nvls up and down.
@@ -171,6 +187,17 @@ struct TreeChannel {
 };
 // The channels of a tree all-reduce (see "tree" above). Throws if the ranks span one node.
 std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>& rank_gpus, int channels);
+
+// NCCL's NVLS heads of each node (node_chains order): per NIC in NIC order, the first of
+// the node's ranks whose GPU crosses nodes through it (Platform::nic_of_gpu), so at most
+// one head per NIC and per GPU (search.cc, ncclTopoSearchTryNvls' heads).
+std::vector<std::vector<int>> nvls_heads(const Platform& p, const std::vector<int>& rank_gpus);
+// The channels of an NVLS-tree all-reduce (see "nvls_tree" above): channel c serves head
+// c / 2 (mod the node's heads) along tree c mod 2 of the double binary tree over the
+// nodes; every other rank of a node has that head as its parent (the NVLS reduction and
+// multicast through the switch), the head the same head of its parent node (the rail).
+// Throws if the ranks span one node.
+std::vector<TreeChannel> nvls_tree_channels(const Platform& p, const std::vector<int>& rank_gpus, int channels);
 
 // Elements of piece i when `count` is cut into `pieces` pieces as evenly as possible
 // (the first count % pieces pieces get one more).

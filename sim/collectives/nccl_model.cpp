@@ -40,11 +40,19 @@ constexpr double kPerChTreeLL128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.
 constexpr double kPerChTree[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
 // nvlsEfficiency by compcap index (Volta, Ampere: no NVLS).
 constexpr double kNvlsEfficiency[4] = {0, 0, 0.85, 0.74};
-// treeCorrectionFactor [proto][log2(bytes / 64)], 64 B .. 256 MiB.
-constexpr double kTreeCorrection[3][23] = {
-    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
-    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
-    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+// treeCorrectionFactor [proto][log2(bytes / 64)], 64 B .. 512 MiB (tree reads the first 23
+// entries, NVLS-tree on Blackwell with an x86 host all 24).
+constexpr double kTreeCorrection[3][24] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9}};
+// NVLS-tree (Simple only). master: baseLatencies 0; hwLatencies NVLINK 25 us (intraLat), NET
+// 20.9 us (interLat); perChMaxNVLSTreeBws [compcap][nodes index] (GB/s).
+constexpr double kNvlsTreeIntraLat = 25.0, kNvlsTreeInterLat = 20.9;
+constexpr double kPerChNvlsTree[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 80.0}};
+// v2.18.5-1 tuning.cc: baseLat 23 us, hwLat NVLINK 0, NET 19 us paid 2 (nNodes - 1) times;
+// no nvlsEfficiency or per-channel bound; algorithm bandwidth 0.70 nNodes / (2 (nNodes - 1)) of bus.
+constexpr double kNvlsTreeBaseLat218 = 23.0, kNvlsTreeInterLat218 = 19.0;
 
 // The same tables in NCCL 2.18.5 (git show v2.18.5-1:src/graph/tuning.cc), where they
 // differ from master's: baseLat gives Tree Simple no base latency and NVLS 23 us.
@@ -121,6 +129,43 @@ std::pair<int, double> search_channels(int compcap, bool inter, double max_bw, i
   return {best_n, best_s};
 }
 
+// ncclTopoCompute for the NVLS pattern across nodes (search.cc): one channel per NVLS
+// head, a GPU with a NIC of its own (no GPU twice, so at most min(GPUs, NICs) heads).
+// A channel loads every GPU's NVSwitch port with bwIntra each way and its head's twice
+// (ncclTopoSearchTryNvls), and its head's NIC with bwInter. Pass 1 tries bwIntra =
+// bwInter = each speed from the fastest the NIC carries down, while above 0.49 of the best
+// found; a graph replaces the best when it has more channels or more channels x bwInter
+// (ncclTopoCompareGraphs). NVLS graphs are not duplicated (ncclTopoDupChannels). Pass 2
+// raises bwInter alone, one speed at a time, while it is below twice bwIntra and the NIC
+// carries the next speed. (Pass 2's raise of bwIntra after that, which needs a NIC faster
+// than twice bwIntra, is not modelled: no Hopper node with NVLink SHARP has one.)
+struct NvlsGraph {
+  int channels = 0;
+  double intra_gbs = 0, inter_gbs = 0;
+};
+NvlsGraph nvls_graph_across_nodes(int compcap, int heads, double port_gbs, double nic_gbs) {
+  const auto& arr = speeds(compcap, true);
+  size_t i = 0;
+  while (i + 1 < arr.size() && arr[i] > nic_gbs) ++i;
+  NvlsGraph best;
+  size_t best_i = i;
+  for (; i < arr.size(); ++i) {
+    const double s = arr[i];
+    if (best.channels > 0 && s / best.intra_gbs <= 0.49) break;
+    // n channels fit when the heads' ports carry (n + 1) x s.
+    const int n = std::min(heads, static_cast<int>(std::floor(port_gbs / s + 1e-9)) - 1);
+    if (n < 1) continue;
+    if (n > best.channels || n * s > best.channels * best.inter_gbs + 1e-9) {
+      best = {n, s, s};
+      best_i = i;
+    }
+  }
+  if (best.channels == 0) return best;
+  while (best_i > 0 && best.inter_gbs < 2 * best.intra_gbs && arr[best_i - 1] <= nic_gbs + 1e-9)
+    best.inter_gbs = arr[--best_i];
+  return best;
+}
+
 int node_index(int nodes) { return nodes <= 2 ? nodes - 1 : 2; }
 
 int log2i(long long n) {
@@ -173,7 +218,7 @@ double nccl_wire_bytes_per_data_byte(NcclProtocol p) {
 }
 
 int nccl_channels_for_size(const NcclGraph& g, NcclAlgo a, NcclProtocol p, Bytes bytes) {
-  const int full = a == NcclAlgo::nvls ? g.nvls_channels : g.runtime_channels;
+  const int full = a == NcclAlgo::nvls || a == NcclAlgo::nvls_tree ? g.nvls_channels : g.runtime_channels;
   // NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512;
   // NCCL_LL_THREAD_THRESHOLD 8 (x nRanks for ring), NCCL_LL128_THREAD_THRESHOLD 8,
   // NCCL_SIMPLE_THREAD_THRESHOLD 64 (src/include/device.h, tuning.cc).
@@ -259,6 +304,8 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
   g.compcap = gpu_compute_capability(hw.gpu.name);
   g.compcap_index = g.compcap >= 100 ? 3 : g.compcap >= 90 ? 2 : g.compcap >= 80 ? 1 : 0;
   g.cpu_amd = hw.host.cpu.find("AMD") != std::string::npos;
+  g.cpu_x86 = hw.host.cpu.find("Grace") == std::string::npos && hw.host.cpu.find("Neoverse") == std::string::npos &&
+              hw.host.cpu.find("ARM") == std::string::npos && hw.host.cpu.find("POWER") == std::string::npos;
   g.ranks = std::max(1, ranks);
   g.nodes = std::max(1, nodes);
   g.p2p = p2p;
@@ -305,10 +352,45 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
     g.nvls_channels = c;
     g.nvls_bw_gbs = s;
   }
+  // NVLS graph across nodes (NVLS-tree): heads are GPUs with a NIC of their own.
+  if (g.nodes > 1 && hw.nvswitch && hw.nvswitch->in_switch_reduction && g.compcap >= 90 && p2p && ppn > 1 &&
+      hw.network && !fault_active(Fault::nccl_nvls_tree_off)) {
+    const int heads = std::min(ppn, hw.network->nics_per_node);
+    const NvlsGraph nv = nvls_graph_across_nodes(g.compcap, heads, paths.per_gpu, hw.network->nic_bandwidth / 1e9);
+    g.nvls_channels = nv.channels;
+    g.nvls_bw_gbs = nv.intra_gbs;
+    g.nvls_inter_bw_gbs = nv.inter_gbs;
+  }
   // LL128 by default (tuning.cc): Hopper and later up to PXN across nodes, earlier GPUs up
   // to PXB; within the node only over NVLink (typeIntra <= PATH_NVB).
   g.ll128 = g.compcap >= 70 && (g.intra_nvlink || ppn == 1);
   return g;
+}
+
+// NVLS-tree all-reduce, Simple (tuning.cc): per channel the least of the NVLS bandwidth
+// (bwIntra x nvlsEfficiency x (C - 1) / C, doubled: all-reduce pipelines two operations),
+// bwInter (doubled on 2 nodes) and perChMaxNVLSTreeBw; algorithm bandwidth nRanks / nsteps
+// of bus; latency intraLat + 2 log2(nNodes) interLat. 2.18.5: see kNvlsTreeBaseLat218.
+NcclCost nvls_tree_cost(const NcclGraph& g, double ppn) {
+  NcclCost out;
+  const int n = g.ranks, nodes = g.nodes, c = g.nvls_channels;
+  const int nsteps = 2 * (n - 1);
+  if (g.tuner == NcclTuner::v2_18_5) {
+    out.bus_bw_gbs = c * (nodes <= 2 ? g.nvls_bw_gbs : g.nvls_inter_bw_gbs);
+    out.alg_bw_gbs = out.bus_bw_gbs * 0.70 * nodes / (2.0 * (nodes - 1));
+    out.latency_us = (kNvlsTreeBaseLat218 + 2.0 * (nodes - 1) * kNvlsTreeInterLat218) * g.latency_scale;
+    return out;
+  }
+  const int ci = g.compcap_index;
+  const double intra = g.nvls_bw_gbs * kNvlsEfficiency[ci] * (c - 1) / c * 2.0;
+  const double inter = g.nvls_inter_bw_gbs * (nodes <= 2 ? 2.0 : 1.0);
+  out.bus_bw_gbs = c * std::min({intra, inter, kPerChNvlsTree[ci][node_index(nodes)]});
+  out.alg_bw_gbs = out.bus_bw_gbs * n / nsteps;
+  // With one GPU per node NCCL takes the tree's network latency; NVLS-tree needs several.
+  const double inter_lat = kNvlsTreeInterLat;
+  (void)ppn;
+  out.latency_us = (kNvlsTreeIntraLat + 2.0 * log2i(nodes) * inter_lat) * g.latency_scale;
+  return out;
 }
 
 NcclCost nccl_cost(const NcclGraph& g, CollectiveOp op, NcclAlgo algo, NcclProtocol proto) {
@@ -319,7 +401,10 @@ NcclCost nccl_cost(const NcclGraph& g, CollectiveOp op, NcclAlgo algo, NcclProto
   const bool rs_ag = op == CollectiveOp::reduce_scatter || op == CollectiveOp::all_gather;
   if (n <= 1) return out;
   if (algo != NcclAlgo::ring && !all_reduce) return out;  // tree and NVLS: all-reduce only here
-  if (algo == NcclAlgo::nvls && (proto != NcclProtocol::simple || g.nvls_channels < 2)) return out;
+  const bool nvls_any = algo == NcclAlgo::nvls || algo == NcclAlgo::nvls_tree;
+  if (nvls_any && (proto != NcclProtocol::simple || g.nvls_channels < 2)) return out;
+  // NVLS runs on one node (across nodes only with CollNet), NVLS-tree across nodes only (tuning.cc).
+  if ((algo == NcclAlgo::nvls && nodes > 1) || (algo == NcclAlgo::nvls_tree && nodes == 1)) return out;
   if (proto == NcclProtocol::ll128 && !g.ll128) return out;
   const int nsteps = all_reduce ? 2 * (n - 1) : rs_ag ? n - 1 : n;
   const bool v218 = g.tuner == NcclTuner::v2_18_5;
@@ -327,6 +412,7 @@ NcclCost nccl_cost(const NcclGraph& g, CollectiveOp op, NcclAlgo algo, NcclProto
   const int index1 = nodes == 1 ? ci : (g.cpu_amd ? 1 : 0);
   const double ll_max = (v218 ? kLlMaxBw218 : kLlMaxBw)[index1][idx2];
   const double ppn = static_cast<double>(n) / nodes;
+  if (algo == NcclAlgo::nvls_tree) return nvls_tree_cost(g, ppn);
   int channels = algo == NcclAlgo::nvls ? g.nvls_channels : g.ring_channels;
   double bw = g.ring_bw_gbs;
   if (algo == NcclAlgo::nvls) {
@@ -386,6 +472,10 @@ double nccl_time_us(const NcclGraph& g, CollectiveOp op, NcclAlgo a, NcclProtoco
   if (bw <= 0) return -1;
   const int log_size = log2i(std::max<Bytes>(bytes, 1) >> 6);
   if (a == NcclAlgo::tree && op == CollectiveOp::all_reduce && bytes >= 64 && log_size < 23)
+    bw *= kTreeCorrection[proto_index(p)][log_size];
+  // NVLS-tree's correction: Blackwell and later with an x86 host only (master).
+  if (a == NcclAlgo::nvls_tree && g.tuner == NcclTuner::master && g.compcap >= 100 && g.cpu_x86 && bytes >= 64 &&
+      log_size < 24)
     bw *= kTreeCorrection[proto_index(p)][log_size];
   // Plateau effect of ring (tuning.cc): inter-node Simple all-reduce pays 1.4x latency
   // (1.9x before Ampere) once a channel's share per rank reaches 64 bytes.

@@ -29,8 +29,9 @@ const char* nccl_protocol_name(NcclProtocol p);  // "LL", "LL128", "Simple" (NCC
 // Parses a protocol name (case-insensitive); throws std::invalid_argument naming it.
 NcclProtocol parse_nccl_protocol(const std::string& name);
 
-// NCCL's tuner algorithms that the twin runs (NCCL_ALGO names).
-enum class NcclAlgo { tree = 0, ring = 1, nvls = 2 };
+// NCCL's tuner algorithms that the twin runs (NCCL_ALGO names; nvls_tree is "NVLSTree":
+// NVLink SHARP within each node, a tree of the nodes' NVLS heads across them).
+enum class NcclAlgo { tree = 0, ring = 1, nvls = 2, nvls_tree = 3 };
 
 // Bytes on the wire per data byte: LL sends 8-byte lines of 4 data bytes and 4 flag bytes;
 // LL128 128-byte lines of 120 data bytes and 8 flag bytes (src/include/device.h,
@@ -49,6 +50,7 @@ struct NcclGraph {
   int compcap = 80;           // CUDA compute capability x 10 (inferred from the GPU name)
   int compcap_index = 1;      // NCCL's tuner index: 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell
   bool cpu_amd = false;       // host CPU vendor (NCCL's llMaxBws row for several nodes)
+  bool cpu_x86 = true;        // host CPU architecture (not Grace, Neoverse, POWER)
   int ranks = 1;
   int nodes = 1;
   bool intra_nvlink = false;  // intra-node links: NVLink (NCCL_HW_NVLINK) or PCI (NCCL_HW_PCI)
@@ -61,8 +63,12 @@ struct NcclGraph {
   // so each launched channel carries a 1/runtime_channels share of that bus bandwidth.
   int runtime_channels = 1;
   double ring_bw_gbs = 0;     // per-channel bandwidth of the ring graph (bwIntra, or bwInter across >2 nodes)
-  int nvls_channels = 0;      // 0: no NVLS graph
-  double nvls_bw_gbs = 0;     // per-channel bwIntra of the NVLS graph
+  // NVLS graph (NVSwitch with in-switch reduction, Hopper and later): on one node one
+  // channel per GPU (NVLS); across nodes one channel per NVLS head, a GPU with its own
+  // NIC (NVLS-tree). 0: no NVLS graph.
+  int nvls_channels = 0;
+  double nvls_bw_gbs = 0;        // per-channel bwIntra of the NVLS graph
+  double nvls_inter_bw_gbs = 0;  // per-channel bwInter of the NVLS graph (across nodes)
   bool ll128 = true;          // LL128 enabled by NCCL's default rules
   double latency_scale = 1.0; // hardware efficiency.nccl_latency (1: NCCL's constants)
   NcclTuner tuner = NcclTuner::master;  // the hardware spec's nccl_version

@@ -315,4 +315,54 @@ std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>
   return out;
 }
 
+std::vector<std::vector<int>> nvls_heads(const Platform& p, const std::vector<int>& rank_gpus) {
+  std::vector<std::vector<int>> out;
+  const int nics = p.hardware().network ? p.hardware().network->nics_per_node : 0;
+  for (const auto& chain : node_chains(p, rank_gpus)) {
+    std::vector<int> heads;
+    for (int j = 0; j < nics; ++j)
+      for (int r : chain)
+        if (p.nic_of_gpu(p.local_index(rank_gpus[r])) == j) {
+          heads.push_back(r);
+          break;
+        }
+    if (heads.empty()) heads.push_back(chain.front());  // no NIC of its own: NCCL finds no head
+    out.push_back(std::move(heads));
+  }
+  return out;
+}
+
+std::vector<TreeChannel> nvls_tree_channels(const Platform& p, const std::vector<int>& rank_gpus, int channels) {
+  const auto chains = node_chains(p, rank_gpus);
+  const int nodes = static_cast<int>(chains.size());
+  if (nodes < 2) throw std::invalid_argument("nvls_tree needs ranks on at least 2 nodes");
+  const auto heads = nvls_heads(p, rank_gpus);
+  const auto trees = double_binary_tree(nodes);
+  // Planted: every channel's head is the node's first, so one NIC carries all inter-node traffic.
+  const bool one_head = fault_active(Fault::nvls_tree_one_head);
+  auto head = [&](int v, int c) {
+    const auto& h = heads[static_cast<size_t>(v)];
+    return one_head ? h.front() : h[static_cast<size_t>(c / 2) % h.size()];
+  };
+  std::vector<TreeChannel> out;
+  for (int c = 0; c < channels; ++c) {
+    TreeChannel tc;
+    tc.tree = c % 2;
+    tc.parent.assign(rank_gpus.size(), -1);
+    for (int v = 0; v < nodes; ++v) {
+      const int hv = head(v, c);
+      for (int r : chains[static_cast<size_t>(v)])
+        if (r != hv) tc.parent[static_cast<size_t>(r)] = hv;
+      const int pv = trees[static_cast<size_t>(tc.tree)].parent[static_cast<size_t>(v)];
+      if (pv >= 0) tc.parent[static_cast<size_t>(hv)] = head(pv, c);
+    }
+    tc.root = head(trees[static_cast<size_t>(tc.tree)].root, c);
+    tc.children.assign(rank_gpus.size(), {});
+    for (int r = 0; r < static_cast<int>(rank_gpus.size()); ++r)
+      if (tc.parent[static_cast<size_t>(r)] >= 0) tc.children[static_cast<size_t>(tc.parent[static_cast<size_t>(r)])].push_back(r);
+    out.push_back(std::move(tc));
+  }
+  return out;
+}
+
 }  // namespace dpt::sim

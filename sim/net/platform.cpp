@@ -92,18 +92,7 @@ struct PlatformBuilder {
     return {{L.upi, from < to ? Dir::UP : Dir::DOWN}};
   }
 
-  // NIC a GPU uses (its rail): a NIC on its own PCIe switch if any, else g mod NICs.
-  int nic_of_gpu(int g) const {
-    const int sw = pf.gpu_switch_[g];
-    if (sw >= 0) {
-      const auto& s = hw.pcie.switches[sw];
-      if (!s.nics.empty()) {
-        const auto pos = std::find(s.gpus.begin(), s.gpus.end(), g) - s.gpus.begin();
-        return s.nics[static_cast<size_t>(pos) % s.nics.size()];
-      }
-    }
-    return g % hw.network->nics_per_node;
-  }
+  int nic_of_gpu(int g) const { return pf.nic_of_gpu(g); }
 
   // Peer-to-peer is possible over PCIe when allowed and both GPUs share a root complex.
   bool pcie_p2p(const NodeLinks& L, int a, int b) const {
@@ -424,6 +413,18 @@ sg4::Host* Platform::cpu_host_of_gpu(int gpu) const {
   return cpu_host(node_of_gpu(gpu), sw < 0 ? 0 : hw_.pcie.switches[sw].socket);
 }
 sg4::Host* Platform::nvswitch_host(int node) const { return nvswitch_hosts_.at(node); }
+int Platform::nic_of_gpu(int local_gpu) const {
+  const int sw = gpu_switch_.at(static_cast<size_t>(local_gpu));
+  if (sw >= 0) {
+    const auto& s = hw_.pcie.switches[static_cast<size_t>(sw)];
+    if (!s.nics.empty()) {
+      const auto pos = std::find(s.gpus.begin(), s.gpus.end(), local_gpu) - s.gpus.begin();
+      return s.nics[static_cast<size_t>(pos) % s.nics.size()];
+    }
+  }
+  return hw_.network ? local_gpu % hw_.network->nics_per_node : -1;
+}
+
 bool Platform::has_in_switch_reduction() const { return hw_.nvswitch && hw_.nvswitch->in_switch_reduction; }
 
 const RouteInfo& Platform::route(const sg4::Host* a, const sg4::Host* b) const {

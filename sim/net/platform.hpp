@@ -115,6 +115,9 @@ class Platform {
   // The node's NVSwitch endpoint, or nullptr when the node has no NVSwitch.
   simgrid::s4u::Host* nvswitch_host(int node) const;
   bool has_in_switch_reduction() const;  // NVSwitch present with in_switch_reduction
+  // The NIC (0..nics_per_node-1) a node's GPU `local_gpu` crosses nodes through (its rail):
+  // a NIC on its own PCIe switch if any, else local_gpu mod NICs; -1 without network.
+  int nic_of_gpu(int local_gpu) const;
 
   // The route from a to b (cached). Empty for a == b. Between two hosts of one node
   // other than node 0 it is node 0's route carried over (see node_links_ below).

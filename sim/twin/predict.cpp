@@ -336,14 +336,6 @@ StepReport report_of_config(const sim::HardwareSpec& hw, const PredictConfig& c,
   r.batch_per_device = batch_per_device;
   r.out_of_memory = m.oom;
   r.warnings = m.warnings;
-  // NCCL all-reduces across nodes of NVLink-SHARP switches with NVLS-tree (in-switch
-  // reduction inside each node, a tree across nodes) where its tuner finds it faster:
-  // large buckets, many nodes. The twin runs ring or tree there, so says so.
-  if (hw.nvswitch && hw.nvswitch->in_switch_reduction && c.nodes > 1 && c.strategy == StrategyKind::ddp)
-    r.warnings.push_back(
-        "NCCL runs large all-reduces across these NVLink SHARP nodes as NVLS-tree, which the twin does not model "
-        "(it runs ring or tree): communication may be predicted slower than it is (a published 512 MiB all-reduce "
-        "on 248 nodes of 8x H200: 350 GB/s bus bandwidth against the twin's 188)");
   if (c.checkpoint_layers > 0)
     r.warnings.push_back(fmt::format(
         "activation checkpointing, {} layer(s) per segment (torch.utils.checkpoint.checkpoint_sequential: the "

@@ -43,7 +43,7 @@ class ChromeTrace;
 // What the collective model chose for one call, for the trace's args; empty (and
 // 0 channels) where the model does not say.
 struct SimCollectiveChoice {
-  std::string algorithm;  // "ring", "tree", "nvls"
+  std::string algorithm;  // "ring", "tree", "nvls", "nvls_tree"
   std::string protocol;   // "Simple", "LL", "LL128"
   int channels = 0;
 };

@@ -161,7 +161,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "dptwin bench: error: --nodes 2: hardware l40s-4x-pcie4 has no network section, so it cannot have 2 "
                 "nodes\n"},
         CliCase{"BenchUnknownAlgorithm", {"bench", "--hardware", "dgx-a100", "--algo", "butterfly"}, {}, 2,
-                "dptwin bench: error: --algo: unknown collective algorithm 'butterfly' (allowed: ring, tree, nvls)\n"},
+                "dptwin bench: error: --algo: unknown collective algorithm 'butterfly' (allowed: ring, tree, nvls, nvls_tree)\n"},
         CliCase{"BenchTreeOnOneNode", {"bench", "--hardware", "dgx-a100", "--algo", "tree"}, {}, 2,
                 "dptwin bench: error: --algo tree: algorithm tree cannot run all_reduce here: tree needs ranks on at "
                 "least 2 nodes\n"},

@@ -223,8 +223,8 @@ std::map<std::string, Bytes> traffic_by_definition(const Platform& p, const std:
   auto add = [&](int a, int b, Bytes bytes) {
     for (const auto* l : p.route(host_of(p, gpus, a), host_of(p, gpus, b)).links) on[l->get_name()] += bytes;
   };
-  if (plan.algorithm == CollectiveAlgorithm::tree) {
-    const auto tcs = tree_channels(p, gpus, c);
+  if (plan.algorithm == CollectiveAlgorithm::tree || plan.algorithm == CollectiveAlgorithm::nvls_tree) {
+    const auto tcs = plan.algorithm == CollectiveAlgorithm::tree ? tree_channels(p, gpus, c) : nvls_tree_channels(p, gpus, c);
     for (int ch = 0; ch < c; ++ch)
       for (int r = 0; r < n; ++r)
         if (tcs[ch].parent[r] >= 0) {
@@ -254,6 +254,9 @@ Seconds time_by_definition(const Platform& p, const std::vector<int>& gpus, cons
   const Elements piece = pipeline_piece_elements(s, call.element_bytes);
   if (plan.algorithm == CollectiveAlgorithm::tree)
     return tree_estimate(p, gpus, tree_channels(p, gpus, plan.channels), call, piece);
+  if (plan.algorithm == CollectiveAlgorithm::nvls_tree)
+    return tree_estimate(p, gpus, nvls_tree_channels(p, gpus, plan.channels), call, piece,
+                         TreeEstimator::kNvlsTreeHeadPieces);
   const auto orders = ring_orders(p, gpus, plan.channels);
   if (call.op == CollectiveOp::broadcast) return chain_time(p, gpus, chain_orders(orders, call), call, piece);
   const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * plan.channels) * call.element_bytes;
@@ -261,7 +264,7 @@ Seconds time_by_definition(const Platform& p, const std::vector<int>& gpus, cons
 }
 
 // Invariant: a sequence of calls through the large-N dispatch (which keeps ring orders,
-// folded ring steps, tree heads and traffic shapes from call to call) times each call
+// folded ring steps, tree and NVLS-tree heads and traffic shapes from call to call) times each call
 // and accounts its traffic exactly as the definition computed afresh for that call does:
 // times to 1e-12 relative (the same arithmetic), bytes exactly; and the platform's link
 // counters (link_usage, summed by dense link id) hold every call's bytes, link by link. Calls differ in op, size,
@@ -287,9 +290,9 @@ void check_dispatch_equals_definition(const Cluster& cluster) {
     nlohmann::json rows = nlohmann::json::array();
     std::map<std::string, Bytes> fresh_total;  // every call's traffic by definition, by link name
     for (size_t i = 0; i < calls.size(); ++i)
-      for (auto algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree}) {
+      for (auto algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree, CollectiveAlgorithm::nvls_tree}) {
         const CollectiveCall& call = calls[i];
-        if (algo == CollectiveAlgorithm::tree && call.op != CollectiveOp::all_reduce) continue;
+        if (algo != CollectiveAlgorithm::ring && call.op != CollectiveOp::all_reduce) continue;
         CollectivePlan plan;
         plan.algorithm = algo;
         plan.channels = channels[i];
@@ -451,7 +454,7 @@ TEST(LargeNFast, PlantedBugUncutHeadPrefixIsCaught) {
 
 // Invariant: schedule_latency through a memo that earlier calls (other ops, sizes and
 // channel counts on the same rank set) filled equals schedule_latency computed afresh,
-// for ring and tree plans. On a two-level fat-tree of 7 nodes the deepest tree path over
+// for ring, tree and NVLS-tree plans. On a two-level fat-tree of 7 nodes the deepest tree path over
 // one tree (5.3e-5 s) differs from that over both (5.6e-5 s), so a memo that mixed up
 // channel counts shows.
 std::string schedule_memo_verdicts() {
@@ -463,10 +466,10 @@ std::string schedule_memo_verdicts() {
     for (int g = 0; g < hw.gpu_count(); ++g) gpus[static_cast<size_t>(g)] = g;
     ScheduleLatencyMemo memo;
     std::string verdict;
-    for (auto algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree})
+    for (auto algo : {CollectiveAlgorithm::ring, CollectiveAlgorithm::tree, CollectiveAlgorithm::nvls_tree})
       for (int channels : {2, 1, 8, 1, 2})
         for (auto op : {CollectiveOp::all_reduce, CollectiveOp::broadcast}) {
-          if (algo == CollectiveAlgorithm::tree && op != CollectiveOp::all_reduce) continue;
+          if (algo != CollectiveAlgorithm::ring && op != CollectiveOp::all_reduce) continue;
           const CollectiveCall call{op, 1000 * channels, 4, 0};
           CollectivePlan plan;
           plan.algorithm = algo;

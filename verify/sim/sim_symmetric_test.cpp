@@ -321,27 +321,6 @@ TEST(SimSymmetricRanks, AppliesOnlyToMultiNodeShapeOnlyDdpWithEqualBatches) {
   EXPECT_TRUE(symmetric_ranks_apply(even));
 }
 
-// Invariant: a multi-node prediction on NVLink SHARP nodes (where NCCL would run
-// NVLS-tree, which the twin does not model) carries a warning saying so; nodes without
-// in-switch reduction, and a single node (where the twin runs NVLS itself), do not.
-TEST(NvlsTreeWarning, OnlyMultiNodePredictionsOnNvlinkSharpNodesCarryIt) {
-  auto warned = [](const std::string& hardware, int nodes, int gpus_per_node) {
-    Case c;
-    c.hardware = hardware;
-    c.nodes = nodes;
-    c.gpus_per_node = gpus_per_node;
-    c.spec = parse_mlp_spec("mlp:64-64-8");
-    c.batch_per_device = 4;
-    c.bucket_cap_mb = 25;
-    const StepReport r = predict(c, config_of(c, true));
-    return std::any_of(r.warnings.begin(), r.warnings.end(),
-                       [](const std::string& w) { return w.find("NVLS-tree") != std::string::npos; });
-  };
-  EXPECT_TRUE(warned("dgx-h100-cluster", 2, 8));
-  EXPECT_FALSE(warned("dgx-h100-cluster", 1, 8));  // one node: NVLS, which the twin runs
-  EXPECT_FALSE(warned("dgx-a100-cluster", 2, 8));  // NVSwitch gen2: no in-switch reduction
-}
-
 #endif  // DPT_SYMMETRIC_LARGE_CASES
 
 }  // namespace

@@ -48,6 +48,7 @@ struct RankSet {
   std::optional<std::vector<std::vector<int>>> orders;
   std::optional<RingStepShape> ring_step;
   std::unique_ptr<TreeEstimator> tree;
+  std::unique_ptr<TreeEstimator> nvls_tree;
   std::map<std::pair<int, int>, ChainLinks> chains;  // by (op, root)
   std::map<std::tuple<int, int, int>, TrafficShape> traffic;
 };
@@ -125,8 +126,24 @@ Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& 
   return phase_time_with(p, flows, load);
 }
 
-TreeEstimator& tree_of(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels) {
-  if (!set.tree) set.tree = std::make_unique<TreeEstimator>(p, rank_gpus, tree_channels(p, rank_gpus, channels));
+// The tree estimator of the tree or NVLS-tree algorithm (their channels differ). A rank
+// set keeps one of the two: at 32,768 ranks each holds hundreds of MiB, and a DDP step
+// that runs its small buckets as tree and the rest as NVLS-tree times each bucket size
+// once (the group caches durations by call), so it switches between them a few times.
+TreeEstimator& tree_of(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels,
+                       CollectiveAlgorithm a) {
+  if (a == CollectiveAlgorithm::nvls_tree) {
+    if (!set.nvls_tree) {
+      set.tree.reset();
+      set.nvls_tree = std::make_unique<TreeEstimator>(p, rank_gpus, nvls_tree_channels(p, rank_gpus, channels),
+                                                      TreeEstimator::kNvlsTreeHeadPieces);
+    }
+    return *set.nvls_tree;
+  }
+  if (!set.tree) {
+    set.nvls_tree.reset();
+    set.tree = std::make_unique<TreeEstimator>(p, rank_gpus, tree_channels(p, rank_gpus, channels));
+  }
   return *set.tree;
 }
 
@@ -213,8 +230,9 @@ Seconds time_large_n(RankSet& set, const Platform& p, const std::vector<int>& ra
       const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * channels) * call.element_bytes;
       return steps * ring_step_time(set, p, rank_gpus, channels, chunk, cap);
     }
-    case CollectiveAlgorithm::tree: {
-      TreeEstimator& tree = tree_of(set, p, rank_gpus, channels);
+    case CollectiveAlgorithm::tree:
+    case CollectiveAlgorithm::nvls_tree: {
+      TreeEstimator& tree = tree_of(set, p, rank_gpus, channels, plan.algorithm);
       const auto& tcs = tree.channels();
       const auto [pieces, last_ratio] = pieces_per_channel(call, channels, piece);
       const auto replayed = replay_or_extrapolate(
@@ -294,7 +312,7 @@ LinkBytes large_n_traffic(const Platform& p, const std::vector<int>& rank_gpus, 
           for (int i = 0; i < n; ++i) t[ch].emplace_back(h(orders[ch][i]), h(orders[ch][(i + 1) % n]));
       }
     } else {
-      const auto& tcs = tree_of(set, p, rank_gpus, c).channels();
+      const auto& tcs = tree_of(set, p, rank_gpus, c, plan.algorithm).channels();
       for (int ch = 0; ch < c; ++ch)
         for (int r = 0; r < n; ++r)
           if (tcs[ch].parent[r] >= 0) {
@@ -313,6 +331,7 @@ LinkBytes large_n_traffic(const Platform& p, const std::vector<int>& rank_gpus, 
       return traffic_of(shape->second, std::vector<Bytes>(static_cast<size_t>(c), per_hop));
     }
     case CollectiveAlgorithm::tree:
+    case CollectiveAlgorithm::nvls_tree:
       return traffic_of(shape->second, per_channel);
     case CollectiveAlgorithm::nvls: {
       std::unordered_map<const sg4::Link*, Bytes> on;

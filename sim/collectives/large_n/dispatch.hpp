@@ -6,8 +6,8 @@
 //
 //   ring all_reduce, reduce_scatter, all_gather: steps x the duration of one step's
 //     phase (phases.hpp);
-//   ring broadcast and reduce (chains) and tree all_reduce: replayed in the fluid
-//     simulation, whole or as a head and extrapolated (replay.hpp), else estimated
+//   ring broadcast and reduce (chains), tree and nvls_tree all_reduce: replayed in the
+//     fluid simulation, whole or as a head and extrapolated (replay.hpp), else estimated
 //     (estimate.hpp);
 //   nvls: a pipeline of pieces up to the switch and down; its timing serves only the
 //     algorithm selection (nvls runs exact, within one node).

@@ -127,7 +127,7 @@ TreePieces tree_pieces(const CollectiveCall& call, int channels, Elements piece)
 
 Seconds TreeEstimator::estimate(const CollectiveCall& call, Elements piece) {
   const auto [k, full, last] = tree_pieces(call, static_cast<int>(tcs_.size()), piece);
-  const int m = static_cast<int>(std::min<Elements>(k, kHeadPieces));
+  const int m = static_cast<int>(std::min<Elements>(k, head_pieces_));
   std::vector<Bytes> head(static_cast<size_t>(m), full);
   if (m == k) head.back() = last;
   Seconds t = head_time(head);
@@ -136,9 +136,9 @@ Seconds TreeEstimator::estimate(const CollectiveCall& call, Elements piece) {
 }
 
 Seconds tree_estimate(const Platform& p, const std::vector<int>& gpus, const std::vector<TreeChannel>& tcs,
-                      const CollectiveCall& call, Elements piece) {
+                      const CollectiveCall& call, Elements piece, int head_pieces) {
   const Elements k = tree_pieces(call, static_cast<int>(tcs.size()), piece).k;
-  const int m = static_cast<int>(std::clamp<Elements>(k, 1, TreeEstimator::kHeadPieces));
+  const int m = static_cast<int>(std::clamp<Elements>(k, 1, head_pieces));
   return TreeEstimator(p, gpus, tcs, m).estimate(call, piece);
 }
 

@@ -30,9 +30,10 @@
 
 namespace dpt::sim {
 
-// A tree all-reduce over channels `tcs` in pieces of `piece` elements.
+// A tree all-reduce over channels `tcs` in pieces of `piece` elements, placing a head of at
+// most `head_pieces` pieces per channel (1..TreeEstimator::kHeadPieces).
 Seconds tree_estimate(const Platform& p, const std::vector<int>& gpus, const std::vector<TreeChannel>& tcs,
-                      const CollectiveCall& call, Elements piece);
+                      const CollectiveCall& call, Elements piece, int head_pieces = 3);
 
 // The tree estimate for one set of ranks and channels, kept across calls: one head graph
 // of `head_pieces` pieces per channel is built, laid out piece by piece (every channel's
@@ -45,6 +46,10 @@ Seconds tree_estimate(const Platform& p, const std::vector<int>& gpus, const std
 class TreeEstimator {
  public:
   static constexpr int kHeadPieces = 3;  // the most pieces a head places (see above)
+  // NVLS-tree's head: 2 pieces. Its 2 x heads channels hold twice the tree's transfers; at
+  // 32,768 ranks a 3-piece head took a prediction past 1 GiB (sim_collectives_test states
+  // what the shorter head costs in accuracy).
+  static constexpr int kNvlsTreeHeadPieces = 2;
   TreeEstimator(const Platform& p, std::vector<int> gpus, std::vector<TreeChannel> tcs,
                 int head_pieces = kHeadPieces);
   ~TreeEstimator();

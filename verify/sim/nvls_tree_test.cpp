@@ -1,0 +1,298 @@
+// NVLS-tree (NCCL_ALGO=NVLSTree): NVLink SHARP within each node, a double binary tree of the
+// nodes' NVLS heads across them (collectives.hpp, "nvls_tree"; nccl_model.hpp).
+//  - Tuner: on dgx-h100-cluster NCCL's NVLS graph across nodes has 8 heads at bwIntra 40 and
+//    bwInter 48 GB/s, and its cost is NCCL's formula (values derived by hand below from
+//    search.cc and tuning.cc, not by dptwin). Planted nccl-nvls-tree-off: no NVLS graph
+//    across nodes, so a 512 MiB all-reduce on 4 nodes runs another algorithm.
+//  - Channels: for every node count 2..5, ranks per node 2..8 and channel count, each
+//    channel is a tree rooted at one head in which a node's other ranks hang off that
+//    node's head and a head's parent is the same GPU (so the same NIC: its rail) of
+//    another node; over 2H channels every head serves exactly 2. Planted
+//    nvls-tree-one-head (every channel through the node's first GPU) breaks the last.
+//  - Traffic: on 4 nodes every NIC of a node carries the same bytes, within 1 %
+//    (nvls-tree-one-head puts them all on one NIC).
+//  - Formulations: the large-N formulation times an NVLS-tree all-reduce on 2 nodes of 4
+//    GPUs within 3 % of the exact one (every message a SimGrid comm).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "engine/core/fault_injection.hpp"
+#include "sim/collectives/collectives.hpp"
+#include "sim/collectives/large_n/dispatch.hpp"
+#include "sim/collectives/nccl_model.hpp"
+#include "sim/net/hardware.hpp"
+#include "sim/net/platform.hpp"
+#include "sim/twin/sim_process.hpp"
+#include "verify/support/collective_fixture.hpp"
+
+using namespace dpt;
+using namespace dpt::sim;
+
+namespace {
+
+using test::kHardwareLibrary;
+
+HardwareSpec h100_nodes(int nodes) { return with_nodes(load_hardware("dgx-h100-cluster", kHardwareLibrary), nodes); }
+
+// The first `per_node` GPUs of each of `nodes` nodes of an 8-GPU-per-node platform.
+std::vector<int> ranks_of(int nodes, int per_node) {
+  std::vector<int> gpus;
+  for (int v = 0; v < nodes; ++v)
+    for (int g = 0; g < per_node; ++g) gpus.push_back(v * 8 + g);
+  return gpus;
+}
+
+CollectiveCall all_reduce_bytes(Bytes bytes) { return {CollectiveOp::all_reduce, bytes / 4, 4, 0}; }
+
+}  // namespace
+
+// NCCL's NVLS search on DGX H100 across nodes (search.cc), by hand: 8 NICs of 400 Gb/s (50
+// GB/s as NCCL counts them), NVSwitch ports of 18 x 20.6 = 370.8 GB/s. Pass 1 from the
+// fastest SM90 inter speed under 50: 48 fits 6 channels (a head's port carries 7 x 48 =
+// 336), 45 fits 7 (360), 40 fits 8 (9 x 40 = 360): 8 heads at 40. Pass 2 raises bwInter
+// 40 -> 42 -> 45 -> 48 (each below 2 x 40, the NIC carries 48). Cost (tuning.cc, Hopper):
+// per channel min(40 x 0.85 x 7/8 x 2 = 59.5, bwInter, perChMaxNVLSTreeBw):
+//   4 nodes: min(59.5, 48, 45.5) x 8 = 364 GB/s bus, x 32/62 = 187.87 alg; latency 25 + 2 x 2 x 20.9 = 108.6 us;
+//   2 nodes: min(59.5, 96, 57.7) x 8 = 461.6 GB/s bus; latency 25 + 2 x 20.9 = 66.8 us.
+// NCCL 2.18.5 (v2.18.5-1 tuning.cc), 4 nodes: 8 x bwInter 48 = 384 bus, x 0.7 x 4/6 = 179.2
+// alg; latency 23 + 2 x 3 x 19 = 137 us.
+TEST(NvlsTreeTuner, DgxH100ClusterGraphAndCostAreNcclsModel) {
+  const HardwareSpec hw = h100_nodes(4);
+  const NcclGraph g = nccl_graph(hw, 32, 4, true);
+  EXPECT_EQ(g.nvls_channels, 8);
+  EXPECT_DOUBLE_EQ(g.nvls_bw_gbs, 40.0);
+  EXPECT_DOUBLE_EQ(g.nvls_inter_bw_gbs, 48.0);
+  const NcclCost c4 = nccl_cost(g, CollectiveOp::all_reduce, NcclAlgo::nvls_tree, NcclProtocol::simple);
+  EXPECT_NEAR(c4.bus_bw_gbs, 364.0, 1e-9);
+  EXPECT_NEAR(c4.alg_bw_gbs, 364.0 * 32 / 62, 1e-9);
+  EXPECT_NEAR(c4.latency_us, 108.6, 1e-9);
+  const NcclCost c2 =
+      nccl_cost(nccl_graph(h100_nodes(2), 16, 2, true), CollectiveOp::all_reduce, NcclAlgo::nvls_tree, NcclProtocol::simple);
+  EXPECT_NEAR(c2.bus_bw_gbs, 461.6, 1e-9);
+  EXPECT_NEAR(c2.latency_us, 66.8, 1e-9);
+  NcclGraph old = g;
+  old.tuner = NcclTuner::v2_18_5;
+  const NcclCost c218 = nccl_cost(old, CollectiveOp::all_reduce, NcclAlgo::nvls_tree, NcclProtocol::simple);
+  EXPECT_NEAR(c218.bus_bw_gbs, 384.0, 1e-9);
+  EXPECT_NEAR(c218.alg_bw_gbs, 179.2, 1e-9);
+  EXPECT_NEAR(c218.latency_us, 137.0, 1e-9);
+  // Simple only; none on one node (NVLS runs there), none on NVSwitch without in-switch reduction.
+  EXPECT_EQ(nccl_cost(g, CollectiveOp::all_reduce, NcclAlgo::nvls_tree, NcclProtocol::ll128).alg_bw_gbs, 0.0);
+  EXPECT_EQ(nccl_cost(g, CollectiveOp::all_reduce, NcclAlgo::nvls, NcclProtocol::simple).alg_bw_gbs, 0.0);
+  const NcclGraph one = nccl_graph(h100_nodes(1), 8, 1, true);
+  EXPECT_EQ(nccl_cost(one, CollectiveOp::all_reduce, NcclAlgo::nvls_tree, NcclProtocol::simple).alg_bw_gbs, 0.0);
+  const auto a100 = with_nodes(load_hardware("dgx-a100-cluster", kHardwareLibrary), 4);
+  EXPECT_EQ(nccl_graph(a100, 32, 4, true).nvls_channels, 0);
+}
+
+namespace {
+// The algorithm the twin plans for a 512 MiB all-reduce on 4 nodes of `hw_name`, or the
+// error a forced nvls_tree gives there.
+std::string planned(const char* hw_name, bool force_nvls_tree) {
+  const HardwareSpec hw = with_nodes(load_hardware(hw_name, kHardwareLibrary), 4);
+  return run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    CollectiveSettings s;
+    if (force_nvls_tree) s.algorithm = CollectiveAlgorithm::nvls_tree;
+    std::string out;
+    try {
+      const CollectivePlan plan = plan_collective(*p, test::first_gpus(32), all_reduce_bytes(Bytes{512} << 20), s);
+      out = fmt::format("{} x{}", collective_algorithm_name(plan.algorithm), plan.channels);
+    } catch (const std::invalid_argument& e) {
+      out = std::string("error: ") + e.what();
+    }
+    engine.release();
+    return out;
+  });
+}
+}  // namespace
+
+// Invariant: NCCL's tuner runs 512 MiB across 4 DGX H100 nodes as NVLS-tree (its model: 364
+// GB/s bus against the ring's 16 x 48 x 0.92... below it after the ring's plateau latency),
+// on 2 x 8 heads' channels; DGX A100 (no in-switch reduction) never, and forcing it there
+// names the hardware.
+TEST(NvlsTreeTuner, LargeAllReducesAcrossH100NodesRunNvlsTree) {
+  EXPECT_EQ(planned("dgx-h100-cluster", false), "nvls_tree x16");
+  EXPECT_EQ(planned("dgx-a100-cluster", false).rfind("nvls_tree", 0), std::string::npos);
+  const std::string err = planned("dgx-a100-cluster", true);
+  EXPECT_NE(err.find("error: algorithm nvls_tree cannot run all_reduce here"), std::string::npos) << err;
+  EXPECT_NE(err.find("dgx-a100-cluster"), std::string::npos) << err;
+}
+
+TEST(NvlsTreeTuner, PlantedTunerOffIsCaught) {
+  const ScopedFault planted(Fault::nccl_nvls_tree_off);
+  EXPECT_NE(planned("dgx-h100-cluster", false), "nvls_tree x16") << "the planted bug went unnoticed";
+}
+
+namespace {
+// Checks the channel property above for every case; returns the first few failures.
+std::vector<std::string> channel_property_failures() {
+  const HardwareSpec hw = h100_nodes(5);
+  const std::string out = run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    std::vector<std::string> fails;
+    auto fail = [&](std::string s) {
+      if (fails.size() < 5) fails.push_back(std::move(s));
+    };
+    for (int nodes = 2; nodes <= 5; ++nodes)
+      for (int per_node = 2; per_node <= 8; ++per_node) {
+        const auto gpus = ranks_of(nodes, per_node);
+        const int n = static_cast<int>(gpus.size());
+        const auto heads = nvls_heads(*p, gpus);
+        const int h = static_cast<int>(heads.at(0).size());
+        if (h != per_node) fail(fmt::format("{}x{}: {} heads, expected one per GPU (each has a NIC)", nodes, per_node, h));
+        for (int channels = 1; channels <= 2 * h + 2; ++channels) {
+          const auto tcs = nvls_tree_channels(*p, gpus, channels);
+          std::map<int, int> served;  // head rank -> channels among the first 2H
+          for (int c = 0; c < channels; ++c) {
+            const TreeChannel& tc = tcs[static_cast<size_t>(c)];
+            const std::string where = fmt::format("{} nodes x {}, channel {} of {}", nodes, per_node, c, channels);
+            auto node_of = [&](int r) { return p->node_of_gpu(gpus[static_cast<size_t>(r)]); };
+            // A node's head in this channel: its one rank whose parent is elsewhere (or none).
+            std::map<int, std::vector<int>> head_of;
+            int roots = 0;
+            for (int r = 0; r < n; ++r) {
+              const int par = tc.parent[static_cast<size_t>(r)];
+              if (par < 0 || node_of(par) != node_of(r)) head_of[node_of(r)].push_back(r);
+              if (par < 0) {
+                ++roots;
+                if (r != tc.root) fail(where + ": a parentless rank is not the root");
+                continue;
+              }
+              int q = r, steps = 0;  // reaches the root without a cycle
+              while (tc.parent[static_cast<size_t>(q)] >= 0 && steps <= n) q = tc.parent[static_cast<size_t>(q)], ++steps;
+              if (q != tc.root) fail(where + fmt::format(": rank {} does not reach the root", r));
+            }
+            if (roots != 1) fail(where + fmt::format(": {} roots", roots));
+            for (int v = 0; v < nodes; ++v) {
+              if (head_of[v].size() != 1) {
+                fail(where + fmt::format(": node {} has {} heads", v, head_of[v].size()));
+                continue;
+              }
+              const int head = head_of[v][0];
+              if (c < 2 * h) ++served[head];
+              const int par = tc.parent[static_cast<size_t>(head)];
+              if (par >= 0 && p->local_index(gpus[static_cast<size_t>(par)]) != p->local_index(gpus[static_cast<size_t>(head)]))
+                fail(where + fmt::format(": head {}'s parent {} is another GPU (another rail)", head, par));
+              for (int r = 0; r < n; ++r)
+                if (node_of(r) == v && r != head && tc.parent[static_cast<size_t>(r)] != head)
+                  fail(where + fmt::format(": rank {}'s parent is not its node's head {}", r, head));
+            }
+          }
+          if (channels == 2 * h)
+            for (const auto& node_heads : heads)
+              for (int r : node_heads)
+                if (served[r] != 2)
+                  fail(fmt::format("{} nodes x {}: GPU of rank {} heads {} of {} channels, not 2", nodes, per_node, r,
+                                   served[r], channels));
+        }
+      }
+    engine.release();
+    std::string joined;
+    for (const auto& f : fails) joined += f + "\n";
+    return joined;
+  });
+  std::vector<std::string> out_lines;
+  size_t start = 0;
+  for (size_t i = out.find('\n'); i != std::string::npos; start = i + 1, i = out.find('\n', start))
+    out_lines.push_back(out.substr(start, i - start));
+  return out_lines;
+}
+}  // namespace
+
+TEST(NvlsTreeChannels, HeadsAreRailAlignedAndEachServesTwoChannels) {
+  const auto fails = channel_property_failures();
+  EXPECT_TRUE(fails.empty()) << fails.front();
+}
+
+TEST(NvlsTreeChannels, PlantedOneHeadIsCaught) {
+  const ScopedFault planted(Fault::nvls_tree_one_head);
+  EXPECT_FALSE(channel_property_failures().empty()) << "the planted bug went unnoticed";
+}
+
+namespace {
+// Bytes on each NIC's link to the switch (n{k}.nic{j}.ib, both directions) of node 1 for a
+// 1 GiB NVLS-tree all-reduce on 4 nodes (the large-N traffic of the plan).
+std::vector<double> nic_bytes_node1() {
+  const HardwareSpec hw = h100_nodes(4);
+  const std::string out = run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    CollectiveSettings s;
+    s.algorithm = CollectiveAlgorithm::nvls_tree;
+    const auto gpus = test::first_gpus(32);
+    const CollectiveCall call = all_reduce_bytes(Bytes{1} << 30);
+    const CollectivePlan plan = plan_collective(*p, gpus, call, s);
+    std::map<int, double> by_nic;
+    for (const auto& [l, b] : large_n_traffic(*p, gpus, call, plan, s)) {
+      const std::string name = l->get_name();
+      int nic = -1;
+      if (std::sscanf(name.c_str(), "n1.nic%d.ib", &nic) == 1) by_nic[nic] += static_cast<double>(b);
+    }
+    std::string o;
+    for (int j = 0; j < 8; ++j) o += fmt::format("{:.17g} ", by_nic[j]);
+    engine.release();
+    return o;
+  });
+  std::vector<double> v;
+  size_t pos = 0;
+  for (int j = 0; j < 8; ++j) {
+    size_t used = 0;
+    v.push_back(std::stod(out.substr(pos), &used));
+    pos += used;
+  }
+  return v;
+}
+bool nics_balanced(const std::vector<double>& v) {
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  return *lo > 0 && *hi <= *lo * 1.01;
+}
+}  // namespace
+
+TEST(NvlsTreeTraffic, EveryNicOfANodeCarriesItsShare) {
+  const auto v = nic_bytes_node1();
+  EXPECT_TRUE(nics_balanced(v)) << fmt::format("{}", fmt::join(v, " "));
+}
+
+TEST(NvlsTreeTraffic, PlantedOneHeadIsCaught) {
+  const ScopedFault planted(Fault::nvls_tree_one_head);
+  EXPECT_FALSE(nics_balanced(nic_bytes_node1())) << "the planted bug went unnoticed";
+}
+
+namespace {
+// One NVLS-tree all-reduce of `bytes` on 2 nodes x 4 GPUs in the given formulation (s).
+Seconds nvls_tree_time(Bytes bytes, Formulation f) {
+  const HardwareSpec hw = h100_nodes(2);
+  const std::vector<int> gpus = ranks_of(2, 4);
+  CollectiveSettings s;
+  s.algorithm = CollectiveAlgorithm::nvls_tree;
+  s.formulation = f;
+  std::shared_ptr<CollectiveGroup> group;
+  const std::string out = run_simulation(
+      hw, [&](Platform& p) { group = test::start_collective(p, gpus, all_reduce_bytes(bytes), s); },
+      [&](Platform&) {
+        const auto& rec = group->records().at(0);
+        if (rec.plan.algorithm != CollectiveAlgorithm::nvls_tree) return std::string("-1");
+        return fmt::format("{:.17g}", rec.end_s - rec.start_s);
+      });
+  return std::stod(out);
+}
+}  // namespace
+
+TEST(NvlsTreeFormulations, LargeNWithinThreePercentOfExactOnTwoNodes) {
+  for (Bytes bytes : {Bytes{1} << 20, Bytes{64} << 20, Bytes{256} << 20}) {
+    const Seconds exact = nvls_tree_time(bytes, Formulation::exact);
+    const Seconds large = nvls_tree_time(bytes, Formulation::large_n);
+    ASSERT_GT(exact, 0) << "nvls_tree did not run";
+    EXPECT_NEAR(large / exact, 1.0, 0.03) << bytes << " B: large-N " << large << " s, exact " << exact << " s";
+  }
+}
