@@ -76,6 +76,7 @@ const std::vector<Fault>& all_faults() {
       Fault::large_n_sweep_split_skips_half,
       Fault::nccl_nvls_tree_off,
       Fault::nvls_tree_one_head,
+      Fault::nvls_tree_fold_unscaled,
   };
   return faults;
 }
@@ -141,6 +142,7 @@ const char* fault_name(Fault f) {
     case Fault::large_n_sweep_split_skips_half: return "sweep-split-skips-half";
     case Fault::nccl_nvls_tree_off: return "nccl-nvls-tree-off";
     case Fault::nvls_tree_one_head: return "nvls-tree-one-head";
+    case Fault::nvls_tree_fold_unscaled: return "nvls-tree-fold-unscaled";
   }
   return "?";
 }

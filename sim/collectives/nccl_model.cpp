@@ -153,7 +153,7 @@ NvlsGraph nvls_graph_across_nodes(int compcap, int heads, double port_gbs, doubl
     const double s = arr[i];
     if (best.channels > 0 && s / best.intra_gbs <= 0.49) break;
     // n channels fit when the heads' ports carry (n + 1) x s.
-    const int n = std::min(heads, static_cast<int>(std::floor(port_gbs / s + 1e-9)) - 1);
+    const int n = static_cast<int>(std::min<double>(heads, std::floor(port_gbs / s + 1e-9) - 1));
     if (n < 1) continue;
     if (n > best.channels || n * s > best.channels * best.inter_gbs + 1e-9) {
       best = {n, s, s};

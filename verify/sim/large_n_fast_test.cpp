@@ -255,8 +255,7 @@ Seconds time_by_definition(const Platform& p, const std::vector<int>& gpus, cons
   if (plan.algorithm == CollectiveAlgorithm::tree)
     return tree_estimate(p, gpus, tree_channels(p, gpus, plan.channels), call, piece);
   if (plan.algorithm == CollectiveAlgorithm::nvls_tree)
-    return tree_estimate(p, gpus, nvls_tree_channels(p, gpus, plan.channels), call, piece,
-                         TreeEstimator::kNvlsTreeHeadPieces);
+    return tree_estimate(p, gpus, nvls_tree_channels(p, gpus, plan.channels), call, piece);
   const auto orders = ring_orders(p, gpus, plan.channels);
   if (call.op == CollectiveOp::broadcast) return chain_time(p, gpus, chain_orders(orders, call), call, piece);
   const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * plan.channels) * call.element_bytes;

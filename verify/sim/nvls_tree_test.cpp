@@ -26,6 +26,7 @@
 #include "engine/core/fault_injection.hpp"
 #include "sim/collectives/collectives.hpp"
 #include "sim/collectives/large_n/dispatch.hpp"
+#include "sim/collectives/large_n/estimate.hpp"
 #include "sim/collectives/nccl_model.hpp"
 #include "sim/net/hardware.hpp"
 #include "sim/net/platform.hpp"
@@ -295,4 +296,66 @@ TEST(NvlsTreeFormulations, LargeNWithinThreePercentOfExactOnTwoNodes) {
     ASSERT_GT(exact, 0) << "nvls_tree did not run";
     EXPECT_NEAR(large / exact, 1.0, 0.03) << bytes << " B: large-N " << large << " s, exact " << exact << " s";
   }
+}
+
+namespace {
+// The rail fold (estimate.hpp) against the estimate over every channel: on dgx-h100-cluster
+// nodes, a plain rail fat-tree and one whose leaf uplinks are 4x oversubscribed (2 nodes
+// per leaf, so most tree edges cross them and they bound), for each node count and size:
+// "equal" when every folded estimate is within 1e-9 of the full one, else the first miss.
+std::string fold_verdict() {
+  std::string verdict;
+  for (double oversubscription : {1.0, 4.0})
+    for (int nodes : {2, 3, 5, 8}) {
+      HardwareSpec hw = h100_nodes(nodes);
+      if (oversubscription > 1) {
+        hw.network->nodes_per_leaf = 2;
+        hw.network->oversubscription = oversubscription;
+      }
+      validate_hardware(hw);
+      verdict += run_in_child_process([&]() {
+        auto engine = make_engine();
+        auto p = Platform::build(*engine, hw);
+        const auto gpus = test::first_gpus(hw.gpu_count());
+        const int copies = nvls_tree_rail_copies(*p, gpus);
+        std::string out;
+        if (copies != 8) out = fmt::format("{} nodes: rail copies {}, expected 8; ", nodes, copies);
+        TreeEstimator full(*p, gpus, nvls_tree_channels(*p, gpus, 16));
+        TreeEstimator folded(*p, gpus, nvls_tree_channels(*p, gpus, 2), TreeEstimator::kHeadPieces, 8);
+        const Elements piece = (512 << 10) / 4;
+        for (Bytes bytes : {Bytes{64} << 10, Bytes{4} << 20, Bytes{256} << 20}) {
+          const CollectiveCall call = all_reduce_bytes(bytes);
+          const Seconds a = full.estimate(call, piece), b = folded.estimate(call, piece);
+          if (std::abs(a - b) > 1e-9 * a && out.empty())
+            out = fmt::format("{} nodes, oversubscription {}, {} B: folded {:.9g} s, every channel {:.9g} s; ", nodes,
+                              oversubscription, bytes, b, a);
+        }
+        engine.release();
+        return out;
+      });
+    }
+  return verdict.empty() ? "equal" : verdict;
+}
+}  // namespace
+
+// Invariant: where the platform looks alike from every rail, the folded NVLS-tree estimate
+// (head 0's two channels standing for all 8 heads') equals the estimate over all 16
+// channels to rounding, on shared switch ports and on oversubscribed fabric links alike;
+// ranks that do not fill their nodes are not folded.
+TEST(NvlsTreeFold, FoldedEstimateEqualsTheEstimateOverEveryChannel) {
+  EXPECT_EQ(fold_verdict(), "equal");
+  const HardwareSpec hw = h100_nodes(2);
+  const std::string partial = run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    const int copies = nvls_tree_rail_copies(*p, ranks_of(2, 4));
+    engine.release();
+    return std::to_string(copies);
+  });
+  EXPECT_EQ(partial, "1");
+}
+
+TEST(NvlsTreeFold, PlantedUnscaledFoldIsCaught) {
+  const ScopedFault planted(Fault::nvls_tree_fold_unscaled);
+  EXPECT_NE(fold_verdict(), "equal") << "the planted bug went unnoticed";
 }

@@ -412,11 +412,11 @@ TEST(SimCollectivesLargeN, TreeEstimateWithinTwelvePercentOfExactOnClusters) {
 // NVLS-tree all_reduce across nodes of NVLink SHARP switches (dgx-h100-cluster, the one
 // library file with them): trees like the tree algorithm's, on 2 x heads channels whose
 // nodes' other ranks hang off the head (collectives.hpp). Replayed up to the replay bound:
-// within 0.1 % of exact as the tree is. The estimate (past the replay bound: 32,768 ranks)
-// places a head of 2 pieces per channel, not 3, which keeps a 32,768-GPU prediction within
-// 1 GiB: measured over 40 random cases (N = 10..64, 1 KiB .. 128 MiB) -8.5 % .. +0.8 %
-// (-4.9 % .. +0.2 % with a head of 3); pinned at 12 % as the tree's estimate is. Replayed:
-// 40 cases within 0.0001 %.
+// within 0.1 % of exact as the tree is (40 random cases within 0.0001 %). The estimate
+// (past the replay bound, e.g. at 32,768 ranks; rail-folded on whole nodes): measured over
+// 40 random cases (N = 10..64, 1 KiB .. 128 MiB) -5.4 % .. +0.8 % (whole nodes, folded:
+// -1.4 % .. -0.05 %); pinned at 12 % as the tree's
+// estimate is.
 TEST(SimCollectivesLargeN, NvlsTreeWithinOneTenthPercentOfExactOnNvlinkSharpClusters) {
   const HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kHardwareLibrary), 8);
   DPT_EXPECT_PROPERTY("large-N nvls_tree within 0.1 % of exact on " + hw.name, 8, [&]() {

@@ -49,6 +49,7 @@ struct RankSet {
   std::optional<RingStepShape> ring_step;
   std::unique_ptr<TreeEstimator> tree;
   std::unique_ptr<TreeEstimator> nvls_tree;
+  std::optional<std::vector<TreeChannel>> nvls_tree_channels;  // every channel (the estimator may fold them)
   std::map<std::pair<int, int>, ChainLinks> chains;  // by (op, root)
   std::map<std::tuple<int, int, int>, TrafficShape> traffic;
 };
@@ -130,13 +131,17 @@ Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& 
 // set keeps one of the two: at 32,768 ranks each holds hundreds of MiB, and a DDP step
 // that runs its small buckets as tree and the rest as NVLS-tree times each bucket size
 // once (the group caches durations by call), so it switches between them a few times.
+// NVLS-tree's estimator is rail-folded where that applies (estimate.hpp): channels 0 and
+// 1 standing for every head's.
 TreeEstimator& tree_of(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels,
                        CollectiveAlgorithm a) {
   if (a == CollectiveAlgorithm::nvls_tree) {
     if (!set.nvls_tree) {
       set.tree.reset();
-      set.nvls_tree = std::make_unique<TreeEstimator>(p, rank_gpus, nvls_tree_channels(p, rank_gpus, channels),
-                                                      TreeEstimator::kNvlsTreeHeadPieces);
+      const int copies = channels % 2 == 0 ? nvls_tree_rail_copies(p, rank_gpus) : 1;
+      const bool fold = copies > 1 && channels == 2 * copies;
+      set.nvls_tree = std::make_unique<TreeEstimator>(p, rank_gpus, nvls_tree_channels(p, rank_gpus, fold ? 2 : channels),
+                                                      TreeEstimator::kHeadPieces, fold ? copies : 1);
     }
     return *set.nvls_tree;
   }
@@ -145,6 +150,14 @@ TreeEstimator& tree_of(RankSet& set, const Platform& p, const std::vector<int>& 
     set.tree = std::make_unique<TreeEstimator>(p, rank_gpus, tree_channels(p, rank_gpus, channels));
   }
   return *set.tree;
+}
+
+// Every channel of the tree or NVLS-tree algorithm (what replays and traffic need).
+const std::vector<TreeChannel>& tree_channels_of(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus,
+                                                 int channels, CollectiveAlgorithm a) {
+  if (a != CollectiveAlgorithm::nvls_tree) return tree_of(set, p, rank_gpus, channels, a).channels();
+  if (!set.nvls_tree_channels) set.nvls_tree_channels = nvls_tree_channels(p, rank_gpus, channels);
+  return *set.nvls_tree_channels;
 }
 
 // The shape of transfers given per channel as (from, to) host pairs.
@@ -232,14 +245,13 @@ Seconds time_large_n(RankSet& set, const Platform& p, const std::vector<int>& ra
     }
     case CollectiveAlgorithm::tree:
     case CollectiveAlgorithm::nvls_tree: {
-      TreeEstimator& tree = tree_of(set, p, rank_gpus, channels, plan.algorithm);
-      const auto& tcs = tree.channels();
+      const auto& tcs = tree_channels_of(set, p, rank_gpus, channels, plan.algorithm);
       const auto [pieces, last_ratio] = pieces_per_channel(call, channels, piece);
       const auto replayed = replay_or_extrapolate(
           method, n, pieces, last_ratio, 2 * static_cast<Elements>(channels) * (n - 1), kLargeNReplayMaxTreeTransfers,
           kLargeNExtrapolateMaxTreeTransfers,
           [&](Elements head) { return tree_replay(p, rank_gpus, tcs, call, piece, head); }, by);
-      return replayed ? *replayed : tree.estimate(call, piece);
+      return replayed ? *replayed : tree_of(set, p, rank_gpus, channels, plan.algorithm).estimate(call, piece);
     }
     case CollectiveAlgorithm::nvls: {
       // Every GPU's piece up to the switch, then the reduced piece down to every GPU.
@@ -312,7 +324,7 @@ LinkBytes large_n_traffic(const Platform& p, const std::vector<int>& rank_gpus, 
           for (int i = 0; i < n; ++i) t[ch].emplace_back(h(orders[ch][i]), h(orders[ch][(i + 1) % n]));
       }
     } else {
-      const auto& tcs = tree_of(set, p, rank_gpus, c, plan.algorithm).channels();
+      const auto& tcs = tree_channels_of(set, p, rank_gpus, c, plan.algorithm);
       for (int ch = 0; ch < c; ++ch)
         for (int r = 0; r < n; ++r)
           if (tcs[ch].parent[r] >= 0) {

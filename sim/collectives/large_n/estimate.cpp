@@ -2,6 +2,10 @@
 #include "sim/collectives/large_n/estimate.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <unordered_set>
 #include <stdexcept>
 #include <utility>
 
@@ -24,17 +28,62 @@ struct TreeEstimator::Head {
   std::vector<int> after;        // the transfers each one waits for
   std::vector<double> latency_s;
   LinkIncidence links;
+  std::vector<double> load_scale;  // per link id: 1, or the rail fold's (see rail_fold)
 };
 
-TreeEstimator::TreeEstimator(const Platform& p, std::vector<int> gpus, std::vector<TreeChannel> tcs, int head_pieces)
-    : p_(p), gpus_(std::move(gpus)), tcs_(std::move(tcs)), head_pieces_(head_pieces) {
+namespace {
+// The rail fold of an incidence (see TreeEstimator): links of one kind on one node
+// ("n3.gpu5.nvswitch_UP" and "n3.gpu0.nvswitch_UP": "n3.gpu*.nvswitch_UP") become one
+// link id, loaded copies / (links of that kind per node) times their sum; any other link
+// (the fabric) copies times its own. `links_in_order`: the incidence's links by id.
+void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>& links_in_order, int copies,
+               const HardwareSpec& hw, std::vector<double>& load_scale) {
+  std::map<std::string, int> class_id;
+  std::vector<int> class_of(links_in_order.size());
+  std::vector<double> bandwidth, scale;
+  for (size_t l = 0; l < links_in_order.size(); ++l) {
+    const std::string name = links_in_order[l]->get_name();
+    std::string key = name;
+    double per_node = 1;
+    int node = 0, index = 0, used = 0;
+    char kind[4] = {};
+    if (name.size() > 1 && name[0] == 'n' &&
+        std::sscanf(name.c_str(), "n%d.%3[a-z]%d.%n", &node, kind, &index, &used) == 3 && used > 0) {
+      const std::string k = kind;
+      if (k != "gpu" && k != "nic")
+        throw std::logic_error(fmt::format("rail fold: link {} is neither a GPU's nor a NIC's", name));
+      key = fmt::format("n{}.{}*.{}", node, k, name.substr(static_cast<size_t>(used)));
+      per_node = k == "gpu" ? hw.gpus_per_node : hw.network->nics_per_node;
+    }
+    auto [it, added] = class_id.emplace(key, static_cast<int>(bandwidth.size()));
+    if (added) {
+      bandwidth.push_back(inc.bandwidth[l]);
+      scale.push_back(copies / per_node);
+    } else if (bandwidth[static_cast<size_t>(it->second)] != inc.bandwidth[l]) {
+      throw std::logic_error(fmt::format("rail fold: links of {} differ in bandwidth", key));
+    }
+    class_of[l] = it->second;
+  }
+  for (int& l : inc.link) l = class_of[static_cast<size_t>(l)];
+  inc.bandwidth = std::move(bandwidth);
+  regroup_by_link(inc);
+  load_scale = std::move(scale);
+  // Planted: the copies' loads left out.
+  if (fault_active(Fault::nvls_tree_fold_unscaled)) std::fill(load_scale.begin(), load_scale.end(), 1.0);
+}
+}  // namespace
+
+TreeEstimator::TreeEstimator(const Platform& p, std::vector<int> gpus, std::vector<TreeChannel> tcs, int head_pieces,
+                             int rail_copies)
+    : p_(p), gpus_(std::move(gpus)), tcs_(std::move(tcs)), head_pieces_(head_pieces), rail_copies_(rail_copies) {
+  if (rail_copies_ < 1) throw std::invalid_argument("TreeEstimator: rail_copies must be positive");
   if (head_pieces_ < 1 || head_pieces_ > kHeadPieces)
     throw std::invalid_argument(fmt::format("TreeEstimator: head of {} pieces (allowed 1..{})", head_pieces_, kHeadPieces));
 }
 TreeEstimator::~TreeEstimator() = default;
 
 const TreeEstimator::Head& TreeEstimator::head() {
-  if (!head_) head_ = build_head(p_, gpus_, tcs_, head_pieces_);
+  if (!head_) head_ = build_head(p_, gpus_, tcs_, head_pieces_, rail_copies_);
   return *head_;
 }
 
@@ -79,7 +128,7 @@ Seconds TreeEstimator::head_time(const std::vector<Bytes>& pieces) {
     for (int i = 0; i < e_count; ++i) {
       double drain = 0;
       for (int k = inc.first[i]; k < inc.first[i + 1]; ++k)
-        drain = std::max(drain, std::max(load[k], bytes[i]) / inc.bandwidth[inc.link[k]]);
+        drain = std::max(drain, std::max(load[k] * h.load_scale[inc.link[k]], bytes[i]) / inc.bandwidth[inc.link[k]]);
       dur[i] = 0.5 * (dur[i] + h.latency_s[i] + drain);
     }
   }
@@ -96,6 +145,7 @@ Seconds TreeEstimator::period(Bytes piece_bytes) {
   if (period_count_.empty()) {
     period_count_.assign(static_cast<size_t>(inc.links()), 0.0);
     for (int k = 0; k < inc.first[h.per_piece]; ++k) period_count_[inc.link[k]] += 1;
+    for (size_t l = 0; l < period_count_.size(); ++l) period_count_[l] *= h.load_scale[l];
   }
   const double b = static_cast<double>(piece_bytes);
   Seconds t = 0;
@@ -126,7 +176,7 @@ TreePieces tree_pieces(const CollectiveCall& call, int channels, Elements piece)
 }  // namespace
 
 Seconds TreeEstimator::estimate(const CollectiveCall& call, Elements piece) {
-  const auto [k, full, last] = tree_pieces(call, static_cast<int>(tcs_.size()), piece);
+  const auto [k, full, last] = tree_pieces(call, static_cast<int>(tcs_.size()) * rail_copies_, piece);
   const int m = static_cast<int>(std::min<Elements>(k, head_pieces_));
   std::vector<Bytes> head(static_cast<size_t>(m), full);
   if (m == k) head.back() = last;
@@ -136,14 +186,15 @@ Seconds TreeEstimator::estimate(const CollectiveCall& call, Elements piece) {
 }
 
 Seconds tree_estimate(const Platform& p, const std::vector<int>& gpus, const std::vector<TreeChannel>& tcs,
-                      const CollectiveCall& call, Elements piece, int head_pieces) {
+                      const CollectiveCall& call, Elements piece) {
   const Elements k = tree_pieces(call, static_cast<int>(tcs.size()), piece).k;
-  const int m = static_cast<int>(std::clamp<Elements>(k, 1, head_pieces));
+  const int m = static_cast<int>(std::clamp<Elements>(k, 1, TreeEstimator::kHeadPieces));
   return TreeEstimator(p, gpus, tcs, m).estimate(call, piece);
 }
 
 std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p, const std::vector<int>& gpus,
-                                                              const std::vector<TreeChannel>& tcs, int m) {
+                                                              const std::vector<TreeChannel>& tcs, int m,
+                                                              int rail_copies) {
   const int n = static_cast<int>(gpus.size());
   auto h = std::make_unique<TreeEstimator::Head>();
   std::vector<const RouteInfo*> routes;
@@ -211,7 +262,64 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
     if (q == 0) h->per_piece = added;
   }
   h->links = link_incidence_repeated(routes, m, &p);
+  if (rail_copies > 1) {
+    // The incidence's links by id: first met along piece 0's routes (link_incidence's order).
+    std::vector<const simgrid::s4u::Link*> in_order;
+    std::unordered_set<const simgrid::s4u::Link*> seen;
+    for (const RouteInfo* r : routes)
+      for (const auto* l : r->links)
+        if (seen.insert(l).second) in_order.push_back(l);
+    if (static_cast<int>(in_order.size()) != h->links.links())
+      throw std::logic_error("rail fold: the incidence's links are not its routes' in order");
+    rail_fold(h->links, in_order, rail_copies, p.hardware(), h->load_scale);
+  } else {
+    h->load_scale.assign(static_cast<size_t>(h->links.links()), 1.0);
+  }
   return h;
+}
+
+int nvls_tree_rail_copies(const Platform& p, const std::vector<int>& gpus) {
+  const HardwareSpec& hw = p.hardware();
+  if (!hw.network || hw.network->nics_per_node != hw.gpus_per_node) return 1;
+  const int g = hw.gpus_per_node;
+  if (gpus.size() % static_cast<size_t>(g) != 0) return 1;
+  // Whole nodes, GPU order: rank v g + i is GPU i of some node, each GPU on its own NIC.
+  for (size_t r = 0; r < gpus.size(); ++r)
+    if (p.local_index(gpus[r]) != static_cast<int>(r % static_cast<size_t>(g)) ||
+        p.node_of_gpu(gpus[r]) != p.node_of_gpu(gpus[r - r % static_cast<size_t>(g)]))
+      return 1;
+  for (int i = 0; i < g; ++i)
+    if (p.nic_of_gpu(i) != i) return 1;
+  if (gpus.size() < 2 * static_cast<size_t>(g)) return 1;
+  // Rail 0's routes alike on every rail: GPU i to GPU h within node 0 for every i != h,
+  // and head h of node 0 to head h of node 1, each link of the kinds the fold knows.
+  auto signature = [&](int a, int b) {
+    std::vector<std::pair<double, double>> sig;
+    const RouteInfo& r = p.route(p.gpu_host(a), p.gpu_host(b));
+    for (const auto* l : r.links) {
+      const std::string name = l->get_name();
+      int node = 0, index = 0, used = 0;
+      char kind[4] = {};
+      if (name.size() > 1 && name[0] == 'n' &&
+          std::sscanf(name.c_str(), "n%d.%3[a-z]%d.%n", &node, kind, &index, &used) == 3 && used > 0 &&
+          std::string(kind) != "gpu" && std::string(kind) != "nic")
+        sig.emplace_back(-1, -1);  // a switch uplink, a socket link: not foldable
+      else
+        sig.emplace_back(l->get_bandwidth(), l->get_latency());
+    }
+    return sig;
+  };
+  const int n0 = gpus[0], n1 = gpus[static_cast<size_t>(g)];
+  const auto intra = signature(n0 + 1, n0), inter = signature(n0, n1);
+  for (const auto& s : {intra, inter})
+    for (const auto& e : s)
+      if (e.first < 0) return 1;
+  for (int h = 0; h < g; ++h) {
+    if (signature(n0 + h, n1 + h) != inter) return 1;
+    for (int i = 0; i < g; ++i)
+      if (i != h && signature(n0 + i, n0 + h) != intra) return 1;
+  }
+  return g;
 }
 
 // A ring broadcast or reduce: on every channel a pipelined chain of n - 1 hops along the

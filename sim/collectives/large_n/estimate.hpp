@@ -30,10 +30,9 @@
 
 namespace dpt::sim {
 
-// A tree all-reduce over channels `tcs` in pieces of `piece` elements, placing a head of at
-// most `head_pieces` pieces per channel (1..TreeEstimator::kHeadPieces).
+// A tree all-reduce over channels `tcs` in pieces of `piece` elements.
 Seconds tree_estimate(const Platform& p, const std::vector<int>& gpus, const std::vector<TreeChannel>& tcs,
-                      const CollectiveCall& call, Elements piece, int head_pieces = 3);
+                      const CollectiveCall& call, Elements piece);
 
 // The tree estimate for one set of ranks and channels, kept across calls: one head graph
 // of `head_pieces` pieces per channel is built, laid out piece by piece (every channel's
@@ -46,12 +45,15 @@ Seconds tree_estimate(const Platform& p, const std::vector<int>& gpus, const std
 class TreeEstimator {
  public:
   static constexpr int kHeadPieces = 3;  // the most pieces a head places (see above)
-  // NVLS-tree's head: 2 pieces. Its 2 x heads channels hold twice the tree's transfers; at
-  // 32,768 ranks a 3-piece head took a prediction past 1 GiB (sim_collectives_test states
-  // what the shorter head costs in accuracy).
-  static constexpr int kNvlsTreeHeadPieces = 2;
+  // `rail_copies` > 1: the rail fold of NVLS-tree (nvls_tree_rail_copies): `tcs` are its
+  // channels 0 and 1 (head 0), standing for rail_copies copies turned by one rail each.
+  // A GPU's or NIC's link is then loaded by the copies as all links of its kind on its
+  // node are by these channels together (times rail_copies / links of that kind per node),
+  // a link outside the nodes (the fabric) rail_copies times as much; the call is cut into
+  // rail_copies x tcs.size() channels. Equal to the estimate over every channel up to
+  // rounding where the platform looks alike from every rail (nvls_tree_test).
   TreeEstimator(const Platform& p, std::vector<int> gpus, std::vector<TreeChannel> tcs,
-                int head_pieces = kHeadPieces);
+                int head_pieces = kHeadPieces, int rail_copies = 1);
   ~TreeEstimator();
   Seconds estimate(const CollectiveCall& call, Elements piece);
   const std::vector<TreeChannel>& channels() const { return tcs_; }
@@ -59,7 +61,7 @@ class TreeEstimator {
  private:
   struct Head;  // the first head_pieces pieces' transfers (see estimate.cpp)
   static std::unique_ptr<Head> build_head(const Platform& p, const std::vector<int>& gpus,
-                                          const std::vector<TreeChannel>& tcs, int m);
+                                          const std::vector<TreeChannel>& tcs, int m, int rail_copies);
   const Head& head();
   Seconds head_time(const std::vector<Bytes>& pieces);
   Seconds period(Bytes piece_bytes);
@@ -67,11 +69,19 @@ class TreeEstimator {
   std::vector<int> gpus_;
   std::vector<TreeChannel> tcs_;
   int head_pieces_;
+  int rail_copies_;
   std::unique_ptr<Head> head_;
   std::vector<double> period_count_;  // per link id: piece 0's transfers on it
   std::map<std::vector<Bytes>, Seconds> head_times_;
   std::map<Bytes, Seconds> periods_;
 };
+
+// The rail fold's copies for an NVLS-tree over `gpus` (see TreeEstimator), or 1 when it
+// does not apply: it needs every node's ranks to be all its GPUs, each the head of its own
+// NIC (GPU h on NIC h), and the routes of rail 0 (a GPU to the head through the switch, a
+// head to the same head of another node) to cross only GPU, NIC and fabric links, alike on
+// every rail (same links' bandwidths and latencies).
+int nvls_tree_rail_copies(const Platform& p, const std::vector<int>& gpus);
 
 // The hops of `chains` (hop j of channel c at c (n - 1) + j) and their links: what a
 // chain's estimate needs besides the call, kept across calls with the same chains.

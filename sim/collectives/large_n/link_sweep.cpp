@@ -90,6 +90,8 @@ void group_by_link(LinkIncidence& inc) {
 }
 }  // namespace
 
+void regroup_by_link(LinkIncidence& inc) { group_by_link(inc); }
+
 void overlap_loads(const LinkIncidence& inc, const std::vector<double>& start, const std::vector<double>& end,
                    const std::vector<double>& weight, std::vector<double>& out, size_t split_from) {
   overlap_loads_prefix(inc, inc.transfers(), start, end, weight, out, split_from);

@@ -41,6 +41,9 @@ LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes, const 
 LinkIncidence link_incidence_repeated(const std::vector<const RouteInfo*>& routes, int times,
                                       const Platform* platform = nullptr);
 
+// Sorts the incidences by link again (on_first, on, on_owner) after `link` changed.
+void regroup_by_link(LinkIncidence& inc);
+
 // For every incidence k (transfer i = owner[k] on link l = link[k]): sum over the
 // transfers o on l of weight[o] x the length of [start[i], end[i]] ∩ [start[o], end[o]]
 // (i itself included). Intervals of zero or negative length add nothing.
