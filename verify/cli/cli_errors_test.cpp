@@ -162,6 +162,15 @@ INSTANTIATE_TEST_SUITE_P(
                 "nodes\n"},
         CliCase{"BenchUnknownAlgorithm", {"bench", "--hardware", "dgx-a100", "--algo", "butterfly"}, {}, 2,
                 "dptwin bench: error: --algo: unknown collective algorithm 'butterfly' (allowed: ring, tree, nvls, nvls_tree)\n"},
+        CliCase{"BenchNvlsTreeOnOneNode", {"bench", "--hardware", "dgx-h100", "--algo", "nvls_tree"}, {}, 2,
+                "dptwin bench: error: --algo nvls_tree: algorithm nvls_tree cannot run all_reduce here: nvls_tree "
+                "needs ranks on at least 2 nodes whose NVSwitch reduces in-switch, with at least 2 GPUs per node that "
+                "have a NIC of their own (hardware dgx-h100)\n"},
+        CliCase{"BenchNvlsTreeWithoutInSwitchReduction",
+                {"bench", "--hardware", "dgx-a100-cluster", "--algo", "NVLSTree"}, {}, 2,
+                "dptwin bench: error: --algo NVLSTree: algorithm nvls_tree cannot run all_reduce here: nvls_tree "
+                "needs ranks on at least 2 nodes whose NVSwitch reduces in-switch, with at least 2 GPUs per node that "
+                "have a NIC of their own (hardware dgx-a100-cluster)\n"},
         CliCase{"BenchTreeOnOneNode", {"bench", "--hardware", "dgx-a100", "--algo", "tree"}, {}, 2,
                 "dptwin bench: error: --algo tree: algorithm tree cannot run all_reduce here: tree needs ranks on at "
                 "least 2 nodes\n"},
