@@ -2,7 +2,7 @@
 #include "sim/collectives/large_n/estimate.hpp"
 
 #include <algorithm>
-#include <cstdio>
+#include <cctype>
 #include <map>
 #include <string>
 #include <unordered_set>
@@ -32,10 +32,40 @@ struct TreeEstimator::Head {
 };
 
 namespace {
+// A link's name as the platform gives it (platform.hpp): a link of node k is
+// "n<k>.<kind><i>.<rest>" ("n12.gpu3.nvswitch_UP", "n0.nic7.ib_DOWN"), or another link of
+// the node ("n0.upi_UP", "n0.nvl0-1_UP": no "<kind><i>." part, kind left empty); anything
+// else ("leaf3.uplink_UP", "pod1.uplink_DOWN") is the fabric's.
+struct LinkName {
+  bool of_node = false;
+  int node = -1;
+  std::string kind, rest;
+};
+LinkName parse_link_name(const std::string& name) {
+  LinkName out;
+  auto digit = [&](size_t i) { return i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); };
+  auto alpha = [&](size_t i) { return i < name.size() && std::isalpha(static_cast<unsigned char>(name[i])); };
+  size_t i = 1;
+  if (name.empty() || name[0] != 'n' || !digit(i)) return out;
+  while (digit(i)) ++i;
+  if (i >= name.size() || name[i] != '.' || i - 1 > 6) return out;
+  out.of_node = true;
+  out.node = std::stoi(name.substr(1, i - 1));
+  const size_t k = ++i;
+  while (alpha(i)) ++i;
+  const size_t d = i;
+  while (digit(i)) ++i;
+  if (d == k || i == d || i >= name.size() || name[i] != '.') return out;
+  out.kind = name.substr(k, d - k);
+  out.rest = name.substr(i + 1);
+  return out;
+}
+bool foldable_node_link(const LinkName& n) { return n.kind == "gpu" || n.kind == "nic"; }
+
 // The rail fold of an incidence (see TreeEstimator): links of one kind on one node
 // ("n3.gpu5.nvswitch_UP" and "n3.gpu0.nvswitch_UP": "n3.gpu*.nvswitch_UP") become one
-// link id, loaded copies / (links of that kind per node) times their sum; any other link
-// (the fabric) copies times its own. `links_in_order`: the incidence's links by id.
+// link id, loaded copies / (links of that kind per node) times their sum; a fabric link
+// copies times its own. `links_in_order`: the incidence's links by id.
 void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>& links_in_order, int copies,
                const HardwareSpec& hw, std::vector<double>& load_scale) {
   std::map<std::string, int> class_id;
@@ -43,17 +73,14 @@ void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>&
   std::vector<double> bandwidth, scale;
   for (size_t l = 0; l < links_in_order.size(); ++l) {
     const std::string name = links_in_order[l]->get_name();
+    const LinkName parsed = parse_link_name(name);
     std::string key = name;
     double per_node = 1;
-    int node = 0, index = 0, used = 0;
-    char kind[4] = {};
-    if (name.size() > 1 && name[0] == 'n' &&
-        std::sscanf(name.c_str(), "n%d.%3[a-z]%d.%n", &node, kind, &index, &used) == 3 && used > 0) {
-      const std::string k = kind;
-      if (k != "gpu" && k != "nic")
+    if (parsed.of_node) {
+      if (!foldable_node_link(parsed))
         throw std::logic_error(fmt::format("rail fold: link {} is neither a GPU's nor a NIC's", name));
-      key = fmt::format("n{}.{}*.{}", node, k, name.substr(static_cast<size_t>(used)));
-      per_node = k == "gpu" ? hw.gpus_per_node : hw.network->nics_per_node;
+      key = fmt::format("n{}.{}*.{}", parsed.node, parsed.kind, parsed.rest);
+      per_node = parsed.kind == "gpu" ? hw.gpus_per_node : hw.network->nics_per_node;
     }
     auto [it, added] = class_id.emplace(key, static_cast<int>(bandwidth.size()));
     if (added) {
@@ -297,13 +324,9 @@ int nvls_tree_rail_copies(const Platform& p, const std::vector<int>& gpus) {
     std::vector<std::pair<double, double>> sig;
     const RouteInfo& r = p.route(p.gpu_host(a), p.gpu_host(b));
     for (const auto* l : r.links) {
-      const std::string name = l->get_name();
-      int node = 0, index = 0, used = 0;
-      char kind[4] = {};
-      if (name.size() > 1 && name[0] == 'n' &&
-          std::sscanf(name.c_str(), "n%d.%3[a-z]%d.%n", &node, kind, &index, &used) == 3 && used > 0 &&
-          std::string(kind) != "gpu" && std::string(kind) != "nic")
-        sig.emplace_back(-1, -1);  // a switch uplink, a socket link: not foldable
+      const LinkName parsed = parse_link_name(l->get_name());
+      if (parsed.of_node && !foldable_node_link(parsed))
+        sig.emplace_back(-1, -1);  // a switch uplink, a socket link, an NVLink bundle: not foldable
       else
         sig.emplace_back(l->get_bandwidth(), l->get_latency());
     }
