@@ -71,7 +71,7 @@ enum class Fault : unsigned {
   large_n_sweep_split_skips_half,  // "sweep-split-skips-half": a sweep split between two threads leaves the second thread's links unswept
   nccl_nvls_tree_off,               // "nccl-nvls-tree-off": NCCL's tuner never runs NVLS-tree across NVLink SHARP nodes
   nvls_tree_one_head,               // "nvls-tree-one-head": every NVLS-tree channel leaves a node through its first GPU and NIC
-  nvls_tree_fold_unscaled,          // "nvls-tree-fold-unscaled": the rail fold leaves out the other rails' loads on shared links
+  nvls_tree_fold_unscaled,          // "nvls-tree-fold-unscaled": the rail fold counts head 0's loads alone (no other head's on shared switch ports or fabric links)
 };
 
 // Every fault, in declaration order.

@@ -72,9 +72,23 @@ bool all_p2p(const Platform& p, const std::vector<int>& rank_gpus) {
 }
 }  // namespace
 
+namespace {
+// NVLS heads of the node with the fewest: the NICs its ranks' GPUs cross nodes through
+// (nvls_heads, counted without building the node chains).
+int fewest_nvls_heads(const Platform& p, const std::vector<int>& rank_gpus) {
+  std::map<int, std::set<int>> nics_of_node;
+  for (int g : rank_gpus) nics_of_node[p.node_of_gpu(g)].insert(p.nic_of_gpu(p.local_index(g)));
+  size_t fewest = std::numeric_limits<size_t>::max();
+  for (const auto& [node, nics] : nics_of_node) fewest = std::min(fewest, nics.size());
+  return static_cast<int>(fewest);
+}
+}  // namespace
+
 NcclGraph nccl_graph_of(const Platform& p, const std::vector<int>& rank_gpus) {
-  return nccl_graph(p.hardware(), static_cast<int>(rank_gpus.size()), nodes_spanned(p, rank_gpus),
-                    all_p2p(p, rank_gpus));
+  const int nodes = nodes_spanned(p, rank_gpus);
+  const bool nvls_tree = nodes > 1 && p.has_in_switch_reduction() && p.hardware().network;
+  return nccl_graph(p.hardware(), static_cast<int>(rank_gpus.size()), nodes, all_p2p(p, rank_gpus),
+                    nvls_tree ? fewest_nvls_heads(p, rank_gpus) : -1);
 }
 
 int default_channels(const Platform& p, const std::vector<int>& rank_gpus) {
@@ -237,10 +251,10 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
     const int launched = nccl_channels_for_size(g, c.algo, c.protocol, call.bytes());
     const int rings = c.algo == NcclAlgo::nvls ? launched : std::min(launched, g.ring_channels);
     plan.channels = rings;
-    // NVLS-tree: each head's share along both trees (collectives.hpp).
-    if (c.algo == NcclAlgo::nvls_tree) plan.channels = 2 * g.nvls_channels;
     ring_share = static_cast<double>(launched) / (static_cast<double>(g.runtime_channels) * rings);
   }
+  // NVLS-tree: each head's share along both trees (collectives.hpp), unless forced.
+  if (!settings.channels && c.algo == NcclAlgo::nvls_tree) plan.channels = 2 * g.nvls_channels;
   std::string times;
   for (auto a : algos)
     for (auto pr : protocols) {

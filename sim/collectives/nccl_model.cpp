@@ -134,17 +134,22 @@ std::pair<int, double> search_channels(int compcap, bool inter, double max_bw, i
 // A channel loads every GPU's NVSwitch port with bwIntra each way and its head's twice
 // (ncclTopoSearchTryNvls), and its head's NIC with bwInter. Pass 1 tries bwIntra =
 // bwInter = each speed from the fastest the NIC carries down, while above 0.49 of the best
-// found; a graph replaces the best when it has more channels or more channels x bwInter
-// (ncclTopoCompareGraphs). NVLS graphs are not duplicated (ncclTopoDupChannels). Pass 2
-// raises bwInter alone, one speed at a time, while it is below twice bwIntra and the NIC
-// carries the next speed. (Pass 2's raise of bwIntra after that, which needs a NIC faster
-// than twice bwIntra, is not modelled: no Hopper node with NVLink SHARP has one.)
+// found; a graph replaces the best when it has more channels or (master only) more
+// channels x bwInter (ncclTopoCompareGraphs). NVLS graphs are not duplicated
+// (ncclTopoDupChannels). Pass 2, with the channel count fixed: master raises bwInter one
+// speed at a time while it is below twice bwIntra and the NIC carries the next speed
+// (then bwIntra, which needs a NIC faster than twice bwIntra: not modelled, no Hopper node
+// with NVLink SHARP has one); 2.18.5 raises bwIntra while below twice bwInter and the heads'
+// ports carry it, never bwInter. (2.18.5's SM90 inter speeds lack 22 GB/s; both releases'
+// searches stop above it on every library file.)
 struct NvlsGraph {
   int channels = 0;
   double intra_gbs = 0, inter_gbs = 0;
 };
-NvlsGraph nvls_graph_across_nodes(int compcap, int heads, double port_gbs, double nic_gbs) {
+NvlsGraph nvls_graph_across_nodes(int compcap, int heads, double port_gbs, double nic_gbs, bool v218) {
   const auto& arr = speeds(compcap, true);
+  // Channels of bwIntra s that the heads' ports carry: (n + 1) x s each.
+  auto fit = [&](double s) { return static_cast<int>(std::min<double>(heads, std::floor(port_gbs / s + 1e-9) - 1)); };
   size_t i = 0;
   while (i + 1 < arr.size() && arr[i] > nic_gbs) ++i;
   NvlsGraph best;
@@ -152,15 +157,19 @@ NvlsGraph nvls_graph_across_nodes(int compcap, int heads, double port_gbs, doubl
   for (; i < arr.size(); ++i) {
     const double s = arr[i];
     if (best.channels > 0 && s / best.intra_gbs <= 0.49) break;
-    // n channels fit when the heads' ports carry (n + 1) x s.
-    const int n = static_cast<int>(std::min<double>(heads, std::floor(port_gbs / s + 1e-9) - 1));
+    const int n = fit(s);
     if (n < 1) continue;
-    if (n > best.channels || n * s > best.channels * best.inter_gbs + 1e-9) {
+    if (n > best.channels || (!v218 && n * s > best.channels * best.inter_gbs + 1e-9)) {
       best = {n, s, s};
       best_i = i;
     }
   }
   if (best.channels == 0) return best;
+  if (v218) {
+    size_t j = best_i;
+    while (j > 0 && best.intra_gbs < 2 * best.inter_gbs && fit(arr[j - 1]) >= best.channels) best.intra_gbs = arr[--j];
+    return best;
+  }
   while (best_i > 0 && best.inter_gbs < 2 * best.intra_gbs && arr[best_i - 1] <= nic_gbs + 1e-9)
     best.inter_gbs = arr[--best_i];
   return best;
@@ -299,7 +308,7 @@ static IntraNodePaths intra_node_paths(const HardwareSpec& hw, NcclGraph& g, boo
   return out;
 }
 
-NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
+NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int nvls_heads) {
   NcclGraph g;
   g.compcap = gpu_compute_capability(hw.gpu.name);
   g.compcap_index = g.compcap >= 100 ? 3 : g.compcap >= 90 ? 2 : g.compcap >= 80 ? 1 : 0;
@@ -344,7 +353,9 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
                            : std::min(kMaxChannels, 2 * g.ring_channels);
   // NVLS graph (Hopper and later on an NVSwitch that reduces): one channel per GPU
   // (maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs), all required on one node).
-  if (g.nodes == 1 && hw.nvswitch && hw.nvswitch->in_switch_reduction && g.compcap >= 90 && p2p && ppn > 1) {
+  // ncclNvlsInit: NVLS needs more than 1 GPU (master), more than 2 (2.18.5).
+  const int nvls_min_gpus = g.tuner == NcclTuner::v2_18_5 ? 2 : 1;
+  if (g.nodes == 1 && hw.nvswitch && hw.nvswitch->in_switch_reduction && g.compcap >= 90 && p2p && ppn > nvls_min_gpus) {
     const int n = ppn;
     auto [c, s] = search_channels(g.compcap, false, per_gpu, n, [&](double speed) {
       return static_cast<int>(std::floor(per_gpu / speed + 1e-9)) >= n ? n : 0;
@@ -353,10 +364,11 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p) {
     g.nvls_bw_gbs = s;
   }
   // NVLS graph across nodes (NVLS-tree): heads are GPUs with a NIC of their own.
-  if (g.nodes > 1 && hw.nvswitch && hw.nvswitch->in_switch_reduction && g.compcap >= 90 && p2p && ppn > 1 &&
+  if (g.nodes > 1 && hw.nvswitch && hw.nvswitch->in_switch_reduction && g.compcap >= 90 && p2p && ppn > nvls_min_gpus &&
       hw.network && !fault_active(Fault::nccl_nvls_tree_off)) {
-    const int heads = std::min(ppn, hw.network->nics_per_node);
-    const NvlsGraph nv = nvls_graph_across_nodes(g.compcap, heads, paths.per_gpu, hw.network->nic_bandwidth / 1e9);
+    const int heads = nvls_heads >= 0 ? nvls_heads : std::min(ppn, hw.network->nics_per_node);
+    const NvlsGraph nv = nvls_graph_across_nodes(g.compcap, heads, paths.per_gpu, hw.network->nic_bandwidth / 1e9,
+                                                 g.tuner == NcclTuner::v2_18_5);
     g.nvls_channels = nv.channels;
     g.nvls_bw_gbs = nv.intra_gbs;
     g.nvls_inter_bw_gbs = nv.inter_gbs;

@@ -75,8 +75,10 @@ struct NcclGraph {
 };
 
 // NCCL's graph for `ranks` ranks on `nodes` nodes of `hw` (ranks evenly spread), with
-// intra-node peer access `p2p`.
-NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p);
+// intra-node peer access `p2p`. `nvls_heads`: the NVLS heads (GPUs with a NIC of their own)
+// of the node with the fewest, when the caller knows them (nvls_heads in collectives.hpp);
+// -1: min(ranks per node, NICs per node).
+NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int nvls_heads = -1);
 
 // Latency (us) and algorithm bandwidth (GB/s) of one (op, algorithm, protocol), as
 // ncclTopoTuneModel fills comm->latencies / comm->bandwidths; bandwidth 0 = not usable.

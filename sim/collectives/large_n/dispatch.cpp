@@ -127,17 +127,14 @@ Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& 
   return phase_time_with(p, flows, load);
 }
 
-// The tree estimator of the tree or NVLS-tree algorithm (their channels differ). A rank
-// set keeps one of the two: at 32,768 ranks each holds hundreds of MiB, and a DDP step
-// that runs its small buckets as tree and the rest as NVLS-tree times each bucket size
-// once (the group caches durations by call), so it switches between them a few times.
-// NVLS-tree's estimator is rail-folded where that applies (estimate.hpp): channels 0 and
-// 1 standing for every head's.
+// The tree estimator of the tree or NVLS-tree algorithm (their channels differ, and so
+// their cache entries: a DDP step on NVLink SHARP nodes that runs its small buckets as tree
+// and the rest as NVLS-tree keeps both). NVLS-tree's is rail-folded where that applies
+// (estimate.hpp): channels 0 and 1 standing for every head's.
 TreeEstimator& tree_of(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels,
                        CollectiveAlgorithm a) {
   if (a == CollectiveAlgorithm::nvls_tree) {
     if (!set.nvls_tree) {
-      set.tree.reset();
       const int copies = channels % 2 == 0 ? nvls_tree_rail_copies(p, rank_gpus) : 1;
       const bool fold = copies > 1 && channels == 2 * copies;
       set.nvls_tree = std::make_unique<TreeEstimator>(p, rank_gpus, nvls_tree_channels(p, rank_gpus, fold ? 2 : channels),
@@ -145,10 +142,7 @@ TreeEstimator& tree_of(RankSet& set, const Platform& p, const std::vector<int>& 
     }
     return *set.nvls_tree;
   }
-  if (!set.tree) {
-    set.nvls_tree.reset();
-    set.tree = std::make_unique<TreeEstimator>(p, rank_gpus, tree_channels(p, rank_gpus, channels));
-  }
+  if (!set.tree) set.tree = std::make_unique<TreeEstimator>(p, rank_gpus, tree_channels(p, rank_gpus, channels));
   return *set.tree;
 }
 

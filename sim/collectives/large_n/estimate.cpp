@@ -76,7 +76,9 @@ void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>&
     const LinkName parsed = parse_link_name(name);
     std::string key = name;
     double per_node = 1;
-    if (parsed.of_node) {
+    // Planted: head 0's own loads only (no link merged, none multiplied).
+    const bool unscaled = fault_active(Fault::nvls_tree_fold_unscaled);
+    if (parsed.of_node && !unscaled) {
       if (!foldable_node_link(parsed))
         throw std::logic_error(fmt::format("rail fold: link {} is neither a GPU's nor a NIC's", name));
       key = fmt::format("n{}.{}*.{}", parsed.node, parsed.kind, parsed.rest);
@@ -85,7 +87,7 @@ void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>&
     auto [it, added] = class_id.emplace(key, static_cast<int>(bandwidth.size()));
     if (added) {
       bandwidth.push_back(inc.bandwidth[l]);
-      scale.push_back(copies / per_node);
+      scale.push_back(unscaled ? 1.0 : copies / per_node);
     } else if (bandwidth[static_cast<size_t>(it->second)] != inc.bandwidth[l]) {
       throw std::logic_error(fmt::format("rail fold: links of {} differ in bandwidth", key));
     }
@@ -95,8 +97,6 @@ void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>&
   inc.bandwidth = std::move(bandwidth);
   regroup_by_link(inc);
   load_scale = std::move(scale);
-  // Planted: the copies' loads left out.
-  if (fault_active(Fault::nvls_tree_fold_unscaled)) std::fill(load_scale.begin(), load_scale.end(), 1.0);
 }
 }  // namespace
 
