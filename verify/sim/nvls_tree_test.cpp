@@ -12,7 +12,8 @@
 //  - Traffic: on 4 nodes every NIC of a node carries the same bytes, within 1 %, also with
 //    a node of 4 ranks among nodes of 8 (nvls-tree-one-head puts them all on one NIC).
 //  - Rail fold: the estimate over head 0's channels standing for every head's equals the
-//    estimate over every channel (nvls-tree-fold-unscaled: head 0's loads alone).
+//    estimate over every channel, and so for the tree's channels 0 and 1 turned by 2 GPUs
+//    (nvls-tree-fold-unscaled: the two channels' loads alone).
 //  - Formulations: the large-N formulation times an NVLS-tree all-reduce on 2 nodes of 4
 //    GPUs within 3 % of the exact one (every message a SimGrid comm).
 #include <algorithm>
@@ -319,48 +320,61 @@ TEST(NvlsTreeFormulations, LargeNWithinThreePercentOfExactOnTwoNodes) {
 }
 
 namespace {
-// The rail fold (estimate.hpp) against the estimate over every channel: on dgx-h100-cluster
-// nodes, a plain rail fat-tree and one whose leaf uplinks are 4x oversubscribed (2 nodes
-// per leaf, so most tree edges cross them and they bound), for each node count and size:
-// "equal" when every folded estimate is within 1e-9 of the full one, else the first miss.
+// The rail folds (estimate.hpp) against the estimate over every channel: NVLS-tree (head 0's
+// two channels for all 8 heads') and the tree (channels 0 and 1 turned by 2 GPUs for all 8),
+// on dgx-h100-cluster and dgx-a100-cluster nodes, a plain rail fat-tree and one whose leaf
+// uplinks are 4x oversubscribed (2 nodes per leaf, so most tree edges cross them and they
+// bound), for each node count and size: "equal" when every folded estimate is within 1e-9
+// of the full one, else the first miss.
 std::string fold_verdict() {
   std::string verdict;
-  for (double oversubscription : {1.0, 4.0})
-    for (int nodes : {2, 3, 5, 8}) {
-      HardwareSpec hw = h100_nodes(nodes);
-      if (oversubscription > 1) {
-        hw.network->nodes_per_leaf = 2;
-        hw.network->oversubscription = oversubscription;
-      }
-      validate_hardware(hw);
-      verdict += run_in_child_process([&]() {
-        auto engine = make_engine();
-        auto p = Platform::build(*engine, hw);
-        const auto gpus = test::first_gpus(hw.gpu_count());
-        const int copies = nvls_tree_rail_copies(*p, gpus);
-        std::string out;
-        if (copies != 8) out = fmt::format("{} nodes: rail copies {}, expected 8; ", nodes, copies);
-        TreeEstimator full(*p, gpus, nvls_tree_channels(*p, gpus, 16));
-        TreeEstimator folded(*p, gpus, nvls_tree_channels(*p, gpus, 2), TreeEstimator::kHeadPieces, 8);
-        const Elements piece = (512 << 10) / 4;
-        for (Bytes bytes : {Bytes{64} << 10, Bytes{4} << 20, Bytes{256} << 20}) {
-          const CollectiveCall call = all_reduce_bytes(bytes);
-          const Seconds a = full.estimate(call, piece), b = folded.estimate(call, piece);
-          if (std::abs(a - b) > 1e-9 * a && out.empty())
-            out = fmt::format("{} nodes, oversubscription {}, {} B: folded {:.9g} s, every channel {:.9g} s; ", nodes,
-                              oversubscription, bytes, b, a);
+  for (const char* name : {"dgx-h100-cluster", "dgx-a100-cluster"})
+    for (double oversubscription : {1.0, 4.0})
+      for (int nodes : {2, 3, 5, 8}) {
+        HardwareSpec hw = with_nodes(load_hardware(name, kHardwareLibrary), nodes);
+        if (oversubscription > 1) {
+          hw.network->nodes_per_leaf = 2;
+          hw.network->oversubscription = oversubscription;
         }
-        engine.release();
-        return out;
-      });
-    }
+        validate_hardware(hw);
+        const bool nvls = hw.nvswitch && hw.nvswitch->in_switch_reduction;
+        verdict += run_in_child_process([&]() {
+          auto engine = make_engine();
+          auto p = Platform::build(*engine, hw);
+          const auto gpus = test::first_gpus(hw.gpu_count());
+          std::string out;
+          auto compare = [&](const char* algo, const std::vector<TreeChannel>& every, const std::vector<TreeChannel>& two,
+                             RailFold fold, RailFold expected) {
+            if (fold.copies != expected.copies || fold.step != expected.step)
+              out += fmt::format("{} {} nodes: rail fold {} x {}, expected {} x {}; ", algo, nodes, fold.copies,
+                                 fold.step, expected.copies, expected.step);
+            TreeEstimator full(*p, gpus, every);
+            TreeEstimator folded(*p, gpus, two, TreeEstimator::kHeadPieces, fold);
+            const Elements piece = (512 << 10) / 4;
+            for (Bytes bytes : {Bytes{64} << 10, Bytes{4} << 20, Bytes{256} << 20}) {
+              const CollectiveCall call = all_reduce_bytes(bytes);
+              const Seconds a = full.estimate(call, piece), b = folded.estimate(call, piece);
+              if (std::abs(a - b) > 1e-9 * a && out.empty())
+                out = fmt::format("{} on {} {} nodes, oversubscription {}, {} B: folded {:.9g} s, every channel {:.9g} s; ",
+                                  algo, name, nodes, oversubscription, bytes, b, a);
+            }
+          };
+          if (nvls)
+            compare("nvls_tree", nvls_tree_channels(*p, gpus, 16), nvls_tree_channels(*p, gpus, 2),
+                    nvls_tree_rail_fold(*p, gpus, 16), {8, 1});
+          compare("tree", tree_channels(*p, gpus, 8), tree_channels(*p, gpus, 2), tree_rail_fold(*p, gpus, 8), {4, 2});
+          engine.release();
+          return out;
+        });
+      }
   return verdict.empty() ? "equal" : verdict;
 }
 }  // namespace
 
 // Invariant: where the platform looks alike from every rail, the folded NVLS-tree estimate
 // (head 0's two channels standing for all 8 heads') equals the estimate over all 16
-// channels to rounding, on shared switch ports and on oversubscribed fabric links alike;
+// channels to rounding, and the folded tree estimate (channels 0 and 1 turned by 2 GPUs)
+// the one over all 8, on shared switch ports and on oversubscribed fabric links alike;
 // ranks that do not fill their nodes are not folded.
 TEST(NvlsTreeFold, FoldedEstimateEqualsTheEstimateOverEveryChannel) {
   EXPECT_EQ(fold_verdict(), "equal");
@@ -368,7 +382,7 @@ TEST(NvlsTreeFold, FoldedEstimateEqualsTheEstimateOverEveryChannel) {
   const std::string partial = run_in_child_process([&]() {
     auto engine = make_engine();
     auto p = Platform::build(*engine, hw);
-    const int copies = nvls_tree_rail_copies(*p, ranks_of(2, 4));
+    const int copies = nvls_tree_rail_fold(*p, ranks_of(2, 4), 16).copies;
     engine.release();
     return std::to_string(copies);
   });

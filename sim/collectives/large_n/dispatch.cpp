@@ -49,7 +49,8 @@ struct RankSet {
   std::optional<RingStepShape> ring_step;
   std::unique_ptr<TreeEstimator> tree;
   std::unique_ptr<TreeEstimator> nvls_tree;
-  std::optional<std::vector<TreeChannel>> nvls_tree_channels;  // every channel (the estimator may fold them)
+  // Every channel of each (the estimators may fold them: see tree_of).
+  std::optional<std::vector<TreeChannel>> tree_channels, nvls_tree_channels;
   std::map<std::pair<int, int>, ChainLinks> chains;  // by (op, root)
   std::map<std::tuple<int, int, int>, TrafficShape> traffic;
 };
@@ -129,29 +130,34 @@ Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& 
 
 // The tree estimator of the tree or NVLS-tree algorithm (their channels differ, and so
 // their cache entries: a DDP step on NVLink SHARP nodes that runs its small buckets as tree
-// and the rest as NVLS-tree keeps both). NVLS-tree's is rail-folded where that applies
-// (estimate.hpp): channels 0 and 1 standing for every head's.
+// and the rest as NVLS-tree keeps both), rail-folded where that applies (estimate.hpp):
+// channels 0 and 1 standing for every channel.
 TreeEstimator& tree_of(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels,
                        CollectiveAlgorithm a) {
   if (a == CollectiveAlgorithm::nvls_tree) {
     if (!set.nvls_tree) {
-      const int copies = channels % 2 == 0 ? nvls_tree_rail_copies(p, rank_gpus) : 1;
-      const bool fold = copies > 1 && channels == 2 * copies;
-      set.nvls_tree = std::make_unique<TreeEstimator>(p, rank_gpus, nvls_tree_channels(p, rank_gpus, fold ? 2 : channels),
-                                                      TreeEstimator::kHeadPieces, fold ? copies : 1);
+      const RailFold fold = nvls_tree_rail_fold(p, rank_gpus, channels);
+      set.nvls_tree = std::make_unique<TreeEstimator>(
+          p, rank_gpus, nvls_tree_channels(p, rank_gpus, fold.copies > 1 ? 2 : channels), TreeEstimator::kHeadPieces, fold);
     }
     return *set.nvls_tree;
   }
-  if (!set.tree) set.tree = std::make_unique<TreeEstimator>(p, rank_gpus, tree_channels(p, rank_gpus, channels));
+  if (!set.tree) {
+    const RailFold fold = tree_rail_fold(p, rank_gpus, channels);
+    set.tree = std::make_unique<TreeEstimator>(p, rank_gpus, tree_channels(p, rank_gpus, fold.copies > 1 ? 2 : channels),
+                                               TreeEstimator::kHeadPieces, fold);
+  }
   return *set.tree;
 }
 
 // Every channel of the tree or NVLS-tree algorithm (what replays and traffic need).
 const std::vector<TreeChannel>& tree_channels_of(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus,
                                                  int channels, CollectiveAlgorithm a) {
-  if (a != CollectiveAlgorithm::nvls_tree) return tree_of(set, p, rank_gpus, channels, a).channels();
-  if (!set.nvls_tree_channels) set.nvls_tree_channels = nvls_tree_channels(p, rank_gpus, channels);
-  return *set.nvls_tree_channels;
+  auto& kept = a == CollectiveAlgorithm::nvls_tree ? set.nvls_tree_channels : set.tree_channels;
+  if (!kept)
+    kept = a == CollectiveAlgorithm::nvls_tree ? nvls_tree_channels(p, rank_gpus, channels)
+                                               : tree_channels(p, rank_gpus, channels);
+  return *kept;
 }
 
 // The shape of transfers given per channel as (from, to) host pairs.

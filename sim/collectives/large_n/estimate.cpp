@@ -13,6 +13,7 @@
 
 #include "engine/core/fault_injection.hpp"
 
+#include "sim/collectives/collective_exact.hpp"
 #include "sim/collectives/large_n/phases.hpp"
 
 namespace dpt::sim {
@@ -38,7 +39,7 @@ namespace {
 // else ("leaf3.uplink_UP", "pod1.uplink_DOWN") is the fabric's.
 struct LinkName {
   bool of_node = false;
-  int node = -1;
+  int node = -1, index = -1;
   std::string kind, rest;
 };
 LinkName parse_link_name(const std::string& name) {
@@ -56,18 +57,22 @@ LinkName parse_link_name(const std::string& name) {
   const size_t d = i;
   while (digit(i)) ++i;
   if (d == k || i == d || i >= name.size() || name[i] != '.') return out;
+  if (i - d > 6) return out;
   out.kind = name.substr(k, d - k);
+  out.index = std::stoi(name.substr(d, i - d));
   out.rest = name.substr(i + 1);
   return out;
 }
 bool foldable_node_link(const LinkName& n) { return n.kind == "gpu" || n.kind == "nic"; }
 
-// The rail fold of an incidence (see TreeEstimator): links of one kind on one node
-// ("n3.gpu5.nvswitch_UP" and "n3.gpu0.nvswitch_UP": "n3.gpu*.nvswitch_UP") become one
-// link id, loaded copies / (links of that kind per node) times their sum; a fabric link
-// copies times its own. `links_in_order`: the incidence's links by id.
-void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>& links_in_order, int copies,
+// The rail fold of an incidence (see TreeEstimator): the links of one kind on one node
+// that the turns by fold.step GPUs map onto each other (step 1: "n3.gpu5.nvswitch_UP" and
+// "n3.gpu0.nvswitch_UP" both "n3.gpu*.nvswitch_UP"; step 2: even and odd GPUs apart) become
+// one link id, loaded copies / (its links) times their sum; a fabric link copies times its
+// own. `links_in_order`: the incidence's links by id.
+void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>& links_in_order, RailFold fold,
                const HardwareSpec& hw, std::vector<double>& load_scale) {
+  const int copies = fold.copies;
   std::map<std::string, int> class_id;
   std::vector<int> class_of(links_in_order.size());
   std::vector<double> bandwidth, scale;
@@ -81,8 +86,8 @@ void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>&
     if (parsed.of_node && !unscaled) {
       if (!foldable_node_link(parsed))
         throw std::logic_error(fmt::format("rail fold: link {} is neither a GPU's nor a NIC's", name));
-      key = fmt::format("n{}.{}*.{}", parsed.node, parsed.kind, parsed.rest);
-      per_node = parsed.kind == "gpu" ? hw.gpus_per_node : hw.network->nics_per_node;
+      key = fmt::format("n{}.{}{}+{}k.{}", parsed.node, parsed.kind, parsed.index % fold.step, fold.step, parsed.rest);
+      per_node = (parsed.kind == "gpu" ? hw.gpus_per_node : hw.network->nics_per_node) / fold.step;
     }
     auto [it, added] = class_id.emplace(key, static_cast<int>(bandwidth.size()));
     if (added) {
@@ -101,16 +106,16 @@ void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>&
 }  // namespace
 
 TreeEstimator::TreeEstimator(const Platform& p, std::vector<int> gpus, std::vector<TreeChannel> tcs, int head_pieces,
-                             int rail_copies)
-    : p_(p), gpus_(std::move(gpus)), tcs_(std::move(tcs)), head_pieces_(head_pieces), rail_copies_(rail_copies) {
-  if (rail_copies_ < 1) throw std::invalid_argument("TreeEstimator: rail_copies must be positive");
+                             RailFold fold)
+    : p_(p), gpus_(std::move(gpus)), tcs_(std::move(tcs)), head_pieces_(head_pieces), fold_(fold) {
+  if (fold_.copies < 1 || fold_.step < 1) throw std::invalid_argument("TreeEstimator: a rail fold needs copies and step of 1 or more");
   if (head_pieces_ < 1 || head_pieces_ > kHeadPieces)
     throw std::invalid_argument(fmt::format("TreeEstimator: head of {} pieces (allowed 1..{})", head_pieces_, kHeadPieces));
 }
 TreeEstimator::~TreeEstimator() = default;
 
 const TreeEstimator::Head& TreeEstimator::head() {
-  if (!head_) head_ = build_head(p_, gpus_, tcs_, head_pieces_, rail_copies_);
+  if (!head_) head_ = build_head(p_, gpus_, tcs_, head_pieces_, fold_);
   return *head_;
 }
 
@@ -203,7 +208,7 @@ TreePieces tree_pieces(const CollectiveCall& call, int channels, Elements piece)
 }  // namespace
 
 Seconds TreeEstimator::estimate(const CollectiveCall& call, Elements piece) {
-  const auto [k, full, last] = tree_pieces(call, static_cast<int>(tcs_.size()) * rail_copies_, piece);
+  const auto [k, full, last] = tree_pieces(call, static_cast<int>(tcs_.size()) * fold_.copies, piece);
   const int m = static_cast<int>(std::min<Elements>(k, head_pieces_));
   std::vector<Bytes> head(static_cast<size_t>(m), full);
   if (m == k) head.back() = last;
@@ -221,7 +226,7 @@ Seconds tree_estimate(const Platform& p, const std::vector<int>& gpus, const std
 
 std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p, const std::vector<int>& gpus,
                                                               const std::vector<TreeChannel>& tcs, int m,
-                                                              int rail_copies) {
+                                                              RailFold fold) {
   const int n = static_cast<int>(gpus.size());
   auto h = std::make_unique<TreeEstimator::Head>();
   std::vector<const RouteInfo*> routes;
@@ -289,7 +294,7 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
     if (q == 0) h->per_piece = added;
   }
   h->links = link_incidence_repeated(routes, m, &p);
-  if (rail_copies > 1) {
+  if (fold.copies > 1) {
     // The incidence's links by id: first met along piece 0's routes (link_incidence's order).
     std::vector<const simgrid::s4u::Link*> in_order;
     std::unordered_set<const simgrid::s4u::Link*> seen;
@@ -298,28 +303,34 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
         if (seen.insert(l).second) in_order.push_back(l);
     if (static_cast<int>(in_order.size()) != h->links.links())
       throw std::logic_error("rail fold: the incidence's links are not its routes' in order");
-    rail_fold(h->links, in_order, rail_copies, p.hardware(), h->load_scale);
+    rail_fold(h->links, in_order, fold, p.hardware(), h->load_scale);
   } else {
     h->load_scale.assign(static_cast<size_t>(h->links.links()), 1.0);
   }
   return h;
 }
 
-int nvls_tree_rail_copies(const Platform& p, const std::vector<int>& gpus) {
+namespace {
+// Whether `gpus` are whole nodes in GPU order (rank v g + i is GPU i of a node), each GPU on
+// its own NIC (GPU i on NIC i), the node chains in GPU order, and the routes alike from
+// every rail: GPU i to GPU h within a node for every i != h, GPU h of one node to GPU h of
+// the next, each over GPU, NIC and fabric links only (what the fold knows).
+bool rails_alike(const Platform& p, const std::vector<int>& gpus) {
   const HardwareSpec& hw = p.hardware();
-  if (!hw.network || hw.network->nics_per_node != hw.gpus_per_node) return 1;
+  if (!hw.network || hw.network->nics_per_node != hw.gpus_per_node) return false;
   const int g = hw.gpus_per_node;
-  if (gpus.size() % static_cast<size_t>(g) != 0) return 1;
-  // Whole nodes, GPU order: rank v g + i is GPU i of some node, each GPU on its own NIC.
+  if (gpus.size() % static_cast<size_t>(g) != 0 || gpus.size() < 2 * static_cast<size_t>(g)) return false;
   for (size_t r = 0; r < gpus.size(); ++r)
     if (p.local_index(gpus[r]) != static_cast<int>(r % static_cast<size_t>(g)) ||
         p.node_of_gpu(gpus[r]) != p.node_of_gpu(gpus[r - r % static_cast<size_t>(g)]))
-      return 1;
+      return false;
   for (int i = 0; i < g; ++i)
-    if (p.nic_of_gpu(i) != i) return 1;
-  if (gpus.size() < 2 * static_cast<size_t>(g)) return 1;
-  // Rail 0's routes alike on every rail: GPU i to GPU h within node 0 for every i != h,
-  // and head h of node 0 to head h of node 1, each link of the kinds the fold knows.
+    if (p.nic_of_gpu(i) != i) return false;
+  const auto chains = node_chains(p, gpus);
+  for (size_t v = 0; v < chains.size(); ++v)
+    for (int i = 0; i < g; ++i)
+      if (chains[v].size() != static_cast<size_t>(g) || chains[v][static_cast<size_t>(i)] != static_cast<int>(v) * g + i)
+        return false;
   auto signature = [&](int a, int b) {
     std::vector<std::pair<double, double>> sig;
     const RouteInfo& r = p.route(p.gpu_host(a), p.gpu_host(b));
@@ -336,13 +347,26 @@ int nvls_tree_rail_copies(const Platform& p, const std::vector<int>& gpus) {
   const auto intra = signature(n0 + 1, n0), inter = signature(n0, n1);
   for (const auto& s : {intra, inter})
     for (const auto& e : s)
-      if (e.first < 0) return 1;
+      if (e.first < 0) return false;
   for (int h = 0; h < g; ++h) {
-    if (signature(n0 + h, n1 + h) != inter) return 1;
+    if (signature(n0 + h, n1 + h) != inter) return false;
     for (int i = 0; i < g; ++i)
-      if (i != h && signature(n0 + i, n0 + h) != intra) return 1;
+      if (i != h && signature(n0 + i, n0 + h) != intra) return false;
   }
-  return g;
+  return true;
+}
+}  // namespace
+
+RailFold nvls_tree_rail_fold(const Platform& p, const std::vector<int>& gpus, int channels) {
+  const int g = p.hardware().gpus_per_node;
+  if (channels != 2 * g || !rails_alike(p, gpus)) return {};
+  return {g, 1};
+}
+
+RailFold tree_rail_fold(const Platform& p, const std::vector<int>& gpus, int channels) {
+  const int g = p.hardware().gpus_per_node;
+  if (channels != g || g % 2 != 0 || g < 4 || !rails_alike(p, gpus)) return {};
+  return {g / 2, 2};
 }
 
 // A ring broadcast or reduce: on every channel a pipelined chain of n - 1 hops along the

@@ -42,18 +42,25 @@ Seconds tree_estimate(const Platform& p, const std::vector<int>& gpus, const std
 // Head times and periods are memoised by their piece sizes, which calls of different
 // counts share (every call of more than 3 pieces per channel has the same head).
 // Gives what tree_estimate, which builds exactly the head a call needs, gives, bit for bit.
+// A rail fold: `copies` copies of a tree's first channels, each turned by `step` more GPUs
+// (and so NICs: rails) in every node, stand for all its channels (see TreeEstimator).
+struct RailFold {
+  int copies = 1;
+  int step = 1;
+};
+
 class TreeEstimator {
  public:
   static constexpr int kHeadPieces = 3;  // the most pieces a head places (see above)
-  // `rail_copies` > 1: the rail fold of NVLS-tree (nvls_tree_rail_copies): `tcs` are its
-  // channels 0 and 1 (head 0), standing for rail_copies copies turned by one rail each.
-  // A GPU's or NIC's link is then loaded by the copies as all links of its kind on its
-  // node are by these channels together (times rail_copies / links of that kind per node),
-  // a link outside the nodes (the fabric) rail_copies times as much; the call is cut into
-  // rail_copies x tcs.size() channels. Equal to the estimate over every channel up to
+  // fold.copies > 1: `tcs` are the tree's channels 0 and 1, standing for fold.copies copies
+  // turned by fold.step GPUs each (nvls_tree_rail_fold, tree_rail_fold). The links of one
+  // kind on one node that the turns map onto each other are then loaded as by these
+  // channels' transfers on all of them together, times copies / their count; a link
+  // outside the nodes (the fabric) copies times as much as by these channels; the call is
+  // cut into copies x tcs.size() channels. Equal to the estimate over every channel up to
   // rounding where the platform looks alike from every rail (nvls_tree_test).
   TreeEstimator(const Platform& p, std::vector<int> gpus, std::vector<TreeChannel> tcs,
-                int head_pieces = kHeadPieces, int rail_copies = 1);
+                int head_pieces = kHeadPieces, RailFold fold = {});
   ~TreeEstimator();
   Seconds estimate(const CollectiveCall& call, Elements piece);
   const std::vector<TreeChannel>& channels() const { return tcs_; }
@@ -61,7 +68,7 @@ class TreeEstimator {
  private:
   struct Head;  // the first head_pieces pieces' transfers (see estimate.cpp)
   static std::unique_ptr<Head> build_head(const Platform& p, const std::vector<int>& gpus,
-                                          const std::vector<TreeChannel>& tcs, int m, int rail_copies);
+                                          const std::vector<TreeChannel>& tcs, int m, RailFold fold);
   const Head& head();
   Seconds head_time(const std::vector<Bytes>& pieces);
   Seconds period(Bytes piece_bytes);
@@ -69,19 +76,22 @@ class TreeEstimator {
   std::vector<int> gpus_;
   std::vector<TreeChannel> tcs_;
   int head_pieces_;
-  int rail_copies_;
+  RailFold fold_;
   std::unique_ptr<Head> head_;
   std::vector<double> period_count_;  // per link id: piece 0's transfers on it
   std::map<std::vector<Bytes>, Seconds> head_times_;
   std::map<Bytes, Seconds> periods_;
 };
 
-// The rail fold's copies for an NVLS-tree over `gpus` (see TreeEstimator), or 1 when it
-// does not apply: it needs every node's ranks to be all its GPUs, each the head of its own
-// NIC (GPU h on NIC h), and the routes of rail 0 (a GPU to the head through the switch, a
-// head to the same head of another node) to cross only GPU, NIC and fabric links, alike on
-// every rail (same links' bandwidths and latencies).
-int nvls_tree_rail_copies(const Platform& p, const std::vector<int>& gpus);
+// The rail folds that apply (else {1, 1}), on `channels` channels over `gpus`: every
+// node's ranks are all its GPUs in GPU order, each on its own NIC, and the routes look
+// alike from every rail (GPU to GPU within a node, GPU to the same GPU of another node,
+// over GPU, NIC and fabric links only). NVLS-tree on 2 x GPUs-per-node channels: head 0's
+// two channels stand for all heads' ({GPUs per node, 1}). Tree on GPUs-per-node channels
+// (channel c's node chains start at GPU c, tree c mod 2): channels 0 and 1 stand for all,
+// turned by 2 GPUs ({GPUs per node / 2, 2}).
+RailFold nvls_tree_rail_fold(const Platform& p, const std::vector<int>& gpus, int channels);
+RailFold tree_rail_fold(const Platform& p, const std::vector<int>& gpus, int channels);
 
 // The hops of `chains` (hop j of channel c at c (n - 1) + j) and their links: what a
 // chain's estimate needs besides the call, kept across calls with the same chains.
