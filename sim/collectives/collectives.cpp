@@ -95,17 +95,23 @@ int default_channels(const Platform& p, const std::vector<int>& rank_gpus) {
   return nccl_graph_of(p, rank_gpus).ring_channels;
 }
 
-std::vector<CollectiveAlgorithm> eligible_algorithms(const Platform& p, const std::vector<int>& rank_gpus,
-                                                     CollectiveOp op) {
+namespace {
+// eligible_algorithms with NCCL's graph for these ranks already at hand.
+std::vector<CollectiveAlgorithm> eligible_with(const Platform& p, const std::vector<int>& rank_gpus, CollectiveOp op,
+                                               const NcclGraph& g) {
   std::vector<CollectiveAlgorithm> out{CollectiveAlgorithm::ring};
   if (op != CollectiveOp::all_reduce || rank_gpus.size() < 2) return out;
-  const int nodes = nodes_spanned(p, rank_gpus);
-  if (nodes > 1) out.push_back(CollectiveAlgorithm::tree);
-  if (nodes == 1 && p.has_in_switch_reduction()) out.push_back(CollectiveAlgorithm::nvls);
+  if (g.nodes > 1) out.push_back(CollectiveAlgorithm::tree);
+  if (g.nodes == 1 && p.has_in_switch_reduction()) out.push_back(CollectiveAlgorithm::nvls);
   // NVLS-tree where NCCL's NVLS graph across nodes has at least 2 heads (Hopper and later).
-  if (nodes > 1 && p.has_in_switch_reduction() && nccl_graph_of(p, rank_gpus).nvls_channels >= 2)
-    out.push_back(CollectiveAlgorithm::nvls_tree);
+  if (g.nodes > 1 && p.has_in_switch_reduction() && g.nvls_channels >= 2) out.push_back(CollectiveAlgorithm::nvls_tree);
   return out;
+}
+}  // namespace
+
+std::vector<CollectiveAlgorithm> eligible_algorithms(const Platform& p, const std::vector<int>& rank_gpus,
+                                                     CollectiveOp op) {
+  return eligible_with(p, rank_gpus, op, nccl_graph_of(p, rank_gpus));
 }
 
 bool has_large_n_formulation(CollectiveAlgorithm a, CollectiveOp op) {
@@ -216,7 +222,7 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
   const NcclGraph g = nccl_graph_of(p, rank_gpus);
   plan.channels = settings.channels.value_or(g.ring_channels);
   if (plan.channels < 1) throw std::invalid_argument(fmt::format("channels must be positive, got {}", plan.channels));
-  const auto eligible = eligible_algorithms(p, rank_gpus, call.op);
+  const auto eligible = eligible_with(p, rank_gpus, call.op, g);
   std::vector<NcclAlgo> algos;
   if (settings.algorithm) {
     check_forced(p, call, *settings.algorithm, eligible);

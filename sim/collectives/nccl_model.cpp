@@ -383,7 +383,7 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int
 // (bwIntra x nvlsEfficiency x (C - 1) / C, doubled: all-reduce pipelines two operations),
 // bwInter (doubled on 2 nodes) and perChMaxNVLSTreeBw; algorithm bandwidth nRanks / nsteps
 // of bus; latency intraLat + 2 log2(nNodes) interLat. 2.18.5: see kNvlsTreeBaseLat218.
-NcclCost nvls_tree_cost(const NcclGraph& g, double ppn) {
+NcclCost nvls_tree_cost(const NcclGraph& g) {
   NcclCost out;
   const int n = g.ranks, nodes = g.nodes, c = g.nvls_channels;
   const int nsteps = 2 * (n - 1);
@@ -398,10 +398,9 @@ NcclCost nvls_tree_cost(const NcclGraph& g, double ppn) {
   const double inter = g.nvls_inter_bw_gbs * (nodes <= 2 ? 2.0 : 1.0);
   out.bus_bw_gbs = c * std::min({intra, inter, kPerChNvlsTree[ci][node_index(nodes)]});
   out.alg_bw_gbs = out.bus_bw_gbs * n / nsteps;
-  // With one GPU per node NCCL takes the tree's network latency; NVLS-tree needs several.
-  const double inter_lat = kNvlsTreeInterLat;
-  (void)ppn;
-  out.latency_us = (kNvlsTreeIntraLat + 2.0 * log2i(nodes) * inter_lat) * g.latency_scale;
+  // interLat is NVLS-tree's own: NCCL takes the tree's only with one GPU per node, where
+  // there is no NVLS.
+  out.latency_us = (kNvlsTreeIntraLat + 2.0 * log2i(nodes) * kNvlsTreeInterLat) * g.latency_scale;
   return out;
 }
 
@@ -424,7 +423,7 @@ NcclCost nccl_cost(const NcclGraph& g, CollectiveOp op, NcclAlgo algo, NcclProto
   const int index1 = nodes == 1 ? ci : (g.cpu_amd ? 1 : 0);
   const double ll_max = (v218 ? kLlMaxBw218 : kLlMaxBw)[index1][idx2];
   const double ppn = static_cast<double>(n) / nodes;
-  if (algo == NcclAlgo::nvls_tree) return nvls_tree_cost(g, ppn);
+  if (algo == NcclAlgo::nvls_tree) return nvls_tree_cost(g);
   int channels = algo == NcclAlgo::nvls ? g.nvls_channels : g.ring_channels;
   double bw = g.ring_bw_gbs;
   if (algo == NcclAlgo::nvls) {

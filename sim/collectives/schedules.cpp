@@ -282,6 +282,15 @@ std::array<TreeShape, 2> double_binary_tree(int n) {
   return {t0, t1};
 }
 
+namespace {
+// A tree channel's children lists from its parents (in rank order).
+void fill_children(TreeChannel& tc) {
+  tc.children.assign(tc.parent.size(), {});
+  for (size_t r = 0; r < tc.parent.size(); ++r)
+    if (tc.parent[r] >= 0) tc.children[static_cast<size_t>(tc.parent[r])].push_back(static_cast<int>(r));
+}
+}  // namespace
+
 std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>& rank_gpus, int channels) {
   const auto chains = node_chains(p, rank_gpus);
   const int nodes = static_cast<int>(chains.size());
@@ -307,9 +316,7 @@ std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>
       if (pv >= 0) tc.parent[ch[0]] = chain(pv)[0];
     }
     tc.root = chain(trees[tc.tree].root)[0];
-    tc.children.assign(rank_gpus.size(), {});
-    for (int r = 0; r < static_cast<int>(rank_gpus.size()); ++r)
-      if (tc.parent[r] >= 0) tc.children[tc.parent[r]].push_back(r);
+    fill_children(tc);
     out.push_back(std::move(tc));
   }
   return out;
@@ -357,9 +364,7 @@ std::vector<TreeChannel> nvls_tree_channels(const Platform& p, const std::vector
       if (pv >= 0) tc.parent[static_cast<size_t>(hv)] = head(pv, c);
     }
     tc.root = head(trees[static_cast<size_t>(tc.tree)].root, c);
-    tc.children.assign(rank_gpus.size(), {});
-    for (int r = 0; r < static_cast<int>(rank_gpus.size()); ++r)
-      if (tc.parent[static_cast<size_t>(r)] >= 0) tc.children[static_cast<size_t>(tc.parent[static_cast<size_t>(r)])].push_back(r);
+    fill_children(tc);
     out.push_back(std::move(tc));
   }
   return out;

@@ -70,30 +70,28 @@ CollectiveCall all_reduce_bytes(Bytes bytes) { return {CollectiveOp::all_reduce,
 // the graph stays 8 x 40 / 40. 4 nodes: 8 x bwInter 40 = 320 bus, x 0.7 x 4/6 = 149.33 alg;
 // latency 23 + 2 x 3 x 19 = 137 us. NVLS there needs more than 2 GPUs per node
 // (ncclNvlsInit), master more than 1.
+namespace {
+// The NVLS graph across nodes and the NVLS-tree all-reduce cost NCCL computes from it.
+void expect_graph_and_cost(const NcclGraph& g, int channels, double intra_gbs, double inter_gbs, double bus_gbs,
+                           double alg_gbs, double latency_us) {
+  EXPECT_EQ(g.nvls_channels, channels);
+  EXPECT_DOUBLE_EQ(g.nvls_bw_gbs, intra_gbs);
+  EXPECT_DOUBLE_EQ(g.nvls_inter_bw_gbs, inter_gbs);
+  const NcclCost c = nccl_cost(g, CollectiveOp::all_reduce, NcclAlgo::nvls_tree, NcclProtocol::simple);
+  EXPECT_NEAR(c.bus_bw_gbs, bus_gbs, 1e-9);
+  EXPECT_NEAR(c.alg_bw_gbs, alg_gbs, 1e-9);
+  EXPECT_NEAR(c.latency_us, latency_us, 1e-9);
+}
+}  // namespace
+
 TEST(NvlsTreeTuner, DgxH100ClusterGraphAndCostAreNcclsModel) {
   const HardwareSpec hw = h100_nodes(4);
   const NcclGraph g = nccl_graph(hw, 32, 4, true);
-  EXPECT_EQ(g.nvls_channels, 8);
-  EXPECT_DOUBLE_EQ(g.nvls_bw_gbs, 40.0);
-  EXPECT_DOUBLE_EQ(g.nvls_inter_bw_gbs, 48.0);
-  const NcclCost c4 = nccl_cost(g, CollectiveOp::all_reduce, NcclAlgo::nvls_tree, NcclProtocol::simple);
-  EXPECT_NEAR(c4.bus_bw_gbs, 364.0, 1e-9);
-  EXPECT_NEAR(c4.alg_bw_gbs, 364.0 * 32 / 62, 1e-9);
-  EXPECT_NEAR(c4.latency_us, 108.6, 1e-9);
-  const NcclCost c2 =
-      nccl_cost(nccl_graph(h100_nodes(2), 16, 2, true), CollectiveOp::all_reduce, NcclAlgo::nvls_tree, NcclProtocol::simple);
-  EXPECT_NEAR(c2.bus_bw_gbs, 461.6, 1e-9);
-  EXPECT_NEAR(c2.latency_us, 66.8, 1e-9);
+  expect_graph_and_cost(g, 8, 40.0, 48.0, 364.0, 364.0 * 32 / 62, 108.6);
+  expect_graph_and_cost(nccl_graph(h100_nodes(2), 16, 2, true), 8, 40.0, 48.0, 461.6, 461.6 * 16 / 30, 66.8);
   HardwareSpec hw218 = hw;
   hw218.nccl_version = "2.18.5";
-  const NcclGraph old = nccl_graph(hw218, 32, 4, true);
-  EXPECT_EQ(old.nvls_channels, 8);
-  EXPECT_DOUBLE_EQ(old.nvls_bw_gbs, 40.0);
-  EXPECT_DOUBLE_EQ(old.nvls_inter_bw_gbs, 40.0);
-  const NcclCost c218 = nccl_cost(old, CollectiveOp::all_reduce, NcclAlgo::nvls_tree, NcclProtocol::simple);
-  EXPECT_NEAR(c218.bus_bw_gbs, 320.0, 1e-9);
-  EXPECT_NEAR(c218.alg_bw_gbs, 320.0 * 0.7 * 4 / 6, 1e-9);
-  EXPECT_NEAR(c218.latency_us, 137.0, 1e-9);
+  expect_graph_and_cost(nccl_graph(hw218, 32, 4, true), 8, 40.0, 40.0, 320.0, 320.0 * 0.7 * 4 / 6, 137.0);
   EXPECT_EQ(nccl_graph(hw218, 8, 4, true).nvls_channels, 0);  // 2 GPUs per node
   EXPECT_EQ(nccl_graph(hw, 8, 4, true).nvls_channels, 2);
   // Simple only; none on one node (NVLS runs there), none on NVSwitch without in-switch reduction.

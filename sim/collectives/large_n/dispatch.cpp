@@ -134,20 +134,16 @@ Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& 
 // channels 0 and 1 standing for every channel.
 TreeEstimator& tree_of(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels,
                        CollectiveAlgorithm a) {
-  if (a == CollectiveAlgorithm::nvls_tree) {
-    if (!set.nvls_tree) {
-      const RailFold fold = nvls_tree_rail_fold(p, rank_gpus, channels);
-      set.nvls_tree = std::make_unique<TreeEstimator>(
-          p, rank_gpus, nvls_tree_channels(p, rank_gpus, fold.copies > 1 ? 2 : channels), TreeEstimator::kHeadPieces, fold);
-    }
-    return *set.nvls_tree;
+  const bool nvls = a == CollectiveAlgorithm::nvls_tree;
+  auto& kept = nvls ? set.nvls_tree : set.tree;
+  if (!kept) {
+    const RailFold fold = (nvls ? nvls_tree_rail_fold : tree_rail_fold)(p, rank_gpus, channels);
+    const int built = fold.copies > 1 ? 2 : channels;
+    kept = std::make_unique<TreeEstimator>(
+        p, rank_gpus, nvls ? nvls_tree_channels(p, rank_gpus, built) : tree_channels(p, rank_gpus, built),
+        TreeEstimator::kHeadPieces, fold);
   }
-  if (!set.tree) {
-    const RailFold fold = tree_rail_fold(p, rank_gpus, channels);
-    set.tree = std::make_unique<TreeEstimator>(p, rank_gpus, tree_channels(p, rank_gpus, fold.copies > 1 ? 2 : channels),
-                                               TreeEstimator::kHeadPieces, fold);
-  }
-  return *set.tree;
+  return *kept;
 }
 
 // Every channel of the tree or NVLS-tree algorithm (what replays and traffic need).
