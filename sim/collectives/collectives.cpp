@@ -454,7 +454,7 @@ void CollectiveGroup::run(int rank, const CollectiveCall& call) {
     // The last rank to arrive starts the clock and sleeps the model's duration; the others
     // wait at the barrier, which opens when it arrives there too (one timed activity
     // per collective instead of one per rank).
-    if (pd.arrived == arrivals) {
+    if (pd.arrived == arrivals && timed_) {
       auto& cached = st.by_call.at(key);
       if (!cached.duration) {
         cached.duration = (cached.plan.model_s ? *cached.plan.model_s

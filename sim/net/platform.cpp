@@ -142,7 +142,9 @@ struct PlatformBuilder {
     hosts = h.gpus;
     hosts.insert(hosts.end(), h.cpus.begin(), h.cpus.end());
     if (h.nvs) hosts.push_back(h.nvs);
-    for (size_t i = 0; i < hosts.size(); ++i) pf.host_slot_.emplace(hosts[i], std::make_pair(k, static_cast<int>(i)));
+    pf.hosts_per_node_ = static_cast<int>(hosts.size());  // the same on every node
+    for (size_t i = 0; i < hosts.size(); ++i)
+      hosts[i]->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(k * hosts.size() + i + 1)));
     if (hw.network) h.ib = zone->create_router(pre + "ib");
     return h;
   }
@@ -312,8 +314,13 @@ struct PlatformBuilder {
     const NodeHosts h = create_node_hosts(zone, pre, k);
     const NodeLinks L = create_node_links(zone, pre, k);
     add_node_routes(zone, h, L);
-    if (k == 0)
-      for (size_t i = 0; i < pf.node_links_[0].size(); ++i) pf.node0_link_slot_.emplace(pf.node_links_[0][i], static_cast<int>(i));
+    if (k == 0) {
+      pf.node0_slot_of_link_.assign(pf.links_.size(), -1);
+      for (size_t i = 0; i < pf.node_links_[0].size(); ++i) {
+        const int id = pf.raw_link_id(pf.node_links_[0][i]);
+        if (id >= 0) pf.node0_slot_of_link_[static_cast<size_t>(id)] = static_cast<int>(i);
+      }
+    }
     for (int g = 0; g < n; ++g) pf.gpu_hosts_[k * n + g] = h.gpus[g];
     pf.cpu_hosts_[k] = h.cpus;
     pf.nvswitch_hosts_[k] = h.nvs;
@@ -427,13 +434,29 @@ int Platform::nic_of_gpu(int local_gpu) const {
 
 bool Platform::has_in_switch_reduction() const { return hw_.nvswitch && hw_.nvswitch->in_switch_reduction; }
 
+int Platform::host_index(const sg4::Host* h) const {
+  return static_cast<int>(reinterpret_cast<std::uintptr_t>(h->get_data<void>())) - 1;
+}
+
 const RouteInfo& Platform::route(const sg4::Host* a, const sg4::Host* b) const {
+  const int ia = host_index(a), ib = host_index(b);
+  const int h = hosts_per_node_;
+  if (ia >= 0 && ib >= 0 && ia / h == ib / h) {
+    if (node_routes_.empty()) node_routes_.assign(node_hosts_.size() * static_cast<size_t>(h) * h, nullptr);
+    const int k = ia / h;
+    const RouteInfo*& kept = node_routes_[(static_cast<size_t>(k) * h + ia % h) * h + ib % h];
+    if (kept) return *kept;
+    auto carried = k > 0 && a != b ? translated_route(k, ia % h, ib % h) : std::nullopt;
+    RouteInfo r = carried ? std::move(*carried) : simgrid_route(a, b);
+    r.link_ids.clear();
+    for (const auto* l : r.links) r.link_ids.push_back(link_id(l));
+    kept = &node_route_store_.emplace_back(std::move(r));
+    return *kept;
+  }
   const auto key = std::make_pair(a, b);
   auto it = routes_.find(key);
   if (it != routes_.end()) return it->second;
-  auto carried = translated_route(a, b);
-  RouteInfo r = carried ? std::move(*carried) : simgrid_route(a, b);
-  r.link_ids.clear();
+  RouteInfo r = simgrid_route(a, b);
   for (const auto* l : r.links) r.link_ids.push_back(link_id(l));
   return routes_.emplace(key, std::move(r)).first->second;
 }
@@ -450,23 +473,18 @@ RouteInfo Platform::simgrid_route(const sg4::Host* a, const sg4::Host* b) const 
   return info;
 }
 
-// Node 0's route between the hosts at a's and b's positions, its links replaced by node
-// k's at the same positions; none (SimGrid decides) unless a and b are distinct hosts
-// of one node k > 0 and every link of node 0's route is node 0's own.
-std::optional<RouteInfo> Platform::translated_route(const sg4::Host* a, const sg4::Host* b) const {
-  if (a == b) return std::nullopt;
-  const auto sa = host_slot_.find(a), sb = host_slot_.find(b);
-  if (sa == host_slot_.end() || sb == host_slot_.end()) return std::nullopt;
-  const int k = sa->second.first;
-  if (k == 0 || sb->second.first != k) return std::nullopt;
-  const RouteInfo& base = route(node_hosts_[0][static_cast<size_t>(sa->second.second)],
-                                node_hosts_[0][static_cast<size_t>(sb->second.second)]);
+// Node 0's route between the hosts at positions slot_a and slot_b, its links replaced by
+// node k's at the same positions; none (SimGrid decides) unless every link of node 0's
+// route is node 0's own.
+std::optional<RouteInfo> Platform::translated_route(int k, int slot_a, int slot_b) const {
+  const RouteInfo& base = route(node_hosts_[0][static_cast<size_t>(slot_a)], node_hosts_[0][static_cast<size_t>(slot_b)]);
   RouteInfo carried = base;
   const bool untranslated = fault_active(Fault::platform_route_node0_links);  // planted: node 0's links kept
-  for (auto*& l : carried.links) {
-    const auto slot = node0_link_slot_.find(l);
-    if (slot == node0_link_slot_.end()) return std::nullopt;
-    if (!untranslated) l = node_links_[static_cast<size_t>(k)][static_cast<size_t>(slot->second)];
+  for (size_t j = 0; j < carried.links.size(); ++j) {
+    const int id = raw_link_id(base.links[j]);
+    const int slot = id >= 0 && static_cast<size_t>(id) < node0_slot_of_link_.size() ? node0_slot_of_link_[static_cast<size_t>(id)] : -1;
+    if (slot < 0) return std::nullopt;
+    if (!untranslated) carried.links[j] = node_links_[static_cast<size_t>(k)][static_cast<size_t>(slot)];
   }
   return carried;
 }
@@ -509,10 +527,15 @@ void Platform::register_link(sg4::Link* l) {
   l->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(links_.size())));  // id + 1: 0 is "none"
 }
 
-int Platform::link_id(const sg4::Link* l) const {
+int Platform::raw_link_id(const sg4::Link* l) const {
   const auto stored = reinterpret_cast<std::uintptr_t>(l->get_data<void>());
   if (stored == 0 || stored > links_.size() || links_[stored - 1] != l) return -1;
-  const int id = static_cast<int>(stored - 1);
+  return static_cast<int>(stored - 1);
+}
+
+int Platform::link_id(const sg4::Link* l) const {
+  const int id = raw_link_id(l);
+  if (id < 0) return -1;
   // Planted: a split-duplex link's two directions share one id.
   return fault_active(Fault::platform_link_ids_shared_by_directions) ? id & ~1 : id;
 }

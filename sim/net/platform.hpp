@@ -27,6 +27,7 @@
 // the Engine). A transfer of n bytes on an otherwise idle route then takes
 // sum(latency) + n / min(bandwidth).
 #pragma once
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -165,6 +166,7 @@ class Platform {
   HardwareSpec hw_;
   std::vector<const simgrid::s4u::Link*> links_;             // by dense id (see link_id)
   void register_link(simgrid::s4u::Link* l);                  // gives it the next id
+  int raw_link_id(const simgrid::s4u::Link* l) const;         // link_id without planted faults
   std::vector<simgrid::s4u::Host*> gpu_hosts_;               // by global GPU index
   std::vector<std::vector<simgrid::s4u::Host*>> cpu_hosts_;  // [node][socket]
   std::vector<int> gpu_switch_;                              // by local GPU: PCIe switch index or -1
@@ -185,9 +187,17 @@ class Platform {
   // microseconds per pair, and a 32,768-GPU prediction looks up ~10^5 pairs).
   std::vector<std::vector<simgrid::s4u::Host*>> node_hosts_;
   std::vector<std::vector<simgrid::s4u::Link*>> node_links_;
-  std::unordered_map<const simgrid::s4u::Host*, std::pair<int, int>> host_slot_;  // (node, position)
-  std::unordered_map<const simgrid::s4u::Link*, int> node0_link_slot_;
-  std::optional<RouteInfo> translated_route(const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
+  int hosts_per_node_ = 0;
+  // A node host's index k * hosts_per_node_ + position, kept in the host's user data (as
+  // index + 1); -1 for a host outside the nodes.
+  int host_index(const simgrid::s4u::Host* h) const;
+  std::vector<int> node0_slot_of_link_;  // by link id: its position in node_links_[0], or -1
+  std::optional<RouteInfo> translated_route(int node, int slot_a, int slot_b) const;
+  // Routes within a node, by [node][position a][position b] (a 32,768-GPU prediction
+  // looks up millions; hashing host pairs was most of the look-up), kept in a deque so
+  // that references stay valid.
+  mutable std::vector<const RouteInfo*> node_routes_;
+  mutable std::deque<RouteInfo> node_route_store_;
   std::unordered_map<const simgrid::s4u::Link*, Bytes> link_bytes_;
   std::map<const LinkBytes*, std::pair<std::shared_ptr<const LinkBytes>, std::int64_t>> patterns_;  // pattern, times
 };

@@ -703,3 +703,51 @@ TEST(SimCollectivesSelection, ForcedAlgorithmThatCannotRunIsRejected) {
             "algorithm nvls cannot run all_reduce here: nvls needs all ranks on one node whose NVSwitch reduces "
             "in-switch (hardware dgx-a100)\n");
 }
+
+// Invariant: a call the group runs untimed (CollectiveGroup::set_timed(false), what a
+// prediction does with DDP's construction broadcast) completes when its last rank
+// arrives and puts no bytes on any link, and the calls after timing is turned back on
+// are timed and accounted as ever: the second of two equal all-reduces lasts the large-N
+// model's time plus the plan's extra latency, and the links carry one call's bytes.
+// Fails when set_timed is ignored (checked by removing its test in CollectiveGroup::run:
+// the first call then lasts as long as the second and the links carry twice the bytes).
+TEST(SimCollectivesLargeN, UntimedCallsCompleteAtArrivalAndAccountNoTraffic) {
+  const HardwareSpec hw = load_hardware("dgx-h100", kHardwareLibrary);
+  const std::vector<int> gpus = first_gpus(8);
+  const CollectiveCall call{CollectiveOp::all_reduce, 16 * kMiB / 4, 4, 0};
+  CollectiveSettings s;
+  s.formulation = Formulation::large_n;
+  s.algorithm = CollectiveAlgorithm::ring;
+  std::shared_ptr<CollectiveGroup> group;
+  const std::string out = run_simulation(
+      hw,
+      [&](Platform& p) {
+        group = std::make_shared<CollectiveGroup>(p, gpus, s);
+        group->set_timed(false);
+        for (int r = 0; r < group->size(); ++r)
+          simgrid::s4u::Actor::create(fmt::format("rank{}", r), p.gpu_host(gpus[static_cast<size_t>(r)]), [r, &group, call] {
+            group->run(r, call);
+            if (r == 0) group->set_timed(true);  // before rank 0 (and so the last rank) arrives at the second
+            group->run(r, call);
+          });
+      },
+      [&](Platform& p) {
+        const auto& recs = group->records();
+        nlohmann::json j;
+        j["untimed_s"] = recs.at(0).end_s - recs.at(0).start_s;
+        j["timed_s"] = recs.at(1).end_s - recs.at(1).start_s;
+        j["model_s"] = collective_time_large_n(p, gpus, call, recs.at(1).plan, s) + recs.at(1).plan.extra_latency_s;
+        Bytes on_links = 0, one_call = 0;
+        for (const auto& u : p.link_usage()) on_links += u.bytes;
+        for (const auto& [link, bytes] : large_n_traffic(p, gpus, call, recs.at(1).plan, s)) one_call += bytes;
+        j["on_links"] = on_links;
+        j["one_call"] = one_call;
+        return j.dump();
+      });
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["untimed_s"].get<double>(), 0.0);
+  EXPECT_GT(j["model_s"].get<double>(), 0.0);
+  EXPECT_NEAR(j["timed_s"].get<double>(), j["model_s"].get<double>(), 1e-12);
+  EXPECT_GT(j["one_call"].get<Bytes>(), 0);
+  EXPECT_EQ(j["on_links"].get<Bytes>(), j["one_call"].get<Bytes>());
+}
