@@ -77,6 +77,7 @@ const std::vector<Fault>& all_faults() {
       Fault::nccl_nvls_tree_off,
       Fault::nvls_tree_one_head,
       Fault::nvls_tree_fold_unscaled,
+      Fault::platform_cross_route_rep_links,
   };
   return faults;
 }
@@ -143,6 +144,7 @@ const char* fault_name(Fault f) {
     case Fault::nccl_nvls_tree_off: return "nccl-nvls-tree-off";
     case Fault::nvls_tree_one_head: return "nvls-tree-one-head";
     case Fault::nvls_tree_fold_unscaled: return "nvls-tree-fold-unscaled";
+    case Fault::platform_cross_route_rep_links: return "cross-route-rep-links";
   }
   return "?";
 }

@@ -72,6 +72,7 @@ enum class Fault : unsigned {
   nccl_nvls_tree_off,               // "nccl-nvls-tree-off": NCCL's tuner never runs NVLS-tree across NVLink SHARP nodes
   nvls_tree_one_head,               // "nvls-tree-one-head": every NVLS-tree channel leaves a node through its first GPU and NIC
   nvls_tree_fold_unscaled,          // "nvls-tree-fold-unscaled": the rail fold counts head 0's loads alone (no other head's on shared switch ports or fabric links)
+  platform_cross_route_rep_links,   // "cross-route-rep-links": a route across nodes carried over from its representative keeps the far node's and uplinks' links
 };
 
 // Every fault, in declaration order.

@@ -290,7 +290,8 @@ struct PlatformBuilder {
   // member shared the host's index, and dropped the node's NIC links).
   std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*> switch_group(const sg4::NetZone* root,
                                                                             const std::string& name,
-                                                                            BytesPerSecond up_bw) {
+                                                                            BytesPerSecond up_bw,
+                                                                            std::vector<std::array<sg4::Link*, 2>>& uplinks) {
     sg4::NetZone* z = detached_zone(sg4::create_star_zone(name), root);
     sg4::NetZone* sw = detached_zone(sg4::create_empty_zone(name + ".switch"), root);
     auto* router = sw->create_router(name + ".router");
@@ -300,6 +301,7 @@ struct PlatformBuilder {
     sg4::Link* uplink = duplex->set_latency(hw.network->latency_s / 2)->seal();
     pf.register_link(duplex->get_link_up());
     pf.register_link(duplex->get_link_down());
+    uplinks.push_back({duplex->get_link_up(), duplex->get_link_down()});
     z->add_route(sw->get_netpoint(), nullptr, router, nullptr, {{uplink, Dir::UP}}, true);
     return {z, router};
   }
@@ -369,13 +371,17 @@ std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpe
     return pf;
   }
   const FatTreeShape shape = fat_tree_shape(hw);
-  auto group = [&](const std::string& name, BytesPerSecond up_bw) { return b.switch_group(root, name, up_bw); };
+  pf->nodes_per_leaf_ = net.nodes_per_leaf;
+  pf->leaves_per_pod_ = shape.leaves_per_pod;
+  auto group = [&](const std::string& name, BytesPerSecond up_bw, std::vector<std::array<sg4::Link*, 2>>& uplinks) {
+    return b.switch_group(root, name, up_bw, uplinks);
+  };
   std::vector<std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*>> top;  // joined to the root last
   for (int pod = 0; pod < shape.pods; ++pod) {
     std::pair<sg4::NetZone*, simgrid::kernel::routing::NetPoint*> p{nullptr, nullptr};
-    if (shape.pods > 1) p = group(fmt::format("pod{}", pod), shape.pod_uplink_bandwidth);
+    if (shape.pods > 1) p = group(fmt::format("pod{}", pod), shape.pod_uplink_bandwidth, pf->pod_uplinks_);
     for (int l = pod * shape.leaves_per_pod; l < std::min(shape.leaves, (pod + 1) * shape.leaves_per_pod); ++l) {
-      const auto [leaf, router] = group(fmt::format("leaf{}", l), shape.leaf_uplink_bandwidth);
+      const auto [leaf, router] = group(fmt::format("leaf{}", l), shape.leaf_uplink_bandwidth, pf->leaf_uplinks_);
       for (int k = l * net.nodes_per_leaf; k < std::min(hw.nodes, (l + 1) * net.nodes_per_leaf); ++k) {
         sg4::NetZone* node = b.build_node(root, k);  // sets node_gateways_[k]
         join(leaf, node, pf->node_gateways_[k]);
@@ -456,7 +462,11 @@ const RouteInfo& Platform::route(const sg4::Host* a, const sg4::Host* b) const {
   const auto key = std::make_pair(a, b);
   auto it = routes_.find(key);
   if (it != routes_.end()) return it->second;
-  RouteInfo r = simgrid_route(a, b);
+  const int gpn = hw_.gpus_per_node;
+  std::optional<RouteInfo> carried;
+  if (ia >= 0 && ib >= 0 && ia % h < gpn && ib % h < gpn) carried = translated_cross_route(ia / h, ia % h, ib / h, ib % h);
+  RouteInfo r = carried ? std::move(*carried) : simgrid_route(a, b);
+  r.link_ids.clear();
   for (const auto* l : r.links) r.link_ids.push_back(link_id(l));
   return routes_.emplace(key, std::move(r)).first->second;
 }
@@ -485,6 +495,57 @@ std::optional<RouteInfo> Platform::translated_route(int k, int slot_a, int slot_
     const int slot = id >= 0 && static_cast<size_t>(id) < node0_slot_of_link_.size() ? node0_slot_of_link_[static_cast<size_t>(id)] : -1;
     if (slot < 0) return std::nullopt;
     if (!untranslated) carried.links[j] = node_links_[static_cast<size_t>(k)][static_cast<size_t>(slot)];
+  }
+  return carried;
+}
+
+// GPU gpu_a of node_a to GPU gpu_b of node_b (distinct nodes): see leaf_uplinks_. None
+// (SimGrid decides) where a link of the representative route has no counterpart.
+std::optional<RouteInfo> Platform::translated_cross_route(int node_a, int gpu_a, int node_b, int gpu_b) const {
+  const int nodes = static_cast<int>(node_hosts_.size());
+  int rep = 1;  // one switch, or node_a and node_b under one leaf: node 1 (under node 0's)
+  if (nodes_per_leaf_ > 0) {
+    const int leaf_a = node_a / nodes_per_leaf_, leaf_b = node_b / nodes_per_leaf_;
+    if (leaf_a != leaf_b)
+      rep = leaf_a / leaves_per_pod_ == leaf_b / leaves_per_pod_ ? nodes_per_leaf_ : leaves_per_pod_ * nodes_per_leaf_;
+  }
+  if (rep >= nodes || (node_a == 0 && node_b == rep)) return std::nullopt;  // the representative: SimGrid's
+  const RouteInfo& base = route(node_hosts_[0][static_cast<size_t>(gpu_a)], node_hosts_[static_cast<size_t>(rep)][static_cast<size_t>(gpu_b)]);
+  RouteInfo carried = base;
+  auto uplink = [&](const std::vector<std::array<sg4::Link*, 2>>& ups, int group, const sg4::Link* l,
+                    int rep_group, int group_a, int group_b) -> sg4::Link* {
+    for (int dir = 0; dir < 2; ++dir) {
+      if (ups[static_cast<size_t>(group)][static_cast<size_t>(dir)] != l) continue;
+      const int to = group == 0 ? group_a : group == rep_group ? group_b : -1;
+      return to < 0 ? nullptr : ups[static_cast<size_t>(to)][static_cast<size_t>(dir)];
+    }
+    return nullptr;
+  };
+  // Planted: only node 0's links replaced (the far node's and the uplinks kept).
+  const bool near_only = fault_active(Fault::platform_cross_route_rep_links);
+  for (size_t j = 0; j < carried.links.size(); ++j) {
+    sg4::Link*& l = carried.links[j];
+    const auto [node, position] = node_link_position(raw_link_id(l));
+    if (near_only && node != 0) continue;
+    if (node == 0 || (node == rep && node >= 0)) {
+      l = node_links_[static_cast<size_t>(node == 0 ? node_a : node_b)][static_cast<size_t>(position)];
+      continue;
+    }
+    if (node >= 0 || nodes_per_leaf_ == 0) return std::nullopt;
+    // An uplink above node 0 or above the representative: the one at the same place
+    // above node_a or node_b.
+    sg4::Link* to = nullptr;
+    const int rep_leaf = rep / nodes_per_leaf_;
+    for (int leaf : {0, rep_leaf})
+      if (!to && leaf < static_cast<int>(leaf_uplinks_.size()))
+        to = uplink(leaf_uplinks_, leaf, l, rep_leaf, node_a / nodes_per_leaf_, node_b / nodes_per_leaf_);
+    const int rep_pod = rep_leaf / leaves_per_pod_;
+    for (int pod : {0, rep_pod})
+      if (!to && pod < static_cast<int>(pod_uplinks_.size()))
+        to = uplink(pod_uplinks_, pod, l, rep_pod, node_a / nodes_per_leaf_ / leaves_per_pod_,
+                    node_b / nodes_per_leaf_ / leaves_per_pod_);
+    if (!to) return std::nullopt;
+    l = to;
   }
   return carried;
 }
@@ -538,6 +599,26 @@ int Platform::link_id(const sg4::Link* l) const {
   if (id < 0) return -1;
   // Planted: a split-duplex link's two directions share one id.
   return fault_active(Fault::platform_link_ids_shared_by_directions) ? id & ~1 : id;
+}
+
+std::pair<int, int> Platform::node_link_position(int id) const {
+  if (node_link_position_.empty()) {
+    node_link_position_.assign(links_.size(), -1);
+    const int per_node = links_per_node();
+    for (size_t k = 0; k < node_links_.size(); ++k)
+      for (size_t i = 0; i < node_links_[k].size(); ++i) {
+        const int own = raw_link_id(node_links_[k][i]);
+        if (own >= 0) node_link_position_[static_cast<size_t>(own)] = static_cast<int>(k) * per_node + static_cast<int>(i);
+      }
+  }
+  if (id < 0 || static_cast<size_t>(id) >= node_link_position_.size() || node_link_position_[static_cast<size_t>(id)] < 0)
+    return {-1, -1};
+  const int at = node_link_position_[static_cast<size_t>(id)], per_node = links_per_node();
+  return {at / per_node, at % per_node};
+}
+
+const sg4::Link* Platform::node_link(int node, int position) const {
+  return node_links_.at(static_cast<size_t>(node)).at(static_cast<size_t>(position));
 }
 
 LinkIndexer::LinkIndexer(const Platform* p) : p_(p) {

@@ -27,6 +27,7 @@
 // the Engine). A transfer of n bytes on an otherwise idle route then takes
 // sum(latency) + n / min(bandwidth).
 #pragma once
+#include <array>
 #include <deque>
 #include <map>
 #include <memory>
@@ -152,6 +153,12 @@ class Platform {
   // The link's dense id, or -1 for a link this platform did not build.
   int link_id(const simgrid::s4u::Link* l) const;
   void reset_link_usage();
+  // Where the link of dense id `id` sits among its node's links (built alike on every node,
+  // in the same order): {node, position}, or {-1, -1} for a link outside the nodes (the
+  // fabric's) or an unknown id. node_link(k, position) is the link there.
+  std::pair<int, int> node_link_position(int id) const;
+  const simgrid::s4u::Link* node_link(int node, int position) const;
+  int links_per_node() const { return node_links_.empty() ? 0 : static_cast<int>(node_links_[0].size()); }
 
   // Effective rates used to build the links (datasheet x efficiency), per direction.
   BytesPerSecond pcie_link_bandwidth() const;
@@ -196,6 +203,17 @@ class Platform {
   // Routes within a node, by [node][position a][position b] (a 32,768-GPU prediction
   // looks up millions; hashing host pairs was most of the look-up), kept in a deque so
   // that references stay valid.
+  // Across nodes: the fabric's switch levels (fat_tree only; see fat_tree_shape) and their
+  // uplinks' directions {up, down}, by leaf and by pod, so that a route between GPUs of
+  // nodes i and j is a representative route (from node 0 to a node standing in the same
+  // relation to it: same leaf, same pod, other pod) with node 0's links replaced by node
+  // i's, the other node's by node j's, and each uplink by the one at the same place above
+  // i or j: the same latencies summed in the same order (SimGrid's look-up was a third of
+  // a 32,768-GPU prediction's route time).
+  int nodes_per_leaf_ = 0, leaves_per_pod_ = 0;  // 0: one switch (single_switch)
+  std::vector<std::array<simgrid::s4u::Link*, 2>> leaf_uplinks_, pod_uplinks_;
+  std::optional<RouteInfo> translated_cross_route(int node_a, int gpu_a, int node_b, int gpu_b) const;
+  mutable std::vector<int> node_link_position_;  // by link id: node * links_per_node + position, or -1 (lazy)
   mutable std::vector<const RouteInfo*> node_routes_;
   mutable std::deque<RouteInfo> node_route_store_;
   std::unordered_map<const simgrid::s4u::Link*, Bytes> link_bytes_;

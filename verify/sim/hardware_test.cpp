@@ -270,3 +270,60 @@ TEST(HardwarePlatform, PlantedBugNodeRoutesKeepNode0LinksIsCaught) {
   const ScopedFault planted(Fault::platform_route_node0_links);
   EXPECT_GT(routes_differing_from_simgrid(), 0) << "the planted bug went unnoticed";
 }
+
+namespace {
+// Pairs of GPUs on different nodes whose route() differs from SimGrid's own look-up
+// (links, latency or bottleneck), over every library file with a network: on 3 nodes as
+// shipped, and, for a fat-tree, on 10 nodes of 2 per leaf under switches of 4 ports (5
+// leaves in 3 pods), so that pairs share a leaf, share a pod, or cross the core.
+int cross_routes_differing_from_simgrid() {
+  int differing = 0;
+  for (const auto& name : list_hardware(kLibrary)) {
+    const HardwareSpec shipped = load_hardware(name, kLibrary);
+    if (!shipped.network) continue;
+    std::vector<HardwareSpec> variants{with_nodes(shipped, 3)};
+    if (shipped.network->topology == FabricTopology::fat_tree) {
+      HardwareSpec hw = with_nodes(shipped, 10);
+      hw.network->nodes_per_leaf = 2;
+      hw.network->switch_radix = 4;
+      validate_hardware(hw);
+      EXPECT_EQ(fat_tree_shape(hw).pods, 3) << name;
+      variants.push_back(hw);
+    }
+    for (const auto& hw : variants) {
+      const std::string out = run_in_child_process([&]() {
+        auto engine = make_engine();
+        auto p = Platform::build(*engine, hw);
+        int bad = 0;
+        // Each pair twice, in both orders of look-up: a route carried over from its
+        // representative, then the representative itself (SimGrid's) and the rest.
+        for (int pass = 0; pass < 2; ++pass)
+          for (int a = 0; a < p->gpu_count(); ++a)
+            for (int b = 0; b < p->gpu_count(); ++b) {
+              if (p->node_of_gpu(a) == p->node_of_gpu(b)) continue;
+              const int x = pass == 0 ? p->gpu_count() - 1 - a : a, y = pass == 0 ? p->gpu_count() - 1 - b : b;
+              const RouteInfo& got = p->route(p->gpu_host(x), p->gpu_host(y));
+              const RouteInfo want = p->simgrid_route(p->gpu_host(x), p->gpu_host(y));
+              if (got.links != want.links || got.latency_s != want.latency_s ||
+                  got.bottleneck_bandwidth != want.bottleneck_bandwidth)
+                ++bad;
+            }
+        engine.release();  // the child exits next; SimGrid needs no teardown
+        return std::to_string(bad);
+      });
+      differing += std::stoi(out);
+    }
+  }
+  return differing;
+}
+}  // namespace
+
+// Invariant: a route between GPUs of different nodes (carried over from a representative
+// pair's: node 0 and a node under the same leaf, the same pod, or another pod) has the
+// links, latency and bottleneck SimGrid's own look-up gives, bit for bit.
+TEST(HardwarePlatform, CrossNodeRoutesEqualSimGridsLookUp) { EXPECT_EQ(cross_routes_differing_from_simgrid(), 0); }
+
+TEST(HardwarePlatform, PlantedBugCrossNodeRoutesKeepTheRepresentativesLinksIsCaught) {
+  const ScopedFault planted(Fault::platform_cross_route_rep_links);
+  EXPECT_GT(cross_routes_differing_from_simgrid(), 0) << "the planted bug went unnoticed";
+}

@@ -71,32 +71,57 @@ bool foldable_node_link(const LinkName& n) { return n.kind == "gpu" || n.kind ==
 // one link id, loaded copies / (its links) times their sum; a fabric link copies times its
 // own. `links_in_order`: the incidence's links by id.
 void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>& links_in_order, RailFold fold,
-               const HardwareSpec& hw, std::vector<double>& load_scale) {
+               const Platform& p, std::vector<double>& load_scale) {
+  const HardwareSpec& hw = p.hardware();
   const int copies = fold.copies;
-  std::map<std::string, int> class_id;
+  // Planted: head 0's own loads only (no link merged, none multiplied).
+  const bool unscaled = fault_active(Fault::nvls_tree_fold_unscaled);
+  // A node link's class is (its node, its position's class): positions hold the same
+  // kind of link on every node, so their names (node 0's) are parsed once, not per link.
+  struct PositionClass {
+    int id = -1;  // among the positions' classes; -1: not a GPU's or a NIC's link
+    double per_node = 1;
+  };
+  const int per_node_links = p.links_per_node();
+  std::vector<PositionClass> position_class(static_cast<size_t>(per_node_links));
+  std::map<std::string, int> position_class_id;
+  for (int i = 0; i < per_node_links; ++i) {
+    const LinkName parsed = parse_link_name(p.node_link(0, i)->get_name());
+    if (!parsed.of_node || !foldable_node_link(parsed)) continue;
+    const auto key = fmt::format("{}{}+{}k.{}", parsed.kind, parsed.index % fold.step, fold.step, parsed.rest);
+    PositionClass& c = position_class[static_cast<size_t>(i)];
+    c.id = position_class_id.emplace(key, static_cast<int>(position_class_id.size())).first->second;
+    c.per_node = (parsed.kind == "gpu" ? hw.gpus_per_node : hw.network->nics_per_node) / fold.step;
+  }
+  const int classes_per_node = static_cast<int>(position_class_id.size());
+  std::vector<int> node_class(static_cast<size_t>(hw.nodes) * static_cast<size_t>(std::max(classes_per_node, 1)), -1);
+  std::map<std::string, int> class_id;  // the others' (the fabric's), by name
   std::vector<int> class_of(links_in_order.size());
   std::vector<double> bandwidth, scale;
   for (size_t l = 0; l < links_in_order.size(); ++l) {
-    const std::string name = links_in_order[l]->get_name();
-    const LinkName parsed = parse_link_name(name);
-    std::string key = name;
+    const auto [node, position] = p.node_link_position(p.link_id(links_in_order[l]));
+    int* slot = nullptr;
     double per_node = 1;
-    // Planted: head 0's own loads only (no link merged, none multiplied).
-    const bool unscaled = fault_active(Fault::nvls_tree_fold_unscaled);
-    if (parsed.of_node && !unscaled) {
-      if (!foldable_node_link(parsed))
-        throw std::logic_error(fmt::format("rail fold: link {} is neither a GPU's nor a NIC's", name));
-      key = fmt::format("n{}.{}{}+{}k.{}", parsed.node, parsed.kind, parsed.index % fold.step, fold.step, parsed.rest);
-      per_node = (parsed.kind == "gpu" ? hw.gpus_per_node : hw.network->nics_per_node) / fold.step;
+    if (node >= 0 && !unscaled) {
+      const PositionClass& c = position_class[static_cast<size_t>(position)];
+      if (c.id < 0)
+        throw std::logic_error(fmt::format("rail fold: link {} is neither a GPU's nor a NIC's", links_in_order[l]->get_name()));
+      slot = &node_class[static_cast<size_t>(node) * classes_per_node + c.id];
+      per_node = c.per_node;
+    } else {
+      const std::string name = links_in_order[l]->get_name();
+      if (!unscaled && parse_link_name(name).of_node)
+        throw std::logic_error(fmt::format("rail fold: link {} is not among its node's links", name));
+      slot = &class_id.emplace(name, -1).first->second;
     }
-    auto [it, added] = class_id.emplace(key, static_cast<int>(bandwidth.size()));
-    if (added) {
+    if (*slot < 0) {
+      *slot = static_cast<int>(bandwidth.size());
       bandwidth.push_back(inc.bandwidth[l]);
       scale.push_back(unscaled ? 1.0 : copies / per_node);
-    } else if (bandwidth[static_cast<size_t>(it->second)] != inc.bandwidth[l]) {
-      throw std::logic_error(fmt::format("rail fold: links of {} differ in bandwidth", key));
+    } else if (bandwidth[static_cast<size_t>(*slot)] != inc.bandwidth[l]) {
+      throw std::logic_error(fmt::format("rail fold: links of {}'s class differ in bandwidth", links_in_order[l]->get_name()));
     }
-    class_of[l] = it->second;
+    class_of[l] = *slot;
   }
   for (int& l : inc.link) l = class_of[static_cast<size_t>(l)];
   inc.bandwidth = std::move(bandwidth);
@@ -303,7 +328,7 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
         if (seen.insert(l).second) in_order.push_back(l);
     if (static_cast<int>(in_order.size()) != h->links.links())
       throw std::logic_error("rail fold: the incidence's links are not its routes' in order");
-    rail_fold(h->links, in_order, fold, p.hardware(), h->load_scale);
+    rail_fold(h->links, in_order, fold, p, h->load_scale);
   } else {
     h->load_scale.assign(static_cast<size_t>(h->links.links()), 1.0);
   }
