@@ -453,10 +453,7 @@ const RouteInfo& Platform::route(const sg4::Host* a, const sg4::Host* b) const {
     const RouteInfo*& kept = node_routes_[(static_cast<size_t>(k) * h + ia % h) * h + ib % h];
     if (kept) return *kept;
     auto carried = k > 0 && a != b ? translated_route(k, ia % h, ib % h) : std::nullopt;
-    RouteInfo r = carried ? std::move(*carried) : simgrid_route(a, b);
-    r.link_ids.clear();
-    for (const auto* l : r.links) r.link_ids.push_back(link_id(l));
-    kept = &node_route_store_.emplace_back(std::move(r));
+    kept = &node_route_store_.emplace_back(carried ? std::move(*carried) : with_link_ids(simgrid_route(a, b)));
     return *kept;
   }
   const auto key = std::make_pair(a, b);
@@ -465,10 +462,35 @@ const RouteInfo& Platform::route(const sg4::Host* a, const sg4::Host* b) const {
   const int gpn = hw_.gpus_per_node;
   std::optional<RouteInfo> carried;
   if (ia >= 0 && ib >= 0 && ia % h < gpn && ib % h < gpn) carried = translated_cross_route(ia / h, ia % h, ib / h, ib % h);
-  RouteInfo r = carried ? std::move(*carried) : simgrid_route(a, b);
+  return routes_.emplace(key, carried ? std::move(*carried) : with_link_ids(simgrid_route(a, b))).first->second;
+}
+
+RouteInfo Platform::with_link_ids(RouteInfo r) const {
   r.link_ids.clear();
   for (const auto* l : r.links) r.link_ids.push_back(link_id(l));
-  return routes_.emplace(key, std::move(r)).first->second;
+  return r;
+}
+
+RouteInfo Platform::carry_over(const RouteInfo& base, const std::vector<CarriedLink>& carry, int node_a, int node_b) const {
+  RouteInfo r = base;  // latency and bottleneck: the counterparts' figures, summed in the same order
+  const bool shared = fault_active(Fault::platform_link_ids_shared_by_directions);
+  for (size_t j = 0; j < carry.size(); ++j) {
+    const CarriedLink& c = carry[j];
+    if (c.place < 0) continue;
+    int id = -1;
+    if (c.place < 2) {
+      const size_t k = static_cast<size_t>(c.place == 0 ? node_a : node_b);
+      r.links[j] = node_links_[k][static_cast<size_t>(c.position)];
+      id = node_link_base_[k] >= 0 ? node_link_base_[k] + c.position : raw_link_id(r.links[j]);
+    } else {
+      const bool leaf = c.place < 4;
+      const int group = (c.place % 2 == 0 ? node_a : node_b) / nodes_per_leaf_ / (leaf ? 1 : leaves_per_pod_);
+      r.links[j] = (leaf ? leaf_uplinks_ : pod_uplinks_)[static_cast<size_t>(group)][static_cast<size_t>(c.dir)];
+      id = raw_link_id(r.links[j]);  // few: they stay in cache
+    }
+    r.link_ids[j] = shared && id >= 0 ? id & ~1 : id;  // as link_id gives it
+  }
+  return r;
 }
 
 RouteInfo Platform::simgrid_route(const sg4::Host* a, const sg4::Host* b) const {
@@ -488,66 +510,73 @@ RouteInfo Platform::simgrid_route(const sg4::Host* a, const sg4::Host* b) const 
 // route is node 0's own.
 std::optional<RouteInfo> Platform::translated_route(int k, int slot_a, int slot_b) const {
   const RouteInfo& base = route(node_hosts_[0][static_cast<size_t>(slot_a)], node_hosts_[0][static_cast<size_t>(slot_b)]);
-  RouteInfo carried = base;
-  const bool untranslated = fault_active(Fault::platform_route_node0_links);  // planted: node 0's links kept
-  for (size_t j = 0; j < carried.links.size(); ++j) {
-    const int id = raw_link_id(base.links[j]);
-    const int slot = id >= 0 && static_cast<size_t>(id) < node0_slot_of_link_.size() ? node0_slot_of_link_[static_cast<size_t>(id)] : -1;
-    if (slot < 0) return std::nullopt;
-    if (!untranslated) carried.links[j] = node_links_[static_cast<size_t>(k)][static_cast<size_t>(slot)];
+  if (node_carry_.empty()) node_carry_.resize(static_cast<size_t>(hosts_per_node_) * hosts_per_node_);
+  std::optional<Carry>& carry = node_carry_[static_cast<size_t>(slot_a) * hosts_per_node_ + slot_b];
+  if (!carry) {
+    std::vector<CarriedLink> c;
+    const bool untranslated = fault_active(Fault::platform_route_node0_links);  // planted: node 0's links kept
+    for (const auto* l : base.links) {
+      const int id = raw_link_id(l);
+      const int slot = id >= 0 && static_cast<size_t>(id) < node0_slot_of_link_.size() ? node0_slot_of_link_[static_cast<size_t>(id)] : -1;
+      if (slot < 0) break;
+      c.push_back({static_cast<std::int8_t>(untranslated ? -1 : 0), 0, slot});
+    }
+    carry = c.size() == base.links.size() ? Carry(std::move(c)) : Carry();
   }
-  return carried;
+  if (!*carry) return std::nullopt;
+  node_link_position(0);  // the link id tables (node_link_base_)
+  return carry_over(base, **carry, k, k);
 }
 
 // GPU gpu_a of node_a to GPU gpu_b of node_b (distinct nodes): see leaf_uplinks_. None
 // (SimGrid decides) where a link of the representative route has no counterpart.
 std::optional<RouteInfo> Platform::translated_cross_route(int node_a, int gpu_a, int node_b, int gpu_b) const {
   const int nodes = static_cast<int>(node_hosts_.size());
-  int rep = 1;  // one switch, or node_a and node_b under one leaf: node 1 (under node 0's)
+  int relation = 0, rep = 1;  // one switch, or node_a and node_b under one leaf: node 1 (under node 0's)
   if (nodes_per_leaf_ > 0) {
     const int leaf_a = node_a / nodes_per_leaf_, leaf_b = node_b / nodes_per_leaf_;
-    if (leaf_a != leaf_b)
-      rep = leaf_a / leaves_per_pod_ == leaf_b / leaves_per_pod_ ? nodes_per_leaf_ : leaves_per_pod_ * nodes_per_leaf_;
+    if (leaf_a != leaf_b) {
+      relation = leaf_a / leaves_per_pod_ == leaf_b / leaves_per_pod_ ? 1 : 2;
+      rep = relation == 1 ? nodes_per_leaf_ : leaves_per_pod_ * nodes_per_leaf_;
+    }
   }
   if (rep >= nodes || (node_a == 0 && node_b == rep)) return std::nullopt;  // the representative: SimGrid's
   const RouteInfo& base = route(node_hosts_[0][static_cast<size_t>(gpu_a)], node_hosts_[static_cast<size_t>(rep)][static_cast<size_t>(gpu_b)]);
-  RouteInfo carried = base;
-  auto uplink = [&](const std::vector<std::array<sg4::Link*, 2>>& ups, int group, const sg4::Link* l,
-                    int rep_group, int group_a, int group_b) -> sg4::Link* {
-    for (int dir = 0; dir < 2; ++dir) {
-      if (ups[static_cast<size_t>(group)][static_cast<size_t>(dir)] != l) continue;
-      const int to = group == 0 ? group_a : group == rep_group ? group_b : -1;
-      return to < 0 ? nullptr : ups[static_cast<size_t>(to)][static_cast<size_t>(dir)];
+  const int gpn = hw_.gpus_per_node;
+  if (cross_carry_.empty()) cross_carry_.resize(3 * static_cast<size_t>(gpn) * gpn);
+  std::optional<Carry>& carry = cross_carry_[(static_cast<size_t>(relation) * gpn + gpu_a) * gpn + gpu_b];
+  if (!carry) {
+    // Planted: only node 0's links replaced (the far node's and the uplinks kept).
+    const bool near_only = fault_active(Fault::platform_cross_route_rep_links);
+    std::vector<CarriedLink> c;
+    for (const auto* l : base.links) {
+      const auto [node, position] = node_link_position(raw_link_id(l));
+      if (node == 0 || (node == rep && node >= 0)) {
+        c.push_back({static_cast<std::int8_t>(near_only && node != 0 ? -1 : node == 0 ? 0 : 1), 0, position});
+        continue;
+      }
+      if (node >= 0 || nodes_per_leaf_ == 0) break;
+      // An uplink above node 0 or above the representative: the one at the same place
+      // above node_a or node_b.
+      std::optional<CarriedLink> up;
+      const int rep_leaf = rep / nodes_per_leaf_, rep_pod = rep_leaf / leaves_per_pod_;
+      auto find = [&](const std::vector<std::array<sg4::Link*, 2>>& ups, int group, std::int8_t place) {
+        if (up || group >= static_cast<int>(ups.size())) return;
+        for (int dir = 0; dir < 2; ++dir)
+          if (ups[static_cast<size_t>(group)][static_cast<size_t>(dir)] == l)
+            up = CarriedLink{static_cast<std::int8_t>(near_only ? -1 : place), static_cast<std::int8_t>(dir), 0};
+      };
+      find(leaf_uplinks_, 0, 2);
+      if (rep_leaf != 0) find(leaf_uplinks_, rep_leaf, 3);
+      find(pod_uplinks_, 0, 4);
+      if (rep_pod != 0) find(pod_uplinks_, rep_pod, 5);
+      if (!up) break;
+      c.push_back(*up);
     }
-    return nullptr;
-  };
-  // Planted: only node 0's links replaced (the far node's and the uplinks kept).
-  const bool near_only = fault_active(Fault::platform_cross_route_rep_links);
-  for (size_t j = 0; j < carried.links.size(); ++j) {
-    sg4::Link*& l = carried.links[j];
-    const auto [node, position] = node_link_position(raw_link_id(l));
-    if (near_only && node != 0) continue;
-    if (node == 0 || (node == rep && node >= 0)) {
-      l = node_links_[static_cast<size_t>(node == 0 ? node_a : node_b)][static_cast<size_t>(position)];
-      continue;
-    }
-    if (node >= 0 || nodes_per_leaf_ == 0) return std::nullopt;
-    // An uplink above node 0 or above the representative: the one at the same place
-    // above node_a or node_b.
-    sg4::Link* to = nullptr;
-    const int rep_leaf = rep / nodes_per_leaf_;
-    for (int leaf : {0, rep_leaf})
-      if (!to && leaf < static_cast<int>(leaf_uplinks_.size()))
-        to = uplink(leaf_uplinks_, leaf, l, rep_leaf, node_a / nodes_per_leaf_, node_b / nodes_per_leaf_);
-    const int rep_pod = rep_leaf / leaves_per_pod_;
-    for (int pod : {0, rep_pod})
-      if (!to && pod < static_cast<int>(pod_uplinks_.size()))
-        to = uplink(pod_uplinks_, pod, l, rep_pod, node_a / nodes_per_leaf_ / leaves_per_pod_,
-                    node_b / nodes_per_leaf_ / leaves_per_pod_);
-    if (!to) return std::nullopt;
-    l = to;
+    carry = c.size() == base.links.size() ? Carry(std::move(c)) : Carry();
   }
-  return carried;
+  if (!*carry) return std::nullopt;
+  return carry_over(base, **carry, node_a, node_b);
 }
 
 std::vector<std::string> Platform::route_link_names(const sg4::Host* a, const sg4::Host* b) const {
@@ -604,12 +633,17 @@ int Platform::link_id(const sg4::Link* l) const {
 std::pair<int, int> Platform::node_link_position(int id) const {
   if (node_link_position_.empty()) {
     node_link_position_.assign(links_.size(), -1);
+    node_link_base_.assign(node_links_.size(), -1);
     const int per_node = links_per_node();
-    for (size_t k = 0; k < node_links_.size(); ++k)
+    for (size_t k = 0; k < node_links_.size(); ++k) {
+      bool consecutive = !node_links_[k].empty();
       for (size_t i = 0; i < node_links_[k].size(); ++i) {
         const int own = raw_link_id(node_links_[k][i]);
         if (own >= 0) node_link_position_[static_cast<size_t>(own)] = static_cast<int>(k) * per_node + static_cast<int>(i);
+        consecutive = consecutive && own >= 0 && own == raw_link_id(node_links_[k][0]) + static_cast<int>(i);
       }
+      if (consecutive) node_link_base_[k] = raw_link_id(node_links_[k][0]);
+    }
   }
   if (id < 0 || static_cast<size_t>(id) >= node_link_position_.size() || node_link_position_[static_cast<size_t>(id)] < 0)
     return {-1, -1};

@@ -28,6 +28,7 @@
 // sum(latency) + n / min(bandwidth).
 #pragma once
 #include <array>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
@@ -214,6 +215,21 @@ class Platform {
   std::vector<std::array<simgrid::s4u::Link*, 2>> leaf_uplinks_, pod_uplinks_;
   std::optional<RouteInfo> translated_cross_route(int node_a, int gpu_a, int node_b, int gpu_b) const;
   mutable std::vector<int> node_link_position_;  // by link id: node * links_per_node + position, or -1 (lazy)
+  mutable std::vector<int> node_link_base_;      // by node: its first link's id where its links' ids run on, else -1
+  // Where each link of a carried-over route's base has its counterpart: place 0 node a's
+  // link at `position`, 1 node b's, 2 (3) the uplink of node a's (b's) leaf in direction
+  // `dir`, 4 (5) of its pod; -1 the base's own link kept (planted faults only). Worked out
+  // once per base, so that carrying a route over touches no link object.
+  struct CarriedLink {
+    std::int8_t place = 0;
+    std::int8_t dir = 0;
+    int position = 0;
+  };
+  using Carry = std::optional<std::vector<CarriedLink>>;  // none: a link without counterpart
+  mutable std::vector<std::optional<Carry>> node_carry_;   // by node 0's position a * hosts_per_node_ + b
+  mutable std::vector<std::optional<Carry>> cross_carry_;  // by (relation * gpus_per_node + GPU a) * gpus_per_node + GPU b
+  RouteInfo carry_over(const RouteInfo& base, const std::vector<CarriedLink>& carry, int node_a, int node_b) const;
+  RouteInfo with_link_ids(RouteInfo r) const;
   mutable std::vector<const RouteInfo*> node_routes_;
   mutable std::deque<RouteInfo> node_route_store_;
   std::unordered_map<const simgrid::s4u::Link*, Bytes> link_bytes_;
