@@ -294,7 +294,7 @@ Seconds ring_slowest_hop(const Platform& p, const std::vector<int>& rank_gpus, i
   Seconds hop = 0;
   for (const auto& o : ring_orders(p, rank_gpus, channels))
     for (int i = 0; i < n; ++i)
-      hop = std::max(hop, p.route(p.gpu_host(rank_gpus[o[i]]), p.gpu_host(rank_gpus[o[(i + 1) % n]])).latency_s);
+      hop = std::max(hop, p.gpu_route(rank_gpus[o[i]], rank_gpus[o[(i + 1) % n]]).latency_s);
   return hop;
 }
 
@@ -302,7 +302,7 @@ Seconds ring_slowest_hop(const Platform& p, const std::vector<int>& rank_gpus, i
 // from the rank up to the root, in that order.
 Seconds tree_deepest_path(const Platform& p, const std::vector<int>& rank_gpus, const std::vector<TreeChannel>& tcs) {
   const int n = static_cast<int>(rank_gpus.size());
-  auto lat = [&](int a, int b) { return p.route(p.gpu_host(rank_gpus[a]), p.gpu_host(rank_gpus[b])).latency_s; };
+  auto lat = [&](int a, int b) { return p.gpu_route(rank_gpus[a], rank_gpus[b]).latency_s; };
   Seconds deepest = 0;
   for (const auto& tc : tcs)
     for (int r = 0; r < n; ++r) {

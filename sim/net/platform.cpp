@@ -445,7 +445,15 @@ int Platform::host_index(const sg4::Host* h) const {
 }
 
 const RouteInfo& Platform::route(const sg4::Host* a, const sg4::Host* b) const {
-  const int ia = host_index(a), ib = host_index(b);
+  return route_indexed(host_index(a), host_index(b), a, b);
+}
+
+const RouteInfo& Platform::gpu_route(int gpu_a, int gpu_b) const {
+  const int gpn = hw_.gpus_per_node, h = hosts_per_node_;  // a node's GPUs are its first hosts
+  return route_indexed((gpu_a / gpn) * h + gpu_a % gpn, (gpu_b / gpn) * h + gpu_b % gpn, gpu_host(gpu_a), gpu_host(gpu_b));
+}
+
+const RouteInfo& Platform::route_indexed(int ia, int ib, const sg4::Host* a, const sg4::Host* b) const {
   const int h = hosts_per_node_;
   if (ia >= 0 && ib >= 0 && ia / h == ib / h) {
     if (node_routes_.empty()) node_routes_.assign(node_hosts_.size() * static_cast<size_t>(h) * h, nullptr);

@@ -125,6 +125,9 @@ class Platform {
   // The route from a to b (cached). Empty for a == b. Between two hosts of one node
   // other than node 0 it is node 0's route carried over (see node_links_ below).
   const RouteInfo& route(const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
+  // route(gpu_host(gpu_a), gpu_host(gpu_b)) without reading the hosts (at 32,768 GPUs a
+  // host's user data is a cache miss per look-up).
+  const RouteInfo& gpu_route(int gpu_a, int gpu_b) const;
   // SimGrid's own look-up of the route, uncached: what route() must equal.
   RouteInfo simgrid_route(const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
   std::vector<std::string> route_link_names(const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
@@ -199,6 +202,8 @@ class Platform {
   // A node host's index k * hosts_per_node_ + position, kept in the host's user data (as
   // index + 1); -1 for a host outside the nodes.
   int host_index(const simgrid::s4u::Host* h) const;
+  // route() on the hosts' indices (host_index; -1 outside the nodes).
+  const RouteInfo& route_indexed(int ia, int ib, const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
   std::vector<int> node0_slot_of_link_;  // by link id: its position in node_links_[0], or -1
   std::optional<RouteInfo> translated_route(int node, int slot_a, int slot_b) const;
   // Routes within a node, by [node][position a][position b] (a 32,768-GPU prediction

@@ -246,6 +246,11 @@ int routes_differing_from_simgrid() {
         for (int g = 0; g < hw.gpus_per_node; ++g) gpus.push_back(p->gpu_host(k * hw.gpus_per_node + g));
         for (int s = 0; s < hw.host.sockets; ++s) cpus.push_back(p->cpu_host(k, s));
         if (p->nvswitch_host(k)) cpus.push_back(p->nvswitch_host(k));
+        for (int a = 0; a < hw.gpus_per_node; ++a)  // by GPU index: the same look-up
+          for (int b = 0; b < hw.gpus_per_node; ++b) {
+            const int ga = k * hw.gpus_per_node + a, gb = k * hw.gpus_per_node + b;
+            if (&p->gpu_route(ga, gb) != &p->route(p->gpu_host(ga), p->gpu_host(gb))) ++bad;
+          }
         for (const auto* a : gpus) {
           for (const auto* b : gpus) compare(a, b);
           for (const auto* b : cpus) compare(a, b), compare(b, a);
@@ -307,6 +312,7 @@ int cross_routes_differing_from_simgrid() {
               if (got.links != want.links || got.latency_s != want.latency_s ||
                   got.bottleneck_bandwidth != want.bottleneck_bandwidth)
                 ++bad;
+              if (&p->gpu_route(x, y) != &got) ++bad;  // the same look-up by GPU index
             }
         engine.release();  // the child exits next; SimGrid needs no teardown
         return std::to_string(bad);

@@ -157,14 +157,13 @@ const std::vector<TreeChannel>& tree_channels_of(RankSet& set, const Platform& p
 }
 
 // The shape of transfers given per channel as (from, to) host pairs.
-TrafficShape traffic_shape(const Platform& p,
-                           const std::vector<std::vector<std::pair<const sg4::Host*, const sg4::Host*>>>& per_channel) {
+TrafficShape traffic_shape(const Platform& p, const std::vector<std::vector<std::pair<int, int>>>& per_channel) {
   TrafficShape shape;
   LinkIndexer index(&p);  // first-met order, as shape.links lists them
   shape.crossings.resize(per_channel.size());
   for (size_t c = 0; c < per_channel.size(); ++c)
     for (const auto& [a, b] : per_channel[c]) {
-      const RouteInfo& r = p.route(a, b);
+      const RouteInfo& r = p.gpu_route(a, b);
       for (size_t j = 0; j < r.links.size(); ++j) {
         const sg4::Link* l = r.links[j];
         const auto [i, added] = index.index(l, r.link_ids[j]);
@@ -295,7 +294,8 @@ LinkBytes large_n_traffic(const Platform& p, const std::vector<int>& rank_gpus, 
   const Bytes total = call.bytes();
   const int c = plan.channels;
   auto h = [&](int r) -> const sg4::Host* { return host_of(p, rank_gpus, r); };
-  using Transfers = std::vector<std::vector<std::pair<const sg4::Host*, const sg4::Host*>>>;
+  auto g = [&](int r) { return rank_gpus[static_cast<size_t>(r)]; };
+  using Transfers = std::vector<std::vector<std::pair<int, int>>>;  // GPU to GPU, per channel
   // Each channel's share of a call cut per channel (piece_count).
   std::vector<Bytes> per_channel(static_cast<size_t>(c));
   for (int ch = 0; ch < c; ++ch) per_channel[ch] = piece_count(call.count, c, ch) * call.element_bytes;
@@ -314,18 +314,18 @@ LinkBytes large_n_traffic(const Platform& p, const std::vector<int>& rank_gpus, 
       if (chain) {
         const auto chains = chain_orders(orders, call);
         for (int ch = 0; ch < c; ++ch)
-          for (int q = 0; q + 1 < n; ++q) t[ch].emplace_back(h(chains[ch][q]), h(chains[ch][q + 1]));
+          for (int q = 0; q + 1 < n; ++q) t[ch].emplace_back(g(chains[ch][q]), g(chains[ch][q + 1]));
       } else {
         for (int ch = 0; ch < c; ++ch)
-          for (int i = 0; i < n; ++i) t[ch].emplace_back(h(orders[ch][i]), h(orders[ch][(i + 1) % n]));
+          for (int i = 0; i < n; ++i) t[ch].emplace_back(g(orders[ch][i]), g(orders[ch][(i + 1) % n]));
       }
     } else {
       const auto& tcs = tree_channels_of(set, p, rank_gpus, c, plan.algorithm);
       for (int ch = 0; ch < c; ++ch)
         for (int r = 0; r < n; ++r)
           if (tcs[ch].parent[r] >= 0) {
-            t[ch].emplace_back(h(r), h(tcs[ch].parent[r]));
-            t[ch].emplace_back(h(tcs[ch].parent[r]), h(r));
+            t[ch].emplace_back(g(r), g(tcs[ch].parent[r]));
+            t[ch].emplace_back(g(tcs[ch].parent[r]), g(r));
           }
     }
     shape = set.traffic.emplace(key, traffic_shape(p, t)).first;

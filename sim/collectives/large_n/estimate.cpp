@@ -287,8 +287,8 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
     ch.up_route.assign(n, nullptr), ch.down_route.assign(n, nullptr);
     for (int r : ch.post)
       if (tc.parent[r] >= 0) {
-        ch.up_route[r] = &p.route(host_of(p, gpus, r), host_of(p, gpus, tc.parent[r]));
-        ch.down_route[r] = &p.route(host_of(p, gpus, tc.parent[r]), host_of(p, gpus, r));
+        ch.up_route[r] = &p.gpu_route(gpus[r], gpus[tc.parent[r]]);
+        ch.down_route[r] = &p.gpu_route(gpus[tc.parent[r]], gpus[r]);
       }
     ch.up.assign(n, -1), ch.down.assign(n, -1);
   }
@@ -358,7 +358,7 @@ bool rails_alike(const Platform& p, const std::vector<int>& gpus) {
         return false;
   auto signature = [&](int a, int b) {
     std::vector<std::pair<double, double>> sig;
-    const RouteInfo& r = p.route(p.gpu_host(a), p.gpu_host(b));
+    const RouteInfo& r = p.gpu_route(a, b);
     for (const auto* l : r.links) {
       const LinkName parsed = parse_link_name(l->get_name());
       if (parsed.of_node && !foldable_node_link(parsed))
@@ -409,7 +409,7 @@ ChainLinks chain_links(const Platform& p, const std::vector<int>& gpus, const st
   out.channels = static_cast<int>(chains.size());
   out.hops = static_cast<int>(gpus.size()) - 1;
   for (const auto& o : chains)
-    for (int q = 0; q < out.hops; ++q) out.routes.push_back(&p.route(host_of(p, gpus, o[q]), host_of(p, gpus, o[q + 1])));
+    for (int q = 0; q < out.hops; ++q) out.routes.push_back(&p.gpu_route(gpus[o[q]], gpus[o[q + 1]]));
   out.links = link_incidence(out.routes, &p);
   return out;
 }

@@ -67,8 +67,8 @@ std::vector<FluidTransfer> tree_transfers(const Platform& p, const std::vector<i
     std::vector<const RouteInfo*> up_route(n, nullptr), down_route(n, nullptr);
     for (int r = 0; r < n; ++r)
       if (par[r] >= 0) {
-        up_route[r] = &p.route(host_of(p, gpus, r), host_of(p, gpus, par[r]));
-        down_route[r] = &p.route(host_of(p, gpus, par[r]), host_of(p, gpus, r));
+        up_route[r] = &p.gpu_route(gpus[r], gpus[par[r]]);
+        down_route[r] = &p.gpu_route(gpus[par[r]], gpus[r]);
       }
     // up[r], down[r]: the transfer of the current piece over edge r -> parent, parent -> r.
     std::vector<int> up(n, -1), down(n, -1), prev_up(n, -1), prev_down(n, -1);
@@ -121,7 +121,7 @@ PieceEnds chain_replay(const Platform& p, const std::vector<int>& gpus, const st
     const int b = static_cast<int>(ts.size());
     std::vector<const RouteInfo*> routes(hops);
     for (int j = 0; j < hops; ++j)
-      routes[j] = &p.route(host_of(p, gpus, o[j]), host_of(p, gpus, o[j + 1]));
+      routes[j] = &p.gpu_route(gpus[o[j]], gpus[o[j + 1]]);
     ts.resize(b + static_cast<size_t>(m) * hops);
     piece_of.resize(ts.size());
     for (int i = 0; i < m; ++i)
