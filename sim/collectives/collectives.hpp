@@ -246,7 +246,8 @@ class CollectiveGroup {
   // Untimed (large-N formulation only): calls complete as soon as every participant has
   // arrived and account no traffic. For calls whose duration no reported figure reads:
   // a prediction's setup before its warm-up (DDP's construction broadcast, which at
-  // 32,768 GPUs cost a tenth of the prediction to time). Timed by default.
+  // 32,768 GPUs cost a tenth of the prediction to time). Timed by default. Calls planned
+  // in the exact formulation (a small group) are simulated as ever.
   void set_timed(bool timed) { timed_ = timed; }
 
  private:

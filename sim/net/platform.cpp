@@ -2,6 +2,7 @@
 #include "sim/net/platform.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -352,6 +353,7 @@ std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpe
 
   if (hw.nodes == 1) {
     b.build_node(nullptr, 0)->seal();
+    pf->index_node_links();
     return pf;
   }
   const NetworkSpec& net = *hw.network;
@@ -368,6 +370,7 @@ std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpe
       join(root, node, pf->node_gateways_[k]);
     }
     root->seal();
+    pf->index_node_links();
     return pf;
   }
   const FatTreeShape shape = fat_tree_shape(hw);
@@ -398,6 +401,7 @@ std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpe
   }
   for (const auto& [zone, router] : top) join(root, zone, router);
   root->seal();
+  pf->index_node_links();
   return pf;
 }
 
@@ -441,7 +445,9 @@ int Platform::nic_of_gpu(int local_gpu) const {
 bool Platform::has_in_switch_reduction() const { return hw_.nvswitch && hw_.nvswitch->in_switch_reduction; }
 
 int Platform::host_index(const sg4::Host* h) const {
-  return static_cast<int>(reinterpret_cast<std::uintptr_t>(h->get_data<void>())) - 1;
+  const int i = static_cast<int>(reinterpret_cast<std::uintptr_t>(h->get_data<void>())) - 1;
+  assert(i < 0 || node_hosts_[static_cast<size_t>(i / hosts_per_node_)][static_cast<size_t>(i % hosts_per_node_)] == h);
+  return i;
 }
 
 const RouteInfo& Platform::route(const sg4::Host* a, const sg4::Host* b) const {
@@ -461,6 +467,7 @@ const RouteInfo& Platform::route_indexed(int ia, int ib, const sg4::Host* a, con
     const RouteInfo*& kept = node_routes_[(static_cast<size_t>(k) * h + ia % h) * h + ib % h];
     if (kept) return *kept;
     auto carried = k > 0 && a != b ? translated_route(k, ia % h, ib % h) : std::nullopt;
+    if (!carried) ++simgrid_route_lookups_;
     kept = &node_route_store_.emplace_back(carried ? std::move(*carried) : with_link_ids(simgrid_route(a, b)));
     return *kept;
   }
@@ -470,6 +477,7 @@ const RouteInfo& Platform::route_indexed(int ia, int ib, const sg4::Host* a, con
   const int gpn = hw_.gpus_per_node;
   std::optional<RouteInfo> carried;
   if (ia >= 0 && ib >= 0 && ia % h < gpn && ib % h < gpn) carried = translated_cross_route(ia / h, ia % h, ib / h, ib % h);
+  if (!carried) ++simgrid_route_lookups_;
   return routes_.emplace(key, carried ? std::move(*carried) : with_link_ids(simgrid_route(a, b))).first->second;
 }
 
@@ -532,7 +540,6 @@ std::optional<RouteInfo> Platform::translated_route(int k, int slot_a, int slot_
     carry = c.size() == base.links.size() ? Carry(std::move(c)) : Carry();
   }
   if (!*carry) return std::nullopt;
-  node_link_position(0);  // the link id tables (node_link_base_)
   return carry_over(base, **carry, k, k);
 }
 
@@ -558,7 +565,7 @@ std::optional<RouteInfo> Platform::translated_cross_route(int node_a, int gpu_a,
     const bool near_only = fault_active(Fault::platform_cross_route_rep_links);
     std::vector<CarriedLink> c;
     for (const auto* l : base.links) {
-      const auto [node, position] = node_link_position(raw_link_id(l));
+      const auto [node, position] = position_of_id(raw_link_id(l));
       if (node == 0 || (node == rep && node >= 0)) {
         c.push_back({static_cast<std::int8_t>(near_only && node != 0 ? -1 : node == 0 ? 0 : 1), 0, position});
         continue;
@@ -638,21 +645,22 @@ int Platform::link_id(const sg4::Link* l) const {
   return fault_active(Fault::platform_link_ids_shared_by_directions) ? id & ~1 : id;
 }
 
-std::pair<int, int> Platform::node_link_position(int id) const {
-  if (node_link_position_.empty()) {
-    node_link_position_.assign(links_.size(), -1);
-    node_link_base_.assign(node_links_.size(), -1);
-    const int per_node = links_per_node();
-    for (size_t k = 0; k < node_links_.size(); ++k) {
-      bool consecutive = !node_links_[k].empty();
-      for (size_t i = 0; i < node_links_[k].size(); ++i) {
-        const int own = raw_link_id(node_links_[k][i]);
-        if (own >= 0) node_link_position_[static_cast<size_t>(own)] = static_cast<int>(k) * per_node + static_cast<int>(i);
-        consecutive = consecutive && own >= 0 && own == raw_link_id(node_links_[k][0]) + static_cast<int>(i);
-      }
-      if (consecutive) node_link_base_[k] = raw_link_id(node_links_[k][0]);
+void Platform::index_node_links() {
+  node_link_position_.assign(links_.size(), -1);
+  node_link_base_.assign(node_links_.size(), -1);
+  const int per_node = links_per_node();
+  for (size_t k = 0; k < node_links_.size(); ++k) {
+    bool consecutive = !node_links_[k].empty();
+    for (size_t i = 0; i < node_links_[k].size(); ++i) {
+      const int own = raw_link_id(node_links_[k][i]);
+      if (own >= 0) node_link_position_[static_cast<size_t>(own)] = static_cast<int>(k) * per_node + static_cast<int>(i);
+      consecutive = consecutive && own >= 0 && own == raw_link_id(node_links_[k][0]) + static_cast<int>(i);
     }
+    if (consecutive) node_link_base_[k] = raw_link_id(node_links_[k][0]);
   }
+}
+
+std::pair<int, int> Platform::position_of_id(int id) const {
   if (id < 0 || static_cast<size_t>(id) >= node_link_position_.size() || node_link_position_[static_cast<size_t>(id)] < 0)
     return {-1, -1};
   const int at = node_link_position_[static_cast<size_t>(id)], per_node = links_per_node();

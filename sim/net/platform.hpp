@@ -128,6 +128,8 @@ class Platform {
   // route(gpu_host(gpu_a), gpu_host(gpu_b)) without reading the hosts (at 32,768 GPUs a
   // host's user data is a cache miss per look-up).
   const RouteInfo& gpu_route(int gpu_a, int gpu_b) const;
+  // How many routes route() has asked SimGrid for (the rest were carried over).
+  std::int64_t simgrid_route_lookups() const { return simgrid_route_lookups_; }
   // SimGrid's own look-up of the route, uncached: what route() must equal.
   RouteInfo simgrid_route(const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
   std::vector<std::string> route_link_names(const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
@@ -157,10 +159,10 @@ class Platform {
   // The link's dense id, or -1 for a link this platform did not build.
   int link_id(const simgrid::s4u::Link* l) const;
   void reset_link_usage();
-  // Where the link of dense id `id` sits among its node's links (built alike on every node,
-  // in the same order): {node, position}, or {-1, -1} for a link outside the nodes (the
-  // fabric's) or an unknown id. node_link(k, position) is the link there.
-  std::pair<int, int> node_link_position(int id) const;
+  // Where link l sits among its node's links (built alike on every node, in the same
+  // order): {node, position}, or {-1, -1} for a link outside the nodes (the fabric's) or
+  // one this platform did not build. node_link(k, position) is the link there.
+  std::pair<int, int> node_link_position(const simgrid::s4u::Link* l) const { return position_of_id(raw_link_id(l)); }
   const simgrid::s4u::Link* node_link(int node, int position) const;
   int links_per_node() const { return node_links_.empty() ? 0 : static_cast<int>(node_links_[0].size()); }
 
@@ -219,12 +221,17 @@ class Platform {
   int nodes_per_leaf_ = 0, leaves_per_pod_ = 0;  // 0: one switch (single_switch)
   std::vector<std::array<simgrid::s4u::Link*, 2>> leaf_uplinks_, pod_uplinks_;
   std::optional<RouteInfo> translated_cross_route(int node_a, int gpu_a, int node_b, int gpu_b) const;
-  mutable std::vector<int> node_link_position_;  // by link id: node * links_per_node + position, or -1 (lazy)
-  mutable std::vector<int> node_link_base_;      // by node: its first link's id where its links' ids run on, else -1
+  // Filled at the end of build (index_node_links):
+  std::vector<int> node_link_position_;  // by link id: node * links_per_node + position, or -1
+  std::vector<int> node_link_base_;      // by node: its first link's id where its links' ids run on, else -1
+  void index_node_links();
+  std::pair<int, int> position_of_id(int id) const;  // node_link_position by raw id
+  mutable std::int64_t simgrid_route_lookups_ = 0;
   // Where each link of a carried-over route's base has its counterpart: place 0 node a's
   // link at `position`, 1 node b's, 2 (3) the uplink of node a's (b's) leaf in direction
   // `dir`, 4 (5) of its pod; -1 the base's own link kept (planted faults only). Worked out
-  // once per base, so that carrying a route over touches no link object.
+  // once per base, so that carrying a route over touches no link object (and a planted
+  // fault's state is read then: set it before the platform's first look-up).
   struct CarriedLink {
     std::int8_t place = 0;
     std::int8_t dir = 0;

@@ -238,6 +238,8 @@ int routes_differing_from_simgrid() {
         if (got.links != want.links || got.latency_s != want.latency_s ||
             got.bottleneck_bandwidth != want.bottleneck_bandwidth)
           ++bad;
+        for (size_t j = 0; j < got.links.size(); ++j)  // ids carried over, not looked up
+          if (j >= got.link_ids.size() || got.link_ids[j] != p->link_id(got.links[j])) ++bad;
       };
       // The node's routes: GPU to GPU, GPU to and from every socket and the NVSwitch,
       // socket to socket.
@@ -278,23 +280,27 @@ TEST(HardwarePlatform, PlantedBugNodeRoutesKeepNode0LinksIsCaught) {
 
 namespace {
 // Pairs of GPUs on different nodes whose route() differs from SimGrid's own look-up
-// (links, latency or bottleneck), over every library file with a network: on 3 nodes as
-// shipped, and, for a fat-tree, on 10 nodes of 2 per leaf under switches of 4 ports (5
-// leaves in 3 pods), so that pairs share a leaf, share a pod, or cross the core.
+// (links, latency, bottleneck or link ids), over every library file with a network: on 3
+// nodes as shipped, and, for a fat-tree, under switches of 4 ports on 10 nodes of 2 per
+// leaf (5 leaves in 3 pods), 11 nodes of 2 per leaf (the last leaf and pod partial) and 6
+// nodes of 1 per leaf, so that pairs share a leaf, share a pod, or cross the core. Also
+// counted as differing: SimGrid asked for more routes than the representatives (3
+// relations x GPUs per node squared): routes not carried over.
 int cross_routes_differing_from_simgrid() {
   int differing = 0;
   for (const auto& name : list_hardware(kLibrary)) {
     const HardwareSpec shipped = load_hardware(name, kLibrary);
     if (!shipped.network) continue;
     std::vector<HardwareSpec> variants{with_nodes(shipped, 3)};
-    if (shipped.network->topology == FabricTopology::fat_tree) {
-      HardwareSpec hw = with_nodes(shipped, 10);
-      hw.network->nodes_per_leaf = 2;
-      hw.network->switch_radix = 4;
-      validate_hardware(hw);
-      EXPECT_EQ(fat_tree_shape(hw).pods, 3) << name;
-      variants.push_back(hw);
-    }
+    if (shipped.network->topology == FabricTopology::fat_tree)
+      for (const auto& [nodes, per_leaf] : {std::pair{10, 2}, std::pair{11, 2}, std::pair{6, 1}}) {
+        HardwareSpec hw = with_nodes(shipped, nodes);
+        hw.network->nodes_per_leaf = per_leaf;
+        hw.network->switch_radix = 4;
+        validate_hardware(hw);
+        EXPECT_EQ(fat_tree_shape(hw).pods, 3) << name << " on " << nodes << " nodes";
+        variants.push_back(hw);
+      }
     for (const auto& hw : variants) {
       const std::string out = run_in_child_process([&]() {
         auto engine = make_engine();
@@ -313,7 +319,11 @@ int cross_routes_differing_from_simgrid() {
                   got.bottleneck_bandwidth != want.bottleneck_bandwidth)
                 ++bad;
               if (&p->gpu_route(x, y) != &got) ++bad;  // the same look-up by GPU index
+              for (size_t j = 0; j < got.links.size(); ++j)  // ids carried over, not looked up
+                if (j >= got.link_ids.size() || got.link_ids[j] != p->link_id(got.links[j])) ++bad;
             }
+        const std::int64_t representatives = 3 * std::int64_t{hw.gpus_per_node} * hw.gpus_per_node;
+        if (p->simgrid_route_lookups() > representatives) ++bad;
         engine.release();  // the child exits next; SimGrid needs no teardown
         return std::to_string(bad);
       });

@@ -99,7 +99,7 @@ void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>&
   std::vector<int> class_of(links_in_order.size());
   std::vector<double> bandwidth, scale;
   for (size_t l = 0; l < links_in_order.size(); ++l) {
-    const auto [node, position] = p.node_link_position(p.link_id(links_in_order[l]));
+    const auto [node, position] = p.node_link_position(links_in_order[l]);
     int* slot = nullptr;
     double per_node = 1;
     if (node >= 0 && !unscaled) {
