@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <simgrid/kernel/routing/NetZoneImpl.hpp>
@@ -487,24 +488,32 @@ RouteInfo Platform::with_link_ids(RouteInfo r) const {
   return r;
 }
 
+std::pair<sg4::Link*, int> Platform::carried_link(const RouteInfo& base, size_t j, const CarriedLink& c, int node_a,
+                                                  int node_b) const {
+  sg4::Link* l = base.links[j];
+  int id = -1;
+  if (c.place < 0) {
+    id = raw_link_id(l);
+  } else if (c.place < 2) {
+    const size_t k = static_cast<size_t>(c.place == 0 ? node_a : node_b);
+    l = node_links_[k][static_cast<size_t>(c.position)];
+    id = node_link_base_[k] >= 0 ? node_link_base_[k] + c.position : raw_link_id(l);
+  } else {
+    const bool leaf = c.place < 4;
+    const int group = (c.place % 2 == 0 ? node_a : node_b) / nodes_per_leaf_ / (leaf ? 1 : leaves_per_pod_);
+    l = (leaf ? leaf_uplinks_ : pod_uplinks_)[static_cast<size_t>(group)][static_cast<size_t>(c.dir)];
+    id = raw_link_id(l);  // few: they stay in cache
+  }
+  // As link_id gives it (planted: a split-duplex link's two directions share one id).
+  if (id >= 0 && fault_active(Fault::platform_link_ids_shared_by_directions)) id &= ~1;
+  return {l, id};
+}
+
 RouteInfo Platform::carry_over(const RouteInfo& base, const std::vector<CarriedLink>& carry, int node_a, int node_b) const {
   RouteInfo r = base;  // latency and bottleneck: the counterparts' figures, summed in the same order
-  const bool shared = fault_active(Fault::platform_link_ids_shared_by_directions);
   for (size_t j = 0; j < carry.size(); ++j) {
-    const CarriedLink& c = carry[j];
-    if (c.place < 0) continue;
-    int id = -1;
-    if (c.place < 2) {
-      const size_t k = static_cast<size_t>(c.place == 0 ? node_a : node_b);
-      r.links[j] = node_links_[k][static_cast<size_t>(c.position)];
-      id = node_link_base_[k] >= 0 ? node_link_base_[k] + c.position : raw_link_id(r.links[j]);
-    } else {
-      const bool leaf = c.place < 4;
-      const int group = (c.place % 2 == 0 ? node_a : node_b) / nodes_per_leaf_ / (leaf ? 1 : leaves_per_pod_);
-      r.links[j] = (leaf ? leaf_uplinks_ : pod_uplinks_)[static_cast<size_t>(group)][static_cast<size_t>(c.dir)];
-      id = raw_link_id(r.links[j]);  // few: they stay in cache
-    }
-    r.link_ids[j] = shared && id >= 0 ? id & ~1 : id;  // as link_id gives it
+    if (carry[j].place < 0) continue;
+    std::tie(r.links[j], r.link_ids[j]) = carried_link(base, j, carry[j], node_a, node_b);
   }
   return r;
 }
@@ -521,10 +530,27 @@ RouteInfo Platform::simgrid_route(const sg4::Host* a, const sg4::Host* b) const 
   return info;
 }
 
+void Platform::gpu_route_link_ids(int gpu_a, int gpu_b, std::vector<int>& ids) const {
+  const int gpn = hw_.gpus_per_node;
+  const int node_a = gpu_a / gpn, node_b = gpu_b / gpn, pa = gpu_a % gpn, pb = gpu_b % gpn;
+  const auto [base, carry] =
+      node_a == node_b ? (node_a > 0 && pa != pb ? carry_within(pa, pb) : std::pair<const RouteInfo*, const std::vector<CarriedLink>*>{})
+                       : carry_across(node_a, pa, node_b, pb);
+  if (!carry) {
+    const RouteInfo& r = gpu_route(gpu_a, gpu_b);
+    ids.assign(r.link_ids.begin(), r.link_ids.end());
+    return;
+  }
+  ids.resize(carry->size());
+  for (size_t j = 0; j < carry->size(); ++j) ids[j] = carried_link(*base, j, (*carry)[j], node_a, node_b).second;
+  if (std::find(ids.begin(), ids.end(), -1) != ids.end())
+    throw std::logic_error(fmt::format("route from GPU {} to GPU {}: a carried link without an id", gpu_a, gpu_b));
+}
+
 // Node 0's route between the hosts at positions slot_a and slot_b, its links replaced by
 // node k's at the same positions; none (SimGrid decides) unless every link of node 0's
 // route is node 0's own.
-std::optional<RouteInfo> Platform::translated_route(int k, int slot_a, int slot_b) const {
+std::pair<const RouteInfo*, const std::vector<Platform::CarriedLink>*> Platform::carry_within(int slot_a, int slot_b) const {
   const RouteInfo& base = route(node_hosts_[0][static_cast<size_t>(slot_a)], node_hosts_[0][static_cast<size_t>(slot_b)]);
   if (node_carry_.empty()) node_carry_.resize(static_cast<size_t>(hosts_per_node_) * hosts_per_node_);
   std::optional<Carry>& carry = node_carry_[static_cast<size_t>(slot_a) * hosts_per_node_ + slot_b];
@@ -539,13 +565,25 @@ std::optional<RouteInfo> Platform::translated_route(int k, int slot_a, int slot_
     }
     carry = c.size() == base.links.size() ? Carry(std::move(c)) : Carry();
   }
-  if (!*carry) return std::nullopt;
-  return carry_over(base, **carry, k, k);
+  return {&base, *carry ? &**carry : nullptr};
+}
+
+std::optional<RouteInfo> Platform::translated_route(int k, int slot_a, int slot_b) const {
+  const auto [base, carry] = carry_within(slot_a, slot_b);
+  if (!carry) return std::nullopt;
+  return carry_over(*base, *carry, k, k);
 }
 
 // GPU gpu_a of node_a to GPU gpu_b of node_b (distinct nodes): see leaf_uplinks_. None
 // (SimGrid decides) where a link of the representative route has no counterpart.
 std::optional<RouteInfo> Platform::translated_cross_route(int node_a, int gpu_a, int node_b, int gpu_b) const {
+  const auto [base, carry] = carry_across(node_a, gpu_a, node_b, gpu_b);
+  if (!carry) return std::nullopt;
+  return carry_over(*base, *carry, node_a, node_b);
+}
+
+std::pair<const RouteInfo*, const std::vector<Platform::CarriedLink>*> Platform::carry_across(int node_a, int gpu_a,
+                                                                                             int node_b, int gpu_b) const {
   const int nodes = static_cast<int>(node_hosts_.size());
   int relation = 0, rep = 1;  // one switch, or node_a and node_b under one leaf: node 1 (under node 0's)
   if (nodes_per_leaf_ > 0) {
@@ -555,7 +593,7 @@ std::optional<RouteInfo> Platform::translated_cross_route(int node_a, int gpu_a,
       rep = relation == 1 ? nodes_per_leaf_ : leaves_per_pod_ * nodes_per_leaf_;
     }
   }
-  if (rep >= nodes || (node_a == 0 && node_b == rep)) return std::nullopt;  // the representative: SimGrid's
+  if (rep >= nodes || (node_a == 0 && node_b == rep)) return {};  // the representative: SimGrid's
   const RouteInfo& base = route(node_hosts_[0][static_cast<size_t>(gpu_a)], node_hosts_[static_cast<size_t>(rep)][static_cast<size_t>(gpu_b)]);
   const int gpn = hw_.gpus_per_node;
   if (cross_carry_.empty()) cross_carry_.resize(3 * static_cast<size_t>(gpn) * gpn);
@@ -590,8 +628,7 @@ std::optional<RouteInfo> Platform::translated_cross_route(int node_a, int gpu_a,
     }
     carry = c.size() == base.links.size() ? Carry(std::move(c)) : Carry();
   }
-  if (!*carry) return std::nullopt;
-  return carry_over(base, **carry, node_a, node_b);
+  return {&base, *carry ? &**carry : nullptr};
 }
 
 std::vector<std::string> Platform::route_link_names(const sg4::Host* a, const sg4::Host* b) const {

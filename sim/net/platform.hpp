@@ -128,6 +128,10 @@ class Platform {
   // route(gpu_host(gpu_a), gpu_host(gpu_b)) without reading the hosts (at 32,768 GPUs a
   // host's user data is a cache miss per look-up).
   const RouteInfo& gpu_route(int gpu_a, int gpu_b) const;
+  // gpu_route(gpu_a, gpu_b).link_ids into `ids`, without keeping the route where it is
+  // carried over (traffic shapes cross ~10^6 GPU pairs once each at 32,768 GPUs).
+  void gpu_route_link_ids(int gpu_a, int gpu_b, std::vector<int>& ids) const;
+  const simgrid::s4u::Link* link_by_id(int id) const { return links_.at(static_cast<size_t>(id)); }
   // How many routes route() has asked SimGrid for (the rest were carried over).
   std::int64_t simgrid_route_lookups() const { return simgrid_route_lookups_; }
   // SimGrid's own look-up of the route, uncached: what route() must equal.
@@ -241,6 +245,13 @@ class Platform {
   mutable std::vector<std::optional<Carry>> node_carry_;   // by node 0's position a * hosts_per_node_ + b
   mutable std::vector<std::optional<Carry>> cross_carry_;  // by (relation * gpus_per_node + GPU a) * gpus_per_node + GPU b
   RouteInfo carry_over(const RouteInfo& base, const std::vector<CarriedLink>& carry, int node_a, int node_b) const;
+  std::pair<simgrid::s4u::Link*, int> carried_link(const RouteInfo& base, size_t j, const CarriedLink& c, int node_a,
+                                                   int node_b) const;  // base's link j's counterpart and its id
+  // The base route and its carry for node 0's positions (GPUs within a node) or for GPUs
+  // across nodes; a null carry where none applies.
+  std::pair<const RouteInfo*, const std::vector<CarriedLink>*> carry_within(int slot_a, int slot_b) const;
+  std::pair<const RouteInfo*, const std::vector<CarriedLink>*> carry_across(int node_a, int gpu_a, int node_b,
+                                                                           int gpu_b) const;
   RouteInfo with_link_ids(RouteInfo r) const;
   mutable std::vector<const RouteInfo*> node_routes_;
   mutable std::deque<RouteInfo> node_route_store_;

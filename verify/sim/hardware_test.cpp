@@ -252,6 +252,9 @@ int routes_differing_from_simgrid() {
           for (int b = 0; b < hw.gpus_per_node; ++b) {
             const int ga = k * hw.gpus_per_node + a, gb = k * hw.gpus_per_node + b;
             if (&p->gpu_route(ga, gb) != &p->route(p->gpu_host(ga), p->gpu_host(gb))) ++bad;
+            std::vector<int> ids;
+            p->gpu_route_link_ids(ga, gb, ids);
+            if (ids != p->gpu_route(ga, gb).link_ids) ++bad;
           }
         for (const auto* a : gpus) {
           for (const auto* b : gpus) compare(a, b);
@@ -319,6 +322,9 @@ int cross_routes_differing_from_simgrid() {
                   got.bottleneck_bandwidth != want.bottleneck_bandwidth)
                 ++bad;
               if (&p->gpu_route(x, y) != &got) ++bad;  // the same look-up by GPU index
+              std::vector<int> ids;
+              p->gpu_route_link_ids(x, y, ids);  // carried over without keeping the route
+              if (ids != got.link_ids) ++bad;
               for (size_t j = 0; j < got.links.size(); ++j)  // ids carried over, not looked up
                 if (j >= got.link_ids.size() || got.link_ids[j] != p->link_id(got.links[j])) ++bad;
             }

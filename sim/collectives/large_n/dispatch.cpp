@@ -161,12 +161,13 @@ TrafficShape traffic_shape(const Platform& p, const std::vector<std::vector<std:
   TrafficShape shape;
   LinkIndexer index(&p);  // first-met order, as shape.links lists them
   shape.crossings.resize(per_channel.size());
+  std::vector<int> ids;
   for (size_t c = 0; c < per_channel.size(); ++c)
     for (const auto& [a, b] : per_channel[c]) {
-      const RouteInfo& r = p.gpu_route(a, b);
-      for (size_t j = 0; j < r.links.size(); ++j) {
-        const sg4::Link* l = r.links[j];
-        const auto [i, added] = index.index(l, r.link_ids[j]);
+      p.gpu_route_link_ids(a, b, ids);
+      for (size_t j = 0; j < ids.size(); ++j) {
+        const sg4::Link* l = p.link_by_id(ids[j]);
+        const auto [i, added] = index.index(l, ids[j]);
         if (added) {
           shape.links.push_back(l);
           for (auto& row : shape.crossings) row.push_back(0);
