@@ -318,13 +318,6 @@ struct PlatformBuilder {
     const NodeHosts h = create_node_hosts(zone, pre, k);
     const NodeLinks L = create_node_links(zone, pre, k);
     add_node_routes(zone, h, L);
-    if (k == 0) {
-      pf.node0_slot_of_link_.assign(pf.links_.size(), -1);
-      for (size_t i = 0; i < pf.node_links_[0].size(); ++i) {
-        const int id = pf.raw_link_id(pf.node_links_[0][i]);
-        if (id >= 0) pf.node0_slot_of_link_[static_cast<size_t>(id)] = static_cast<int>(i);
-      }
-    }
     for (int g = 0; g < n; ++g) pf.gpu_hosts_[k * n + g] = h.gpus[g];
     pf.cpu_hosts_[k] = h.cpus;
     pf.nvswitch_hosts_[k] = h.nvs;
@@ -558,9 +551,8 @@ std::pair<const RouteInfo*, const std::vector<Platform::CarriedLink>*> Platform:
     std::vector<CarriedLink> c;
     const bool untranslated = fault_active(Fault::platform_route_node0_links);  // planted: node 0's links kept
     for (const auto* l : base.links) {
-      const int id = raw_link_id(l);
-      const int slot = id >= 0 && static_cast<size_t>(id) < node0_slot_of_link_.size() ? node0_slot_of_link_[static_cast<size_t>(id)] : -1;
-      if (slot < 0) break;
+      const auto [node, slot] = position_of_id(raw_link_id(l));
+      if (node != 0) break;
       c.push_back({static_cast<std::int8_t>(untranslated ? -1 : 0), 0, slot});
     }
     carry = c.size() == base.links.size() ? Carry(std::move(c)) : Carry();

@@ -210,7 +210,6 @@ class Platform {
   int host_index(const simgrid::s4u::Host* h) const;
   // route() on the hosts' indices (host_index; -1 outside the nodes).
   const RouteInfo& route_indexed(int ia, int ib, const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) const;
-  std::vector<int> node0_slot_of_link_;  // by link id: its position in node_links_[0], or -1
   std::optional<RouteInfo> translated_route(int node, int slot_a, int slot_b) const;
   // Routes within a node, by [node][position a][position b] (a 32,768-GPU prediction
   // looks up millions; hashing host pairs was most of the look-up), kept in a deque so

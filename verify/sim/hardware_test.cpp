@@ -2,6 +2,7 @@
 // "FILE:LINE: key: what" message; unit-carrying quantities parse as documented; every
 // library file builds a SimGrid platform with a route between every pair of GPUs.
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 
@@ -220,6 +221,29 @@ TEST(HardwarePlatform, EveryLibraryFileBuildsWithAllRoutes) {
 }
 
 namespace {
+// 1 if route() from a to b (`got`) differs from SimGrid's own look-up (links, latency or
+// bottleneck) or carries link ids other than its links' own, else 0.
+int differs_from_simgrid(const Platform& p, const RouteInfo& got, const simgrid::s4u::Host* a,
+                         const simgrid::s4u::Host* b) {
+  const RouteInfo want = p.simgrid_route(a, b);
+  if (got.links != want.links || got.latency_s != want.latency_s || got.bottleneck_bandwidth != want.bottleneck_bandwidth)
+    return 1;
+  for (size_t j = 0; j < got.links.size(); ++j)  // ids carried over, not looked up
+    if (j >= got.link_ids.size() || got.link_ids[j] != p.link_id(got.links[j])) return 1;
+  return 0;
+}
+
+// count(platform) on `hw` built in a child process (one SimGrid engine per process).
+int count_in_child(const HardwareSpec& hw, const std::function<int(Platform&)>& count) {
+  return std::stoi(run_in_child_process([&]() {
+    auto engine = make_engine();
+    auto p = Platform::build(*engine, hw);
+    const int n = count(*p);
+    engine.release();  // the child exits next; SimGrid needs no teardown
+    return std::to_string(n);
+  }));
+}
+
 // Pairs of hosts within nodes 1.. whose route() differs from SimGrid's own look-up
 // (links, latency or bottleneck), over every library file with a network on 3 nodes.
 int routes_differing_from_simgrid() {
@@ -228,18 +252,11 @@ int routes_differing_from_simgrid() {
     HardwareSpec hw = load_hardware(name, kLibrary);
     if (!hw.network) continue;
     hw = with_nodes(hw, 3);
-    const std::string out = run_in_child_process([&]() {
-      auto engine = make_engine();
-      auto p = Platform::build(*engine, hw);
+    differing += count_in_child(hw, [&](Platform& platform) {
+      Platform* p = &platform;
       int bad = 0;
       auto compare = [&](const simgrid::s4u::Host* a, const simgrid::s4u::Host* b) {
-        const RouteInfo& got = p->route(a, b);
-        const RouteInfo want = p->simgrid_route(a, b);
-        if (got.links != want.links || got.latency_s != want.latency_s ||
-            got.bottleneck_bandwidth != want.bottleneck_bandwidth)
-          ++bad;
-        for (size_t j = 0; j < got.links.size(); ++j)  // ids carried over, not looked up
-          if (j >= got.link_ids.size() || got.link_ids[j] != p->link_id(got.links[j])) ++bad;
+        bad += differs_from_simgrid(*p, p->route(a, b), a, b);
       };
       // The node's routes: GPU to GPU, GPU to and from every socket and the NVSwitch,
       // socket to socket.
@@ -263,10 +280,8 @@ int routes_differing_from_simgrid() {
         for (int s = 0; s < hw.host.sockets; ++s)
           for (int t = 0; t < hw.host.sockets; ++t) compare(p->cpu_host(k, s), p->cpu_host(k, t));
       }
-      engine.release();  // the child exits next; SimGrid needs no teardown
-      return std::to_string(bad);
+      return bad;
     });
-    differing += std::stoi(out);
   }
   return differing;
 }
@@ -304,10 +319,9 @@ int cross_routes_differing_from_simgrid() {
         EXPECT_EQ(fat_tree_shape(hw).pods, 3) << name << " on " << nodes << " nodes";
         variants.push_back(hw);
       }
-    for (const auto& hw : variants) {
-      const std::string out = run_in_child_process([&]() {
-        auto engine = make_engine();
-        auto p = Platform::build(*engine, hw);
+    for (const auto& hw : variants)
+      differing += count_in_child(hw, [&](Platform& platform) {
+        Platform* p = &platform;
         int bad = 0;
         // Each pair twice, in both orders of look-up: a route carried over from its
         // representative, then the representative itself (SimGrid's) and the rest.
@@ -317,24 +331,16 @@ int cross_routes_differing_from_simgrid() {
               if (p->node_of_gpu(a) == p->node_of_gpu(b)) continue;
               const int x = pass == 0 ? p->gpu_count() - 1 - a : a, y = pass == 0 ? p->gpu_count() - 1 - b : b;
               const RouteInfo& got = p->route(p->gpu_host(x), p->gpu_host(y));
-              const RouteInfo want = p->simgrid_route(p->gpu_host(x), p->gpu_host(y));
-              if (got.links != want.links || got.latency_s != want.latency_s ||
-                  got.bottleneck_bandwidth != want.bottleneck_bandwidth)
-                ++bad;
+              bad += differs_from_simgrid(*p, got, p->gpu_host(x), p->gpu_host(y));
               if (&p->gpu_route(x, y) != &got) ++bad;  // the same look-up by GPU index
               std::vector<int> ids;
               p->gpu_route_link_ids(x, y, ids);  // carried over without keeping the route
               if (ids != got.link_ids) ++bad;
-              for (size_t j = 0; j < got.links.size(); ++j)  // ids carried over, not looked up
-                if (j >= got.link_ids.size() || got.link_ids[j] != p->link_id(got.links[j])) ++bad;
             }
         const std::int64_t representatives = 3 * std::int64_t{hw.gpus_per_node} * hw.gpus_per_node;
         if (p->simgrid_route_lookups() > representatives) ++bad;
-        engine.release();  // the child exits next; SimGrid needs no teardown
-        return std::to_string(bad);
+        return bad;
       });
-      differing += std::stoi(out);
-    }
   }
   return differing;
 }
