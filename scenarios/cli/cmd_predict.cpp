@@ -48,7 +48,10 @@ int run_predict(const PredictArgs& a) {
   limits::require_output_file("--out", a.out);
   limits::require_output_file("--trace", a.trace);
   const ReportDirLock lock("--report", a.report_dir);
-  const StepReport r = a.every_rank ? scenario::predict_point_every_rank(point, a.trace) : scenario::predict_point(point, a.trace);
+  // The per-link usage goes only into the JSON outputs (--json, --out, --report's data);
+  // the summary does not print it.
+  const bool links = a.json || !a.out.empty() || !a.report_dir.empty();
+  const StepReport r = scenario::predict_point_with(point, a.trace, a.every_rank, links);
   if (!a.out.empty()) write_step_report(r, a.out);
   if (!a.report_dir.empty()) {
     scenario::SweepResult sr;

@@ -7,9 +7,10 @@
 namespace dpt::scenario {
 
 namespace {
-StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool every_rank) {
+StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool every_rank, bool link_usage) {
   PredictConfig c;
   c.symmetric_ranks = !every_rank;
+  c.link_usage = link_usage;
   c.strategy = p.strategy;
   c.devices = p.world();
   c.nodes = p.nodes;
@@ -60,9 +61,14 @@ StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool e
 
 }  // namespace
 
-StepReport predict_point(const ResolvedPoint& p, const std::string& trace_path) { return predict(p, trace_path, false); }
+StepReport predict_point(const ResolvedPoint& p, const std::string& trace_path) {
+  return predict(p, trace_path, false, true);
+}
 StepReport predict_point_every_rank(const ResolvedPoint& p, const std::string& trace_path) {
-  return predict(p, trace_path, true);
+  return predict(p, trace_path, true, true);
+}
+StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_path, bool every_rank, bool link_usage) {
+  return predict(p, trace_path, every_rank, link_usage);
 }
 
 }  // namespace dpt::scenario

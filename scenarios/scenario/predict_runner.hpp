@@ -15,5 +15,9 @@ StepReport predict_point(const ResolvedPoint& point, const std::string& trace_pa
 // The same, simulating every DDP rank even where node 0's would stand for all
 // (PredictConfig::symmetric_ranks): the same answer at a cost that grows with the ranks.
 StepReport predict_point_every_rank(const ResolvedPoint& point, const std::string& trace_path);
+// Either of the two, and link_usage false leaves out the report's per-link usage
+// (PredictConfig::link_usage) for a caller that prints only the summary.
+StepReport predict_point_with(const ResolvedPoint& point, const std::string& trace_path, bool every_rank,
+                              bool link_usage);
 
 }  // namespace dpt::scenario

@@ -377,7 +377,7 @@ void add_device_details(StepReport& r, SimBackend& backend, const Measured& m) {
 }
 
 // The step's time, throughput and breakdown, and the links' usage over it.
-void add_step_timing(StepReport& r, const Measured& m, const sim::Platform& p, std::int64_t batch_global) {
+void add_step_timing(StepReport& r, const Measured& m, const sim::Platform& p, std::int64_t batch_global, bool with_links) {
   // Interference: the compute that overlapped NCCL kernels ran slower by the SMs and
   // bandwidth they held; the slowest device's loss lengthens the step.
   Seconds interference = 0;
@@ -391,6 +391,7 @@ void add_step_timing(StepReport& r, const Measured& m, const sim::Platform& p, s
   });
   r.breakdown_s = {busiest->compute_busy_s, busiest->exposed_comm_s, busiest->idle_other_s, busiest->optimizer_busy_s,
                    interference};
+  if (!with_links) return;
   for (const auto& u : p.link_usage()) r.links.push_back({u.link, u.bytes, u.busy_s, std::min(1.0, u.busy_s / step)});
 }
 
@@ -462,7 +463,7 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
     // them for every other node (expand_symmetric_devices).
     if (symmetric) r.simulated_devices = simulated;
     if (m.oom) return child_result(r, m);
-    add_step_timing(r, m, p, batch_global);
+    add_step_timing(r, m, p, batch_global, c.link_usage);
     if (!c.trace_path.empty()) {
       trace.keep_window(m.t0, m.t1);
       trace.write(c.trace_path);
@@ -504,6 +505,7 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
     one.single_device_baseline = false;
     one.accumulate = 1;
     one.comm_hook = {};
+    one.link_usage = false;  // only its step time is read
     const StepReport base = simulate_config(hw, build_model, one).report;
     if (base.step_time_s) {
       r.single_device_step_time_s = base.step_time_s;

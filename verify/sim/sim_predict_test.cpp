@@ -216,6 +216,22 @@ TEST(SimPredict, DdpPeaksAreEqualAcrossRanks) {
       8);
 }
 
+TEST(SimPredict, ReportWithoutLinkUsageIsTheFullReportLessItsLinks) {
+  MlpCase c;
+  c.spec.widths = {64, 128, 10};
+  c.devices = 4;
+  PredictConfig with = config_of(c), without = config_of(c);
+  without.link_usage = false;
+  StepReport full = predict_step(test_node(4), mlp_builder(c.spec), with);
+  const StepReport bare = predict_step(test_node(4), mlp_builder(c.spec), without);
+  // The full report names the links the gradients' all-reduce crossed; the summary-only
+  // one has none and is otherwise the same document.
+  EXPECT_FALSE(full.links.empty());
+  EXPECT_TRUE(bare.links.empty());
+  full.links.clear();
+  EXPECT_EQ(step_report_to_json(full).dump(), step_report_to_json(bare).dump());
+}
+
 TEST(SimPredict, OutOfMemoryIsAReportEntryNamingTheDevice) {
   sim::HardwareSpec hw = test_node(2);
   hw.gpu.memory_bytes = 4 * kMiB;
