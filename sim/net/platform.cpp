@@ -308,6 +308,16 @@ struct PlatformBuilder {
     return {z, router};
   }
 
+  // A mirrored node (PlatformOptions::mirror_nodes): its link directions get their ids,
+  // in the order node 0's were created, and nothing else is built.
+  void mirror_node(int k) {
+    const size_t per_node = pf.node_links_[0].size();
+    pf.node_links_[k].assign(per_node, nullptr);
+    pf.node_hosts_[k].assign(static_cast<size_t>(pf.hosts_per_node_), nullptr);
+    pf.cpu_hosts_[k].assign(static_cast<size_t>(hw.host.sockets), nullptr);
+    for (size_t i = 0; i < per_node; ++i) pf.register_link(nullptr);
+  }
+
   // Builds node k's zone, detached (see detached_zone) when `models_from` is given, the
   // platform's only zone otherwise. The caller attaches and seals it.
   sg4::NetZone* build_node(const sg4::NetZone* models_from, int k) {
@@ -328,10 +338,28 @@ struct PlatformBuilder {
 };
 
 
-std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpec& hw) {
+namespace {
+// The nodes a mirrored platform still builds in SimGrid: node 0 and the representatives
+// of carry_across (node 1; under a fat-tree the first node of leaf 1 and of pod 1).
+std::vector<char> mirrored_nodes(const HardwareSpec& hw) {
+  std::vector<char> mirrored(static_cast<size_t>(hw.nodes), 1);
+  std::vector<int> kept{0, 1};
+  if (hw.network && hw.network->topology == FabricTopology::fat_tree) {
+    const FatTreeShape shape = fat_tree_shape(hw);
+    kept.push_back(hw.network->nodes_per_leaf);
+    kept.push_back(shape.leaves_per_pod * hw.network->nodes_per_leaf);
+  }
+  for (int k : kept)
+    if (k < hw.nodes) mirrored[static_cast<size_t>(k)] = 0;
+  return mirrored;
+}
+}  // namespace
+
+std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpec& hw, const PlatformOptions& options) {
   (void)engine;  // the platform goes into the process's only Engine
   validate_hardware(hw);
   std::unique_ptr<Platform> pf(new Platform(hw));
+  if (options.mirror_nodes && hw.nodes > 1) pf->mirrored_ = mirrored_nodes(hw);
   const int n = hw.gpus_per_node;
   pf->gpu_switch_.assign(n, -1);
   for (size_t s = 0; s < hw.pcie.switches.size(); ++s)
@@ -360,6 +388,10 @@ std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpe
   };
   if (net.topology == FabricTopology::single_switch) {
     for (int k = 0; k < hw.nodes; ++k) {
+      if (pf->mirrored(k)) {
+        b.mirror_node(k);
+        continue;
+      }
       sg4::NetZone* node = b.build_node(root, k);
       join(root, node, pf->node_gateways_[k]);
     }
@@ -380,6 +412,10 @@ std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpe
     for (int l = pod * shape.leaves_per_pod; l < std::min(shape.leaves, (pod + 1) * shape.leaves_per_pod); ++l) {
       const auto [leaf, router] = group(fmt::format("leaf{}", l), shape.leaf_uplink_bandwidth, pf->leaf_uplinks_);
       for (int k = l * net.nodes_per_leaf; k < std::min(hw.nodes, (l + 1) * net.nodes_per_leaf); ++k) {
+        if (pf->mirrored(k)) {
+          b.mirror_node(k);
+          continue;
+        }
         sg4::NetZone* node = b.build_node(root, k);  // sets node_gateways_[k]
         join(leaf, node, pf->node_gateways_[k]);
         node->seal();
@@ -439,6 +475,7 @@ int Platform::nic_of_gpu(int local_gpu) const {
 bool Platform::has_in_switch_reduction() const { return hw_.nvswitch && hw_.nvswitch->in_switch_reduction; }
 
 int Platform::host_index(const sg4::Host* h) const {
+  if (!h) throw std::invalid_argument("route: no host (a mirrored node's hosts are not built: look up GPUs by index)");
   const int i = static_cast<int>(reinterpret_cast<std::uintptr_t>(h->get_data<void>())) - 1;
   assert(i < 0 || node_hosts_[static_cast<size_t>(i / hosts_per_node_)][static_cast<size_t>(i % hosts_per_node_)] == h);
   return i;
@@ -455,24 +492,36 @@ const RouteInfo& Platform::gpu_route(int gpu_a, int gpu_b) const {
 
 const RouteInfo& Platform::route_indexed(int ia, int ib, const sg4::Host* a, const sg4::Host* b) const {
   const int h = hosts_per_node_;
+  // SimGrid's look-up, where no route is carried over: a mirrored node has none to give.
+  auto looked_up = [&] {
+    if (!a || !b)
+      throw std::logic_error(fmt::format("route between host indices {} and {}: a mirrored node's route that no "
+                                         "built node's carries over", ia, ib));
+    ++simgrid_route_lookups_;
+    return with_link_ids(simgrid_route(a, b));
+  };
   if (ia >= 0 && ib >= 0 && ia / h == ib / h) {
     if (node_routes_.empty()) node_routes_.assign(node_hosts_.size() * static_cast<size_t>(h) * h, nullptr);
     const int k = ia / h;
     const RouteInfo*& kept = node_routes_[(static_cast<size_t>(k) * h + ia % h) * h + ib % h];
     if (kept) return *kept;
-    auto carried = k > 0 && a != b ? translated_route(k, ia % h, ib % h) : std::nullopt;
-    if (!carried) ++simgrid_route_lookups_;
-    kept = &node_route_store_.emplace_back(carried ? std::move(*carried) : with_link_ids(simgrid_route(a, b)));
+    auto carried = k > 0 && ia != ib ? translated_route(k, ia % h, ib % h) : std::nullopt;
+    kept = &node_route_store_.emplace_back(carried ? std::move(*carried) : looked_up());
     return *kept;
   }
-  const auto key = std::make_pair(a, b);
-  auto it = routes_.find(key);
-  if (it != routes_.end()) return it->second;
+  if (ia < 0 || ib < 0) {
+    const auto key = std::make_pair(a, b);
+    auto it = routes_.find(key);
+    if (it != routes_.end()) return it->second;
+    return routes_.emplace(key, looked_up()).first->second;
+  }
+  const std::int64_t key = static_cast<std::int64_t>(ia) * static_cast<std::int64_t>(node_hosts_.size()) * h + ib;
+  auto it = cross_routes_.find(key);
+  if (it != cross_routes_.end()) return it->second;
   const int gpn = hw_.gpus_per_node;
   std::optional<RouteInfo> carried;
-  if (ia >= 0 && ib >= 0 && ia % h < gpn && ib % h < gpn) carried = translated_cross_route(ia / h, ia % h, ib / h, ib % h);
-  if (!carried) ++simgrid_route_lookups_;
-  return routes_.emplace(key, carried ? std::move(*carried) : with_link_ids(simgrid_route(a, b))).first->second;
+  if (ia % h < gpn && ib % h < gpn) carried = translated_cross_route(ia / h, ia % h, ib / h, ib % h);
+  return cross_routes_.emplace(key, carried ? std::move(*carried) : looked_up()).first->second;
 }
 
 RouteInfo Platform::with_link_ids(RouteInfo r) const {
@@ -629,6 +678,25 @@ std::vector<std::string> Platform::route_link_names(const sg4::Host* a, const sg
   return names;
 }
 
+const sg4::Link* Platform::link_or_counterpart(int id) const {
+  const sg4::Link* l = links_.at(static_cast<size_t>(id));
+  if (l) return l;
+  const auto [node, position] = position_of_id(id);
+  if (node < 0) throw std::logic_error(fmt::format("link id {}: neither built nor a mirrored node's", id));
+  return node_links_[0][static_cast<size_t>(position)];
+}
+
+std::string Platform::link_name(int id) const {
+  const sg4::Link* l = links_.at(static_cast<size_t>(id));
+  if (l) return l->get_name();
+  // Node 0's link at the same position, "n0.<rest>", under the node's prefix.
+  const std::string base = link_or_counterpart(id)->get_name();
+  return fmt::format("n{}.{}", position_of_id(id).first, base.substr(base.find('.') + 1));
+}
+
+BytesPerSecond Platform::link_bandwidth(int id) const { return link_or_counterpart(id)->get_bandwidth(); }
+Seconds Platform::link_latency(int id) const { return link_or_counterpart(id)->get_latency(); }
+
 bool Platform::peer_to_peer(int gpu_a, int gpu_b) const {
   if (node_of_gpu(gpu_a) != node_of_gpu(gpu_b)) return true;  // GPUDirect RDMA across nodes
   const int a = local_index(gpu_a), b = local_index(gpu_b);
@@ -647,7 +715,12 @@ sg4::CommPtr Platform::transfer_async(sg4::Host* from, sg4::Host* to, Bytes n) {
 void Platform::transfer(sg4::Host* from, sg4::Host* to, Bytes n) { transfer_async(from, to, n)->wait(); }
 
 void Platform::account(const sg4::Host* from, const sg4::Host* to, Bytes n) {
-  for (auto* l : route(from, to).links) link_bytes_[l] += n;
+  if (link_bytes_.empty()) link_bytes_.assign(links_.size(), -1);  // -1: untouched
+  for (const int id : route(from, to).link_ids) {
+    if (id < 0) throw std::logic_error("account: a route link without an id");
+    Bytes& b = link_bytes_[static_cast<size_t>(id)];
+    b = std::max<Bytes>(b, 0) + n;
+  }
 }
 
 void Platform::account_pattern(const std::shared_ptr<const LinkBytes>& pattern) {
@@ -657,8 +730,8 @@ void Platform::account_pattern(const std::shared_ptr<const LinkBytes>& pattern) 
 }
 
 void Platform::register_link(sg4::Link* l) {
-  links_.push_back(l);
-  l->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(links_.size())));  // id + 1: 0 is "none"
+  links_.push_back(l);  // nullptr: a mirrored node's
+  if (l) l->set_data(reinterpret_cast<void*>(static_cast<std::uintptr_t>(links_.size())));  // id + 1: 0 is "none"
 }
 
 int Platform::raw_link_id(const sg4::Link* l) const {
@@ -678,7 +751,16 @@ void Platform::index_node_links() {
   node_link_position_.assign(links_.size(), -1);
   node_link_base_.assign(node_links_.size(), -1);
   const int per_node = links_per_node();
+  int mirrored_from = 0;  // a mirrored node's ids follow the links registered before it
   for (size_t k = 0; k < node_links_.size(); ++k) {
+    if (mirrored(static_cast<int>(k))) {
+      // Its placeholders: the first run of per_node nullptr ids from mirrored_from.
+      while (links_[static_cast<size_t>(mirrored_from)] != nullptr) ++mirrored_from;
+      node_link_base_[k] = mirrored_from;
+      for (int i = 0; i < per_node; ++i) node_link_position_[static_cast<size_t>(mirrored_from + i)] = static_cast<int>(k) * per_node + i;
+      mirrored_from += per_node;
+      continue;
+    }
     bool consecutive = !node_links_[k].empty();
     for (size_t i = 0; i < node_links_[k].size(); ++i) {
       const int own = raw_link_id(node_links_[k][i]);
@@ -720,31 +802,26 @@ std::vector<LinkUsage> Platform::link_usage() const {
   // order of the sums is immaterial; the output is sorted by name below.
   std::vector<Bytes> total(links_.size(), 0);
   std::vector<char> touched(links_.size(), 0);
-  std::unordered_map<const sg4::Link*, Bytes> others;
-  auto add = [&](const sg4::Link* l, Bytes b) {
-    const int id = link_id(l);
-    if (id < 0) {
-      others[l] += b;
-      return;
-    }
+  auto add = [&](int id, Bytes b) {
+    if (id < 0 || static_cast<size_t>(id) >= links_.size())
+      throw std::logic_error(fmt::format("link usage: traffic on link id {}, not one of this platform's", id));
     total[static_cast<size_t>(id)] += b;
     touched[static_cast<size_t>(id)] = 1;
   };
-  for (const auto& [link, bytes] : link_bytes_) add(link, bytes);
+  for (size_t id = 0; id < link_bytes_.size(); ++id)
+    if (link_bytes_[id] >= 0) add(static_cast<int>(id), link_bytes_[id]);
   for (const auto& [key, slot] : patterns_)
-    for (const auto& [link, bytes] : *slot.first) add(link, bytes * slot.second);
+    for (const auto& [id, bytes] : *slot.first) add(id, bytes * slot.second);
   std::vector<LinkUsage> out;
-  auto emit = [&out](const sg4::Link* link, Bytes bytes) {
+  for (size_t i = 0; i < links_.size(); ++i) {
+    if (!touched[i]) continue;
     LinkUsage u;
-    u.link = link->get_name();
-    u.bandwidth = link->get_bandwidth();
-    u.bytes = bytes;
-    u.busy_s = static_cast<double>(bytes) / u.bandwidth;
+    u.link = link_name(static_cast<int>(i));
+    u.bandwidth = link_bandwidth(static_cast<int>(i));
+    u.bytes = total[i];
+    u.busy_s = static_cast<double>(total[i]) / u.bandwidth;
     out.push_back(std::move(u));
-  };
-  for (size_t i = 0; i < links_.size(); ++i)
-    if (touched[i]) emit(links_[i], total[i]);
-  for (const auto& [link, bytes] : others) emit(link, bytes);
+  }
   std::sort(out.begin(), out.end(), [](const LinkUsage& a, const LinkUsage& b) { return a.link < b.link; });
   return out;
 }

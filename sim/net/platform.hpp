@@ -54,11 +54,13 @@ struct LinkUsage {
   Seconds busy_s = 0;
 };
 
-// Bytes per link direction of some traffic pattern (e.g. one large-N collective).
-using LinkBytes = std::vector<std::pair<const simgrid::s4u::Link*, Bytes>>;
+// Bytes per link direction of some traffic pattern (e.g. one large-N collective), by the
+// link's Platform::link_id.
+using LinkBytes = std::vector<std::pair<int, Bytes>>;
 
 // A route between two hosts as SimGrid resolves it.
 struct RouteInfo {
+  // nullptr for a link of a mirrored node (PlatformOptions::mirror_nodes): its id is set.
   std::vector<simgrid::s4u::Link*> links;
   std::vector<int> link_ids;             // per link: its Platform::link_id (-1: none), kept with the route
   Seconds latency_s = 0;                 // sum of the links' latencies
@@ -100,17 +102,33 @@ class LinkIndexer {
   int next_ = 0;
 };
 
+struct PlatformOptions {
+  // Nodes that no route needs SimGrid for are built without it: every node but node 0 and
+  // the representatives that routes between nodes are carried over from (node 1, the first
+  // node of leaf 1, the first node of pod 1). Such a mirrored node has no zone, hosts or
+  // SimGrid links: its hosts are nullptr (gpu_host, cpu_host, nvswitch_host), its links
+  // have ids but no object (link_by_id and node_link give nullptr, RouteInfo::links holds
+  // nullptr where link_ids holds the id), and link_name, link_bandwidth and link_latency
+  // give what node 0's link at the same position has, under the node's own name. Routes
+  // to and from its GPUs come from gpu_route and gpu_route_link_ids. For symmetric-rank
+  // predictions, which run actors on node 0 only: at 32,768 GPUs SimGrid's ~262,000 link
+  // directions were a third of the prediction's time and most of its memory.
+  bool mirror_nodes = false;
+};
+
 class Platform {
  public:
   // Builds the platform into `engine`, which must have no platform yet (one per process;
   // see sim_process.hpp). Throws std::invalid_argument if the spec is invalid.
-  static std::unique_ptr<Platform> build(simgrid::s4u::Engine& engine, const HardwareSpec& hw);
+  static std::unique_ptr<Platform> build(simgrid::s4u::Engine& engine, const HardwareSpec& hw,
+                                         const PlatformOptions& options = {});
 
   const HardwareSpec& hardware() const { return hw_; }
   int gpu_count() const { return hw_.gpu_count(); }
   int node_of_gpu(int gpu) const { return gpu / hw_.gpus_per_node; }
   int local_index(int gpu) const { return gpu % hw_.gpus_per_node; }
 
+  // nullptr for a mirrored node's host (PlatformOptions::mirror_nodes).
   simgrid::s4u::Host* gpu_host(int gpu) const;                   // throws std::out_of_range
   simgrid::s4u::Host* cpu_host(int node, int socket = 0) const;  // throws std::out_of_range
   // The socket whose root complex GPU `gpu`'s PCIe path ends in (host memory for its copies).
@@ -131,7 +149,15 @@ class Platform {
   // gpu_route(gpu_a, gpu_b).link_ids into `ids`, without keeping the route where it is
   // carried over (traffic shapes cross ~10^6 GPU pairs once each at 32,768 GPUs).
   void gpu_route_link_ids(int gpu_a, int gpu_b, std::vector<int>& ids) const;
+  // nullptr for a mirrored node's link.
   const simgrid::s4u::Link* link_by_id(int id) const { return links_.at(static_cast<size_t>(id)); }
+  // The link's name, bandwidth and latency by id, a mirrored node's link included
+  // (PlatformOptions::mirror_nodes). Throws std::out_of_range for an id not built here.
+  std::string link_name(int id) const;
+  BytesPerSecond link_bandwidth(int id) const;
+  Seconds link_latency(int id) const;
+  // Whether node k is mirrored (built without SimGrid).
+  bool mirrored(int node) const { return !mirrored_.empty() && mirrored_.at(static_cast<size_t>(node)); }
   // How many routes route() has asked SimGrid for (the rest were carried over).
   std::int64_t simgrid_route_lookups() const { return simgrid_route_lookups_; }
   // SimGrid's own look-up of the route, uncached: what route() must equal.
@@ -167,6 +193,8 @@ class Platform {
   // order): {node, position}, or {-1, -1} for a link outside the nodes (the fabric's) or
   // one this platform did not build. node_link(k, position) is the link there.
   std::pair<int, int> node_link_position(const simgrid::s4u::Link* l) const { return position_of_id(raw_link_id(l)); }
+  // The same by link id (a mirrored node's link has no object to pass).
+  std::pair<int, int> node_link_position_of_id(int id) const { return position_of_id(id); }
   const simgrid::s4u::Link* node_link(int node, int position) const;
   int links_per_node() const { return node_links_.empty() ? 0 : static_cast<int>(node_links_[0].size()); }
 
@@ -181,8 +209,11 @@ class Platform {
   friend struct PlatformBuilder;
 
   HardwareSpec hw_;
-  std::vector<const simgrid::s4u::Link*> links_;             // by dense id (see link_id)
+  std::vector<const simgrid::s4u::Link*> links_;             // by dense id (see link_id); nullptr: a mirrored node's
   void register_link(simgrid::s4u::Link* l);                  // gives it the next id
+  std::vector<char> mirrored_;                                // by node (empty: none mirrored)
+  // The link with object that `id` stands for: itself, or node 0's at a mirrored link's position.
+  const simgrid::s4u::Link* link_or_counterpart(int id) const;
   int raw_link_id(const simgrid::s4u::Link* l) const;         // link_id without planted faults
   std::vector<simgrid::s4u::Host*> gpu_hosts_;               // by global GPU index
   std::vector<std::vector<simgrid::s4u::Host*>> cpu_hosts_;  // [node][socket]
@@ -196,7 +227,8 @@ class Platform {
     }
   };
   mutable std::unordered_map<std::pair<const simgrid::s4u::Host*, const simgrid::s4u::Host*>, RouteInfo, PairHash>
-      routes_;
+      routes_;  // between hosts outside the nodes' index (none today: every host is a node's)
+  mutable std::unordered_map<std::int64_t, RouteInfo> cross_routes_;  // between nodes, by host indices
   // Every node is built alike (build_node): per node its hosts and link directions in
   // creation order, so a route between two hosts of node k > 0 is node 0's route between
   // the hosts at the same positions with each link replaced by node k's at the same
@@ -254,7 +286,7 @@ class Platform {
   RouteInfo with_link_ids(RouteInfo r) const;
   mutable std::vector<const RouteInfo*> node_routes_;
   mutable std::deque<RouteInfo> node_route_store_;
-  std::unordered_map<const simgrid::s4u::Link*, Bytes> link_bytes_;
+  std::vector<Bytes> link_bytes_;  // by link id (transfers and account)
   std::map<const LinkBytes*, std::pair<std::shared_ptr<const LinkBytes>, std::int64_t>> patterns_;  // pattern, times
 };
 

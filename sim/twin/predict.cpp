@@ -471,7 +471,11 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
     }
     return child_result(r, m);
   };
-  return parse_child_result(sim::run_simulation(hw, setup, finish), c.devices);
+  // Symmetric ranks: only node 0 runs actors, so the nodes no route needs SimGrid for are
+  // mirrored (PlatformOptions::mirror_nodes).
+  sim::PlatformOptions options;
+  options.mirror_nodes = symmetric;
+  return parse_child_result(sim::run_simulation(hw, setup, finish, options), c.devices);
 }
 
 }  // namespace

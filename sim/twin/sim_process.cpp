@@ -358,7 +358,7 @@ std::unique_ptr<simgrid::s4u::Engine> make_engine() {
 }
 
 std::string run_simulation(const HardwareSpec& hw, const std::function<void(Platform&)>& setup,
-                           const std::function<std::string(Platform&)>& finish) {
+                           const std::function<std::string(Platform&)>& finish, const PlatformOptions& options) {
   return run_in_child_process([&]() {
     // The Engine is deliberately not destroyed: the child ends with _exit right after,
     // and tearing SimGrid down costs time and buys nothing.
@@ -376,7 +376,7 @@ std::string run_simulation(const HardwareSpec& hw, const std::function<void(Plat
                                                       max_events, simgrid::s4u::Engine::get_clock()));
     });
     // Nor is the platform: at 32,768 GPUs freeing its route tables took 2 % of a prediction.
-    Platform* platform = Platform::build(*engine, hw).release();
+    Platform* platform = Platform::build(*engine, hw, options).release();
     setup(*platform);
     engine->run();
     return finish(*platform);

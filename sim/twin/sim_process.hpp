@@ -102,10 +102,10 @@ void restore_stop_signal_dispositions();
 // (plus xbt_cfg.thres:warning for the configuration chatter). Call once per process.
 std::unique_ptr<simgrid::s4u::Engine> make_engine();
 
-// In a forked child: make_engine(), Platform::build(hw), setup(platform) (create the
-// actors), Engine::run(), then finish(platform) gives the result string. The run is
+// In a forked child: make_engine(), Platform::build(hw, options), setup(platform) (create
+// the actors), Engine::run(), then finish(platform) gives the result string. The run is
 // held to the budget's event count.
 std::string run_simulation(const HardwareSpec& hw, const std::function<void(Platform&)>& setup,
-                           const std::function<std::string(Platform&)>& finish);
+                           const std::function<std::string(Platform&)>& finish, const PlatformOptions& options = {});
 
 }  // namespace dpt::sim

@@ -300,7 +300,7 @@ void check_dispatch_equals_definition(const Cluster& cluster) {
         const Seconds fresh = time_by_definition(*p, gpus, call, plan, s);
         std::map<std::string, Bytes> fast_bytes;
         for (const auto& [l, b] : large_n_traffic(*p, gpus, call, plan, s))
-          if (b != 0) fast_bytes[l->get_name()] += b;
+          if (b != 0) fast_bytes[p->link_name(l)] += b;
         auto fresh_bytes = traffic_by_definition(*p, gpus, call, plan);
         for (auto it = fresh_bytes.begin(); it != fresh_bytes.end();) it = it->second == 0 ? fresh_bytes.erase(it) : ++it;
         p->account_pattern(std::make_shared<const LinkBytes>(large_n_traffic(*p, gpus, call, plan, s)));

@@ -244,7 +244,7 @@ std::vector<double> nic_bytes_node1(const std::vector<int>& gpus) {
     const CollectivePlan plan = plan_collective(*p, gpus, call, s);
     std::map<int, double> by_nic;
     for (const auto& [l, b] : large_n_traffic(*p, gpus, call, plan, s)) {
-      const std::string name = l->get_name();
+      const std::string name = p->link_name(l);
       int nic = -1, used = 0;
       if (std::sscanf(name.c_str(), "n1.nic%d.ib%n", &nic, &used) == 1 && used > 0 &&
           (name.substr(static_cast<size_t>(used)) == "_UP" || name.substr(static_cast<size_t>(used)) == "_DOWN"))

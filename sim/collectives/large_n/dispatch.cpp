@@ -26,7 +26,7 @@ namespace {
 // Per-link crossings of a traffic pattern, per channel: the pattern's bytes on a link are
 // the sum over channels of that channel's bytes per transfer times its crossings there.
 struct TrafficShape {
-  std::vector<const sg4::Link*> links;
+  std::vector<int> links;  // by Platform::link_id
   std::vector<std::vector<std::int32_t>> crossings;  // [channel][link index]
   std::vector<Bytes> total_crossings;                // [link index]: summed over channels
 };
@@ -36,8 +36,8 @@ struct TrafficShape {
 // long in a phase, so one of each class stands for all. With the per-link flow counts,
 // a step of any chunk size is timed from a few flows instead of N x C.
 struct RingStepShape {
-  std::vector<PhaseFlow> representatives;                  // one per class, bytes unset
-  std::vector<std::pair<const sg4::Link*, Bytes>> counts;  // flows on each link of theirs
+  std::vector<PhaseFlow> representatives;   // one per class, bytes unset
+  std::vector<std::pair<int, Bytes>> counts;  // flows on each link of theirs (by link id)
 };
 
 // What a call's ranks and channel count determine, kept across calls: ring orders and
@@ -100,20 +100,23 @@ Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& 
                        Bytes chunk_bytes, BytesPerSecond cap_bytes_per_s) {
   if (!set.ring_step) {
     const auto flows = ring_step_flows(p, rank_gpus, orders_of(set, p, rank_gpus, channels), 0);
-    std::unordered_map<const sg4::Link*, Bytes> count;
+    std::unordered_map<int, Bytes> count;
     for (const auto& f : flows)
-      for (const auto* l : p.route(f.from, f.to).links) ++count[l];
+      for (const int id : f.route->link_ids) ++count[id];
     RingStepShape shape;
     std::map<std::pair<double, std::vector<std::pair<Bytes, double>>>, int> classes;
-    std::unordered_map<const sg4::Link*, Bytes> used;
+    std::unordered_map<int, Bytes> used;
     for (const auto& f : flows) {
-      const RouteInfo& r = p.route(f.from, f.to);
+      const RouteInfo& r = *f.route;
       std::vector<std::pair<Bytes, double>> signature;
-      for (const auto* l : r.links) signature.emplace_back(count.at(l), l->get_bandwidth());
+      for (size_t j = 0; j < r.links.size(); ++j) {
+        const int id = r.link_ids[j];
+        signature.emplace_back(count.at(id), r.links[j] ? r.links[j]->get_bandwidth() : p.link_bandwidth(id));
+      }
       std::sort(signature.begin(), signature.end());
       if (!classes.try_emplace({r.latency_s, std::move(signature)}, 0).second) continue;
       shape.representatives.push_back(f);
-      for (const auto* l : r.links) used.emplace(l, count.at(l));
+      for (const int id : r.link_ids) used.emplace(id, count.at(id));
     }
     shape.counts.assign(used.begin(), used.end());
     set.ring_step = std::move(shape);
@@ -166,10 +169,9 @@ TrafficShape traffic_shape(const Platform& p, const std::vector<std::vector<std:
     for (const auto& [a, b] : per_channel[c]) {
       p.gpu_route_link_ids(a, b, ids);
       for (size_t j = 0; j < ids.size(); ++j) {
-        const sg4::Link* l = p.link_by_id(ids[j]);
-        const auto [i, added] = index.index(l, ids[j]);
+        const auto [i, added] = index.index(p.link_by_id(ids[j]), ids[j]);
         if (added) {
-          shape.links.push_back(l);
+          shape.links.push_back(ids[j]);
           for (auto& row : shape.crossings) row.push_back(0);
         }
         ++shape.crossings[c][static_cast<size_t>(i)];
@@ -256,8 +258,8 @@ Seconds time_large_n(RankSet& set, const Platform& p, const std::vector<int>& ra
       auto timing = [&](Bytes piece_bytes) {
         std::vector<PhaseFlow> ups, downs;
         for (int r = 0; r < n; ++r) {
-          ups.push_back({host_of(p, rank_gpus, r), sw, piece_bytes, cap});
-          downs.push_back({sw, host_of(p, rank_gpus, r), piece_bytes, cap});
+          ups.push_back({&p.route(host_of(p, rank_gpus, r), sw), piece_bytes, cap});
+          downs.push_back({&p.route(sw, host_of(p, rank_gpus, r)), piece_bytes, cap});
         }
         std::vector<PhaseFlow> flows = ups;
         flows.insert(flows.end(), downs.begin(), downs.end());
@@ -343,11 +345,11 @@ LinkBytes large_n_traffic(const Platform& p, const std::vector<int>& rank_gpus, 
     case CollectiveAlgorithm::nvls_tree:
       return traffic_of(shape->second, per_channel);
     case CollectiveAlgorithm::nvls: {
-      std::unordered_map<const sg4::Link*, Bytes> on;
+      std::unordered_map<int, Bytes> on;  // by link id
       const sg4::Host* sw = p.nvswitch_host(p.node_of_gpu(rank_gpus[0]));
       for (int r = 0; r < n; ++r) {
-        for (const auto* l : p.route(h(r), sw).links) on[l] += total;
-        for (const auto* l : p.route(sw, h(r)).links) on[l] += total;
+        for (const int id : p.route(h(r), sw).link_ids) on[id] += total;
+        for (const int id : p.route(sw, h(r)).link_ids) on[id] += total;
       }
       // Order does not matter: link_usage() merges and sorts by name when asked.
       return LinkBytes(on.begin(), on.end());

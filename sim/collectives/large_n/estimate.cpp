@@ -69,9 +69,9 @@ bool foldable_node_link(const LinkName& n) { return n.kind == "gpu" || n.kind ==
 // that the turns by fold.step GPUs map onto each other (step 1: "n3.gpu5.nvswitch_UP" and
 // "n3.gpu0.nvswitch_UP" both "n3.gpu*.nvswitch_UP"; step 2: even and odd GPUs apart) become
 // one link id, loaded copies / (its links) times their sum; a fabric link copies times its
-// own. `links_in_order`: the incidence's links by id.
-void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>& links_in_order, RailFold fold,
-               const Platform& p, std::vector<double>& load_scale) {
+// own. `links_in_order`: the incidence's links (their Platform::link_id) by index.
+void rail_fold(LinkIncidence& inc, const std::vector<int>& links_in_order, RailFold fold, const Platform& p,
+               std::vector<double>& load_scale) {
   const HardwareSpec& hw = p.hardware();
   const int copies = fold.copies;
   // Planted: head 0's own loads only (no link merged, none multiplied).
@@ -86,7 +86,7 @@ void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>&
   std::vector<PositionClass> position_class(static_cast<size_t>(per_node_links));
   std::map<std::string, int> position_class_id;
   for (int i = 0; i < per_node_links; ++i) {
-    const LinkName parsed = parse_link_name(p.node_link(0, i)->get_name());
+    const LinkName parsed = parse_link_name(p.node_link(0, i)->get_name());  // node 0 is always built
     if (!parsed.of_node || !foldable_node_link(parsed)) continue;
     const auto key = fmt::format("{}{}+{}k.{}", parsed.kind, parsed.index % fold.step, fold.step, parsed.rest);
     PositionClass& c = position_class[static_cast<size_t>(i)];
@@ -99,17 +99,17 @@ void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>&
   std::vector<int> class_of(links_in_order.size());
   std::vector<double> bandwidth, scale;
   for (size_t l = 0; l < links_in_order.size(); ++l) {
-    const auto [node, position] = p.node_link_position(links_in_order[l]);
+    const auto [node, position] = p.node_link_position_of_id(links_in_order[l]);
     int* slot = nullptr;
     double per_node = 1;
     if (node >= 0 && !unscaled) {
       const PositionClass& c = position_class[static_cast<size_t>(position)];
       if (c.id < 0)
-        throw std::logic_error(fmt::format("rail fold: link {} is neither a GPU's nor a NIC's", links_in_order[l]->get_name()));
+        throw std::logic_error(fmt::format("rail fold: link {} is neither a GPU's nor a NIC's", p.link_name(links_in_order[l])));
       slot = &node_class[static_cast<size_t>(node) * classes_per_node + c.id];
       per_node = c.per_node;
     } else {
-      const std::string name = links_in_order[l]->get_name();
+      const std::string name = p.link_name(links_in_order[l]);
       if (!unscaled && parse_link_name(name).of_node)
         throw std::logic_error(fmt::format("rail fold: link {} is not among its node's links", name));
       slot = &class_id.emplace(name, -1).first->second;
@@ -119,7 +119,7 @@ void rail_fold(LinkIncidence& inc, const std::vector<const simgrid::s4u::Link*>&
       bandwidth.push_back(inc.bandwidth[l]);
       scale.push_back(unscaled ? 1.0 : copies / per_node);
     } else if (bandwidth[static_cast<size_t>(*slot)] != inc.bandwidth[l]) {
-      throw std::logic_error(fmt::format("rail fold: links of {}'s class differ in bandwidth", links_in_order[l]->get_name()));
+      throw std::logic_error(fmt::format("rail fold: links of {}'s class differ in bandwidth", p.link_name(links_in_order[l])));
     }
     class_of[l] = *slot;
   }
@@ -321,11 +321,11 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
   h->links = link_incidence_repeated(routes, m, &p);
   if (fold.copies > 1) {
     // The incidence's links by id: first met along piece 0's routes (link_incidence's order).
-    std::vector<const simgrid::s4u::Link*> in_order;
-    std::unordered_set<const simgrid::s4u::Link*> seen;
+    std::vector<int> in_order;
+    std::unordered_set<int> seen;
     for (const RouteInfo* r : routes)
-      for (const auto* l : r->links)
-        if (seen.insert(l).second) in_order.push_back(l);
+      for (const int id : r->link_ids)
+        if (seen.insert(id).second) in_order.push_back(id);
     if (static_cast<int>(in_order.size()) != h->links.links())
       throw std::logic_error("rail fold: the incidence's links are not its routes' in order");
     rail_fold(h->links, in_order, fold, p, h->load_scale);
@@ -359,12 +359,12 @@ bool rails_alike(const Platform& p, const std::vector<int>& gpus) {
   auto signature = [&](int a, int b) {
     std::vector<std::pair<double, double>> sig;
     const RouteInfo& r = p.gpu_route(a, b);
-    for (const auto* l : r.links) {
-      const LinkName parsed = parse_link_name(l->get_name());
+    for (const int id : r.link_ids) {
+      const LinkName parsed = parse_link_name(p.link_name(id));
       if (parsed.of_node && !foldable_node_link(parsed))
         sig.emplace_back(-1, -1);  // a switch uplink, a socket link, an NVLink bundle: not foldable
       else
-        sig.emplace_back(l->get_bandwidth(), l->get_latency());
+        sig.emplace_back(p.link_bandwidth(id), p.link_latency(id));
     }
     return sig;
   };

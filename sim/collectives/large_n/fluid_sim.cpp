@@ -16,13 +16,14 @@ namespace {
 
 class FluidSim {
  public:
-  explicit FluidSim(const std::vector<FluidTransfer>& ts) : ts_(ts) {}
+  FluidSim(const std::vector<FluidTransfer>& ts, const Platform* p) : ts_(ts), p_(p) {}
 
   // End time of every transfer (those that wait for nothing start at 0).
   std::vector<Seconds> run() {
     const int n = static_cast<int>(ts_.size());
     end_.assign(n, -1);
     link_of_.clear();
+    link_of_id_.clear();
     bw_.clear();
     flow_links_.clear();
     flows_.assign(n, {});
@@ -35,7 +36,8 @@ class FluidSim {
       f.weight = r->latency_s > 0 && !unweighted ? 1.0 / r->latency_s : 1.0;
       f.rem = ts_[i].bytes;
       f.first_link = static_cast<int>(flow_links_.size());
-      for (const auto* l : r->links) flow_links_.push_back(link_id(l));
+      for (size_t j = 0; j < r->links.size(); ++j)
+        flow_links_.push_back(p_ && r->link_ids.size() == r->links.size() ? link_index(r->link_ids[j]) : link_index(r->links[j]));
       f.last_link = static_cast<int>(flow_links_.size());
     }
     usage_.assign(bw_.size(), 0);
@@ -102,9 +104,16 @@ class FluidSim {
     bool ended = false;
   };
 
-  int link_id(const simgrid::s4u::Link* l) {
+  // A link's index, first met first: by object, or by id on a platform (a mirrored
+  // node's link has no object).
+  int link_index(const simgrid::s4u::Link* l) {
     auto [it, added] = link_of_.try_emplace(l, static_cast<int>(bw_.size()));
     if (added) bw_.push_back(l->get_bandwidth());
+    return it->second;
+  }
+  int link_index(int id) {
+    auto [it, added] = link_of_id_.try_emplace(id, static_cast<int>(bw_.size()));
+    if (added) bw_.push_back(p_->link_bandwidth(id));
     return it->second;
   }
 
@@ -224,6 +233,8 @@ class FluidSim {
   std::vector<Flow> flows_;
   std::vector<int> flow_links_;
   std::unordered_map<const simgrid::s4u::Link*, int> link_of_;
+  std::unordered_map<int, int> link_of_id_;
+  const Platform* p_ = nullptr;
   std::vector<double> bw_, usage_, cap_;
   std::vector<std::vector<int>> on_link_;
   std::vector<int> count_, version_;
@@ -242,8 +253,8 @@ class FluidSim {
 
 }  // namespace
 
-std::vector<Seconds> fluid_sim_end_times(const std::vector<FluidTransfer>& transfers) {
-  return FluidSim(transfers).run();
+std::vector<Seconds> fluid_sim_end_times(const std::vector<FluidTransfer>& transfers, const Platform* p) {
+  return FluidSim(transfers, p).run();
 }
 
 }  // namespace dpt::sim

@@ -26,7 +26,8 @@ struct FluidTransfer {
 };
 
 // End time of every transfer; those that wait for nothing start at 0, the others when
-// the last transfer they wait for ended.
-std::vector<Seconds> fluid_sim_end_times(const std::vector<FluidTransfer>& transfers);
+// the last transfer they wait for ended. With the platform given, links are told apart by
+// their Platform::link_id (the routes' link_ids), as a mirrored node's link has no object.
+std::vector<Seconds> fluid_sim_end_times(const std::vector<FluidTransfer>& transfers, const Platform* p = nullptr);
 
 }  // namespace dpt::sim

@@ -36,7 +36,8 @@ LinkIncidence link_incidence(const std::vector<const RouteInfo*>& routes, const 
       for (size_t j = 0; j < r->links.size(); ++j) {
         const sg4::Link* l = r->links[j];
         const auto [index, added] = ids ? id.index(l, r->link_ids[j]) : id.index(l);
-        if (added) inc.bandwidth.push_back(l->get_bandwidth());
+        // A mirrored node's link has no object: its bandwidth comes by id.
+        if (added) inc.bandwidth.push_back(l ? l->get_bandwidth() : platform->link_bandwidth(r->link_ids[j]));
         route_ids.push_back(index);
       }
       it->second.second = static_cast<int>(route_ids.size());

@@ -3,12 +3,15 @@
 
 #include <algorithm>
 
+namespace sg4 = simgrid::s4u;
+
 namespace dpt::sim {
 
 LinkLoad phase_load(const Platform& p, const std::vector<PhaseFlow>& flows) {
+  (void)p;  // the flows' routes are the platform's
   LinkLoad load;
   for (const auto& f : flows)
-    for (const auto* l : p.route(f.from, f.to).links) load[l] += static_cast<double>(f.bytes);
+    for (const int id : f.route->link_ids) load[id] += static_cast<double>(f.bytes);
   return load;
 }
 
@@ -16,9 +19,13 @@ namespace {
 // One flow's duration in a phase with link loads `load`: its latency plus the slowest
 // drain among its links (every link drains its whole load at its bandwidth).
 Seconds flow_time(const Platform& p, const PhaseFlow& f, const LinkLoad& load) {
-  const RouteInfo& r = p.route(f.from, f.to);
+  const RouteInfo& r = *f.route;
   Seconds drain = 0;
-  for (const auto* l : r.links) drain = std::max(drain, load.at(l) / l->get_bandwidth());
+  for (size_t j = 0; j < r.links.size(); ++j) {
+    const sg4::Link* l = r.links[j];
+    const int id = r.link_ids[j];
+    drain = std::max(drain, load.at(id) / (l ? l->get_bandwidth() : p.link_bandwidth(id)));
+  }
   if (f.cap_bytes_per_s > 0) drain = std::max(drain, static_cast<double>(f.bytes) / f.cap_bytes_per_s);
   return r.latency_s + drain;
 }
@@ -40,8 +47,7 @@ std::vector<PhaseFlow> ring_step_flows(const Platform& p, const std::vector<int>
   std::vector<PhaseFlow> flows;
   for (const auto& o : orders)
     for (size_t i = 0; i < o.size(); ++i)
-      flows.push_back({host_of(p, rank_gpus, o[i]), host_of(p, rank_gpus, o[(i + 1) % o.size()]), chunk_bytes,
-                       cap_bytes_per_s});
+      flows.push_back({&rank_route(p, rank_gpus, o[i], o[(i + 1) % o.size()]), chunk_bytes, cap_bytes_per_s});
   return flows;
 }
 

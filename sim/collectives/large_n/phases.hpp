@@ -18,15 +18,15 @@
 
 namespace dpt::sim {
 
-// One transfer of a phase.
+// One transfer of a phase, over a route of the platform's (Platform::route or gpu_route:
+// its link ids are set, and it outlives the flow).
 struct PhaseFlow {
-  const simgrid::s4u::Host* from = nullptr;
-  const simgrid::s4u::Host* to = nullptr;
+  const RouteInfo* route = nullptr;
   Bytes bytes = 0;
   BytesPerSecond cap_bytes_per_s = 0;  // bound on its rate (NCCL's per-channel bandwidth); 0 = none
 };
 
-using LinkLoad = std::unordered_map<const simgrid::s4u::Link*, double>;  // bytes per link in a phase
+using LinkLoad = std::unordered_map<int, double>;  // bytes per link (by Platform::link_id) in a phase
 
 // Bytes every link carries when all `flows` cross their routes.
 LinkLoad phase_load(const Platform& p, const std::vector<PhaseFlow>& flows);
@@ -55,6 +55,10 @@ inline Elements ceil_div(Elements a, Elements b) { return (a + b - 1) / b; }
 
 inline simgrid::s4u::Host* host_of(const Platform& p, const std::vector<int>& gpus, int rank) {
   return p.gpu_host(gpus[rank]);
+}
+// The route between two ranks' GPUs (by index: a mirrored node's GPU has no host).
+inline const RouteInfo& rank_route(const Platform& p, const std::vector<int>& gpus, int from, int to) {
+  return p.gpu_route(gpus[static_cast<size_t>(from)], gpus[static_cast<size_t>(to)]);
 }
 
 }  // namespace dpt::sim

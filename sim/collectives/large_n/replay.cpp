@@ -140,7 +140,7 @@ PieceEnds chain_replay(const Platform& p, const std::vector<int>& gpus, const st
         }
       }
   }
-  const auto end = fluid_sim_end_times(ts);
+  const auto end = fluid_sim_end_times(ts, &p);
   return piece_ends(ts, end, piece_of);
 }
 
@@ -161,7 +161,7 @@ PieceEnds tree_replay(const Platform& p, const std::vector<int>& gpus, const std
   for (int c = 0; c < channels; ++c) pieces[c] = std::min(head, ceil_div(piece_count(call.count, channels, c), piece));
   std::vector<int> piece_of;
   auto ts = tree_transfers(p, gpus, tcs, call, piece, pieces, &piece_of);
-  const auto end = fluid_sim_end_times(ts);
+  const auto end = fluid_sim_end_times(ts, &p);
   return piece_ends(ts, end, piece_of);
 }
 
