@@ -78,6 +78,7 @@ const std::vector<Fault>& all_faults() {
       Fault::nvls_tree_one_head,
       Fault::nvls_tree_fold_unscaled,
       Fault::platform_cross_route_rep_links,
+      Fault::platform_mirror_counterpart_shifted,
   };
   return faults;
 }
@@ -145,6 +146,7 @@ const char* fault_name(Fault f) {
     case Fault::nvls_tree_one_head: return "nvls-tree-one-head";
     case Fault::nvls_tree_fold_unscaled: return "nvls-tree-fold-unscaled";
     case Fault::platform_cross_route_rep_links: return "cross-route-rep-links";
+    case Fault::platform_mirror_counterpart_shifted: return "mirror-counterpart-shifted";
   }
   return "?";
 }

@@ -73,6 +73,7 @@ enum class Fault : unsigned {
   nvls_tree_one_head,               // "nvls-tree-one-head": every NVLS-tree channel leaves a node through its first GPU and NIC
   nvls_tree_fold_unscaled,          // "nvls-tree-fold-unscaled": the rail fold counts head 0's loads alone (no other head's on shared switch ports or fabric links)
   platform_cross_route_rep_links,   // "cross-route-rep-links": a route across nodes carried over from its representative keeps the far node's and uplinks' links
+  platform_mirror_counterpart_shifted,  // "mirror-counterpart-shifted": a mirrored node's link takes its name and figures from node 0's link one position on
 };
 
 // Every fault, in declaration order.

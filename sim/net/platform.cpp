@@ -683,7 +683,9 @@ const sg4::Link* Platform::link_or_counterpart(int id) const {
   if (l) return l;
   const auto [node, position] = position_of_id(id);
   if (node < 0) throw std::logic_error(fmt::format("link id {}: neither built nor a mirrored node's", id));
-  return node_links_[0][static_cast<size_t>(position)];
+  // Planted: the counterpart one position on.
+  const int shift = fault_active(Fault::platform_mirror_counterpart_shifted) ? 1 : 0;
+  return node_links_[0][static_cast<size_t>((position + shift) % links_per_node())];
 }
 
 std::string Platform::link_name(int id) const {
