@@ -147,6 +147,7 @@ const char* fault_name(Fault f) {
     case Fault::nvls_tree_fold_unscaled: return "nvls-tree-fold-unscaled";
     case Fault::platform_cross_route_rep_links: return "cross-route-rep-links";
     case Fault::platform_mirror_counterpart_shifted: return "mirror-counterpart-shifted";
+    case Fault::fault_count_: break;
   }
   return "?";
 }

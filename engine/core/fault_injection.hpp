@@ -74,7 +74,9 @@ enum class Fault : unsigned {
   nvls_tree_fold_unscaled,          // "nvls-tree-fold-unscaled": the rail fold counts head 0's loads alone (no other head's on shared switch ports or fabric links)
   platform_cross_route_rep_links,   // "cross-route-rep-links": a route across nodes carried over from its representative keeps the far node's and uplinks' links
   platform_mirror_counterpart_shifted,  // "mirror-counterpart-shifted": a mirrored node's link takes its name and figures from node 0's link one position on
+  fault_count_,  // not a fault: how many there are (one bit each in a 64-bit mask)
 };
+static_assert(static_cast<unsigned>(Fault::fault_count_) <= 64, "planted faults are bits of a 64-bit mask");
 
 // Every fault, in declaration order.
 const std::vector<Fault>& all_faults();

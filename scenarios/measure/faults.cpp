@@ -147,6 +147,10 @@ DegradedHardware load_degraded_hardware(const std::string& name_or_path, const s
 }
 
 void apply_link_faults(sim::Platform& platform, const Faults& faults) {
+  // A mirrored node's links take node 0's figures: a fault on node 0 would reach them all.
+  for (int k = 0; k < platform.hardware().nodes; ++k)
+    if (platform.mirrored(k) && !faults.links.empty())
+      throw std::logic_error("link faults on a platform with mirrored nodes (build it with every node)");
   for (const auto& lf : faults.links) {
     if (lf.gpus) {
       // Both directions of the pair's route; each link scaled once even if both routes use it.

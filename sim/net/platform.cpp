@@ -494,6 +494,12 @@ const RouteInfo& Platform::route_indexed(int ia, int ib, const sg4::Host* a, con
   const int h = hosts_per_node_;
   // SimGrid's look-up, where no route is carried over: a mirrored node has none to give.
   auto looked_up = [&] {
+    if (ia >= 0 && ia == ib && !a) {  // a mirrored node's host to itself: no link, as SimGrid gives it
+      ++simgrid_route_lookups_;
+      RouteInfo none;
+      none.bottleneck_bandwidth = std::numeric_limits<double>::infinity();
+      return none;
+    }
     if (!a || !b)
       throw std::logic_error(fmt::format("route between host indices {} and {}: a mirrored node's route that no "
                                          "built node's carries over", ia, ib));
@@ -737,6 +743,7 @@ void Platform::register_link(sg4::Link* l) {
 }
 
 int Platform::raw_link_id(const sg4::Link* l) const {
+  if (!l) return -1;  // a mirrored node's link: its id is only in the route's link_ids
   const auto stored = reinterpret_cast<std::uintptr_t>(l->get_data<void>());
   if (stored == 0 || stored > links_.size() || links_[stored - 1] != l) return -1;
   return static_cast<int>(stored - 1);

@@ -49,8 +49,7 @@ std::string fingerprint(Platform& p) {
   for (int pass = 0; pass < 2; ++pass)
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j) {
-        const int a = pass == 0 ? n - 1 - i : i, b = pass == 0 ? n - 1 - j : j;
-        if (a == b) continue;
+        const int a = pass == 0 ? n - 1 - i : i, b = pass == 0 ? n - 1 - j : j;  // a == b too: no link
         const RouteInfo& r = p.gpu_route(a, b);
         std::vector<int> ids;
         p.gpu_route_link_ids(a, b, ids);
