@@ -6,8 +6,7 @@
 
 namespace dpt::scenario {
 
-namespace {
-StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool every_rank, bool link_usage) {
+StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_path, bool every_rank, bool link_usage) {
   PredictConfig c;
   c.symmetric_ranks = !every_rank;
   c.link_usage = link_usage;
@@ -59,16 +58,11 @@ StepReport predict(const ResolvedPoint& p, const std::string& trace_path, bool e
   return r;
 }
 
-}  // namespace
-
 StepReport predict_point(const ResolvedPoint& p, const std::string& trace_path) {
-  return predict(p, trace_path, false, true);
+  return predict_point_with(p, trace_path, false, true);
 }
 StepReport predict_point_every_rank(const ResolvedPoint& p, const std::string& trace_path) {
-  return predict(p, trace_path, true, true);
-}
-StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_path, bool every_rank, bool link_usage) {
-  return predict(p, trace_path, every_rank, link_usage);
+  return predict_point_with(p, trace_path, true, true);
 }
 
 }  // namespace dpt::scenario

@@ -315,6 +315,7 @@ struct PlatformBuilder {
     pf.node_links_[k].assign(per_node, nullptr);
     pf.node_hosts_[k].assign(static_cast<size_t>(pf.hosts_per_node_), nullptr);
     pf.cpu_hosts_[k].assign(static_cast<size_t>(hw.host.sockets), nullptr);
+    pf.node_link_base_[k] = static_cast<int>(pf.links_.size());
     for (size_t i = 0; i < per_node; ++i) pf.register_link(nullptr);
   }
 
@@ -371,6 +372,7 @@ std::unique_ptr<Platform> Platform::build(sg4::Engine& engine, const HardwareSpe
   pf->node_gateways_.assign(hw.nodes, nullptr);
   pf->node_hosts_.assign(hw.nodes, {});
   pf->node_links_.assign(hw.nodes, {});
+  pf->node_link_base_.assign(hw.nodes, -1);  // mirror_node sets a mirrored node's; index_node_links the others'
   PlatformBuilder b{*pf, hw};
 
   if (hw.nodes == 1) {
@@ -492,10 +494,10 @@ const RouteInfo& Platform::gpu_route(int gpu_a, int gpu_b) const {
 
 const RouteInfo& Platform::route_indexed(int ia, int ib, const sg4::Host* a, const sg4::Host* b) const {
   const int h = hosts_per_node_;
+  if (ia < 0 || ib < 0) throw std::invalid_argument("route: a host this platform did not build");
   // SimGrid's look-up, where no route is carried over: a mirrored node has none to give.
   auto looked_up = [&] {
-    if (ia >= 0 && ia == ib && !a) {  // a mirrored node's host to itself: no link, as SimGrid gives it
-      ++simgrid_route_lookups_;
+    if (ia == ib) {  // a host to itself: no link, as SimGrid's look-up gives it
       RouteInfo none;
       none.bottleneck_bandwidth = std::numeric_limits<double>::infinity();
       return none;
@@ -506,7 +508,7 @@ const RouteInfo& Platform::route_indexed(int ia, int ib, const sg4::Host* a, con
     ++simgrid_route_lookups_;
     return with_link_ids(simgrid_route(a, b));
   };
-  if (ia >= 0 && ib >= 0 && ia / h == ib / h) {
+  if (ia / h == ib / h) {
     if (node_routes_.empty()) node_routes_.assign(node_hosts_.size() * static_cast<size_t>(h) * h, nullptr);
     const int k = ia / h;
     const RouteInfo*& kept = node_routes_[(static_cast<size_t>(k) * h + ia % h) * h + ib % h];
@@ -514,12 +516,6 @@ const RouteInfo& Platform::route_indexed(int ia, int ib, const sg4::Host* a, con
     auto carried = k > 0 && ia != ib ? translated_route(k, ia % h, ib % h) : std::nullopt;
     kept = &node_route_store_.emplace_back(carried ? std::move(*carried) : looked_up());
     return *kept;
-  }
-  if (ia < 0 || ib < 0) {
-    const auto key = std::make_pair(a, b);
-    auto it = routes_.find(key);
-    if (it != routes_.end()) return it->second;
-    return routes_.emplace(key, looked_up()).first->second;
   }
   const std::int64_t key = static_cast<std::int64_t>(ia) * static_cast<std::int64_t>(node_hosts_.size()) * h + ib;
   auto it = cross_routes_.find(key);
@@ -758,16 +754,11 @@ int Platform::link_id(const sg4::Link* l) const {
 
 void Platform::index_node_links() {
   node_link_position_.assign(links_.size(), -1);
-  node_link_base_.assign(node_links_.size(), -1);
   const int per_node = links_per_node();
-  int mirrored_from = 0;  // a mirrored node's ids follow the links registered before it
   for (size_t k = 0; k < node_links_.size(); ++k) {
-    if (mirrored(static_cast<int>(k))) {
-      // Its placeholders: the first run of per_node nullptr ids from mirrored_from.
-      while (links_[static_cast<size_t>(mirrored_from)] != nullptr) ++mirrored_from;
-      node_link_base_[k] = mirrored_from;
-      for (int i = 0; i < per_node; ++i) node_link_position_[static_cast<size_t>(mirrored_from + i)] = static_cast<int>(k) * per_node + i;
-      mirrored_from += per_node;
+    if (mirrored(static_cast<int>(k))) {  // its ids run on from node_link_base_[k] (mirror_node)
+      for (int i = 0; i < per_node; ++i)
+        node_link_position_[static_cast<size_t>(node_link_base_[k] + i)] = static_cast<int>(k) * per_node + i;
       continue;
     }
     bool consecutive = !node_links_[k].empty();

@@ -221,13 +221,6 @@ class Platform {
   std::vector<simgrid::s4u::Host*> nvswitch_hosts_;          // by node (nullptr if none)
   std::vector<simgrid::s4u::NetZone*> node_zones_;           // by node
   std::vector<simgrid::kernel::routing::NetPoint*> node_gateways_;  // by node: its InfiniBand router
-  struct PairHash {
-    size_t operator()(const std::pair<const simgrid::s4u::Host*, const simgrid::s4u::Host*>& k) const {
-      return std::hash<const void*>()(k.first) * 31 + std::hash<const void*>()(k.second);
-    }
-  };
-  mutable std::unordered_map<std::pair<const simgrid::s4u::Host*, const simgrid::s4u::Host*>, RouteInfo, PairHash>
-      routes_;  // between hosts outside the nodes' index (none today: every host is a node's)
   mutable std::unordered_map<std::int64_t, RouteInfo> cross_routes_;  // between nodes, by host indices
   // Every node is built alike (build_node): per node its hosts and link directions in
   // creation order, so a route between two hosts of node k > 0 is node 0's route between
@@ -256,7 +249,7 @@ class Platform {
   int nodes_per_leaf_ = 0, leaves_per_pod_ = 0;  // 0: one switch (single_switch)
   std::vector<std::array<simgrid::s4u::Link*, 2>> leaf_uplinks_, pod_uplinks_;
   std::optional<RouteInfo> translated_cross_route(int node_a, int gpu_a, int node_b, int gpu_b) const;
-  // Filled at the end of build (index_node_links):
+  // Filled at the end of build (index_node_links; a mirrored node's base by mirror_node):
   std::vector<int> node_link_position_;  // by link id: node * links_per_node + position, or -1
   std::vector<int> node_link_base_;      // by node: its first link's id where its links' ids run on, else -1
   void index_node_links();

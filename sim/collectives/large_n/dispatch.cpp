@@ -109,10 +109,7 @@ Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& 
     for (const auto& f : flows) {
       const RouteInfo& r = *f.route;
       std::vector<std::pair<Bytes, double>> signature;
-      for (size_t j = 0; j < r.links.size(); ++j) {
-        const int id = r.link_ids[j];
-        signature.emplace_back(count.at(id), r.links[j] ? r.links[j]->get_bandwidth() : p.link_bandwidth(id));
-      }
+      for (const int id : r.link_ids) signature.emplace_back(count.at(id), p.link_bandwidth(id));
       std::sort(signature.begin(), signature.end());
       if (!classes.try_emplace({r.latency_s, std::move(signature)}, 0).second) continue;
       shape.representatives.push_back(f);

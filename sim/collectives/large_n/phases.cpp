@@ -3,8 +3,6 @@
 
 #include <algorithm>
 
-namespace sg4 = simgrid::s4u;
-
 namespace dpt::sim {
 
 LinkLoad phase_load(const Platform& p, const std::vector<PhaseFlow>& flows) {
@@ -21,11 +19,7 @@ namespace {
 Seconds flow_time(const Platform& p, const PhaseFlow& f, const LinkLoad& load) {
   const RouteInfo& r = *f.route;
   Seconds drain = 0;
-  for (size_t j = 0; j < r.links.size(); ++j) {
-    const sg4::Link* l = r.links[j];
-    const int id = r.link_ids[j];
-    drain = std::max(drain, load.at(id) / (l ? l->get_bandwidth() : p.link_bandwidth(id)));
-  }
+  for (const int id : r.link_ids) drain = std::max(drain, load.at(id) / p.link_bandwidth(id));
   if (f.cap_bytes_per_s > 0) drain = std::max(drain, static_cast<double>(f.bytes) / f.cap_bytes_per_s);
   return r.latency_s + drain;
 }
