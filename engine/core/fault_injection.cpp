@@ -9,9 +9,11 @@ namespace dpt {
 
 namespace {
 
-std::atomic<std::uint64_t> g_active{0};
+// Two 64-bit words: fault f is bit f mod 64 of word f / 64.
+std::atomic<std::uint64_t> g_active[2] = {0, 0};
 
-std::uint64_t bit(Fault f) { return std::uint64_t{1} << static_cast<unsigned>(f); }
+std::atomic<std::uint64_t>& word(Fault f) { return g_active[static_cast<unsigned>(f) / 64]; }
+std::uint64_t bit(Fault f) { return std::uint64_t{1} << (static_cast<unsigned>(f) % 64); }
 
 }  // namespace
 
@@ -79,6 +81,9 @@ const std::vector<Fault>& all_faults() {
       Fault::nvls_tree_fold_unscaled,
       Fault::platform_cross_route_rep_links,
       Fault::platform_mirror_counterpart_shifted,
+      Fault::fluid_sim_gate_ignored,
+      Fault::nccl_tree_one_piece_in_flight,
+      Fault::tree_one_tree_per_nic,
   };
   return faults;
 }
@@ -147,6 +152,9 @@ const char* fault_name(Fault f) {
     case Fault::nvls_tree_fold_unscaled: return "nvls-tree-fold-unscaled";
     case Fault::platform_cross_route_rep_links: return "cross-route-rep-links";
     case Fault::platform_mirror_counterpart_shifted: return "mirror-counterpart-shifted";
+    case Fault::fluid_sim_gate_ignored: return "fluid-gate-ignored";
+    case Fault::nccl_tree_one_piece_in_flight: return "tree-one-in-flight";
+    case Fault::tree_one_tree_per_nic: return "tree-one-tree-per-nic";
     case Fault::fault_count_: break;
   }
   return "?";
@@ -162,11 +170,11 @@ Fault fault_from_name(std::string_view name) {
   throw std::invalid_argument("unknown planted fault '" + std::string(name) + "' (known: " + names + ")");
 }
 
-bool fault_active(Fault f) { return (g_active.load(std::memory_order_relaxed) & bit(f)) != 0; }
+bool fault_active(Fault f) { return (word(f).load(std::memory_order_relaxed) & bit(f)) != 0; }
 
 void set_fault(Fault f, bool on) {
-  if (on) g_active.fetch_or(bit(f));
-  else g_active.fetch_and(~bit(f));
+  if (on) word(f).fetch_or(bit(f));
+  else word(f).fetch_and(~bit(f));
 }
 
 ScopedFault::ScopedFault(Fault f) : fault_(f), was_(fault_active(f)) { set_fault(f, true); }

@@ -74,9 +74,12 @@ enum class Fault : unsigned {
   nvls_tree_fold_unscaled,          // "nvls-tree-fold-unscaled": the rail fold counts head 0's loads alone (no other head's on shared switch ports or fabric links)
   platform_cross_route_rep_links,   // "cross-route-rep-links": a route across nodes carried over from its representative keeps the far node's and uplinks' links
   platform_mirror_counterpart_shifted,  // "mirror-counterpart-shifted": a mirrored node's link takes its name and figures from node 0's link one position on
-  fault_count_,  // not a fault: how many there are (one bit each in a 64-bit mask)
+  fluid_sim_gate_ignored,           // "fluid-gate-ignored": a transfer's bytes flow once its latency is paid, before the piece ahead of it on its edge has ended (no FIFO)
+  nccl_tree_one_piece_in_flight,    // "tree-one-in-flight": NCCL-model trees keep one piece in flight per hop (each piece pays its hop latency in series), not NCCL_STEPS
+  tree_one_tree_per_nic,            // "tree-one-tree-per-nic": tree channel c leaves each node through head c, so each NIC carries one tree of the two (a node interior in it loads its NIC 3x, the others 1x)
+  fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
-static_assert(static_cast<unsigned>(Fault::fault_count_) <= 64, "planted faults are bits of a 64-bit mask");
+static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");
 
 // Every fault, in declaration order.
 const std::vector<Fault>& all_faults();

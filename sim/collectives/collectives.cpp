@@ -124,6 +124,15 @@ namespace {
 // large_n where it has none is an error.
 void choose_formulation(CollectivePlan& plan, int n, const CollectiveCall& call, const CollectiveSettings& settings) {
   const bool has = has_large_n_formulation(plan.algorithm, call.op);
+  if (plan.pieces_in_flight > 1) {
+    if (settings.formulation == Formulation::exact)
+      throw std::invalid_argument(fmt::format(
+          "{} with NCCL's model has no exact formulation: it keeps {} pieces in flight per hop, whose latencies "
+          "overlap their bytes, which SimGrid's comms cannot (use the large-N formulation, or nccl_model off)",
+          collective_algorithm_name(plan.algorithm), plan.pieces_in_flight));
+    plan.formulation = Formulation::large_n;
+    return;
+  }
   if (settings.formulation == Formulation::large_n && !has)
     throw std::invalid_argument(fmt::format("{} {} has no large-N formulation (it runs exact: its message count "
                                             "grows as N x pieces, not N^2)",
@@ -201,6 +210,30 @@ void shape_flows(CollectivePlan& plan, const HardwareSpec& hw, const NcclGraph& 
     plan.flow_cap_bytes_per_s = plan.flow_cap_bytes_per_s > 0 ? std::min(plan.flow_cap_bytes_per_s, shm_cap) : shm_cap;
   }
 }
+// NCCL's chunk and NCCL_STEPS pieces in flight per hop for a tree or NVLS-tree plan (the
+// launched channels as NCCL counts them: the tree's by size, NVLS-tree's heads).
+void pipeline_tree(CollectivePlan& plan, const Platform& p, const std::vector<int>& rank_gpus, const NcclGraph& g,
+                   const NcclChoice& c, const CollectiveCall& call) {
+  const HardwareSpec& hw = p.hardware();
+  if (plan.algorithm == CollectiveAlgorithm::tree) {
+    plan.piece_bytes = nccl_tree_chunk_bytes(g, c.protocol, call.bytes(), nccl_channels_for_size(g, c.algo, c.protocol, call.bytes()));
+  } else {
+    const auto heads = nvls_heads(p, rank_gpus);
+    size_t fewest = heads.empty() ? 1 : heads.front().size();
+    for (const auto& h : heads) fewest = std::min(fewest, h.size());
+    // Whether GPU 0's NIC shares a PCIe switch with it (NCCL's PATH_PXB or closer).
+    bool behind_switch = false;
+    const int nic0 = p.nic_of_gpu(0);
+    for (const auto& sw : hw.pcie.switches)
+      if (std::find(sw.gpus.begin(), sw.gpus.end(), 0) != sw.gpus.end() &&
+          std::find(sw.nics.begin(), sw.nics.end(), nic0) != sw.nics.end())
+        behind_switch = true;
+    plan.piece_bytes = nccl_nvls_tree_chunk_bytes(g, call.bytes(), static_cast<int>(fewest),
+                                                  hw.network ? hw.network->nic_bandwidth / 1e9 : 0.0, behind_switch);
+  }
+  plan.pieces_in_flight = fault_active(Fault::nccl_tree_one_piece_in_flight) ? 1 : kNcclSteps;
+}
+
 // A host whose collectives are gloo's: one timed activity of gloo's ring time (gloo_model.hpp).
 CollectivePlan plan_gloo(const GlooSpec& gloo, int n, const CollectiveCall& call) {
   CollectivePlan plan;
@@ -255,7 +288,9 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
   double ring_share = 1.0 / g.ring_channels;
   if (!settings.channels && settings.nccl_model) {
     const int launched = nccl_channels_for_size(g, c.algo, c.protocol, call.bytes());
-    const int rings = c.algo == NcclAlgo::nvls ? launched : std::min(launched, g.ring_channels);
+    // Tree: every launched channel (NCCL runs each tree graph channel twice, once per tree
+    // of the double binary tree: tree_channels).
+    const int rings = c.algo == NcclAlgo::nvls || c.algo == NcclAlgo::tree ? launched : std::min(launched, g.ring_channels);
     plan.channels = rings;
     ring_share = static_cast<double>(launched) / (static_cast<double>(g.runtime_channels) * rings);
   }
@@ -275,6 +310,8 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
                     : fmt::format("{}/{}: least NCCL tuner time ({})", collective_algorithm_name(plan.algorithm),
                                   nccl_protocol_name(c.protocol), times);
   shape_flows(plan, p.hardware(), g, c, call, ring_share);
+  if (settings.nccl_model && (plan.algorithm == CollectiveAlgorithm::tree || plan.algorithm == CollectiveAlgorithm::nvls_tree))
+    pipeline_tree(plan, p, rank_gpus, g, c, call);
   choose_formulation(plan, n, call, settings);
   if (!settings.nccl_model) {
     plan.wire_factor = 1.0;

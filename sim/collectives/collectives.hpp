@@ -12,12 +12,17 @@
 //         in pipeline_chunk_bytes pieces.
 //         Homogeneous links (bandwidth B, hop latency a): all_reduce takes
 //         2(N-1)/N * S/B + 2(N-1) a; reduce_scatter and all_gather (N-1)/N * S/B + (N-1) a.
-//   tree  all_reduce only, C channels. Channel c uses tree c mod 2 of NCCL's double
-//         binary tree over the nodes, each node's GPUs as a chain (ring order) rotated by
-//         c so that channels enter and leave each node through different GPUs and NICs;
-//         a node's chain head links to the heads of its tree parent and children. Each
-//         channel carries 1/C of the buffer: reduce up, then broadcast down, pipelined
-//         in pipeline_chunk_bytes pieces.
+//   tree  all_reduce only, C channels (with NCCL's model, as many as NCCL launches: up to
+//         twice the ring graph's). Channel c uses tree c mod 2 of NCCL's double binary
+//         tree over the nodes, each node's GPUs as a chain (ring order) rotated by c / 2,
+//         so that channel pairs enter and leave each node through different GPUs and NICs
+//         and each NIC carries both trees (NCCL duplicates each tree graph channel for the
+//         second tree); a node's chain head links to the heads of its tree parent and
+//         children. Each channel carries 1/C of the buffer: reduce up, then broadcast down,
+//         pipelined in pieces (NCCL's chunks, NCCL_STEPS in flight per hop, with NCCL's
+//         model; pipeline_chunk_bytes, one in flight, bare). NCCL orders its channels tree
+//         0 first, then tree 1, so a call on fewer channels than it has runs tree 0 only;
+//         here a pair runs both trees.
 //   nvls  all_reduce only, single node with NVSwitch in-switch reduction (H100 NVSwitch
 //         gen3): every GPU sends its buffer to the switch, which reduces and multicasts
 //         the result back; pipelined in pipeline_chunk_bytes pieces, so each GPU port
@@ -121,10 +126,17 @@ struct CollectivePlan {
   // chosen pair (ring, chain, NVLS); 0 = none (tree: its flows share the links freely).
   BytesPerSecond flow_cap_bytes_per_s = 0;
   // Data bytes per pipeline piece of chains and trees; 0: settings.pipeline_chunk_bytes.
-  // NCCL's tree chunks (nccl_tree_chunk_bytes) are not set here yet: the tree executors
-  // keep one piece in flight per hop where NCCL keeps up to 8 (NCCL_STEPS), so smaller
-  // pieces would pay their hop latency in series and slow mid-size trees further.
+  // With NCCL's model, trees take NCCL's chunk (nccl_tree_chunk_bytes,
+  // nccl_nvls_tree_chunk_bytes).
   Bytes piece_bytes = 0;
+  // Pieces a tree hop keeps in flight: 1, each piece sent once the previous one arrived
+  // (the bare schedule); with NCCL's model NCCL_STEPS (8): a hop's pieces go out back to
+  // back, each one's bytes after the previous one's (FIFO) while its latency overlaps
+  // them, and a piece waits for the one 8 ahead of it to have arrived (the connection's
+  // buffer slots). SimGrid's comm pays its latency before its bytes and cannot overlap
+  // them, so such trees run in the large-N formulation (its fluid replay shares links
+  // exactly as SimGrid does: fluid_sim.hpp), never exact.
+  int pieces_in_flight = 1;
   std::string reason;  // e.g. "tree/LL128: least NCCL tuner time (ring/LL 14.2 us, ...)" or "forced"
 };
 

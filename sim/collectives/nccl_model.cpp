@@ -255,6 +255,45 @@ Bytes nccl_tree_chunk_bytes(const NcclGraph& g, NcclProtocol p, Bytes bytes, int
   return chunk;
 }
 
+Bytes nccl_nvls_tree_chunk_bytes(const NcclGraph& g, Bytes bytes, int heads, double nic_gbs,
+                                 bool nic_behind_pcie_switch) {
+  constexpr Bytes kKiB = 1024;
+  int channels = 16;  // NVLS_NCHANNELS_SM90
+  Bytes chunk = 512 * kKiB;  // 2.18.5: one Simple step (DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS)
+  if (g.tuner == NcclTuner::master) {
+    Bytes tree_max = g.nodes >= 4 ? 64 * kKiB : 128 * kKiB;
+    chunk = 128 * kKiB;  // NCCL_NVLS_CHUNKSIZE
+    if (g.compcap >= 100 && g.nodes > 1) {  // ncclNvlsTreeSm100Tuning
+      const double ppn = static_cast<double>(g.ranks) / g.nodes;
+      channels = 32;  // NVLS_NCHANNELS_SM100
+      if (g.nodes == 2 && nic_gbs >= 48) {
+        channels = 32;
+        tree_max = 128 * kKiB;
+        if (ppn <= 4) chunk = tree_max = 256 * kKiB;
+        else if (ppn >= 16 || (ppn <= 8 && nic_behind_pcie_switch && nic_gbs < 96)) tree_max = 64 * kKiB;
+      } else if (nic_gbs >= 96) {
+        if (ppn <= 8) {
+          channels = 24;
+          chunk = tree_max = 256 * kKiB;
+        } else {
+          channels = 32;
+          tree_max = ppn < 32 ? 128 * kKiB : 64 * kKiB;
+        }
+      } else if (nic_gbs >= 48) {
+        channels = 24;
+        tree_max = nic_behind_pcie_switch ? 64 * kKiB : 128 * kKiB;
+      }
+    }
+    chunk = std::min(chunk, tree_max);
+  }
+  const Bytes ops = static_cast<Bytes>(channels) * std::max(1, heads);
+  if (bytes < 32 * ops * chunk && chunk > 256 * kKiB) chunk = 256 * kKiB;
+  if (bytes < 16 * ops * chunk && chunk > 128 * kKiB) chunk = 128 * kKiB;
+  if (bytes < 4 * ops * chunk && chunk > 64 * kKiB) chunk = 64 * kKiB;
+  if (bytes < 1 * ops * chunk && chunk > 32 * kKiB) chunk = 32 * kKiB;
+  return chunk;
+}
+
 int gpu_compute_capability(const std::string& gpu_name) {
   std::string n;
   for (char c : gpu_name) n += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

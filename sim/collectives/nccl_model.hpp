@@ -119,6 +119,22 @@ int nccl_channels_for_size(const NcclGraph& g, NcclAlgo a, NcclProtocol p, Bytes
 // fewer than nsteps x 64 / ppn chunks down to 128 KiB, nsteps x 16 / ppn down to 32 KiB).
 Bytes nccl_tree_chunk_bytes(const NcclGraph& g, NcclProtocol p, Bytes bytes, int channels);
 
+// Data bytes NCCL's NVLS-tree moves per pipeline step across nodes (enqueue.cc
+// calcCollChunking; transport/nvls.cc ncclNvlsTuning), for `heads` NVLS heads per node:
+// - master: min(NCCL_NVLS_CHUNKSIZE 128 KiB, treeMaxChunkSize: 64 KiB on 4 nodes or more,
+//   else 128 KiB; Blackwell's own table by node count, ranks per node, NIC rate and
+//   whether the NIC sits behind the GPU's PCIe switch (PATH_PXB));
+// - 2.18.5: one Simple step, 512 KiB;
+// then shrunk while the operation has few chunks per concurrent op (NVLS channels x
+// heads; NVLS channels 16 on Hopper, 24-32 on Blackwell): below 32 ops x chunk to 256 KiB,
+// 16 x to 128 KiB, 4 x to 64 KiB, 1 x to 32 KiB.
+Bytes nccl_nvls_tree_chunk_bytes(const NcclGraph& g, Bytes bytes, int heads, double nic_gbs, bool nic_behind_pcie_switch);
+
+// NCCL_STEPS (device.h): the pipeline steps a connection buffers, so the pieces a tree
+// hop keeps in flight: a piece's bytes follow the previous one's on the wire while its
+// latency overlaps them.
+inline constexpr int kNcclSteps = 8;
+
 // Compute capability x 10 of a GPU by name (H100 90, A100 80, V100 70, L40S/RTX 4090 89,
 // RTX A6000/3090 86, B200 100); 80 for a name not in the table.
 int gpu_compute_capability(const std::string& gpu_name);

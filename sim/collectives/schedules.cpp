@@ -301,12 +301,16 @@ std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>
     TreeChannel tc;
     tc.tree = c % 2;
     tc.parent.assign(rank_gpus.size(), -1);
-    // Node v's chain rotated by c: its head (first) differs per channel.
+    // Node v's chain rotated by c / 2: channels 2j and 2j + 1 run trees 0 and 1 over the
+    // same chain, whose head (first), and so NIC, differs per pair. NCCL duplicates each
+    // tree graph channel for the second tree (connect.cc), so every NIC carries both
+    // trees: a node interior in one is a leaf in the other, and its NICs' loads even out.
+    const int turn = fault_active(Fault::tree_one_tree_per_nic) ? c : c / 2;  // planted: channel c on head c
     auto chain = [&](int v) {
       const auto& ch = chains[v];
       const int m = static_cast<int>(ch.size());
       std::vector<int> r(m);
-      for (int i = 0; i < m; ++i) r[i] = ch[(i + c) % m];
+      for (int i = 0; i < m; ++i) r[i] = ch[(i + turn) % m];
       return r;
     };
     for (int v = 0; v < nodes; ++v) {

@@ -133,15 +133,15 @@ Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& 
 // and the rest as NVLS-tree keeps both), rail-folded where that applies (estimate.hpp):
 // channels 0 and 1 standing for every channel.
 TreeEstimator& tree_of(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels,
-                       CollectiveAlgorithm a) {
+                       CollectiveAlgorithm a, int in_flight) {
   const bool nvls = a == CollectiveAlgorithm::nvls_tree;
   auto& kept = nvls ? set.nvls_tree : set.tree;
-  if (!kept) {
+  if (!kept || kept->in_flight() != in_flight) {
     const RailFold fold = (nvls ? nvls_tree_rail_fold : tree_rail_fold)(p, rank_gpus, channels);
     const int built = fold.copies > 1 ? 2 : channels;
     kept = std::make_unique<TreeEstimator>(
         p, rank_gpus, nvls ? nvls_tree_channels(p, rank_gpus, built) : tree_channels(p, rank_gpus, built),
-        TreeEstimator::kHeadPieces, fold);
+        TreeEstimator::kHeadPieces, fold, in_flight);
   }
   return *kept;
 }
@@ -245,8 +245,9 @@ Seconds time_large_n(RankSet& set, const Platform& p, const std::vector<int>& ra
       const auto replayed = replay_or_extrapolate(
           method, n, pieces, last_ratio, 2 * static_cast<Elements>(channels) * (n - 1), kLargeNReplayMaxTreeTransfers,
           kLargeNExtrapolateMaxTreeTransfers,
-          [&](Elements head) { return tree_replay(p, rank_gpus, tcs, call, piece, head); }, by);
-      return replayed ? *replayed : tree_of(set, p, rank_gpus, channels, plan.algorithm).estimate(call, piece);
+          [&](Elements head) { return tree_replay(p, rank_gpus, tcs, call, piece, head, plan.pieces_in_flight); }, by);
+      return replayed ? *replayed
+                      : tree_of(set, p, rank_gpus, channels, plan.algorithm, plan.pieces_in_flight).estimate(call, piece);
     }
     case CollectiveAlgorithm::nvls: {
       // Every GPU's piece up to the switch, then the reduced piece down to every GPU.

@@ -21,12 +21,16 @@ namespace dpt::sim {
 // The transfers of the first m pieces of a tree all-reduce, in a topological order:
 // piece by piece, on every channel, the edges up (children before parents) and then down
 // (parents before children). A transfer waits for its children's pieces on the way up,
-// its parent's on the way down, and its own previous piece on the same edge, so the
+// its parent's on the way down, and its own previous piece on the same edge (pipelined:
+// its bytes follow that piece's, its gate, while its latency overlaps them; the slot of
+// the piece NCCL_STEPS ahead is never waited for within a head of 3 pieces), so the
 // transfers of the first q pieces are the first q x per_piece and wait on nothing after.
 struct TreeEstimator::Head {
   int per_piece = 0;             // transfers per piece, all channels
+  bool pipelined = false;
   std::vector<int> after_first;  // per transfer: its first entry in `after`; transfers + 1 entries
   std::vector<int> after;        // the transfers each one waits for
+  std::vector<int> gate;         // pipelined: per transfer, the one its bytes follow (-1: none)
   std::vector<double> latency_s;
   LinkIncidence links;
   std::vector<double> load_scale;  // per link id: 1, or the rail fold's (see rail_fold)
@@ -131,8 +135,12 @@ void rail_fold(LinkIncidence& inc, const std::vector<int>& links_in_order, RailF
 }  // namespace
 
 TreeEstimator::TreeEstimator(const Platform& p, std::vector<int> gpus, std::vector<TreeChannel> tcs, int head_pieces,
-                             RailFold fold)
-    : p_(p), gpus_(std::move(gpus)), tcs_(std::move(tcs)), head_pieces_(head_pieces), fold_(fold) {
+                             RailFold fold, int in_flight)
+    : p_(p), gpus_(std::move(gpus)), tcs_(std::move(tcs)), head_pieces_(head_pieces), fold_(fold), in_flight_(in_flight) {
+  // A pipelined head never waits for a buffer slot: its pieces are at most the slots.
+  if (in_flight_ < 1 || (in_flight_ > 1 && in_flight_ < head_pieces_))
+    throw std::invalid_argument(
+        fmt::format("TreeEstimator: {} pieces in flight (1, or at least the head's {})", in_flight_, head_pieces_));
   if (fold_.copies < 1 || fold_.step < 1) throw std::invalid_argument("TreeEstimator: a rail fold needs copies and step of 1 or more");
   if (head_pieces_ < 1 || head_pieces_ > kHeadPieces)
     throw std::invalid_argument(fmt::format("TreeEstimator: head of {} pieces (allowed 1..{})", head_pieces_, kHeadPieces));
@@ -140,8 +148,119 @@ TreeEstimator::TreeEstimator(const Platform& p, std::vector<int> gpus, std::vect
 TreeEstimator::~TreeEstimator() = default;
 
 const TreeEstimator::Head& TreeEstimator::head() {
-  if (!head_) head_ = build_head(p_, gpus_, tcs_, head_pieces_, fold_);
+  if (!head_) head_ = build_head(p_, gpus_, tcs_, head_pieces_, fold_, in_flight_ > 1);
   return *head_;
+}
+
+// Pipelined placement of the first e_count transfers (bytes, unshared latency + drain in
+// `dur`): a transfer's bytes flow from the later of its latency paid (after the ones it
+// waits for) and its gate's end, for its drain; the loads count each transfer over its
+// bytes' span at its own rate (damped; up to 6 placements, fewer once the time settles:
+// equal transfers that start together on a link converge to their shared drain more
+// slowly than with their latency in it, as the unpipelined head's are). start/end: the
+// bytes' span. Returns the last end.
+Seconds TreeEstimator::place_pipelined(const std::vector<double>& bytes, const std::vector<double>& dur, int e_count,
+                                       std::vector<double>& start, std::vector<double>& end) {
+  const Head& h = head();
+  const LinkIncidence& inc = h.links;
+  // At most this many placements; fewer once the head's time moves by at most kSettled of itself.
+  constexpr int kPipelinedPlacements = 6;
+  constexpr double kSettled = 1e-3;
+  std::vector<double> drain(static_cast<size_t>(e_count)), rate(drain.size()), load;
+  start.assign(drain.size(), 0.0);
+  end.assign(drain.size(), 0.0);
+  for (int i = 0; i < e_count; ++i) drain[i] = dur[i] - h.latency_s[i];
+  Seconds total = 0, previous = -1;
+  for (int iter = 0; iter < kPipelinedPlacements; ++iter) {
+    previous = total;
+    total = 0;
+    for (int i = 0; i < e_count; ++i) {
+      double s = 0;
+      for (int a = h.after_first[i]; a < h.after_first[i + 1]; ++a) s = std::max(s, end[h.after[a]]);
+      s += h.latency_s[i];
+      if (h.gate[i] >= 0) s = std::max(s, end[h.gate[i]]);
+      start[i] = s;
+      end[i] = s + drain[i];
+      total = std::max(total, end[i]);
+    }
+    if (iter + 1 == kPipelinedPlacements || (iter > 0 && std::abs(total - previous) <= kSettled * total)) break;
+    for (int i = 0; i < e_count; ++i) rate[i] = bytes[i] / std::max(drain[i], 1e-30);
+    overlap_loads_prefix(inc, e_count, start, end, rate, load);
+    for (int i = 0; i < e_count; ++i) {
+      double d = 0;
+      for (int k = inc.first[i]; k < inc.first[i + 1]; ++k)
+        d = std::max(d, std::max(load[k] * h.load_scale[inc.link[k]], bytes[i]) / inc.bandwidth[inc.link[k]]);
+      drain[i] = 0.5 * (drain[i] + d);
+    }
+  }
+  return total;
+}
+
+// Pipelined, a head of m = 2 full pieces of `piece_bytes` (kPipelinedHeadPieces) placed
+// once: its time, its last piece's increment (the end of piece m - 1 over that of piece
+// m - 2), and piece 0's
+// transfers on the link that bounds the period: each one's start and its share of the link
+// per byte (the fold's scale over the link's bandwidth), and how long after the last of
+// them ends piece 0's last transfer does.
+const TreeEstimator::PipelinedHead& TreeEstimator::pipelined_head(Bytes piece_bytes) {
+  if (auto it = pipelined_heads_.find(piece_bytes); it != pipelined_heads_.end()) return it->second;
+  period(piece_bytes);
+  const int link = period_link_.at(piece_bytes);
+  const Head& h = head();
+  const LinkIncidence& inc = h.links;
+  const int m = std::min(head_pieces_, kPipelinedHeadPieces);
+  const int e_count = m * h.per_piece;
+  std::vector<double> bytes(static_cast<size_t>(e_count), static_cast<double>(piece_bytes)), dur(bytes.size()), start, end;
+  for (int i = 0; i < e_count; ++i) {
+    double drain = 0;
+    for (int k = inc.first[i]; k < inc.first[i + 1]; ++k) drain = std::max(drain, bytes[i] / inc.bandwidth[inc.link[k]]);
+    dur[i] = h.latency_s[i] + drain;
+  }
+  PipelinedHead out;
+  out.pieces = m;
+  out.total = place_pipelined(bytes, dur, e_count, start, end);
+  std::vector<Seconds> piece_end(static_cast<size_t>(m), 0.0);
+  for (int i = 0; i < e_count; ++i) piece_end[static_cast<size_t>(i / h.per_piece)] = std::max(piece_end[static_cast<size_t>(i / h.per_piece)], end[i]);
+  out.marginal = m < 2 ? -1.0 : std::max(0.0, piece_end[static_cast<size_t>(m - 1)] - piece_end[static_cast<size_t>(m - 2)]);
+  Seconds last = 0;
+  for (int i = 0; i < h.per_piece; ++i)
+    for (int k = inc.first[i]; k < inc.first[i + 1]; ++k)
+      if (inc.link[k] == link) {
+        out.streams.emplace_back(start[i], h.load_scale[link] / inc.bandwidth[link]);
+        last = std::max(last, end[i]);
+      }
+  out.after = std::max(0.0, piece_end[0] - last);
+  return pipelined_heads_.emplace(piece_bytes, std::move(out)).first->second;
+}
+
+// When a link is through with k pieces of each of its streams (stream j's piece i ready
+// at s_j + i m, taking w_j of the link's time, the last piece w_last_j), served one after
+// another as they come: the latest, over the instants t at which a piece becomes ready,
+// of t plus the work of every piece ready at t or later.
+static Seconds link_through(const std::vector<std::pair<Seconds, double>>& streams, Elements k, Seconds m, double full_bytes,
+                     double last_bytes) {
+  auto ready_from = [&](Seconds t, Seconds s) -> Elements {  // index of a stream's first piece ready at t or later
+    if (t <= s) return 0;
+    if (m <= 0) return k;
+    const double i = std::ceil((t - s) / m - 1e-9);
+    return i >= static_cast<double>(k) ? k : static_cast<Elements>(i);
+  };
+  Seconds through = 0;
+  for (const auto& [s0, w0] : streams) {
+    (void)w0;
+    const Elements instants = m > 0 ? k : 1;
+    for (Elements i = 0; i < instants; ++i) {
+      const Seconds t = s0 + static_cast<double>(i) * m;
+      double work = 0;
+      for (const auto& [s, w] : streams) {
+        const Elements from = ready_from(t, s);
+        if (from >= k) continue;
+        work += w * (static_cast<double>(k - 1 - from) * full_bytes + last_bytes);
+      }
+      through = std::max(through, t + work);
+    }
+  }
+  return through;
 }
 
 // The time of the first pieces of a tree all-reduce (sizes in `pieces`): every transfer
@@ -169,6 +288,11 @@ Seconds TreeEstimator::head_time(const std::vector<Bytes>& pieces) {
   }
   Seconds total = 0;
   constexpr int kPlacements = 4;
+  if (h.pipelined) {
+    total = place_pipelined(bytes, dur, e_count, start, end);
+    head_times_.emplace(pieces, total);
+    return total;
+  }
   for (int iter = 0; iter < kPlacements; ++iter) {
     total = 0;
     for (int i = 0; i < e_count; ++i) {
@@ -205,16 +329,22 @@ Seconds TreeEstimator::period(Bytes piece_bytes) {
     for (size_t l = 0; l < period_count_.size(); ++l) period_count_[l] *= h.load_scale[l];
   }
   const double b = static_cast<double>(piece_bytes);
-  Seconds t = 0;
+  Seconds t = 0, busiest = -1;
+  int busiest_link = -1;
   for (int i = 0; i < h.per_piece; ++i) {
     double drain = 0;
     for (int k = inc.first[i]; k < inc.first[i + 1]; ++k) {
       const int l = inc.link[k];
-      drain = std::max(drain, b * period_count_[l] / inc.bandwidth[l]);
+      const double d = b * period_count_[l] / inc.bandwidth[l];
+      drain = std::max(drain, d);
+      if (d > busiest) busiest = d, busiest_link = l;
     }
-    t = std::max(t, h.latency_s[i] + drain);
+    // Pipelined, a hop's latency overlaps the pieces ahead of it unless it outlasts the
+    // in_flight pieces' bytes (the buffer's slots all in flight).
+    t = std::max(t, h.pipelined ? std::max(drain, (h.latency_s[i] + drain) / in_flight_) : h.latency_s[i] + drain);
   }
   periods_.emplace(piece_bytes, t);
+  period_link_.emplace(piece_bytes, busiest_link);
   return t;
 }
 
@@ -237,30 +367,49 @@ Seconds TreeEstimator::estimate(const CollectiveCall& call, Elements piece) {
   const int m = static_cast<int>(std::min<Elements>(k, head_pieces_));
   std::vector<Bytes> head(static_cast<size_t>(m), full);
   if (m == k) head.back() = last;
-  Seconds t = head_time(head);
-  if (k > m) t += static_cast<double>(k - m - 1) * period(full) + period(last);
-  return t;
+  if (k <= m || !TreeEstimator::head().pipelined) {
+    Seconds t = head_time(head);
+    if (k > m) t += static_cast<double>(k - m - 1) * period(full) + period(last);
+    return t;
+  }
+  // Pipelined, the larger of two bounds. The pieces past the head follow one another at
+  // no less than the head's last piece added (its second over its first), or the
+  // period if shorter; and the link that bounds the period carries every piece of each of
+  // its streams (piece 0's transfers on it) as they become ready, each stream from when
+  // its piece 0 starts there, one piece per that increment (link_through), after which
+  // piece 0's last transfers take what they take after it. (Adding periods after the
+  // head instead counts the head's pieces twice where the fill takes many piece times: a
+  // tree's up traffic runs alone on its links until pieces come back down.)
+  const Seconds p_full = period(full);
+  const PipelinedHead& ph = pipelined_head(full);
+  const Seconds marginal = ph.marginal < 0 ? p_full : std::min(p_full, ph.marginal);
+  const Seconds chained = ph.total + static_cast<double>(k - ph.pieces) * marginal;
+  const Seconds carried =
+      link_through(ph.streams, k, marginal, static_cast<double>(full), static_cast<double>(last)) + ph.after;
+  return std::max(chained, carried);
 }
 
 Seconds tree_estimate(const Platform& p, const std::vector<int>& gpus, const std::vector<TreeChannel>& tcs,
-                      const CollectiveCall& call, Elements piece) {
+                      const CollectiveCall& call, Elements piece, int in_flight) {
   const Elements k = tree_pieces(call, static_cast<int>(tcs.size()), piece).k;
   const int m = static_cast<int>(std::clamp<Elements>(k, 1, TreeEstimator::kHeadPieces));
-  return TreeEstimator(p, gpus, tcs, m).estimate(call, piece);
+  return TreeEstimator(p, gpus, tcs, m, {}, in_flight).estimate(call, piece);
 }
 
 std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p, const std::vector<int>& gpus,
                                                               const std::vector<TreeChannel>& tcs, int m,
-                                                              RailFold fold) {
+                                                              RailFold fold, bool pipelined) {
   const int n = static_cast<int>(gpus.size());
   auto h = std::make_unique<TreeEstimator::Head>();
+  h->pipelined = pipelined;
   std::vector<const RouteInfo*> routes;
   h->after_first.push_back(0);
   int added = 0;
   // Every piece crosses piece 0's routes in the same order: only those are listed.
-  auto add = [&](const RouteInfo& route) {
+  auto add = [&](const RouteInfo& route, int gate) {
     if (h->per_piece == 0) routes.push_back(&route);
     h->latency_s.push_back(route.latency_s);
+    h->gate.push_back(gate);
     h->after_first.push_back(static_cast<int>(h->after.size()));
     return added++;
   };
@@ -300,8 +449,8 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
       for (int r : ch.post) {
         if (tc.parent[r] < 0) continue;
         for (int child : tc.children[r]) h->after.push_back(ch.up[child]);
-        if (q > 0) h->after.push_back(ch.up[r]);
-        ch.up[r] = add(*ch.up_route[r]);
+        if (q > 0 && !pipelined) h->after.push_back(ch.up[r]);
+        ch.up[r] = add(*ch.up_route[r], q > 0 && pipelined ? ch.up[r] : -1);
       }
       for (auto it = ch.post.rbegin(); it != ch.post.rend(); ++it) {
         const int r = *it;
@@ -312,8 +461,8 @@ std::unique_ptr<TreeEstimator::Head> TreeEstimator::build_head(const Platform& p
         } else {
           h->after.push_back(ch.down[parent]);
         }
-        if (q > 0) h->after.push_back(ch.down[r]);
-        ch.down[r] = add(*ch.down_route[r]);
+        if (q > 0 && !pipelined) h->after.push_back(ch.down[r]);
+        ch.down[r] = add(*ch.down_route[r], q > 0 && pipelined ? ch.down[r] : -1);
       }
     }
     if (q == 0) h->per_piece = added;
@@ -390,8 +539,8 @@ RailFold nvls_tree_rail_fold(const Platform& p, const std::vector<int>& gpus, in
 
 RailFold tree_rail_fold(const Platform& p, const std::vector<int>& gpus, int channels) {
   const int g = p.hardware().gpus_per_node;
-  if (channels != g || g % 2 != 0 || g < 4 || !rails_alike(p, gpus)) return {};
-  return {g / 2, 2};
+  if (channels != 2 * g || fault_active(Fault::tree_one_tree_per_nic) || !rails_alike(p, gpus)) return {};
+  return {g, 1};
 }
 
 // A ring broadcast or reduce: on every channel a pipelined chain of n - 1 hops along the

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <queue>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 
@@ -27,6 +28,13 @@ class FluidSim {
     bw_.clear();
     flow_links_.clear();
     flows_.assign(n, {});
+    gated_.assign(n, -1);
+    for (int i = 0; i < n; ++i)
+      if (ts_[i].gate >= 0) {
+        if (ts_[i].gate >= n || gated_[ts_[i].gate] >= 0)
+          throw std::invalid_argument("fluid_sim: a gate out of range or named twice");
+        gated_[ts_[i].gate] = i;
+      }
     const bool unweighted = fault_active(Fault::fluid_sim_unweighted_sharing);  // planted fault
     for (int i = 0; i < n; ++i) {
       Flow& f = flows_[i];
@@ -77,11 +85,7 @@ class FluidSim {
       while (!lat_heap_.empty() && lat_heap_.top().first <= t + eps_t) {
         const int i = lat_heap_.top().second;
         lat_heap_.pop();
-        if (flows_[i].rem <= 0) {
-          finish(i, t);
-        } else {
-          activate(i);
-        }
+        latency_paid(i, t);
       }
       if (!done.empty()) {
         dirty_ = true;
@@ -102,6 +106,7 @@ class FluidSim {
     double lat = 0, weight = 1, rem = 0, rate = 0;
     int first_link = 0, last_link = 0;
     bool ended = false;
+    bool parked = false;  // latency paid, waiting for its gate to end
   };
 
   // A link's index, first met first: by object, or by id on a platform (a mirrored
@@ -120,7 +125,17 @@ class FluidSim {
   void start(int i, double t) {
     Flow& f = flows_[i];
     if (f.lat > 0) lat_heap_.push({t + f.lat, i});
-    else if (f.rem > 0) activate(i);
+    else latency_paid(i, t);
+  }
+  // Its bytes flow now, unless its gate has not ended (then they flow when it does).
+  void latency_paid(int i, double t) {
+    Flow& f = flows_[i];
+    const int g = ts_[i].gate;
+    if (g >= 0 && end_[g] < 0 && !fault_active(Fault::fluid_sim_gate_ignored)) {
+      f.parked = true;
+      return;
+    }
+    if (f.rem > 0) activate(i);
     else finish(i, t);
   }
   void activate(int i) {
@@ -143,6 +158,10 @@ class FluidSim {
   }
   void finish(int i, double t) {
     end_[i] = t;
+    if (const int j = gated_[i]; j >= 0 && flows_[j].parked) {
+      flows_[j].parked = false;
+      latency_paid(j, t);
+    }
     for (int j : ts_[i].then)
       if (--flows_[j].waits == 0) start(j, t);
   }
@@ -232,6 +251,7 @@ class FluidSim {
   const std::vector<FluidTransfer>& ts_;
   std::vector<Flow> flows_;
   std::vector<int> flow_links_;
+  std::vector<int> gated_;  // per transfer: the one it gates (-1: none)
   std::unordered_map<const simgrid::s4u::Link*, int> link_of_;
   std::unordered_map<int, int> link_of_id_;
   const Platform* p_ = nullptr;

@@ -23,10 +23,16 @@ struct FluidTransfer {
   double bytes = 0;
   int waits = 0;          // number of transfers it waits for
   std::vector<int> then;  // transfers waiting for its end (indices into the same vector)
+  // The transfer ahead of it in its edge's FIFO (-1: none): its bytes start flowing only
+  // once that one's ended, while its latency runs meanwhile (NCCL keeps several pieces in
+  // flight per hop: the wire's latency overlaps the previous piece's bytes). At most one
+  // transfer names a given one as its gate.
+  int gate = -1;
 };
 
 // End time of every transfer; those that wait for nothing start at 0, the others when
-// the last transfer they wait for ended. With the platform given, links are told apart by
+// the last transfer they wait for ended (a gated transfer's bytes flow from the later of
+// its latency paid and its gate's end). With the platform given, links are told apart by
 // their Platform::link_id (the routes' link_ids), as a mirrored node's link has no object.
 std::vector<Seconds> fluid_sim_end_times(const std::vector<FluidTransfer>& transfers, const Platform* p = nullptr);
 

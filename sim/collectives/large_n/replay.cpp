@@ -44,16 +44,22 @@ PieceEnds piece_ends(const std::vector<FluidTransfer>& ts, const std::vector<Sec
 }
 
 // The transfers of a tree all-reduce with `pieces[c]` pieces on channel c
-// (collective_exact.cpp's tree actors, per channel): a rank sends piece i up once piece i
-// arrived from every child and its send of piece i - 1 ended; it sends piece i down to
-// its k-th child (children in rank order) once piece i arrived from its parent (at the
-// root: from every child) and its sends of piece i - 1 to children 0..k ended.
+// (collective_exact.cpp's tree actors, per channel), `in_flight` pieces per hop:
+// - 1: a rank sends piece i up once piece i arrived from every child and its send of
+//   piece i - 1 ended; it sends piece i down to its k-th child (children in rank order)
+//   once piece i arrived from its parent (at the root: from every child) and its sends of
+//   piece i - 1 to children 0..k ended;
+// - W > 1 (NCCL's NCCL_STEPS): piece i goes over an edge once it arrived (from every child
+//   going up; from the parent, or at the root from every child, going down) and piece
+//   i - W arrived over that edge (a free buffer slot); its bytes follow piece i - 1's on
+//   that edge (the FIFO gate) while its latency runs meanwhile.
 std::vector<FluidTransfer> tree_transfers(const Platform& p, const std::vector<int>& gpus,
                                           const std::vector<TreeChannel>& tcs, const CollectiveCall& call,
-                                          Elements piece, const std::vector<Elements>& pieces,
+                                          Elements piece, const std::vector<Elements>& pieces, int in_flight,
                                           std::vector<int>* piece_of = nullptr) {
   const int n = static_cast<int>(gpus.size());
   const int channels = static_cast<int>(tcs.size());
+  const bool pipelined = in_flight > 1;
   std::vector<FluidTransfer> ts;
   auto dep = [&](int before, int after) {
     ts[before].then.push_back(after);
@@ -70,21 +76,33 @@ std::vector<FluidTransfer> tree_transfers(const Platform& p, const std::vector<i
         up_route[r] = &p.gpu_route(gpus[r], gpus[par[r]]);
         down_route[r] = &p.gpu_route(gpus[par[r]], gpus[r]);
       }
-    // up[r], down[r]: the transfer of the current piece over edge r -> parent, parent -> r.
+    // up[r], down[r]: the transfer of the current piece over edge r -> parent, parent -> r;
+    // pipelined, every piece's (by piece index, per edge).
     std::vector<int> up(n, -1), down(n, -1), prev_up(n, -1), prev_down(n, -1);
+    std::vector<std::vector<int>> up_of(pipelined ? n : 0), down_of(pipelined ? n : 0);
     for (Elements i = 0; i < pieces[c]; ++i) {
       const double bytes = static_cast<double>(std::min(piece, elems - i * piece) * call.element_bytes);
       for (int r = 0; r < n; ++r)
         if (par[r] >= 0) {
           up[r] = static_cast<int>(ts.size());
-          ts.push_back({up_route[r], bytes, 0, {}});
+          ts.push_back({up_route[r], bytes, 0, {}, -1});
           down[r] = static_cast<int>(ts.size());
-          ts.push_back({down_route[r], bytes, 0, {}});
+          ts.push_back({down_route[r], bytes, 0, {}, -1});
+          if (pipelined) {
+            up_of[r].push_back(up[r]);
+            down_of[r].push_back(down[r]);
+          }
         }
+      // Pipelined: the FIFO gate behind piece i - 1 and the slot of piece i - W.
+      auto hop_order = [&](const std::vector<int>& of, int t) {
+        if (i > 0) ts[t].gate = of[static_cast<size_t>(i - 1)];
+        if (i >= in_flight) dep(of[static_cast<size_t>(i - in_flight)], t);
+      };
       for (int r = 0; r < n; ++r) {
         if (par[r] >= 0) {
           for (int ch : children[r]) dep(up[ch], up[r]);
-          if (i > 0) dep(prev_up[r], up[r]);
+          if (pipelined) hop_order(up_of[r], up[r]);
+          else if (i > 0) dep(prev_up[r], up[r]);
         }
         for (size_t k = 0; k < children[r].size(); ++k) {
           const int to = down[children[r][k]];
@@ -93,7 +111,8 @@ std::vector<FluidTransfer> tree_transfers(const Platform& p, const std::vector<i
           } else {
             dep(down[r], to);
           }
-          if (i > 0)
+          if (pipelined) hop_order(down_of[children[r][k]], to);
+          else if (i > 0)
             for (size_t q = 0; q <= k; ++q) dep(prev_down[children[r][q]], to);
         }
       }
@@ -150,19 +169,22 @@ Seconds extrapolate_pieces(const PieceEnds& head, Elements k, double last_ratio)
   if (b - a < kLargeNExtrapolateMinSteadyPieces)
     throw std::logic_error("extrapolate_pieces: head too short");
   const Seconds period = (head.end[b] - head.end[a]) / static_cast<double>(b - a);
-  const Seconds drain = std::max(0.0, period - head.max_latency_s);
+  // A piece's bytes take the whole period when its latency overlaps the previous piece's.
+  const Seconds drain = head.latency_overlapped ? period : std::max(0.0, period - head.max_latency_s);
   return head.end[K - 1] + static_cast<double>(k - K) * period - drain * (1.0 - last_ratio);
 }
 
 PieceEnds tree_replay(const Platform& p, const std::vector<int>& gpus, const std::vector<TreeChannel>& tcs,
-                      const CollectiveCall& call, Elements piece, Elements head) {
+                      const CollectiveCall& call, Elements piece, Elements head, int in_flight) {
   const int channels = static_cast<int>(tcs.size());
   std::vector<Elements> pieces(channels);
   for (int c = 0; c < channels; ++c) pieces[c] = std::min(head, ceil_div(piece_count(call.count, channels, c), piece));
   std::vector<int> piece_of;
-  auto ts = tree_transfers(p, gpus, tcs, call, piece, pieces, &piece_of);
+  auto ts = tree_transfers(p, gpus, tcs, call, piece, pieces, in_flight, &piece_of);
   const auto end = fluid_sim_end_times(ts, &p);
-  return piece_ends(ts, end, piece_of);
+  PieceEnds out = piece_ends(ts, end, piece_of);
+  out.latency_overlapped = in_flight > 1;
+  return out;
 }
 
 std::pair<Elements, double> pieces_per_channel(const CollectiveCall& call, int channels, Elements piece) {

@@ -66,15 +66,17 @@ struct PieceEnds {
   std::vector<Seconds> end;  // end[i]: when the last transfer of piece i (any channel) ended
   Seconds max_latency_s = 0;
   int depth = 0;
+  bool latency_overlapped = false;  // pieces in flight: a piece's latency overlaps the previous piece's bytes
 };
 
 // Replays the first min(head, its pieces) pieces of every channel's chain (`chains` from
 // chain_orders).
 PieceEnds chain_replay(const Platform& p, const std::vector<int>& gpus, const std::vector<std::vector<int>>& chains,
                        const CollectiveCall& call, Elements piece, Elements head);
-// Replays the first min(head, its pieces) pieces of every channel's tree.
+// Replays the first min(head, its pieces) pieces of every channel's tree, `in_flight`
+// pieces per hop (CollectivePlan::pieces_in_flight; see replay.cpp's tree_transfers).
 PieceEnds tree_replay(const Platform& p, const std::vector<int>& gpus, const std::vector<TreeChannel>& tcs,
-                      const CollectiveCall& call, Elements piece, Elements head);
+                      const CollectiveCall& call, Elements piece, Elements head, int in_flight = 1);
 
 // A call of k pieces per channel from the replay of its first K < k (full) pieces (see
 // above). The last piece, `last_ratio` of a full one, shortens the final period's drain.
