@@ -16,11 +16,18 @@ namespace {
 
 constexpr const char* kChoices = "none, fp16_compress, bf16_compress, powersgd, powersgd:R (R in 1..1024)";
 
+// PyTorch's compress hooks: buffer.to(half).div_(world_size). c10::Half and c10::BFloat16
+// are built from a float, so an f64 value reaches the half format through f32 (rounded
+// twice, as PyTorch rounds it), and div_ on a half tensor divides in f32 and rounds the
+// f32 quotient.
 template <typename T>
 void round_all(void* data, Elements n, DType half, double divisor) {
   T* x = static_cast<T*>(data);
-  for (Elements i = 0; i < n; ++i)
-    x[i] = static_cast<T>(round_to_half(round_to_half(static_cast<double>(x[i]), half) / divisor, half));
+  const auto div = static_cast<float>(divisor);
+  for (Elements i = 0; i < n; ++i) {
+    const auto h = static_cast<float>(round_to_half(static_cast<double>(static_cast<float>(x[i])), half));
+    x[i] = static_cast<T>(round_to_half(static_cast<double>(h / div), half));
+  }
 }
 
 void cast_kernel(Tensor& bucket, DType half, double divisor, const char* name) {

@@ -155,7 +155,7 @@ const TreeEstimator::Head& TreeEstimator::head() {
 // Pipelined placement of the first e_count transfers (bytes, unshared latency + drain in
 // `dur`): a transfer's bytes flow from the later of its latency paid (after the ones it
 // waits for) and its gate's end, for its drain; the loads count each transfer over its
-// bytes' span at its own rate (damped; up to 6 placements, fewer once the time settles:
+// bytes' span at its own rate (damped; up to 5 placements, fewer once the time settles:
 // equal transfers that start together on a link converge to their shared drain more
 // slowly than with their latency in it, as the unpipelined head's are). start/end: the
 // bytes' span. Returns the last end.
@@ -164,7 +164,7 @@ Seconds TreeEstimator::place_pipelined(const std::vector<double>& bytes, const s
   const Head& h = head();
   const LinkIncidence& inc = h.links;
   // At most this many placements; fewer once the head's time moves by at most kSettled of itself.
-  constexpr int kPipelinedPlacements = 6;
+  constexpr int kPipelinedPlacements = 5;
   constexpr double kSettled = 1e-3;
   std::vector<double> drain(static_cast<size_t>(e_count)), rate(drain.size()), load;
   start.assign(drain.size(), 0.0);
