@@ -84,6 +84,7 @@ const std::vector<Fault>& all_faults() {
       Fault::fluid_sim_gate_ignored,
       Fault::nccl_tree_one_piece_in_flight,
       Fault::tree_one_tree_per_nic,
+      Fault::ring_nvlink_paths_unbalanced,
   };
   return faults;
 }
@@ -155,6 +156,7 @@ const char* fault_name(Fault f) {
     case Fault::fluid_sim_gate_ignored: return "fluid-gate-ignored";
     case Fault::nccl_tree_one_piece_in_flight: return "tree-one-in-flight";
     case Fault::tree_one_tree_per_nic: return "tree-one-tree-per-nic";
+    case Fault::ring_nvlink_paths_unbalanced: return "ring-nvlink-paths-unbalanced";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -77,6 +77,7 @@ enum class Fault : unsigned {
   fluid_sim_gate_ignored,           // "fluid-gate-ignored": a transfer's bytes flow once its latency is paid, before the piece ahead of it on its edge has ended (no FIFO)
   nccl_tree_one_piece_in_flight,    // "tree-one-in-flight": NCCL-model trees keep one piece in flight per hop (each piece pays its hop latency in series), not NCCL_STEPS
   tree_one_tree_per_nic,            // "tree-one-tree-per-nic": tree channel c leaves each node through head c, so each NIC carries one tree of the two (a node interior in it loads its NIC 3x, the others 1x)
+  ring_nvlink_paths_unbalanced,     // "ring-nvlink-paths-unbalanced": a rail-aligned ring on direct NVLink runs its node's ranks in cycle order, ignoring which NVLink pairs it crosses and which links earlier channels took
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

@@ -50,8 +50,10 @@
 // paid on top of the route latency the schedule already pays.
 // Channels (NCCL's nChannels), unless forced: NCCL's ring graph (nccl_graph): the
 // per-channel speed and channel count its search finds on these links (DGX A100: 12 x
-// 20 GB/s; DGX H100: 12 x 30 GB/s; across nodes about one channel per NIC); nvls_tree:
-// 2 x the NVLS graph's heads (8 on DGX H100 nodes: 16).
+// 20 GB/s; DGX H100: 12 x 30 GB/s; across nodes about one channel per NIC); tree: the
+// channels NCCL launches for the size (with NCCL's model; up to twice the ring graph's,
+// each graph channel once per tree); nvls_tree: 2 x the NVLS graph's heads (8 on DGX
+// H100 nodes: 16).
 // Trees (tree, nvls_tree) share the links freely: their flows carry no per-channel bound.
 //
 // Formulation: the exact one sends every message as a SimGrid comm (2 N (N-1) C comms
@@ -60,7 +62,9 @@
 // broadcast and reduce as pipelined chains), tree and nvls_tree all_reduce use the large-N
 // formulation of large_n/dispatch.hpp: no simulated messages at all (its property tests
 // state how close it stays to the exact one). nvls always runs exact (one node only, so
-// at most a node's GPUs x pieces messages).
+// at most a node's GPUs x pieces messages). With NCCL's model, tree and nvls_tree keep
+// NCCL_STEPS pieces in flight per hop and run large-N at any rank count (see
+// CollectivePlan::pieces_in_flight); a forced exact formulation is refused for them.
 //
 // Calling convention: every rank's actor calls CollectiveGroup::run(rank, call) with the
 // same calls in the same order; run blocks that actor in simulated time only (SimGrid

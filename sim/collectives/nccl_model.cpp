@@ -243,16 +243,32 @@ Bytes nccl_tree_chunk_bytes(const NcclGraph& g, NcclProtocol p, Bytes bytes, int
   // DEFAULT_BUFFSIZE 4 MiB, DEFAULT_LL_BUFFSIZE 8 lines x 512 threads x 8 steps x 16 B,
   // DEFAULT_LL128_BUFFSIZE 120 elements x 640 threads x 8 steps x 8 B (src/init.cc, device.h).
   constexpr Bytes kSteps = 8;
-  if (p == NcclProtocol::simple) return (Bytes{4} << 20) / kSteps;
+  const Bytes per = static_cast<Bytes>(std::max(1, channels));
+  const bool v218 = g.tuner == NcclTuner::v2_18_5;
+  if (p == NcclProtocol::simple) {
+    Bytes chunk = (Bytes{4} << 20) / kSteps;
+    // 2.18.5 (enqueue.cc computeColl; gone from master): shrunk by the tree's depth,
+    // ranks per node - 1 + log2(nodes) (connect.cc), while a channel has fewer than
+    // depth x 8, x 4, x 1 chunks: down to 128, 64, 32 KiB.
+    if (v218 && !fault_active(Fault::nccl_tree_chunk_fixed)) {
+      const Bytes depth = static_cast<Bytes>(std::max(0, g.ranks / g.nodes - 1 + log2i(g.nodes)));
+      while (bytes / (per * chunk) < depth * 8 && chunk > 131072) chunk /= 2;
+      while (bytes / (per * chunk) < depth * 4 && chunk > 65536) chunk /= 2;
+      while (bytes / (per * chunk) < depth && chunk > 32768) chunk /= 2;
+    }
+    return chunk;
+  }
   if (p == NcclProtocol::ll) return Bytes{8} * 512 * kSteps * 16 / kSteps / 2;
-  Bytes chunk = Bytes{120} * 640 * kSteps * 8 / kSteps / 16 * 15;  // NCCL_LL128_LINEELEMS 16, DATAELEMS 15
-  if (fault_active(Fault::nccl_tree_chunk_fixed)) return chunk;
+  // master shrinks LL128's data chunk (576,000 B); 2.18.5 its wire chunk (614,400 B), whose
+  // data is 15/16 (NCCL_LL128_LINEELEMS 16, DATAELEMS 15).
+  Bytes chunk = Bytes{120} * 640 * kSteps * 8 / kSteps;
+  if (!v218) chunk = chunk / 16 * 15;
+  if (fault_active(Fault::nccl_tree_chunk_fixed)) return v218 ? chunk / 16 * 15 : chunk;
   const double ppn = static_cast<double>(g.ranks) / g.nodes;
   const double nsteps = 1 + log2i(g.nodes) + 0.1 * ppn;
-  const Bytes per = static_cast<Bytes>(std::max(1, channels));
   while (static_cast<double>(bytes / (per * chunk)) < nsteps * 64 / ppn && chunk > 131072) chunk /= 2;
   while (static_cast<double>(bytes / (per * chunk)) < nsteps * 16 / ppn && chunk > 32768) chunk /= 2;
-  return chunk;
+  return v218 ? chunk / 16 * 15 : chunk;
 }
 
 Bytes nccl_nvls_tree_chunk_bytes(const NcclGraph& g, Bytes bytes, int heads, double nic_gbs,

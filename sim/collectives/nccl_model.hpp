@@ -116,7 +116,10 @@ int nccl_channels_for_size(const NcclGraph& g, NcclAlgo a, NcclProtocol p, Bytes
 // LL 512 KiB of 16-byte lines -> 64 KiB, half of it data: 32 KiB; LL128 4,915,200 B ->
 // 614,400 B, 120 of every 128 bytes data: 576,000 B), LL128's halved while each channel
 // has too few chunks to fill the tree's pipeline (nsteps = 1 + log2(nodes) + 0.1 ppn:
-// fewer than nsteps x 64 / ppn chunks down to 128 KiB, nsteps x 16 / ppn down to 32 KiB).
+// fewer than nsteps x 64 / ppn chunks down to 128 KiB, nsteps x 16 / ppn down to 32 KiB;
+// 2.18.5 halves the wire chunk). 2.18.5 also halves Simple's while a channel has fewer
+// than depth x 8 / x 4 / x 1 chunks, down to 128 / 64 / 32 KiB (depth = ppn - 1 +
+// log2(nodes), connect.cc).
 Bytes nccl_tree_chunk_bytes(const NcclGraph& g, NcclProtocol p, Bytes bytes, int channels);
 
 // Data bytes NCCL's NVLS-tree moves per pipeline step across nodes (enqueue.cc

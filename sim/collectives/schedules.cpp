@@ -57,6 +57,56 @@ std::optional<std::vector<int>> nvlink_cycle(const NvlinkSpec& nv, const std::ve
   return std::nullopt;
 }
 
+// Directed NVLink pair (from GPU, to GPU) -> channels routed over it so far.
+using NvlinkUse = std::map<std::pair<int, int>, int>;
+
+// The Hamiltonian path over the NVLink pairs through every GPU of `gpus`, from `from` to
+// `to`, that loads its busiest hop least, as NCCL's search reserves each channel's
+// bandwidth on the links it takes: each hop's load is (channels already on it in its
+// direction + 1) / the pair's links, the hops taken `reversed` when the channel runs the
+// path backwards; ties go to the least summed load, then to the first found. The chosen
+// path's hops are added to `use`. nullopt if there is none (looks at up to 50,000 paths).
+std::optional<std::vector<int>> nvlink_path(const NvlinkSpec& nv, const std::vector<int>& gpus, int from, int to,
+                                            bool reversed, NvlinkUse& use) {
+  const int n = static_cast<int>(gpus.size());
+  if (n < 2 || n > 16) return std::nullopt;
+  auto load = [&](int a, int b) {
+    const auto key = reversed ? std::make_pair(b, a) : std::make_pair(a, b);
+    const auto it = use.find(key);
+    return static_cast<double>((it == use.end() ? 0 : it->second) + 1) / nv.links_between(a, b);
+  };
+  std::vector<int> path{from}, best;
+  double best_max = 0, best_sum = 0;
+  long seen = 0;
+  std::vector<bool> used(static_cast<size_t>(n), false);
+  for (int i = 0; i < n; ++i) used[static_cast<size_t>(i)] = gpus[static_cast<size_t>(i)] == from;
+  std::function<void(double, double)> dfs = [&](double mx, double sum) {
+    if (best.size() == static_cast<size_t>(n) && (mx > best_max || (mx == best_max && sum >= best_sum))) return;
+    if (static_cast<int>(path.size()) == n) {
+      if (path.back() != to) return;
+      ++seen;
+      best = path, best_max = mx, best_sum = sum;
+      return;
+    }
+    for (int i = 0; i < n && seen < 50000; ++i) {
+      const int g = gpus[static_cast<size_t>(i)];
+      if (used[static_cast<size_t>(i)] || nv.links_between(path.back(), g) == 0) continue;
+      if (g == to && static_cast<int>(path.size()) + 1 < n) continue;  // `to` comes last
+      const double l = load(path.back(), g);
+      used[static_cast<size_t>(i)] = true;
+      path.push_back(g);
+      dfs(std::max(mx, l), sum + l);
+      path.pop_back();
+      used[static_cast<size_t>(i)] = false;
+    }
+  };
+  dfs(0.0, 0.0);
+  if (best.empty()) return std::nullopt;
+  for (size_t k = 0; k + 1 < best.size(); ++k)
+    ++use[reversed ? std::make_pair(best[k + 1], best[k]) : std::make_pair(best[k], best[k + 1])];
+  return best;
+}
+
 // The most link-disjoint Hamiltonian cycles over the NVLink pairs (each takes one link
 // of every pair it uses), as NCCL's ring search uses all of a GPU's links: DGX-1V's six
 // links per GPU give three. Up to 8 GPUs every cycle through gpus[0] is enumerated
@@ -154,13 +204,14 @@ std::map<int, std::vector<int>> rail_gpus(const HardwareSpec& hw) {
 }
 
 // NCCL's rail-aligned ring through one node when some of its GPUs have no NIC of their own
-// (fewer NICs than GPUs): channel c enters and leaves the node through GPUs on the PCIe
-// switch of one NIC, NIC (c / 2) mod (rails here), so that no inter-node byte crosses the
-// CPU and channel pairs (one each way) spread evenly over the NICs. Entry first, the other
-// ranks in ring order, exit last; a NIC with one GPU exits through the next NIC's GPU.
-// Empty (use the rotation) when every GPU has its own NIC or no switch lists NICs.
+// (fewer NICs than GPUs, or a GPU sharing its NIC): channel c enters and leaves the node through GPUs on the PCIe
+// switch of one NIC, NIC c mod (rails here), so that no inter-node byte crosses the CPU and
+// the channels (NCCL's ring graph's, each on its own NIC while there are NICs left) spread
+// evenly over the NICs. Entry first, the other ranks in ring order, exit last; a NIC with
+// one GPU exits through the next NIC's GPU.
+// Empty (use the rotation) when every GPU has a NIC of its own or no switch lists NICs.
 std::vector<int> rail_order(const Platform& p, const std::vector<int>& rank_gpus, const std::vector<int>& ranks,
-                            const std::map<int, std::vector<int>>& rails, int c) {
+                            const std::map<int, std::vector<int>>& rails, int c, NvlinkUse& use) {
   std::vector<std::vector<int>> here;  // per NIC with GPUs among these ranks: those ranks
   size_t railed = 0;
   for (const auto& [nic, gpus] : rails) {
@@ -170,10 +221,29 @@ std::vector<int> rail_order(const Platform& p, const std::vector<int>& rank_gpus
     railed += rs.size();
     if (!rs.empty()) here.push_back(std::move(rs));
   }
-  if (here.empty() || railed == ranks.size() || ranks.size() < 2) return {};
-  const size_t q = fault_active(Fault::net_rails_one_nic) ? 0 : static_cast<size_t>(c / 2) % here.size();
+  const bool own_nics =
+      railed == ranks.size() && std::all_of(here.begin(), here.end(), [](const auto& rs) { return rs.size() == 1; });
+  if (here.empty() || own_nics || ranks.size() < 2) return {};
+  const size_t q = fault_active(Fault::net_rails_one_nic) ? 0 : static_cast<size_t>(c) % here.size();
   const int entry = here[q].front();
   const int exit_rank = here[q].size() > 1 ? here[q].back() : here[(q + 1) % here.size()].front();
+  // On direct NVLink (no switch), a path over NVLink pairs from the entry to the exit
+  // through every rank that loads its links least given the node's channels before it,
+  // as NCCL's search keeps its rings on NVLink and spreads them over the links (odd
+  // channels run reversed: ring_orders); else the others in ring order.
+  const HardwareSpec& hw = p.hardware();
+  if (hw.nvlink && !hw.nvswitch && exit_rank != entry && !fault_active(Fault::ring_nvlink_paths_unbalanced)) {
+    std::vector<int> gpus;
+    for (int r : ranks) gpus.push_back(p.local_index(rank_gpus[r]));
+    if (auto path = nvlink_path(*hw.nvlink, gpus, p.local_index(rank_gpus[entry]), p.local_index(rank_gpus[exit_rank]),
+                                c % 2 == 1, use)) {
+      std::vector<int> order;
+      for (int g : *path)
+        for (int r : ranks)
+          if (p.local_index(rank_gpus[r]) == g) order.push_back(r);
+      return order;
+    }
+  }
   std::vector<int> order{entry};
   for (int r : ranks)
     if (r != entry && r != exit_rank) order.push_back(r);
@@ -226,13 +296,14 @@ std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<i
     local[node] = ranks;
   }
   const auto rails = rail_gpus(p.hardware());
+  std::map<int, NvlinkUse> nvlink_use;  // per node: its channels' NVLink hops so far
   std::vector<std::vector<int>> orders;
   for (int c = 0; c < channels; ++c) {
     std::vector<int> order;
     for (int node : node_order) {
       const auto& ranks = local[node];
       if (node_order.size() > 1) {
-        auto railed = rail_order(p, rank_gpus, ranks, rails, c);
+        auto railed = rail_order(p, rank_gpus, ranks, rails, c, nvlink_use[node]);
         if (!railed.empty()) {
           order.insert(order.end(), railed.begin(), railed.end());
           continue;
@@ -296,19 +367,33 @@ std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>
   const int nodes = static_cast<int>(chains.size());
   if (nodes < 2) throw std::invalid_argument("tree needs ranks on at least 2 nodes");
   const auto trees = double_binary_tree(nodes);
+  // Per node: its chain's positions by the NIC their GPUs cross nodes through, NICs in order.
+  std::vector<std::vector<std::vector<int>>> by_nic(static_cast<size_t>(nodes));
+  for (int v = 0; v < nodes; ++v) {
+    std::map<int, std::vector<int>> positions;
+    const auto& ch = chains[static_cast<size_t>(v)];
+    for (size_t i = 0; i < ch.size(); ++i) positions[p.nic_of_gpu(p.local_index(rank_gpus[ch[i]]))].push_back(static_cast<int>(i));
+    for (auto& [nic, at] : positions) by_nic[static_cast<size_t>(v)].push_back(std::move(at));
+  }
   std::vector<TreeChannel> out;
   for (int c = 0; c < channels; ++c) {
     TreeChannel tc;
     tc.tree = c % 2;
     tc.parent.assign(rank_gpus.size(), -1);
-    // Node v's chain rotated by c / 2: channels 2j and 2j + 1 run trees 0 and 1 over the
-    // same chain, whose head (first), and so NIC, differs per pair. NCCL duplicates each
-    // tree graph channel for the second tree (connect.cc), so every NIC carries both
-    // trees: a node interior in one is a leaf in the other, and its NICs' loads even out.
-    const int turn = fault_active(Fault::tree_one_tree_per_nic) ? c : c / 2;  // planted: channel c on head c
+    // Node v's chain rotated so that pair j = c / 2 (channels 2j and 2j + 1, trees 0 and 1)
+    // has its head (first), and so its inter-node traffic, on NIC j mod (the node's NICs):
+    // the head is the ((j / NICs) mod its GPUs)-th GPU of that NIC's PCIe switch, so with a
+    // NIC per GPU pair j's head is GPU j. NCCL duplicates each tree graph channel for the
+    // second tree (connect.cc), so every NIC carries both trees: a node interior in one
+    // is a leaf in the other, and its NICs' loads even out.
+    const bool one_tree = fault_active(Fault::tree_one_tree_per_nic);  // planted: channel c on head c
     auto chain = [&](int v) {
-      const auto& ch = chains[v];
+      const auto& ch = chains[static_cast<size_t>(v)];
+      const auto& nics = by_nic[static_cast<size_t>(v)];
       const int m = static_cast<int>(ch.size());
+      const int j = one_tree ? c : c / 2;
+      const auto& on = nics[static_cast<size_t>(j) % nics.size()];
+      const int turn = on[static_cast<size_t>(j) / nics.size() % on.size()];
       std::vector<int> r(m);
       for (int i = 0; i < m; ++i) r[i] = ch[(i + turn) % m];
       return r;

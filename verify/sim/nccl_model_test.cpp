@@ -342,9 +342,26 @@ TEST(NcclTreeChunks, ProtocolStepHalvedForMidSizes) {
   }
 }
 
+// Invariant: NCCL 2.18.5 also halves the Simple tree chunk while a channel holds fewer than
+// depth x 8 chunks (down to 128 KiB), depth x 4 (64 KiB), depth (32 KiB), depth = 8 - 1 +
+// log2(4) = 9 here (connect.cc): at 16 MiB on 8 channels 512 -> 256 -> 128 KiB (4, 8
+// chunks < 72; the first rule stops at 128 KiB), 16 chunks < 36 -> 64 KiB, where 32 >= 9
+// holds; at 1 GiB 256 chunks keep 512 KiB. master keeps 512 KiB at every size.
+TEST(NcclTreeChunks, SimpleShrunkByDepthIn2185) {
+  NcclGraph g = four_h100_nodes();
+  g.tuner = NcclTuner::v2_18_5;
+  EXPECT_EQ(nccl_tree_chunk_bytes(g, NcclProtocol::simple, 16 * kMiB, 8), 65536);
+  EXPECT_EQ(nccl_tree_chunk_bytes(g, NcclProtocol::simple, kGiB, 8), 524288);
+  EXPECT_EQ(nccl_tree_chunk_bytes(g, NcclProtocol::ll128, 16 * kMiB, 8), 72000);
+  EXPECT_EQ(nccl_tree_chunk_bytes(g, NcclProtocol::ll128, kGiB, 8), 576000);
+}
+
 TEST(NcclTreeChunks, PlantedBugFixedChunkIsCaught) {
   ScopedFault f(Fault::nccl_tree_chunk_fixed);
   EXPECT_NE(nccl_tree_chunk_bytes(four_h100_nodes(), NcclProtocol::ll128, 16 * kMiB, 8), 72000);
+  NcclGraph g = four_h100_nodes();
+  g.tuner = NcclTuner::v2_18_5;
+  EXPECT_NE(nccl_tree_chunk_bytes(g, NcclProtocol::simple, 16 * kMiB, 8), 65536);
 }
 
 namespace {

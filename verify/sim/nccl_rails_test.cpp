@@ -117,6 +117,57 @@ std::vector<std::string> gdr_property_failures() {
   return failures;
 }
 
+// DGX-1 nodes (direct NVLink, no switch; 4 NICs, each on the PCIe switch of 2 GPUs): ring
+// all-reduce of 1 GiB on 4 nodes (32 ranks; NCCL's model, so the large-N formulation).
+// NCCL's ring graph has 4 channels, one per NIC at 12 GB/s; each enters and leaves a node
+// through the GPUs of its NIC's switch and crosses the other GPUs over NVLink. Property: the
+// bus bandwidth is 90-100 % of 4 x the NIC's rate (every NIC carries one channel each way,
+// and the NVLink hops, 1 or 2 links of 22.5 GB/s, carry the channels without becoming the
+// bound). Planted ring-nvlink-paths-unbalanced (the node's ranks in cycle order between
+// entry and exit: a hop without NVLink, and single links shared by three channels) and
+// net-rails-one-nic each fall below.
+std::string dgx1_ring_failure() {
+  const HardwareSpec hw = with_nodes(load_hardware("dgx1-v100", kLibrary), 4);
+  std::vector<int> gpus(32);
+  for (int i = 0; i < 32; ++i) gpus[static_cast<size_t>(i)] = i;
+  CollectiveSettings s;
+  s.algorithm = CollectiveAlgorithm::ring;
+  s.protocol = NcclProtocol::simple;
+  const Bytes bytes = Bytes{1} << 30;
+  const CollectiveCall call{CollectiveOp::all_reduce, static_cast<Elements>(bytes / 4), 4, 0};
+  std::shared_ptr<CollectiveGroup> group;
+  const std::string out = run_simulation(
+      hw,
+      [&](Platform& p) {
+        group = std::make_shared<CollectiveGroup>(p, gpus, s);
+        for (int r = 0; r < 32; ++r)
+          sg4::Actor::create(fmt::format("rank{}", r), p.gpu_host(gpus[static_cast<size_t>(r)]),
+                             [group, r, call]() { group->run(r, call); });
+      },
+      [&](Platform&) {
+        const auto& rec = group->records().at(0);
+        return fmt::format("{:.17g}", rec.end_s - rec.start_s);
+      });
+  const double busbw = static_cast<double>(bytes) / std::stod(out) * (2.0 * 31 / 32) / 1e9;
+  const double bound = 4 * hw.network->nic_bandwidth * hw.efficiency.nic / 1e9;
+  if (busbw < 0.9 * bound || busbw > bound * 1.001)
+    return fmt::format("DGX-1 x 4 nodes: {:.1f} GB/s against 4 NICs' {:.1f} GB/s ({:.0f} %)", busbw, bound,
+                       100 * busbw / bound);
+  return "";
+}
+
+TEST(NcclRails, DirectNvlinkNodesRunEveryNicAtItsRate) { EXPECT_EQ(dgx1_ring_failure(), ""); }
+
+TEST(NcclRails, PlantedBugUnbalancedNvlinkPathsIsCaught) {
+  const ScopedFault bug(Fault::ring_nvlink_paths_unbalanced);
+  EXPECT_NE(dgx1_ring_failure(), "") << "the planted bug went unnoticed";
+}
+
+TEST(NcclRails, PlantedBugOneNicOnDirectNvlinkNodesIsCaught) {
+  const ScopedFault bug(Fault::net_rails_one_nic);
+  EXPECT_NE(dgx1_ring_failure(), "") << "the planted bug went unnoticed";
+}
+
 TEST(NcclRails, BusBandwidthGrowsWithNicsUpToNvlink) {
   const auto failures = rails_property_failures();
   for (const auto& f : failures) ADD_FAILURE() << f;

@@ -201,8 +201,8 @@ TEST(TreePipeline, PlantedGateIgnoredInTheReplayIsCaught) {
   EXPECT_EQ(on_two_nodes(80, true, two_rank_replay_property), "0");
 }
 
-// Invariant: the pipelined tree estimate (a head of 3 pieces placed, then the larger of the
-// chained and the bottleneck link's bounds) is within 5 % of the replay of every transfer
+// Invariant: the pipelined tree estimate (a head of up to 3 pieces placed, or for longer
+// calls a 2-piece head and the larger of the chained and the bottleneck link's bounds) is within 5 % of the replay of every transfer
 // at 256 MiB and within 15 % at 1 and 16 MiB, for tree and NVLS-tree with NCCL's chunks
 // and NCCL_STEPS in flight, on 2, 3 and 5 nodes of 2 and 8 GPUs.
 TEST(TreePipeline, EstimateWithinFivePercentOfTheReplayAtLargeSizesAndFifteenAtMidSizes) {

@@ -383,7 +383,9 @@ Seconds TreeEstimator::estimate(const CollectiveCall& call, Elements piece) {
   const Seconds p_full = period(full);
   const PipelinedHead& ph = pipelined_head(full);
   const Seconds marginal = ph.marginal < 0 ? p_full : std::min(p_full, ph.marginal);
-  const Seconds chained = ph.total + static_cast<double>(k - ph.pieces) * marginal;
+  // The last piece adds its share of a full one's increment.
+  const Seconds chained = ph.total + (static_cast<double>(k - ph.pieces - 1) +
+                                      static_cast<double>(last) / static_cast<double>(full)) * marginal;
   const Seconds carried =
       link_through(ph.streams, k, marginal, static_cast<double>(full), static_cast<double>(last)) + ph.after;
   return std::max(chained, carried);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <queue>
 #include <stdexcept>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 
@@ -97,6 +98,11 @@ class FluidSim {
         for (int i : done) finish(i, t);
       }
     }
+    // Every transfer starts once what it waits for (and its gate) ended: one that never
+    // did sits in a cycle of waits and gates.
+    for (int i = 0; i < n; ++i)
+      if (end_[i] < 0)
+        throw std::logic_error("fluid_sim: transfer " + std::to_string(i) + " never ran (a cycle of waits or gates)");
     return end_;
   }
 
