@@ -404,7 +404,8 @@ TEST(LargeNFast, PlantedBugRepeatedOwnersUnshiftedIsCaught) {
 // TreeEstimator (one 3-piece head graph, shorter heads on its prefix, memoised head times
 // and periods) and through tree_estimate (a graph of exactly the call's head, afresh).
 // The counts are cut so channel 0 gets exactly `pieces` pieces of `piece` elements.
-nlohmann::json kept_and_fresh_tree_times(const Cluster& cluster, const std::vector<int>& pieces_per_call) {
+nlohmann::json kept_and_fresh_tree_times(const Cluster& cluster, const std::vector<int>& pieces_per_call,
+                                         int in_flight = 1) {
   const HardwareSpec hw = cluster_hardware(cluster);
   const std::string out = run_in_child_process([&]() {
     auto engine = make_engine();
@@ -414,11 +415,13 @@ nlohmann::json kept_and_fresh_tree_times(const Cluster& cluster, const std::vect
     const int channels = 4;
     const auto tcs = tree_channels(*p, gpus, channels);
     const Elements piece = pipeline_piece_elements(CollectiveSettings{}, 4);
-    TreeEstimator kept(*p, gpus, tcs);
+    TreeEstimator kept(*p, gpus, tcs, TreeEstimator::kHeadPieces, {}, in_flight);
     nlohmann::json rows = nlohmann::json::array();
     for (int k : pieces_per_call) {
       const CollectiveCall call{CollectiveOp::all_reduce, static_cast<Elements>(channels) * (piece * (k - 1) + piece / 3), 4, 0};
-      rows.push_back({{"pieces", k}, {"kept", kept.estimate(call, piece)}, {"fresh", tree_estimate(*p, gpus, tcs, call, piece)}});
+      rows.push_back({{"pieces", k},
+                      {"kept", kept.estimate(call, piece)},
+                      {"fresh", tree_estimate(*p, gpus, tcs, call, piece, in_flight)}});
     }
     engine.release();  // the child exits next; SimGrid needs no teardown
     return rows.dump();
@@ -430,16 +433,20 @@ nlohmann::json kept_and_fresh_tree_times(const Cluster& cluster, const std::vect
 // bit, whatever the order of calls of 1, 2, 3 or more pieces per channel: a head shorter
 // than the kept graph is its prefix (its transfers wait on nothing later, and its links'
 // sweeps stop there), and the period is the head's piece 0.
+// The same with NCCL_STEPS pieces in flight (pipelined heads, and for longer calls a 2-piece
+// head placed once per piece size and the bottleneck link's streams).
 TEST(LargeNFast, KeptTreeHeadPrefixEqualsTheCallsOwnHead) {
-  for (const Cluster cluster : {Cluster{5, true, 4.0}, Cluster{8, false, 1.0}}) {
-    const auto rows = kept_and_fresh_tree_times(cluster, {5, 1, 3, 2, 1, 7, 2});
-    ASSERT_EQ(rows.size(), 7u);
-    for (const auto& row : rows) {
-      const double kept = row.at("kept"), fresh = row.at("fresh");
-      EXPECT_GT(fresh, 0.0);
-      EXPECT_EQ(kept, fresh) << cluster.nodes << " nodes, " << row.at("pieces").get<int>() << " pieces per channel";
+  for (int in_flight : {1, kNcclSteps})
+    for (const Cluster cluster : {Cluster{5, true, 4.0}, Cluster{8, false, 1.0}}) {
+      const auto rows = kept_and_fresh_tree_times(cluster, {5, 1, 3, 2, 1, 7, 2}, in_flight);
+      ASSERT_EQ(rows.size(), 7u);
+      for (const auto& row : rows) {
+        const double kept = row.at("kept"), fresh = row.at("fresh");
+        EXPECT_GT(fresh, 0.0);
+        EXPECT_EQ(kept, fresh) << cluster.nodes << " nodes, " << row.at("pieces").get<int>() << " pieces per channel, "
+                               << in_flight << " in flight";
+      }
     }
-  }
 }
 
 TEST(LargeNFast, PlantedBugUncutHeadPrefixIsCaught) {
