@@ -14,10 +14,11 @@
 //         2(N-1)/N * S/B + 2(N-1) a; reduce_scatter and all_gather (N-1)/N * S/B + (N-1) a.
 //   tree  all_reduce only, C channels (with NCCL's model, as many as NCCL launches: up to
 //         twice the ring graph's). Channel c uses tree c mod 2 of NCCL's double binary
-//         tree over the nodes, each node's GPUs as a chain (ring order) rotated by c / 2,
-//         so that channel pairs enter and leave each node through different GPUs and NICs
-//         and each NIC carries both trees (NCCL duplicates each tree graph channel for the
-//         second tree); a node's chain head links to the heads of its tree parent and
+//         tree over the nodes, each node's GPUs as a chain (ring order) rotated so that
+//         pair j = c / 2 has its head on NIC j mod NICs, so that channel pairs enter and
+//         leave each node through different GPUs and NICs and each NIC carries both trees
+//         (NCCL duplicates each tree graph channel for the second tree); a node's chain
+//         head links to the heads of its tree parent and
 //         children. Each channel carries 1/C of the buffer: reduce up, then broadcast down,
 //         pipelined in pieces (NCCL's chunks, NCCL_STEPS in flight per hop, with NCCL's
 //         model; pipeline_chunk_bytes, one in flight, bare). NCCL orders its channels tree
@@ -178,9 +179,11 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
 // direct NVLink, channel c runs the link-disjoint NVLink cycle (c / 2) mod k, reversed
 // for odd c. Otherwise ranks are grouped by node in node order; within a node in the
 // order that uses NVLink neighbours where the node has NVLink (DGX-1's cube-mesh ring),
-// else in GPU order; across nodes channel c rotates every node's order by c + (c mod 2)
-// and odd channels are reversed, so with one channel per NIC each NIC carries one
-// channel out of the node and one in.
+// else in GPU order; across nodes, where every GPU has a NIC of its own, channel c rotates
+// every node's order by c + (c mod 2), and where GPUs share a NIC channel c enters and
+// leaves every node through the GPUs of NIC c mod NICs (on direct NVLink along the NVLink
+// path between them that loads its busiest link least); odd channels are reversed, so with
+// one channel per NIC each NIC carries one channel out of the node and one in.
 std::vector<std::vector<int>> ring_orders(const Platform& p, const std::vector<int>& rank_gpus, int channels);
 
 // One binary tree over n items: parent (-1 for the root) and children of each item.

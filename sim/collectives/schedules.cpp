@@ -65,7 +65,8 @@ using NvlinkUse = std::map<std::pair<int, int>, int>;
 // bandwidth on the links it takes: each hop's load is (channels already on it in its
 // direction + 1) / the pair's links, the hops taken `reversed` when the channel runs the
 // path backwards; ties go to the least summed load, then to the first found. The chosen
-// path's hops are added to `use`. nullopt if there is none (looks at up to 50,000 paths).
+// path's hops are added to `use`. nullopt if there is none; the search stops after
+// 2,000,000 hops tried (a full search on DGX-1's 8 GPUs tries a few thousand).
 std::optional<std::vector<int>> nvlink_path(const NvlinkSpec& nv, const std::vector<int>& gpus, int from, int to,
                                             bool reversed, NvlinkUse& use) {
   const int n = static_cast<int>(gpus.size());
@@ -77,22 +78,22 @@ std::optional<std::vector<int>> nvlink_path(const NvlinkSpec& nv, const std::vec
   };
   std::vector<int> path{from}, best;
   double best_max = 0, best_sum = 0;
-  long seen = 0;
+  long expanded = 0;  // hops tried
   std::vector<bool> used(static_cast<size_t>(n), false);
   for (int i = 0; i < n; ++i) used[static_cast<size_t>(i)] = gpus[static_cast<size_t>(i)] == from;
   std::function<void(double, double)> dfs = [&](double mx, double sum) {
     if (best.size() == static_cast<size_t>(n) && (mx > best_max || (mx == best_max && sum >= best_sum))) return;
     if (static_cast<int>(path.size()) == n) {
       if (path.back() != to) return;
-      ++seen;
       best = path, best_max = mx, best_sum = sum;
       return;
     }
-    for (int i = 0; i < n && seen < 50000; ++i) {
+    for (int i = 0; i < n && expanded < 2000000; ++i) {
       const int g = gpus[static_cast<size_t>(i)];
       if (used[static_cast<size_t>(i)] || nv.links_between(path.back(), g) == 0) continue;
       if (g == to && static_cast<int>(path.size()) + 1 < n) continue;  // `to` comes last
       const double l = load(path.back(), g);
+      ++expanded;
       used[static_cast<size_t>(i)] = true;
       path.push_back(g);
       dfs(std::max(mx, l), sum + l);
@@ -248,6 +249,11 @@ std::vector<int> rail_order(const Platform& p, const std::vector<int>& rank_gpus
   for (int r : ranks)
     if (r != entry && r != exit_rank) order.push_back(r);
   if (exit_rank != entry) order.push_back(exit_rank);
+  if (hw.nvlink && !hw.nvswitch)  // later channels balance against this one's NVLink hops too
+    for (size_t k = 0; k + 1 < order.size(); ++k) {
+      const int a = p.local_index(rank_gpus[order[k]]), b = p.local_index(rank_gpus[order[k + 1]]);
+      if (hw.nvlink->links_between(a, b) > 0) ++use[c % 2 == 1 ? std::make_pair(b, a) : std::make_pair(a, b)];
+    }
   return order;
 }
 }  // namespace
@@ -382,8 +388,8 @@ std::vector<TreeChannel> tree_channels(const Platform& p, const std::vector<int>
     tc.parent.assign(rank_gpus.size(), -1);
     // Node v's chain rotated so that pair j = c / 2 (channels 2j and 2j + 1, trees 0 and 1)
     // has its head (first), and so its inter-node traffic, on NIC j mod (the node's NICs):
-    // the head is the ((j / NICs) mod its GPUs)-th GPU of that NIC's PCIe switch, so with a
-    // NIC per GPU pair j's head is GPU j. NCCL duplicates each tree graph channel for the
+    // the head is the ((j / NICs) mod its GPUs)-th of that NIC's GPUs along the chain, so
+    // with a NIC per GPU pair j's head is the GPU of NIC j (GPU j on DGX nodes). NCCL duplicates each tree graph channel for the
     // second tree (connect.cc), so every NIC carries both trees: a node interior in one
     // is a leaf in the other, and its NICs' loads even out.
     const bool one_tree = fault_active(Fault::tree_one_tree_per_nic);  // planted: channel c on head c

@@ -63,13 +63,17 @@ class FluidSim {
     for (int i = 0; i < n; ++i)
       if (flows_[i].waits == 0) start(i, 0.0);
     double t = 0;
+    bool stalled = false;
     std::vector<int> done;
     while (!lat_heap_.empty() || !active_.empty()) {
       if (dirty_) share();
       double t_next = std::numeric_limits<double>::infinity();
       if (!lat_heap_.empty()) t_next = lat_heap_.top().first;
       for (int i : active_) t_next = std::min(t_next, t + flows_[i].rem / flows_[i].rate);
-      if (!std::isfinite(t_next)) break;  // only flows with no bandwidth left: cannot happen on real links
+      if (!std::isfinite(t_next)) {  // only flows with no bandwidth left: cannot happen on real links
+        stalled = true;
+        break;
+      }
       const double dt = t_next - t;
       t = t_next;
       const double eps_t = 1e-9 * t + 1e-15;
@@ -102,7 +106,8 @@ class FluidSim {
     // did sits in a cycle of waits and gates.
     for (int i = 0; i < n; ++i)
       if (end_[i] < 0)
-        throw std::logic_error("fluid_sim: transfer " + std::to_string(i) + " never ran (a cycle of waits or gates)");
+        throw std::logic_error("fluid_sim: transfer " + std::to_string(i) + " never ended (" +
+                               (stalled ? "flows left with no bandwidth" : "a cycle of waits or gates") + ")");
     return end_;
   }
 
