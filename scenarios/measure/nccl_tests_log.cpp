@@ -46,6 +46,16 @@ std::int64_t parse_int(const std::string& tok, const std::string& where, int lin
   return v;
 }
 
+// An integer in [lo, hi], else an error naming the value, its place and the range.
+std::int64_t parse_int_in(const std::string& tok, const std::string& where, int line, const std::string& column,
+                          std::int64_t lo, std::int64_t hi) {
+  const std::int64_t v = parse_int(tok, where, line, column);
+  if (v < lo || v > hi)
+    throw std::invalid_argument(
+        fmt::format("{}: '{}' is {}, outside {}..{}", at(where, line), column, v, lo, hi));
+  return v;
+}
+
 double parse_double(const std::string& tok, const std::string& where, int line, const std::string& column) {
   errno = 0;
   char* end = nullptr;
@@ -252,7 +262,7 @@ void resolve_ranks(NcclTestsLog& log, const std::map<int, std::string>& rank_dev
     log.ranks = per_process_ranks;
   } else if ((log.collective == "all_gather" || log.collective == "reduce_scatter") && type_bytes > 0 &&
              first.count > 0) {
-    log.ranks = static_cast<int>(first.size_bytes / (first.count * type_bytes));
+    log.ranks = static_cast<int>(std::min<std::int64_t>(first.size_bytes / type_bytes / first.count, 1 << 24));
   }
   if (log.ranks < 1)
     throw std::invalid_argument(
@@ -316,10 +326,12 @@ NcclTestsLog parse_nccl_tests_log(std::istream& in, const std::string& where,
     if (starts_with(c, "Collective test starting:")) {
       log.program = trim(c.substr(std::string("Collective test starting:").size()));
     } else if (tokens[0] == "nThread" && tokens.size() >= 4 && tokens[2] == "nGpus") {
-      per_process_ranks = static_cast<int>(parse_int(tokens[1], where, line, "nThread") *
-                                           parse_int(tokens[3], where, line, "nGpus"));
+      // nccl-tests runs at most a few thousand threads of a few GPUs per process: bounded so
+      // that their product fits an int.
+      per_process_ranks = static_cast<int>(parse_int_in(tokens[1], where, line, "nThread", 1, 1 << 16) *
+                                           parse_int_in(tokens[3], where, line, "nGpus", 1, 1 << 10));
     } else if (tokens[0] == "Rank" && tokens.size() >= 2) {
-      const int rank = static_cast<int>(parse_int(tokens[1], where, line, "Rank"));
+      const int rank = static_cast<int>(parse_int_in(tokens[1], where, line, "Rank", 0, 1 << 24));
       const auto on = std::find(tokens.begin(), tokens.end(), "on");
       if (on != tokens.end() && on + 1 != tokens.end()) hosts.insert(*(on + 1));
       const auto bracket = c.find(']');
