@@ -85,6 +85,7 @@ const std::vector<Fault>& all_faults() {
       Fault::nccl_tree_one_piece_in_flight,
       Fault::tree_one_tree_per_nic,
       Fault::ring_nvlink_paths_unbalanced,
+      Fault::nccl_p2p_through_any_cpu,
   };
   return faults;
 }
@@ -157,6 +158,7 @@ const char* fault_name(Fault f) {
     case Fault::nccl_tree_one_piece_in_flight: return "tree-one-in-flight";
     case Fault::tree_one_tree_per_nic: return "tree-one-tree-per-nic";
     case Fault::ring_nvlink_paths_unbalanced: return "ring-nvlink-paths-unbalanced";
+    case Fault::nccl_p2p_through_any_cpu: return "nccl-p2p-through-any-cpu";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -14,11 +14,28 @@
 namespace dpt {
 namespace {
 
-// The efficiency field that bounds a collective among these ranks (see the header).
-double& bounding_field(sim::HardwareSpec& hw, const NcclTestsLog& log, std::string& name) {
+// Whether the log's ranks, GPUs 0 .. ranks-1 of one node, include a pair that NCCL
+// connects through host memory (SHM) rather than P2P.
+bool ranks_use_shm(const sim::HardwareSpec& hw, int ranks) {
+  for (int a = 0; a < ranks; ++a)
+    for (int b = a + 1; b < ranks; ++b)
+      if (!sim::nccl_p2p_within_node(hw, a, b)) return true;
+  return false;
+}
+
+// The field that bounds a collective among these ranks (see the header), and the most it
+// may be: 1 for an efficiency; for the host-staged rate, the GPU link's raw rate.
+double& bounding_field(sim::HardwareSpec& hw, const NcclTestsLog& log, std::string& name, double& most) {
+  most = 1.0;
   if (log.hosts.size() > 1) {
     name = "efficiency.nic";
     return hw.efficiency.nic;
+  }
+  if (ranks_use_shm(hw, log.ranks)) {
+    name = "pcie.staged_bidirectional";
+    most = sim::pcie_lane_bandwidth(hw.pcie.generation) * hw.pcie.lanes;
+    if (!hw.pcie.staged_bidirectional) hw.pcie.staged_bidirectional = sim::staged_bidirectional_rate(hw);
+    return *hw.pcie.staged_bidirectional;
   }
   if (hw.nvlink || hw.nvswitch) {
     name = "efficiency.p2p";
@@ -156,7 +173,8 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
     fc.line = row.line;
     fc.size_bytes = row.size_bytes;
     fc.measured_busbw_Bps = t.busbw_Bps;
-    double& field = bounding_field(out.spec, log, fc.field);
+    double most = 1.0;
+    double& field = bounding_field(out.spec, log, fc.field, most);
     fc.before = field;
     fc.predicted_before_Bps = twin_busbw(out.spec, log.collective, log.ranks, row.size_bytes);
     BytesPerSecond predicted = fc.predicted_before_Bps;
@@ -164,12 +182,12 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
     // less than proportional, so a few fixed-point steps close the gap.
     for (int iter = 0; iter < 4 && std::abs(predicted / t.busbw_Bps - 1.0) > 0.01; ++iter) {
       const double next = field * t.busbw_Bps / predicted;
-      if (next >= 1.0) {
-        if (field >= 1.0) {
+      if (next >= most) {
+        if (field >= most) {
           fc.capped = true;
           break;
         }
-        field = 1.0;
+        field = most;
       } else {
         field = next;
       }
@@ -178,10 +196,14 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
     }
     fc.after = field;
     fc.predicted_after_Bps = predicted;
+    const bool rate = fc.field == "pcie.staged_bidirectional";
     comments[fc.field] = fmt::format(
-        "calibrated {} from {} line {} ({} on {} ranks, {} B: busbw {:.4g} GB/s; was {:.4g}){}", date, log.where,
-        row.line, log.collective, log.ranks, row.size_bytes, t.busbw_Bps / 1e9, fc.before,
-        fc.capped ? "; capped at 1: the log is faster than the file's link rates" : "");
+        "calibrated {} from {} line {} ({} on {} ranks{}, {} B: busbw {:.4g} GB/s; was {:.4g}{}){}", date,
+        log.where, row.line, log.collective, log.ranks, rate ? " over SHM" : "", row.size_bytes, t.busbw_Bps / 1e9,
+        rate ? fc.before / 1e9 : fc.before, rate ? " GB/s" : "",
+        !fc.capped ? ""
+        : rate     ? "; capped at the link's raw rate: the log is faster than the file's links"
+                   : "; capped at 1: the log is faster than the file's link rates");
     out.fields.push_back(fc);
     fit_latency(out.spec, log, date, comments, out.fields);
   }

@@ -8,6 +8,9 @@
 // reproduces the log (within 1 %, or capped at 1 when the log is faster than the
 // file's datasheet rates allow):
 //   - ranks on more than one host: efficiency.nic (the network bounds the ring);
+//   - ranks NCCL connects through host memory (SHM: P2P off, or a PCIe path beyond NCCL's
+//     p2pLevel, sim::nccl_p2p_within_node): pcie.staged_bidirectional, the host-staged
+//     rate, bounded by the GPU link's raw rate;
 //   - NVLink or NVSwitch: efficiency.p2p;
 //   - PCIe only: efficiency.pcie.
 // Then the latency regime: the log's smallest size (up to 64 KiB, where NCCL runs its LL
@@ -35,9 +38,9 @@ struct NcclFieldCalibration {
   BytesPerSecond measured_busbw_Bps = 0;
   BytesPerSecond predicted_before_Bps = 0;  // the base file's twin
   BytesPerSecond predicted_after_Bps = 0;   // the calibrated file's twin
-  std::string field;                     // "efficiency.p2p" | ".pcie" | ".nic" | ".nccl_latency"
-  double before = 0, after = 0;
-  bool capped = false;                   // the log is faster than the file allows at efficiency 1
+  std::string field;                     // "efficiency.p2p" | ".pcie" | ".nic" | ".nccl_latency" | "pcie.staged_bidirectional"
+  double before = 0, after = 0;          // the field (the staged rate in bytes per second)
+  bool capped = false;                   // the log is faster than the file allows at efficiency 1 (or the link's raw rate)
 };
 
 struct NcclCalibrationResult {

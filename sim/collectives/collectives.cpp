@@ -55,8 +55,32 @@ int nodes_spanned(const Platform& p, const std::vector<int>& rank_gpus) {
   return static_cast<int>(nodes.size());
 }
 
+bool nccl_p2p_within_node(const HardwareSpec& hw, int a, int b) {
+  // The driver's peer access, as Platform::peer_to_peer gives it.
+  if (hw.nvswitch || (hw.nvlink && hw.nvlink->links_between(a, b) > 0)) return true;
+  if (!hw.pcie.peer_to_peer) return false;
+  auto switch_of = [&](int g) {
+    for (size_t s = 0; s < hw.pcie.switches.size(); ++s) {
+      const auto& gs = hw.pcie.switches[s].gpus;
+      if (std::find(gs.begin(), gs.end(), g) != gs.end()) return static_cast<int>(s);
+    }
+    return -1;
+  };
+  const int sa = switch_of(a), sb = switch_of(b);
+  auto socket = [&](int sw) { return sw < 0 ? 0 : hw.pcie.switches[static_cast<size_t>(sw)].socket; };
+  if (socket(sa) != socket(sb)) return false;
+  // NCCL's p2pLevel: a shared switch always; the root complex by CPU and release.
+  if (sa >= 0 && sa == sb) return true;
+  if (fault_active(Fault::nccl_p2p_through_any_cpu)) return true;  // planted: p2pLevel ignored
+  const std::string& cpu = hw.host.cpu;
+  const auto has = [&](const char* s) { return cpu.find(s) != std::string::npos; };
+  const bool arm = has("Grace") || has("Neoverse") || has("ARM") || has("POWER");
+  if (parse_nccl_tuner(hw.nccl_version) == NcclTuner::v2_18_5) return !arm && !has("Intel") && !has("Zhaoxin");
+  return !arm && has("AMD") && hw.gpus_per_node <= 2;
+}
+
 namespace {
-// Whether every pair of the ranks copies peer to peer (else NCCL's SHM transport).
+// Whether every pair of the ranks connects over NCCL's P2P transport (else SHM).
 // Nodes are identical, so the pairs of the first node with several ranks stand for all.
 bool all_p2p(const Platform& p, const std::vector<int>& rank_gpus) {
   std::map<int, std::vector<int>> by_node;
@@ -65,7 +89,7 @@ bool all_p2p(const Platform& p, const std::vector<int>& rank_gpus) {
     if (gpus.size() < 2) continue;
     for (size_t i = 0; i < gpus.size(); ++i)
       for (size_t j = i + 1; j < gpus.size(); ++j)
-        if (!p.peer_to_peer(gpus[i], gpus[j])) return false;
+        if (!nccl_p2p_within_node(p.hardware(), p.local_index(gpus[i]), p.local_index(gpus[j]))) return false;
     return true;
   }
   return true;
@@ -203,10 +227,12 @@ void shape_flows(CollectivePlan& plan, const HardwareSpec& hw, const NcclGraph& 
   // SHM (no P2P): in a ring every GPU writes its share to host memory and reads its
   // neighbour's at once, so each GPU link carries staged traffic both ways; the ring's
   // channels together put at most the machine's host-staged bidirectional rate on the
-  // wire (flag bytes included: the copies move them too).
-  if (!g.p2p && plan.algorithm == CollectiveAlgorithm::ring && !chain && hw.pcie.staged_bidirectional &&
+  // wire (flag bytes included: the copies move them too): the file's figure, else the
+  // published share of the link's rate (staged_bidirectional_rate). Rings over NVLink
+  // (DGX-1's cube mesh, where some pairs have no P2P but the rings never use them) are P2P.
+  if (!g.p2p && !g.intra_nvlink && plan.algorithm == CollectiveAlgorithm::ring && !chain &&
       !fault_active(Fault::nccl_shm_duplex_cap_omitted)) {
-    const double shm_cap = *hw.pcie.staged_bidirectional / g.ring_channels;
+    const double shm_cap = staged_bidirectional_rate(hw) / g.ring_channels;
     plan.flow_cap_bytes_per_s = plan.flow_cap_bytes_per_s > 0 ? std::min(plan.flow_cap_bytes_per_s, shm_cap) : shm_cap;
   }
 }

@@ -145,6 +145,15 @@ struct CollectivePlan {
   std::string reason;  // e.g. "tree/LL128: least NCCL tuner time (ring/LL 14.2 us, ...)" or "forced"
 };
 
+// Whether NCCL connects local GPUs a and b of one node with its P2P transport, else SHM
+// through host memory, as ncclTopoCheckP2p decides (src/graph/paths.cc). The driver must
+// allow peer access (NVLink, NVSwitch, or PCIe P2P within one socket, as
+// Platform::peer_to_peer), and a PCIe path must stay within NCCL's p2pLevel: a shared PCIe
+// switch (PATH_PIX/PXB) always does; a path through the CPU's root complex (PATH_PHB) does
+// in 2.18.5 on x86 CPUs other than Intel's (p2pLevel PATH_PXB on Intel, Zhaoxin and ARM,
+// else PATH_SYS), and in master only on AMD x86 systems of at most 2 GPUs.
+bool nccl_p2p_within_node(const HardwareSpec& hw, int local_a, int local_b);
+
 // Nodes spanned by the ranks (distinct node_of_gpu).
 int nodes_spanned(const Platform& p, const std::vector<int>& rank_gpus);
 // NCCL's graph for these ranks (nccl_model.hpp): nodes spanned, peer access.

@@ -37,6 +37,11 @@ BytesPerSecond pcie_lane_bandwidth(int generation) {
   }
 }
 
+BytesPerSecond staged_bidirectional_rate(const HardwareSpec& hw) {
+  if (hw.pcie.staged_bidirectional) return *hw.pcie.staged_bidirectional;
+  return kStagedBidirectionalLinkShare * pcie_lane_bandwidth(hw.pcie.generation) * hw.pcie.lanes;
+}
+
 FlopsPerSecond peak_flops(const GpuSpec& gpu, ComputeType t) {
   std::optional<FlopsPerSecond> v;
   switch (t) {

@@ -32,7 +32,8 @@
 //     latency: 1 us                    # per traversal of a GPU/NIC link
 //     peer_to_peer: true               # false: GPU<->GPU copies are staged through host memory
 //     staged_bidirectional: 3.05 GB/s  # optional: per-direction rate of host-staged GPU<->GPU copies
-//                                      #   running both ways at once (p2pBandwidthLatencyTest)
+//                                      #   running both ways at once (p2pBandwidthLatencyTest);
+//                                      #   unset: 0.41 of the GPU link's raw rate (kStagedBidirectionalLinkShare)
 //     switches:                        # optional; GPUs on no switch hang off socket 0's root complex
 //       - {socket: 0, gpus: [0, 1], nics: [0, 1], uplink_lanes: 16}
 //   nvlink:                            # optional: direct GPU-GPU links
@@ -155,8 +156,8 @@ struct PcieSpec {
   // Per direction, the rate of GPU-to-GPU copies staged through host memory while copies
   // run both ways at once, as NCCL's SHM rings run them (every GPU writes to and reads from
   // host memory). CUDA's p2pBandwidthLatencyTest prints it: "Bidirectional P2P=Disabled"
-  // counts both directions, so this is half its figure. Unset: staged copies are bound only
-  // by the links they cross.
+  // counts both directions, so this is half its figure. Unset: kStagedBidirectionalLinkShare
+  // of the GPU link's raw per-direction rate (see staged_bidirectional_rate).
   std::optional<BytesPerSecond> staged_bidirectional;
   std::vector<PcieSwitchSpec> switches;
 };
@@ -282,6 +283,19 @@ const std::vector<std::string>& known_nccl_versions();
 // Raw per-direction bandwidth of one PCIe lane of a generation (PCI-SIG: 2.5, 5, 8, 16,
 // 32, 64 GT/s; 8b/10b coding for gen 1-2, 128b/130b for 3-5, FLIT for 6).
 BytesPerSecond pcie_lane_bandwidth(int generation);
+
+// Host-staged GPU<->GPU copies running both ways at once, per direction, as a share of the
+// GPU link's raw per-direction rate, for machines whose file gives no figure of its own.
+// p2pBandwidthLatencyTest, "Bidirectional P2P=Disabled", on 3x RTX 4090 at PCIe Gen4 x16
+// (tinygrad/open-gpu-kernel-modules issue 6, 2024-04-23): 25.60-26.15 GB/s for both
+// directions, 12.9 GB/s each way of the link's 31.5 GB/s: 0.41. Other published figures
+// span 0.19 (2x RTX 2080 Ti behind a Gen3 switch, the autodl file) to 0.48 (2x RTX 5090 at
+// Gen5 x8: about 30 GB/s both ways); a machine's own measurement belongs in the field.
+inline constexpr double kStagedBidirectionalLinkShare = 0.41;
+// Per direction, the rate of host-staged copies running both ways at once: the file's
+// pcie.staged_bidirectional, else kStagedBidirectionalLinkShare of the GPU link's raw rate
+// (pcie_lane_bandwidth(generation) x lanes). NCCL's SHM rings run at most at this rate.
+BytesPerSecond staged_bidirectional_rate(const HardwareSpec& hw);
 // Dense peak of a compute type; throws std::invalid_argument naming the GPU when the
 // datasheet gives none (e.g. tf32 on V100).
 FlopsPerSecond peak_flops(const GpuSpec& gpu, ComputeType t);

@@ -14,7 +14,11 @@
 //    (nccl-shm-free); P2P off is never faster than P2P on.
 //  - SHM both ways: with P2P off, a ring's bus bandwidth never exceeds the host-staged
 //    bidirectional rate (pcie.staged_bidirectional), while a one-way broadcast and P2P
-//    rings ignore it (nccl-shm-duplex-free).
+//    rings ignore it (nccl-shm-duplex-free); without the field, 0.41 of the link's raw rate
+//    (a published p2pBandwidthLatencyTest figure) binds instead (nccl-shm-duplex-free).
+//  - P2P level: NCCL uses P2P over PCIe only within its p2pLevel (a shared switch; through
+//    the root complex only on non-Intel x86 in 2.18.5, on 2-GPU AMD systems in master),
+//    else SHM (nccl-p2p-through-any-cpu).
 //  - Runtime channels: NCCL launches twice its ring graph's channels, each with its share of
 //    the bus bandwidth (nccl-channels-not-duplicated).
 //  - Tree chunks: NCCL's tree pipelines LL128 in chunks halved for mid sizes (dgx-h100
@@ -240,10 +244,12 @@ TEST(NcclChannels, PlantedBugUnboundedChannelsIsCaught) {
 
 namespace {
 // Bus bandwidth of a 64 MiB all-reduce on both GPUs of the RTX 4090 desktop (PCIe Gen4
-// x8 per GPU, no PCIe switch, Intel CPU), with P2P on or off.
+// x8 per GPU, no PCIe switch, Intel CPU), with P2P on or off. Its host-staged rate is set
+// to the links' full raw rate (15.75 GB/s), so that only NCCL's PCI accounting binds.
 double desktop_busbw(bool p2p) {
   HardwareSpec hw = load_hardware("desktop-2gpu-pcie-nop2p", kHardwareLibrary);
   hw.pcie.peer_to_peer = p2p;
+  hw.pcie.staged_bidirectional = 15.75e9;
   validate_hardware(hw);
   const Bytes s = 64 * kMiB;
   return busbw_all_reduce(s, 2, run_one(hw, all_reduce_bytes(s)).time_s);
@@ -290,15 +296,17 @@ TEST(NcclTransports, ShmRingBoundByStagedBidirectionalRate) {
   EXPECT_GE(busbw, 0.9 * kStagedBothWays);
 }
 
-// Invariant: the bidirectional rate binds only staged traffic running both ways. With P2P
-// on, the field changes nothing; a broadcast over SHM (one way: GPU 0 writes, GPU 1
-// reads) runs faster than it, at the links' one-way rate.
+// Invariant: the bidirectional rate binds only staged traffic running both ways. Where
+// NCCL runs P2P (the 2-GPU AMD workstation, through its root complex), the field changes
+// nothing; a broadcast over SHM (one way: GPU 0 writes, GPU 1 reads) runs faster than
+// it, at the links' one-way rate.
 TEST(NcclTransports, StagedBidirectionalRateSparesP2pAndOneWayTraffic) {
   const Bytes s = 64 * kMiB;
-  HardwareSpec plain = load_hardware("desktop-2gpu-pcie-nop2p", kHardwareLibrary);
-  plain.pcie.peer_to_peer = true;
-  validate_hardware(plain);
-  const double with_field = run_one(desktop_staged(true), all_reduce_bytes(s)).time_s;
+  const HardwareSpec plain = load_hardware("desktop-2gpu-pcie-p2p", kHardwareLibrary);
+  HardwareSpec staged = plain;
+  staged.pcie.staged_bidirectional = kStagedBothWays;
+  validate_hardware(staged);
+  const double with_field = run_one(staged, all_reduce_bytes(s)).time_s;
   EXPECT_NEAR(with_field, run_one(plain, all_reduce_bytes(s)).time_s, 1e-9 * with_field);
   CollectiveCall b = all_reduce_bytes(s);
   b.op = CollectiveOp::broadcast;
@@ -312,6 +320,91 @@ TEST(NcclTransports, PlantedBugFreeDuplexIsCaught) {
   const Bytes s = 64 * kMiB;
   const double busbw = busbw_all_reduce(s, 2, run_one(desktop_staged(false), all_reduce_bytes(s)).time_s);
   EXPECT_GT(busbw, kStagedBothWays * 1.05);
+}
+
+namespace {
+// Bus bandwidth of a 256 MiB all-reduce on the RTX A6000 workstation (PCIe Gen4 x16 per
+// GPU, AMD CPU: no Intel overhead), as shipped (P2P on) or with P2P turned off as
+// `--override pcie.peer_to_peer=false` turns it off; its file gives no staged figure.
+double workstation_busbw(bool p2p) {
+  HardwareSpec hw = load_hardware("desktop-2gpu-pcie-p2p", kHardwareLibrary);
+  hw.pcie.peer_to_peer = p2p;
+  validate_hardware(hw);
+  const Bytes s = 256 * kMiB;
+  return busbw_all_reduce(s, 2, run_one(hw, all_reduce_bytes(s)).time_s);
+}
+// 0.41 (p2pBandwidthLatencyTest's "Bidirectional P2P=Disabled" on RTX 4090s at Gen4 x16:
+// 12.9 of 31.5 GB/s each way) x 16 lanes x 16 GT/s x 128/130 / 8 bits = 12.92 GB/s.
+constexpr double kWorkstationStagedBytesPerS = 0.41 * 16 * 16e9 * 128 / 130 / 8;
+}  // namespace
+
+// Invariant: a machine whose file gives no staged rate still stages SHM rings through host
+// memory at the published share of its link rate: turning P2P off on the A6000
+// workstation takes a 256 MiB all-reduce from the links' one-way rate (P2P through the
+// root complex, above 20 GB/s) to at most 12.92 GB/s, and at least 90 % of it (it is
+// bandwidth-bound). Before, P2P off changed nothing on this file (issue 14).
+TEST(NcclTransports, ShmWithoutAStagedFigureRunsAtThePublishedShareOfTheLink) {
+  const double off = workstation_busbw(false), on = workstation_busbw(true);
+  EXPECT_LE(off, kWorkstationStagedBytesPerS * (1 + 1e-6));
+  EXPECT_GE(off, 0.9 * kWorkstationStagedBytesPerS);
+  EXPECT_GT(on, 20e9);
+}
+
+TEST(NcclTransports, PlantedBugFreeDuplexWithoutAFigureIsCaught) {
+  ScopedFault f(Fault::nccl_shm_duplex_cap_omitted);
+  EXPECT_GT(workstation_busbw(false), 1.05 * kWorkstationStagedBytesPerS);
+}
+
+namespace {
+// A 2-socket PCIe Gen4 x16 server like the L40S file, its `gpus` GPUs all on socket 0: each
+// on a root port of its own or (`one_switch`) all behind one PCIe switch; with this CPU and
+// NCCL release.
+HardwareSpec pcie_server(int gpus, bool one_switch, const std::string& cpu, const std::string& nccl) {
+  HardwareSpec hw = load_hardware("l40s-4x-pcie4", kHardwareLibrary);
+  hw.gpus_per_node = gpus;
+  hw.pcie.switches.clear();
+  for (int g = 0; g < gpus; ++g) {
+    if (one_switch && g > 0) {
+      hw.pcie.switches[0].gpus.push_back(g);
+      continue;
+    }
+    PcieSwitchSpec sw;
+    sw.socket = 0;
+    sw.gpus = {g};
+    hw.pcie.switches.push_back(sw);
+  }
+  hw.host.cpu = cpu;
+  hw.nccl_version = nccl;
+  validate_hardware(hw);
+  return hw;
+}
+double server_busbw(const HardwareSpec& hw) {
+  const Bytes s = 256 * kMiB;
+  return busbw_all_reduce(s, hw.gpus_per_node, run_one(hw, all_reduce_bytes(s)).time_s);
+}
+// SHM at the published share of a Gen4 x16 link (as kWorkstationStagedBytesPerS), and the
+// least a P2P ring must beat it by to count as P2P here.
+constexpr double kShmCap = kWorkstationStagedBytesPerS;
+constexpr double kP2pAbove = 1.3 * kShmCap;
+}  // namespace
+
+// Invariant: NCCL connects GPUs with P2P only within its p2pLevel (paths.cc
+// ncclTopoCheckP2p), else with SHM, which runs at most at the staged rate. A shared PCIe
+// switch is always P2P. Through the CPU's root complex: in master P2P only on AMD systems
+// of at most 2 GPUs; in 2.18.5 on every x86 CPU but Intel's.
+TEST(NcclTransports, P2pOnlyWithinNcclsP2pLevel) {
+  const std::string intel = "2x Intel Xeon Gold 6448Y", amd = "2x AMD EPYC 9354";
+  EXPECT_LE(server_busbw(pcie_server(2, false, intel, "master")), kShmCap * (1 + 1e-6));
+  EXPECT_LE(server_busbw(pcie_server(2, false, intel, "2.18.5")), kShmCap * (1 + 1e-6));
+  EXPECT_GT(server_busbw(pcie_server(2, true, intel, "master")), kP2pAbove);
+  EXPECT_GT(server_busbw(pcie_server(2, false, amd, "master")), kP2pAbove);
+  EXPECT_LE(server_busbw(pcie_server(4, false, amd, "master")), kShmCap * (1 + 1e-6));
+  EXPECT_GT(server_busbw(pcie_server(4, false, amd, "2.18.5")), kP2pAbove);
+}
+
+TEST(NcclTransports, PlantedBugP2pThroughAnyCpuIsCaught) {
+  ScopedFault f(Fault::nccl_p2p_through_any_cpu);
+  EXPECT_GT(server_busbw(pcie_server(2, false, "2x Intel Xeon Gold 6448Y", "master")), kP2pAbove);
 }
 
 namespace {
