@@ -19,7 +19,7 @@ namespace {
 bool ranks_use_shm(const sim::HardwareSpec& hw, int ranks) {
   for (int a = 0; a < ranks; ++a)
     for (int b = a + 1; b < ranks; ++b)
-      if (!sim::nccl_p2p_within_node(hw, a, b)) return true;
+      if (!sim::nccl_p2p_within_node(hw, a, b, ranks)) return true;
   return false;
 }
 
@@ -34,7 +34,7 @@ double& bounding_field(sim::HardwareSpec& hw, const NcclTestsLog& log, std::stri
   if (ranks_use_shm(hw, log.ranks)) {
     name = "pcie.staged_bidirectional";
     most = sim::pcie_lane_bandwidth(hw.pcie.generation) * hw.pcie.lanes;
-    if (!hw.pcie.staged_bidirectional) hw.pcie.staged_bidirectional = sim::staged_bidirectional_rate(hw);
+    hw.pcie.staged_bidirectional = std::min(most, sim::staged_bidirectional_rate(hw));
     return *hw.pcie.staged_bidirectional;
   }
   if (hw.nvlink || hw.nvswitch) {
@@ -174,6 +174,7 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
     fc.size_bytes = row.size_bytes;
     fc.measured_busbw_Bps = t.busbw_Bps;
     double most = 1.0;
+    const bool staged_unset = !out.spec.pcie.staged_bidirectional;
     double& field = bounding_field(out.spec, log, fc.field, most);
     fc.before = field;
     fc.predicted_before_Bps = twin_busbw(out.spec, log.collective, log.ranks, row.size_bytes);
@@ -200,7 +201,8 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
     comments[fc.field] = fmt::format(
         "calibrated {} from {} line {} ({} on {} ranks{}, {} B: busbw {:.4g} GB/s; was {:.4g}{}){}", date,
         log.where, row.line, log.collective, log.ranks, rate ? " over SHM" : "", row.size_bytes, t.busbw_Bps / 1e9,
-        rate ? fc.before / 1e9 : fc.before, rate ? " GB/s" : "",
+        rate ? fc.before / 1e9 : fc.before,
+        !rate ? "" : staged_unset ? " GB/s: unset, 0.41 of the link's raw rate" : " GB/s",
         !fc.capped ? ""
         : rate     ? "; capped at the link's raw rate: the log is faster than the file's links"
                    : "; capped at 1: the log is faster than the file's link rates");

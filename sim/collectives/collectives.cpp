@@ -55,9 +55,16 @@ int nodes_spanned(const Platform& p, const std::vector<int>& rank_gpus) {
   return static_cast<int>(nodes.size());
 }
 
-bool nccl_p2p_within_node(const HardwareSpec& hw, int a, int b) {
-  // The driver's peer access, as Platform::peer_to_peer gives it.
-  if (hw.nvswitch || (hw.nvlink && hw.nvlink->links_between(a, b) > 0)) return true;
+bool nccl_p2p_within_node(const HardwareSpec& hw, int a, int b, int node_gpus) {
+  // NVLink: NVSwitch, a direct link, or two links through one GPU (NCCL's PATH_NVB, within
+  // every p2pLevel; DGX-1's GPUs 0 and 5).
+  if (hw.nvswitch) return true;
+  if (hw.nvlink) {
+    if (hw.nvlink->links_between(a, b) > 0) return true;
+    for (int k = 0; k < hw.gpus_per_node; ++k)
+      if (k != a && k != b && hw.nvlink->links_between(a, k) > 0 && hw.nvlink->links_between(k, b) > 0) return true;
+  }
+  // PCIe: the driver's peer access, as Platform::peer_to_peer gives it.
   if (!hw.pcie.peer_to_peer) return false;
   auto switch_of = [&](int g) {
     for (size_t s = 0; s < hw.pcie.switches.size(); ++s) {
@@ -74,9 +81,14 @@ bool nccl_p2p_within_node(const HardwareSpec& hw, int a, int b) {
   if (fault_active(Fault::nccl_p2p_through_any_cpu)) return true;  // planted: p2pLevel ignored
   const std::string& cpu = hw.host.cpu;
   const auto has = [&](const char* s) { return cpu.find(s) != std::string::npos; };
-  const bool arm = has("Grace") || has("Neoverse") || has("ARM") || has("POWER");
-  if (parse_nccl_tuner(hw.nccl_version) == NcclTuner::v2_18_5) return !arm && !has("Intel") && !has("Zhaoxin");
-  return !arm && has("AMD") && hw.gpus_per_node <= 2;
+  const bool arm = has("Grace") || has("Neoverse") || has("ARM");
+  const NcclTuner release =
+      fault_active(Fault::nccl_version_ignored) ? NcclTuner::master : parse_nccl_tuner(hw.nccl_version);
+  // 2.18.5: PATH_PXB on ARM, Intel and Zhaoxin; PATH_SYS on the rest (AMD, POWER).
+  if (release == NcclTuner::v2_18_5) return !arm && !has("Intel") && !has("Zhaoxin");
+  // master: PATH_PXB, but PATH_SYS on AMD x86 where the communicator has at most 2 GPUs on
+  // the node (topo.cc puts only the communicator's GPUs in its topology).
+  return !arm && !has("POWER") && has("AMD") && node_gpus <= 2;
 }
 
 namespace {
@@ -89,7 +101,9 @@ bool all_p2p(const Platform& p, const std::vector<int>& rank_gpus) {
     if (gpus.size() < 2) continue;
     for (size_t i = 0; i < gpus.size(); ++i)
       for (size_t j = i + 1; j < gpus.size(); ++j)
-        if (!nccl_p2p_within_node(p.hardware(), p.local_index(gpus[i]), p.local_index(gpus[j]))) return false;
+        if (!nccl_p2p_within_node(p.hardware(), p.local_index(gpus[i]), p.local_index(gpus[j]),
+                                  static_cast<int>(gpus.size())))
+          return false;
     return true;
   }
   return true;
@@ -228,11 +242,11 @@ void shape_flows(CollectivePlan& plan, const HardwareSpec& hw, const NcclGraph& 
   // neighbour's at once, so each GPU link carries staged traffic both ways; the ring's
   // channels together put at most the machine's host-staged bidirectional rate on the
   // wire (flag bytes included: the copies move them too): the file's figure, else the
-  // published share of the link's rate (staged_bidirectional_rate). Rings over NVLink
-  // (DGX-1's cube mesh, where some pairs have no P2P but the rings never use them) are P2P.
-  if (!g.p2p && !g.intra_nvlink && plan.algorithm == CollectiveAlgorithm::ring && !chain &&
+  // published share of the link's rate (staged_bidirectional_rate), shared by the
+  // schedule's rings (plan.channels).
+  if (!g.p2p && plan.algorithm == CollectiveAlgorithm::ring && !chain &&
       !fault_active(Fault::nccl_shm_duplex_cap_omitted)) {
-    const double shm_cap = staged_bidirectional_rate(hw) / g.ring_channels;
+    const double shm_cap = staged_bidirectional_rate(hw) / std::max(1, plan.channels);
     plan.flow_cap_bytes_per_s = plan.flow_cap_bytes_per_s > 0 ? std::min(plan.flow_cap_bytes_per_s, shm_cap) : shm_cap;
   }
 }

@@ -146,13 +146,15 @@ struct CollectivePlan {
 };
 
 // Whether NCCL connects local GPUs a and b of one node with its P2P transport, else SHM
-// through host memory, as ncclTopoCheckP2p decides (src/graph/paths.cc). The driver must
-// allow peer access (NVLink, NVSwitch, or PCIe P2P within one socket, as
-// Platform::peer_to_peer), and a PCIe path must stay within NCCL's p2pLevel: a shared PCIe
-// switch (PATH_PIX/PXB) always does; a path through the CPU's root complex (PATH_PHB) does
-// in 2.18.5 on x86 CPUs other than Intel's (p2pLevel PATH_PXB on Intel, Zhaoxin and ARM,
-// else PATH_SYS), and in master only on AMD x86 systems of at most 2 GPUs.
-bool nccl_p2p_within_node(const HardwareSpec& hw, int local_a, int local_b);
+// through host memory, as ncclTopoCheckP2p decides (src/graph/paths.cc). `node_gpus`: the
+// communicator's GPUs on that node. NVSwitch, a direct NVLink, or two NVLinks through one
+// GPU (PATH_NVB) are P2P. Over PCIe the driver must allow peer access (Platform::
+// peer_to_peer: within one socket), and the path must stay within NCCL's p2pLevel: a
+// shared PCIe switch (PATH_PIX/PXB) always does; a path through the CPU's root complex
+// (PATH_PHB) does in 2.18.5 on CPUs other than Intel's, Zhaoxin's and ARM's (their
+// p2pLevel is PATH_PXB, the others' PATH_SYS), and in master only on AMD x86 where the
+// communicator has at most 2 GPUs on the node.
+bool nccl_p2p_within_node(const HardwareSpec& hw, int local_a, int local_b, int node_gpus);
 
 // Nodes spanned by the ranks (distinct node_of_gpu).
 int nodes_spanned(const Platform& p, const std::vector<int>& rank_gpus);

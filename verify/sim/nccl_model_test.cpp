@@ -400,6 +400,29 @@ TEST(NcclTransports, P2pOnlyWithinNcclsP2pLevel) {
   EXPECT_GT(server_busbw(pcie_server(2, false, amd, "master")), kP2pAbove);
   EXPECT_LE(server_busbw(pcie_server(4, false, amd, "master")), kShmCap * (1 + 1e-6));
   EXPECT_GT(server_busbw(pcie_server(4, false, amd, "2.18.5")), kP2pAbove);
+  // master counts the communicator's GPUs on the node, not the machine's: 2 of the 4 AMD
+  // GPUs run P2P, all 4 SHM.
+  EXPECT_TRUE(nccl_p2p_within_node(pcie_server(4, false, amd, "master"), 0, 1, 2));
+  EXPECT_FALSE(nccl_p2p_within_node(pcie_server(4, false, amd, "master"), 0, 1, 4));
+  // 2.18.5 lowers the level only on Intel, Zhaoxin and ARM: a POWER host runs P2P
+  // through its root complex; master does not.
+  EXPECT_TRUE(nccl_p2p_within_node(pcie_server(2, false, "2x IBM POWER9", "2.18.5"), 0, 1, 2));
+  EXPECT_FALSE(nccl_p2p_within_node(pcie_server(2, false, "2x IBM POWER9", "master"), 0, 1, 2));
+  // NVLink: DGX-1's GPUs 0 and 5 have no link of their own and sit on different sockets,
+  // but two NVLinks through GPU 1 or 4 join them (PATH_NVB): P2P.
+  const HardwareSpec dgx1 = load_hardware("dgx1-v100", kHardwareLibrary);
+  ASSERT_EQ(dgx1.nvlink->links_between(0, 5), 0);
+  EXPECT_TRUE(nccl_p2p_within_node(dgx1, 0, 5, 8));
+  // NVLink bridges on pairs 0-1 and 2-3 of an Intel box: 0-2 crosses PCIe through the CPU.
+  HardwareSpec bridged = pcie_server(4, false, intel, "master");
+  bridged.nvlink = NvlinkSpec{};
+  bridged.nvlink->generation = 3;
+  bridged.nvlink->link_bandwidth = 14.0625e9;
+  bridged.nvlink->latency_s = 0.7e-6;
+  bridged.nvlink->pairs = {{0, 1, 4}, {2, 3, 4}};
+  validate_hardware(bridged);
+  EXPECT_TRUE(nccl_p2p_within_node(bridged, 0, 1, 4));
+  EXPECT_FALSE(nccl_p2p_within_node(bridged, 0, 2, 4));
 }
 
 TEST(NcclTransports, PlantedBugP2pThroughAnyCpuIsCaught) {
