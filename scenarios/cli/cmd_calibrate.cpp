@@ -60,7 +60,8 @@ Registration reg{"calibrate", [](CLI::App& parent) -> RunFn {
   auto flags = std::make_shared<CalibrateFlags>();
   CLI::App* app = parent.add_subcommand(
       "calibrate", "Calibrate a hardware file from measurements: nccl-tests logs (all_reduce_perf, "
-                   "all_gather_perf output) set the efficiency of the link that bounds each collective; a "
+                   "all_gather_perf output) set the efficiency of the link that bounds each collective (or the "
+                   "host-staged rate where NCCL runs SHM), and NCCL's latency scale; a "
                    "`dptwin bench --out` JSON file sets the efficiencies its microbenchmarks measure.");
   app->add_option("--from", flags->from, "nccl-tests output file(s), or one dptwin bench JSON file")
       ->required()

@@ -53,13 +53,20 @@ void from_logs(const sim::HardwareSpec& base, const std::vector<NcclTestsLog>& l
   const NcclCalibrationResult r = calibrate_from_nccl_logs(base, logs, date);
   out.spec = r.spec;
   out.yaml = r.yaml;
-  for (const auto& fc : r.fields)
-    out.changes.push_back(fmt::format("{} {:.4g} -> {:.4g}: {} busbw at {} B measured {:.4g} GB/s, twin {:.4g} -> "
+  for (const auto& fc : r.fields) {
+    // The host-staged rate is in bytes per second (shown in GB/s); the others are fractions.
+    const bool rate = fc.field == "pcie.staged_bidirectional";
+    const std::string before = rate ? fmt::format("{:.4g} GB/s", fc.before / 1e9) : fmt::format("{:.4g}", fc.before);
+    const std::string after = rate ? fmt::format("{:.4g} GB/s", fc.after / 1e9) : fmt::format("{:.4g}", fc.after);
+    out.changes.push_back(fmt::format("{} {} -> {}: {} busbw at {} B measured {:.4g} GB/s, twin {:.4g} -> "
                                       "{:.4g} GB/s{}",
-                                      fc.field, fc.before, fc.after, fc.collective, fc.size_bytes,
+                                      fc.field, before, after, fc.collective, fc.size_bytes,
                                       fc.measured_busbw_Bps / 1e9, fc.predicted_before_Bps / 1e9,
                                       fc.predicted_after_Bps / 1e9,
-                                      fc.capped ? " (capped at 1: faster than the file's link rates)" : ""));
+                                      !fc.capped ? ""
+                                      : rate     ? " (capped at the link's raw rate: faster than the file's links)"
+                                                 : " (capped at 1: faster than the file's link rates)"));
+  }
 }
 
 }  // namespace
