@@ -236,6 +236,26 @@ TEST(NcclCalibration, TheFourGpuShmLogSetsTheStagedRate) {
   EXPECT_NE(r.yaml.find("# calibrated 2026-12-02T15:00:00Z from"), std::string::npos) << r.yaml;
 }
 
+// The same log against the same box with an AMD CPU, all four GPUs on socket 0, under NCCL
+// 2.18.5: NCCL runs P2P through that root complex (p2pLevel PATH_SYS), so the PCIe
+// efficiency bounds the ring, and the log (slower than the datasheet's links) lowers it.
+TEST(NcclCalibration, AP2pPcieLogSetsThePcieEfficiency) {
+  sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kLibrary);
+  base.host.cpu = "2x AMD EPYC 9354";
+  for (auto& sw : base.pcie.switches) sw.socket = 0;
+  base.nccl_version = "2.18.5";
+  sim::validate_hardware(base);
+  const auto log = read_nccl_tests_log(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-05T22:00:00Z");
+  ASSERT_EQ(r.fields.size(), 2u);
+  const auto& f = r.fields[0];
+  EXPECT_EQ(f.field, "efficiency.pcie");
+  EXPECT_LT(f.after, f.before);
+  EXPECT_FALSE(r.spec.pcie.staged_bidirectional.has_value());
+  EXPECT_NEAR(r.spec.efficiency.pcie, f.after, 1e-12);
+  EXPECT_NEAR(twin_busbw(r.spec, "all_reduce", 4, 134217728) / 13.71e9, 1.0, 0.02);
+}
+
 TEST(NcclCalibration, NvswitchLogsSetTheP2pEfficiency) {
   const sim::HardwareSpec base = sim::load_hardware("dgx-h100", kLibrary);
   const auto log = read_nccl_tests_log(data_path("dgx-h100-8gpu-all_gather.log"));
