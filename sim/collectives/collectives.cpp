@@ -64,20 +64,11 @@ bool nccl_p2p_within_node(const HardwareSpec& hw, int a, int b, int node_gpus) {
     for (int k = 0; k < hw.gpus_per_node; ++k)
       if (k != a && k != b && hw.nvlink->links_between(a, k) > 0 && hw.nvlink->links_between(k, b) > 0) return true;
   }
-  // PCIe: the driver's peer access, as Platform::peer_to_peer gives it.
-  if (!hw.pcie.peer_to_peer) return false;
-  auto switch_of = [&](int g) {
-    for (size_t s = 0; s < hw.pcie.switches.size(); ++s) {
-      const auto& gs = hw.pcie.switches[s].gpus;
-      if (std::find(gs.begin(), gs.end(), g) != gs.end()) return static_cast<int>(s);
-    }
-    return -1;
-  };
-  const int sa = switch_of(a), sb = switch_of(b);
-  auto socket = [&](int sw) { return sw < 0 ? 0 : hw.pcie.switches[static_cast<size_t>(sw)].socket; };
-  if (socket(sa) != socket(sb)) return false;
-  // NCCL's p2pLevel: a shared switch always; the root complex by CPU and release.
-  if (sa >= 0 && sa == sb) return true;
+  // PCIe: the driver's peer access, then NCCL's p2pLevel: a shared switch always; the root
+  // complex by CPU and release.
+  if (!gpu_peer_access(hw, a, b)) return false;
+  const int sa = pcie_switch_of(hw, a);
+  if (sa >= 0 && sa == pcie_switch_of(hw, b)) return true;
   if (fault_active(Fault::nccl_p2p_through_any_cpu)) return true;  // planted: p2pLevel ignored
   const std::string& cpu = hw.host.cpu;
   const auto has = [&](const char* s) { return cpu.find(s) != std::string::npos; };

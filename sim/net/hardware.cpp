@@ -37,6 +37,24 @@ BytesPerSecond pcie_lane_bandwidth(int generation) {
   }
 }
 
+int pcie_switch_of(const HardwareSpec& hw, int local_gpu) {
+  for (size_t s = 0; s < hw.pcie.switches.size(); ++s) {
+    const auto& gs = hw.pcie.switches[s].gpus;
+    if (std::find(gs.begin(), gs.end(), local_gpu) != gs.end()) return static_cast<int>(s);
+  }
+  return -1;
+}
+
+bool gpu_peer_access(const HardwareSpec& hw, int a, int b) {
+  if (hw.nvlink && hw.nvlink->links_between(a, b) > 0) return true;
+  if (hw.nvswitch) return true;
+  auto socket = [&](int g) {
+    const int sw = pcie_switch_of(hw, g);
+    return sw < 0 ? 0 : hw.pcie.switches[static_cast<size_t>(sw)].socket;
+  };
+  return hw.pcie.peer_to_peer && socket(a) == socket(b);
+}
+
 BytesPerSecond staged_bidirectional_rate(const HardwareSpec& hw) {
   if (hw.pcie.staged_bidirectional) return *hw.pcie.staged_bidirectional;
   return kStagedBidirectionalLinkShare * pcie_lane_bandwidth(hw.pcie.generation) * hw.pcie.lanes;

@@ -284,6 +284,13 @@ const std::vector<std::string>& known_nccl_versions();
 // 32, 64 GT/s; 8b/10b coding for gen 1-2, 128b/130b for 3-5, FLIT for 6).
 BytesPerSecond pcie_lane_bandwidth(int generation);
 
+// The PCIe switch (index in pcie.switches) local GPU g sits below, or -1 (socket 0's root
+// complex).
+int pcie_switch_of(const HardwareSpec& hw, int local_gpu);
+// Whether the driver allows peer access between local GPUs a and b of one node: NVLink
+// between them, an NVSwitch, or PCIe P2P (pcie.peer_to_peer) within one socket.
+bool gpu_peer_access(const HardwareSpec& hw, int local_a, int local_b);
+
 // Host-staged GPU<->GPU copies running both ways at once, per direction, as a share of the
 // GPU link's raw per-direction rate, for machines whose file gives no figure of its own.
 // p2pBandwidthLatencyTest, "Bidirectional P2P=Disabled", on 3x RTX 4090 at PCIe Gen4 x16

@@ -703,11 +703,7 @@ Seconds Platform::link_latency(int id) const { return link_or_counterpart(id)->g
 
 bool Platform::peer_to_peer(int gpu_a, int gpu_b) const {
   if (node_of_gpu(gpu_a) != node_of_gpu(gpu_b)) return true;  // GPUDirect RDMA across nodes
-  const int a = local_index(gpu_a), b = local_index(gpu_b);
-  if (hw_.nvlink && hw_.nvlink->links_between(a, b) > 0) return true;
-  if (hw_.nvswitch) return true;
-  auto socket = [&](int g) { return gpu_switch_[g] < 0 ? 0 : hw_.pcie.switches[gpu_switch_[g]].socket; };
-  return hw_.pcie.peer_to_peer && socket(a) == socket(b);
+  return gpu_peer_access(hw_, local_index(gpu_a), local_index(gpu_b));
 }
 
 sg4::CommPtr Platform::transfer_async(sg4::Host* from, sg4::Host* to, Bytes n) {
