@@ -75,6 +75,9 @@ struct OpCost {
   // The matrix products among `flops` whose output tiles the twin spreads over the SMs
   // in waves (each 2mnk FLOPs); the rest of `flops` runs at the class's fraction.
   std::vector<GemmShape> gemms;
+  // A convolution on channels_last (NHWC) tensors (MemoryFormat): in a Tensor Core type
+  // cuDNN then needs no NCHW<->NHWC transposes, which the twin otherwise charges.
+  bool channels_last = false;
 };
 
 class Device;

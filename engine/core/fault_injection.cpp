@@ -86,6 +86,7 @@ const std::vector<Fault>& all_faults() {
       Fault::tree_one_tree_per_nic,
       Fault::ring_nvlink_paths_unbalanced,
       Fault::nccl_p2p_through_any_cpu,
+      Fault::channels_last_transposes_charged,
   };
   return faults;
 }
@@ -159,6 +160,7 @@ const char* fault_name(Fault f) {
     case Fault::tree_one_tree_per_nic: return "tree-one-tree-per-nic";
     case Fault::ring_nvlink_paths_unbalanced: return "ring-nvlink-paths-unbalanced";
     case Fault::nccl_p2p_through_any_cpu: return "nccl-p2p-through-any-cpu";
+    case Fault::channels_last_transposes_charged: return "channels-last-transposes-charged";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -79,6 +79,7 @@ enum class Fault : unsigned {
   tree_one_tree_per_nic,            // "tree-one-tree-per-nic": tree channel c leaves each node through head c, so each NIC carries one tree of the two (a node interior in it loads its NIC 3x, the others 1x)
   ring_nvlink_paths_unbalanced,     // "ring-nvlink-paths-unbalanced": a rail-aligned ring on direct NVLink runs its node's ranks in cycle order, ignoring which NVLink pairs it crosses and which links earlier channels took
   nccl_p2p_through_any_cpu,         // "nccl-p2p-through-any-cpu": NCCL runs P2P wherever the driver allows it, ignoring its p2pLevel (SHM through Intel root complexes, and in master through any CPU but a 2-GPU AMD system's)
+  channels_last_transposes_charged,  // "channels-last-transposes-charged": Tensor Core convs on channels_last tensors still pay NCHW<->NHWC transposes
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

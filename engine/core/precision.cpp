@@ -94,4 +94,15 @@ std::string precision_description(Precision p) {
   return "?";
 }
 
+std::string_view memory_format_name(MemoryFormat f) {
+  return f == MemoryFormat::channels_last ? "channels_last" : "contiguous";
+}
+
+MemoryFormat memory_format_from_name(std::string_view name) {
+  for (MemoryFormat f : {MemoryFormat::contiguous, MemoryFormat::channels_last})
+    if (name == memory_format_name(f)) return f;
+  throw std::invalid_argument("unknown memory format '" + std::string(name) +
+                              "' (expected contiguous or channels_last, as torch.memory_format names them)");
+}
+
 }  // namespace dpt

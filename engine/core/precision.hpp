@@ -63,4 +63,18 @@ bool precision_uses_grad_scaler(Precision p);
 // One line for reports: the precision and what it means for the ops.
 std::string precision_description(Precision p);
 
+// The memory format of a model's 4-D activations and weights, as PyTorch names it:
+// contiguous (NCHW, every model's default) or channels_last (NHWC, after
+// model.to(memory_format=torch.channels_last) and the same on the inputs). cuDNN's
+// Tensor Core convolutions (TF32, BF16, F16) run NHWC; on NCHW tensors each such
+// convolution transposes what it reads and writes (NVIDIA's Convolutional Layers User's
+// Guide, "Tensor Layouts In Memory"); on channels_last ones it does not. It changes no
+// FLOP and no other op's traffic in the twin.
+enum class MemoryFormat { contiguous, channels_last };
+
+// "contiguous", "channels_last".
+std::string_view memory_format_name(MemoryFormat f);
+// Parses the names above; throws std::invalid_argument naming the value and the choices.
+MemoryFormat memory_format_from_name(std::string_view name);
+
 }  // namespace dpt

@@ -71,10 +71,10 @@ std::pair<const char*, const char*> cost_layer_kernel_names(const LayerDescripti
 }
 
 CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype,
-                     std::optional<Precision> precision)
+                     std::optional<Precision> precision, MemoryFormat memory_format)
     : desc_(std::move(desc)), input_features_(input_features), device_(&device), dtype_(dtype),
       precision_(precision ? *precision : precision_of_dtype(dtype == DType::f64 ? DType::f64 : DType::f32)),
-      op_class_(layer_op_class(desc_)) {
+      memory_format_(memory_format), op_class_(layer_op_class(desc_)) {
   if (!dtype_is_floating(dtype) && !dtype_is_half(dtype))
     throw std::invalid_argument(fmt::format("cost-only layer {}: dtype {} is not a floating type", desc_.name,
                                             dtype_name(dtype)));
@@ -163,6 +163,7 @@ Tensor CostLayer::forward(const Tensor& x) {
     cost.bytes_written = io / 2;
   }
   for (const auto& g : desc_.gemms) cost.gemms.push_back(GemmShape{g.rows_per_sample * batch, g.n, g.k});
+  cost.channels_last = op_class_ == OpClass::conv && memory_format_ == MemoryFormat::channels_last;
   if (desc_.measured_forward_s_per_sample)
     cost.measured_s = *desc_.measured_forward_s_per_sample * static_cast<double>(batch);
   const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "forward");
@@ -200,6 +201,7 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
   // few output tiles and a long inner dimension cuBLAS splits k across the SMs (split-K),
   // so they are not wave-quantized like the row-major products.
   for (const auto& g : desc_.gemms) cost.gemms.push_back(GemmShape{g.rows_per_sample * batch, g.k, g.n});
+  cost.channels_last = op_class_ == OpClass::conv && memory_format_ == MemoryFormat::channels_last;
   if (desc_.measured_backward_s_per_sample)
     cost.measured_s = *desc_.measured_backward_s_per_sample * static_cast<double>(batch);
   const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "backward");
@@ -211,7 +213,7 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
 }
 
 std::unique_ptr<Layer> CostLayer::replicate_on(Device& device) const {
-  return std::make_unique<CostLayer>(desc_, input_features_, device, dtype_, precision_);
+  return std::make_unique<CostLayer>(desc_, input_features_, device, dtype_, precision_, memory_format_);
 }
 
 void CostLayer::clear_saved() {

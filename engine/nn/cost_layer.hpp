@@ -13,7 +13,8 @@
 //
 // Under a training precision the layer's kernels carry its op class (matmul, conv
 // or other, from layer_op_class) so the device charges them at that compute type's
-// peak, and its saved activations take precision_activation_dtype's bytes.
+// peak, and its saved activations take precision_activation_dtype's bytes. A
+// convolution layer of a channels_last model marks its conv kernels so (OpCost::channels_last).
 //
 // In the twin's shape-only mode the tensors carry shapes and no data; on a device
 // that computes, the data is allocated and zeroed, so a cost-only model also runs
@@ -39,8 +40,11 @@ class CostLayer final : public Layer {
   // `input_features` is the flattened per-sample size of the layer's input (the
   // previous layer's output_features, or the model's input_features).
   // `precision` defaults to the dtype's (f32 or f64); the parameters' dtype is `dtype`.
+  // `memory_format`: the model's (model.to(memory_format=...)); channels_last marks its
+  // convolutions' kernels (OpCost::channels_last), which then pay no layout transposes.
   CostLayer(LayerDescription desc, std::int64_t input_features, Device& device, DType dtype,
-            std::optional<Precision> precision = std::nullopt);
+            std::optional<Precision> precision = std::nullopt,
+            MemoryFormat memory_format = MemoryFormat::contiguous);
 
   std::string type_name() const override { return desc_.type; }
   std::vector<Parameter*> parameters() override;
@@ -66,6 +70,7 @@ class CostLayer final : public Layer {
   Device* device_;
   DType dtype_;
   Precision precision_;
+  MemoryFormat memory_format_;
   OpClass op_class_;
   std::vector<Parameter> params_;  // trainable: value and gradient
   std::vector<Tensor> frozen_;     // requires_grad false: value only, not in parameters()

@@ -10,12 +10,13 @@ namespace dpt {
 
 namespace {
 
-Sequential build(const ModelDescription& m, Device& device, DType dtype, std::optional<Precision> precision) {
+Sequential build(const ModelDescription& m, Device& device, DType dtype, std::optional<Precision> precision,
+                 MemoryFormat memory_format = MemoryFormat::contiguous) {
   validate_model_description(m);
   Sequential model;
   std::int64_t features = m.input_features;
   for (const auto& l : m.layers) {
-    model.append(std::make_unique<CostLayer>(l, features, device, dtype, precision));
+    model.append(std::make_unique<CostLayer>(l, features, device, dtype, precision, memory_format));
     features = l.output_features;
   }
   return model;
@@ -39,8 +40,9 @@ Sequential make_cost_only_model(const ModelDescription& m, Device& device, DType
   return build(m, device, dtype, std::nullopt);
 }
 
-Sequential make_cost_only_model(const ModelDescription& m, Device& device, Precision precision) {
-  return build(m, device, precision_parameter_dtype(precision), precision);
+Sequential make_cost_only_model(const ModelDescription& m, Device& device, Precision precision,
+                                MemoryFormat memory_format) {
+  return build(m, device, precision_parameter_dtype(precision), precision, memory_format);
 }
 
 OpClass layer_op_class(const LayerDescription& l) {

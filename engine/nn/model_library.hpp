@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/core/dtype.hpp"
+#include "engine/core/precision.hpp"
 #include "engine/nn/model.hpp"
 #include "engine/core/tensor.hpp"
 
@@ -115,9 +116,11 @@ std::string apply_measured_costs(ModelDescription& m, const std::string& gpu_mod
 // Builds the cost-only model on `device`: one CostLayer per description entry,
 // parameters and gradients really allocated (zeroed where the device computes).
 // With a precision, parameters take precision_parameter_dtype and activations and
-// compute types follow it (see CostLayer).
+// compute types follow it (see CostLayer); `memory_format` is the model's
+// (channels_last: its convolutions pay no NCHW<->NHWC transposes in Tensor Core types).
 Sequential make_cost_only_model(const ModelDescription& m, Device& device, DType dtype);
-Sequential make_cost_only_model(const ModelDescription& m, Device& device, Precision precision);
+Sequential make_cost_only_model(const ModelDescription& m, Device& device, Precision precision,
+                                MemoryFormat memory_format = MemoryFormat::contiguous);
 
 // The op class of a layer, from its type's "+"-separated parts: conv when a part
 // is a convolution (Conv2d, Bottleneck); else matmul when a part holds GEMMs

@@ -32,7 +32,8 @@ inline int default_jobs() {
 inline bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 struct PointFlags {
-  std::optional<std::string> hardware, model, strategy, dtype, precision, optimizer, comm_hook, checkpoint;
+  std::optional<std::string> hardware, model, strategy, dtype, precision, memory_format, optimizer, comm_hook,
+      checkpoint;
   std::optional<int> devices, nodes, gpus, accumulate;
   std::optional<long long> batch, batch_per_device, global_batch;
   std::optional<double> bucket_cap_mb;
@@ -52,6 +53,9 @@ inline void add_point_flags(CLI::App* app, PointFlags& f) {
   app->add_option("--dtype", f.dtype, "f32 | f64")->group(g);
   app->add_option("--precision", f.precision,
                   "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 | f64")
+      ->group(g);
+  app->add_option("--memory-format", f.memory_format,
+                  "contiguous (PyTorch's default, NCHW) | channels_last (model.to(memory_format=torch.channels_last))")
       ->group(g);
   app->add_option("--accumulate", f.accumulate, "DDP gradient accumulation: K micro-batches per step (no_sync for K-1)")
       ->group(g);
@@ -126,6 +130,7 @@ inline void apply_point_flags(scenario::Scenario& s, const PointFlags& f) {
   }
   if (f.dtype) set_flag(s, "dtype", *f.dtype, "--dtype");
   if (f.precision) set_flag(s, "precision", *f.precision, "--precision");
+  if (f.memory_format) set_flag(s, "memory_format", *f.memory_format, "--memory-format");
   if (f.accumulate) set_flag(s, "accumulate", I{*f.accumulate}, "--accumulate");
   if (f.global_batch) set_flag(s, "global_batch", I{*f.global_batch}, "--global-batch");
   if (f.comm_hook) set_flag(s, "comm_hook", *f.comm_hook, "--comm-hook");

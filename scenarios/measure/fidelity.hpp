@@ -23,7 +23,7 @@
 //       hardware_file: dgx-a100
 //       training: {model: resnet50, strategy: ddp, gpus: 8, nodes: 1, batch_per_device: 256,
 //                  measured_precision: tf32, precision: tf32, optimizer: sgd_momentum}
-//       measured: {samples_per_s: 7248}
+//       measured: {samples_per_s: 7248}       # training also takes memory_format: channels_last
 //
 // Collectives are predicted as `dptwin bench --backend sim` runs them (the same plan,
 // CollectiveGroup and timing of warm-up then timed iterations); training steps as
@@ -73,6 +73,9 @@ struct TrainingConfig {
   // DataParallel's loss: "gathered" (on the output device, after gather) or "per_replica"
   // (the module computes it, as a Hugging Face model given labels; the Trainer averages).
   std::string dp_loss = "gathered";
+  // The model's memory format as the source ran it (contiguous, or channels_last where
+  // its recipe converts the model, e.g. DeepLearningExamples' memory_format nhwc).
+  std::string memory_format = "contiguous";
 };
 
 struct Entry {

@@ -126,7 +126,7 @@ CollectiveConfig parse_collective(const Reader& r, const YAML::Node& n, const st
 TrainingConfig parse_training(const Reader& r, const YAML::Node& n, const std::string& key) {
   r.require_map(n, key);
   r.check_keys(n, key, {"model", "strategy", "gpus", "nodes", "batch_per_device", "measured_precision", "precision",
-                        "twin_dtype",
+                        "twin_dtype", "memory_format",
                         "optimizer", "accumulation_steps", "dp_loss"});
   TrainingConfig t;
   t.model = r.text(r.required(n, "model", key), key + ".model");
@@ -151,6 +151,14 @@ TrainingConfig parse_training(const Reader& r, const YAML::Node& n, const std::s
     t.precision = r.text(n["twin_dtype"], key + ".twin_dtype");
     if (t.precision != "f32" && t.precision != "f64")
       r.fail(n["twin_dtype"], key + ".twin_dtype", fmt::format("'{}' is not f32 or f64 (use precision:)", t.precision));
+  }
+  if (n["memory_format"]) {
+    t.memory_format = r.text(n["memory_format"], key + ".memory_format");
+    try {
+      (void)memory_format_from_name(t.memory_format);
+    } catch (const std::invalid_argument& e) {
+      r.fail(n["memory_format"], key + ".memory_format", e.what());
+    }
   }
   if (n["optimizer"]) t.optimizer = r.text(n["optimizer"], key + ".optimizer");
   if (n["accumulation_steps"])

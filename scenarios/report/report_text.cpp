@@ -59,6 +59,9 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
     }
     out += fmt::format("  precision: {}\n", what);
   }
+  if (r.memory_format)
+    out += fmt::format("  memory format: {} (Tensor Core convolutions run NHWC without transposes)\n",
+                       *r.memory_format);
   if (r.accumulate)
     out += fmt::format("  gradient accumulation: {} micro-batches of {} per GPU per step (no_sync for {})\n",
                        *r.accumulate, r.batch_per_device, *r.accumulate - 1);

@@ -19,6 +19,7 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
   else c.batch_per_device = p.batch_per_device;
   c.dtype = p.dtype;
   c.precision = p.precision;
+  c.memory_format = p.memory_format;
   c.accumulate = p.accumulate;
   c.comm_hook = p.comm_hook;
   c.checkpoint_layers = static_cast<size_t>(p.config.checkpoint_layers);
@@ -51,8 +52,11 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
   // A profiled model's times were fitted to this GPU by resolve_point (measured_costs_note).
   const ModelDescription& model = p.model;
   const Precision precision = p.precision;
+  const MemoryFormat memory_format = p.memory_format;
   StepReport r = predict_step(
-      p.hardware, [model, precision](Device& d) { return make_cost_only_model(model, d, precision); }, c);
+      p.hardware,
+      [model, precision, memory_format](Device& d) { return make_cost_only_model(model, d, precision, memory_format); },
+      c);
   r.hardware = p.hardware_name;
   if (!p.measured_costs_note.empty()) r.warnings.push_back(p.measured_costs_note);
   return r;

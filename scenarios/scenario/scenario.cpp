@@ -173,7 +173,7 @@ Target target_in_samples(Target t, double tokens_per_sample) {
 const std::vector<std::string>& sweepable_fields() {
   static const std::vector<std::string> fields = {"hardware", "model",   "strategy",      "devices",
                                                   "nodes",    "gpus",    "batch",         "batch_per_device",
-                                                  "dtype",    "precision", "accumulate", "global_batch", "comm_hook",
+                                                  "dtype",    "precision", "memory_format", "accumulate", "global_batch", "comm_hook",
                                                   "checkpoint",
                                                   "bucket_cap_mb", "optimizer"};
   return fields;
@@ -196,7 +196,7 @@ void set_point_field(PointConfig& c, const std::string& field, const YAML::Node&
   else if (field == "bucket_cap_mb")
     set_point_value(c, field, as_double(v, where), where);
   else if (field == "hardware" || field == "model" || field == "strategy" || field == "dtype" || field == "precision" ||
-           field == "optimizer" || field == "comm_hook" || field == "checkpoint")
+           field == "memory_format" || field == "optimizer" || field == "comm_hook" || field == "checkpoint")
     set_point_value(c, field, as_string(v, where), where);
   else fail_at(where, fmt::format("unknown field (allowed: {}, overrides.<hardware field>)", join(sweepable_fields())));
 }
@@ -235,6 +235,12 @@ void set_point_value(PointConfig& c, const std::string& field, const PointValue&
   } else if (field == "precision") {
     try {
       c.precision = precision_from_name(text());
+    } catch (const std::invalid_argument& e) {
+      fail_at(where, e.what());
+    }
+  } else if (field == "memory_format") {
+    try {
+      c.memory_format = memory_format_from_name(text());
     } catch (const std::invalid_argument& e) {
       fail_at(where, e.what());
     }

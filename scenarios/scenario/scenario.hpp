@@ -16,6 +16,7 @@
 //   batch_per_device: 32              # or batch: 256 (the global batch of one step); not both
 //   dtype: f32                        # f32 | f64
 //   precision: bf16-amp               # f32 (PyTorch defaults) | tf32 | bf16-amp | f16-amp | bf16 | f64
+//   memory_format: channels_last      # contiguous (PyTorch's default, NCHW) | channels_last (NHWC)
 //   accumulate: 4                     # DDP gradient accumulation: micro-batches per step (default 1)
 //   global_batch: 2048                # or: K = global_batch / (batch_per_device x GPUs), whole
 //   checkpoint: every                 # activation checkpointing: none | every (each layer) | N (layers per segment)
@@ -108,6 +109,8 @@ struct PointConfig {
   std::optional<std::int64_t> batch_per_device;
   DType dtype = DType::f32;
   std::optional<Precision> precision;  // none: the dtype's (f32: PyTorch defaults)
+  // model.to(memory_format=...): channels_last spares Tensor Core convolutions their transposes.
+  MemoryFormat memory_format = MemoryFormat::contiguous;
   int accumulate = 1;  // DDP: micro-batches per optimizer step; the batch fields describe one
   // A fixed global batch reached through accumulation: K = global_batch / (batch_per_device
   // x GPUs) at each point (a sweep skips a point where that is not whole).
@@ -180,6 +183,7 @@ struct ResolvedPoint {
   std::int64_t batch_per_device = 0;  // the largest per-device batch
   DType dtype = DType::f32;  // of parameters, gradients and optimizer state (precision_parameter_dtype)
   Precision precision = Precision::f32;
+  MemoryFormat memory_format = MemoryFormat::contiguous;
   int accumulate = 1;
   CommHookSpec comm_hook;
   double bucket_cap_mb = 25.0;

@@ -343,6 +343,7 @@ StepReport report_of_config(const sim::HardwareSpec& hw, const PredictConfig& c,
   r.nodes = c.nodes;
   r.dtype = std::string(dtype_name(c.dtype));
   if (c.precision) r.precision = std::string(precision_name(*c.precision));
+  if (c.memory_format != MemoryFormat::contiguous) r.memory_format = std::string(memory_format_name(c.memory_format));
   r.batch_global = batch_global * c.accumulate;
   if (c.accumulate > 1) r.accumulate = c.accumulate;
   r.batch_per_device = batch_per_device;

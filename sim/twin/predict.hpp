@@ -32,6 +32,8 @@ struct PredictConfig {
   // the SimDevices charge each op class at its compute type and `dtype` should be
   // precision_parameter_dtype(precision) (make_cost_only_model's parameters).
   std::optional<Precision> precision;
+  // The model's memory format, for the report (the model builder applies it to the layers).
+  MemoryFormat memory_format = MemoryFormat::contiguous;
   // DDP gradient accumulation: K micro-batches per optimizer step, the first K-1
   // under no_sync (ddp_accumulated_step). The batch fields describe one micro-batch;
   // the report's batch_global and throughput count every sample of the step.

@@ -106,7 +106,8 @@ namespace {
 // only when the op has flops (it throws when the GPU lacks it).
 // `type` is the compute type the op's FLOPs run in. A convolution in a Tensor Core type
 // also pays cuDNN's NCHW<->NHWC transposes of what it reads and writes (each byte read and
-// written once more, before or after it, at the elementwise fraction of the bandwidth).
+// written once more, before or after it, at the elementwise fraction of the bandwidth),
+// unless its tensors are channels_last (OpCost::channels_last).
 template <typename Peak>
 Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, ComputeType type, Peak&& peak) {
   if (cost.kind == OpKind::host) return 0;  // host-side work: charged as dispatch, not on the device
@@ -129,8 +130,10 @@ Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, ComputeType 
     t_bytes = static_cast<double>(bytes) / (rates.memory_bandwidth * memory_fraction);
   }
   Seconds t_transpose = 0;
-  // Planted fault: Tensor Core convolutions on NCHW tensors charged no layout transposes.
-  if (c == SimOpClass::conv && bytes > 0 && sim_conv_transposes_layout(type) &&
+  // Planted faults: Tensor Core convolutions on NCHW tensors charged no layout transposes;
+  // on channels_last (NHWC) tensors, which need none, charged them all the same.
+  const bool nchw = !cost.channels_last || fault_active(Fault::channels_last_transposes_charged);
+  if (c == SimOpClass::conv && bytes > 0 && nchw && sim_conv_transposes_layout(type) &&
       !fault_active(Fault::conv_nchw_transposes_free))
     t_transpose = 2.0 * static_cast<double>(bytes) /
                   (rates.memory_bandwidth * sim_op_efficiency(rates, SimOpClass::elementwise, type));

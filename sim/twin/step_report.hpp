@@ -70,6 +70,9 @@ struct StepReport {
   // The training precision (engine/core/precision.hpp: "f32", "tf32", "bf16-amp", ...)
   // of a prediction. Null for measured reports. Optional in the JSON (absent = null).
   std::optional<std::string> precision;
+  // The model's memory format when it is not PyTorch's default ("channels_last"). Null:
+  // contiguous (NCHW), or a measured report. Optional in the JSON (absent = null).
+  std::optional<std::string> memory_format;
   // DDP gradient accumulation: micro-batches per step (batch_global counts them all).
   // Null: none. Optional in the JSON (absent = null).
   std::optional<int> accumulate;

@@ -1,5 +1,5 @@
 // The twin's compute model per compute type: op-class fractions stated per compute type,
-// and the layout transposes of Tensor Core convolutions on NCHW tensors. Properties, each
+// and the layout transposes of Tensor Core convolutions on NCHW (not channels_last) tensors. Properties, each
 // shown to fail on a planted bug (a named Fault).
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -108,6 +108,39 @@ TEST(OpComputeType, TensorCoreConvsPayTheLayoutTransposes) { expect_property_hol
 TEST(OpComputeType, PlantedBugFreeTransposesIsCaught) {
   ScopedFault f(Fault::conv_nchw_transposes_free);
   EXPECT_TRUE(property_fails(transpose_property(), 300));
+}
+
+// Invariant: on channels_last tensors (model.to(memory_format=torch.channels_last)) a
+// Tensor Core convolution is its roofline alone: cuDNN reads and writes NHWC, so no
+// transpose is charged; the same op on NCHW tensors costs exactly the transposes more, and in
+// f32 the layout changes nothing.
+auto channels_last_property() {
+  return [] {
+    const TypedRates t = *gen_typed_rates();
+    const SimGpuRates& r = t.rates;
+    const double flops = *rc::gen::inRange(0, 1000000) * 1e6;
+    const Bytes read = *rc::gen::inRange<Bytes>(1, 1000000) * 4096, written = *rc::gen::inRange<Bytes>(0, 1000000) * 4096;
+    OpCost nhwc = conv_op(flops, read, written);
+    nhwc.channels_last = true;
+    const OpCost nchw = conv_op(flops, read, written);
+    const double bytes = static_cast<double>(read + written);
+    const double bandwidth = r.memory_bandwidth * r.memory_efficiency;
+    const Seconds roof_tf32 =
+        std::max(flops / (r.compute_peak_flops.at(ComputeType::tf32) * t.conv_tf32), bytes / bandwidth) +
+        r.launch_latency_s;
+    const Seconds tf32 = sim_kernel_time_s(nhwc, r, Precision::tf32);
+    RC_ASSERT(std::abs(tf32 - roof_tf32) <= 1e-9 * tf32);
+    RC_ASSERT(std::abs(sim_kernel_time_s(nchw, r, Precision::tf32) - (tf32 + 2 * bytes / bandwidth)) <= 1e-9 * tf32);
+    const Seconds f32 = sim_kernel_time_s(nhwc, r, DType::f32);
+    RC_ASSERT(std::abs(f32 - sim_kernel_time_s(nchw, r, DType::f32)) <= 1e-12 * f32);
+  };
+}
+
+TEST(OpComputeType, ChannelsLastConvsPayNoTransposes) { expect_property_holds(channels_last_property(), 300); }
+
+TEST(OpComputeType, PlantedBugTransposesOnChannelsLastIsCaught) {
+  ScopedFault f(Fault::channels_last_transposes_charged);
+  EXPECT_TRUE(property_fails(channels_last_property(), 300));
 }
 
 const char* kGpuFile = R"(nodes: 1
