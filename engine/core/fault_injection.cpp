@@ -87,6 +87,7 @@ const std::vector<Fault>& all_faults() {
       Fault::ring_nvlink_paths_unbalanced,
       Fault::nccl_p2p_through_any_cpu,
       Fault::channels_last_transposes_charged,
+      Fault::autocast_f32_traffic_low,
   };
   return faults;
 }
@@ -161,6 +162,7 @@ const char* fault_name(Fault f) {
     case Fault::ring_nvlink_paths_unbalanced: return "ring-nvlink-paths-unbalanced";
     case Fault::nccl_p2p_through_any_cpu: return "nccl-p2p-through-any-cpu";
     case Fault::channels_last_transposes_charged: return "channels-last-transposes-charged";
+    case Fault::autocast_f32_traffic_low: return "autocast-f32-traffic-low";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -44,19 +44,25 @@ bool has_memory_bound_parts(const LayerDescription& d, OpClass c) {
 }
 
 // Charges a layer's memory-bound parts as their own kernel. With the model library's
-// per-kernel count it moves exactly those elements (x `element_bytes`, read and written
-// split evenly); without one, `passes` x the saved activation bytes: forward each part
-// reads its input and writes its output (2 passes), backward reads the saved input and the
-// output gradient and writes the input gradient (3 passes).
+// per-kernel count it moves exactly those elements (read and written split evenly): its
+// autocast-f32 share (memory_bound_*_f32_elements_per_sample) x `f32_element_bytes`, the
+// rest x `element_bytes`; without one, `passes` x the saved activation bytes: forward each
+// part reads its input and writes its output (2 passes), backward reads the saved input and
+// the output gradient and writes the input gradient (3 passes).
 void charge_memory_bound_parts(Device& device, const LayerDescription& d, bool forward, Bytes saved_bytes,
-                               std::int64_t batch, Bytes element_bytes) {
+                               std::int64_t batch, Bytes element_bytes, Bytes f32_element_bytes) {
   const bool norm = type_has(d.type, "Norm") || type_has(d.type, "Bottleneck") || type_has(d.type, "Block") ||
                     type_has(d.type, "Layer");
   const char* name = norm ? (forward ? "norm_fwd" : "norm_bwd") : (forward ? "elementwise_fwd" : "elementwise_bwd");
   const auto& counted = forward ? d.memory_bound_forward_elements_per_sample : d.memory_bound_backward_elements_per_sample;
   // Planted fault: the counted traffic ignored for the saved-activation estimate.
   if (counted && !fault_active(Fault::memory_bound_traffic_ignored)) {
-    const Bytes moved = *counted * batch * element_bytes;
+    const auto& f32_part =
+        forward ? d.memory_bound_forward_f32_elements_per_sample : d.memory_bound_backward_f32_elements_per_sample;
+    const Elements f32 = f32_part.value_or(0);
+    // Planted fault: the autocast-f32 share moved at the low type's size.
+    const Bytes f32_bytes = fault_active(Fault::autocast_f32_traffic_low) ? element_bytes : f32_element_bytes;
+    const Bytes moved = ((*counted - f32) * element_bytes + f32 * f32_bytes) * batch;
     kernel_charge(device, OpCost{name, OpKind::memory, 0.0, moved - moved / 2, moved / 2, OpClass::other});
     return;
   }
@@ -108,6 +114,10 @@ CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device&
 Bytes CostLayer::conv_io_bytes(std::int64_t batch, Bytes element_bytes) const {
   if (op_class_ != OpClass::conv || !desc_.conv_io_elements_per_sample) return 0;
   return *desc_.conv_io_elements_per_sample * batch * element_bytes;
+}
+
+Bytes CostLayer::f32_element_bytes() const {
+  return dtype_size_bytes(precision_activation_dtype(precision_, OpClass::other));
 }
 
 Bytes CostLayer::parameter_bytes() const {
@@ -168,7 +178,7 @@ Tensor CostLayer::forward(const Tensor& x) {
     cost.measured_s = *desc_.measured_forward_s_per_sample * static_cast<double>(batch);
   const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "forward");
   kernel_charge(*device_, cost);
-  if (split) charge_memory_bound_parts(*device_, desc_, true, saved_bytes, batch, elt);
+  if (split) charge_memory_bound_parts(*device_, desc_, true, saved_bytes, batch, elt, f32_element_bytes());
   return y;
 }
 
@@ -206,7 +216,7 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
     cost.measured_s = *desc_.measured_backward_s_per_sample * static_cast<double>(batch);
   const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "backward");
   if (has_memory_bound_parts(desc_, op_class_) && !desc_.measured_backward_s_per_sample)
-    charge_memory_bound_parts(*device_, desc_, false, saved_->size_bytes(), batch, elt);
+    charge_memory_bound_parts(*device_, desc_, false, saved_->size_bytes(), batch, elt, f32_element_bytes());
   kernel_charge(*device_, cost);
   clear_saved();
   return dx;

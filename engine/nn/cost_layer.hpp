@@ -61,7 +61,10 @@ class CostLayer final : public Layer {
   // (so downstream numeric code reads defined values).
   Tensor make_tensor(std::int64_t rows, std::int64_t features, MemoryCategory category) const;
   void check_input(const Shape& input, const char* what) const;
-  Bytes parameter_bytes() const;  // trainable and frozen values, read by forward and backward
+  Bytes parameter_bytes() const;
+  // Element size of the tensors autocast keeps in f32 (its fp32 list's): the precision's
+  // dtype for class-other ops (f32 under AMP, bf16 in pure bf16, f64 in f64).
+  Bytes f32_element_bytes() const;  // trainable and frozen values, read by forward and backward
   // What the layer's convolutions read and write (conv_io_elements_per_sample); 0 when unknown.
   Bytes conv_io_bytes(std::int64_t batch, Bytes element_bytes) const;
 

@@ -56,6 +56,15 @@ struct LayerDescription {
   // The layer's weight GEMMs (Linear layers), whose shapes the twin's wave model needs:
   // output [rows_per_sample x batch, n], inner dimension k. Empty: not stated.
   std::vector<GemmDescription> gemms;
+  // Of the counted memory-bound elements above, those in tensors autocast keeps in f32
+  // (torch.autocast's CUDA op reference: outputs of its "autocast to float32" list, LayerNorm,
+  // softmax, pow; and of ops that promote to the widest input, such as a residual add of an
+  // f16 GEMM output to the f32 residual stream; and those tensors' gradients). Under
+  // bf16-amp or f16-amp they move 4 bytes each, the rest the low type's 2; in every other
+  // precision all move one element size. Unset: none (a ResNet under autocast: BatchNorm,
+  // ReLU and adds run in f16).
+  std::optional<Elements> memory_bound_forward_f32_elements_per_sample;
+  std::optional<Elements> memory_bound_backward_f32_elements_per_sample;
 };
 
 // Where and how a profiled model was measured (dptwin_profile's `measured` block).

@@ -57,17 +57,36 @@ constexpr Passes kLayerNormPasses{3, 5}, kDropoutPasses{2.25, 2.25}, kAddPasses{
     // NVFuser's fused scale + mask + softmax + dropout, and dropout + residual add + LayerNorm.
     kSoftmaxChainFusedPasses{3.25, 3.25}, kDropoutAddLayerNormFusedPasses{4.25, 5.25};
 
-// Sets a layer's counted traffic: the sum of passes x elements, rounded as generate.py rounds.
-void set_traffic(LayerDescription& l, std::initializer_list<std::pair<Passes, double>> terms) {
+// One kernel kind's traffic: its passes over `elements` elements per sample. kF32: under
+// bf16/f16 autocast its tensors are f32 (generate.py's f32(...) terms): outputs of autocast's
+// fp32 list (LayerNorm, softmax, pow in GPT-2's gelu_new) and of ops that promote to their
+// widest input (the residual stream's adds, an f32 mask added to f16 scores, DeepLearningExamples'
+// f32 bias added before its GELU), and the gradients of the f32 residual stream.
+struct Term {
+  Passes passes;
+  double elements = 0;
+  bool autocast_f32 = false;
+};
+constexpr bool kF32 = true;
+
+// Sets a layer's counted traffic: the sum of passes x elements, rounded as generate.py rounds,
+// and of it the autocast-f32 share (set where it is not zero, as generate.py writes it).
+void set_traffic(LayerDescription& l, std::initializer_list<Term> terms) {
   // Planted fault: the layer keeps the saved-activation estimate instead of its count.
   if (fault_active(Fault::spec_transformer_traffic_uncounted)) return;
-  double forward = 0, backward = 0;
-  for (const auto& [p, n] : terms) {
-    forward += p.forward * n;
-    backward += p.backward * n;
+  double forward = 0, backward = 0, forward32 = 0, backward32 = 0;
+  for (const Term& t : terms) {
+    forward += t.passes.forward * t.elements;
+    backward += t.passes.backward * t.elements;
+    if (t.autocast_f32) {
+      forward32 += t.passes.forward * t.elements;
+      backward32 += t.passes.backward * t.elements;
+    }
   }
   l.memory_bound_forward_elements_per_sample = round_half_even(forward);
   l.memory_bound_backward_elements_per_sample = round_half_even(backward);
+  if (round_half_even(forward32) > 0) l.memory_bound_forward_f32_elements_per_sample = round_half_even(forward32);
+  if (round_half_even(backward32) > 0) l.memory_bound_backward_f32_elements_per_sample = round_half_even(backward32);
 }
 
 void require_positive(const std::string& model, const char* key, std::int64_t v) {
@@ -161,17 +180,20 @@ ModelDescription describe_transformer(const TransformerSpec& spec, const std::st
     // Hugging Face GPT2Block, eager: two LayerNorms; the head split and merge made contiguous;
     // scores scaled and causal-masked, softmax, dropout; two dropouts and residual adds; the
     // eager gelu_new; two gradient sums (block input, mid residual); the Conv1D bias rows sums.
-    set_traffic(m.layers.back(), {{kLayerNormPasses, 2 * sh}, {kCopyPasses, 4 * sh}, {kScalePasses, 2 * as2},
-                                  {kSoftmaxPasses, as2}, {kDropoutPasses, as2}, {kDropoutPasses, 2 * sh},
-                                  {kAddPasses, 2 * sh}, {kAccumulatePasses, 2 * sh}, {kGeluEagerPasses, sf},
-                                  {kBiasGradPasses, 5 * sh + sf}});
+    // Under autocast: LayerNorms and softmax f32 (fp32 list; HF casts the probabilities back
+    // to f16 before dropout), the residual adds and gradient sums f32 (the stream is f32),
+    // gelu_new f32 from pow (fp32 list) on; the scale and mask, copies, dropouts, bias rows f16.
+    set_traffic(m.layers.back(), {{kLayerNormPasses, 2 * sh, kF32}, {kCopyPasses, 4 * sh}, {kScalePasses, 2 * as2},
+                                  {kSoftmaxPasses, as2, kF32}, {kDropoutPasses, as2}, {kDropoutPasses, 2 * sh},
+                                  {kAddPasses, 2 * sh, kF32}, {kAccumulatePasses, 2 * sh, kF32},
+                                  {kGeluEagerPasses, sf, kF32}, {kBiasGradPasses, 5 * sh + sf}});
   }
   // ln_f, then the LM head; the loss saves the logits, the head's weight gradient the ln_f output.
   std::vector<ParameterDescription> head{{"ln_f.weight", {h}}, {"ln_f.bias", {h}}};
   if (!spec.tied) head.push_back({"lm_head.weight", {v, h}});
   add_layer(m, "ln_f+lm_head", spec.tied ? "LayerNorm+TiedLinear" : "LayerNorm+Linear", std::move(head),
             kLayerNorm * sd * hd + 2 * sd * hd * vd, 2 * sd * hd + sd * vd, s * v);
-  set_traffic(m.layers.back(), {{kLayerNormPasses, sh}});
+  set_traffic(m.layers.back(), {{kLayerNormPasses, sh, kF32}});
   return m;
 }
 
@@ -214,16 +236,20 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
               flops, acts, s * h);
     // Two RMSNorms, rotary on q and k, the q, k, v head splits and the merge made contiguous,
     // scale, causal mask, softmax, two residual adds, five gradient sums, SiLU(gate) * up.
-    set_traffic(m.layers.back(), {{kRmsNormEagerPasses, 2 * sh}, {kRotaryEagerPasses, sh + skv},
+    // Under autocast: RMSNorm computes in f32 (LlamaRMSNorm casts to float32; the stream is
+    // f32), the f32 causal mask promotes the scores, softmax runs in float32, residual adds and
+    // gradient sums f32; rotary (cos and sin cast to q's dtype), copies, scale, SiLU, product f16.
+    set_traffic(m.layers.back(), {{kRmsNormEagerPasses, 2 * sh, kF32}, {kRotaryEagerPasses, sh + skv},
                                   {kCopyPasses, 2 * sh + 2 * skv}, {kScalePasses, as2},
-                                  {kBroadcastMaskAddPasses, as2}, {kSoftmaxPasses, as2}, {kAddPasses, 2 * sh},
-                                  {kAccumulatePasses, 5 * sh}, {kSiluPasses, sf}, {kMulPasses, sf}});
+                                  {kBroadcastMaskAddPasses, as2, kF32}, {kSoftmaxPasses, as2, kF32},
+                                  {kAddPasses, 2 * sh, kF32}, {kAccumulatePasses, 5 * sh, kF32}, {kSiluPasses, sf},
+                                  {kMulPasses, sf}});
   }
   std::vector<ParameterDescription> head{{"norm.weight", {h}}};
   if (!spec.tied) head.push_back({"lm_head.weight", {v, h}});
   add_layer(m, "norm+lm_head", spec.tied ? "RMSNorm+TiedLinear" : "RMSNorm+Linear", std::move(head),
             kLayerNorm * sd * hd + 2 * sd * hd * vd, 2 * sd * hd + sd * vd, s * v);
-  set_traffic(m.layers.back(), {{kRmsNormEagerPasses, sh}});
+  set_traffic(m.layers.back(), {{kRmsNormEagerPasses, sh, kF32}});
   return m;
 }
 
@@ -284,15 +310,21 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
     // Its weight GEMMs (rows per sample, n, k): query, key, value, attention output,
     // intermediate, output, as generate.py lists them.
     m.layers.back().gemms = {{s, h, h}, {s, h, h}, {s, h, h}, {s, h, h}, {s, f, h}, {s, h, f}};
+    // Under autocast: the f32 attention mask promotes the scores, so the mask add, softmax and
+    // attention dropout are f32; the residual adds, LayerNorms and gradient sums f32; copies,
+    // scale, hidden dropouts, GELU and bias rows f16. Fused (DeepLearningExamples): its
+    // bias_gelu adds the f32 bias first, so GELU and its bias row sum are f32 too.
     if (spec.fused)
-      set_traffic(m.layers.back(), {{kCopyPasses, sh}, {kSoftmaxChainFusedPasses, as2},
-                                    {kDropoutAddLayerNormFusedPasses, 2 * sh}, {kGeluPasses, sf},
-                                    {kAccumulatePasses, 4 * sh}, {kBiasGradPasses, 5 * sh + sf}});
+      set_traffic(m.layers.back(), {{kCopyPasses, sh}, {kSoftmaxChainFusedPasses, as2, kF32},
+                                    {kDropoutAddLayerNormFusedPasses, 2 * sh, kF32}, {kGeluPasses, sf, kF32},
+                                    {kAccumulatePasses, 4 * sh, kF32}, {kBiasGradPasses, 5 * sh},
+                                    {kBiasGradPasses, sf, kF32}});
     else  // eager: head split and merge copies, the score chain kernel by kernel, GELU in one kernel
-      set_traffic(m.layers.back(), {{kCopyPasses, 4 * sh}, {kScalePasses, as2}, {kMaskAddPasses, as2},
-                                    {kSoftmaxPasses, as2}, {kDropoutPasses, as2}, {kDropoutPasses, 2 * sh},
-                                    {kAddPasses, 2 * sh}, {kLayerNormPasses, 2 * sh}, {kGeluPasses, sf},
-                                    {kAccumulatePasses, 4 * sh}, {kBiasGradPasses, 5 * sh + sf}});
+      set_traffic(m.layers.back(), {{kCopyPasses, 4 * sh}, {kScalePasses, as2}, {kMaskAddPasses, as2, kF32},
+                                    {kSoftmaxPasses, as2, kF32}, {kDropoutPasses, as2, kF32},
+                                    {kDropoutPasses, 2 * sh}, {kAddPasses, 2 * sh, kF32},
+                                    {kLayerNormPasses, 2 * sh, kF32}, {kGeluPasses, sf},
+                                    {kAccumulatePasses, 4 * sh, kF32}, {kBiasGradPasses, 5 * sh + sf}});
   }
   if (!spec.pretraining_heads) {
     // The pooler: dense and tanh on the first token; saves the dense input and the tanh output.
@@ -314,10 +346,10 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
             4 * pd * hd + pd * vd, p * v + 2);
   m.layers.back().gemms = {{1, h, h}, {p, h, h}, {p, v, h}};  // pooler, transform dense, decoder
   if (spec.mlm_positions)  // the masked rows index_selected; backward zero-fills s x h and adds p rows back
-    set_traffic(m.layers.back(), {{kGeluPasses, ph}, {kLayerNormPasses, ph}, {Passes{2, 0}, ph}, {Passes{0, 2}, ph},
-                                  {Passes{0, 1}, sh}});
+    set_traffic(m.layers.back(), {{kGeluPasses, ph}, {kLayerNormPasses, ph, kF32}, {Passes{2, 0}, ph, kF32},
+                                  {Passes{0, 2}, ph, kF32}, {Passes{0, 1}, sh, kF32}});
   else
-    set_traffic(m.layers.back(), {{kGeluPasses, ph}, {kLayerNormPasses, ph}});
+    set_traffic(m.layers.back(), {{kGeluPasses, ph}, {kLayerNormPasses, ph, kF32}});
   return m;
 }
 
@@ -364,9 +396,11 @@ ModelDescription describe_vit(const VitSpec& spec, const std::string& name) {
     // Hugging Face ViTLayer, eager, as BERT's layer without the attention mask: two
     // LayerNorms, head split and merge copies, scale, softmax, dropout; two dropouts and
     // residual adds; GELU in one kernel; four gradient sums; six bias rows sums.
-    set_traffic(m.layers.back(), {{kCopyPasses, 4 * sh}, {kScalePasses, as2}, {kSoftmaxPasses, as2},
-                                  {kDropoutPasses, as2}, {kDropoutPasses, 2 * sh}, {kAddPasses, 2 * sh},
-                                  {kLayerNormPasses, 2 * sh}, {kGeluPasses, sf}, {kAccumulatePasses, 4 * sh},
+    // Under autocast as BERT's eager layer: softmax and attention dropout, residual adds,
+    // LayerNorms and gradient sums f32; the rest f16.
+    set_traffic(m.layers.back(), {{kCopyPasses, 4 * sh}, {kScalePasses, as2}, {kSoftmaxPasses, as2, kF32},
+                                  {kDropoutPasses, as2, kF32}, {kDropoutPasses, 2 * sh}, {kAddPasses, 2 * sh, kF32},
+                                  {kLayerNormPasses, 2 * sh, kF32}, {kGeluPasses, sf}, {kAccumulatePasses, 4 * sh, kF32},
                                   {kBiasGradPasses, 5 * sh + sf}});
   }
   // The final LayerNorm runs on every token (it saves its input); the classifier
@@ -375,7 +409,7 @@ ModelDescription describe_vit(const VitSpec& spec, const std::string& name) {
             {{"layernorm.weight", {h}}, {"layernorm.bias", {h}}, {"classifier.weight", {spec.labels, h}},
              {"classifier.bias", {spec.labels}}},
             kLayerNorm * sd * hd + 2 * hd * labels + labels, sd * hd + hd, spec.labels);
-  set_traffic(m.layers.back(), {{kLayerNormPasses, sh}, {kBiasGradPasses, labels}});
+  set_traffic(m.layers.back(), {{kLayerNormPasses, sh, kF32}, {kBiasGradPasses, labels}});
   return m;
 }
 

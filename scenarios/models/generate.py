@@ -95,11 +95,24 @@ MB_MUL = (3, 6)
 MB_EMBEDDING = (2, 3)
 
 
+def f32(passes, n):
+    """A traffic term whose tensors torch.autocast keeps in f32 (bf16-amp, f16-amp): outputs
+    of autocast's "CUDA ops that can autocast to float32" (layer_norm, softmax, pow, ...) and
+    of ops that "promote to the widest input type" given an f32 input (a residual add of an
+    f16 GEMM output to the f32 residual stream, an f32 attention mask added to f16 scores, an
+    f32 bias added to an f16 GEMM output), and the gradients of those f32 tensors. The
+    residual stream of these transformers is f32: the embeddings are f32 lookups (autocast
+    leaves embedding alone) and every LayerNorm or RMSNorm returns f32."""
+    return (passes, n, True)
+
+
 def traffic(*terms):
-    """Sums (passes, elements) terms into (forward, backward) elements."""
-    fwd = sum(p[0] * n for p, n in terms)
-    bwd = sum(p[1] * n for p, n in terms)
-    return int(round(fwd)), int(round(bwd))
+    """Sums (passes, elements) terms, and f32(...) terms, into (forward, backward) elements
+    and, of them, the autocast-f32 (forward, backward) elements."""
+    def total(terms, i):
+        return int(round(sum(t[0][i] * t[1] for t in terms)))
+    f32_terms = [t for t in terms if len(t) == 3]
+    return total(terms, 0), total(terms, 1), total(f32_terms, 0), total(f32_terms, 1)
 
 
 class Model:
@@ -150,6 +163,10 @@ class Model:
             if layer["memory"] is not None:
                 out.append(f"    memory_bound_forward_elements_per_sample: {layer['memory'][0]}")
                 out.append(f"    memory_bound_backward_elements_per_sample: {layer['memory'][1]}")
+                if layer["memory"][2]:
+                    out.append(f"    memory_bound_forward_f32_elements_per_sample: {layer['memory'][2]}")
+                if layer["memory"][3]:
+                    out.append(f"    memory_bound_backward_f32_elements_per_sample: {layer['memory'][3]}")
             if layer["conv_io"] is not None:
                 out.append(f"    conv_io_elements_per_sample: {layer['conv_io']}")
             if layer["gemms"]:
@@ -251,9 +268,13 @@ def gpt2(name, n_layer, h, a, published, sources):
     # dropout; the head merge; c_proj, dropout, residual add; ln_2; c_fc, gelu_new (eager),
     # c_proj, dropout, residual add. The block input and the mid residual each feed two ops
     # (their gradients are summed); the four Conv1D biases' gradients are row sums.
-    block_memory = traffic((MB_LAYERNORM, 2 * sh), (MB_COPY, 4 * sh), (MB_SCALE, 2 * as2), (MB_SOFTMAX, as2),
-                           (MB_DROPOUT, as2), (MB_DROPOUT, 2 * sh), (MB_ADD, 2 * sh), (MB_ACCUMULATE, 2 * sh),
-                           (MB_GELU_EAGER, 4 * sh), (MB_BIAS_GRAD, 9 * sh))
+    # Under autocast: LayerNorms and softmax f32 (HF casts the probabilities back to the value
+    # dtype before dropout), residual adds and the stream's gradient sums f32, gelu_new f32 from
+    # its pow (fp32 list) on; the scale and causal mask (in the scores' dtype), the copies, the
+    # dropouts and the bias rows f16.
+    block_memory = traffic(f32(MB_LAYERNORM, 2 * sh), (MB_COPY, 4 * sh), (MB_SCALE, 2 * as2),
+                           f32(MB_SOFTMAX, as2), (MB_DROPOUT, as2), (MB_DROPOUT, 2 * sh), f32(MB_ADD, 2 * sh),
+                           f32(MB_ACCUMULATE, 2 * sh), f32(MB_GELU_EAGER, 4 * sh), (MB_BIAS_GRAD, 9 * sh))
     for i in range(n_layer):
         params = [("ln_1.weight", [h]), ("ln_1.bias", [h]),
                   ("attn.c_attn.weight", [h, 3 * h]), ("attn.c_attn.bias", [3 * h]),
@@ -271,7 +292,7 @@ def gpt2(name, n_layer, h, a, published, sources):
     # by the loss (softmax), the ln_f output by the head's weight gradient.
     m.add("ln_f+lm_head", "LayerNorm+TiedLinear", [("ln_f.weight", [h]), ("ln_f.bias", [h])],
           LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab,
-          memory=traffic((MB_LAYERNORM, sh)))
+          memory=traffic(f32(MB_LAYERNORM, sh)))
     return m
 
 
@@ -330,9 +351,15 @@ def bert(name, sample, s, sources, mlm_positions=None, fused=False):
           2 * ADD * s * h + LAYERNORM * s * h, 2 * s * h + s * h / 4, s * h,
           memory=traffic((MB_ADD, 2 * s * h), (MB_LAYERNORM, s * h), (MB_DROPOUT, s * h)))
     sh, as2 = s * h, a * s * s
+    # Under autocast: the f32 attention mask (the extended mask is made in the parameters'
+    # dtype) promotes the scores, so the mask add, softmax and attention dropout are f32; the
+    # residual adds, LayerNorms and gradient sums f32; copies, scale, hidden dropouts, GELU and
+    # bias rows f16. Fused (DeepLearningExamples' LinearActivation: bias_gelu adds the f32 bias
+    # to the bias-free GEMM's output first), GELU and its bias row sum are f32 too.
     if fused:
-        layer_memory = traffic((MB_COPY, sh), (MB_SOFTMAX_CHAIN_FUSED, as2), (MB_DROPOUT_ADD_LAYERNORM_FUSED, 2 * sh),
-                               (MB_GELU_FUSED, s * f), (MB_ACCUMULATE, 4 * sh), (MB_BIAS_GRAD, 5 * sh + s * f))
+        layer_memory = traffic((MB_COPY, sh), f32(MB_SOFTMAX_CHAIN_FUSED, as2),
+                               f32(MB_DROPOUT_ADD_LAYERNORM_FUSED, 2 * sh), f32(MB_GELU_FUSED, s * f),
+                               f32(MB_ACCUMULATE, 4 * sh), (MB_BIAS_GRAD, 5 * sh), f32(MB_BIAS_GRAD, s * f))
     else:
         # BertLayer, eager: query, key, value; the head split made contiguous for the batched
         # matmuls; scores scaled, the attention mask added (its backward passes the gradient
@@ -340,9 +367,10 @@ def bert(name, sample, s, sources, mlm_positions=None, fused=False):
         # LayerNorm; intermediate dense and GELU (one kernel); output dense, dropout, residual
         # add, LayerNorm. The layer input feeds query, key, value and the residual (three
         # gradient sums), the attention output the MLP and the residual (one); six bias rows sums.
-        layer_memory = traffic((MB_COPY, 4 * sh), (MB_SCALE, as2), ((2, 0), as2), (MB_SOFTMAX, as2),
-                               (MB_DROPOUT, as2), (MB_DROPOUT, 2 * sh), (MB_ADD, 2 * sh), (MB_LAYERNORM, 2 * sh),
-                               (MB_GELU_FUSED, s * f), (MB_ACCUMULATE, 4 * sh), (MB_BIAS_GRAD, 5 * sh + s * f))
+        layer_memory = traffic((MB_COPY, 4 * sh), (MB_SCALE, as2), f32((2, 0), as2), f32(MB_SOFTMAX, as2),
+                               f32(MB_DROPOUT, as2), (MB_DROPOUT, 2 * sh), f32(MB_ADD, 2 * sh),
+                               f32(MB_LAYERNORM, 2 * sh), (MB_GELU_FUSED, s * f), f32(MB_ACCUMULATE, 4 * sh),
+                               (MB_BIAS_GRAD, 5 * sh + s * f))
     for i in range(n_layer):
         params = []
         for proj in ("query", "key", "value"):
@@ -363,11 +391,12 @@ def bert(name, sample, s, sources, mlm_positions=None, fused=False):
     # decoder tied to word_embeddings with its own bias, on `p` positions per sample.
     p = s if mlm_positions is None else mlm_positions
     ph = p * h
-    memory = [(MB_GELU_FUSED, ph), (MB_LAYERNORM, ph)]
+    memory = [(MB_GELU_FUSED, ph), f32(MB_LAYERNORM, ph)]
     if mlm_positions is not None:
         # index_select of the masked rows (reads and writes them; backward scatters them back
-        # into a zeroed s x h gradient: the zero fill writes s x h, index_add reads and writes p rows).
-        memory += [((2, 0), ph), ((0, 2), ph), ((0, 1), sh)]
+        # into a zeroed s x h gradient: the zero fill writes s x h, index_add reads and writes p rows),
+        # all on the f32 sequence output.
+        memory += [f32((2, 0), ph), f32((0, 2), ph), f32((0, 1), sh)]
     m.add("pooler+heads", "BertPreTrainingHeads",
           [("pooler.dense.weight", [h, h]), ("pooler.dense.bias", [h]),
            ("cls.predictions.bias", [vocab]),
@@ -418,9 +447,12 @@ def llama2_7b():
     # merge; two residual adds; SiLU(gate) * up. Gradient sums: the layer input and the mid
     # residual (norm and residual), the first norm's output (q, k, v: two sums), the second's
     # (gate and up): five in all. No biases.
-    layer_memory = traffic((MB_RMSNORM_EAGER, 2 * sh), (MB_ROTARY_EAGER, 2 * sh), (MB_COPY, 4 * sh),
-                           (MB_SCALE, as2), (MB_MASK_ADD, as2), (MB_SOFTMAX, as2), (MB_ADD, 2 * sh),
-                           (MB_ACCUMULATE, 5 * sh), (MB_SILU, sf), (MB_MUL, sf))
+    # Under autocast: RMSNorm computes in f32 (LlamaRMSNorm casts to float32), the f32 causal
+    # mask promotes the scores, softmax runs with dtype=float32, residual adds and gradient sums
+    # f32; rotary (cos and sin cast to q's dtype), the copies, the scale, SiLU and the product f16.
+    layer_memory = traffic(f32(MB_RMSNORM_EAGER, 2 * sh), (MB_ROTARY_EAGER, 2 * sh), (MB_COPY, 4 * sh),
+                           (MB_SCALE, as2), f32(MB_MASK_ADD, as2), f32(MB_SOFTMAX, as2), f32(MB_ADD, 2 * sh),
+                           f32(MB_ACCUMULATE, 5 * sh), (MB_SILU, sf), (MB_MUL, sf))
     for i in range(n_layer):
         params = [("self_attn.q_proj.weight", [h, h]), ("self_attn.k_proj.weight", [h, h]),
                   ("self_attn.v_proj.weight", [h, h]), ("self_attn.o_proj.weight", [h, h]),
@@ -435,7 +467,7 @@ def llama2_7b():
         m.add(f"layers.{i}", "LlamaDecoderLayer", params, flops, acts, s * h, memory=layer_memory)
     m.add("norm+lm_head", "RMSNorm+Linear", [("norm.weight", [h]), ("lm_head.weight", [vocab, h])],
           LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab,
-          memory=traffic((MB_RMSNORM_EAGER, sh)))
+          memory=traffic(f32(MB_RMSNORM_EAGER, sh)))
     return m
 
 

@@ -88,6 +88,20 @@ LayerDescription parse_layer(MapReader& lr, const ModelDescription& m, std::int6
     lr.fail(l.memory_bound_forward_elements_per_sample ? "memory_bound_backward_elements_per_sample"
                                                        : "memory_bound_forward_elements_per_sample",
             "give the memory-bound elements of both passes or of neither");
+  l.memory_bound_forward_f32_elements_per_sample =
+      lr.opt_int_in("memory_bound_forward_f32_elements_per_sample", 0, kMaxTensorElements);
+  l.memory_bound_backward_f32_elements_per_sample =
+      lr.opt_int_in("memory_bound_backward_f32_elements_per_sample", 0, kMaxTensorElements);
+  // The f32 share is part of the counted traffic: it needs the count and cannot exceed it.
+  auto check_f32 = [&](const char* key, const std::optional<Elements>& f32, const std::optional<Elements>& all) {
+    if (!f32) return;
+    if (!all) lr.fail(key, "needs the memory-bound elements it is a part of (memory_bound_*_elements_per_sample)");
+    if (*f32 > *all) lr.fail(key, fmt::format("{} is more than the layer's {} memory-bound elements", *f32, *all));
+  };
+  check_f32("memory_bound_forward_f32_elements_per_sample", l.memory_bound_forward_f32_elements_per_sample,
+            l.memory_bound_forward_elements_per_sample);
+  check_f32("memory_bound_backward_f32_elements_per_sample", l.memory_bound_backward_f32_elements_per_sample,
+            l.memory_bound_backward_elements_per_sample);
   l.conv_io_elements_per_sample = lr.opt_int_in("conv_io_elements_per_sample", 0, kMaxTensorElements);
   if (lr.has("gemms"))
     for (auto& gr : lr.map_list("gemms")) {
@@ -234,6 +248,12 @@ std::string model_to_yaml(const ModelDescription& m) {
       out += fmt::format("    memory_bound_forward_elements_per_sample: {}\n"
                          "    memory_bound_backward_elements_per_sample: {}\n",
                          *l.memory_bound_forward_elements_per_sample, *l.memory_bound_backward_elements_per_sample);
+    if (l.memory_bound_forward_f32_elements_per_sample)
+      out += fmt::format("    memory_bound_forward_f32_elements_per_sample: {}\n",
+                         *l.memory_bound_forward_f32_elements_per_sample);
+    if (l.memory_bound_backward_f32_elements_per_sample)
+      out += fmt::format("    memory_bound_backward_f32_elements_per_sample: {}\n",
+                         *l.memory_bound_backward_f32_elements_per_sample);
     if (l.conv_io_elements_per_sample)
       out += fmt::format("    conv_io_elements_per_sample: {}\n", *l.conv_io_elements_per_sample);
     if (!l.gemms.empty()) {

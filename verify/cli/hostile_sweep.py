@@ -121,8 +121,11 @@ class Sweep:
         cat, args, words, out = case
         if out is not None and out.exists():
             out.unlink() if out.is_file() and not out.is_symlink() else None
-        # A sweep predicts every point of its axes: allow it several predictions' time.
-        rc, _, err = run(self.exe, args, self.tmp, self.timeout_s * (6 if args[0] == "sweep" else 1))
+        # A sweep predicts every point of its axes: allow it several predictions' time. Each case
+        # runs in a directory of its own: cases run --jobs at a time, and two `report` runs in one
+        # directory contend for its default dptwin-report/ (the second rightly refuses the lock).
+        cwd = tempfile.mkdtemp(prefix="case-", dir=self.tmp)
+        rc, _, err = run(self.exe, args, cwd, self.timeout_s * (6 if args[0] == "sweep" else 1))
         why = None
         if rc == "timeout":
             why = f"no end within {self.timeout_s} s"

@@ -309,5 +309,51 @@ TEST(CostLayer, PlantedBugIgnoringTheCountedTrafficIsCaught) {
   EXPECT_FALSE(charges_counted_traffic());
 }
 
+// A transformer block (a GEMM layer) whose counted memory-bound traffic has an autocast-f32
+// share: of 1,000 forward and 1,800 backward elements per sample, 600 and 1,000 sit in
+// tensors autocast keeps in f32 (LayerNorm, softmax, the residual stream's adds and sums).
+LayerDescription counted_transformer_block() {
+  LayerDescription d{"h.0", "GPT2Block", {{"attn.c_attn.weight", {2, 6}}}, 2000.0, 50, 2};
+  d.memory_bound_forward_elements_per_sample = 1000;
+  d.memory_bound_backward_elements_per_sample = 1800;
+  d.memory_bound_forward_f32_elements_per_sample = 600;
+  d.memory_bound_backward_f32_elements_per_sample = 1000;
+  return d;
+}
+
+// The bytes a block's memory-bound kernel moves forward and backward at `precision`.
+std::pair<Bytes, Bytes> memory_bound_bytes(Precision precision) {
+  RecordingDevice dev;
+  CostLayer layer(counted_transformer_block(), 2, dev, precision_parameter_dtype(precision), precision);
+  Tensor x = Tensor::empty(dev, {5, 2}, DType::f32, MemoryCategory::inputs);
+  dev.ops.clear();
+  Tensor y = layer.forward(x);
+  const OpCost fwd = dev.ops.back();  // after the GEMM kernel
+  Tensor dy = Tensor::empty(dev, {5, 2}, DType::f32, MemoryCategory::activations);
+  dev.ops.clear();
+  (void)layer.backward(dy, true);
+  const OpCost bwd = dev.ops.front();  // before the GEMM kernel
+  return {fwd.bytes_read + fwd.bytes_written, bwd.bytes_read + bwd.bytes_written};
+}
+
+// Invariant: under bf16 or f16 autocast the autocast-f32 share moves 4 bytes an element and
+// the rest 2 (batch 5: forward (400 x 2 + 600 x 4) x 5, backward (800 x 2 + 1000 x 4) x 5);
+// f32 and tf32 move every element in 4 bytes, pure bf16 in 2 (its norms run in bf16).
+bool charges_autocast_f32_share() {
+  const auto f16 = memory_bound_bytes(Precision::f16_amp), bf16_amp = memory_bound_bytes(Precision::bf16_amp);
+  const auto f32 = memory_bound_bytes(Precision::f32), tf32 = memory_bound_bytes(Precision::tf32);
+  const auto bf16 = memory_bound_bytes(Precision::bf16);
+  const std::pair<Bytes, Bytes> amp{(400 * 2 + 600 * 4) * 5, (800 * 2 + 1000 * 4) * 5};
+  return f16 == amp && bf16_amp == amp && f32 == std::pair<Bytes, Bytes>{1000 * 4 * 5, 1800 * 4 * 5} && tf32 == f32 &&
+         bf16 == std::pair<Bytes, Bytes>{1000 * 2 * 5, 1800 * 2 * 5};
+}
+
+TEST(CostLayer, AutocastKeepsItsF32ShareOfTheTrafficInF32) { EXPECT_TRUE(charges_autocast_f32_share()); }
+
+TEST(CostLayer, PlantedBugAutocastF32ShareAtTheLowSizeIsCaught) {
+  ScopedFault f(Fault::autocast_f32_traffic_low);
+  EXPECT_FALSE(charges_autocast_f32_share());
+}
+
 }  // namespace
 }  // namespace dpt

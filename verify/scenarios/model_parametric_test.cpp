@@ -23,12 +23,17 @@ const fs::path kModels = fs::path(DPT_SOURCE_DIR) / "scenarios" / "models";
 ModelDescription library(const std::string& name) { return load_model(name, kModels); }
 ModelDescription hf(const std::string& dir) { return load_model("hf:" + (kModels / "hf" / dir / "config.json").string(), kModels); }
 
-// Whether two descriptions count the same memory-bound traffic in every layer (both passes).
+// Whether two descriptions count the same memory-bound traffic in every layer (both passes),
+// and the same autocast-f32 share of it.
 bool same_traffic(const ModelDescription& a, const ModelDescription& b) {
   if (a.layers.size() != b.layers.size()) return false;
   for (size_t i = 0; i < a.layers.size(); ++i)
     if (a.layers[i].memory_bound_forward_elements_per_sample != b.layers[i].memory_bound_forward_elements_per_sample ||
-        a.layers[i].memory_bound_backward_elements_per_sample != b.layers[i].memory_bound_backward_elements_per_sample)
+        a.layers[i].memory_bound_backward_elements_per_sample != b.layers[i].memory_bound_backward_elements_per_sample ||
+        a.layers[i].memory_bound_forward_f32_elements_per_sample !=
+            b.layers[i].memory_bound_forward_f32_elements_per_sample ||
+        a.layers[i].memory_bound_backward_f32_elements_per_sample !=
+            b.layers[i].memory_bound_backward_f32_elements_per_sample)
       return false;
   return true;
 }
@@ -256,6 +261,10 @@ TEST(ModelYaml, WriterRoundTripsEveryKindOfModel) {
       EXPECT_EQ(back.layers[i].memory_bound_forward_elements_per_sample, m.layers[i].memory_bound_forward_elements_per_sample);
       EXPECT_EQ(back.layers[i].memory_bound_backward_elements_per_sample, m.layers[i].memory_bound_backward_elements_per_sample);
       EXPECT_EQ(back.layers[i].conv_io_elements_per_sample, m.layers[i].conv_io_elements_per_sample);
+      EXPECT_EQ(back.layers[i].memory_bound_forward_f32_elements_per_sample,
+                m.layers[i].memory_bound_forward_f32_elements_per_sample);
+      EXPECT_EQ(back.layers[i].memory_bound_backward_f32_elements_per_sample,
+                m.layers[i].memory_bound_backward_f32_elements_per_sample);
     }
   }
 }
@@ -273,6 +282,31 @@ TEST(ModelYaml, MemoryBoundTrafficNeedsBothPasses) {
     FAIL() << "accepted a forward count without a backward one";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("memory_bound_backward_elements_per_sample"), std::string::npos) << e.what();
+  }
+}
+
+// A layer's autocast-f32 share is part of its counted traffic: more than the count is an
+// error naming the key and both figures. GPT-2's blocks carry a share (LayerNorms, softmax,
+// the residual stream, gelu_new), ResNet-50's layers none (BatchNorm and ReLU run in f16).
+TEST(ModelYaml, AutocastF32ShareIsAPartOfTheCount) {
+  const ModelDescription gpt2 = library("gpt2-124m");
+  const LayerDescription& block = gpt2.layers.at(1);
+  ASSERT_TRUE(block.memory_bound_forward_f32_elements_per_sample.has_value());
+  EXPECT_GT(*block.memory_bound_forward_f32_elements_per_sample, 0);
+  EXPECT_LT(*block.memory_bound_forward_f32_elements_per_sample, *block.memory_bound_forward_elements_per_sample);
+  for (const auto& l : library("resnet50").layers) EXPECT_FALSE(l.memory_bound_forward_f32_elements_per_sample) << l.name;
+  std::string text = model_to_yaml(gpt2);
+  const std::string key = "    memory_bound_backward_f32_elements_per_sample: ";
+  const auto at = text.find(key);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at + key.size(), text.find('\n', at) - at - key.size(), "999999999999");
+  try {
+    (void)parse_model_yaml(text, "m.yaml");
+    FAIL() << "accepted an f32 share above the count";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("memory_bound_backward_f32_elements_per_sample: 999999999999 is more than"),
+              std::string::npos)
+        << e.what();
   }
 }
 

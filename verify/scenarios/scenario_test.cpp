@@ -138,7 +138,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, BadScenario,
     ::testing::Values(
         BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key (allowed: accumulate, batch, batch_per_device, bucket_cap_mb, checkpoint, "
-                "comm_hook, devices, dtype, global_batch, gpus, hardware, model, name, nodes, optimizer, overrides, "
+                "comm_hook, devices, dtype, global_batch, gpus, hardware, memory_format, model, name, nodes, optimizer, overrides, "
                 "plan, precision, question, schema_version, strategy, sweep, target)"},
         BadCase{"WrongType", replaced("devices: 8", "devices: eight"),
                 "bad.yaml:5: devices: expected an integer, got 'eight'"},
@@ -166,7 +166,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied], hf:PATH/config.json)"},
         BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
                 "bad.yaml:8: sweep.colour: unknown sweep axis (allowed: hardware, model, strategy, devices, nodes, "
-                "gpus, batch, batch_per_device, dtype, precision, accumulate, global_batch, comm_hook, checkpoint, "
+                "gpus, batch, batch_per_device, dtype, precision, memory_format, accumulate, global_batch, comm_hook, checkpoint, "
                 "bucket_cap_mb, optimizer, "
                 "overrides.<hardware field>)"},
         BadCase{"EmptySweepAxis", with("sweep:\n  devices: []\n"),
