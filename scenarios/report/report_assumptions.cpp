@@ -91,6 +91,11 @@ ReportSection assumptions_section(const scenario::SweepResult& r, const Assumpti
   t.rows.push_back({"precision", distinct(r, [](const PointResult& p) {
                       return p.report && p.report->precision ? precision_text(*p.report->precision) : precision_text(p.dtype);
                     })});
+  t.rows.push_back({"memory format", distinct(r, [](const PointResult& p) {
+                      return p.report && p.report->memory_format
+                                 ? *p.report->memory_format + " (Tensor Core convolutions without NCHW<->NHWC transposes)"
+                                 : std::string("contiguous (PyTorch's default NCHW)");
+                    })});
   t.rows.push_back({"optimizer", distinct(r, [](const PointResult& p) { return p.optimizer; })});
   t.rows.push_back({"batch", distinct(r, [](const PointResult& p) {
                       return p.batch_per_device ? fmt::format("{} per GPU", p.batch_per_device) : std::string();

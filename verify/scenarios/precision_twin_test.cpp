@@ -12,6 +12,7 @@
 
 #include "engine/core/fault_injection.hpp"
 #include "engine/optim/optim.hpp"
+#include "scenarios/report/report_assumptions.hpp"
 #include "scenarios/scenario/model_library_yaml.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/scenario/scenario.hpp"
@@ -247,6 +248,19 @@ TEST(PrecisionTwin, ChannelsLastSparesTensorCoreConvolutionsTheirTransposes) {
   EXPECT_LT(nhwc.breakdown_s.compute, nchw.breakdown_s.compute);
   EXPECT_EQ(nhwc.memory_format, "channels_last");
   EXPECT_FALSE(nchw.memory_format.has_value());
+  // The report's assumptions name the format of each point.
+  scenario::SweepResult sweep;
+  for (const StepReport* r : {&nhwc, &nchw}) {
+    scenario::PointResult p;
+    p.report = *r;
+    sweep.points.push_back(p);
+  }
+  std::string format_row;
+  const auto section = report::assumptions_section(sweep, report::AssumptionsInput{});
+  for (const auto& row : section.tables.at(0).rows)
+    if (row.at(0) == "memory format") format_row = row.at(1);
+  EXPECT_NE(format_row.find("channels_last"), std::string::npos) << format_row;
+  EXPECT_NE(format_row.find("contiguous"), std::string::npos) << format_row;
   const StepReport f32_nchw = step("dgx1-v100", "f32", "");
   const StepReport f32_nhwc = step("dgx1-v100", "f32", "memory_format: channels_last\n");
   EXPECT_NEAR(*f32_nhwc.step_time_s, *f32_nchw.step_time_s, 1e-9);
