@@ -88,6 +88,7 @@ const std::vector<Fault>& all_faults() {
       Fault::nccl_p2p_through_any_cpu,
       Fault::channels_last_transposes_charged,
       Fault::autocast_f32_traffic_low,
+      Fault::autocast_casts_free,
   };
   return faults;
 }
@@ -163,6 +164,7 @@ const char* fault_name(Fault f) {
     case Fault::nccl_p2p_through_any_cpu: return "nccl-p2p-through-any-cpu";
     case Fault::channels_last_transposes_charged: return "channels-last-transposes-charged";
     case Fault::autocast_f32_traffic_low: return "autocast-f32-traffic-low";
+    case Fault::autocast_casts_free: return "autocast-casts-free";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -81,6 +81,7 @@ enum class Fault : unsigned {
   nccl_p2p_through_any_cpu,         // "nccl-p2p-through-any-cpu": NCCL runs P2P wherever the driver allows it, ignoring its p2pLevel (SHM through Intel root complexes, and in master through any CPU but a 2-GPU AMD system's)
   channels_last_transposes_charged,  // "channels-last-transposes-charged": Tensor Core convs on channels_last tensors still pay NCHW<->NHWC transposes
   autocast_f32_traffic_low,         // "autocast-f32-traffic-low": a layer's autocast-f32 memory-bound elements move at the low type's size
+  autocast_casts_free,              // "autocast-casts-free": autocast's f32<->low casts of activations and weights cost nothing
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

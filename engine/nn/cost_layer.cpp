@@ -70,6 +70,21 @@ void charge_memory_bound_parts(Device& device, const LayerDescription& d, bool f
   kernel_charge(device, OpCost{name, OpKind::memory, 0.0, read, saved_bytes, OpClass::other});
 }
 
+// Under bf16/f16 autocast, what a layer's casts between f32 and the low type move (each
+// element read in one type and written in the other): its counted activation casts (forward,
+// or their gradients backward) x batch, and for a GEMM or convolution layer its weights'
+// casts (autocast casts each weight once per forward; backward casts the low-precision
+// copy's gradient back to f32). `low` and `high` are the two element sizes; none elsewhere.
+Bytes autocast_cast_bytes(const LayerDescription& d, OpClass c, bool forward, std::int64_t batch, Bytes low,
+                          Bytes high, Elements weights) {
+  if (low == high || fault_active(Fault::autocast_casts_free)) return 0;  // not autocast (planted: casts free)
+  const auto& counted =
+      forward ? d.autocast_forward_cast_elements_per_sample : d.autocast_backward_cast_elements_per_sample;
+  const Elements activations = counted.value_or(0) * batch;
+  const Elements weight_casts = c == OpClass::other ? 0 : weights;
+  return (activations + weight_casts) * (low + high);
+}
+
 }  // namespace
 
 std::pair<const char*, const char*> cost_layer_kernel_names(const LayerDescription& d) {
@@ -114,6 +129,19 @@ CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device&
 Bytes CostLayer::conv_io_bytes(std::int64_t batch, Bytes element_bytes) const {
   if (op_class_ != OpClass::conv || !desc_.conv_io_elements_per_sample) return 0;
   return *desc_.conv_io_elements_per_sample * batch * element_bytes;
+}
+
+void CostLayer::charge_autocast_casts(bool forward, std::int64_t batch) {
+  if (desc_.measured_forward_s_per_sample || desc_.measured_backward_s_per_sample) return;  // in the measured times
+  Elements weights = 0;
+  for (const auto& p : params_) weights += p.value.numel();
+  if (forward)
+    for (const auto& t : frozen_) weights += t.numel();  // frozen weights are cast too, but get no gradient
+  const Bytes low = dtype_size_bytes(precision_activation_dtype(precision_, OpClass::matmul));
+  const Bytes moved = autocast_cast_bytes(desc_, op_class_, forward, batch, low, f32_element_bytes(), weights);
+  if (moved == 0) return;
+  kernel_charge(*device_, OpCost{forward ? "autocast_cast_fwd" : "autocast_cast_bwd", OpKind::memory, 0.0,
+                                 moved - moved / 2, moved / 2, OpClass::other});
 }
 
 Bytes CostLayer::f32_element_bytes() const {
@@ -177,6 +205,7 @@ Tensor CostLayer::forward(const Tensor& x) {
   if (desc_.measured_forward_s_per_sample)
     cost.measured_s = *desc_.measured_forward_s_per_sample * static_cast<double>(batch);
   const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "forward");
+  charge_autocast_casts(true, batch);
   kernel_charge(*device_, cost);
   if (split) charge_memory_bound_parts(*device_, desc_, true, saved_bytes, batch, elt, f32_element_bytes());
   return y;
@@ -218,6 +247,7 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
   if (has_memory_bound_parts(desc_, op_class_) && !desc_.measured_backward_s_per_sample)
     charge_memory_bound_parts(*device_, desc_, false, saved_->size_bytes(), batch, elt, f32_element_bytes());
   kernel_charge(*device_, cost);
+  charge_autocast_casts(false, batch);
   clear_saved();
   return dx;
 }

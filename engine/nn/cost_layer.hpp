@@ -64,7 +64,10 @@ class CostLayer final : public Layer {
   Bytes parameter_bytes() const;
   // Element size of the tensors autocast keeps in f32 (its fp32 list's): the precision's
   // dtype for class-other ops (f32 under AMP, bf16 in pure bf16, f64 in f64).
-  Bytes f32_element_bytes() const;  // trainable and frozen values, read by forward and backward
+  Bytes f32_element_bytes() const;
+  // Under bf16/f16 autocast, charges the layer's casts between f32 and the low type (its
+  // counted activation casts and its weights') as one kernel; nothing in other precisions.
+  void charge_autocast_casts(bool forward, std::int64_t batch);  // trainable and frozen values, read by forward and backward
   // What the layer's convolutions read and write (conv_io_elements_per_sample); 0 when unknown.
   Bytes conv_io_bytes(std::int64_t batch, Bytes element_bytes) const;
 

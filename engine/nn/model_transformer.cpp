@@ -89,6 +89,14 @@ void set_traffic(LayerDescription& l, std::initializer_list<Term> terms) {
   if (round_half_even(backward32) > 0) l.memory_bound_backward_f32_elements_per_sample = round_half_even(backward32);
 }
 
+// Sets a layer's autocast casts per sample (generate.py's casts=...): the same count each
+// way, backward casting each forward cast's gradient back.
+void set_casts(LayerDescription& l, double elements) {
+  if (round_half_even(elements) <= 0) return;
+  l.autocast_forward_cast_elements_per_sample = round_half_even(elements);
+  l.autocast_backward_cast_elements_per_sample = round_half_even(elements);
+}
+
 void require_positive(const std::string& model, const char* key, std::int64_t v) {
   if (v <= 0) throw std::invalid_argument(fmt::format("model {}: {} must be positive, got {}", model, key, v));
 }
@@ -187,6 +195,9 @@ ModelDescription describe_transformer(const TransformerSpec& spec, const std::st
                                   {kSoftmaxPasses, as2, kF32}, {kDropoutPasses, as2}, {kDropoutPasses, 2 * sh},
                                   {kAddPasses, 2 * sh, kF32}, {kAccumulatePasses, 2 * sh, kF32},
                                   {kGeluEagerPasses, sf, kF32}, {kBiasGradPasses, 5 * sh + sf}});
+    // Autocast casts: c_attn's and c_fc's f32 LayerNorm inputs, the probabilities cast back to the
+    // value dtype, gelu_new's f32 output for c_proj (2sh + sf + as^2).
+    set_casts(m.layers.back(), 2 * sh + sf + as2);
   }
   // ln_f, then the LM head; the loss saves the logits, the head's weight gradient the ln_f output.
   std::vector<ParameterDescription> head{{"ln_f.weight", {h}}, {"ln_f.bias", {h}}};
@@ -194,6 +205,7 @@ ModelDescription describe_transformer(const TransformerSpec& spec, const std::st
   add_layer(m, "ln_f+lm_head", spec.tied ? "LayerNorm+TiedLinear" : "LayerNorm+Linear", std::move(head),
             kLayerNorm * sd * hd + 2 * sd * hd * vd, 2 * sd * hd + sd * vd, s * v);
   set_traffic(m.layers.back(), {{kLayerNormPasses, sh, kF32}});
+  set_casts(m.layers.back(), sh + sd * vd);  // the head's f32 input, the logits cast up by cross_entropy
   return m;
 }
 
@@ -244,12 +256,16 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
                                   {kBroadcastMaskAddPasses, as2, kF32}, {kSoftmaxPasses, as2, kF32},
                                   {kAddPasses, 2 * sh, kF32}, {kAccumulatePasses, 5 * sh, kF32}, {kSiluPasses, sf},
                                   {kMulPasses, sf}});
+    // Autocast casts: q, k, v, gate and up each cast their f32 RMSNorm input; the float32
+    // softmax's output cast back to the query dtype.
+    set_casts(m.layers.back(), 5 * sh + as2);
   }
   std::vector<ParameterDescription> head{{"norm.weight", {h}}};
   if (!spec.tied) head.push_back({"lm_head.weight", {v, h}});
   add_layer(m, "norm+lm_head", spec.tied ? "RMSNorm+TiedLinear" : "RMSNorm+Linear", std::move(head),
             kLayerNorm * sd * hd + 2 * sd * hd * vd, 2 * sd * hd + sd * vd, s * v);
   set_traffic(m.layers.back(), {{kRmsNormEagerPasses, sh, kF32}});
+  set_casts(m.layers.back(), sh + sd * vd);  // the head's f32 input, the logits cast up by cross_entropy
   return m;
 }
 
@@ -325,12 +341,17 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
                                     {kDropoutPasses, 2 * sh}, {kAddPasses, 2 * sh, kF32},
                                     {kLayerNormPasses, 2 * sh, kF32}, {kGeluPasses, sf},
                                     {kAccumulatePasses, 4 * sh, kF32}, {kBiasGradPasses, 5 * sh + sf}});
+    // Autocast casts (eager; NVFuser folds them into its fused kernels): query, key and value
+    // each cast the f32 layer input, the f32 probabilities meet the context matmul, the
+    // intermediate dense takes the f32 LayerNorm output.
+    if (!spec.fused) set_casts(m.layers.back(), 4 * sh + as2);
   }
   if (!spec.pretraining_heads) {
     // The pooler: dense and tanh on the first token; saves the dense input and the tanh output.
     add_layer(m, "pooler", "BertPooler", {{"pooler.dense.weight", {h, h}}, {"pooler.dense.bias", {h}}},
               2 * hd * hd + hd, 2 * hd, h);
     set_traffic(m.layers.back(), {{kGeluPasses, hd}, {kBiasGradPasses, hd}});  // tanh: one kernel, as GELU
+    set_casts(m.layers.back(), hd);  // the f32 first token, cast for the dense
     return m;
   }
   // Pooler and NSP head, then the MLM head on p positions: dense, GELU, LayerNorm, decoder
@@ -350,6 +371,9 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
                                   {Passes{0, 2}, ph, kF32}, {Passes{0, 1}, sh, kF32}});
   else
     set_traffic(m.layers.back(), {{kGeluPasses, ph}, {kLayerNormPasses, ph, kF32}});
+  // The MLM logits cast up for the loss; eager also casts the f32 pooler input, the transform's
+  // f32 input and the decoder's f32 LayerNorm input.
+  set_casts(m.layers.back(), pd * vd + (spec.fused ? 0 : hd + 2 * ph));
   return m;
 }
 
@@ -402,6 +426,9 @@ ModelDescription describe_vit(const VitSpec& spec, const std::string& name) {
                                   {kDropoutPasses, as2, kF32}, {kDropoutPasses, 2 * sh}, {kAddPasses, 2 * sh, kF32},
                                   {kLayerNormPasses, 2 * sh, kF32}, {kGeluPasses, sf}, {kAccumulatePasses, 4 * sh, kF32},
                                   {kBiasGradPasses, 5 * sh + sf}});
+    // Autocast casts: query, key and value each cast the f32 layernorm_before output, the f32
+    // probabilities meet the context matmul, the intermediate takes the f32 layernorm_after output.
+    set_casts(m.layers.back(), 4 * sh + as2);
   }
   // The final LayerNorm runs on every token (it saves its input); the classifier
   // reads the class token (it saves that h-vector).
@@ -410,6 +437,7 @@ ModelDescription describe_vit(const VitSpec& spec, const std::string& name) {
              {"classifier.bias", {spec.labels}}},
             kLayerNorm * sd * hd + 2 * hd * labels + labels, sd * hd + hd, spec.labels);
   set_traffic(m.layers.back(), {{kLayerNormPasses, sh, kF32}, {kBiasGradPasses, labels}});
+  set_casts(m.layers.back(), hd + labels);  // the f32 class token for the classifier, the logits for the loss
   return m;
 }
 

@@ -25,6 +25,13 @@ Counting conventions (the same for every model, stated once here):
     counts at MB_* below; 1-byte masks count a quarter, int64 indices two). GEMM and
     convolution kernels' own reads and writes are not in it (they are charged with
     their FLOPs).
+  * Autocast casts: for each layer, the elements bf16/f16 autocast casts between f32 and the
+    low type in kernels of their own, per sample (forward; backward the casts' gradients,
+    cast the other way): an f32 activation for each GEMM that takes it (autocast caches only
+    leaf tensors' casts, so q, k and v each cast their f32 input), a softmax output cast
+    back (HF's .type()/.to()), an f32 softmax output that meets a matmul, the logits cast up
+    by cross_entropy, the image cast for the stem. The twin adds each weight's cast itself.
+    Fused models (NVFuser) fold their activation casts into the neighbouring fused kernels.
   * conv_io: for each convolution layer, its convolutions' input plus output
     elements per sample: Tensor Core convolutions on NCHW tensors transpose them
     to NHWC and back (the twin charges that under a Tensor Core compute type).
@@ -124,11 +131,13 @@ class Model:
         self.published_parameters = published_parameters
         self.layers = []
 
-    def add(self, name, type_, params, flops, activations, output_features, memory=None, conv_io=None, gemms=None):
+    def add(self, name, type_, params, flops, activations, output_features, memory=None, conv_io=None, gemms=None,
+            casts=None):
         self.layers.append(dict(name=name, type=type_, params=params, flops=int(round(flops)),
                                 activations=int(round(activations)), output_features=int(output_features),
                                 memory=memory, conv_io=None if conv_io is None else int(conv_io),
-                                gemms=gemms or []))
+                                gemms=gemms or [],
+                                casts=None if casts is None else (int(round(casts[0])), int(round(casts[1])))))
 
     def parameter_count(self):
         n = 0
@@ -167,6 +176,11 @@ class Model:
                     out.append(f"    memory_bound_forward_f32_elements_per_sample: {layer['memory'][2]}")
                 if layer["memory"][3]:
                     out.append(f"    memory_bound_backward_f32_elements_per_sample: {layer['memory'][3]}")
+            if layer["casts"] is not None:
+                if layer["casts"][0]:
+                    out.append(f"    autocast_forward_cast_elements_per_sample: {layer['casts'][0]}")
+                if layer["casts"][1]:
+                    out.append(f"    autocast_backward_cast_elements_per_sample: {layer['casts'][1]}")
             if layer["conv_io"] is not None:
                 out.append(f"    conv_io_elements_per_sample: {layer['conv_io']}")
             if layer["gemms"]:
@@ -207,7 +221,7 @@ def resnet50():
     memory = traffic((MB_BN, 64 * h * h), (MB_RELU, 64 * h * h), maxpool)
     m.add("stem", "Conv2d+BatchNorm2d+ReLU+MaxPool2d",
           [("conv1.weight", [64, 3, 7, 7]), ("bn1.weight", [64]), ("bn1.bias", [64])], flops, acts, 64 * 56 * 56,
-          memory=memory, conv_io=3 * 224 * 224 + 64 * h * h)
+          memory=memory, conv_io=3 * 224 * 224 + 64 * h * h, casts=(3 * 224 * 224, 0))  # the f32 image; no gradient
 
     cin, size = 64, 56
     for stage, (width, blocks, stride) in enumerate([(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)], start=1):
@@ -246,7 +260,8 @@ def resnet50():
     # Average pooling reads 2048 x 7 x 7 and writes 2048 (backward the reverse); fc's bias gradient.
     avgpool = ((2048 * 49 + 2048, 2048 * 49 + 2048), 1)
     m.add("fc", "AdaptiveAvgPool2d+Linear", [("fc.weight", [1000, 2048]), ("fc.bias", [1000])],
-          2048 * 7 * 7 + 2 * 2048 * 1000 + 1000, 2048, 1000, memory=traffic(avgpool, (MB_BIAS_GRAD, 1000)))
+          2048 * 7 * 7 + 2 * 2048 * 1000 + 1000, 2048, 1000, memory=traffic(avgpool, (MB_BIAS_GRAD, 1000)),
+          casts=(1000, 1000))  # the logits, cast up by cross_entropy
     return m
 
 
@@ -287,12 +302,16 @@ def gpt2(name, n_layer, h, a, published, sources):
         # Korthikanti et al. Sec. 4.1 in elements: attention 5sh + 2as^2 (+ masks as^2 + sh),
         # MLP 9sh (+ mask sh), two LayerNorms 2sh.
         acts = 16 * s * h + 2 * a * s * s + (a * s * s + 2 * s * h) / 4
-        m.add(f"h.{i}", "GPT2Block", params, flops, acts, s * h, memory=block_memory)
+        # Autocast casts: c_attn's and c_fc's f32 LayerNorm inputs, the probabilities cast back to
+        # the value dtype (softmax writes f32 itself: autocast passes dtype=float32), gelu_new's f32
+        # output for c_proj: 6sh + as^2.
+        m.add(f"h.{i}", "GPT2Block", params, flops, acts, s * h, memory=block_memory,
+              casts=(6 * sh + as2, 6 * sh + as2))
     # ln_f then the LM head (tied to wte, so no parameter of its own); logits are saved
     # by the loss (softmax), the ln_f output by the head's weight gradient.
     m.add("ln_f+lm_head", "LayerNorm+TiedLinear", [("ln_f.weight", [h]), ("ln_f.bias", [h])],
           LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab,
-          memory=traffic(f32(MB_LAYERNORM, sh)))
+          memory=traffic(f32(MB_LAYERNORM, sh)), casts=(sh + s * vocab, sh + s * vocab))  # head input, logits
     return m
 
 
@@ -386,7 +405,12 @@ def bert(name, sample, s, sources, mlm_positions=None, fused=False):
         # Its weight GEMMs, (rows per sample, n, k): query, key, value, attention output,
         # intermediate, output (the twin's wave model needs their shapes).
         gemms = [(s, h, h)] * 4 + [(s, f, h), (s, h, f)]
-        m.add(f"encoder.layer.{i}", "BertLayer", params, flops, acts, s * h, memory=layer_memory, gemms=gemms)
+        # Autocast casts (eager; fused, NVFuser folds them into its kernels): query, key and value
+        # each cast the f32 layer input, the f32 probabilities meet the context matmul, the
+        # intermediate dense takes the f32 LayerNorm output: 4sh + as^2.
+        casts = None if fused else (4 * sh + as2, 4 * sh + as2)
+        m.add(f"encoder.layer.{i}", "BertLayer", params, flops, acts, s * h, memory=layer_memory, gemms=gemms,
+              casts=casts)
     # Pooler (first token) and NSP head, then the MLM head: dense, GELU, LayerNorm,
     # decoder tied to word_embeddings with its own bias, on `p` positions per sample.
     p = s if mlm_positions is None else mlm_positions
@@ -405,7 +429,10 @@ def bert(name, sample, s, sources, mlm_positions=None, fused=False):
            ("cls.seq_relationship.weight", [2, h]), ("cls.seq_relationship.bias", [2])],
           2 * h * h + 2 * h * 2 + 2 * p * h * h + GELU * p * h + LAYERNORM * p * h + 2 * p * h * vocab,
           4 * p * h + p * vocab, p * vocab + 2,
-          memory=traffic(*memory), gemms=[(1, h, h), (p, h, h), (p, vocab, h)])
+          memory=traffic(*memory), gemms=[(1, h, h), (p, h, h), (p, vocab, h)],
+          # the MLM logits cast up for the loss; eager also casts the f32 pooler input, the transform's
+          # f32 input and the decoder's f32 LayerNorm input
+          casts=(p * vocab + (0 if fused else h + 2 * ph),) * 2)
     return m
 
 
@@ -464,10 +491,13 @@ def llama2_7b():
         # Attention 5sh + as^2 (no dropout: the softmax output feeds attention x V);
         # SwiGLU MLP: input sh, gate, up, silu(gate) and the product 4sf; two RMSNorm inputs 2sh.
         acts = 8 * s * h + a * s * s + 4 * s * f
-        m.add(f"layers.{i}", "LlamaDecoderLayer", params, flops, acts, s * h, memory=layer_memory)
+        # Autocast casts: q, k, v and gate, up each cast their f32 RMSNorm input (5sh); the
+        # float32 softmax's output cast back to the query dtype (as^2).
+        m.add(f"layers.{i}", "LlamaDecoderLayer", params, flops, acts, s * h, memory=layer_memory,
+              casts=(5 * sh + as2, 5 * sh + as2))
     m.add("norm+lm_head", "RMSNorm+Linear", [("norm.weight", [h]), ("lm_head.weight", [vocab, h])],
           LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab,
-          memory=traffic(f32(MB_RMSNORM_EAGER, sh)))
+          memory=traffic(f32(MB_RMSNORM_EAGER, sh)), casts=(sh + s * vocab, sh + s * vocab))
     return m
 
 

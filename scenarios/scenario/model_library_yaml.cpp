@@ -102,6 +102,10 @@ LayerDescription parse_layer(MapReader& lr, const ModelDescription& m, std::int6
             l.memory_bound_forward_elements_per_sample);
   check_f32("memory_bound_backward_f32_elements_per_sample", l.memory_bound_backward_f32_elements_per_sample,
             l.memory_bound_backward_elements_per_sample);
+  l.autocast_forward_cast_elements_per_sample =
+      lr.opt_int_in("autocast_forward_cast_elements_per_sample", 0, kMaxTensorElements);
+  l.autocast_backward_cast_elements_per_sample =
+      lr.opt_int_in("autocast_backward_cast_elements_per_sample", 0, kMaxTensorElements);
   l.conv_io_elements_per_sample = lr.opt_int_in("conv_io_elements_per_sample", 0, kMaxTensorElements);
   if (lr.has("gemms"))
     for (auto& gr : lr.map_list("gemms")) {
@@ -254,6 +258,12 @@ std::string model_to_yaml(const ModelDescription& m) {
     if (l.memory_bound_backward_f32_elements_per_sample)
       out += fmt::format("    memory_bound_backward_f32_elements_per_sample: {}\n",
                          *l.memory_bound_backward_f32_elements_per_sample);
+    if (l.autocast_forward_cast_elements_per_sample)
+      out += fmt::format("    autocast_forward_cast_elements_per_sample: {}\n",
+                         *l.autocast_forward_cast_elements_per_sample);
+    if (l.autocast_backward_cast_elements_per_sample)
+      out += fmt::format("    autocast_backward_cast_elements_per_sample: {}\n",
+                         *l.autocast_backward_cast_elements_per_sample);
     if (l.conv_io_elements_per_sample)
       out += fmt::format("    conv_io_elements_per_sample: {}\n", *l.conv_io_elements_per_sample);
     if (!l.gemms.empty()) {

@@ -355,5 +355,45 @@ TEST(CostLayer, PlantedBugAutocastF32ShareAtTheLowSizeIsCaught) {
   EXPECT_FALSE(charges_autocast_f32_share());
 }
 
+// The cast kernels a block's forward and backward charge at `precision` (bytes moved; 0: none).
+std::pair<Bytes, Bytes> autocast_cast_bytes(Precision precision) {
+  RecordingDevice dev;
+  LayerDescription d = counted_transformer_block();
+  d.autocast_forward_cast_elements_per_sample = 300;
+  d.autocast_backward_cast_elements_per_sample = 200;
+  CostLayer layer(d, 2, dev, precision_parameter_dtype(precision), precision);
+  Tensor x = Tensor::empty(dev, {5, 2}, DType::f32, MemoryCategory::inputs);
+  Tensor dy = Tensor::empty(dev, {5, 2}, DType::f32, MemoryCategory::activations);
+  dev.ops.clear();
+  Tensor y = layer.forward(x);
+  (void)layer.backward(dy, true);
+  std::pair<Bytes, Bytes> moved{0, 0};
+  for (const OpCost& op : dev.ops) {
+    const std::string name = op.name;
+    if (name == "autocast_cast_fwd") moved.first += op.bytes_read + op.bytes_written;
+    if (name == "autocast_cast_bwd") moved.second += op.bytes_read + op.bytes_written;
+  }
+  return moved;
+}
+
+// Invariant: under bf16 or f16 autocast a GEMM layer's casts move 6 bytes (4 + 2) per element
+// cast: forward its 300 counted activation elements x batch 5 plus its 12 weights (cast once
+// per forward), backward its 200 x 5 plus the 12 weights' gradients cast back; f32, tf32 and
+// pure bf16 have no autocast and charge no cast kernel.
+bool charges_autocast_casts() {
+  const std::pair<Bytes, Bytes> amp{(300 * 5 + 12) * 6, (200 * 5 + 12) * 6};
+  const std::pair<Bytes, Bytes> none{0, 0};
+  return autocast_cast_bytes(Precision::f16_amp) == amp && autocast_cast_bytes(Precision::bf16_amp) == amp &&
+         autocast_cast_bytes(Precision::f32) == none && autocast_cast_bytes(Precision::tf32) == none &&
+         autocast_cast_bytes(Precision::bf16) == none;
+}
+
+TEST(CostLayer, AutocastCastsMoveSixBytesAnElement) { EXPECT_TRUE(charges_autocast_casts()); }
+
+TEST(CostLayer, PlantedBugFreeAutocastCastsIsCaught) {
+  ScopedFault f(Fault::autocast_casts_free);
+  EXPECT_FALSE(charges_autocast_casts());
+}
+
 }  // namespace
 }  // namespace dpt

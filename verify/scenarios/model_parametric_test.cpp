@@ -24,7 +24,7 @@ ModelDescription library(const std::string& name) { return load_model(name, kMod
 ModelDescription hf(const std::string& dir) { return load_model("hf:" + (kModels / "hf" / dir / "config.json").string(), kModels); }
 
 // Whether two descriptions count the same memory-bound traffic in every layer (both passes),
-// and the same autocast-f32 share of it.
+// the same autocast-f32 share of it and the same autocast casts.
 bool same_traffic(const ModelDescription& a, const ModelDescription& b) {
   if (a.layers.size() != b.layers.size()) return false;
   for (size_t i = 0; i < a.layers.size(); ++i)
@@ -33,7 +33,9 @@ bool same_traffic(const ModelDescription& a, const ModelDescription& b) {
         a.layers[i].memory_bound_forward_f32_elements_per_sample !=
             b.layers[i].memory_bound_forward_f32_elements_per_sample ||
         a.layers[i].memory_bound_backward_f32_elements_per_sample !=
-            b.layers[i].memory_bound_backward_f32_elements_per_sample)
+            b.layers[i].memory_bound_backward_f32_elements_per_sample ||
+        a.layers[i].autocast_forward_cast_elements_per_sample != b.layers[i].autocast_forward_cast_elements_per_sample ||
+        a.layers[i].autocast_backward_cast_elements_per_sample != b.layers[i].autocast_backward_cast_elements_per_sample)
       return false;
   return true;
 }
@@ -265,6 +267,10 @@ TEST(ModelYaml, WriterRoundTripsEveryKindOfModel) {
                 m.layers[i].memory_bound_forward_f32_elements_per_sample);
       EXPECT_EQ(back.layers[i].memory_bound_backward_f32_elements_per_sample,
                 m.layers[i].memory_bound_backward_f32_elements_per_sample);
+      EXPECT_EQ(back.layers[i].autocast_forward_cast_elements_per_sample,
+                m.layers[i].autocast_forward_cast_elements_per_sample);
+      EXPECT_EQ(back.layers[i].autocast_backward_cast_elements_per_sample,
+                m.layers[i].autocast_backward_cast_elements_per_sample);
     }
   }
 }
