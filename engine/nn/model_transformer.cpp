@@ -60,8 +60,8 @@ constexpr Passes kLayerNormPasses{3, 5}, kDropoutPasses{2.25, 2.25}, kAddPasses{
 // One kernel kind's traffic: its passes over `elements` elements per sample. kF32: under
 // bf16/f16 autocast its tensors are f32 (generate.py's f32(...) terms): outputs of autocast's
 // fp32 list (LayerNorm, softmax, pow in GPT-2's gelu_new) and of ops that promote to their
-// widest input (the residual stream's adds, an f32 mask added to f16 scores, DeepLearningExamples'
-// f32 bias added before its GELU), and the gradients of the f32 residual stream.
+// widest input (the residual stream's adds, an f32 mask added to f16 scores), and the
+// gradients of the f32 residual stream.
 struct Term {
   Passes passes;
   double elements = 0;
@@ -328,13 +328,12 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
     m.layers.back().gemms = {{s, h, h}, {s, h, h}, {s, h, h}, {s, h, h}, {s, f, h}, {s, h, f}};
     // Under autocast: the f32 attention mask promotes the scores, so the mask add, softmax and
     // attention dropout are f32; the residual adds, LayerNorms and gradient sums f32; copies,
-    // scale, hidden dropouts, GELU and bias rows f16. Fused (DeepLearningExamples): its
-    // bias_gelu adds the f32 bias first, so GELU and its bias row sum are f32 too.
+    // scale, hidden dropouts, GELU and bias rows f16, fused or not (DeepLearningExamples'
+    // LinearActivation runs F.linear with its bias, then GELU, since its NVFuser release).
     if (spec.fused)
       set_traffic(m.layers.back(), {{kCopyPasses, sh}, {kSoftmaxChainFusedPasses, as2, kF32},
-                                    {kDropoutAddLayerNormFusedPasses, 2 * sh, kF32}, {kGeluPasses, sf, kF32},
-                                    {kAccumulatePasses, 4 * sh, kF32}, {kBiasGradPasses, 5 * sh},
-                                    {kBiasGradPasses, sf, kF32}});
+                                    {kDropoutAddLayerNormFusedPasses, 2 * sh, kF32}, {kGeluPasses, sf},
+                                    {kAccumulatePasses, 4 * sh, kF32}, {kBiasGradPasses, 5 * sh + sf}});
     else  // eager: head split and merge copies, the score chain kernel by kernel, GELU in one kernel
       set_traffic(m.layers.back(), {{kCopyPasses, 4 * sh}, {kScalePasses, as2}, {kMaskAddPasses, as2, kF32},
                                     {kSoftmaxPasses, as2, kF32}, {kDropoutPasses, as2, kF32},
