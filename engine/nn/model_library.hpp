@@ -67,9 +67,9 @@ struct LayerDescription {
   std::optional<Elements> memory_bound_backward_f32_elements_per_sample;
   // Elements per sample that bf16/f16 autocast casts between f32 and the low type in their
   // own kernels, only under autocast: an f32 activation cast for each GEMM that takes it
-  // (autocast caches only leaf tensors' casts), a softmax input cast up and its output cast
-  // back, the logits cast up by cross_entropy; backward, each cast's gradient cast the other
-  // way. Each moves 6 bytes (4 + 2); in every other precision none exist. Unset: none (the
+  // (autocast caches only leaf tensors' casts), a softmax output cast back; backward, each
+  // cast's gradient cast the other way (softmax and log_softmax, cross_entropy's first op,
+  // take dtype=float32 and read f16 directly: no cast). Each moves 6 bytes (4 + 2); in every other precision none exist. Unset: none (the
   // weights' casts, once per forward, the twin adds from the parameters).
   std::optional<Elements> autocast_forward_cast_elements_per_sample;
   std::optional<Elements> autocast_backward_cast_elements_per_sample;

@@ -205,7 +205,7 @@ ModelDescription describe_transformer(const TransformerSpec& spec, const std::st
   add_layer(m, "ln_f+lm_head", spec.tied ? "LayerNorm+TiedLinear" : "LayerNorm+Linear", std::move(head),
             kLayerNorm * sd * hd + 2 * sd * hd * vd, 2 * sd * hd + sd * vd, s * v);
   set_traffic(m.layers.back(), {{kLayerNormPasses, sh, kF32}});
-  set_casts(m.layers.back(), sh + sd * vd);  // the head's f32 input, the logits cast up by cross_entropy
+  set_casts(m.layers.back(), sh);  // the head's f32 LayerNorm input
   return m;
 }
 
@@ -265,7 +265,7 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
   add_layer(m, "norm+lm_head", spec.tied ? "RMSNorm+TiedLinear" : "RMSNorm+Linear", std::move(head),
             kLayerNorm * sd * hd + 2 * sd * hd * vd, 2 * sd * hd + sd * vd, s * v);
   set_traffic(m.layers.back(), {{kRmsNormEagerPasses, sh, kF32}});
-  set_casts(m.layers.back(), sh + sd * vd);  // the head's f32 input, the logits cast up by cross_entropy
+  set_casts(m.layers.back(), sh);  // the head's f32 RMSNorm input
   return m;
 }
 
@@ -370,9 +370,9 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
                                   {Passes{0, 2}, ph, kF32}, {Passes{0, 1}, sh, kF32}});
   else
     set_traffic(m.layers.back(), {{kGeluPasses, ph}, {kLayerNormPasses, ph, kF32}});
-  // The MLM logits cast up for the loss; eager also casts the f32 pooler input, the transform's
-  // f32 input and the decoder's f32 LayerNorm input.
-  set_casts(m.layers.back(), pd * vd + (spec.fused ? 0 : hd + 2 * ph));
+  // Eager casts the f32 pooler input, the transform's f32 input and the decoder's f32
+  // LayerNorm input (fused: folded into NVFuser's kernels).
+  if (!spec.fused) set_casts(m.layers.back(), hd + 2 * ph);
   return m;
 }
 
@@ -436,7 +436,7 @@ ModelDescription describe_vit(const VitSpec& spec, const std::string& name) {
              {"classifier.bias", {spec.labels}}},
             kLayerNorm * sd * hd + 2 * hd * labels + labels, sd * hd + hd, spec.labels);
   set_traffic(m.layers.back(), {{kLayerNormPasses, sh, kF32}, {kBiasGradPasses, labels}});
-  set_casts(m.layers.back(), hd + labels);  // the f32 class token for the classifier, the logits for the loss
+  set_casts(m.layers.back(), hd);  // the f32 class token for the classifier
   return m;
 }
 

@@ -29,8 +29,9 @@ Counting conventions (the same for every model, stated once here):
     low type in kernels of their own, per sample (forward; backward the casts' gradients,
     cast the other way): an f32 activation for each GEMM that takes it (autocast caches only
     leaf tensors' casts, so q, k and v each cast their f32 input), a softmax output cast
-    back (HF's .type()/.to()), an f32 softmax output that meets a matmul, the logits cast up
-    by cross_entropy, the image cast for the stem. The twin adds each weight's cast itself.
+    back (HF's .type()/.to()), an f32 softmax output that meets a matmul, the image cast for
+    the stem. The twin adds each weight's cast itself. Not casts: softmax and log_softmax
+    (cross_entropy's first op on CUDA) take dtype=float32 and read the f16 input directly.
     Fused models (NVFuser) fold their activation casts into the neighbouring fused kernels.
   * conv_io: for each convolution layer, its convolutions' input plus output
     elements per sample: Tensor Core convolutions on NCHW tensors transpose them
@@ -260,8 +261,7 @@ def resnet50():
     # Average pooling reads 2048 x 7 x 7 and writes 2048 (backward the reverse); fc's bias gradient.
     avgpool = ((2048 * 49 + 2048, 2048 * 49 + 2048), 1)
     m.add("fc", "AdaptiveAvgPool2d+Linear", [("fc.weight", [1000, 2048]), ("fc.bias", [1000])],
-          2048 * 7 * 7 + 2 * 2048 * 1000 + 1000, 2048, 1000, memory=traffic(avgpool, (MB_BIAS_GRAD, 1000)),
-          casts=(1000, 1000))  # the logits, cast up by cross_entropy
+          2048 * 7 * 7 + 2 * 2048 * 1000 + 1000, 2048, 1000, memory=traffic(avgpool, (MB_BIAS_GRAD, 1000)))
     return m
 
 
@@ -311,7 +311,7 @@ def gpt2(name, n_layer, h, a, published, sources):
     # by the loss (softmax), the ln_f output by the head's weight gradient.
     m.add("ln_f+lm_head", "LayerNorm+TiedLinear", [("ln_f.weight", [h]), ("ln_f.bias", [h])],
           LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab,
-          memory=traffic(f32(MB_LAYERNORM, sh)), casts=(sh + s * vocab, sh + s * vocab))  # head input, logits
+          memory=traffic(f32(MB_LAYERNORM, sh)), casts=(sh, sh))  # the head's f32 LayerNorm input
     return m
 
 
@@ -431,9 +431,9 @@ def bert(name, sample, s, sources, mlm_positions=None, fused=False):
           2 * h * h + 2 * h * 2 + 2 * p * h * h + GELU * p * h + LAYERNORM * p * h + 2 * p * h * vocab,
           4 * p * h + p * vocab, p * vocab + 2,
           memory=traffic(*memory), gemms=[(1, h, h), (p, h, h), (p, vocab, h)],
-          # the MLM logits cast up for the loss; eager also casts the f32 pooler input, the transform's
-          # f32 input and the decoder's f32 LayerNorm input
-          casts=(p * vocab + (0 if fused else h + 2 * ph),) * 2)
+          # eager casts the f32 pooler input, the transform's f32 input and the decoder's f32
+          # LayerNorm input (fused: folded into NVFuser's kernels)
+          casts=None if fused else (h + 2 * ph, h + 2 * ph))
     return m
 
 
@@ -498,7 +498,7 @@ def llama2_7b():
               casts=(5 * sh + as2, 5 * sh + as2))
     m.add("norm+lm_head", "RMSNorm+Linear", [("norm.weight", [h]), ("lm_head.weight", [vocab, h])],
           LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab,
-          memory=traffic(f32(MB_RMSNORM_EAGER, sh)), casts=(sh + s * vocab, sh + s * vocab))
+          memory=traffic(f32(MB_RMSNORM_EAGER, sh)), casts=(sh, sh))  # the head's f32 RMSNorm input
     return m
 
 
