@@ -112,6 +112,7 @@ TEST(SweptField, LabelsCarryUnits) {
   EXPECT_EQ(swept_field_label("overrides.pcie.generation", {"3", "4"}), "PCIe generation");
   EXPECT_EQ(field_value_text("bucket_cap_mb", "25"), "DDP bucket size 25 MiB");
   EXPECT_EQ(field_value_text("overrides.nvlink.link_bandwidth", "25 GB/s"), "nvlink.link_bandwidth 25 GB/s");
+  EXPECT_EQ(field_value_text("memory_format", "channels_last"), "memory format channels_last");
 }
 
 TEST(Memory, ChartShowsTheCapacityLine) {
