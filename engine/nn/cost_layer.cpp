@@ -70,21 +70,6 @@ void charge_memory_bound_parts(Device& device, const LayerDescription& d, bool f
   kernel_charge(device, OpCost{name, OpKind::memory, 0.0, read, saved_bytes, OpClass::other});
 }
 
-// Under bf16/f16 autocast, what a layer's casts between f32 and the low type move (each
-// element read in one type and written in the other): its counted activation casts (forward,
-// or their gradients backward) x batch, and for a GEMM or convolution layer its weights'
-// casts (autocast casts each weight once per forward; backward casts the low-precision
-// copy's gradient back to f32). `low` and `high` are the two element sizes; none elsewhere.
-Bytes autocast_cast_bytes(const LayerDescription& d, OpClass c, bool forward, std::int64_t batch, Bytes low,
-                          Bytes high, Elements weights) {
-  if (low == high || fault_active(Fault::autocast_casts_free)) return 0;  // not autocast (planted: casts free)
-  const auto& counted =
-      forward ? d.autocast_forward_cast_elements_per_sample : d.autocast_backward_cast_elements_per_sample;
-  const Elements activations = counted.value_or(0) * batch;
-  const Elements weight_casts = c == OpClass::other ? 0 : weights;
-  return (activations + weight_casts) * (low + high);
-}
-
 }  // namespace
 
 std::pair<const char*, const char*> cost_layer_kernel_names(const LayerDescription& d) {
@@ -131,14 +116,26 @@ Bytes CostLayer::conv_io_bytes(std::int64_t batch, Bytes element_bytes) const {
   return *desc_.conv_io_elements_per_sample * batch * element_bytes;
 }
 
+// Each cast reads an element in one type and writes it in the other: its counted activation
+// casts (forward, or their gradients backward) x batch, and for a GEMM or convolution layer
+// its weights' (autocast casts each weight once per forward; backward casts the low-precision
+// copy's gradient back to f32). Autocast is the precisions whose matmul and class-other
+// element sizes differ (bf16-amp, f16-amp).
 void CostLayer::charge_autocast_casts(bool forward, std::int64_t batch) {
   if (desc_.measured_forward_s_per_sample || desc_.measured_backward_s_per_sample) return;  // in the measured times
-  Elements weights = 0;
-  for (const auto& p : params_) weights += p.value.numel();
-  if (forward)
-    for (const auto& t : frozen_) weights += t.numel();  // frozen weights are cast too, but get no gradient
   const Bytes low = dtype_size_bytes(precision_activation_dtype(precision_, OpClass::matmul));
-  const Bytes moved = autocast_cast_bytes(desc_, op_class_, forward, batch, low, f32_element_bytes(), weights);
+  const Bytes high = f32_element_bytes();
+  // Planted fault: the casts cost nothing.
+  if (low == high || fault_active(Fault::autocast_casts_free)) return;
+  const auto& counted =
+      forward ? desc_.autocast_forward_cast_elements_per_sample : desc_.autocast_backward_cast_elements_per_sample;
+  Elements elements = counted.value_or(0) * batch;
+  if (op_class_ != OpClass::other) {
+    for (const auto& p : params_) elements += p.value.numel();
+    if (forward)
+      for (const auto& t : frozen_) elements += t.numel();  // frozen weights are cast too, but get no gradient
+  }
+  const Bytes moved = elements * (low + high);
   if (moved == 0) return;
   kernel_charge(*device_, OpCost{forward ? "autocast_cast_fwd" : "autocast_cast_bwd", OpKind::memory, 0.0,
                                  moved - moved / 2, moved / 2, OpClass::other});

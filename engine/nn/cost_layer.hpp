@@ -61,13 +61,13 @@ class CostLayer final : public Layer {
   // (so downstream numeric code reads defined values).
   Tensor make_tensor(std::int64_t rows, std::int64_t features, MemoryCategory category) const;
   void check_input(const Shape& input, const char* what) const;
-  Bytes parameter_bytes() const;
+  Bytes parameter_bytes() const;  // trainable and frozen values, read by forward and backward
   // Element size of the tensors autocast keeps in f32 (its fp32 list's): the precision's
   // dtype for class-other ops (f32 under AMP, bf16 in pure bf16, f64 in f64).
   Bytes f32_element_bytes() const;
   // Under bf16/f16 autocast, charges the layer's casts between f32 and the low type (its
   // counted activation casts and its weights') as one kernel; nothing in other precisions.
-  void charge_autocast_casts(bool forward, std::int64_t batch);  // trainable and frozen values, read by forward and backward
+  void charge_autocast_casts(bool forward, std::int64_t batch);
   // What the layer's convolutions read and write (conv_io_elements_per_sample); 0 when unknown.
   Bytes conv_io_bytes(std::int64_t batch, Bytes element_bytes) const;
 

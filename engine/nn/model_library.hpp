@@ -69,8 +69,9 @@ struct LayerDescription {
   // own kernels, only under autocast: an f32 activation cast for each GEMM that takes it
   // (autocast caches only leaf tensors' casts), a softmax output cast back; backward, each
   // cast's gradient cast the other way (softmax and log_softmax, cross_entropy's first op,
-  // take dtype=float32 and read f16 directly: no cast). Each moves 6 bytes (4 + 2); in every other precision none exist. Unset: none (the
-  // weights' casts, once per forward, the twin adds from the parameters).
+  // take dtype=float32 and read f16 directly: no cast). Each moves 6 bytes (4 + 2); in every
+  // other precision none exist. Unset: none (the weights' casts, once per forward, the twin
+  // adds from the parameters).
   std::optional<Elements> autocast_forward_cast_elements_per_sample;
   std::optional<Elements> autocast_backward_cast_elements_per_sample;
 };

@@ -139,27 +139,23 @@ TrainingConfig parse_training(const Reader& r, const YAML::Node& n, const std::s
   t.measured_precision = r.text(r.required(n, "measured_precision", key), key + ".measured_precision");
   if (n["precision"] && n["twin_dtype"])
     r.fail(n["twin_dtype"], key + ".twin_dtype", "give precision or twin_dtype, not both");
-  if (n["precision"]) {
-    t.precision = r.text(n["precision"], key + ".precision");
+  // A named choice, checked by its parser (which throws naming the value and the choices).
+  auto named = [&](const char* field, std::string& out, auto parse) {
+    if (!n[field]) return;
+    out = r.text(n[field], key + "." + field);
     try {
-      (void)precision_from_name(t.precision);
+      (void)parse(out);
     } catch (const std::invalid_argument& e) {
-      r.fail(n["precision"], key + ".precision", e.what());
+      r.fail(n[field], key + "." + field, e.what());
     }
-  }
+  };
+  named("precision", t.precision, [](const std::string& v) { return precision_from_name(v); });
   if (n["twin_dtype"]) {  // older key: a plain dtype run is PyTorch's defaults in that dtype
     t.precision = r.text(n["twin_dtype"], key + ".twin_dtype");
     if (t.precision != "f32" && t.precision != "f64")
       r.fail(n["twin_dtype"], key + ".twin_dtype", fmt::format("'{}' is not f32 or f64 (use precision:)", t.precision));
   }
-  if (n["memory_format"]) {
-    t.memory_format = r.text(n["memory_format"], key + ".memory_format");
-    try {
-      (void)memory_format_from_name(t.memory_format);
-    } catch (const std::invalid_argument& e) {
-      r.fail(n["memory_format"], key + ".memory_format", e.what());
-    }
-  }
+  named("memory_format", t.memory_format, [](const std::string& v) { return memory_format_from_name(v); });
   if (n["optimizer"]) t.optimizer = r.text(n["optimizer"], key + ".optimizer");
   if (n["accumulation_steps"])
     t.accumulation_steps = static_cast<int>(r.whole(n["accumulation_steps"], key + ".accumulation_steps", 1, 1 << 16));
