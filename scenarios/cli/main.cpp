@@ -66,6 +66,18 @@ void suggest_flags(int argc, char** argv, CLI::App& root) {
   }
 }
 
+// Every option that takes a value refuses an empty one ("--gpus ''", "--out="), naming the
+// flag: CLI11 takes an empty value for a std::optional option as "not given", so the run
+// would silently fall back to the file's or the default value.
+void refuse_empty_values(CLI::App& app) {
+  static const CLI::Validator non_empty(
+      [](std::string& value) { return value.empty() ? std::string("empty value (give one, or leave the flag out)") : ""; },
+      "", "non-empty");
+  for (CLI::Option* o : app.get_options())
+    if (o->get_expected_min() > 0) o->check(non_empty);
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_empty_values(*sub);
+}
+
 }  // namespace
 }  // namespace dpt::cli
 
@@ -81,6 +93,7 @@ int main(int argc, char** argv) {
   if (unknown_command(argc, argv, registry)) return kExitUsage;
   std::map<std::string, RunFn> runners;
   for (auto& entry : registry) runners[entry.name] = entry.setup(app);
+  refuse_empty_values(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -74,6 +74,14 @@ INSTANTIATE_TEST_SUITE_P(
                 "Could not convert: --devices = eight\n" + kHelp},
         CliCase{"MissingScenarioFile", {"predict", "missing.yaml"}, {}, 2,
                 "scenario: File does not exist: missing.yaml\n" + kHelp},
+        // An empty value is refused by the flag's name, not taken as "not given" (CLI11's
+        // default for optional values, which would run the file's or the default value).
+        CliCase{"EmptyIntegerFlag", predict_with({{"--devices", ""}}), {}, 2,
+                "--devices: empty value (give one, or leave the flag out)\n" + kHelp},
+        CliCase{"EmptyFlagWithEquals", {"sweep", "s.yaml", "--jobs="}, {{"s.yaml", kSweep}}, 2,
+                "--jobs: 1 required INT missing\n" + kHelp},
+        CliCase{"EmptyTextFlag", predict_with({{"--hardware", ""}}), {}, 2,
+                "--hardware: empty value (give one, or leave the flag out)\n" + kHelp},
         CliCase{"PredictWithNothing", {"predict"}, {}, 2,
                 "dptwin predict: error: give a scenario file, or --hardware, --model, --strategy and --batch or "
                 "--batch-per-device\n"},

@@ -24,6 +24,24 @@
 namespace dpt {
 namespace {
 
+// Built with a sanitizer (the CI asan and tsan stages): the program still runs every step
+// and microbenchmark, which is what a sanitizer checks, but its timings are not judged.
+// Instrumentation slows each kind of work by its own factor (a streaming loop about 10x,
+// OpenBLAS's uninstrumented GEMM not at all), so rates measured here do not predict a step
+// measured here; a fresh-clone CI run at 4b8bae7 failed on exactly that (dp on 2 devices
+// +60.8 %, its streaming rate 0.64 GB/s).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -252,6 +270,7 @@ TEST(SimVsHost, PredictsTheHostBackendsMeasuredStepTimes) {
   // double-counted part of the step, not noise.
   // A row whose measurements saw the machine busy (other work took a core) is reported
   // above, not judged: its measured step says more about that work than about dptwin.
+  if (kSanitized) GTEST_SKIP() << "built with a sanitizer: the rows above ran, their timings are not judged";
   int judged = 0;
   for (const auto& r : rows) {
     if (r.cores() < 1.6) {
