@@ -197,13 +197,16 @@ class Model:
         return "\n".join(out) + "\n"
 
 
-# ---- ResNet-50 (torchvision.models.resnet50, v1.5: stride in the 3x3 conv) -------
-def resnet50():
-    m = Model("resnet50", "one 224x224 RGB image", 3 * 224 * 224,
-              ["He et al. 2015, Deep Residual Learning for Image Recognition, arXiv:1512.03385, Table 1 (50-layer)",
-               "torchvision.models.resnet50 (ResNet v1.5, stride 2 in the 3x3 conv): parameter names and order",
-               "FLOPs from the conv shapes: 2 x Cin x Cout x K x K x Hout x Wout (4.1 GMACs, as in Table 1)"],
-              published_parameters=25_557_032)
+# ---- ResNet-50/101/152 (torchvision.models.resnetN, v1.5: stride in the 3x3 conv) ----
+# The three share every layer kind; they differ only in the bottleneck blocks per stage
+# (He et al. Table 1: 50-layer 3-4-6-3, 101-layer 3-4-23-3, 152-layer 3-8-36-3).
+def resnet(depth, blocks_per_stage, gmacs, published):
+    m = Model(f"resnet{depth}", "one 224x224 RGB image", 3 * 224 * 224,
+              [f"He et al. 2015, Deep Residual Learning for Image Recognition, arXiv:1512.03385, Table 1 ({depth}-layer)",
+               f"torchvision.models.resnet{depth} (ResNet v1.5, stride 2 in the 3x3 conv): parameter names and order",
+               f"FLOPs from the conv shapes: 2 x Cin x Cout x K x K x Hout x Wout ({gmacs} GMACs: torchvision's"
+               " documented figure for v1.5; Table 1 counts v1's stride in the 1x1 conv)"],
+              published_parameters=published)
 
     def conv_flops(cin, cout, k, hout):
         return 2 * cin * cout * k * k * hout * hout
@@ -225,7 +228,8 @@ def resnet50():
           memory=memory, conv_io=3 * 224 * 224 + 64 * h * h, casts=(3 * 224 * 224, 0))  # the f32 image; no gradient
 
     cin, size = 64, 56
-    for stage, (width, blocks, stride) in enumerate([(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)], start=1):
+    stages = zip((64, 128, 256, 512), blocks_per_stage, (1, 2, 2, 2))
+    for stage, (width, blocks, stride) in enumerate(stages, start=1):
         for b in range(blocks):
             s = stride if b == 0 else 1
             out_size = size // s
@@ -508,7 +512,11 @@ def main():
                     " vocab 50257, LM head tied to wte): parameter names and order",
                     "FLOPs from the GEMM shapes (24sh^2 + 4s^2h per block, Narayanan et al. 2021, arXiv:2104.04473);"
                     " activations after Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.1"]
-    models = [resnet50(),
+    # Parameter counts: torchvision's model documentation (resnet50 25,557,032; resnet101
+    # 44,549,160; resnet152 60,192,808).
+    models = [resnet(50, (3, 4, 6, 3), 4.1, 25_557_032),
+              resnet(101, (3, 4, 23, 3), 7.8, 44_549_160),
+              resnet(152, (3, 8, 36, 3), 11.5, 60_192_808),
               bert_large(),
               bert_large_dle_phase2(),
               gpt2("gpt2-124m", 12, 768, 12, 124_439_808, [s.format("gpt2") for s in gpt2_sources]),

@@ -44,11 +44,14 @@ TEST(Library, EveryHardwareFileLoads) {
 }
 
 TEST(Library, EveryModelFileLoadsWithItsPublishedParameterCount) {
-  // Published parameter counts (not computed by dptwin): torchvision resnet50;
+  // Published parameter counts (not computed by dptwin): torchvision resnet50, resnet101,
+  // resnet152;
   // Hugging Face bert-large-uncased BertForPreTraining (also the tensors of NVIDIA
   // DeepLearningExamples' BERT, whose phase-2 workload bert-large-dle-phase2 is), gpt2,
   // gpt2-xl, meta-llama/Llama-2-7b-hf.
   const std::map<std::string, Elements> published = {{"resnet50", 25'557'032},
+                                                     {"resnet101", 44'549'160},
+                                                     {"resnet152", 60'192'808},
                                                      {"bert-large", 336'226'108},
                                                      {"bert-large-dle-phase2", 336'226'108},
                                                      {"gpt2-124m", 124'439'808},
@@ -71,6 +74,17 @@ TEST(Library, ResNet50ForwardFlopsMatchThePaper) {
   const double gflops = model_forward_flops_per_sample(load_model("resnet50", kScenarios / "models")) / 1e9;
   EXPECT_GT(gflops, 2 * 4.0);
   EXPECT_LT(gflops, 2 * 4.3);
+}
+
+TEST(Library, DeeperResNetsForwardFlopsMatchTheirPublishedFigures) {
+  // torchvision's documentation: resnet101 7.80 GMACs, resnet152 11.51 GMACs (v1.5; He et al.
+  // Table 1 gives 7.6 and 11.3 for v1); element-wise work adds about a percent.
+  const double g101 = model_forward_flops_per_sample(load_model("resnet101", kScenarios / "models")) / 1e9;
+  const double g152 = model_forward_flops_per_sample(load_model("resnet152", kScenarios / "models")) / 1e9;
+  EXPECT_GT(g101, 2 * 7.8);
+  EXPECT_LT(g101, 2 * 8.0);
+  EXPECT_GT(g152, 2 * 11.5);
+  EXPECT_LT(g152, 2 * 11.7);
 }
 
 TEST(Library, EveryScenarioFileValidates) {
@@ -162,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "host-cpu-gloo, l40s-4x-pcie4; or a path to a .yaml file)"},
         BadCase{"UnknownModel", replaced("model: resnet50", "model: resnet51"),
                 "bad.yaml:3: model: unknown model 'resnet51' (library: bert-large, bert-large-dle-phase2, gpt2-1.5b, "
-                "gpt2-124m, llama-2-7b, resnet50; or a path to a .yaml file, or mlp:IN-H-...-OUT, "
+                "gpt2-124m, llama-2-7b, resnet101, resnet152, resnet50; or a path to a .yaml file, or mlp:IN-H-...-OUT, "
                 "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied], hf:PATH/config.json)"},
         BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
                 "bad.yaml:8: sweep.colour: unknown sweep axis (allowed: hardware, model, strategy, devices, nodes, "
