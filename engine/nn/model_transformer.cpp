@@ -140,6 +140,14 @@ TransformerSpec parse_transformer_spec(const std::string& spec) {
     if (value.empty() || ec != std::errc() || ptr != value.data() + value.size() || *target < 1)
       throw std::invalid_argument(
           fmt::format("model spec '{}': {} is '{}', not a positive integer", spec, key, value));
+    const std::int64_t most = key == "layers"                    ? kMaxTransformerLayers
+                              : key == "hidden" || key == "heads" ? kMaxTransformerHidden
+                              : key == "mlp"                      ? kMaxTransformerIntermediate
+                              : key == "seq"                      ? kMaxTransformerPositions
+                                                                  : kMaxTransformerVocab;
+    if (*target > most)
+      throw std::invalid_argument(
+          fmt::format("model spec '{}': {} is {}, more than {}, the largest dptwin models", spec, key, *target, most));
   }
   for (const auto& [key, _] : keys)
     if (!seen[key]) throw std::invalid_argument(fmt::format("model spec '{}': missing {} (form: {})", spec, key, form));

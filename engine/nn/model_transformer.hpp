@@ -30,6 +30,18 @@ struct TransformerSpec {
   bool tied = false;                // LM head shares the token embedding (no lm_head.weight)
 };
 
+// The largest value of each size a transformer description takes (the spec below and
+// Hugging Face config.json files). Shapes, FLOPs and activations are products of these
+// (e.g. 4 x seq^2 x hidden for attention, 2 x seq x hidden x vocab for the LM head), in
+// 64-bit integers and rounded from doubles: with every size at its bound each product stays
+// below 10^18, so none can overflow. Published models sit far inside them (Llama 3.1 405B:
+// 126 layers, hidden 16384, intermediate 53248, vocab 128256, 131072 positions).
+inline constexpr std::int64_t kMaxTransformerLayers = 1024;
+inline constexpr std::int64_t kMaxTransformerHidden = 1 << 16;        // hidden size, heads, head size
+inline constexpr std::int64_t kMaxTransformerIntermediate = 1 << 18;  // MLP width
+inline constexpr std::int64_t kMaxTransformerPositions = 1 << 20;     // tokens in a sample
+inline constexpr std::int64_t kMaxTransformerVocab = 1 << 22;         // vocabulary, token types, classes
+
 // Parses "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied]";
 // throws std::invalid_argument naming the spec and the key that is wrong.
 TransformerSpec parse_transformer_spec(const std::string& spec);

@@ -32,10 +32,16 @@ struct Reader {
   void require_map(const YAML::Node& n, const std::string& key) const {
     if (!n.IsMap()) fail(n, key, "expected a mapping of keys");
   }
+  // A mapping key's name; a key written as a list or mapping (YAML's `? [a]: 1`) is an
+  // error naming the mapping it is in.
+  std::string key_name(const YAML::Node& k, const std::string& key) const {
+    if (!k.IsScalar()) fail(k, key.empty() ? "document" : key, "a key must be a plain name, not a list or mapping");
+    return k.Scalar();
+  }
   // Unknown keys are errors, listing the ones allowed here.
   void check_keys(const YAML::Node& n, const std::string& key, const std::vector<std::string>& allowed) const {
     for (const auto& kv : n) {
-      const auto name = kv.first.as<std::string>();
+      const auto name = key_name(kv.first, key);
       if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
         std::string list;
         for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
@@ -174,7 +180,7 @@ void parse_measured(const Reader& r, const YAML::Node& n, const std::string& key
   r.require_map(n, key);
   r.check_keys(n, key, {"busbw_GB_per_s", "algbw_GB_per_s", "time_us", "samples_per_s"});
   if (n.size() != 1) r.fail(n, key, "give exactly one measured figure");
-  const auto name = n.begin()->first.as<std::string>();
+  const auto name = n.begin()->first.Scalar();  // check_keys took it as one of the four names
   if (name == "busbw_GB_per_s") e.metric = Metric::busbw_GB_per_s;
   else if (name == "algbw_GB_per_s") e.metric = Metric::algbw_GB_per_s;
   else if (name == "time_us") e.metric = Metric::time_us;
@@ -198,7 +204,7 @@ Entry parse_entry(const Reader& r, const YAML::Node& n, const std::string& key) 
   if (const YAML::Node o = n["overrides"]) {
     r.require_map(o, key + ".overrides");
     for (const auto& kv : o) {
-      const auto path = kv.first.as<std::string>();
+      const auto path = r.key_name(kv.first, key + ".overrides");
       e.overrides.push_back({path, kv.second, r.at(kv.first, key + ".overrides." + path)});
     }
   }

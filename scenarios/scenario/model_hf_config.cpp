@@ -15,6 +15,43 @@ namespace {
 
 using nlohmann::json;
 
+// The largest value of each size this reader takes: the transformer bounds
+// (model_transformer.hpp: every product of them stays below 10^18), and image sizes.
+constexpr std::int64_t kMaxLayers = kMaxTransformerLayers;
+constexpr std::int64_t kMaxHidden = kMaxTransformerHidden;              // hidden size, heads, head_dim
+constexpr std::int64_t kMaxIntermediate = kMaxTransformerIntermediate;  // MLP width
+constexpr std::int64_t kMaxPositions = kMaxTransformerPositions;        // tokens in a sample (ViT: patches + 1)
+constexpr std::int64_t kMaxVocab = kMaxTransformerVocab;                // vocabulary, token types, classes
+constexpr std::int64_t kMaxImage = 1 << 15;                             // image and patch side, in pixels
+constexpr std::int64_t kMaxChannels = 256;
+
+std::int64_t max_of(const std::string& key) {
+  static const std::pair<const char*, std::int64_t> bounds[] = {
+      {"n_layer", kMaxLayers},
+      {"num_hidden_layers", kMaxLayers},
+      {"n_embd", kMaxHidden},
+      {"hidden_size", kMaxHidden},
+      {"n_head", kMaxHidden},
+      {"num_attention_heads", kMaxHidden},
+      {"num_key_value_heads", kMaxHidden},
+      {"head_dim", kMaxHidden},
+      {"n_inner", kMaxIntermediate},
+      {"intermediate_size", kMaxIntermediate},
+      {"n_positions", kMaxPositions},
+      {"n_ctx", kMaxPositions},
+      {"max_position_embeddings", kMaxPositions},
+      {"vocab_size", kMaxVocab},
+      {"type_vocab_size", kMaxVocab},
+      {"num_labels", kMaxVocab},
+      {"image_size", kMaxImage},
+      {"patch_size", kMaxImage},
+      {"num_channels", kMaxChannels},
+  };
+  for (const auto& [name, bound] : bounds)
+    if (key == name) return bound;
+  throw std::logic_error("model_hf_config: no bound for " + key);
+}
+
 // Typed field access with errors that name the file and the key.
 class ConfigReader {
  public:
@@ -28,6 +65,12 @@ class ConfigReader {
     if (!has(key)) fail(key, "missing (this model family needs it)");
     const json& v = j_.at(key);
     if (!v.is_number_integer()) fail(key, fmt::format("expected an integer, got {}", v.dump()));
+    // Bounded above here (an unsigned value beyond int64 included); zero and negative
+    // values are left to describe_*'s "must be positive", which runs before any arithmetic.
+    const std::int64_t hi = max_of(key);
+    if ((v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(hi)) ||
+        v.get<std::int64_t>() > hi)
+      fail(key, fmt::format("{} is more than {}, the largest this reader models", v.dump(), hi));
     return v.get<std::int64_t>();
   }
   std::int64_t get_int(const std::string& key, std::int64_t fallback) const {
@@ -73,6 +116,8 @@ ModelDescription llama_from(const ConfigReader& c, const std::string& name) {
   s.layers = c.get_int("num_hidden_layers");
   s.hidden = c.get_int("hidden_size");
   s.heads = c.get_int("num_attention_heads");
+  if (c.has("head_dim") && c.get_int("head_dim") <= 0)
+    c.fail("head_dim", fmt::format("must be positive, got {}", c.get_int("head_dim")));
   if (c.has("head_dim") && s.heads > 0 && c.get_int("head_dim") * s.heads != s.hidden)
     c.fail("head_dim", fmt::format("{} x {} heads is not hidden_size {}: a head size other than hidden/heads is not "
                                    "modelled",
@@ -108,9 +153,17 @@ ModelDescription vit_from(const ConfigReader& c, const std::string& name) {
   s.image = c.get_int("image_size");
   s.patch = c.get_int("patch_size");
   s.channels = c.get_int("num_channels", 3);
+  // A sample is (image / patch)^2 patch tokens and the class token, bounded as a text
+  // model's positions are.
+  if (s.image > 0 && s.patch > 0 && (s.image / s.patch) * (s.image / s.patch) + 1 > kMaxPositions)
+    c.fail("patch_size", fmt::format("image_size {} in patches of {} is {} tokens, more than {}, the largest this "
+                                     "reader models",
+                                     s.image, s.patch, (s.image / s.patch) * (s.image / s.patch) + 1, kMaxPositions));
   if (c.has("id2label")) {
     if (!c.raw("id2label").is_object()) c.fail("id2label", "expected a map from class index to label");
     s.labels = static_cast<std::int64_t>(c.raw("id2label").size());
+    if (s.labels > kMaxVocab)
+      c.fail("id2label", fmt::format("{} classes, more than {}, the largest this reader models", s.labels, kMaxVocab));
   } else {
     s.labels = c.get_int("num_labels", 2);  // transformers' PretrainedConfig default
   }
@@ -124,7 +177,9 @@ ModelDescription parse_hf_config(const std::string& json_text, const std::string
   json j;
   try {
     j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error for bad syntax, and out_of_range (406) for a number beyond a double,
+    // e.g. 1e400: both are the file's fault.
     throw std::invalid_argument(fmt::format("{}: not valid JSON: {}", file_label, e.what()));
   }
   if (!j.is_object()) throw std::invalid_argument(fmt::format("{}: expected a JSON object (a config.json)", file_label));

@@ -114,6 +114,33 @@ TEST(FidelityTable, ErrorsNameFileLineAndKey) {
   expect_error("schema_version: 1\nsource: [\n", "t.yaml:", "not valid YAML");
 }
 
+// The whole message of the std::invalid_argument `text` gives ("" and a failure if none).
+std::string error_text(const std::string& text) {
+  try {
+    (void)parse_source(text, "t.yaml");
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error for:\n" << text;
+  return "";
+}
+
+// A key written as a list or mapping (YAML's complex keys) is an error naming the mapping
+// it is in, not yaml-cpp's BadConversion (fuzz_fidelity_yaml found it; the inputs are kept
+// in verify/fuzz/crashes/fuzz_fidelity_yaml/).
+TEST(FidelityTable, KeysThatAreListsOrMappingsAreErrors) {
+  EXPECT_EQ(error_text("? [schema_version]\n: 1\n"),
+            "t.yaml:1: document: a key must be a plain name, not a list or mapping");
+  EXPECT_EQ(error_text(source_text("  - id: a\n    hardware_file: dgx-a100\n    overrides: {[gpu, memory]: 40 GiB}\n"
+                                   "    collective: {op: all_reduce, bytes: 8, gpus: 8}\n"
+                                   "    measured: {busbw_GB_per_s: 1}\n")),
+            "t.yaml:10: entries[0].overrides: a key must be a plain name, not a list or mapping");
+  EXPECT_EQ(error_text(source_text("  - id: a\n    hardware_file: dgx-a100\n"
+                                   "    training: {model: resnet50, strategy: ddp,\n"
+                                   "      ? {gpus: 8}\n      : 1}\n    measured: {samples_per_s: 10}\n")),
+            "t.yaml:11: entries[0].training: a key must be a plain name, not a list or mapping");
+}
+
 // Entry ids are unique across the whole table: the second use names both places.
 TEST(FidelityTable, DuplicateIdsAcrossFilesAreRefused) {
   const fs::path dir = fs::path(DPT_BINARY_DIR) / "fidelity_test" / "duplicate";

@@ -150,6 +150,14 @@ TEST(Parametric, BadSpecsNameTheKey) {
       {"transformer:layers=2,hidden=768,heads=10,seq=1024,vocab=50257", "heads=10 does not divide hidden=768"},
       {"transformer:layers=2,layers=3,hidden=768,heads=12,seq=1024,vocab=50257", "key 'layers' given twice"},
       {"transformer:layers=2,hidden=768,heads=12,seq=1024,vocab=50257,", "'' is not a key"},
+      // Bounded so that no shape, FLOP or activation product overflows 64 bits (4 x hidden
+      // wrapped negative before the bound: "negative dimension in shape").
+      {"transformer:layers=2,hidden=4611686018427387904,heads=1,seq=1024,vocab=50257",
+       "hidden is 4611686018427387904, more than 65536, the largest dptwin models"},
+      {"transformer:layers=1025,hidden=768,heads=12,seq=1024,vocab=50257", "layers is 1025, more than 1024"},
+      {"transformer:layers=2,hidden=768,heads=12,seq=1048577,vocab=50257", "seq is 1048577, more than 1048576"},
+      {"transformer:layers=2,hidden=768,heads=12,seq=1024,vocab=4194305", "vocab is 4194305, more than 4194304"},
+      {"transformer:layers=2,hidden=768,heads=12,seq=1024,vocab=50257,mlp=262145", "mlp is 262145, more than 262144"},
   };
   for (const auto& [spec, message] : cases) {
     try {
@@ -243,6 +251,50 @@ TEST(HfConfig, BadConfigsNameTheFileAndTheKey) {
   }
   EXPECT_THROW(load_model("hf:" + (kModels / "hf" / "no-such" / "config.json").string(), kModels),
                std::invalid_argument);
+}
+
+// Sizes are bounded so that no shape, FLOP or activation count can overflow, and a number
+// beyond a double is bad JSON, not nlohmann's out_of_range (fuzz_hf_config found the first
+// and the last; the inputs are kept in verify/fuzz/crashes/fuzz_hf_config/).
+TEST(HfConfig, OversizedValuesAreErrorsNamingTheKey) {
+  auto error_text = [](const std::string& text) -> std::string {
+    try {
+      (void)parse_hf_config(text, "cfg.json", "cfg");
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << text << " was accepted";
+    return "";
+  };
+  EXPECT_EQ(error_text(R"({"model_type": "gpt2", "n_layer": 1e400})"),
+            "cfg.json: not valid JSON: [json.exception.out_of_range.406] number overflow parsing '1e400'");
+  EXPECT_EQ(error_text(R"({"model_type": "gpt2", "n_layer": 1, "n_embd": 64, "n_head": 4, "n_ctx": 2064006728,
+                           "vocab_size": 1000})"),
+            "cfg.json: n_ctx: 2064006728 is more than 1048576, the largest this reader models");
+  EXPECT_EQ(error_text(R"({"model_type": "gpt2", "n_layer": 1000000000, "n_embd": 64, "n_head": 4, "n_ctx": 8,
+                           "vocab_size": 10})"),
+            "cfg.json: n_layer: 1000000000 is more than 1024, the largest this reader models");
+  EXPECT_EQ(error_text(R"({"model_type": "gpt2", "n_layer": 1, "n_embd": 4611686018427387904, "n_head": 1,
+                           "n_ctx": 8, "vocab_size": 10})"),
+            "cfg.json: n_embd: 4611686018427387904 is more than 65536, the largest this reader models");
+  EXPECT_EQ(error_text(R"({"model_type": "gpt2", "n_layer": 1, "n_embd": 64, "n_head": 4, "n_ctx": 8,
+                           "vocab_size": 18446744073709551615})"),
+            "cfg.json: vocab_size: 18446744073709551615 is more than 4194304, the largest this reader models");
+  EXPECT_EQ(error_text(R"({"model_type": "llama", "num_hidden_layers": 1, "hidden_size": 64,
+                           "num_attention_heads": 4, "head_dim": -4611686018427387904})"),
+            "cfg.json: head_dim: must be positive, got -4611686018427387904");
+  EXPECT_EQ(error_text(R"({"model_type": "vit", "num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 4,
+                           "intermediate_size": 128, "image_size": 1048576, "patch_size": 1})"),
+            "cfg.json: image_size: 1048576 is more than 32768, the largest this reader models");
+  EXPECT_EQ(error_text(R"({"model_type": "vit", "num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 4,
+                           "intermediate_size": 128, "image_size": 32768, "patch_size": 1})"),
+            "cfg.json: patch_size: image_size 32768 in patches of 1 is 1073741825 tokens, more than 1048576, the "
+            "largest this reader models");
+  // The largest published shapes stay inside the bounds (Llama 3.1 405B).
+  const auto big = parse_hf_config(R"({"model_type": "llama", "num_hidden_layers": 126, "hidden_size": 16384,
+      "num_attention_heads": 128, "num_key_value_heads": 8, "intermediate_size": 53248,
+      "max_position_embeddings": 131072, "vocab_size": 128256})", "405b.json", "405b");
+  EXPECT_EQ(big.layers.size(), 128u);
 }
 
 // ---- the writer -------------------------------------------------------------------
