@@ -60,6 +60,12 @@ enum class OpKind { compute, memory, copy, collective, host };
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
 };
+// One kernel's share of an op that runs several (a layer's convolutions): its FLOPs and
+// the bytes it reads plus writes.
+struct RooflinePart {
+  double flops = 0;
+  double bytes = 0;
+};
 struct OpCost {
   const char* name = "";    // e.g. "gemm", "relu_fwd"
   OpKind kind = OpKind::compute;
@@ -78,6 +84,11 @@ struct OpCost {
   // A convolution on channels_last (NHWC) tensors (MemoryFormat): in a Tensor Core type
   // cuDNN then needs no NCHW<->NHWC transposes, which the twin otherwise charges.
   bool channels_last = false;
+  // The op's kernels when it is several of them (a layer's convolutions), each with its own
+  // FLOPs and bytes, summing to `flops` and the bytes above: the twin takes each kernel's
+  // roofline (a 1x1 convolution can be memory-bound where the 3x3 beside it is not).
+  // Empty: one kernel.
+  std::vector<RooflinePart> parts;
 };
 
 class Device;

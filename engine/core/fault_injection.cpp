@@ -89,6 +89,7 @@ const std::vector<Fault>& all_faults() {
       Fault::channels_last_transposes_charged,
       Fault::autocast_f32_traffic_low,
       Fault::autocast_casts_free,
+      Fault::conv_roofline_aggregated,
   };
   return faults;
 }
@@ -165,6 +166,7 @@ const char* fault_name(Fault f) {
     case Fault::channels_last_transposes_charged: return "channels-last-transposes-charged";
     case Fault::autocast_f32_traffic_low: return "autocast-f32-traffic-low";
     case Fault::autocast_casts_free: return "autocast-casts-free";
+    case Fault::conv_roofline_aggregated: return "conv-roofline-aggregated";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -82,6 +82,7 @@ enum class Fault : unsigned {
   channels_last_transposes_charged,  // "channels-last-transposes-charged": Tensor Core convs on channels_last tensors still pay NCHW<->NHWC transposes
   autocast_f32_traffic_low,         // "autocast-f32-traffic-low": a layer's autocast-f32 memory-bound elements move at the low type's size
   autocast_casts_free,              // "autocast-casts-free": autocast's f32<->low casts of activations and weights cost nothing
+  conv_roofline_aggregated,         // "conv-roofline-aggregated": a layer's convolutions take one roofline over their summed FLOPs and bytes, not one each
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

@@ -111,6 +111,20 @@ CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device&
   }
 }
 
+void CostLayer::split_into_convs(OpCost& cost) const {
+  if (op_class_ != OpClass::conv || desc_.convs.empty()) return;
+  double flops = 0, io = 0;
+  for (const auto& c : desc_.convs) {
+    flops += c.flops_per_sample;
+    io += static_cast<double>(c.io_elements_per_sample);
+  }
+  if (!(flops > 0) || !(io > 0)) return;
+  const double bytes = static_cast<double>(cost.bytes_read + cost.bytes_written);
+  for (const auto& c : desc_.convs)
+    cost.parts.push_back(
+        {cost.flops * c.flops_per_sample / flops, bytes * static_cast<double>(c.io_elements_per_sample) / io});
+}
+
 Bytes CostLayer::conv_io_bytes(std::int64_t batch, Bytes element_bytes) const {
   if (op_class_ != OpClass::conv || !desc_.conv_io_elements_per_sample) return 0;
   return *desc_.conv_io_elements_per_sample * batch * element_bytes;
@@ -197,6 +211,7 @@ Tensor CostLayer::forward(const Tensor& x) {
     cost.bytes_read = param_bytes + io - io / 2;
     cost.bytes_written = io / 2;
   }
+  split_into_convs(cost);
   for (const auto& g : desc_.gemms) cost.gemms.push_back(GemmShape{g.rows_per_sample * batch, g.n, g.k});
   cost.channels_last = op_class_ == OpClass::conv && memory_format_ == MemoryFormat::channels_last;
   if (desc_.measured_forward_s_per_sample)
@@ -232,6 +247,7 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
     cost.bytes_read = param_bytes + io + io / 2;
     cost.bytes_written = grad_bytes + io - io / 2;
   }
+  split_into_convs(cost);
   // The input gradient's GEMMs have the forward's rows and swap n and k. The weight
   // gradient's ([k, n] outputs, the batch's rows as inner dimension) are not listed: with
   // few output tiles and a long inner dimension cuBLAS splits k across the SMs (split-K),

@@ -70,6 +70,10 @@ class CostLayer final : public Layer {
   void charge_autocast_casts(bool forward, std::int64_t batch);
   // What the layer's convolutions read and write (conv_io_elements_per_sample); 0 when unknown.
   Bytes conv_io_bytes(std::int64_t batch, Bytes element_bytes) const;
+  // Splits a convolution layer's kernel into its convolutions (LayerDescription::convs):
+  // each takes the op's FLOPs in proportion to its own and the op's bytes in proportion to
+  // its inputs plus outputs, so the parts sum to the op. No convs listed: unchanged.
+  void split_into_convs(OpCost& cost) const;
 
   LayerDescription desc_;
   std::int64_t input_features_;

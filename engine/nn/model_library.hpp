@@ -31,6 +31,13 @@ struct GemmDescription {
   std::int64_t rows_per_sample = 0, n = 0, k = 0;
 };
 
+// One convolution of a layer, per sample: its forward FLOPs and the input plus output
+// elements it reads and writes.
+struct ConvDescription {
+  double flops_per_sample = 0;
+  Elements io_elements_per_sample = 0;
+};
+
 struct LayerDescription {
   std::string name;  // the architecture's module name ("conv1", "layer1.0", "h.11")
   std::string type;  // what it is ("Conv2d+BatchNorm2d+ReLU", "GPT2Block"): the layer's type_name()
@@ -53,6 +60,10 @@ struct LayerDescription {
   // Input plus output elements of the layer's convolutions per sample: what its conv
   // kernels read and write (and what cuDNN transposes on Tensor Cores).
   std::optional<Elements> conv_io_elements_per_sample;
+  // The layer's convolutions one by one (their io elements sum to conv_io_elements_per_sample,
+  // their FLOPs are among forward_flops_per_sample): each runs as a kernel of its own, with
+  // its own roofline. Empty: the layer's convolutions taken as one kernel.
+  std::vector<ConvDescription> convs;
   // The layer's weight GEMMs (Linear layers), whose shapes the twin's wave model needs:
   // output [rows_per_sample x batch, n], inner dimension k. Empty: not stated.
   std::vector<GemmDescription> gemms;

@@ -36,6 +36,9 @@ Counting conventions (the same for every model, stated once here):
   * conv_io: for each convolution layer, its convolutions' input plus output
     elements per sample: Tensor Core convolutions on NCHW tensors transpose them
     to NHWC and back (the twin charges that under a Tensor Core compute type).
+    convs: the same convolutions one by one (forward FLOPs, input plus output elements),
+    each a cuDNN kernel of its own with its own roofline (a 1x1 convolution's FLOPs per
+    byte are a fifth of a 3x3's: on Tensor Cores it can be memory-bound).
   * A sample is one image (ResNet-50) or one full-length sequence (transformers).
     Token ids enter as one feature per position.
 """
@@ -133,10 +136,14 @@ class Model:
         self.layers = []
 
     def add(self, name, type_, params, flops, activations, output_features, memory=None, conv_io=None, gemms=None,
-            casts=None):
+            casts=None, convs=None):
+        if convs:
+            assert conv_io is None or conv_io == sum(io for _, io in convs), name
+            conv_io = sum(io for _, io in convs)
         self.layers.append(dict(name=name, type=type_, params=params, flops=int(round(flops)),
                                 activations=int(round(activations)), output_features=int(output_features),
                                 memory=memory, conv_io=None if conv_io is None else int(conv_io),
+                                convs=[(int(f), int(io)) for f, io in (convs or [])],
                                 gemms=gemms or [],
                                 casts=None if casts is None else (int(round(casts[0])), int(round(casts[1])))))
 
@@ -184,6 +191,10 @@ class Model:
                     out.append(f"    autocast_backward_cast_elements_per_sample: {layer['casts'][1]}")
             if layer["conv_io"] is not None:
                 out.append(f"    conv_io_elements_per_sample: {layer['conv_io']}")
+            if layer["convs"]:
+                out.append("    convs:")
+                for f, io in layer["convs"]:
+                    out.append(f"      - {{flops_per_sample: {f}, io_elements_per_sample: {io}}}")
             if layer["gemms"]:
                 out.append("    gemms:")
                 for rows, n, k in layer["gemms"]:
@@ -225,7 +236,8 @@ def resnet(depth, blocks_per_stage, gmacs, published):
     memory = traffic((MB_BN, 64 * h * h), (MB_RELU, 64 * h * h), maxpool)
     m.add("stem", "Conv2d+BatchNorm2d+ReLU+MaxPool2d",
           [("conv1.weight", [64, 3, 7, 7]), ("bn1.weight", [64]), ("bn1.bias", [64])], flops, acts, 64 * 56 * 56,
-          memory=memory, conv_io=3 * 224 * 224 + 64 * h * h, casts=(3 * 224 * 224, 0))  # the f32 image; no gradient
+          memory=memory, convs=[(conv_flops(3, 64, 7, h), 3 * 224 * 224 + 64 * h * h)],
+          casts=(3 * 224 * 224, 0))  # the f32 image; no gradient
 
     cin, size = 64, 56
     stages = zip((64, 128, 256, 512), blocks_per_stage, (1, 2, 2, 2))
@@ -250,16 +262,18 @@ def resnet(depth, blocks_per_stage, gmacs, published):
             # input feeds conv1 and the shortcut, so its two gradients are summed.
             terms = [(MB_BN, e1), (MB_RELU, e1), (MB_BN, e2), (MB_RELU, e2), (MB_BN, e3), (MB_ADD, e3),
                      (MB_RELU, e3), (MB_ACCUMULATE, cin * size * size)]
-            conv_io = (cin * size * size + e1) + (e1 + e2) + (e2 + e3)
+            convs = [(conv_flops(cin, width, 1, size), cin * size * size + e1),
+                     (conv_flops(width, width, 3, out_size), e1 + e2),
+                     (conv_flops(width, cout, 1, out_size), e2 + e3)]
             if b == 0:
                 params += [("downsample.0.weight", [cout, cin, 1, 1]), ("downsample.1.weight", [cout]),
                            ("downsample.1.bias", [cout])]
                 flops += conv_flops(cin, cout, 1, out_size) + BATCHNORM * cout * out_size ** 2
                 acts += cout * out_size ** 2
                 terms.append((MB_BN, cout * out_size ** 2))
-                conv_io += cin * size * size + cout * out_size ** 2
+                convs.append((conv_flops(cin, cout, 1, out_size), cin * size * size + cout * out_size ** 2))
             m.add(f"layer{stage}.{b}", "Bottleneck", params, flops, acts, cout * out_size ** 2,
-                  memory=traffic(*terms), conv_io=conv_io)
+                  memory=traffic(*terms), convs=convs)
             cin, size = cout, out_size
     # Global average pool then fc; fc saves its 2048-element input.
     # Average pooling reads 2048 x 7 x 7 and writes 2048 (backward the reverse); fc's bias gradient.

@@ -116,6 +116,28 @@ LayerDescription parse_layer(MapReader& lr, const ModelDescription& m, std::int6
       gr.finish();
       l.gemms.push_back(g);
     }
+  if (lr.has("convs")) {
+    if (!l.conv_io_elements_per_sample)
+      lr.fail("convs", "listing the layer's convolutions needs its conv_io_elements_per_sample (their sum)");
+    double conv_flops = 0;
+    Elements conv_io = 0;
+    for (auto& cr : lr.map_list("convs")) {
+      ConvDescription c;
+      c.flops_per_sample = cr.get_double_in("flops_per_sample", 0, kMaxLayerFlops);
+      c.io_elements_per_sample = cr.get_int_in("io_elements_per_sample", 1, kMaxTensorElements);
+      cr.finish();
+      conv_flops += c.flops_per_sample;
+      conv_io += c.io_elements_per_sample;
+      l.convs.push_back(c);
+    }
+    if (conv_io != *l.conv_io_elements_per_sample)
+      lr.fail("convs", fmt::format("its convolutions' io_elements_per_sample sum to {}, not the layer's "
+                                   "conv_io_elements_per_sample {}",
+                                   conv_io, *l.conv_io_elements_per_sample));
+    if (conv_flops > l.forward_flops_per_sample * (1 + 1e-12))
+      lr.fail("convs", fmt::format("its convolutions' {} FLOPs per sample exceed the layer's forward_flops_per_sample {}",
+                                   conv_flops, l.forward_flops_per_sample));
+  }
   double gemm_flops = 0;
   for (const auto& g : l.gemms) gemm_flops += 2.0 * static_cast<double>(g.rows_per_sample * g.n) * static_cast<double>(g.k);
   if (gemm_flops > l.forward_flops_per_sample)
@@ -266,6 +288,12 @@ std::string model_to_yaml(const ModelDescription& m) {
                          *l.autocast_backward_cast_elements_per_sample);
     if (l.conv_io_elements_per_sample)
       out += fmt::format("    conv_io_elements_per_sample: {}\n", *l.conv_io_elements_per_sample);
+    if (!l.convs.empty()) {
+      out += "    convs:\n";
+      for (const auto& c : l.convs)
+        out += fmt::format("      - {{flops_per_sample: {}, io_elements_per_sample: {}}}\n", yaml_number(c.flops_per_sample),
+                           c.io_elements_per_sample);
+    }
     if (!l.gemms.empty()) {
       out += "    gemms:\n";
       for (const auto& g : l.gemms)

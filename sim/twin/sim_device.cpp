@@ -129,6 +129,16 @@ Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, ComputeType 
       throw std::invalid_argument(fmt::format("GPU model '{}' has no memory bandwidth", rates.model));
     t_bytes = static_cast<double>(bytes) / (rates.memory_bandwidth * memory_fraction);
   }
+  // Several kernels (a layer's convolutions): each its own roofline, so a memory-bound one
+  // is not hidden under a compute-bound neighbour's FLOPs. Planted fault: one roofline over
+  // their sums.
+  Seconds t_kernels = std::max(t_flops, t_bytes);
+  if (!cost.parts.empty() && !fault_active(Fault::conv_roofline_aggregated)) {
+    t_kernels = 0;
+    for (const auto& p : cost.parts)
+      t_kernels += std::max(p.flops > 0 ? p.flops / (peak() * compute_fraction) : 0.0,
+                            p.bytes / (rates.memory_bandwidth * memory_fraction));
+  }
   Seconds t_transpose = 0;
   // Planted faults: Tensor Core convolutions on NCHW tensors charged no layout transposes;
   // on channels_last (NHWC) tensors, which need none, charged them all the same.
@@ -137,7 +147,7 @@ Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, ComputeType 
       !fault_active(Fault::conv_nchw_transposes_free))
     t_transpose = 2.0 * static_cast<double>(bytes) /
                   (rates.memory_bandwidth * sim_op_efficiency(rates, SimOpClass::elementwise, type));
-  return std::max(t_flops, t_bytes) + t_transpose + rates.launch_latency_s;
+  return t_kernels + t_transpose + rates.launch_latency_s;
 }
 }  // namespace
 

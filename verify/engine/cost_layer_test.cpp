@@ -304,6 +304,38 @@ bool charges_counted_traffic() {
 
 TEST(CostLayer, CountedMemoryBoundTrafficAndConvTensorsAreCharged) { EXPECT_TRUE(charges_counted_traffic()); }
 
+// A layer that lists its convolutions splits its conv kernel into them: each part takes
+// the kernel's FLOPs in proportion to its own (hand-written: 60 and 20 of 80 conv FLOPs, so
+// 3/4 and 1/4) and its bytes in proportion to its inputs plus outputs (100 and 200 of 300:
+// 1/3 and 2/3), forward and backward; the parts sum to the kernel. Without the list: none.
+TEST(CostLayer, ListedConvolutionsSplitTheConvKernel) {
+  LayerDescription d = counted_conv_block();
+  d.convs = {{60.0, 100}, {20.0, 200}};
+  RecordingDevice dev;
+  CostLayer layer(d, 2, dev, DType::f32);
+  Tensor x = Tensor::empty(dev, {5, 2}, DType::f32, MemoryCategory::inputs);
+  dev.ops.clear();
+  Tensor y = layer.forward(x);
+  Tensor dy = Tensor::empty(dev, {5, 3}, DType::f32, MemoryCategory::activations);
+  (void)layer.backward(dy, true);
+  int convs_seen = 0;
+  for (const OpCost& op : dev.ops) {
+    if (op.op_class != OpClass::conv) continue;
+    ++convs_seen;
+    ASSERT_EQ(op.parts.size(), 2u) << op.name;
+    const double bytes = static_cast<double>(op.bytes_read + op.bytes_written);
+    EXPECT_DOUBLE_EQ(op.parts[0].flops, 0.75 * op.flops) << op.name;
+    EXPECT_DOUBLE_EQ(op.parts[1].flops, 0.25 * op.flops) << op.name;
+    EXPECT_DOUBLE_EQ(op.parts[0].bytes, bytes / 3) << op.name;
+    EXPECT_DOUBLE_EQ(op.parts[1].bytes, 2 * bytes / 3) << op.name;
+  }
+  EXPECT_EQ(convs_seen, 2);  // forward and backward
+  RecordingDevice dev2;
+  CostLayer plain(counted_conv_block(), 2, dev2, DType::f32);
+  (void)plain.forward(Tensor::empty(dev2, {5, 2}, DType::f32, MemoryCategory::inputs));
+  for (const OpCost& op : dev2.ops) EXPECT_TRUE(op.parts.empty()) << op.name;
+}
+
 TEST(CostLayer, PlantedBugIgnoringTheCountedTrafficIsCaught) {
   ScopedFault f(Fault::memory_bound_traffic_ignored);
   EXPECT_FALSE(charges_counted_traffic());

@@ -370,11 +370,37 @@ TEST(ModelYaml, AutocastF32ShareIsAPartOfTheCount) {
 
 TEST(ModelYaml, WriterReproducesTheGeneratedLibraryFile) {
   // generate.py's file without its comment lines is exactly what the writer emits.
-  std::ifstream in(kModels / "gpt2-124m.yaml");
-  std::stringstream expected;
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind('#', 0) != 0) expected << line << '\n';
-  EXPECT_EQ(model_to_yaml(library("gpt2-124m")), expected.str());
+  for (const char* name : {"gpt2-124m", "resnet50"}) {
+    std::ifstream in(kModels / (std::string(name) + ".yaml"));
+    std::stringstream expected;
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind('#', 0) != 0) expected << line << '\n';
+    EXPECT_EQ(model_to_yaml(library(name)), expected.str()) << name;
+  }
+}
+
+// A layer's listed convolutions are its conv tensors one by one: their inputs plus outputs
+// must sum to conv_io_elements_per_sample (the error names the key and both figures). The
+// library's ResNets list them: a Bottleneck's three (four with its downsample), the stem's one.
+TEST(ModelYaml, ListedConvolutionsSumToTheLayersConvTensors) {
+  const ModelDescription rn = library("resnet50");
+  EXPECT_EQ(rn.layers.front().convs.size(), 1u);
+  EXPECT_EQ(rn.layers.at(1).convs.size(), 4u);
+  EXPECT_EQ(rn.layers.at(2).convs.size(), 3u);
+  std::string text = model_to_yaml(rn);
+  const std::string key = "{flops_per_sample: 236027904, io_elements_per_sample: 953344}";  // the stem's one
+  const auto at = text.find(key);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, key.size(), "{flops_per_sample: 236027904, io_elements_per_sample: 953345}");
+  try {
+    (void)parse_model_yaml(text, "m.yaml");
+    FAIL() << "accepted convolutions that do not sum to the layer's conv tensors";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("convs: its convolutions' io_elements_per_sample sum to 953345, not the "
+                                         "layer's conv_io_elements_per_sample 953344"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 // ---- measured profiles (dptwin_profile's files) ----------------------------------

@@ -138,6 +138,47 @@ auto channels_last_property() {
 
 TEST(OpComputeType, ChannelsLastConvsPayNoTransposes) { expect_property_holds(channels_last_property(), 300); }
 
+// Invariant: an op made of several kernels (a layer's convolutions, OpCost::parts) costs the
+// sum of each kernel's own roofline, max(FLOPs / (peak x fraction), bytes / bandwidth), plus
+// one launch: a memory-bound 1x1 convolution is not hidden under the FLOPs of a compute-bound
+// 3x3 beside it. So it is never below the roofline of the summed FLOPs and bytes, and equals
+// it when every part has the same FLOPs per byte. (f32: no layout transposes.)
+auto per_kernel_roofline_property() {
+  return [] {
+    const TypedRates t = *gen_typed_rates();
+    const SimGpuRates& r = t.rates;
+    const int n = *rc::gen::inRange(2, 6);
+    OpCost op = conv_op(0, 0, 0);
+    double bytes = 0;
+    Seconds expected = r.launch_latency_s;
+    const double peak = r.compute_peak_flops.at(ComputeType::f32) * t.conv_f32;
+    const double bandwidth = r.memory_bandwidth * r.memory_efficiency;
+    for (int i = 0; i < n; ++i) {
+      const double f = *rc::gen::inRange(0, 1000000) * 1e6, b = *rc::gen::inRange(1, 1000000) * 4096.0;
+      op.parts.push_back({f, b});
+      op.flops += f;
+      bytes += b;
+      expected += std::max(f / peak, b / bandwidth);
+    }
+    op.bytes_read = static_cast<Bytes>(bytes);
+    const Seconds got = sim_kernel_time_s(op, r, DType::f32);
+    RC_ASSERT(std::abs(got - expected) <= 1e-9 * got);
+    RC_ASSERT(got >= std::max(op.flops / peak, bytes / bandwidth) + r.launch_latency_s - 1e-12 * got);
+    // The same parts scaled to one FLOPs-per-byte ratio: exactly the aggregate roofline.
+    OpCost uniform = op;
+    for (auto& p : uniform.parts) p.flops = op.flops * p.bytes / bytes;
+    const Seconds flat = sim_kernel_time_s(uniform, r, DType::f32);
+    RC_ASSERT(std::abs(flat - (std::max(op.flops / peak, bytes / bandwidth) + r.launch_latency_s)) <= 1e-9 * flat);
+  };
+}
+
+TEST(OpComputeType, EachConvolutionTakesItsOwnRoofline) { expect_property_holds(per_kernel_roofline_property(), 300); }
+
+TEST(OpComputeType, PlantedBugOneRooflineForAllConvolutionsIsCaught) {
+  ScopedFault f(Fault::conv_roofline_aggregated);
+  EXPECT_TRUE(property_fails(per_kernel_roofline_property(), 300));
+}
+
 TEST(OpComputeType, PlantedBugTransposesOnChannelsLastIsCaught) {
   ScopedFault f(Fault::channels_last_transposes_charged);
   EXPECT_TRUE(property_fails(channels_last_property(), 300));
