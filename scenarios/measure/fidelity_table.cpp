@@ -14,6 +14,7 @@
 #include "engine/io/input_file.hpp"
 #include "engine/core/precision.hpp"
 #include "scenarios/measure/fidelity.hpp"
+#include "sim/net/yaml_util.hpp"
 
 namespace dpt::fidelity {
 namespace {
@@ -32,16 +33,11 @@ struct Reader {
   void require_map(const YAML::Node& n, const std::string& key) const {
     if (!n.IsMap()) fail(n, key, "expected a mapping of keys");
   }
-  // A mapping key's name; a key written as a list or mapping (YAML's `? [a]: 1`) is an
-  // error naming the mapping it is in.
-  std::string key_name(const YAML::Node& k, const std::string& key) const {
-    if (!k.IsScalar()) fail(k, key.empty() ? "document" : key, "a key must be a plain name, not a list or mapping");
-    return k.Scalar();
-  }
-  // Unknown keys are errors, listing the ones allowed here.
+  // Unknown keys are errors, listing the ones allowed here. Every key is a plain scalar
+  // (sim::yaml_load_string checked the whole document).
   void check_keys(const YAML::Node& n, const std::string& key, const std::vector<std::string>& allowed) const {
     for (const auto& kv : n) {
-      const auto name = key_name(kv.first, key);
+      const auto name = kv.first.Scalar();
       if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
         std::string list;
         for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
@@ -204,7 +200,7 @@ Entry parse_entry(const Reader& r, const YAML::Node& n, const std::string& key) 
   if (const YAML::Node o = n["overrides"]) {
     r.require_map(o, key + ".overrides");
     for (const auto& kv : o) {
-      const auto path = r.key_name(kv.first, key + ".overrides");
+      const auto path = kv.first.Scalar();
       e.overrides.push_back({path, kv.second, r.at(kv.first, key + ".overrides." + path)});
     }
   }
@@ -234,12 +230,9 @@ const char* metric_name(Metric m) {
 
 Source parse_source(const std::string& text, const std::string& file) {
   const Reader r{file};
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw std::invalid_argument(fmt::format("{}:{}: not valid YAML: {}", file, e.mark.line + 1, e.msg));
-  }
+  // The shared loader: syntax errors, keys that are not plain scalars (YAML's `? [a]: 1`),
+  // duplicate keys, unsupported tags, depth and size, each named by file, line and key path.
+  const YAML::Node root = sim::yaml_load_string(text, file);
   if (!root.IsMap()) throw std::invalid_argument(fmt::format("{}:1: expected a mapping (schema_version, source, entries)", file));
   r.check_keys(root, "", {"schema_version", "source", "entries"});
   if (r.whole(r.required(root, "schema_version", "schema_version"), "schema_version", 1, 1000) != 1)

@@ -17,32 +17,27 @@ using nlohmann::json;
 
 // The largest value of each size this reader takes: the transformer bounds
 // (model_transformer.hpp: every product of them stays below 10^18), and image sizes.
-constexpr std::int64_t kMaxLayers = kMaxTransformerLayers;
-constexpr std::int64_t kMaxHidden = kMaxTransformerHidden;              // hidden size, heads, head_dim
-constexpr std::int64_t kMaxIntermediate = kMaxTransformerIntermediate;  // MLP width
-constexpr std::int64_t kMaxPositions = kMaxTransformerPositions;        // tokens in a sample (ViT: patches + 1)
-constexpr std::int64_t kMaxVocab = kMaxTransformerVocab;                // vocabulary, token types, classes
-constexpr std::int64_t kMaxImage = 1 << 15;                             // image and patch side, in pixels
+constexpr std::int64_t kMaxImage = 1 << 15;  // image and patch side, in pixels
 constexpr std::int64_t kMaxChannels = 256;
 
 std::int64_t max_of(const std::string& key) {
   static const std::pair<const char*, std::int64_t> bounds[] = {
-      {"n_layer", kMaxLayers},
-      {"num_hidden_layers", kMaxLayers},
-      {"n_embd", kMaxHidden},
-      {"hidden_size", kMaxHidden},
-      {"n_head", kMaxHidden},
-      {"num_attention_heads", kMaxHidden},
-      {"num_key_value_heads", kMaxHidden},
-      {"head_dim", kMaxHidden},
-      {"n_inner", kMaxIntermediate},
-      {"intermediate_size", kMaxIntermediate},
-      {"n_positions", kMaxPositions},
-      {"n_ctx", kMaxPositions},
-      {"max_position_embeddings", kMaxPositions},
-      {"vocab_size", kMaxVocab},
-      {"type_vocab_size", kMaxVocab},
-      {"num_labels", kMaxVocab},
+      {"n_layer", kMaxTransformerLayers},
+      {"num_hidden_layers", kMaxTransformerLayers},
+      {"n_embd", kMaxTransformerHidden},
+      {"hidden_size", kMaxTransformerHidden},
+      {"n_head", kMaxTransformerHidden},
+      {"num_attention_heads", kMaxTransformerHidden},
+      {"num_key_value_heads", kMaxTransformerHidden},
+      {"head_dim", kMaxTransformerHidden},
+      {"n_inner", kMaxTransformerIntermediate},
+      {"intermediate_size", kMaxTransformerIntermediate},
+      {"n_positions", kMaxTransformerPositions},
+      {"n_ctx", kMaxTransformerPositions},
+      {"max_position_embeddings", kMaxTransformerPositions},
+      {"vocab_size", kMaxTransformerVocab},
+      {"type_vocab_size", kMaxTransformerVocab},
+      {"num_labels", kMaxTransformerVocab},
       {"image_size", kMaxImage},
       {"patch_size", kMaxImage},
       {"num_channels", kMaxChannels},
@@ -155,15 +150,17 @@ ModelDescription vit_from(const ConfigReader& c, const std::string& name) {
   s.channels = c.get_int("num_channels", 3);
   // A sample is (image / patch)^2 patch tokens and the class token, bounded as a text
   // model's positions are.
-  if (s.image > 0 && s.patch > 0 && (s.image / s.patch) * (s.image / s.patch) + 1 > kMaxPositions)
+  const std::int64_t tokens = s.image > 0 && s.patch > 0 ? (s.image / s.patch) * (s.image / s.patch) + 1 : 0;
+  if (tokens > kMaxTransformerPositions)
     c.fail("patch_size", fmt::format("image_size {} in patches of {} is {} tokens, more than {}, the largest this "
                                      "reader models",
-                                     s.image, s.patch, (s.image / s.patch) * (s.image / s.patch) + 1, kMaxPositions));
+                                     s.image, s.patch, tokens, kMaxTransformerPositions));
   if (c.has("id2label")) {
     if (!c.raw("id2label").is_object()) c.fail("id2label", "expected a map from class index to label");
     s.labels = static_cast<std::int64_t>(c.raw("id2label").size());
-    if (s.labels > kMaxVocab)
-      c.fail("id2label", fmt::format("{} classes, more than {}, the largest this reader models", s.labels, kMaxVocab));
+    if (s.labels > kMaxTransformerVocab)
+      c.fail("id2label",
+             fmt::format("{} classes, more than {}, the largest this reader models", s.labels, kMaxTransformerVocab));
   } else {
     s.labels = c.get_int("num_labels", 2);  // transformers' PretrainedConfig default
   }

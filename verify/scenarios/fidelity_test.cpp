@@ -111,7 +111,7 @@ TEST(FidelityTable, ErrorsNameFileLineAndKey) {
                            "    training: {model: resnet50, strategy: ddp, gpus: 8, batch_per_device: 32, "
                            "measured_precision: fp32}\n    measured: {samples_per_s: 10}\n"),
                "t.yaml:8: entries[0]: ", "not both");
-  expect_error("schema_version: 1\nsource: [\n", "t.yaml:", "not valid YAML");
+  expect_error("schema_version: 1\nsource: [\n", "t.yaml:", "YAML syntax error");
 }
 
 // The whole message of the std::invalid_argument `text` gives ("" and a failure if none).
@@ -130,15 +130,15 @@ std::string error_text(const std::string& text) {
 // in verify/fuzz/crashes/fuzz_fidelity_yaml/).
 TEST(FidelityTable, KeysThatAreListsOrMappingsAreErrors) {
   EXPECT_EQ(error_text("? [schema_version]\n: 1\n"),
-            "t.yaml:1: document: a key must be a plain name, not a list or mapping");
+            "t.yaml:1: document: a key must be a plain string, not a list or mapping");
   EXPECT_EQ(error_text(source_text("  - id: a\n    hardware_file: dgx-a100\n    overrides: {[gpu, memory]: 40 GiB}\n"
                                    "    collective: {op: all_reduce, bytes: 8, gpus: 8}\n"
                                    "    measured: {busbw_GB_per_s: 1}\n")),
-            "t.yaml:10: entries[0].overrides: a key must be a plain name, not a list or mapping");
+            "t.yaml:10: entries[0].overrides: a key must be a plain string, not a list or mapping");
   EXPECT_EQ(error_text(source_text("  - id: a\n    hardware_file: dgx-a100\n"
                                    "    training: {model: resnet50, strategy: ddp,\n"
                                    "      ? {gpus: 8}\n      : 1}\n    measured: {samples_per_s: 10}\n")),
-            "t.yaml:11: entries[0].training: a key must be a plain name, not a list or mapping");
+            "t.yaml:11: entries[0].training: a key must be a plain string, not a list or mapping");
 }
 
 // Entry ids are unique across the whole table: the second use names both places.
