@@ -200,10 +200,12 @@ int run_verify(const VerifyFlags& f) {
   limits::require_output_file("--junit", f.junit);
   limits::require_output_file("--calibrate-out", f.calibrate_out);
   const PlantedBug bug = validated_bug(f);
-  const std::optional<CheckKind> only =
-      f.only.empty() ? std::nullopt : std::optional<CheckKind>(check_kind_from_name(f.only));
-  const bool run_correctness = !only || *only == CheckKind::correctness;
-  const bool run_performance = !only || *only == CheckKind::performance;
+  // --only: one kind of check; empty runs both. (Plain booleans, not an optional: g++ 12 at
+  // -O1 warns that the optional's value may be read uninitialized, a false positive.)
+  const bool run_all = f.only.empty();
+  const CheckKind only = run_all ? CheckKind::correctness : check_kind_from_name(f.only);
+  const bool run_correctness = run_all || only == CheckKind::correctness;
+  const bool run_performance = run_all || only == CheckKind::performance;
 
   std::optional<DegradedHardware> nominal;
   if (!f.hardware.empty()) nominal = load_degraded_hardware(f.hardware, kHardwareLibrary);
