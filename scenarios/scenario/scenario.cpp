@@ -209,7 +209,17 @@ void set_point_value(PointConfig& c, const std::string& field, const PointValue&
   };
   auto count = [&] { return positive_count(std::get<std::int64_t>(v), where); };
   if (field.rfind("overrides.", 0) == 0) {
-    set_point_field(c, field, YAML::Node(text()), where);
+    // A flag's value is text as the user wrote it ("40 GiB", "false"); one written as a YAML
+    // flow list or map ("[]", "[[0, 1, 2]]", "{socket: 0, gpus: [0]}") is read as YAML, as
+    // the same value in a scenario file is, so `--override 'nvlink.pairs=[]'` clears a list.
+    const std::string& t = text();
+    if (t.front() == '[' || t.front() == '{') {
+      std::string label = where;
+      while (!label.empty() && (label.back() == ' ' || label.back() == ':')) label.pop_back();
+      set_point_field(c, field, sim::yaml_load_string(t, label), where);
+    } else {
+      set_point_field(c, field, YAML::Node(t), where);
+    }
     return;
   }
   c.where[field] = where;

@@ -5,6 +5,7 @@
 // the same typed value the file's key gives.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -109,6 +110,43 @@ TEST(WhatifFlags, GoodValuesLandTyped) {
   EXPECT_EQ(s.base.bucket_cap_mb, 0.1 + 0.2);
   EXPECT_EQ(s.base.optimizer, scenario::OptimizerKind::adamw);
   EXPECT_EQ(s.base.where.at("devices"), "--devices: ");
+}
+
+// A list-valued override given as a flag is read as YAML, as the same key in a scenario
+// file is: `--override 'nvlink.pairs=[]'` takes a DGX-1's NVLink away (the what-if of
+// NCCL_P2P_DISABLE=1 with pcie.peer_to_peer=false), `[[0, 1, 2]]` leaves one pair of 2 links.
+// Invariant: the flag and the file key resolve to the same hardware. Before, the flag's text
+// stayed a scalar and resolution refused it ("expected a list of [gpu_a, gpu_b, links]").
+TEST(WhatifFlags, ListOverridesAreReadAsTheFileReadsThem) {
+  const std::filesystem::path scenarios = std::filesystem::path(DPT_SOURCE_DIR) / "scenarios";
+  const auto lib = scenario::Library::at(scenarios);
+  const std::string base =
+      "schema_version: 1\nhardware: dgx1-v100\nmodel: resnet50\nstrategy: ddp\nbatch_per_device: 32\n";
+  scenario::Scenario plain = scenario::parse_scenario(base, "plain.yaml", scenarios);
+  ASSERT_TRUE(scenario::resolve_point(plain, plain.base, lib).hardware.nvlink.has_value());
+  const std::size_t library_pairs = scenario::resolve_point(plain, plain.base, lib).hardware.nvlink->pairs.size();
+  ASSERT_GT(library_pairs, 1u);  // the override must change something
+  for (const std::string value : {"[]", "[[0, 1, 2]]"}) {
+    scenario::Scenario file =
+        scenario::parse_scenario(base + "overrides:\n  nvlink.pairs: " + value + "\n", "file.yaml", scenarios);
+    scenario::Scenario flags = scenario::parse_scenario(base, "flags.yaml", scenarios);
+    PointFlags f;
+    f.overrides = {"nvlink.pairs=" + value};
+    cli::whatif::apply_point_flags(flags, f);
+    const auto from_file = scenario::resolve_point(file, file.base, lib).hardware.nvlink->pairs;
+    const auto from_flag = scenario::resolve_point(flags, flags.base, lib).hardware.nvlink->pairs;
+    EXPECT_EQ(from_file.size(), value == "[]" ? 0u : 1u) << value;
+    ASSERT_EQ(from_flag.size(), from_file.size()) << value;
+    for (std::size_t i = 0; i < from_flag.size(); ++i) {
+      EXPECT_EQ(from_flag[i].a, from_file[i].a);
+      EXPECT_EQ(from_flag[i].b, from_file[i].b);
+      EXPECT_EQ(from_flag[i].links, from_file[i].links);
+    }
+  }
+  // A flow value that is not YAML: the flag is named, and the parser's reason given.
+  PointFlags bad;
+  bad.overrides = {"nvlink.pairs=[[0, 1"};
+  EXPECT_EQ(flag_error(bad, "--override nvlink.pairs:1").substr(0, 19), "YAML syntax error: ");
 }
 
 TEST(WhatifFlags, ContradictoryFlagsAreRefused) {
