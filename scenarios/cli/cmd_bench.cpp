@@ -39,7 +39,7 @@
 #include "sim/net/hardware.hpp"
 #include "sim/twin/step_report.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_bench {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 struct BenchOptions {
@@ -370,4 +370,4 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
 }};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_bench

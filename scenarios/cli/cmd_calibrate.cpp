@@ -23,7 +23,7 @@
 #include "sim/net/hardware.hpp"
 #include "sim/twin/step_report.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_calibrate {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 struct CalibrateFlags {
@@ -83,4 +83,4 @@ Registration reg{"calibrate", [](CLI::App& parent) -> RunFn {
 }};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_calibrate

@@ -11,7 +11,7 @@
 #include "scenarios/scenario/model_library_yaml.hpp"
 #include "sim/net/hardware.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_completion {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 struct LibraryNames {
@@ -59,4 +59,4 @@ Registration reg_completion{"completion", setup_completion};
 Registration reg_man{"man", setup_man};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_completion

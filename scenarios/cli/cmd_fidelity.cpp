@@ -24,7 +24,7 @@
 #include "scenarios/cli/whatif_flags.hpp"
 #include "scenarios/measure/fidelity.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_fidelity {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 struct FidelityArgs {
@@ -182,4 +182,4 @@ RunFn setup(CLI::App& parent) {
 Registration reg{"fidelity", setup};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_fidelity

@@ -14,7 +14,7 @@
 #include "scenarios/cli/library_dir.hpp"
 #include "sim/net/hardware.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_hardware {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 namespace fs = std::filesystem;
@@ -74,4 +74,4 @@ RunFn setup(CLI::App& parent) {
 Registration reg{"hardware", setup};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_hardware

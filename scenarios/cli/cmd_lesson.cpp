@@ -12,7 +12,7 @@
 #include "scenarios/cli/library_dir.hpp"
 #include "scenarios/scenario/lesson.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_lesson {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 struct LessonArgs {
@@ -77,4 +77,4 @@ RunFn setup(CLI::App& parent) {
 Registration reg{"lesson", setup};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_lesson

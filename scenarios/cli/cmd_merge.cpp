@@ -13,7 +13,7 @@
 #include "scenarios/cli/sweep_output.hpp"
 #include "scenarios/scenario/sweep.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_merge {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 struct MergeArgs {
@@ -58,4 +58,4 @@ RunFn setup(CLI::App& parent) {
 Registration reg{"merge", setup};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_merge

@@ -15,7 +15,7 @@
 #include "scenarios/cli/library_dir.hpp"
 #include "scenarios/scenario/model_library_yaml.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_model {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 namespace fs = std::filesystem;
@@ -94,4 +94,4 @@ RunFn setup(CLI::App& parent) {
 Registration reg{"model", setup};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_model

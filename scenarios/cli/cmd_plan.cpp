@@ -17,7 +17,7 @@
 #include "scenarios/cli/sweep_output.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_plan {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 struct PlanArgs {
@@ -296,4 +296,4 @@ RunFn setup(CLI::App& parent) {
 Registration reg{"plan", setup};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_plan

@@ -14,7 +14,7 @@
 #include "scenarios/cli/report_lock.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_predict {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 struct PredictArgs {
@@ -118,4 +118,4 @@ RunFn setup(CLI::App& parent) {
 Registration reg{"predict", setup};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_predict

@@ -17,7 +17,7 @@
 #include "scenarios/cli/report_lock.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_report {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 struct ReportArgs {
@@ -135,4 +135,4 @@ RunFn setup(CLI::App& parent) {
 Registration reg{"report", setup};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_report

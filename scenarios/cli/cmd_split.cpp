@@ -19,7 +19,7 @@
 #include "scenarios/cli/json_output.hpp"
 #include "scenarios/cli/flag_limits.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_split {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 struct SplitFlags {
@@ -153,4 +153,4 @@ Registration reg{"split", [](CLI::App& parent) -> RunFn {
 }};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_split

@@ -18,7 +18,7 @@
 #include "scenarios/cli/sweep_output.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_sweep {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 struct SweepArgs {
@@ -103,4 +103,4 @@ RunFn setup(CLI::App& parent) {
 Registration reg{"sweep", setup};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_sweep

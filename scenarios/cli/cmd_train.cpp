@@ -17,7 +17,7 @@
 #include "scenarios/cli/flag_limits.hpp"
 #include "scenarios/cli/train_device.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_train {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 // Everything the flags set; defaults are PyTorch's where PyTorch has one.
@@ -373,4 +373,4 @@ Registration reg{"train", [](CLI::App& parent) -> RunFn {
 }};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_train

@@ -29,7 +29,7 @@
 #include "scenarios/verify/verify_twin.hpp"
 #include "sim/twin/step_report.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_verify {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 using namespace dpt::verify;
@@ -312,4 +312,4 @@ Registration reg{"verify", [](CLI::App& parent) -> RunFn {
 }};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_verify

@@ -6,7 +6,7 @@
 #include "scenarios/cli/json_output.hpp"
 #include "scenarios/cli/version.hpp"
 
-namespace dpt::cli {
+namespace dpt::cli::cmd_version {  // a namespace per command: unity batches join anonymous ones
 namespace {
 
 RunFn setup(CLI::App& parent) {
@@ -24,4 +24,4 @@ RunFn setup(CLI::App& parent) {
 Registration reg{"version", setup};
 
 }  // namespace
-}  // namespace dpt::cli
+}  // namespace dpt::cli::cmd_version
