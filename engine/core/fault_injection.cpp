@@ -90,6 +90,7 @@ const std::vector<Fault>& all_faults() {
       Fault::autocast_f32_traffic_low,
       Fault::autocast_casts_free,
       Fault::conv_roofline_aggregated,
+      Fault::fidelity_completion_order,
   };
   return faults;
 }
@@ -167,6 +168,7 @@ const char* fault_name(Fault f) {
     case Fault::autocast_f32_traffic_low: return "autocast-f32-traffic-low";
     case Fault::autocast_casts_free: return "autocast-casts-free";
     case Fault::conv_roofline_aggregated: return "conv-roofline-aggregated";
+    case Fault::fidelity_completion_order: return "fidelity-completion-order";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -83,6 +83,7 @@ enum class Fault : unsigned {
   autocast_f32_traffic_low,         // "autocast-f32-traffic-low": a layer's autocast-f32 memory-bound elements move at the low type's size
   autocast_casts_free,              // "autocast-casts-free": autocast's f32<->low casts of activations and weights cost nothing
   conv_roofline_aggregated,         // "conv-roofline-aggregated": a layer's convolutions take one roofline over their summed FLOPs and bytes, not one each
+  fidelity_completion_order,        // "fidelity-completion-order": dptwin fidelity --jobs lists results in the order its workers finish, not the table's
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

@@ -4,11 +4,13 @@
 //   dptwin fidelity DIR --json
 //   dptwin fidelity --max-abs-error 60  # exit 1 when an entry misses by more than 60 %
 //   dptwin fidelity --max-median-error large=15   # ... or a class's median |error| exceeds 15 %
+//   dptwin fidelity --jobs 4            # 4 entries at a time (default: one per CPU)
 //
 // Each entry of each source file (scenarios/measure/fidelity.hpp) is predicted as
 // `dptwin bench --backend sim` (collectives) or `dptwin predict` (training) would
 // predict it; the table shows measured, predicted and the signed error, then the
 // median and max |error| per class.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -33,6 +35,7 @@ struct FidelityArgs {
   std::optional<double> max_abs_error_pct;
   std::vector<std::string> max_median_error;  // CLASS=PCT, CLASS one of small, mid, large, training
   std::string only;                     // run the entries whose id contains this
+  int jobs = whatif::default_jobs();    // entries predicted at once, each in its own process
 };
 
 std::filesystem::path default_table_dir() { return scenarios_dir() / "measured" / "public"; }
@@ -128,18 +131,24 @@ std::map<fidelity::EntryClass, double> parse_median_limits(const std::vector<std
 }
 
 int run_fidelity(const FidelityArgs& a) {
+  if (a.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", a.jobs));
   if (a.max_abs_error_pct && !(*a.max_abs_error_pct > 0))
     throw std::invalid_argument(fmt::format("--max-abs-error {}: must be a positive percentage", *a.max_abs_error_pct));
   const auto median_limits = parse_median_limits(a.max_median_error);
   const std::filesystem::path dir = a.dir.empty() ? default_table_dir() : std::filesystem::path(a.dir);
   const auto sources = fidelity::load_table(dir);
   const auto lib = whatif::library();
-  std::vector<fidelity::Result> results;
+  std::vector<fidelity::Job> jobs;
   for (const auto& s : sources)
     for (const auto& e : s.entries)
       if (a.only.empty() || e.id.find(a.only) != std::string::npos)
-        results.push_back(fidelity::predict_entry(e, lib, std::filesystem::path(s.file).parent_path()));
-  if (results.empty()) throw std::invalid_argument(fmt::format("--only {}: no entry id contains it", a.only));
+        jobs.push_back({&e, std::filesystem::path(s.file).parent_path(), fidelity::cost_hint(e)});
+  if (jobs.empty()) throw std::invalid_argument(fmt::format("--only {}: no entry id contains it", a.only));
+  const auto results = fidelity::predict_entries(
+      jobs, std::min<int>(a.jobs, static_cast<int>(jobs.size())),
+      [&lib](const fidelity::Entry& e, const std::filesystem::path& source_dir) {
+        return fidelity::predict_entry(e, lib, source_dir);
+      });
   const auto sums = fidelity::summarise(results);
   if (a.json) print_json(to_json(sources, results, sums));
   else print_table(results, sums);
@@ -173,7 +182,10 @@ RunFn setup(CLI::App& parent) {
                   "CLASS=PCT (small, mid, large, training; repeatable): exit 1 when that class's median |error| "
                   "exceeds PCT percent");
   app->add_option("--only", a->only, "run only the entries whose id contains this text");
-  app->footer("Examples:\n  dptwin fidelity\n  dptwin fidelity scenarios/measured/public --json\n\n" + exit_codes_help() +
+  app->add_option("-j,--jobs", a->jobs,
+                  "entries predicted at once, each in its own process (default: the number of CPUs); the table is "
+                  "the same for any value");
+  app->footer("Examples:\n  dptwin fidelity\n  dptwin fidelity scenarios/measured/public --json\n  dptwin fidelity --only lambda-rn50 --jobs 4\n\n" + exit_codes_help() +
               " Exit 1 here: an entry misses by more than --max-abs-error, or a class's median by more than "
               "--max-median-error.");
   return [a] { return run_fidelity(*a); };

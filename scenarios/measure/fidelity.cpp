@@ -2,16 +2,26 @@
 // the path the user's own command takes, and the errors summarised per class.
 #include "scenarios/measure/fidelity.hpp"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/core/fault_injection.hpp"
+#include "engine/io/atomic_file.hpp"
 #include "scenarios/measure/bench_sim.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
 #include "sim/net/hardware.hpp"
+#include "sim/twin/sim_process.hpp"
 
 namespace dpt::fidelity {
 namespace {
@@ -132,6 +142,138 @@ Result predict_entry(const Entry& e, const scenario::Library& lib, const std::fi
   Result r = e.collective ? predict_collective(e, lib, source_dir) : predict_training(e, lib, source_dir);
   r.error = (r.predicted - e.measured) / e.measured;
   return r;
+}
+
+namespace {
+
+// A worker's answer: the prediction, or the error its job threw and of which kind.
+nlohmann::json predict_in_child(const Job& job, const Predictor& predict) {
+  try {
+    const Result r = predict(*job.entry, job.source_dir);
+    return {{"predicted", r.predicted}, {"error", r.error}, {"detail", r.detail}};
+  } catch (const std::invalid_argument& e) {
+    return {{"failure", e.what()}, {"kind", "invalid"}};
+  } catch (const std::exception& e) {
+    return {{"failure", e.what()}, {"kind", "failed"}};
+  }
+}
+
+// The job's result from its worker's exit status and file; a failure as the exception
+// its job threw (or a runtime_error saying how the worker ended).
+struct Collected {
+  std::optional<Result> result;
+  std::string failure;
+  bool invalid = false;
+};
+
+Collected collect(const Job& job, int status, const std::filesystem::path& file) {
+  Collected c;
+  std::ifstream in(file);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !in) {
+    c.failure = WIFSIGNALED(status) ? fmt::format("{}: the prediction process died of signal {} ({})", job.entry->id,
+                                                  WTERMSIG(status), strsignal(WTERMSIG(status)))
+                                    : fmt::format("{}: the prediction process ended without a result", job.entry->id);
+    return c;
+  }
+  try {
+    const auto j = nlohmann::json::parse(in);
+    if (j.contains("failure")) {
+      c.failure = j.at("failure").get<std::string>();
+      c.invalid = j.value("kind", "") == "invalid";
+      return c;
+    }
+    Result r;
+    r.entry = job.entry;
+    r.predicted = j.at("predicted").get<double>();
+    r.error = j.at("error").get<double>();
+    r.detail = j.at("detail").get<std::string>();
+    c.result = std::move(r);
+  } catch (const std::exception& e) {
+    c.failure = fmt::format("{}: unreadable prediction: {}", job.entry->id, e.what());
+  }
+  return c;
+}
+
+struct RemoveDirOnExit {
+  std::filesystem::path dir;
+  ~RemoveDirOnExit() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+}  // namespace
+
+double cost_hint(const Entry& e) {
+  if (!e.collective) return 0;
+  return static_cast<double>(e.collective->bytes) * (kWarmupIters + e.collective->iters.value_or(kTimedIters));
+}
+
+std::vector<Result> predict_entries(const std::vector<Job>& jobs_to_run, int jobs, const Predictor& predict) {
+  if (jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", jobs));
+  std::vector<Result> out;
+  if (jobs == 1) {
+    for (const auto& job : jobs_to_run) {
+      Result r = predict(*job.entry, job.source_dir);
+      r.entry = job.entry;
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+  const std::filesystem::path tmp = make_run_temp_dir("dptwin-fidelity");
+  const RemoveDirOnExit cleanup{tmp};
+  auto file_of = [&](size_t i) { return tmp / fmt::format("{}.json", i); };
+  std::map<size_t, Collected> done;  // by job index
+  // Planted fault: results listed in the order their workers finish.
+  std::vector<size_t> finish_order;
+  std::map<pid_t, size_t> running;
+  std::vector<size_t> order(jobs_to_run.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return jobs_to_run[a].cost_hint > jobs_to_run[b].cost_hint; });
+  size_t next = 0;
+  bool failed = false;
+  sim::ChildProcessScope workers;  // SIGINT/SIGTERM end the workers; `cleanup` removes tmp
+  while ((next < jobs_to_run.size() && !failed) || !running.empty()) {
+    workers.throw_if_stopped();
+    while (next < jobs_to_run.size() && !failed && static_cast<int>(running.size()) < jobs) {
+      const size_t i = order[next++];
+      const pid_t pid = workers.fork_child();
+      if (pid == 0) {
+        // Child: predict, hand the result back in a file, leave without the parent's
+        // exit handlers or buffered output.
+        const nlohmann::json answer = predict_in_child(jobs_to_run[i], predict);
+        std::ofstream(file_of(i)) << answer.dump();
+        ::_exit(0);
+      }
+      running.emplace(pid, i);
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(fmt::format("waiting for fidelity workers: {}", std::strerror(errno)));
+    }
+    workers.reaped(pid);
+    const auto it = running.find(pid);
+    if (it == running.end()) continue;  // not one of ours
+    const size_t i = it->second;
+    running.erase(it);
+    Collected c = collect(jobs_to_run[i], status, file_of(i));
+    failed = failed || !c.result;
+    done.emplace(i, std::move(c));
+    finish_order.push_back(i);
+  }
+  for (auto& [i, c] : done)
+    if (!c.result) {
+      if (c.invalid) throw std::invalid_argument(c.failure);
+      throw std::runtime_error(c.failure);
+    }
+  if (fault_active(Fault::fidelity_completion_order))
+    for (size_t i : finish_order) out.push_back(*done.at(i).result);
+  else
+    for (auto& [i, c] : done) out.push_back(std::move(*c.result));
+  return out;
 }
 
 double median(std::vector<double> v) {

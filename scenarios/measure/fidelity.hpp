@@ -31,6 +31,7 @@
 // keys and bad values are errors naming the file, line and key.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -120,6 +121,32 @@ struct Result {
 // The twin's prediction of one entry, in the entry's metric. `source_dir` resolves a
 // relative hardware_file. Forks one simulation (call from a single-threaded process).
 Result predict_entry(const Entry& e, const scenario::Library& lib, const std::filesystem::path& source_dir);
+
+// One entry to predict, with the folder of its source file (for a relative hardware_file).
+struct Job {
+  const Entry* entry = nullptr;
+  std::filesystem::path source_dir;
+  // With several jobs at a time the costliest start first (ties in the table's order), so
+  // one long simulation does not start last and finish alone; see cost_hint.
+  double cost_hint = 0;
+};
+// A rough cost of predicting an entry, for the order jobs start in: a collective's bytes
+// times its simulated calls (the twin pipelines pieces of a fixed size, so its events grow
+// with both); 0 for training entries (each under a second).
+double cost_hint(const Entry& e);
+// How one job is predicted: predict_entry in the CLI; tests pass their own.
+using Predictor = std::function<Result(const Entry&, const std::filesystem::path&)>;
+
+// Predicts every job, `jobs` at a time. jobs == 1: one after another in this process.
+// jobs > 1: each job in a forked process of its own (SimGrid runs one engine per process,
+// so threads cannot share the work), its result handed back through a file; a stop
+// signal ends the workers. Either way the results come in the jobs' order, whatever order
+// they finish in, and are the same numbers (doubles round-trip exactly). A job that
+// throws: no new job starts, the running ones finish, and the first failed job in the
+// table's order among those that ran is rethrown with its message (std::invalid_argument
+// for bad input, else std::runtime_error), as jobs == 1 throws the first failed job's.
+// jobs < 1: std::invalid_argument.
+std::vector<Result> predict_entries(const std::vector<Job>& jobs_to_run, int jobs, const Predictor& predict);
 
 struct ClassSummary {
   EntryClass cls;

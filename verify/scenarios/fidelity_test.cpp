@@ -4,10 +4,15 @@
 // the twin's own step.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -403,6 +408,143 @@ TEST(FidelityCli, ExitCodesAndJson) {
   EXPECT_GT(j["entries"][0]["error"].get<double>(), 1e3);  // predicted far above a micro-GB/s
   ASSERT_EQ(j["classes"].size(), 1u);
   EXPECT_EQ(j["classes"][0]["entries"], 1);
+}
+
+// predict_entries with a stand-in predictor (no simulation): entry i is predicted as
+// 100 + i after sleeping (n - i) x 40 ms, so with every entry running at once they finish
+// last-first. `fail` names entries whose prediction throws, `kill` one whose worker dies.
+struct FakeTable {
+  std::vector<Entry> entries;
+  std::vector<Job> jobs;
+  explicit FakeTable(int n) {
+    entries.resize(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      entries[static_cast<size_t>(i)].id = fmt::format("e{}", i);
+      entries[static_cast<size_t>(i)].measured = 100;
+    }
+    for (const auto& e : entries) jobs.push_back({&e, fs::path("dir") / e.id});
+  }
+};
+
+Predictor fake_predictor(int n, std::map<std::string, std::string> fail = {}, std::string kill = {}) {
+  return [n, fail, kill](const Entry& e, const fs::path& dir) {
+    const int i = std::stoi(e.id.substr(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(40 * (n - i)));
+    if (e.id == kill) std::raise(SIGKILL);
+    if (auto it = fail.find(e.id); it != fail.end()) {
+      if (it->second == "invalid") throw std::invalid_argument(e.id + ": bad input");
+      throw std::runtime_error(e.id + ": run failed");
+    }
+    Result r;
+    r.entry = &e;
+    r.predicted = 100 + i + 1.0 / 3.0;  // not exact in binary: the hand-back must round-trip it
+    r.error = (r.predicted - e.measured) / e.measured;
+    r.detail = dir.string();
+    return r;
+  };
+}
+
+// Invariant: whatever --jobs, the results are the table's entries in the table's order,
+// each with the very numbers a run in one process gives (predicted, error and detail
+// bit for bit). The stand-in predictor makes the workers finish last-first, so the
+// planted fault fidelity-completion-order (results in finishing order) is caught.
+TEST(FidelityJobs, ResultsInTheTablesOrderWhateverOrderTheyFinish) {
+  constexpr int kN = 6;
+  const FakeTable t(kN);
+  const auto sequential = predict_entries(t.jobs, 1, fake_predictor(kN));
+  ASSERT_EQ(sequential.size(), static_cast<size_t>(kN));
+  for (int i = 0; i < kN; ++i) {
+    EXPECT_EQ(sequential[static_cast<size_t>(i)].entry, &t.entries[static_cast<size_t>(i)]);
+    EXPECT_EQ(sequential[static_cast<size_t>(i)].predicted, 100 + i + 1.0 / 3.0);
+  }
+  auto same = [&](const std::vector<Result>& got) {
+    if (got.size() != sequential.size()) return false;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i].entry != sequential[i].entry || got[i].predicted != sequential[i].predicted ||
+          got[i].error != sequential[i].error || got[i].detail != sequential[i].detail)
+        return false;
+    return true;
+  };
+  for (int jobs : {2, 3, kN}) EXPECT_TRUE(same(predict_entries(t.jobs, jobs, fake_predictor(kN)))) << jobs << " jobs";
+  const ScopedFault planted(Fault::fidelity_completion_order);
+  EXPECT_FALSE(same(predict_entries(t.jobs, kN, fake_predictor(kN))))
+      << "the order check does not see results listed as their workers finish";
+}
+
+// A failed entry stops the run as a run in one process stops: the first failed entry in
+// the table's order is rethrown with its message and kind (bad input stays
+// std::invalid_argument, exit 2; anything else std::runtime_error, exit 3); a worker that
+// dies is a failure naming its entry and the signal; --jobs 0 is refused.
+TEST(FidelityJobs, FailuresAreRethrownAsOneProcessThrowsThem) {
+  constexpr int kN = 5;
+  const FakeTable t(kN);
+  for (int jobs : {1, 3}) {
+    try {
+      (void)predict_entries(t.jobs, jobs, fake_predictor(kN, {{"e2", "invalid"}, {"e4", "failed"}}));
+      ADD_FAILURE() << "no error with " << jobs << " jobs";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_STREQ(e.what(), "e2: bad input") << jobs << " jobs";
+    }
+    try {
+      (void)predict_entries(t.jobs, jobs, fake_predictor(kN, {{"e3", "failed"}}));
+      ADD_FAILURE() << "no error with " << jobs << " jobs";
+    } catch (const std::invalid_argument& e) {
+      ADD_FAILURE() << "a run failure came back as bad input: " << e.what();
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "e3: run failed") << jobs << " jobs";
+    }
+  }
+  try {
+    (void)predict_entries(t.jobs, 2, fake_predictor(kN, {}, "e1"));
+    ADD_FAILURE() << "a killed worker went unnoticed";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("e1: the prediction process died of signal 9"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW((void)predict_entries(t.jobs, 0, fake_predictor(kN)), std::invalid_argument);
+}
+
+// With several jobs the costliest jobs start first (a long simulation that started last
+// would finish alone): with 2 at a time and the two largest hints on the last two entries,
+// those two are the first to start. Each stand-in prediction appends its id to a log as it
+// starts (O_APPEND: whole lines).
+TEST(FidelityJobs, CostliestJobsStartFirst) {
+  constexpr int kN = 6;
+  FakeTable t(kN);
+  t.jobs[4].cost_hint = 5;
+  t.jobs[5].cost_hint = 9;
+  const fs::path log = fs::path(DPT_BINARY_DIR) / "fidelity_test" / "start-order.log";
+  fs::create_directories(log.parent_path());
+  fs::remove(log);
+  const Predictor inner = fake_predictor(kN);
+  const auto results = predict_entries(t.jobs, 2, [&](const Entry& e, const fs::path& dir) {
+    std::ofstream(log, std::ios::app) << e.id + "\n" << std::flush;
+    return inner(e, dir);
+  });
+  ASSERT_EQ(results.size(), static_cast<size_t>(kN));
+  EXPECT_EQ(results.front().entry->id, "e0");  // still listed in the table's order
+  std::ifstream in(log);
+  std::vector<std::string> started;
+  for (std::string line; std::getline(in, line);) started.push_back(line);
+  ASSERT_EQ(started.size(), static_cast<size_t>(kN));
+  const std::set<std::string> first_two(started.begin(), started.begin() + 2);
+  EXPECT_EQ(first_two, (std::set<std::string>{"e4", "e5"}));
+}
+
+// The command with --jobs prints what it prints in one process, byte for byte (real
+// predictions: the 8 Azure A100 all-reduce entries); a --jobs below 1 is bad input.
+TEST(FidelityCli, JobsPrintTheSameTable) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "fidelity_test" / "jobs";
+  fs::create_directories(dir);
+  const auto one = test::run_dptwin({"fidelity", "--only", "nd-a100-v4", "--jobs", "1", "--json"}, dir);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(nlohmann::json::parse(one.out)["entries"].size(), 8u);
+  const auto three = test::run_dptwin({"fidelity", "--only", "nd-a100-v4", "--jobs", "3", "--json"}, dir);
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  EXPECT_EQ(three.out, one.out);
+  const auto zero = test::run_dptwin({"fidelity", "--only", "nd-a100-v4", "--jobs", "0"}, dir);
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--jobs 0: must be at least 1"), std::string::npos) << zero.err;
 }
 
 }  // namespace
