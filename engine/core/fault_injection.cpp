@@ -91,6 +91,7 @@ const std::vector<Fault>& all_faults() {
       Fault::autocast_casts_free,
       Fault::conv_roofline_aggregated,
       Fault::fidelity_completion_order,
+      Fault::attention_bmms_in_layer_roofline,
   };
   return faults;
 }
@@ -169,6 +170,7 @@ const char* fault_name(Fault f) {
     case Fault::autocast_casts_free: return "autocast-casts-free";
     case Fault::conv_roofline_aggregated: return "conv-roofline-aggregated";
     case Fault::fidelity_completion_order: return "fidelity-completion-order";
+    case Fault::attention_bmms_in_layer_roofline: return "attention-bmms-in-layer-roofline";
     case Fault::fault_count_: break;
   }
   return "?";

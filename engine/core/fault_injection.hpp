@@ -84,6 +84,7 @@ enum class Fault : unsigned {
   autocast_casts_free,              // "autocast-casts-free": autocast's f32<->low casts of activations and weights cost nothing
   conv_roofline_aggregated,         // "conv-roofline-aggregated": a layer's convolutions take one roofline over their summed FLOPs and bytes, not one each
   fidelity_completion_order,        // "fidelity-completion-order": dptwin fidelity --jobs lists results in the order its workers finish, not the table's
+  attention_bmms_in_layer_roofline,  // "attention-bmms-in-layer-roofline": a layer's attention batched matmuls run inside its one GEMM roofline, their score reads and writes free
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

@@ -1,5 +1,6 @@
 #include "engine/nn/cost_layer.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string_view>
 #include <utility>
@@ -68,6 +69,38 @@ void charge_memory_bound_parts(Device& device, const LayerDescription& d, bool f
   }
   const Bytes read = forward ? saved_bytes : 2 * saved_bytes;
   kernel_charge(device, OpCost{name, OpKind::memory, 0.0, read, saved_bytes, OpClass::other});
+}
+
+// The layer's batched matmuls between activations as kernels of their own (attention's QK^T
+// and scores x V, cuBLAS batched GEMMs), each with its FLOPs and the activations it reads and
+// writes in `element_bytes`: forward C[m, n] = A[m, k] B[k, n] reads A and B, writes C;
+// backward dA = dC B^T and dB = A^T dC each read dC and one operand and write one gradient,
+// each 2mnk FLOPs. Returns the FLOPs charged, which the layer's own kernel no longer runs.
+double charge_bmms(Device& device, const LayerDescription& d, bool forward, std::int64_t batch, Bytes element_bytes,
+                   OpClass op_class) {
+  double charged = 0;
+  for (const auto& b : d.bmms) {
+    const double products = static_cast<double>(b.count) * static_cast<double>(batch);
+    const double flops = 2.0 * products * static_cast<double>(b.m) * static_cast<double>(b.n) * static_cast<double>(b.k);
+    // In double: the loader bounds each product's tensors per sample, not times the batch.
+    const auto elements = [&](std::int64_t rows, std::int64_t cols) {
+      const double bytes = products * static_cast<double>(rows) * static_cast<double>(cols) *
+                           static_cast<double>(element_bytes);
+      return static_cast<Bytes>(std::min(bytes, 1e18));
+    };
+    if (forward) {
+      kernel_charge(device, OpCost{"attention_bmm_fwd", OpKind::compute, flops, elements(b.m, b.k) + elements(b.k, b.n),
+                                   elements(b.m, b.n), op_class});
+      charged += flops;
+      continue;
+    }
+    kernel_charge(device, OpCost{"attention_bmm_bwd", OpKind::compute, flops, elements(b.m, b.n) + elements(b.k, b.n),
+                                 elements(b.m, b.k), op_class});
+    kernel_charge(device, OpCost{"attention_bmm_bwd", OpKind::compute, flops, elements(b.m, b.k) + elements(b.m, b.n),
+                                 elements(b.k, b.n), op_class});
+    charged += 2 * flops;
+  }
+  return charged;
 }
 
 }  // namespace
@@ -218,6 +251,9 @@ Tensor CostLayer::forward(const Tensor& x) {
     cost.measured_s = *desc_.measured_forward_s_per_sample * static_cast<double>(batch);
   const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "forward");
   charge_autocast_casts(true, batch);
+  // Planted fault: the batched matmuls left inside the layer's one roofline.
+  if (!desc_.measured_forward_s_per_sample && !fault_active(Fault::attention_bmms_in_layer_roofline))
+    cost.flops = std::max(0.0, cost.flops - charge_bmms(*device_, desc_, true, batch, elt, op_class_));
   kernel_charge(*device_, cost);
   if (split) charge_memory_bound_parts(*device_, desc_, true, saved_bytes, batch, elt, f32_element_bytes());
   return y;
@@ -259,6 +295,8 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
   const ScopedOp scope(desc_.name.c_str(), desc_.type.c_str(), "backward");
   if (has_memory_bound_parts(desc_, op_class_) && !desc_.measured_backward_s_per_sample)
     charge_memory_bound_parts(*device_, desc_, false, saved_->size_bytes(), batch, elt, f32_element_bytes());
+  if (!desc_.measured_backward_s_per_sample && !fault_active(Fault::attention_bmms_in_layer_roofline))
+    cost.flops = std::max(0.0, cost.flops - charge_bmms(*device_, desc_, false, batch, elt, op_class_));
   kernel_charge(*device_, cost);
   charge_autocast_casts(false, batch);
   clear_saved();

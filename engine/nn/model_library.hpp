@@ -31,6 +31,16 @@ struct GemmDescription {
   std::int64_t rows_per_sample = 0, n = 0, k = 0;
 };
 
+// One batched matrix product between activations, per sample: `count` products of output
+// [m, n] over inner dimension k (eager attention's QK^T, count = heads, [s, s] over the head
+// size; and its scores x V, [s, head size] over s). It reads and writes activations only,
+// the scores an s x s matrix per head, so at a head size of 64 it is memory-bound on Tensor
+// Cores: the twin runs each as a kernel of its own with its own roofline (cuBLAS's batched
+// GEMM), forward one, backward two (the gradients of both operands).
+struct BmmDescription {
+  std::int64_t count = 0, m = 0, n = 0, k = 0;
+};
+
 // One convolution of a layer, per sample: its forward FLOPs and the input plus output
 // elements it reads and writes.
 struct ConvDescription {
@@ -67,6 +77,10 @@ struct LayerDescription {
   // The layer's weight GEMMs (Linear layers), whose shapes the twin's wave model needs:
   // output [rows_per_sample x batch, n], inner dimension k. Empty: not stated.
   std::vector<GemmDescription> gemms;
+  // The layer's batched matrix products between activations (attention's), whose FLOPs are
+  // among forward_flops_per_sample. Empty: none stated (their FLOPs, if any, run inside the
+  // layer's one GEMM roofline).
+  std::vector<BmmDescription> bmms;
   // Of the counted memory-bound elements above, those in tensors autocast keeps in f32
   // (torch.autocast's CUDA op reference: outputs of its "autocast to float32" list, LayerNorm,
   // softmax, pow; and of ops that promote to the widest input, such as a residual add of an

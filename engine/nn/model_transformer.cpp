@@ -29,6 +29,14 @@ void add_layer(ModelDescription& m, std::string name, std::string type, std::vec
 // QK^T and attention x V (2 x s x s x h each) and the softmax over a x s x s scores.
 double attention_flops(double s, double h, double a) { return 4 * s * s * h + kSoftmax * a * s * s; }
 
+// Eager attention's two batched matmuls per sample, as the layer's FLOPs count them: for each
+// of `heads` heads, QK^T ([s, s] over the head size) and the scores times V ([s, head size]
+// over s); 2 x s x s x h FLOPs each.
+std::vector<BmmDescription> attention_bmms(std::int64_t s, std::int64_t hidden, std::int64_t heads) {
+  const std::int64_t d = hidden / heads;
+  return {{heads, s, s, d}, {heads, s, d, s}};
+}
+
 // One encoder/decoder block with a GELU MLP of width f: the GEMMs (4h^2 attention,
 // 2hf MLP per token), attention, two LayerNorms, GELU and two residual adds.
 double gelu_block_flops(double s, double h, double a, double f) {
@@ -193,6 +201,7 @@ ModelDescription describe_transformer(const TransformerSpec& spec, const std::st
                {"ln_2.weight", {h}}, {"ln_2.bias", {h}}, {"mlp.c_fc.weight", {h, f}}, {"mlp.c_fc.bias", {f}},
                {"mlp.c_proj.weight", {f, h}}, {"mlp.c_proj.bias", {h}}},
               gelu_block_flops(sd, hd, ad, fd), gelu_block_activations(sd, hd, ad, fd), s * h);
+    m.layers.back().bmms = attention_bmms(s, h, a);
     // Hugging Face GPT2Block, eager: two LayerNorms; the head split and merge made contiguous;
     // scores scaled and causal-masked, softmax, dropout; two dropouts and residual adds; the
     // eager gelu_new; two gradient sums (block input, mid residual); the Conv1D bias rows sums.
@@ -254,6 +263,8 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
                {"mlp.gate_proj.weight", {f, h}}, {"mlp.up_proj.weight", {f, h}}, {"mlp.down_proj.weight", {h, f}},
                {"input_layernorm.weight", {h}}, {"post_attention_layernorm.weight", {h}}},
               flops, acts, s * h);
+    // repeat_kv gives every query head its k and v: one product per query head.
+    m.layers.back().bmms = attention_bmms(s, h, spec.heads);
     // Two RMSNorms, rotary on q and k, the q, k, v head splits and the merge made contiguous,
     // scale, causal mask, softmax, two residual adds, five gradient sums, SiLU(gate) * up.
     // Under autocast: RMSNorm computes in f32 (LlamaRMSNorm casts to float32; the stream is
@@ -334,6 +345,7 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
     // Its weight GEMMs (rows per sample, n, k): query, key, value, attention output,
     // intermediate, output, as generate.py lists them.
     m.layers.back().gemms = {{s, h, h}, {s, h, h}, {s, h, h}, {s, h, h}, {s, f, h}, {s, h, f}};
+    m.layers.back().bmms = attention_bmms(s, h, spec.heads);
     // Under autocast: the f32 attention mask promotes the scores, so the mask add, softmax and
     // attention dropout are f32; the residual adds, LayerNorms and gradient sums f32; copies,
     // scale, hidden dropouts, GELU and bias rows f16, fused or not (DeepLearningExamples'
@@ -424,6 +436,7 @@ ModelDescription describe_vit(const VitSpec& spec, const std::string& name) {
                     {"layernorm_before.bias", {h}}, {"layernorm_after.weight", {h}}, {"layernorm_after.bias", {h}}});
     add_layer(m, fmt::format("encoder.layer.{}", i), "ViTLayer", std::move(params), gelu_block_flops(sd, hd, ad, fd),
               gelu_block_activations(sd, hd, ad, fd), s * h);
+    m.layers.back().bmms = attention_bmms(s, h, spec.heads);
     // Hugging Face ViTLayer, eager, as BERT's layer without the attention mask: two
     // LayerNorms, head split and merge copies, scale, softmax, dropout; two dropouts and
     // residual adds; GELU in one kernel; four gradient sums; six bias rows sums.

@@ -25,6 +25,11 @@ Counting conventions (the same for every model, stated once here):
     counts at MB_* below; 1-byte masks count a quarter, int64 indices two). GEMM and
     convolution kernels' own reads and writes are not in it (they are charged with
     their FLOPs).
+  * bmms: eager attention's batched matmuls per sample (count, m, n, k): QK^T and the
+    scores times V for each head. Their FLOPs are among the layer's; the twin runs each
+    as a kernel of its own that reads its operands and writes its product (backward: two
+    kernels, the gradients of both operands), so the s x s scores' reads and writes are
+    charged where they happen.
   * Autocast casts: for each layer, the elements bf16/f16 autocast casts between f32 and the
     low type in kernels of their own, per sample (forward; backward the casts' gradients,
     cast the other way): an f32 activation for each GEMM that takes it (autocast caches only
@@ -136,7 +141,7 @@ class Model:
         self.layers = []
 
     def add(self, name, type_, params, flops, activations, output_features, memory=None, conv_io=None, gemms=None,
-            casts=None, convs=None):
+            casts=None, convs=None, bmms=None):
         if convs:
             assert conv_io is None or conv_io == sum(io for _, io in convs), name
             conv_io = sum(io for _, io in convs)
@@ -144,7 +149,7 @@ class Model:
                                 activations=int(round(activations)), output_features=int(output_features),
                                 memory=memory, conv_io=None if conv_io is None else int(conv_io),
                                 convs=[(int(f), int(io)) for f, io in (convs or [])],
-                                gemms=gemms or [],
+                                gemms=gemms or [], bmms=bmms or [],
                                 casts=None if casts is None else (int(round(casts[0])), int(round(casts[1])))))
 
     def parameter_count(self):
@@ -199,6 +204,10 @@ class Model:
                 out.append("    gemms:")
                 for rows, n, k in layer["gemms"]:
                     out.append(f"      - {{rows_per_sample: {rows}, n: {n}, k: {k}}}")
+            if layer["bmms"]:
+                out.append("    bmms:")
+                for count, mm, n, k in layer["bmms"]:
+                    out.append(f"      - {{count: {count}, m: {mm}, n: {n}, k: {k}}}")
             if layer["params"]:
                 out.append("    parameters:")
                 for pname, shape in layer["params"]:
@@ -289,6 +298,15 @@ def attention_flops(s, h, a):
     return 4 * s * s * h + SOFTMAX * a * s * s
 
 
+def attention_bmms(s, h, a):
+    # The same two products as batched matmuls per sample, (count, m, n, k): for each head
+    # QK^T, [s, s] over the head size, and the scores times V, [s, head size] over s. The
+    # twin runs each as its own kernel: reading and writing the s x s scores makes them
+    # memory-bound on Tensor Cores at a head size of 64.
+    d = h // a
+    return [(a, s, s, d), (a, s, d, s)]
+
+
 def gpt2(name, n_layer, h, a, published, sources):
     s, vocab = 1024, 50257
     m = Model(name, "a 1,024-token sequence", s, sources, published)
@@ -324,7 +342,7 @@ def gpt2(name, n_layer, h, a, published, sources):
         # the value dtype (softmax writes f32 itself: autocast passes dtype=float32), gelu_new's f32
         # output for c_proj: 6sh + as^2.
         m.add(f"h.{i}", "GPT2Block", params, flops, acts, s * h, memory=block_memory,
-              casts=(6 * sh + as2, 6 * sh + as2))
+              casts=(6 * sh + as2, 6 * sh + as2), bmms=attention_bmms(s, h, a))
     # ln_f then the LM head (tied to wte, so no parameter of its own); logits are saved
     # by the loss (softmax), the ln_f output by the head's weight gradient.
     m.add("ln_f+lm_head", "LayerNorm+TiedLinear", [("ln_f.weight", [h]), ("ln_f.bias", [h])],
@@ -429,7 +447,7 @@ def bert(name, sample, s, sources, mlm_positions=None, fused=False):
         # intermediate dense takes the f32 LayerNorm output: 4sh + as^2.
         casts = None if fused else (4 * sh + as2, 4 * sh + as2)
         m.add(f"encoder.layer.{i}", "BertLayer", params, flops, acts, s * h, memory=layer_memory, gemms=gemms,
-              casts=casts)
+              casts=casts, bmms=attention_bmms(s, h, a))
     # Pooler (first token) and NSP head, then the MLM head: dense, GELU, LayerNorm,
     # decoder tied to word_embeddings with its own bias, on `p` positions per sample.
     p = s if mlm_positions is None else mlm_positions
@@ -513,7 +531,7 @@ def llama2_7b():
         # Autocast casts: q, k, v and gate, up each cast their f32 RMSNorm input (5sh); the
         # float32 softmax's output cast back to the query dtype (as^2).
         m.add(f"layers.{i}", "LlamaDecoderLayer", params, flops, acts, s * h, memory=layer_memory,
-              casts=(5 * sh + as2, 5 * sh + as2))
+              casts=(5 * sh + as2, 5 * sh + as2), bmms=attention_bmms(s, h, a))
     m.add("norm+lm_head", "RMSNorm+Linear", [("norm.weight", [h]), ("lm_head.weight", [vocab, h])],
           LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab,
           memory=traffic(f32(MB_RMSNORM_EAGER, sh)), casts=(sh, sh))  # the head's f32 RMSNorm input

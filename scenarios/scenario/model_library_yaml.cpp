@@ -116,6 +116,22 @@ LayerDescription parse_layer(MapReader& lr, const ModelDescription& m, std::int6
       gr.finish();
       l.gemms.push_back(g);
     }
+  if (lr.has("bmms"))
+    for (auto& br : lr.map_list("bmms")) {
+      BmmDescription b;
+      b.count = br.get_int_in("count", 1, kMaxFeatures);
+      b.m = br.get_int_in("m", 1, kMaxFeatures);
+      b.n = br.get_int_in("n", 1, kMaxFeatures);
+      b.k = br.get_int_in("k", 1, kMaxFeatures);
+      // Each operand and the product, per sample, within a tensor's bound.
+      for (auto [rows, cols] : {std::pair{b.m, b.k}, std::pair{b.k, b.n}, std::pair{b.m, b.n}})
+        if (static_cast<double>(b.count) * static_cast<double>(rows) * static_cast<double>(cols) >
+            static_cast<double>(kMaxTensorElements))
+          br.fail("count", fmt::format("{} products of [{}, {}] x [{}, {}] hold more than {} elements per sample",
+                                       b.count, b.m, b.k, b.k, b.n, kMaxTensorElements));
+      br.finish();
+      l.bmms.push_back(b);
+    }
   if (lr.has("convs")) {
     if (!l.conv_io_elements_per_sample)
       lr.fail("convs", "listing the layer's convolutions needs its conv_io_elements_per_sample (their sum)");
@@ -143,6 +159,14 @@ LayerDescription parse_layer(MapReader& lr, const ModelDescription& m, std::int6
   if (gemm_flops > l.forward_flops_per_sample)
     lr.fail("gemms", fmt::format("its GEMMs' {} FLOPs per sample exceed the layer's forward_flops_per_sample {}",
                                  gemm_flops, l.forward_flops_per_sample));
+  double bmm_flops = 0;
+  for (const auto& b : l.bmms)
+    bmm_flops += 2.0 * static_cast<double>(b.count) * static_cast<double>(b.m) * static_cast<double>(b.n) *
+                 static_cast<double>(b.k);
+  if (gemm_flops + bmm_flops > l.forward_flops_per_sample * (1 + 1e-12))
+    lr.fail("bmms", fmt::format("its batched matmuls' {} FLOPs per sample and its GEMMs' {} exceed the layer's "
+                                "forward_flops_per_sample {}",
+                                bmm_flops, gemm_flops, l.forward_flops_per_sample));
   // The file holds the measured batch's times; the description keeps them per sample.
   for (auto [key, field] : {std::pair{"forward_s", &l.measured_forward_s_per_sample},
                             {"backward_s", &l.measured_backward_s_per_sample}})
@@ -298,6 +322,11 @@ std::string model_to_yaml(const ModelDescription& m) {
       out += "    gemms:\n";
       for (const auto& g : l.gemms)
         out += fmt::format("      - {{rows_per_sample: {}, n: {}, k: {}}}\n", g.rows_per_sample, g.n, g.k);
+    }
+    if (!l.bmms.empty()) {
+      out += "    bmms:\n";
+      for (const auto& b : l.bmms)
+        out += fmt::format("      - {{count: {}, m: {}, n: {}, k: {}}}\n", b.count, b.m, b.n, b.k);
     }
     if (m.measured) {
       const auto batch = static_cast<double>(m.measured->batch);

@@ -3,6 +3,7 @@
 // Device interface the numeric layers use.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "engine/nn/cost_layer.hpp"
@@ -334,6 +335,51 @@ TEST(CostLayer, ListedConvolutionsSplitTheConvKernel) {
   CostLayer plain(counted_conv_block(), 2, dev2, DType::f32);
   (void)plain.forward(Tensor::empty(dev2, {5, 2}, DType::f32, MemoryCategory::inputs));
   for (const OpCost& op : dev2.ops) EXPECT_TRUE(op.parts.empty()) << op.name;
+}
+
+// A layer that lists batched matmuls between activations (attention's) runs each as a
+// kernel of its own: forward one per product, backward two (each operand's gradient), each
+// with 2 x count x m x n x k FLOPs x batch and the activations it reads and writes, while
+// the layer's own kernel keeps the rest of its FLOPs. Hand-computed for a layer of 1,000,000
+// FLOPs per sample with products {2 x [8, 8] over 4} and {2 x [8, 4] over 8}, batch 5, f32:
+// every product 2 x 2 x 8 x 8 x 4 x 5 = 5,120 FLOPs; forward, the first reads 2 x (8x4 + 4x8)
+// x 5 x 4 B = 2,560 B and writes 2 x 8x8 x 5 x 4 = 2,560 B; the second reads (8x8 + 8x4)
+// elements (3,840 B) and writes 8x4 (1,280 B). Backward of the first: dA reads dC and B
+// (8x8 + 4x8: 3,840 B), writes dA (8x4: 1,280 B); dB reads A and dC (3,840 B), writes dB
+// (4x8: 1,280 B).
+bool bmms_are_own_kernels() {
+  LayerDescription d{"encoder.layer.0", "BertLayer", {{"w", {2, 2}}}, 1'000'000.0, 50, 2};
+  d.bmms = {{2, 8, 8, 4}, {2, 8, 4, 8}};
+  RecordingDevice dev;
+  CostLayer layer(d, 2, dev, DType::f32);
+  Tensor x = Tensor::empty(dev, {5, 2}, DType::f32, MemoryCategory::inputs);
+  dev.ops.clear();
+  Tensor y = layer.forward(x);
+  std::vector<OpCost> bmm, main;
+  for (const auto& op : dev.ops) (std::string(op.name).starts_with("attention_bmm") ? bmm : main).push_back(op);
+  if (bmm.size() != 2u || main.size() != 2u) return false;  // main: the GEMM kernel and its memory-bound parts
+  const OpCost& gemm = main[0].op_class == OpClass::matmul ? main[0] : main[1];
+  bool ok = bmm[0].flops == 5120 && bmm[0].bytes_read == 2560 && bmm[0].bytes_written == 2560 &&
+            bmm[1].flops == 5120 && bmm[1].bytes_read == 3840 && bmm[1].bytes_written == 1280 &&
+            bmm[0].op_class == OpClass::matmul && gemm.flops == 5'000'000.0 - 2 * 5120;
+  Tensor dy = Tensor::empty(dev, {5, 2}, DType::f32, MemoryCategory::activations);
+  dev.ops.clear();
+  (void)layer.backward(dy, true);
+  bmm.clear();
+  main.clear();
+  for (const auto& op : dev.ops) (std::string(op.name).starts_with("attention_bmm") ? bmm : main).push_back(op);
+  if (bmm.size() != 4u || main.size() != 2u) return false;
+  const OpCost& gemm_bwd = main[0].op_class == OpClass::matmul ? main[0] : main[1];
+  for (const auto& op : bmm) ok = ok && op.flops == 5120;
+  return ok && bmm[0].bytes_read == 3840 && bmm[0].bytes_written == 1280 && bmm[1].bytes_read == 3840 &&
+         bmm[1].bytes_written == 1280 && gemm_bwd.flops == 10'000'000.0 - 4 * 5120;
+}
+
+TEST(CostLayer, AttentionBatchedMatmulsAreKernelsOfTheirOwn) { EXPECT_TRUE(bmms_are_own_kernels()); }
+
+TEST(CostLayer, PlantedBugBatchedMatmulsInsideTheLayerRooflineIsCaught) {
+  ScopedFault f(Fault::attention_bmms_in_layer_roofline);
+  EXPECT_FALSE(bmms_are_own_kernels());
 }
 
 TEST(CostLayer, PlantedBugIgnoringTheCountedTrafficIsCaught) {

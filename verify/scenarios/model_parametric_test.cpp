@@ -64,6 +64,11 @@ void expect_same_layers(const ModelDescription& a, const ModelDescription& b) {
       EXPECT_TRUE(x.gemms[j].rows_per_sample == y.gemms[j].rows_per_sample && x.gemms[j].n == y.gemms[j].n &&
                   x.gemms[j].k == y.gemms[j].k)
           << "GEMM " << j;
+    ASSERT_EQ(x.bmms.size(), y.bmms.size());
+    for (size_t j = 0; j < x.bmms.size(); ++j)
+      EXPECT_TRUE(x.bmms[j].count == y.bmms[j].count && x.bmms[j].m == y.bmms[j].m && x.bmms[j].n == y.bmms[j].n &&
+                  x.bmms[j].k == y.bmms[j].k)
+          << "batched matmul " << j;
     ASSERT_EQ(x.parameters.size(), y.parameters.size());
     for (size_t j = 0; j < x.parameters.size(); ++j) {
       EXPECT_EQ(x.parameters[j].name, y.parameters[j].name);
@@ -400,6 +405,41 @@ TEST(ModelYaml, ListedConvolutionsSumToTheLayersConvTensors) {
                                          "layer's conv_io_elements_per_sample 953344"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// Each transformer layer lists eager attention's two batched matmuls per head, whose FLOPs
+// are the attention term 4 s^2 h of the layer's: for BERT-large at 512 tokens (h 1,024, 16
+// heads of 64) QK^T is 16 x [512, 512] over 64 and the scores times V 16 x [512, 64] over
+// 512, 2 x 2 x 16 x 512 x 512 x 64 = 1,073,741,824 FLOPs together; GPT-2 124M at 1,024
+// tokens: 12 heads of 64, 4 x 1024^2 x 768 = 3,221,225,472. A list whose FLOPs exceed the
+// layer's is refused, naming the key.
+TEST(ModelYaml, AttentionBatchedMatmulsAreTheAttentionFlops) {
+  auto bmm_flops = [](const LayerDescription& l) {
+    double f = 0;
+    for (const auto& b : l.bmms)
+      f += 2.0 * static_cast<double>(b.count) * static_cast<double>(b.m) * static_cast<double>(b.n) *
+           static_cast<double>(b.k);
+    return f;
+  };
+  const ModelDescription bert = library("bert-large");
+  const LayerDescription& layer = bert.layers.at(1);
+  ASSERT_EQ(layer.bmms.size(), 2u);
+  EXPECT_TRUE(layer.bmms[0].count == 16 && layer.bmms[0].m == 512 && layer.bmms[0].n == 512 && layer.bmms[0].k == 64);
+  EXPECT_TRUE(layer.bmms[1].count == 16 && layer.bmms[1].m == 512 && layer.bmms[1].n == 64 && layer.bmms[1].k == 512);
+  EXPECT_EQ(bmm_flops(layer), 1'073'741'824.0);
+  EXPECT_EQ(bmm_flops(library("gpt2-124m").layers.at(1)), 3'221'225'472.0);
+  EXPECT_TRUE(library("resnet50").layers.at(1).bmms.empty());
+  std::string text = model_to_yaml(bert);
+  const std::string key = "{count: 16, m: 512, n: 512, k: 64}";
+  const auto at = text.find(key);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, key.size(), "{count: 16000, m: 512, n: 512, k: 64}");
+  try {
+    (void)parse_model_yaml(text, "m.yaml");
+    FAIL() << "accepted batched matmuls of more FLOPs than their layer";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("bmms: its batched matmuls'"), std::string::npos) << e.what();
   }
 }
 
