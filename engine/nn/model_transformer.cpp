@@ -202,6 +202,9 @@ ModelDescription describe_transformer(const TransformerSpec& spec, const std::st
                {"mlp.c_proj.weight", {f, h}}, {"mlp.c_proj.bias", {h}}},
               gelu_block_flops(sd, hd, ad, fd), gelu_block_activations(sd, hd, ad, fd), s * h);
     m.layers.back().bmms = attention_bmms(s, h, a);
+    // Its weight GEMMs (rows per sample, n, k; Conv1D's [h, n] weights): c_attn, attn.c_proj,
+    // mlp.c_fc, mlp.c_proj, as generate.py lists them.
+    m.layers.back().gemms = {{s, 3 * h, h}, {s, h, h}, {s, f, h}, {s, h, f}};
     // Hugging Face GPT2Block, eager: two LayerNorms; the head split and merge made contiguous;
     // scores scaled and causal-masked, softmax, dropout; two dropouts and residual adds; the
     // eager gelu_new; two gradient sums (block input, mid residual); the Conv1D bias rows sums.
@@ -221,6 +224,7 @@ ModelDescription describe_transformer(const TransformerSpec& spec, const std::st
   if (!spec.tied) head.push_back({"lm_head.weight", {v, h}});
   add_layer(m, "ln_f+lm_head", spec.tied ? "LayerNorm+TiedLinear" : "LayerNorm+Linear", std::move(head),
             kLayerNorm * sd * hd + 2 * sd * hd * vd, 2 * sd * hd + sd * vd, s * v);
+  m.layers.back().gemms = {{s, v, h}};
   set_traffic(m.layers.back(), {{kLayerNormPasses, sh, kF32}});
   set_casts(m.layers.back(), sh);  // the head's f32 LayerNorm input
   return m;
@@ -265,6 +269,8 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
               flops, acts, s * h);
     // repeat_kv gives every query head its k and v: one product per query head.
     m.layers.back().bmms = attention_bmms(s, h, spec.heads);
+    // Its weight GEMMs (rows per sample, n, k): q, k, v (kv wide), o, gate, up, down.
+    m.layers.back().gemms = {{s, h, h}, {s, kv, h}, {s, kv, h}, {s, h, h}, {s, f, h}, {s, f, h}, {s, h, f}};
     // Two RMSNorms, rotary on q and k, the q, k, v head splits and the merge made contiguous,
     // scale, causal mask, softmax, two residual adds, five gradient sums, SiLU(gate) * up.
     // Under autocast: RMSNorm computes in f32 (LlamaRMSNorm casts to float32; the stream is
@@ -283,6 +289,7 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
   if (!spec.tied) head.push_back({"lm_head.weight", {v, h}});
   add_layer(m, "norm+lm_head", spec.tied ? "RMSNorm+TiedLinear" : "RMSNorm+Linear", std::move(head),
             kLayerNorm * sd * hd + 2 * sd * hd * vd, 2 * sd * hd + sd * vd, s * v);
+  m.layers.back().gemms = {{s, v, h}};
   set_traffic(m.layers.back(), {{kRmsNormEagerPasses, sh, kF32}});
   set_casts(m.layers.back(), sh);  // the head's f32 RMSNorm input
   return m;
@@ -437,6 +444,7 @@ ModelDescription describe_vit(const VitSpec& spec, const std::string& name) {
     add_layer(m, fmt::format("encoder.layer.{}", i), "ViTLayer", std::move(params), gelu_block_flops(sd, hd, ad, fd),
               gelu_block_activations(sd, hd, ad, fd), s * h);
     m.layers.back().bmms = attention_bmms(s, h, spec.heads);
+    m.layers.back().gemms = {{s, h, h}, {s, h, h}, {s, h, h}, {s, h, h}, {s, f, h}, {s, h, f}};
     // Hugging Face ViTLayer, eager, as BERT's layer without the attention mask: two
     // LayerNorms, head split and merge copies, scale, softmax, dropout; two dropouts and
     // residual adds; GELU in one kernel; four gradient sums; six bias rows sums.
@@ -456,6 +464,7 @@ ModelDescription describe_vit(const VitSpec& spec, const std::string& name) {
             {{"layernorm.weight", {h}}, {"layernorm.bias", {h}}, {"classifier.weight", {spec.labels, h}},
              {"classifier.bias", {spec.labels}}},
             kLayerNorm * sd * hd + 2 * hd * labels + labels, sd * hd + hd, spec.labels);
+  m.layers.back().gemms = {{1, spec.labels, h}};  // the class token only
   set_traffic(m.layers.back(), {{kLayerNormPasses, sh, kF32}, {kBiasGradPasses, labels}});
   set_casts(m.layers.back(), hd);  // the f32 class token for the classifier
   return m;

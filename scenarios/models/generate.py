@@ -341,13 +341,17 @@ def gpt2(name, n_layer, h, a, published, sources):
         # Autocast casts: c_attn's and c_fc's f32 LayerNorm inputs, the probabilities cast back to
         # the value dtype (softmax writes f32 itself: autocast passes dtype=float32), gelu_new's f32
         # output for c_proj: 6sh + as^2.
+        # Its weight GEMMs (rows per sample, n, k; Conv1D's [h, n] weights): c_attn, attn.c_proj,
+        # mlp.c_fc, mlp.c_proj.
         m.add(f"h.{i}", "GPT2Block", params, flops, acts, s * h, memory=block_memory,
-              casts=(6 * sh + as2, 6 * sh + as2), bmms=attention_bmms(s, h, a))
+              casts=(6 * sh + as2, 6 * sh + as2), bmms=attention_bmms(s, h, a),
+              gemms=[(s, 3 * h, h), (s, h, h), (s, 4 * h, h), (s, h, 4 * h)])
     # ln_f then the LM head (tied to wte, so no parameter of its own); logits are saved
     # by the loss (softmax), the ln_f output by the head's weight gradient.
     m.add("ln_f+lm_head", "LayerNorm+TiedLinear", [("ln_f.weight", [h]), ("ln_f.bias", [h])],
           LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab,
-          memory=traffic(f32(MB_LAYERNORM, sh)), casts=(sh, sh))  # the head's f32 LayerNorm input
+          memory=traffic(f32(MB_LAYERNORM, sh)), casts=(sh, sh),  # the head's f32 LayerNorm input
+          gemms=[(s, vocab, h)])
     return m
 
 
@@ -530,11 +534,14 @@ def llama2_7b():
         acts = 8 * s * h + a * s * s + 4 * s * f
         # Autocast casts: q, k, v and gate, up each cast their f32 RMSNorm input (5sh); the
         # float32 softmax's output cast back to the query dtype (as^2).
+        # Its weight GEMMs (rows per sample, n, k): q, k, v, o, gate, up, down.
         m.add(f"layers.{i}", "LlamaDecoderLayer", params, flops, acts, s * h, memory=layer_memory,
-              casts=(5 * sh + as2, 5 * sh + as2), bmms=attention_bmms(s, h, a))
+              casts=(5 * sh + as2, 5 * sh + as2), bmms=attention_bmms(s, h, a),
+              gemms=[(s, h, h)] * 4 + [(s, f, h), (s, f, h), (s, h, f)])
     m.add("norm+lm_head", "RMSNorm+Linear", [("norm.weight", [h]), ("lm_head.weight", [vocab, h])],
           LAYERNORM * s * h + 2 * s * h * vocab, 2 * s * h + s * vocab, s * vocab,
-          memory=traffic(f32(MB_RMSNORM_EAGER, sh)), casts=(sh, sh))  # the head's f32 RMSNorm input
+          memory=traffic(f32(MB_RMSNORM_EAGER, sh)), casts=(sh, sh),  # the head's f32 RMSNorm input
+          gemms=[(s, vocab, h)])
     return m
 
 

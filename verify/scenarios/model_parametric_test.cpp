@@ -443,6 +443,43 @@ TEST(ModelYaml, AttentionBatchedMatmulsAreTheAttentionFlops) {
   }
 }
 
+// Each transformer layer lists its weight GEMMs, whose shapes the wave model needs: GPT-2
+// 124M's block (1,024 tokens, h 768) c_attn [1024, 2304] over 768, attn.c_proj [1024, 768]
+// over 768, mlp.c_fc [1024, 3072] over 768, mlp.c_proj [1024, 768] over 3072: 24 s h^2 =
+// 14,495,514,624 FLOPs together; its LM head [1024, 50257] over 768. A Llama with grouped
+// k and v (hidden 4,096, 32 heads, 8 of k and v) lists k_proj and v_proj 1,024 wide.
+TEST(ModelYaml, TransformerLayersListTheirWeightGemms) {
+  auto gemm_flops = [](const LayerDescription& l) {
+    double f = 0;
+    for (const auto& g : l.gemms)
+      f += 2.0 * static_cast<double>(g.rows_per_sample) * static_cast<double>(g.n) * static_cast<double>(g.k);
+    return f;
+  };
+  const ModelDescription gpt2 = library("gpt2-124m");
+  const LayerDescription& block = gpt2.layers.at(1);
+  ASSERT_EQ(block.gemms.size(), 4u);
+  EXPECT_TRUE(block.gemms[0].rows_per_sample == 1024 && block.gemms[0].n == 2304 && block.gemms[0].k == 768);
+  EXPECT_TRUE(block.gemms[3].rows_per_sample == 1024 && block.gemms[3].n == 768 && block.gemms[3].k == 3072);
+  EXPECT_EQ(gemm_flops(block), 14'495'514'624.0);
+  const LayerDescription& head = gpt2.layers.back();
+  ASSERT_EQ(head.gemms.size(), 1u);
+  EXPECT_TRUE(head.gemms[0].rows_per_sample == 1024 && head.gemms[0].n == 50257 && head.gemms[0].k == 768);
+  LlamaSpec spec;
+  spec.layers = 2;
+  spec.hidden = 4096;
+  spec.heads = 32;
+  spec.kv_heads = 8;
+  spec.intermediate = 11008;
+  spec.seq = 128;
+  spec.vocab = 32000;
+  const ModelDescription gqa = describe_llama(spec, "gqa");
+  const auto& g = gqa.layers.at(1).gemms;
+  ASSERT_EQ(g.size(), 7u);
+  EXPECT_EQ(g[1].n, 1024);  // k_proj: 8 heads of 128
+  EXPECT_EQ(g[2].n, 1024);  // v_proj
+  EXPECT_EQ(g[4].n, 11008);
+}
+
 // ---- measured profiles (dptwin_profile's files) ----------------------------------
 
 // A two-layer profile as dptwin_profile writes it: times for the batch of 4.
