@@ -92,6 +92,7 @@ const std::vector<Fault>& all_faults() {
       Fault::conv_roofline_aggregated,
       Fault::fidelity_completion_order,
       Fault::attention_bmms_in_layer_roofline,
+      Fault::roofline_max_at_ridge,
   };
   return faults;
 }
@@ -171,6 +172,7 @@ const char* fault_name(Fault f) {
     case Fault::conv_roofline_aggregated: return "conv-roofline-aggregated";
     case Fault::fidelity_completion_order: return "fidelity-completion-order";
     case Fault::attention_bmms_in_layer_roofline: return "attention-bmms-in-layer-roofline";
+    case Fault::roofline_max_at_ridge: return "roofline-max-at-ridge";
     case Fault::fault_count_: break;
   }
   return "?";

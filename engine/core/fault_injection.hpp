@@ -85,6 +85,7 @@ enum class Fault : unsigned {
   conv_roofline_aggregated,         // "conv-roofline-aggregated": a layer's convolutions take one roofline over their summed FLOPs and bytes, not one each
   fidelity_completion_order,        // "fidelity-completion-order": dptwin fidelity --jobs lists results in the order its workers finish, not the table's
   attention_bmms_in_layer_roofline,  // "attention-bmms-in-layer-roofline": a layer's attention batched matmuls run inside its one GEMM roofline, their score reads and writes free
+  roofline_max_at_ridge,            // "roofline-max-at-ridge": a compute-bound kernel takes max(compute, memory) time, as if the two overlapped fully at its ridge
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

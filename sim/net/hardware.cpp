@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -271,6 +272,7 @@ EfficiencySpec read_efficiency(MapReader r) {
   field("pcie", e.pcie);
   field("nic", e.nic);
   if (auto v = r.opt_double_in("nccl_latency", 0.1, 10.0)) e.nccl_latency = *v;
+  if (auto v = r.opt_double_in("ridge_exponent", 1.0, 16.0)) e.ridge_exponent = *v;
   r.finish();
   return e;
 }
@@ -432,7 +434,7 @@ HardwareSpec homogeneous_switch(const HardwareSpec& base, int gpus, BytesPerSeco
   sw.latency_s = port_latency;
   sw.in_switch_reduction = false;
   hw.nvswitch = sw;
-  hw.efficiency = EfficiencySpec{1.0, 1.0, 1.0, 1.0, 1.0, 1.0};
+  hw.efficiency = EfficiencySpec{1.0, 1.0, 1.0, 1.0, 1.0, 1.0, std::numeric_limits<double>::infinity()};
   hw.gpu.op_efficiency = OpEfficiencySpec{};
   hw.gpu.op_efficiency.conv.reset();  // every class at the (unit) GEMM and streaming fractions
   validate_hardware(hw);

@@ -73,6 +73,7 @@
 //     pcie: 0.8                        # fraction of raw PCIe bandwidth a DMA copy reaches
 //     nic: 0.95                        # fraction of the NIC line rate RDMA reaches
 //     nccl_latency: 1.0                # scale on NCCL's latency term (0.1 .. 10; calibrate --from)
+//     ridge_exponent: 1.5              # compute-bound kernels: (compute^p + memory^p)^(1/p), p in 1 .. 16
 //   gloo:                              # optional: collectives run as gloo's ring over loopback TCP
 //     tcp_bandwidth: 2 GB/s            #   (sim/collectives/gloo_model.hpp), not as NCCL: a host
 //     message_latency: 20 us           #   platform of CPU workers; rates from microbenchmarks
@@ -234,6 +235,16 @@ struct EfficiencySpec {
   // Scale on NCCL's collective latency term (1: NCCL's own constants, tuning.cc); only
   // `calibrate --from` sets another value, fitted to a log's latency-bound sizes.
   double nccl_latency = 1.0;
+  // How a compute-bound kernel's compute time c and memory time m combine: (c^p + m^p)^(1/p)
+  // (p = 1 adds them, a large p tends to the roofline's max). Near its ridge a kernel
+  // overlaps the two only in part. Default 1.5 from Azure/AI-benchmarking-guide's cuBLASLt
+  // runs (Azure_Results/, superbench cublaslt_gemm, 10,000 warm-up iterations) of an
+  // 802,816 x 192 x 768 GEMM, a 1x1 convolution's shape at the ridge: ND A100 v4 in FP16
+  // 157.8 TFLOPS (1.50 ms), where the same page's 8192^3 GEMM (253.7 TFLOPS: 0.933 ms) and
+  // STREAM copy (1.61 TB/s: 0.958 ms for its 1.54 GB) give p = 1.50; ND H200 v5 in FP8
+  // (FP16 out) p = 1.5 too, ND H100 v5 2.25 (1.5 with FP8 out). Synthetic specs may set
+  // infinity: max(c, m).
+  double ridge_exponent = 1.5;
 };
 
 // A host whose collectives are gloo's (PyTorch's CPU backend): ring all-reduce over

@@ -1,5 +1,6 @@
 #include "sim/net/hardware_yaml.hpp"
 
+#include <cmath>
 #include <iterator>
 #include <optional>
 #include <utility>
@@ -175,6 +176,8 @@ void emit_efficiency(Emitter& e, const EfficiencySpec& f) {
   e.line(2, "efficiency.pcie", "pcie", fmt::format("{:.9g}", f.pcie));
   e.line(2, "efficiency.nic", "nic", fmt::format("{:.9g}", f.nic));
   e.line(2, "efficiency.nccl_latency", "nccl_latency", fmt::format("{:.9g}", f.nccl_latency));
+  if (std::isfinite(f.ridge_exponent))
+    e.line(2, "efficiency.ridge_exponent", "ridge_exponent", fmt::format("{:.9g}", f.ridge_exponent));
 }
 
 }  // namespace

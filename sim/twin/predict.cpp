@@ -99,6 +99,7 @@ SimGpuRates sim_gpu_rates(const sim::HardwareSpec& hw) {
   rates.compute_efficiency = hw.efficiency.gemm;
   rates.memory_bandwidth = hw.gpu.memory_bandwidth;
   rates.memory_efficiency = hw.efficiency.memory_bandwidth;
+  rates.ridge_exponent = hw.efficiency.ridge_exponent;
   // Per op class (unset ones keep efficiency.gemm or efficiency.memory_bandwidth).
   const sim::OpEfficiencySpec& oe = hw.gpu.op_efficiency;
   auto set = [&rates](SimOpClass c, const std::optional<double>& v) { rates.op_efficiency[static_cast<size_t>(c)] = v; };

@@ -1,7 +1,9 @@
 #include "sim/twin/sim_device.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <string_view>
 #include <utility>
@@ -97,6 +99,22 @@ bool sim_conv_transposes_layout(ComputeType t) {
   return t == ComputeType::tf32 || t == ComputeType::bf16 || t == ComputeType::f16;
 }
 
+Seconds sim_ridge_time_s(Seconds compute_s, Seconds memory_s, double p) {
+  if (!(p >= 1.0)) throw std::invalid_argument(fmt::format("ridge exponent must be at least 1, got {}", p));
+  const Seconds hi = std::max(compute_s, memory_s), lo = std::min(compute_s, memory_s);
+  if (!std::isfinite(p) || !(hi > 0)) return hi;
+  // hi (1 + (lo / hi)^p)^(1/p): the p-norm without overflowing on large p.
+  return hi * std::pow(1.0 + std::pow(lo / hi, p), 1.0 / p);
+}
+
+bool sim_conv_figure_stated(const SimGpuRates& rates, SimOpClass c, ComputeType t) {
+  if (c != SimOpClass::conv) return false;
+  const auto i = static_cast<size_t>(c);
+  if (rates.op_efficiency[i]) return true;
+  const auto it = rates.op_efficiency_by_type.find(t);
+  return it != rates.op_efficiency_by_type.end() && it->second[i].has_value();
+}
+
 namespace {
 // The roofline of the op's class: max(flops / (peak x compute fraction), bytes /
 // (bandwidth x memory fraction)) + launch latency. A compute-bound class (gemm, conv,
@@ -104,6 +122,11 @@ namespace {
 // bandwidth; a memory-bound class (norm, elementwise, embedding, loss, optimizer) its
 // own fraction of the bandwidth and the GEMM fraction of the peak. `peak` is asked for
 // only when the op has flops (it throws when the GPU lacks it).
+// A compute-bound kernel near its ridge overlaps its compute and memory time only in part:
+// it takes (c^p + m^p)^(1/p) of them (rates.ridge_exponent, the hardware file's
+// efficiency.ridge_exponent; infinity: max). A convolution whose fraction is a convolution
+// figure of the file's (op_efficiency.conv: timed on convolution layers) keeps max(c, m):
+// that figure already holds what their ridge costs.
 // `type` is the compute type the op's FLOPs run in. A convolution in a Tensor Core type
 // also pays cuDNN's NCHW<->NHWC transposes of what it reads and writes (each byte read and
 // written once more, before or after it, at the elementwise fraction of the bandwidth),
@@ -129,15 +152,20 @@ Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, ComputeType 
       throw std::invalid_argument(fmt::format("GPU model '{}' has no memory bandwidth", rates.model));
     t_bytes = static_cast<double>(bytes) / (rates.memory_bandwidth * memory_fraction);
   }
+  // Planted fault: every kernel at max(c, m), as if compute and memory overlapped fully.
+  const double ridge_p = memory_bound || sim_conv_figure_stated(rates, c, type) ||
+                                 fault_active(Fault::roofline_max_at_ridge)
+                             ? std::numeric_limits<double>::infinity()
+                             : rates.ridge_exponent;
   // Several kernels (a layer's convolutions): each its own roofline, so a memory-bound one
   // is not hidden under a compute-bound neighbour's FLOPs. Planted fault: one roofline over
   // their sums.
-  Seconds t_kernels = std::max(t_flops, t_bytes);
+  Seconds t_kernels = sim_ridge_time_s(t_flops, t_bytes, ridge_p);
   if (!cost.parts.empty() && !fault_active(Fault::conv_roofline_aggregated)) {
     t_kernels = 0;
     for (const auto& p : cost.parts)
-      t_kernels += std::max(p.flops > 0 ? p.flops / (peak() * compute_fraction) : 0.0,
-                            p.bytes / (rates.memory_bandwidth * memory_fraction));
+      t_kernels += sim_ridge_time_s(p.flops > 0 ? p.flops / (peak() * compute_fraction) : 0.0,
+                                    p.bytes / (rates.memory_bandwidth * memory_fraction), ridge_p);
   }
   Seconds t_transpose = 0;
   // Planted faults: Tensor Core convolutions on NCHW tensors charged no layout transposes;

@@ -19,6 +19,7 @@
 // as pending and resolves it (waits for it) when the next op needs the stream.
 #pragma once
 #include <array>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -60,6 +61,9 @@ struct SimGpuRates {
   double compute_efficiency = 1.0;            // fraction of peak a GEMM reaches
   BytesPerSecond memory_bandwidth = 0;        // datasheet HBM bandwidth
   double memory_efficiency = 1.0;             // fraction of it a streaming kernel reaches
+  // A compute-bound kernel's time (c^p + m^p)^(1/p) of its compute and memory times
+  // (efficiency.ridge_exponent); infinity (the default here): max(c, m), the plain roofline.
+  double ridge_exponent = std::numeric_limits<double>::infinity();
   Seconds launch_latency_s = 0;               // per kernel
   std::optional<Bytes> capacity_bytes;        // device memory; none: unbounded
   // Per op class (SimOpClass order): its fraction of the peak (compute-bound) or of the
@@ -85,6 +89,14 @@ SimOpClass sim_op_class(const OpCost& cost);
 // file states one for it, else the class's fraction, else the GEMM or streaming default.
 double sim_op_efficiency(const SimGpuRates& rates, SimOpClass c);
 double sim_op_efficiency(const SimGpuRates& rates, SimOpClass c, ComputeType t);
+// A compute-bound kernel's time from its compute and memory times near its ridge:
+// (c^p + m^p)^(1/p), p >= 1 (1: their sum; infinity: max, the plain roofline). Throws on
+// p < 1 or NaN.
+Seconds sim_ridge_time_s(Seconds compute_s, Seconds memory_s, double p);
+// Whether the file states a convolution figure of its own for compute type `t`
+// (op_efficiency.conv, one figure or per type): timed on convolution layers, it holds what
+// their ridge costs, so such convolutions keep max(c, m).
+bool sim_conv_figure_stated(const SimGpuRates& rates, SimOpClass c, ComputeType t);
 
 // Wave quantization (NVIDIA's "Matrix Multiplication Background User's Guide"): a GEMM
 // computes its [m, n] output in tiles, one thread block each, spread over the SMs in

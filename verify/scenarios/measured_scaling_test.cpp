@@ -26,11 +26,12 @@ const fs::path kHardware = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
 // datasheets): FP32 peak and HBM bandwidth of the A100-SXM4-80GB and the H100-SXM5-80GB.
 constexpr double kA100F32Flops = 19.5e12, kH100F32Flops = 66.9e12;
 constexpr double kA100BytesPerS = 2039e9, kH100BytesPerS = 3.35e12;
-constexpr double kBatch = 64;
+constexpr double kBatch = 8192;
 constexpr double kForwardS = 0.001, kBackwardS = 0.002;  // per layer, for the batch
 
-// A 8192x8192 Linear (compute-bound on both GPUs: 8.6 GFLOP against 275 MB) and a ReLU
-// (memory-bound: 0.5 MFLOP against 6 MiB), measured on `device` at batch 64 in f32.
+// A 8192x8192 Linear (compute-bound on both GPUs: 1.1 TFLOP against 1.07 GB, about 1,000
+// FLOPs a byte) and a ReLU (memory-bound: 67 MFLOP against 0.8 GB), measured on `device` at
+// batch 8192 in f32.
 fs::path write_profile(const fs::path& dir, const std::string& device, const std::string& kind) {
   fs::create_directories(dir);
   const fs::path file = dir / "profiled.yaml";
@@ -45,7 +46,7 @@ measured:
   device_kind: ")" << kind << R"("
   torch: "2.3.0"
   dtype: f32
-  batch: 64
+  batch: 8192
   optimizer: sgd
   steps: 10
   warmup_steps: 3
@@ -89,14 +90,17 @@ Resolved resolve_on(const std::string& device, const std::string& hardware, cons
   return r;
 }
 
-bool near(double got, double want) { return std::abs(got - want) <= 1e-9 * std::abs(want); }
+bool near(double got, double want, double rel = 1e-9) { return std::abs(got - want) <= rel * std::abs(want); }
 
 // Invariant: the Linear's times scale by the FP32 peak ratio and the ReLU's by the
 // bandwidth ratio (each class by its own bound), per sample.
+// The Linear's compute and memory overlap in part (efficiency.ridge_exponent): at about 1/114
+// (A100) and 1/55 (H100) memory to compute time that adds 0.05 % and 0.17 %, so its ratio is
+// the peak ratio within 0.2 %; the ReLU, memory-bound, takes the bandwidth ratio exactly.
 bool scaled_by_datasheet(const ModelDescription& m) {
   const double gemm = kA100F32Flops / kH100F32Flops, stream = kA100BytesPerS / kH100BytesPerS;
-  return near(*m.layers[0].measured_forward_s_per_sample, kForwardS / kBatch * gemm) &&
-         near(*m.layers[0].measured_backward_s_per_sample, kBackwardS / kBatch * gemm) &&
+  return near(*m.layers[0].measured_forward_s_per_sample, kForwardS / kBatch * gemm, 2e-3) &&
+         near(*m.layers[0].measured_backward_s_per_sample, kBackwardS / kBatch * gemm, 2e-3) &&
          near(*m.layers[1].measured_forward_s_per_sample, kForwardS / kBatch * stream) &&
          near(*m.layers[1].measured_backward_s_per_sample, kBackwardS / kBatch * stream);
 }
