@@ -93,6 +93,7 @@ const std::vector<Fault>& all_faults() {
       Fault::fidelity_completion_order,
       Fault::attention_bmms_in_layer_roofline,
       Fault::roofline_max_at_ridge,
+      Fault::op_class_breakdown_drops_memory_bound,
   };
   return faults;
 }
@@ -173,6 +174,7 @@ const char* fault_name(Fault f) {
     case Fault::fidelity_completion_order: return "fidelity-completion-order";
     case Fault::attention_bmms_in_layer_roofline: return "attention-bmms-in-layer-roofline";
     case Fault::roofline_max_at_ridge: return "roofline-max-at-ridge";
+    case Fault::op_class_breakdown_drops_memory_bound: return "op-class-breakdown-drops-memory-bound";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -86,6 +86,7 @@ enum class Fault : unsigned {
   fidelity_completion_order,        // "fidelity-completion-order": dptwin fidelity --jobs lists results in the order its workers finish, not the table's
   attention_bmms_in_layer_roofline,  // "attention-bmms-in-layer-roofline": a layer's attention batched matmuls run inside its one GEMM roofline, their score reads and writes free
   roofline_max_at_ridge,            // "roofline-max-at-ridge": a compute-bound kernel takes max(compute, memory) time, as if the two overlapped fully at its ridge
+  op_class_breakdown_drops_memory_bound,  // "op-class-breakdown-drops-memory-bound": the step report's kernel time by op class leaves out memory-bound kernels
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

@@ -372,8 +372,13 @@ StepReport report_of_config(const sim::HardwareSpec& hw, const PredictConfig& c,
 void add_device_details(StepReport& r, SimBackend& backend, const Measured& m) {
   for (int i = 0; i < backend.device_count(); ++i) {
     DeviceReport dr = device_memory_report(backend.sim_device(i));
-    if (!m.accounts.empty())
-      dr.busy_s = m.accounts[static_cast<size_t>(i)].compute_busy_s + m.accounts[static_cast<size_t>(i)].optimizer_busy_s;
+    if (!m.accounts.empty()) {
+      const SimDeviceAccount& a = m.accounts[static_cast<size_t>(i)];
+      dr.busy_s = a.compute_busy_s + a.optimizer_busy_s;
+      for (int c = 0; c < kSimOpClassCount; ++c)
+        if (a.kernel_s_by_class[static_cast<size_t>(c)] > 0)
+          dr.kernel_time_by_class_s[sim_op_class_name(static_cast<SimOpClass>(c))] = a.kernel_s_by_class[static_cast<size_t>(c)];
+    }
     r.devices_detail.push_back(std::move(dr));
   }
 }

@@ -282,6 +282,10 @@ void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
       if (event) annotate_kernel(backend_.trace()->event(*event), cost, label);
       if (window_open_) window_kernels_.push_back({start, start + duration, sim_op_class_memory_bound(sim_op_class(cost))});
       (optimizer ? account_.optimizer_busy_s : account_.compute_busy_s) += duration;
+      // Planted fault: memory-bound kernels left out of the op-class breakdown.
+      const SimOpClass op_class = sim_op_class(cost);
+      if (!(sim_op_class_memory_bound(op_class) && fault_active(Fault::op_class_breakdown_drops_memory_bound)))
+        account_.kernel_s_by_class[static_cast<size_t>(op_class)] += duration;
       ++account_.kernels;
       if (backend_.options().synchronous) backend_.host_advance_to(start + duration);
     }

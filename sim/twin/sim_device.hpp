@@ -181,6 +181,9 @@ struct SimDeviceAccount {
   Seconds idle_other_s = 0;      // compute stream idle otherwise (waiting for the host)
   Seconds interference_s = 0;    // extra compute time from NCCL kernels' SMs and bandwidth (sim_interference_s)
   std::int64_t kernels = 0;
+  // Kernel time by op class (SimOpClass order), optimizer kernels included: the parts of
+  // compute_busy_s + optimizer_busy_s.
+  std::array<Seconds, kSimOpClassCount> kernel_s_by_class{};
 };
 
 class SimDevice : public Device {

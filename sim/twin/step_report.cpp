@@ -3,6 +3,7 @@
 #include "engine/core/device.hpp"
 #include "engine/io/safetensors.hpp"
 
+#include <cmath>
 #include <set>
 #include <stdexcept>
 
@@ -78,6 +79,18 @@ class Reader {
     }
     return out;
   }
+  // An object of name: seconds, each a finite number >= 0.
+  std::map<std::string, Seconds> seconds_map(const std::string& key) {
+    const json& v = at(key);
+    if (!v.is_object()) fail(key, "must be an object of op class: seconds");
+    std::map<std::string, Seconds> out;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0)
+        fail(key + "." + it.key(), "must be a finite number of seconds >= 0");
+      out[it.key()] = it->get<double>();
+    }
+    return out;
+  }
   // Rejects keys this schema version does not define (a typo must not pass silently).
   void reject_unknown() const {
     for (auto it = j_.begin(); it != j_.end(); ++it)
@@ -112,7 +125,8 @@ json step_report_to_json(const StepReport& r) {
                        {"peak_memory_bytes", d.peak_memory_bytes},
                        {"memory_breakdown_bytes", d.memory_breakdown_bytes},
                        {"capacity_bytes", optional_bytes(d.capacity_bytes)},
-                       {"busy_s", d.busy_s}});
+                       {"busy_s", d.busy_s},
+                       {"kernel_time_by_class_s", d.kernel_time_by_class_s}});
   json links = json::array();
   for (const auto& l : r.links)
     links.push_back({{"name", l.name}, {"bytes", l.bytes}, {"busy_s", l.busy_s}, {"utilisation", l.utilisation}});
@@ -190,6 +204,8 @@ DeviceReport read_device(Reader& d) {
   out.memory_breakdown_bytes = d.byte_map("memory_breakdown_bytes");
   out.capacity_bytes = d.opt_bytes("capacity_bytes");
   out.busy_s = d.num("busy_s");
+  // Absent from measured reports written before it and from reports before the op classes.
+  if (d.has("kernel_time_by_class_s")) out.kernel_time_by_class_s = d.seconds_map("kernel_time_by_class_s");
   return out;
 }
 

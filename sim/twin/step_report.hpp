@@ -35,6 +35,10 @@ struct DeviceReport {
   std::map<std::string, Bytes> memory_breakdown_bytes;  // by MemoryCategory name, at the peak
   std::optional<Bytes> capacity_bytes;              // the device's memory, when known
   Seconds busy_s = 0;                               // time its compute stream ran kernels (optimizer included)
+  // busy_s by op class ("gemm", "conv", "attention", "norm", "elementwise", "embedding",
+  // "loss", "optimizer"; classes with no kernel time left out). Predicted reports only;
+  // empty in measured ones and in reports written before it (the JSON key is optional).
+  std::map<std::string, Seconds> kernel_time_by_class_s;
 };
 
 class Device;

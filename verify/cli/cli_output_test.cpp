@@ -35,6 +35,7 @@ TEST(CliOutput, PredictPrintsTheSummaryAndWritesReportAndTrace) {
       "    dispatch               %duration\n"
       "    optimizer              %duration\n"
       "    interference           %duration\n"
+      "    kernels by op class    conv %duration (%percent), norm %duration (%percent), %any on sim:gpu0\n"
       "  throughput               %float samples/s\n"
       "  scaling efficiency       %percent (one GPU: %duration per step)\n"
       "  peak memory sim:gpu0     %gib of 80.00 GiB\n"

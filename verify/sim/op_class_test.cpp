@@ -348,6 +348,51 @@ TEST(DdpCosts, OneGpuStepAddsOnlyTheBucketCopies) {
   EXPECT_GT(ddp_extra_ops(spec), 2 * 8 + 1 + 0.5);
 }
 
+// ---- kernel time by op class in the step report ---------------------------------------
+
+// Invariant: every device's kernel time by op class adds up to its busy time (the compute
+// and optimizer kernels of the step), each part positive, and names only op classes. An
+// MLP of random widths under a random strategy on one GPU (single, DDP) has GEMM, elementwise,
+// loss and optimizer kernels.
+auto kernel_time_by_class_property() {
+  return [] {
+    MlpSpec spec;
+    const int layers = *rc::gen::inRange(1, 5);
+    for (int i = 0; i <= layers; ++i) spec.widths.push_back(*rc::gen::inRange(1, 65) * 16);
+    const sim::HardwareSpec hw = one_gpu_node();
+    PredictConfig c;
+    c.devices = 1;
+    c.batch_per_device = *rc::gen::inRange(1, 65);
+    c.model_name = "mlp";
+    c.input_features = spec.widths.front();
+    c.output_features = spec.widths.back();
+    c.single_device_baseline = false;
+    c.strategy = *rc::gen::element(StrategyKind::single, StrategyKind::ddp);
+    auto build = [spec](Device& d) { return make_mlp(spec, d, DType::f32, 1234); };
+    const StepReport r = predict_step_detailed(hw, build, c).report;
+    RC_ASSERT(!r.devices_detail.empty());
+    for (const auto& d : r.devices_detail) {
+      Seconds sum = 0;
+      for (const auto& [name, s] : d.kernel_time_by_class_s) {
+        RC_ASSERT(s > 0);
+        bool known = false;
+        for (SimOpClass k : kClasses) known = known || name == sim_op_class_name(k);
+        RC_ASSERT(known);
+        sum += s;
+      }
+      RC_ASSERT(d.busy_s > 0);
+      RC_ASSERT(std::abs(sum - d.busy_s) <= 1e-9 * d.busy_s);
+    }
+  };
+}
+
+TEST(KernelTimeByClass, AddsUpToEachDevicesBusyTime) { expect_property_holds(kernel_time_by_class_property(), 30); }
+
+TEST(KernelTimeByClass, PlantedBugDroppingMemoryBoundKernelsIsCaught) {
+  ScopedFault f(Fault::op_class_breakdown_drops_memory_bound);
+  EXPECT_TRUE(property_fails(kernel_time_by_class_property(), 30));
+}
+
 // Wave quantization, counted by hand: on Tensor Cores a 256 x 128 tile per SM per wave.
 // A100 (108 SMs): [4608, 1024] is 18 x 8 = 144 tiles, 2 waves (216 slots): 2/3;
 // [4608, 3072] 18 x 24 = 432 tiles, exactly 4 waves: 1; the 8192^2 reference 32 x 64 =

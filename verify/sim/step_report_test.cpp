@@ -30,7 +30,8 @@ StepReport sample_report() {
   r.throughput_samples_per_s = 2048.0;
   r.single_device_step_time_s = 0.115;
   r.scaling_efficiency = 0.92;
-  r.devices_detail.push_back({"sim:gpu0", 3 * kGiB, {{"parameters", 100}, {"gradients", 100}}, 80 * kGiB, 0.11});
+  r.devices_detail.push_back(
+      {"sim:gpu0", 3 * kGiB, {{"parameters", 100}, {"gradients", 100}}, 80 * kGiB, 0.11, {{"conv", 0.08}, {"norm", 0.03}}});
   r.links.push_back({"nvlink:gpu0:up", 1 << 20, 0.002, 0.4});
   r.trace = "trace.json";
   r.warnings = {"uneven batch"};
@@ -45,7 +46,16 @@ TEST(StepReport, RoundTripKeepsEveryField) {
   // Serialising the parsed report again gives the same JSON: nothing was lost.
   EXPECT_EQ(step_report_to_json(back), j);
   EXPECT_EQ(back.devices_detail.at(0).memory_breakdown_bytes.at("gradients"), 100);
+  EXPECT_DOUBLE_EQ(back.devices_detail.at(0).kernel_time_by_class_s.at("conv"), 0.08);
   EXPECT_DOUBLE_EQ(*back.scaling_efficiency, 0.92);
+}
+
+// A report written before the op-class breakdown (no kernel_time_by_class_s) still reads,
+// with an empty breakdown.
+TEST(StepReport, ReportWithoutTheOpClassBreakdownReads) {
+  nlohmann::json j = step_report_to_json(sample_report());
+  j["devices_detail"][0].erase("kernel_time_by_class_s");
+  EXPECT_TRUE(step_report_from_json(j).devices_detail.at(0).kernel_time_by_class_s.empty());
 }
 
 TEST(StepReport, OutOfMemoryReportHasNullTimes) {
@@ -87,6 +97,12 @@ TEST(StepReport, RejectsWrongSchemaUnknownAndMistypedKeys) {
   bad = j;
   bad["source"] = "guessed";
   expect_error(bad, "key 'source' is 'guessed'");
+  bad = j;
+  bad["devices_detail"][0]["kernel_time_by_class_s"]["conv"] = -0.5;
+  expect_error(bad, "devices_detail[0]: key 'kernel_time_by_class_s.conv' must be a finite number of seconds >= 0");
+  bad = j;
+  bad["devices_detail"][0]["kernel_time_by_class_s"] = "fast";
+  expect_error(bad, "key 'kernel_time_by_class_s' must be an object of op class: seconds");
 }
 
 TEST(StepReport, WriteIsAtomicAndReadable) {
