@@ -94,6 +94,7 @@ const std::vector<Fault>& all_faults() {
       Fault::attention_bmms_in_layer_roofline,
       Fault::roofline_max_at_ridge,
       Fault::op_class_breakdown_drops_memory_bound,
+      Fault::tf32_convs_forced,
   };
   return faults;
 }
@@ -175,6 +176,7 @@ const char* fault_name(Fault f) {
     case Fault::attention_bmms_in_layer_roofline: return "attention-bmms-in-layer-roofline";
     case Fault::roofline_max_at_ridge: return "roofline-max-at-ridge";
     case Fault::op_class_breakdown_drops_memory_bound: return "op-class-breakdown-drops-memory-bound";
+    case Fault::tf32_convs_forced: return "tf32-convs-forced";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -157,25 +157,45 @@ Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, ComputeType 
                                  fault_active(Fault::roofline_max_at_ridge)
                              ? std::numeric_limits<double>::infinity()
                              : rates.ridge_exponent;
-  // Several kernels (a layer's convolutions): each its own roofline, so a memory-bound one
-  // is not hidden under a compute-bound neighbour's FLOPs. Planted fault: one roofline over
-  // their sums.
-  Seconds t_kernels = sim_ridge_time_s(t_flops, t_bytes, ridge_p);
-  if (!cost.parts.empty() && !fault_active(Fault::conv_roofline_aggregated)) {
-    t_kernels = 0;
-    for (const auto& p : cost.parts)
-      t_kernels += sim_ridge_time_s(p.flops > 0 ? p.flops / (peak() * compute_fraction) : 0.0,
-                                    p.bytes / (rates.memory_bandwidth * memory_fraction), ridge_p);
-  }
-  Seconds t_transpose = 0;
+  if (c != SimOpClass::conv) return sim_ridge_time_s(t_flops, t_bytes, ridge_p) + rates.launch_latency_s;
   // Planted faults: Tensor Core convolutions on NCHW tensors charged no layout transposes;
   // on channels_last (NHWC) tensors, which need none, charged them all the same.
   const bool nchw = !cost.channels_last || fault_active(Fault::channels_last_transposes_charged);
-  if (c == SimOpClass::conv && bytes > 0 && nchw && sim_conv_transposes_layout(type) &&
-      !fault_active(Fault::conv_nchw_transposes_free))
-    t_transpose = 2.0 * static_cast<double>(bytes) /
-                  (rates.memory_bandwidth * sim_op_efficiency(rates, SimOpClass::elementwise, type));
-  return t_kernels + t_transpose + rates.launch_latency_s;
+  const bool transposes =
+      bytes > 0 && nchw && sim_conv_transposes_layout(type) && !fault_active(Fault::conv_nchw_transposes_free);
+  const BytesPerSecond transpose_rate =
+      rates.memory_bandwidth * sim_op_efficiency(rates, SimOpClass::elementwise, type);
+  // PyTorch's allow_tf32 lets cuDNN run an f32 convolution on TF32 Tensor Cores; it does not
+  // force it, and cuDNN runs the fastest kernel it is allowed. So a TF32 convolution costs
+  // the cheaper of TF32 with the NCHW transposes and FP32 on CUDA cores without them: on a
+  // GPU whose dense TF32 rate is its FP32 rate or twice it (GeForce and workstation Ampere
+  // and Ada) FP32's NCHW kernels can win; on A100 and H100 (8x) TF32 does. Planted fault:
+  // TF32 forced.
+  const FlopsPerSecond f32_peak = type == ComputeType::tf32 && transposes && !fault_active(Fault::tf32_convs_forced)
+                                      ? sim_peak_flops(rates, ComputeType::f32)
+                                      : 0;
+  const double f32_fraction = f32_peak > 0 ? sim_op_efficiency(rates, c, ComputeType::f32) : 0;
+  const double f32_p = sim_conv_figure_stated(rates, c, ComputeType::f32) || fault_active(Fault::roofline_max_at_ridge)
+                           ? std::numeric_limits<double>::infinity()
+                           : rates.ridge_exponent;
+  auto conv_kernel = [&](double flops, double kernel_bytes) {
+    const Seconds memory = kernel_bytes > 0 ? kernel_bytes / (rates.memory_bandwidth * memory_fraction) : 0.0;
+    Seconds t = sim_ridge_time_s(flops > 0 ? flops / (peak() * compute_fraction) : 0.0, memory, ridge_p);
+    if (transposes) t += 2.0 * kernel_bytes / transpose_rate;  // each byte read and written once more
+    if (f32_peak > 0 && f32_fraction > 0)
+      t = std::min(t, sim_ridge_time_s(flops > 0 ? flops / (f32_peak * f32_fraction) : 0.0, memory, f32_p));
+    return t;
+  };
+  // Several kernels (a layer's convolutions): each its own roofline, so a memory-bound one
+  // is not hidden under a compute-bound neighbour's FLOPs. Planted fault: one roofline over
+  // their sums.
+  Seconds t_kernels = 0;
+  if (!cost.parts.empty() && !fault_active(Fault::conv_roofline_aggregated)) {
+    for (const auto& p : cost.parts) t_kernels += conv_kernel(p.flops, static_cast<double>(p.bytes));
+  } else {
+    t_kernels = conv_kernel(cost.flops, static_cast<double>(bytes));
+  }
+  return t_kernels + rates.launch_latency_s;
 }
 }  // namespace
 

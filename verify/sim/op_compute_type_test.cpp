@@ -81,6 +81,8 @@ TEST(OpComputeType, PlantedBugIgnoringTheComputeTypeIsCaught) {
 // Invariant: a Tensor Core convolution on NCHW tensors is its roofline plus cuDNN's
 // transposes, serial: every byte it reads and writes read and written once more at the
 // elementwise fraction of the bandwidth; in f32 (CUDA cores read NCHW) it is its roofline.
+// Under TF32 cuDNN may also run its FP32 kernels (allow_tf32 permits TF32, it does not force
+// it) and runs the faster: the TF32 time is the lesser of the two.
 auto transpose_property() {
   return [] {
     const TypedRates t = *gen_typed_rates();
@@ -99,7 +101,7 @@ auto transpose_property() {
     const Seconds f32 = sim_kernel_time_s(op, r, DType::f32);
     const Seconds tf32 = sim_kernel_time_s(op, r, Precision::tf32);
     RC_ASSERT(std::abs(f32 - roof_f32) <= 1e-9 * f32);
-    RC_ASSERT(std::abs(tf32 - (roof_tf32 + transposes)) <= 1e-9 * tf32);
+    RC_ASSERT(std::abs(tf32 - std::min(roof_tf32 + transposes, roof_f32)) <= 1e-9 * tf32);
   };
 }
 
@@ -130,9 +132,11 @@ auto channels_last_property() {
         r.launch_latency_s;
     const Seconds tf32 = sim_kernel_time_s(nhwc, r, Precision::tf32);
     RC_ASSERT(std::abs(tf32 - roof_tf32) <= 1e-9 * tf32);
-    RC_ASSERT(std::abs(sim_kernel_time_s(nchw, r, Precision::tf32) - (tf32 + 2 * bytes / bandwidth)) <= 1e-9 * tf32);
     const Seconds f32 = sim_kernel_time_s(nhwc, r, DType::f32);
     RC_ASSERT(std::abs(f32 - sim_kernel_time_s(nchw, r, DType::f32)) <= 1e-12 * f32);
+    // NCHW: the transposes more, unless cuDNN's FP32 kernels are faster still.
+    RC_ASSERT(std::abs(sim_kernel_time_s(nchw, r, Precision::tf32) - std::min(tf32 + 2 * bytes / bandwidth, f32)) <=
+              1e-9 * tf32);
   };
 }
 
@@ -177,6 +181,50 @@ TEST(OpComputeType, EachConvolutionTakesItsOwnRoofline) { expect_property_holds(
 TEST(OpComputeType, PlantedBugOneRooflineForAllConvolutionsIsCaught) {
   ScopedFault f(Fault::conv_roofline_aggregated);
   EXPECT_TRUE(property_fails(per_kernel_roofline_property(), 300));
+}
+
+// Invariant: cuDNN runs the fastest kernel PyTorch allows it. Under TF32 (allow_tf32) an
+// NCHW convolution never costs more than the same convolution in f32 on CUDA cores, nor
+// more than TF32 with the layout transposes. Hand-computed (ridge at max, efficiency 1,
+// 1 TFLOP and 1 GB, 1 TB/s): on a GPU whose TF32 rate is its FP32 rate (80 TFLOPS, as on
+// GeForce Ampere and Ada) TF32 costs 12.5 + 1 -> 12.5 ms of compute plus 2 ms of transposes
+// = 14.5 ms, FP32 12.5 ms: 12.5 ms; on an A100 (19.5 / 156 TFLOPS) TF32 6.41 + 2 = 8.41 ms,
+// FP32 51.3 ms: 8.41 ms.
+auto fastest_allowed_property() {
+  return [] {
+    const TypedRates t = *gen_typed_rates();
+    SimGpuRates r = t.rates;
+    // TF32 from equal to FP32's rate to 8x it, as GPUs have them.
+    r.compute_peak_flops[ComputeType::tf32] = r.compute_peak_flops.at(ComputeType::f32) * *rc::gen::inRange(10, 81) / 10.0;
+    const double flops = *rc::gen::inRange(0, 1000000) * 1e6;
+    const Bytes read = *rc::gen::inRange<Bytes>(1, 1000000) * 4096, written = *rc::gen::inRange<Bytes>(0, 1000000) * 4096;
+    const OpCost op = conv_op(flops, read, written);
+    const Seconds tf32 = sim_kernel_time_s(op, r, Precision::tf32), f32 = sim_kernel_time_s(op, r, DType::f32);
+    RC_ASSERT(tf32 <= f32 * (1 + 1e-12));
+    OpCost nhwc = op;
+    nhwc.channels_last = true;
+    const double bandwidth = r.memory_bandwidth * r.memory_efficiency;
+    RC_ASSERT(tf32 <= (sim_kernel_time_s(nhwc, r, Precision::tf32) + 2.0 * static_cast<double>(read + written) / bandwidth) *
+                          (1 + 1e-12));
+  };
+}
+
+TEST(OpComputeType, CudnnRunsTheFastestKernelItIsAllowed) {
+  expect_property_holds(fastest_allowed_property(), 300);
+  SimGpuRates r;
+  r.model = "test-gpu";
+  r.memory_bandwidth = 1e12;
+  const OpCost op = conv_op(1e12, 500'000'000, 500'000'000);
+  r.peak_flops[DType::f32] = r.compute_peak_flops[ComputeType::f32] = r.compute_peak_flops[ComputeType::tf32] = 80e12;
+  EXPECT_NEAR(sim_kernel_time_s(op, r, Precision::tf32), 12.5e-3, 1e-12);
+  r.peak_flops[DType::f32] = r.compute_peak_flops[ComputeType::f32] = 19.5e12;
+  r.compute_peak_flops[ComputeType::tf32] = 156e12;
+  EXPECT_NEAR(sim_kernel_time_s(op, r, Precision::tf32), 1e12 / 156e12 + 2e-3, 1e-12);
+}
+
+TEST(OpComputeType, PlantedBugTf32ForcedIsCaught) {
+  ScopedFault f(Fault::tf32_convs_forced);
+  EXPECT_TRUE(property_fails(fastest_allowed_property(), 300));
 }
 
 TEST(OpComputeType, PlantedBugTransposesOnChannelsLastIsCaught) {
