@@ -142,8 +142,6 @@ Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, ComputeType 
   if (c == SimOpClass::gemm)
     compute_fraction = std::min(1.0, compute_fraction * sim_gemm_shape_factor(cost, rates.sm_count, type));
   const double memory_fraction = memory_bound ? sim_op_efficiency(rates, c, type) : rates.memory_efficiency;
-  Seconds t_flops = 0;
-  if (cost.flops > 0) t_flops = cost.flops / (peak() * compute_fraction);
   Seconds t_bytes = 0;
   const Bytes bytes = cost.bytes_read + cost.bytes_written;
   // Planted fault: memory-bound classes charged their FLOPs only, as if bandwidth were free.
@@ -157,7 +155,10 @@ Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, ComputeType 
                                  fault_active(Fault::roofline_max_at_ridge)
                              ? std::numeric_limits<double>::infinity()
                              : rates.ridge_exponent;
-  if (c != SimOpClass::conv) return sim_ridge_time_s(t_flops, t_bytes, ridge_p) + rates.launch_latency_s;
+  if (c != SimOpClass::conv) {
+    const Seconds t_flops = cost.flops > 0 ? cost.flops / (peak() * compute_fraction) : 0.0;
+    return sim_ridge_time_s(t_flops, t_bytes, ridge_p) + rates.launch_latency_s;
+  }
   // Planted faults: Tensor Core convolutions on NCHW tensors charged no layout transposes;
   // on channels_last (NHWC) tensors, which need none, charged them all the same.
   const bool nchw = !cost.channels_last || fault_active(Fault::channels_last_transposes_charged);

@@ -92,9 +92,10 @@ TEST(OpClass, MemoryBoundTimeIsBytesOverAchievedBandwidth) {
   EXPECT_DOUBLE_EQ(sim_kernel_time_s(conv, r, DType::f32), 10e12 / (10e12 * 0.25));  // 4 s
 }
 
-// The hardware file refuses an efficiency above 1, naming the key.
-TEST(OpClass, HardwareFileRejectsEfficiencyAboveOne) {
-  const std::string text = R"(nodes: 1
+// A one-GPU hardware file with `gpu_extra` (indented lines) at the end of its gpu section
+// and `tail` (top-level keys) after its host.
+std::string hardware_text(const std::string& gpu_extra, const std::string& tail) {
+  return R"(nodes: 1
 gpus_per_node: 1
 gpu:
   name: test
@@ -102,10 +103,14 @@ gpu:
   memory: 16 GiB
   memory_bandwidth: 900 GB/s
   kernel_launch_latency: 4 us
-  op_efficiency: {conv: 1.2}
-pcie: {generation: 3, lanes: 16, latency: 1 us, peer_to_peer: true}
+)" + gpu_extra + R"(pcie: {generation: 3, lanes: 16, latency: 1 us, peer_to_peer: true}
 host: {cpu: x, sockets: 1, cores: 8, memory_bandwidth: 50 GB/s, inter_socket_bandwidth: 10 GB/s, dispatch_cost: 10 us, gil: true}
-)";
+)" + tail;
+}
+
+// The hardware file refuses an efficiency above 1, naming the key.
+TEST(OpClass, HardwareFileRejectsEfficiencyAboveOne) {
+  const std::string text = hardware_text("  op_efficiency: {conv: 1.2}\n", "");
   try {
     (void)sim::parse_hardware_yaml(text, "test.yaml");
     FAIL() << "accepted conv efficiency 1.2";
@@ -204,19 +209,7 @@ TEST(RidgeOverlap, DefaultExponentReproducesItsSourceMicrobenchmark) {
 
 // The hardware file reads efficiency.ridge_exponent and refuses one below 1, naming the key.
 TEST(RidgeOverlap, HardwareFileReadsAndBoundsTheExponent) {
-  auto file = [](const std::string& exponent) {
-    return std::string(R"(nodes: 1
-gpus_per_node: 1
-gpu:
-  name: test
-  peak_flops: {f32: 10 TFLOPS, f64: 5 TFLOPS}
-  memory: 16 GiB
-  memory_bandwidth: 900 GB/s
-  kernel_launch_latency: 4 us
-pcie: {generation: 3, lanes: 16, latency: 1 us, peer_to_peer: true}
-host: {cpu: x, sockets: 1, cores: 8, memory_bandwidth: 50 GB/s, inter_socket_bandwidth: 10 GB/s, dispatch_cost: 10 us, gil: true}
-efficiency: {ridge_exponent: )") + exponent + "}\n";
-  };
+  auto file = [](const std::string& exponent) { return hardware_text("", "efficiency: {ridge_exponent: " + exponent + "}\n"); };
   EXPECT_DOUBLE_EQ(sim::parse_hardware_yaml(file("2.25"), "test.yaml").efficiency.ridge_exponent, 2.25);
   EXPECT_DOUBLE_EQ(sim_gpu_rates(sim::parse_hardware_yaml(file("2.25"), "test.yaml")).ridge_exponent, 2.25);
   for (const char* bad : {"0.5", "17", "-1", "x"}) {
