@@ -95,6 +95,7 @@ const std::vector<Fault>& all_faults() {
       Fault::roofline_max_at_ridge,
       Fault::op_class_breakdown_drops_memory_bound,
       Fault::tf32_convs_forced,
+      Fault::resident_inputs_copied,
   };
   return faults;
 }
@@ -177,6 +178,7 @@ const char* fault_name(Fault f) {
     case Fault::roofline_max_at_ridge: return "roofline-max-at-ridge";
     case Fault::op_class_breakdown_drops_memory_bound: return "op-class-breakdown-drops-memory-bound";
     case Fault::tf32_convs_forced: return "tf32-convs-forced";
+    case Fault::resident_inputs_copied: return "resident-inputs-copied";
     case Fault::fault_count_: break;
   }
   return "?";

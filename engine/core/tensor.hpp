@@ -34,6 +34,8 @@ class Tensor {
   Bytes size_bytes() const { return numel() * dtype_size_bytes(dtype_); }
   Device& device() const { return storage_->device(); }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
+  // Where this tensor starts in its storage (a row slice's offset).
+  Bytes offset_bytes() const { return offset_bytes_; }
 
   // Raw pointer to the first element (device memory for CUDA; null in shape-only mode).
   void* data() const;

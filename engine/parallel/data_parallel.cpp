@@ -85,10 +85,11 @@ StepResult DataParallel::train_step(const Tensor& x, const Tensor& target) {
   Device& primary_device = backend_.device(device_ids_[0]);
   Device& out_device = backend_.device(output_device_);
 
-  // The user's script moves the batch to the primary device (x.to("cuda:0")).
+  // The user's script moves the batch to the primary device (x.to("cuda:0")); once, when
+  // it is resident there (options_.inputs_resident). Scatter still runs every step.
   backend_.host_dispatch(1);
-  const Tensor x_primary = copy_to(backend_, x, primary_device, MemoryCategory::inputs);
-  Tensor target_out = copy_to(backend_, target, out_device, MemoryCategory::inputs);
+  const Tensor x_primary = inputs_.to_device(backend_, x, primary_device);
+  Tensor target_out = inputs_.to_device(backend_, target, out_device);
 
   // 1. scatter: torch.chunk; devices past the last chunk get nothing (and no replica).
   std::vector<std::int64_t> sizes = chunk_sizes(x.dim(0), static_cast<int>(device_ids_.size()));

@@ -44,6 +44,7 @@ class DataParallel : public Strategy {
   Sequential primary_;
   std::unique_ptr<Optimizer> optimizer_;
   int replicas_last_step_ = 0;
+  InputPlacement inputs_{options_.inputs_resident};  // after options_: initialised from it
 };
 
 // Validates options.device_ids against the backend: empty means all devices;

@@ -14,7 +14,8 @@ class SingleDevice : public Strategy {
   SingleDevice(Backend& backend, const StrategyOptions& o, const ModelBuilder& build_model,
                const OptimizerBuilder& build_optimizer)
       : backend_(backend), options_(o), device_(backend.device(o.device_ids.empty() ? 0 : o.device_ids[0])),
-        model_(build_model(device_)), optimizer_(build_optimizer(model_.named_parameters())) {
+        model_(build_model(device_)), optimizer_(build_optimizer(model_.named_parameters())),
+        inputs_(o.inputs_resident) {
     if (o.device_ids.size() > 1)
       throw std::invalid_argument(fmt::format("strategy 'single' runs on one device, got {} device ids",
                                               o.device_ids.size()));
@@ -31,9 +32,10 @@ class SingleDevice : public Strategy {
     // one call per layer for forward and for backward, the loss, and the optimizer
     // step (one foreach call; zero_grad sets grads to None and launches nothing).
     backend_.host_dispatch(1);
-    // The input batch moves to the device, as `x.to(device)` does in a script.
-    const Tensor xd = on_device(x);
-    const Tensor td = on_device(target);
+    // The input batch moves to the device, as `x.to(device)` does in a script (once, when
+    // resident: options_.inputs_resident).
+    const Tensor xd = &x.device() == &device_ ? x : inputs_.to_device(backend_, x, device_);
+    const Tensor td = &target.device() == &device_ ? target : inputs_.to_device(backend_, target, device_);
     model_.zero_grad();
     backend_.host_dispatch(static_cast<int>(model_.size()));
     const Tensor out = model_.forward(xd);
@@ -60,16 +62,12 @@ class SingleDevice : public Strategy {
   }
 
  private:
-  Tensor on_device(const Tensor& t) {
-    if (&t.device() == &device_) return t;
-    return copy_to(backend_, t, device_, MemoryCategory::inputs);
-  }
-
   Backend& backend_;
   StrategyOptions options_;
   Device& device_;
   Sequential model_;
   std::unique_ptr<Optimizer> optimizer_;
+  InputPlacement inputs_;
 };
 
 }  // namespace

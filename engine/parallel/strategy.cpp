@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/parallel/data_parallel.hpp"
 #include "engine/parallel/ddp/ddp.hpp"
 #include "engine/parallel/single.hpp"
@@ -25,6 +26,26 @@ const char* strategy_kind_name(StrategyKind k) {
     case StrategyKind::ddp: return "ddp";
   }
   return "?";
+}
+
+Tensor InputPlacement::to_device(Backend& backend, const Tensor& host, Device& device) {
+  // Planted fault: resident inputs copied every step all the same.
+  if (!resident_ || fault_active(Fault::resident_inputs_copied))
+    return copy_to(backend, host, device, MemoryCategory::inputs);
+  if (&host.device() == &device) return host;  // already there: nothing to place
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Placed& p : placed_)
+      if (p.device == &device && p.host.storage() == host.storage() && p.host.offset_bytes() == host.offset_bytes() &&
+          p.host.shape() == host.shape() && p.host.dtype() == host.dtype())
+        return p.placed;
+  }
+  // The copy outside the lock: on the twin every rank is a SimGrid actor of one thread, and
+  // a copy yields to the others, which would block on a held lock for good.
+  Tensor placed = copy_to(backend, host, device, MemoryCategory::inputs);
+  std::lock_guard<std::mutex> lock(mutex_);
+  placed_.push_back({host, &device, placed});
+  return placed;
 }
 
 std::unique_ptr<Strategy> make_strategy(Backend& backend, const StrategyOptions& options,

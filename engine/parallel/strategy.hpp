@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -57,6 +58,33 @@ struct StrategyOptions {
   int accumulate = 1;
   // DDP register_comm_hook (fp16_compress, bf16_compress, powersgd:r); none by default.
   CommHookSpec comm_hook;
+  // The batch stays on the device across steps, as a synthetic benchmark's
+  // torch.randn(..., device="cuda") batch or DALI's GPU pipeline leaves it (see
+  // InputPlacement): no host-to-device copy once placed. false: every step copies its
+  // batch from host memory, as `x.to(device)` on a DataLoader's batch does.
+  bool inputs_resident = false;
+};
+
+// Moves a step's input rows to a device. Not resident: a copy every call (`x.to(device)`).
+// Resident: the first call for a host tensor (the same storage, offset, shape and dtype)
+// and device places it; later calls with that tensor return the placed copy, with no
+// transfer, as a batch made on the GPU once and reused every step. The placed copies stay
+// allocated (they are the resident batch). Safe to call from several ranks' threads (each
+// places on its own device; no lock is held across a copy).
+class InputPlacement {
+ public:
+  explicit InputPlacement(bool resident) : resident_(resident) {}
+  Tensor to_device(Backend& backend, const Tensor& host, Device& device);
+
+ private:
+  struct Placed {
+    Tensor host;  // kept alive, so its storage's address is not reused by another tensor
+    Device* device;
+    Tensor placed;
+  };
+  bool resident_;
+  std::mutex mutex_;
+  std::vector<Placed> placed_;
 };
 
 // What one step did, for the trainer's log and the step report.

@@ -32,7 +32,7 @@ inline int default_jobs() {
 inline bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 struct PointFlags {
-  std::optional<std::string> hardware, model, strategy, dtype, precision, memory_format, optimizer, comm_hook,
+  std::optional<std::string> hardware, model, strategy, dtype, precision, memory_format, inputs, optimizer, comm_hook,
       checkpoint;
   std::optional<int> devices, nodes, gpus, accumulate;
   std::optional<long long> batch, batch_per_device, global_batch;
@@ -56,6 +56,10 @@ inline void add_point_flags(CLI::App* app, PointFlags& f) {
       ->group(g);
   app->add_option("--memory-format", f.memory_format,
                   "contiguous (PyTorch's default, NCHW) | channels_last (model.to(memory_format=torch.channels_last))")
+      ->group(g);
+  app->add_option("--inputs", f.inputs,
+                  "host (default: each step copies its batch to the GPUs, x.to(device)) | device (the batch stays on "
+                  "the GPUs: a synthetic benchmark's on-GPU batch, DALI)")
       ->group(g);
   app->add_option("--accumulate", f.accumulate, "DDP gradient accumulation: K micro-batches per step (no_sync for K-1)")
       ->group(g);
@@ -131,6 +135,7 @@ inline void apply_point_flags(scenario::Scenario& s, const PointFlags& f) {
   if (f.dtype) set_flag(s, "dtype", *f.dtype, "--dtype");
   if (f.precision) set_flag(s, "precision", *f.precision, "--precision");
   if (f.memory_format) set_flag(s, "memory_format", *f.memory_format, "--memory-format");
+  if (f.inputs) set_flag(s, "inputs", *f.inputs, "--inputs");
   if (f.accumulate) set_flag(s, "accumulate", I{*f.accumulate}, "--accumulate");
   if (f.global_batch) set_flag(s, "global_batch", I{*f.global_batch}, "--global-batch");
   if (f.comm_hook) set_flag(s, "comm_hook", *f.comm_hook, "--comm-hook");

@@ -109,6 +109,7 @@ Result predict_training(const Entry& e, const scenario::Library& lib, const std:
   scenario::set_point_value(s.base, "batch_per_device", I{t.batch_per_device}, where);
   scenario::set_point_value(s.base, "precision", t.precision, where);
   scenario::set_point_value(s.base, "memory_format", t.memory_format, where);
+  scenario::set_point_value(s.base, "inputs", t.inputs, where);
   scenario::set_point_value(s.base, "optimizer", t.optimizer, where);
   s.base.overrides = e.overrides;
   scenario::check_scenario_fields(s);

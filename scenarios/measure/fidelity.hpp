@@ -24,6 +24,7 @@
 //       training: {model: resnet50, strategy: ddp, gpus: 8, nodes: 1, batch_per_device: 256,
 //                  measured_precision: tf32, precision: tf32, optimizer: sgd_momentum}
 //       measured: {samples_per_s: 7248}       # training also takes memory_format: channels_last
+//                                             # and inputs: device (a batch resident on the GPUs)
 //
 // Collectives are predicted as `dptwin bench --backend sim` runs them (the same plan,
 // CollectiveGroup and timing of warm-up then timed iterations); training steps as
@@ -77,6 +78,9 @@ struct TrainingConfig {
   // The model's memory format as the source ran it (contiguous, or channels_last where
   // its recipe converts the model, e.g. DeepLearningExamples' memory_format nhwc).
   std::string memory_format = "contiguous";
+  // Where the source's batch lived: "host" (a DataLoader's batch copied each step) or
+  // "device" (resident: a synthetic benchmark's on-GPU batch, DALI's GPU pipeline).
+  std::string inputs = "host";
 };
 
 struct Entry {

@@ -96,6 +96,11 @@ ReportSection assumptions_section(const scenario::SweepResult& r, const Assumpti
                                  ? *p.report->memory_format + " (Tensor Core convolutions without NCHW<->NHWC transposes)"
                                  : std::string("contiguous (PyTorch's default NCHW)");
                     })});
+  t.rows.push_back({"inputs", distinct(r, [](const PointResult& p) {
+                      return p.report && p.report->inputs
+                                 ? std::string("resident on the GPUs (no host-to-device copy per step)")
+                                 : std::string("copied from host memory every step (x.to(device))");
+                    })});
   t.rows.push_back({"optimizer", distinct(r, [](const PointResult& p) { return p.optimizer; })});
   t.rows.push_back({"batch", distinct(r, [](const PointResult& p) {
                       return p.batch_per_device ? fmt::format("{} per GPU", p.batch_per_device) : std::string();

@@ -45,6 +45,7 @@ std::string swept_field_label(const std::string& axis, const std::vector<std::st
   if (axis == "batch_per_device") return "batch per GPU (samples)";
   if (axis == "dtype") return "dtype";
   if (axis == "memory_format") return "memory format";
+  if (axis == "inputs") return "inputs";
   if (axis == "optimizer") return "optimizer";
   if (axis == "model") return "model";
   if (axis == "devices") return "GPUs per node";

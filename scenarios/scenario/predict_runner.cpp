@@ -20,6 +20,7 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
   c.dtype = p.dtype;
   c.precision = p.precision;
   c.memory_format = p.memory_format;
+  c.inputs_resident = p.inputs_resident;
   c.accumulate = p.accumulate;
   c.comm_hook = p.comm_hook;
   c.checkpoint_layers = static_cast<size_t>(p.config.checkpoint_layers);

@@ -173,7 +173,7 @@ Target target_in_samples(Target t, double tokens_per_sample) {
 const std::vector<std::string>& sweepable_fields() {
   static const std::vector<std::string> fields = {"hardware", "model",   "strategy",      "devices",
                                                   "nodes",    "gpus",    "batch",         "batch_per_device",
-                                                  "dtype",    "precision", "memory_format", "accumulate", "global_batch", "comm_hook",
+                                                  "dtype",    "precision", "memory_format", "inputs", "accumulate", "global_batch", "comm_hook",
                                                   "checkpoint",
                                                   "bucket_cap_mb", "optimizer"};
   return fields;
@@ -196,7 +196,7 @@ void set_point_field(PointConfig& c, const std::string& field, const YAML::Node&
   else if (field == "bucket_cap_mb")
     set_point_value(c, field, as_double(v, where), where);
   else if (field == "hardware" || field == "model" || field == "strategy" || field == "dtype" || field == "precision" ||
-           field == "memory_format" || field == "optimizer" || field == "comm_hook" || field == "checkpoint")
+           field == "memory_format" || field == "inputs" || field == "optimizer" || field == "comm_hook" || field == "checkpoint")
     set_point_value(c, field, as_string(v, where), where);
   else fail_at(where, fmt::format("unknown field (allowed: {}, overrides.<hardware field>)", join(sweepable_fields())));
 }
@@ -254,6 +254,13 @@ void set_point_value(PointConfig& c, const std::string& field, const PointValue&
     } catch (const std::invalid_argument& e) {
       fail_at(where, e.what());
     }
+  } else if (field == "inputs") {
+    const std::string t = text();
+    if (t != "host" && t != "device")
+      fail_at(where, fmt::format("unknown inputs '{}' (expected host: each step copies its batch, or device: the "
+                                 "batch stays on the GPUs)",
+                                 t));
+    c.inputs_resident = t == "device";
   } else if (field == "accumulate") {
     c.accumulate = static_cast<int>(count());
   } else if (field == "global_batch") {

@@ -17,6 +17,7 @@
 //   dtype: f32                        # f32 | f64
 //   precision: bf16-amp               # f32 (PyTorch defaults) | tf32 | bf16-amp | f16-amp | bf16 | f64
 //   memory_format: channels_last      # contiguous (PyTorch's default, NCHW) | channels_last (NHWC)
+//   inputs: device                    # host (each step copies its batch, x.to(device)) | device (resident: synthetic or DALI)
 //   accumulate: 4                     # DDP gradient accumulation: micro-batches per step (default 1)
 //   global_batch: 2048                # or: K = global_batch / (batch_per_device x GPUs), whole
 //   checkpoint: every                 # activation checkpointing: none | every (each layer) | N (layers per segment)
@@ -111,6 +112,10 @@ struct PointConfig {
   std::optional<Precision> precision;  // none: the dtype's (f32: PyTorch defaults)
   // model.to(memory_format=...): channels_last spares Tensor Core convolutions their transposes.
   MemoryFormat memory_format = MemoryFormat::contiguous;
+  // Where the batch lives: host (the default: each step copies it, x.to(device) on a
+  // DataLoader's batch) or device (resident across steps: a synthetic benchmark's on-GPU
+  // batch, DALI's GPU pipeline), StrategyOptions::inputs_resident.
+  bool inputs_resident = false;
   int accumulate = 1;  // DDP: micro-batches per optimizer step; the batch fields describe one
   // A fixed global batch reached through accumulation: K = global_batch / (batch_per_device
   // x GPUs) at each point (a sweep skips a point where that is not whole).
@@ -184,6 +189,7 @@ struct ResolvedPoint {
   DType dtype = DType::f32;  // of parameters, gradients and optimizer state (precision_parameter_dtype)
   Precision precision = Precision::f32;
   MemoryFormat memory_format = MemoryFormat::contiguous;
+  bool inputs_resident = false;  // PointConfig::inputs_resident
   int accumulate = 1;
   CommHookSpec comm_hook;
   double bucket_cap_mb = 25.0;

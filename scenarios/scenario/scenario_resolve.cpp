@@ -47,6 +47,7 @@ void resolve_training(const PointConfig& c, const Library& lib, const PointWhere
   r.precision = c.precision.value_or(precision_of_dtype(c.dtype));
   r.dtype = precision_parameter_dtype(r.precision);
   r.memory_format = c.memory_format;
+  r.inputs_resident = c.inputs_resident;
   // A profiled model's measured times: as measured on that GPU kind, scaled by op class to another.
   r.measured_costs_note = resolve_measured_costs(r.model, r.hardware, r.precision, lib.hardware_dir);
   if (c.precision && c.where.count("dtype") && r.dtype != c.dtype)

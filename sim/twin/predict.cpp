@@ -200,6 +200,7 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
     so.accumulate = c.accumulate;
     so.comm_hook = c.comm_hook;
     so.dp_loss_per_replica = c.dp_loss_per_replica;
+    so.inputs_resident = c.inputs_resident;
     // Class labels (int64, one per sample), as a classifier or language model trains:
     // an MSE target as wide as the output would put a second output's worth of memory
     // on the devices that real training does not have.
@@ -345,6 +346,7 @@ StepReport report_of_config(const sim::HardwareSpec& hw, const PredictConfig& c,
   r.dtype = std::string(dtype_name(c.dtype));
   if (c.precision) r.precision = std::string(precision_name(*c.precision));
   if (c.memory_format != MemoryFormat::contiguous) r.memory_format = std::string(memory_format_name(c.memory_format));
+  if (c.inputs_resident) r.inputs = "device";
   r.batch_global = batch_global * c.accumulate;
   if (c.accumulate > 1) r.accumulate = c.accumulate;
   r.batch_per_device = batch_per_device;

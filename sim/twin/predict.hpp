@@ -34,6 +34,10 @@ struct PredictConfig {
   std::optional<Precision> precision;
   // The model's memory format, for the report (the model builder applies it to the layers).
   MemoryFormat memory_format = MemoryFormat::contiguous;
+  // The batch stays on the devices across steps (StrategyOptions::inputs_resident: a
+  // synthetic benchmark's on-GPU batch, DALI): placed during the warm-up step, so the
+  // measured step copies nothing from the host. false: each step copies its batch.
+  bool inputs_resident = false;
   // DDP gradient accumulation: K micro-batches per optimizer step, the first K-1
   // under no_sync (ddp_accumulated_step). The batch fields describe one micro-batch;
   // the report's batch_global and throughput count every sample of the step.

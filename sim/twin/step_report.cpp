@@ -148,6 +148,7 @@ json step_report_to_json(const StepReport& r) {
               {"dtype", r.dtype},
               {"precision", r.precision ? json(*r.precision) : json(nullptr)},
               {"memory_format", r.memory_format ? json(*r.memory_format) : json(nullptr)},
+              {"inputs", r.inputs ? json(*r.inputs) : json(nullptr)},
               {"accumulate", r.accumulate ? json(*r.accumulate) : json(nullptr)},
               {"batch_global", r.batch_global},
               {"batch_per_device", r.batch_per_device},
@@ -253,6 +254,11 @@ void read_configuration(Reader& in, StepReport& r) {
   if (in.has("memory_format") && !in.at("memory_format").is_null()) {
     if (!in.at("memory_format").is_string()) in.fail("memory_format", "must be null or a string");
     r.memory_format = in.at("memory_format").get<std::string>();
+  }
+  if (in.has("inputs") && !in.at("inputs").is_null()) {
+    if (!in.at("inputs").is_string() || in.at("inputs").get<std::string>() != "device")
+      in.fail("inputs", "must be null or \"device\"");
+    r.inputs = in.at("inputs").get<std::string>();
   }
   if (in.has("accumulate") && !in.at("accumulate").is_null()) {
     if (!in.at("accumulate").is_number_integer() || in.at("accumulate").get<int>() < 2)

@@ -77,6 +77,10 @@ struct StepReport {
   // The model's memory format when it is not PyTorch's default ("channels_last"). Null:
   // contiguous (NCHW), or a measured report. Optional in the JSON (absent = null).
   std::optional<std::string> memory_format;
+  // Where the input batch lives when not copied from the host each step ("device": resident
+  // on the GPUs, as a synthetic benchmark's or DALI's batch). Null: copied every step, or a
+  // measured report. Optional in the JSON (absent = null).
+  std::optional<std::string> inputs;
   // DDP gradient accumulation: micro-batches per step (batch_global counts them all).
   // Null: none. Optional in the JSON (absent = null).
   std::optional<int> accumulate;

@@ -87,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "--batch-per-device\n"},
         CliCase{"UnknownKeyInFile", {"predict", "bad.yaml"}, {{"bad.yaml", kGoodScenario + "devcies: 8\n"}}, 2,
                 "dptwin predict: error: bad.yaml:7: devcies: unknown key (allowed: accumulate, batch, batch_per_device, "
-                "bucket_cap_mb, checkpoint, comm_hook, devices, dtype, global_batch, gpus, hardware, memory_format, model, "
+                "bucket_cap_mb, checkpoint, comm_hook, devices, dtype, global_batch, gpus, hardware, inputs, memory_format, model, "
                 "name, nodes, optimizer, overrides, plan, precision, question, schema_version, strategy, sweep, target)\n"},
         CliCase{"WrongTypeInFile", {"predict", "bad.yaml"}, {{"bad.yaml", kGoodScenario + "nodes: [1]\n"}}, 2,
                 "dptwin predict: error: bad.yaml:7: nodes: expected an integer, got '<not a scalar>'\n"},

@@ -116,6 +116,10 @@ TEST(FidelityTable, ErrorsNameFileLineAndKey) {
                            "    training: {model: resnet50, strategy: ddp, gpus: 8, batch_per_device: 32, "
                            "measured_precision: fp32}\n    measured: {samples_per_s: 10}\n"),
                "t.yaml:8: entries[0]: ", "not both");
+  expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    training: {model: resnet50, strategy: ddp, "
+                           "gpus: 8, batch_per_device: 32, measured_precision: fp32, inputs: gpu}\n"
+                           "    measured: {samples_per_s: 10}\n"),
+               "t.yaml:10: entries[0].training.inputs: ", "'gpu' is not host (copied every step) or device (resident)");
   expect_error("schema_version: 1\nsource: [\n", "t.yaml:", "YAML syntax error");
 }
 

@@ -152,7 +152,7 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, BadScenario,
     ::testing::Values(
         BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key (allowed: accumulate, batch, batch_per_device, bucket_cap_mb, checkpoint, "
-                "comm_hook, devices, dtype, global_batch, gpus, hardware, memory_format, model, name, nodes, optimizer, overrides, "
+                "comm_hook, devices, dtype, global_batch, gpus, hardware, inputs, memory_format, model, name, nodes, optimizer, overrides, "
                 "plan, precision, question, schema_version, strategy, sweep, target)"},
         BadCase{"WrongType", replaced("devices: 8", "devices: eight"),
                 "bad.yaml:5: devices: expected an integer, got 'eight'"},
@@ -180,7 +180,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied], hf:PATH/config.json)"},
         BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
                 "bad.yaml:8: sweep.colour: unknown sweep axis (allowed: hardware, model, strategy, devices, nodes, "
-                "gpus, batch, batch_per_device, dtype, precision, memory_format, accumulate, global_batch, comm_hook, checkpoint, "
+                "gpus, batch, batch_per_device, dtype, precision, memory_format, inputs, accumulate, global_batch, comm_hook, checkpoint, "
                 "bucket_cap_mb, optimizer, "
                 "overrides.<hardware field>)"},
         BadCase{"EmptySweepAxis", with("sweep:\n  devices: []\n"),
@@ -195,6 +195,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:8: overrides.tpu.memory: hardware dgx-a100 has no section 'tpu'"},
         BadCase{"BadSweepValue", with("sweep:\n  devices: [1, two]\n"),
                 "bad.yaml:8: sweep.devices[1]: expected an integer, got 'two'"},
+        BadCase{"UnknownInputs", with("inputs: gpu\n"),
+                "bad.yaml:7: inputs: unknown inputs 'gpu' (expected host: each step copies its batch, or device: the "
+                "batch stays on the GPUs)"},
         BadCase{"NegativeBucket", with("bucket_cap_mb: -1\n"), "bad.yaml:7: bucket_cap_mb: must be positive, got -1"},
         BadCase{"UnknownDtype", with("dtype: f16\n"), "bad.yaml:7: dtype: unsupported dtype 'f16' (allowed: f32, f64; bf16 and f16 training is a "
                 "precision: bf16-amp, f16-amp, bf16)"},

@@ -9,13 +9,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 #include <rapidcheck/detail/Configuration.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/host/host_backend.hpp"
 #include "engine/nn/model.hpp"
 #include "engine/optim/optim.hpp"
@@ -279,9 +282,11 @@ TEST(SimPredict, TraceHasAProcessPerDeviceAndAThreadPerStream) {
 // ---- numerics: the twin computes what the host backend computes -------------------------
 
 // Parameters and gradients after one step as hex, for a bitwise comparison.
-std::string step_fingerprint(Backend& b, const MlpCase& c, DType dtype, std::uint64_t data_seed) {
+std::string step_fingerprint(Backend& b, const MlpCase& c, DType dtype, std::uint64_t data_seed,
+                             bool inputs_resident = false) {
   StrategyOptions so;
   so.kind = c.strategy;
+  so.inputs_resident = inputs_resident;
   for (int i = 0; i < c.devices; ++i) so.device_ids.push_back(i);
   so.bucket_cap_mb = 0.001;  // several buckets even for small models
   auto strategy = make_strategy(b, so, mlp_builder(c.spec, dtype),
@@ -353,6 +358,76 @@ TEST(SimPredict, NumericTwinGradientsEqualHostBackendBitwise) {
         RC_ASSERT(twin == expected);
       },
       10);
+}
+
+// ---- resident inputs: the batch placed once, as a synthetic benchmark's on-GPU batch --------
+
+// Copy-engine copies (trace category "copy") each device ran in the measured step.
+std::map<int, int> copies_per_device(const std::string& trace_path) {
+  std::ifstream in(trace_path);
+  const auto j = nlohmann::json::parse(in);
+  std::map<int, int> n;
+  for (const auto& e : j.at("traceEvents"))
+    if (e.at("ph") == "X" && e.value("cat", "") == "copy") ++n[e.at("pid").get<int>()];
+  return n;
+}
+
+auto resident_inputs_property() {
+  return [] {
+    MlpCase c = *gen_case(4);
+    c.strategy = *rc::gen::element(StrategyKind::single, StrategyKind::data_parallel, StrategyKind::ddp);
+    if (c.strategy == StrategyKind::single) c.devices = 1;
+    const auto dir = std::filesystem::temp_directory_path();
+    const std::string host_trace = (dir / fmt::format("dpt_resident_{}_host.json", ::getpid())).string();
+    const std::string device_trace = (dir / fmt::format("dpt_resident_{}_device.json", ::getpid())).string();
+    PredictConfig host = config_of(c), device = config_of(c);
+    host.trace_path = host_trace;
+    device.trace_path = device_trace;
+    device.inputs_resident = true;
+    const sim::HardwareSpec hw = test_node(c.devices);
+    const StepReport h = predict_step(hw, mlp_builder(c.spec), host);
+    const StepReport d = predict_step(hw, mlp_builder(c.spec), device);
+    const auto host_copies = copies_per_device(host_trace), device_copies = copies_per_device(device_trace);
+    std::filesystem::remove(host_trace);
+    std::filesystem::remove(device_trace);
+    RC_ASSERT(h.step_time_s && d.step_time_s);
+    // Invariant: a batch resident on the GPUs spares the measured step exactly its
+    // host-to-device copies and nothing else is added: no slower, and (single, DDP: each
+    // rank's input and target were the step's only copy-engine copies) no copy at all,
+    // where the copied batch took at least one per device. DataParallel still scatters
+    // from the primary device every step.
+    RC_ASSERT(*d.step_time_s <= *h.step_time_s * (1 + 1e-12));
+    RC_ASSERT(d.inputs == std::optional<std::string>("device"));
+    RC_ASSERT(!h.inputs.has_value());
+    if (c.strategy != StrategyKind::data_parallel) {
+      RC_ASSERT(static_cast<int>(host_copies.size()) == c.devices);
+      RC_ASSERT(device_copies.empty());
+    }
+  };
+}
+
+TEST(SimPredict, ResidentInputsSpareTheStepItsHostCopies) { expect_property_holds(resident_inputs_property(), 10); }
+
+TEST(SimPredict, PlantedBugCopiesResidentInputsEveryStep) {
+  const ScopedFault fault(Fault::resident_inputs_copied);
+  EXPECT_TRUE(property_fails(resident_inputs_property(), 10));
+}
+
+TEST(SimPredict, ResidentInputsTrainOnTheSameBatch) {
+  expect_property_holds(
+      [] {
+        MlpCase c = *gen_case(3);
+        c.strategy = *rc::gen::element(StrategyKind::single, StrategyKind::data_parallel, StrategyKind::ddp);
+        if (c.strategy == StrategyKind::single) c.devices = 1;
+        c.batch_per_device = *rc::gen::inRange(2, 9);
+        const auto seed = *rc::gen::arbitrary<std::uint32_t>();
+        HostBackend copied(c.devices), resident(c.devices);
+        // Invariant: placing the batch once and reusing it trains exactly as copying it every
+        // step does (two steps on the same batch: every gradient the same bits).
+        RC_ASSERT(step_fingerprint(resident, c, DType::f32, seed, /*inputs_resident=*/true) ==
+                  step_fingerprint(copied, c, DType::f32, seed));
+      },
+      20);
 }
 
 }  // namespace

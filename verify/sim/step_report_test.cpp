@@ -34,6 +34,7 @@ StepReport sample_report() {
       {"sim:gpu0", 3 * kGiB, {{"parameters", 100}, {"gradients", 100}}, 80 * kGiB, 0.11, {{"conv", 0.08}, {"norm", 0.03}}});
   r.links.push_back({"nvlink:gpu0:up", 1 << 20, 0.002, 0.4});
   r.trace = "trace.json";
+  r.inputs = "device";
   r.warnings = {"uneven batch"};
   return r;
 }
@@ -48,6 +49,7 @@ TEST(StepReport, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.devices_detail.at(0).memory_breakdown_bytes.at("gradients"), 100);
   EXPECT_DOUBLE_EQ(back.devices_detail.at(0).kernel_time_by_class_s.at("conv"), 0.08);
   EXPECT_DOUBLE_EQ(*back.scaling_efficiency, 0.92);
+  EXPECT_EQ(back.inputs, std::optional<std::string>("device"));
 }
 
 // A report written before the op-class breakdown (no kernel_time_by_class_s) still reads,
@@ -56,6 +58,8 @@ TEST(StepReport, ReportWithoutTheOpClassBreakdownReads) {
   nlohmann::json j = step_report_to_json(sample_report());
   j["devices_detail"][0].erase("kernel_time_by_class_s");
   EXPECT_TRUE(step_report_from_json(j).devices_detail.at(0).kernel_time_by_class_s.empty());
+  j.erase("inputs");  // and before the inputs key: copied from the host
+  EXPECT_FALSE(step_report_from_json(j).inputs.has_value());
 }
 
 TEST(StepReport, OutOfMemoryReportHasNullTimes) {
@@ -103,6 +107,9 @@ TEST(StepReport, RejectsWrongSchemaUnknownAndMistypedKeys) {
   bad = j;
   bad["devices_detail"][0]["kernel_time_by_class_s"] = "fast";
   expect_error(bad, "key 'kernel_time_by_class_s' must be an object of op class: seconds");
+  bad = j;
+  bad["inputs"] = "gpu";
+  expect_error(bad, "key 'inputs' must be null or \"device\"");
 }
 
 TEST(StepReport, WriteIsAtomicAndReadable) {

@@ -165,8 +165,9 @@ StepResult DistributedDataParallel::run(const Tensor& x, const Tensor& target, b
     const std::int64_t n = sizes[static_cast<size_t>(r)];
     const std::int64_t at = offsets[static_cast<size_t>(r)];
     backend_.host_dispatch(1);
-    const Tensor x_r = copy_to(backend_, x.slice_rows(at, n), dev, MemoryCategory::inputs);
-    const Tensor t_r = copy_to(backend_, target.slice_rows(at, n), dev, MemoryCategory::inputs);
+    // Each rank's shard to its device (once, when resident: options_.inputs_resident).
+    const Tensor x_r = inputs_.to_device(backend_, x.slice_rows(at, n), dev);
+    const Tensor t_r = inputs_.to_device(backend_, target.slice_rows(at, n), dev);
     if (zero_first) rk.model->zero_grad();
     // Planted fault: no_sync ignored, every backward all-reduces.
     rk.reducer->prepare_for_backward(sync || fault_active(Fault::ddp_sync_inside_no_sync));

@@ -61,6 +61,7 @@ class DistributedDataParallel : public Strategy {
   std::vector<std::unique_ptr<Communicator>> comms_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   bool accumulating_ = false;  // a no_sync_step left gradients to keep
+  InputPlacement inputs_{options_.inputs_resident};  // after options_: initialised from it
 };
 
 }  // namespace dpt
