@@ -95,6 +95,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "dptwin predict: error: --devices: 16 GPUs per node, but dgx-a100 has 8\n"},
         CliCase{"BatchZero", predict_with({{"--batch-per-device", "0"}}), {}, 2,
                 "dptwin predict: error: --batch-per-device: must be positive, got 0\n"},
+        CliCase{"UnknownInputs", predict_with({{"--inputs", "gpu"}}), {}, 2,
+                "dptwin predict: error: --inputs: unknown inputs 'gpu' (expected host: each step copies its batch, or "
+                "device: the batch stays on the GPUs)\n"},
         CliCase{"ZeroBandwidthOverride", predict_with({{"--override", "nvswitch.link_bandwidth=0 GB/s"}}), {}, 2,
                 "dptwin predict: error: --override nvswitch.link_bandwidth: 0 GB/s is outside 1 MB/s .. 10 TB/s\n"},
         CliCase{"OverrideWithoutValue", predict_with({{"--override", "gpu.memory"}}), {}, 2,

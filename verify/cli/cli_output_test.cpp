@@ -64,6 +64,26 @@ TEST(CliOutput, PredictCreatesTheDirectoriesOfItsOutputs) {
   EXPECT_TRUE(fs::exists(dir / "out" / "report.html"));
 }
 
+TEST(CliOutput, PredictWithResidentInputsSaysSoAndCopiesNothing) {
+  const CliResult r = run_dptwin({"predict", "--hardware", "dgx-a100", "--model", "resnet50", "--strategy", "single",
+                                  "--devices", "1", "--batch-per-device", "64", "--inputs", "device"},
+                                 fresh_dir("predict_inputs"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string expected =
+      "resnet50 on dgx-a100 (A100-SXM4-80GB), single on 1 GPU (1 node), batch 64 (64 per GPU), f32\n"
+      "  precision: f32 (PyTorch defaults: convolutions on TF32 on Ampere and later, matmul in f32)\n"
+      "  inputs: on the GPUs (the batch stays there across steps: no host-to-device copy per step)\n"
+      "  step time                %duration\n"
+      "    compute                %duration\n"
+      "    exposed communication  0\n";
+  // The summary's head: the rest is the usual breakdown, throughput and memory.
+  const std::vector<std::string> lines = split_lines(r.out);
+  ASSERT_GE(lines.size(), 6u) << r.out;
+  std::string head;
+  for (size_t i = 0; i < 6; ++i) head += lines[i] + "\n";
+  EXPECT_EQ(match_text(expected, head), "");
+}
+
 TEST(CliOutput, PredictJsonIsTheStepReport) {
   const CliResult r = run_dptwin({"predict", "--hardware", "l40s-4x-pcie4", "--model", "resnet50", "--strategy", "dp",
                                   "--devices", "4", "--batch", "128", "--json"},
