@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/precision.hpp"
+#include "scenarios/report/report_axes.hpp"
 #include "scenarios/report/report_format.hpp"
 #include "scenarios/report/report_sweep.hpp"
 
@@ -129,17 +130,30 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
 }
 
 std::string sweep_table_text(const scenario::SweepResult& r) {
-  std::vector<std::vector<std::string>> rows = {
-      {"#", "hardware", "strategy", "GPUs", "batch", "step time", "samples/s", "efficiency", "status"}};
+  // The fixed columns, then one per swept field none of them shows (memory format, inputs,
+  // bucket size, an override: the report's every-point table does the same), so rows that
+  // differ only in such a field are told apart.
+  const auto extra = extra_swept_fields(r);
+  std::vector<std::string> header = {"#", "hardware", "strategy", "GPUs"};
+  for (const auto& f : extra) header.push_back(f.label);
+  for (const char* h : {"batch", "step time", "samples/s", "efficiency", "status"}) header.push_back(h);
+  std::vector<std::vector<std::string>> rows = {header};
   for (const auto& p : r.points) {
     const bool ok = p.status == scenario::PointStatus::ok && p.report;
-    rows.push_back({std::to_string(p.index), p.hardware, strategy_display_name(p.strategy),
-                    p.gpus() ? std::to_string(p.gpus()) : "-",
-                    p.batch_global ? fmt::format("{}/{}", p.batch_global, p.batch_per_device) : "-",
-                    ok ? opt_duration(p.report->step_time_s) : "-",
-                    ok && p.report->throughput_samples_per_s ? format_figure(*p.report->throughput_samples_per_s) : "-",
-                    ok && p.report->scaling_efficiency ? format_percent(*p.report->scaling_efficiency) : "-",
-                    ok ? "ok" : fmt::format("{}: {}", scenario::point_status_name(p.status), p.reason)});
+    std::vector<std::string> row = {std::to_string(p.index), p.hardware, strategy_display_name(p.strategy),
+                                    p.gpus() ? std::to_string(p.gpus()) : "-"};
+    for (const auto& f : extra) {
+      const std::string v = axis_value(p, f.axis);
+      row.push_back(v.empty() ? "-" : v);
+    }
+    for (auto cell : {p.batch_global ? fmt::format("{}/{}", p.batch_global, p.batch_per_device) : "-",
+                      ok ? opt_duration(p.report->step_time_s) : "-",
+                      ok && p.report->throughput_samples_per_s ? format_figure(*p.report->throughput_samples_per_s)
+                                                               : "-",
+                      ok && p.report->scaling_efficiency ? format_percent(*p.report->scaling_efficiency) : "-",
+                      ok ? "ok" : fmt::format("{}: {}", scenario::point_status_name(p.status), p.reason)})
+      row.push_back(cell);
+    rows.push_back(row);
   }
   // Status is free text: keep it out of the alignment by rendering it last, unpadded.
   std::string out;

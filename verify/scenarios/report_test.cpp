@@ -8,6 +8,7 @@
 #include <regex>
 #include <sstream>
 
+#include "engine/core/fault_injection.hpp"
 #include "scenarios/plan/plan.hpp"
 #include "scenarios/report/report_document.hpp"
 #include "scenarios/report/report_format.hpp"
@@ -172,6 +173,33 @@ TEST(Chart, GnuplotScriptDrawsLogScaleLinesAndDashedIdeals) {
   EXPECT_NE(g.find("set logscale x 2"), std::string::npos);
   EXPECT_NE(g.find("\"d.txt\" index 1 using 1:2 with lines dt 2"), std::string::npos);
   EXPECT_NE(render_chart_svg(c).find("<svg"), std::string::npos);
+}
+
+TEST(Text, SweepTableHasAColumnPerSweptFieldTheFixedOnesDoNotShow) {
+  // Two points that differ only in where the batch lives, two in memory format: without a
+  // column of their own the rows would read the same.
+  SweepResult r;
+  r.scenario_name = "inputs";
+  r.total_points = 4;
+  size_t i = 0;
+  for (const char* format : {"contiguous", "channels_last"})
+    for (const char* inputs : {"host", "device"}) {
+      PointResult p = test::hand_written_point(i, {{"memory_format", format}, {"inputs", inputs}}, "dgx-a100",
+                                               "A100-SXM4-80GB", "ddp", 8, 1000.0 + 100.0 * double(i), 10 * kGiB,
+                                               80 * kGiB);
+      p.index = i++;
+      r.points.push_back(p);
+    }
+  const std::string expected =
+      "#  hardware  strategy  GPUs  memory format  inputs  batch  step time  samples/s  efficiency  status\n"
+      "0  dgx-a100  DDP          8  contiguous     host    %any\n"
+      "1  dgx-a100  DDP          8  contiguous     device  %any\n"
+      "2  dgx-a100  DDP          8  channels_last  host    %any\n"
+      "3  dgx-a100  DDP          8  channels_last  device  %any\n";
+  EXPECT_EQ(test::match_text(expected, sweep_table_text(r)), "");
+  // Planted fault: the swept columns left out (the report's table and this one).
+  const ScopedFault fault(Fault::report_no_swept_columns);
+  EXPECT_EQ(sweep_table_text(r).find("memory format"), std::string::npos);
 }
 
 TEST(Text, SweepTableAndStepSummary) {
