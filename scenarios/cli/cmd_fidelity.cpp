@@ -25,6 +25,7 @@
 #include "scenarios/cli/json_output.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 #include "scenarios/measure/fidelity.hpp"
+#include "scenarios/scenario/progress_bar.hpp"
 
 namespace dpt::cli::cmd_fidelity {  // a namespace per command: unity batches join anonymous ones
 namespace {
@@ -144,11 +145,15 @@ int run_fidelity(const FidelityArgs& a) {
       if (a.only.empty() || e.id.find(a.only) != std::string::npos)
         jobs.push_back({&e, std::filesystem::path(s.file).parent_path(), fidelity::cost_hint(e)});
   if (jobs.empty()) throw std::invalid_argument(fmt::format("--only {}: no entry id contains it", a.only));
+  // A progress bar on a terminal (the table takes half a minute on two cores).
+  scenario::ProgressBar bar(whatif::stderr_is_terminal() && !a.json, jobs.size(), "entries");
   const auto results = fidelity::predict_entries(
       jobs, std::min<int>(a.jobs, static_cast<int>(jobs.size())),
       [&lib](const fidelity::Entry& e, const std::filesystem::path& source_dir) {
         return fidelity::predict_entry(e, lib, source_dir);
-      });
+      },
+      [&bar] { bar.advance(); });
+  bar.finish();
   const auto sums = fidelity::summarise(results);
   if (a.json) print_json(to_json(sources, results, sums));
   else print_table(results, sums);

@@ -210,7 +210,8 @@ double cost_hint(const Entry& e) {
   return static_cast<double>(e.collective->bytes) * (kWarmupIters + e.collective->iters.value_or(kTimedIters));
 }
 
-std::vector<Result> predict_entries(const std::vector<Job>& jobs_to_run, int jobs, const Predictor& predict) {
+std::vector<Result> predict_entries(const std::vector<Job>& jobs_to_run, int jobs, const Predictor& predict,
+                                    const std::function<void()>& on_done) {
   if (jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", jobs));
   std::vector<Result> out;
   if (jobs == 1) {
@@ -218,6 +219,7 @@ std::vector<Result> predict_entries(const std::vector<Job>& jobs_to_run, int job
       Result r = predict(*job.entry, job.source_dir);
       r.entry = job.entry;
       out.push_back(std::move(r));
+      if (on_done) on_done();
     }
     return out;
   }
@@ -264,6 +266,7 @@ std::vector<Result> predict_entries(const std::vector<Job>& jobs_to_run, int job
     failed = failed || !c.result;
     done.emplace(i, std::move(c));
     finish_order.push_back(i);
+    if (on_done) on_done();
   }
   for (auto& [i, c] : done)
     if (!c.result) {

@@ -150,7 +150,10 @@ using Predictor = std::function<Result(const Entry&, const std::filesystem::path
 // table's order among those that ran is rethrown with its message (std::invalid_argument
 // for bad input, else std::runtime_error), as jobs == 1 throws the first failed job's.
 // jobs < 1: std::invalid_argument.
-std::vector<Result> predict_entries(const std::vector<Job>& jobs_to_run, int jobs, const Predictor& predict);
+// `on_done`, when given, is called once each time an entry's prediction has come back (for a
+// progress bar), in the order they finish.
+std::vector<Result> predict_entries(const std::vector<Job>& jobs_to_run, int jobs, const Predictor& predict,
+                                    const std::function<void()>& on_done = {});
 
 struct ClassSummary {
   EntryClass cls;

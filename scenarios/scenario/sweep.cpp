@@ -21,6 +21,7 @@
 
 #include "engine/core/device.hpp"
 #include "engine/io/atomic_file.hpp"
+#include "scenarios/scenario/progress_bar.hpp"
 #include "sim/twin/sim_process.hpp"
 
 namespace dpt::scenario {
@@ -97,32 +98,6 @@ void apply_child_output(PointResult& r, const json& out) {
   r.reason = out.value("error", "unknown error");
 }
 
-class ProgressBar {
- public:
-  ProgressBar(bool enabled, size_t total) : enabled_(enabled), total_(total), start_(Clock::now()) { draw(); }
-  void advance() {
-    ++done_;
-    draw();
-  }
-  void finish() {
-    if (enabled_) std::fputc('\n', stderr);
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  void draw() const {
-    if (!enabled_) return;
-    constexpr int kWidth = 30;
-    const int filled = total_ ? static_cast<int>(kWidth * done_ / total_) : kWidth;
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    std::fprintf(stderr, "\r[%s%s] %zu/%zu points  %.1f s", std::string(static_cast<size_t>(filled), '#').c_str(),
-                 std::string(static_cast<size_t>(kWidth - filled), '.').c_str(), done_, total_, elapsed);
-    std::fflush(stderr);
-  }
-  bool enabled_;
-  size_t total_, done_ = 0;
-  Clock::time_point start_;
-};
 
 }  // namespace
 
@@ -305,7 +280,7 @@ SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& 
   const fs::path tmp = make_run_temp_dir("dptwin-sweep");
   const RemoveOnExit cleanup{tmp};
 
-  ProgressBar bar(options.progress, finished.size() + queue.size());
+  ProgressBar bar(options.progress, finished.size() + queue.size(), "points");
   for (size_t i = 0; i < finished.size(); ++i) bar.advance();
   using Clock = std::chrono::steady_clock;
   struct Running {

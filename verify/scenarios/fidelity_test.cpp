@@ -475,6 +475,18 @@ TEST(FidelityJobs, ResultsInTheTablesOrderWhateverOrderTheyFinish) {
       << "the order check does not see results listed as their workers finish";
 }
 
+// The progress callback (dptwin fidelity's bar on a terminal) runs once per entry, in one
+// process and with workers alike.
+TEST(FidelityJobs, ProgressIsReportedOncePerEntry) {
+  constexpr int kN = 5;
+  const FakeTable t(kN);
+  for (int jobs : {1, 2, kN}) {
+    int calls = 0;
+    (void)predict_entries(t.jobs, jobs, fake_predictor(kN), [&calls] { ++calls; });
+    EXPECT_EQ(calls, kN) << jobs << " jobs";
+  }
+}
+
 // A failed entry stops the run as a run in one process stops: the first failed entry in
 // the table's order is rethrown with its message and kind (bad input stays
 // std::invalid_argument, exit 2; anything else std::runtime_error, exit 3); a worker that
