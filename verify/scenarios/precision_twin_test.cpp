@@ -193,6 +193,12 @@ TEST(PrecisionTwin, AccumulatedStepMovesOneStepsBytesForKTimesTheSamples) {
   EXPECT_GT(nvswitch_bytes(one), 0);
   EXPECT_EQ(nvswitch_bytes(four), nvswitch_bytes(one));
   EXPECT_EQ(four.batch_global, 4 * one.batch_global);
+  // Throughput counts every sample of the step: the K micro-batches' (it had counted one
+  // micro-batch's, a K-fold understatement, and scaling efficiency with it).
+  for (const StepReport* r : {&one, &two, &four})
+    EXPECT_NEAR(*r->throughput_samples_per_s, double(r->batch_global) / *r->step_time_s,
+                1e-12 * *r->throughput_samples_per_s);
+  EXPECT_GT(*four.throughput_samples_per_s, *one.throughput_samples_per_s);
   EXPECT_EQ(four.accumulate, 4);
   EXPECT_FALSE(one.accumulate.has_value());
   const double per_micro = two.breakdown_s.compute - one.breakdown_s.compute;
