@@ -158,11 +158,7 @@ TrainingConfig parse_training(const Reader& r, const YAML::Node& n, const std::s
       r.fail(n["twin_dtype"], key + ".twin_dtype", fmt::format("'{}' is not f32 or f64 (use precision:)", t.precision));
   }
   named("memory_format", t.memory_format, [](const std::string& v) { return memory_format_from_name(v); });
-  named("inputs", t.inputs, [](const std::string& v) {
-    if (v != "host" && v != "device")
-      throw std::invalid_argument(fmt::format("'{}' is not host (copied every step) or device (resident)", v));
-    return v;
-  });
+  named("inputs", t.inputs, [](const std::string& v) { return scenario::inputs_resident_from_name(v); });
   if (n["optimizer"]) t.optimizer = r.text(n["optimizer"], key + ".optimizer");
   if (n["accumulation_steps"])
     t.accumulation_steps = static_cast<int>(r.whole(n["accumulation_steps"], key + ".accumulation_steps", 1, 1 << 16));

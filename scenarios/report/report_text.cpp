@@ -82,9 +82,8 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
   if (r.memory_format)
     out += fmt::format("  memory format: {} (Tensor Core convolutions run NHWC without transposes)\n",
                        *r.memory_format);
-  if (r.inputs)
-    out += fmt::format("  inputs: on the {} (the batch stays there across steps: no host-to-device copy per step)\n",
-                       *r.inputs == "device" ? "GPUs" : *r.inputs);
+  // The step report accepts only "device" here (null: copied from the host every step).
+  if (r.inputs) out += "  inputs: on the GPUs (the batch stays there across steps: no host-to-device copy per step)\n";
   if (r.accumulate)
     out += fmt::format("  gradient accumulation: {} micro-batches of {} per GPU per step (no_sync for {})\n",
                        *r.accumulate, r.batch_per_device, *r.accumulate - 1);

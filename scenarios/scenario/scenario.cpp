@@ -170,6 +170,13 @@ Target target_in_samples(Target t, double tokens_per_sample) {
   return t;
 }
 
+bool inputs_resident_from_name(const std::string& name) {
+  if (name == "host") return false;
+  if (name == "device") return true;
+  throw std::invalid_argument(fmt::format(
+      "unknown inputs '{}' (expected host: each step copies its batch, or device: the batch stays on the GPUs)", name));
+}
+
 const std::vector<std::string>& sweepable_fields() {
   static const std::vector<std::string> fields = {"hardware", "model",   "strategy",      "devices",
                                                   "nodes",    "gpus",    "batch",         "batch_per_device",
@@ -255,12 +262,11 @@ void set_point_value(PointConfig& c, const std::string& field, const PointValue&
       fail_at(where, e.what());
     }
   } else if (field == "inputs") {
-    const std::string t = text();
-    if (t != "host" && t != "device")
-      fail_at(where, fmt::format("unknown inputs '{}' (expected host: each step copies its batch, or device: the "
-                                 "batch stays on the GPUs)",
-                                 t));
-    c.inputs_resident = t == "device";
+    try {
+      c.inputs_resident = inputs_resident_from_name(text());
+    } catch (const std::invalid_argument& e) {
+      fail_at(where, e.what());
+    }
   } else if (field == "accumulate") {
     c.accumulate = static_cast<int>(count());
   } else if (field == "global_batch") {

@@ -236,6 +236,9 @@ void set_point_field(PointConfig& c, const std::string& field, const YAML::Node&
 // and the same messages (after `where`: "--devices: " or "FILE:LINE: devices: ").
 using PointValue = std::variant<std::string, std::int64_t, double>;
 void set_point_value(PointConfig& c, const std::string& field, const PointValue& value, const std::string& where);
+// The `inputs` field: "host" (false) or "device" (true, StrategyOptions::inputs_resident);
+// anything else throws std::invalid_argument naming the value and both choices.
+bool inputs_resident_from_name(const std::string& name);
 // Field names a sweep may range over (besides overrides.<path>).
 const std::vector<std::string>& sweepable_fields();
 

@@ -385,16 +385,16 @@ void add_device_details(StepReport& r, SimBackend& backend, const Measured& m) {
   }
 }
 
-// The step's time, throughput and breakdown, and the links' usage over it. `samples`: every
-// sample the step trains on (with gradient accumulation, all K micro-batches').
-void add_step_timing(StepReport& r, const Measured& m, const sim::Platform& p, std::int64_t samples, bool with_links) {
+// The step's time, throughput and breakdown, and the links' usage over it. Throughput counts
+// r.batch_global: every sample the step trains on (all K micro-batches' with accumulation).
+void add_step_timing(StepReport& r, const Measured& m, const sim::Platform& p, bool with_links) {
   // Interference: the compute that overlapped NCCL kernels ran slower by the SMs and
   // bandwidth they held; the slowest device's loss lengthens the step.
   Seconds interference = 0;
   for (const auto& a : m.accounts) interference = std::max(interference, a.interference_s);
   const Seconds step = m.t1 - m.t0 + interference;
   r.step_time_s = step;
-  r.throughput_samples_per_s = static_cast<double>(samples) / step;
+  r.throughput_samples_per_s = static_cast<double>(r.batch_global) / step;
   // The breakdown of the device with the most work (GPU 0 under DataParallel).
   const auto busiest = std::max_element(m.accounts.begin(), m.accounts.end(), [](auto& a, auto& b) {
     return a.compute_busy_s + a.optimizer_busy_s < b.compute_busy_s + b.optimizer_busy_s;
@@ -473,8 +473,7 @@ PredictDetail simulate_config(const sim::HardwareSpec& hw_in, const ModelBuilder
     // them for every other node (expand_symmetric_devices).
     if (symmetric) r.simulated_devices = simulated;
     if (m.oom) return child_result(r, m);
-    // The step trains on K micro-batches of batch_global samples each (accumulation).
-    add_step_timing(r, m, p, batch_global * c.accumulate, c.link_usage);
+    add_step_timing(r, m, p, c.link_usage);
     if (!c.trace_path.empty()) {
       trace.keep_window(m.t0, m.t1);
       trace.write(c.trace_path);

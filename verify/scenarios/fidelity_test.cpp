@@ -119,7 +119,7 @@ TEST(FidelityTable, ErrorsNameFileLineAndKey) {
   expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    training: {model: resnet50, strategy: ddp, "
                            "gpus: 8, batch_per_device: 32, measured_precision: fp32, inputs: gpu}\n"
                            "    measured: {samples_per_s: 10}\n"),
-               "t.yaml:10: entries[0].training.inputs: ", "'gpu' is not host (copied every step) or device (resident)");
+               "t.yaml:10: entries[0].training.inputs: ", "unknown inputs 'gpu' (expected host: each step copies its batch, or device");
   expect_error("schema_version: 1\nsource: [\n", "t.yaml:", "YAML syntax error");
 }
 
