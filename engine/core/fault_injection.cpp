@@ -96,6 +96,7 @@ const std::vector<Fault>& all_faults() {
       Fault::op_class_breakdown_drops_memory_bound,
       Fault::tf32_convs_forced,
       Fault::resident_inputs_copied,
+      Fault::init_wrapper_prefix_kept,
   };
   return faults;
 }
@@ -178,6 +179,7 @@ const char* fault_name(Fault f) {
     case Fault::roofline_max_at_ridge: return "roofline-max-at-ridge";
     case Fault::op_class_breakdown_drops_memory_bound: return "op-class-breakdown-drops-memory-bound";
     case Fault::tf32_convs_forced: return "tf32-convs-forced";
+    case Fault::init_wrapper_prefix_kept: return "init-wrapper-prefix-kept";
     case Fault::resident_inputs_copied: return "resident-inputs-copied";
     case Fault::fault_count_: break;
   }

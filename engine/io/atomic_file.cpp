@@ -264,7 +264,18 @@ std::string atomic_temp_path(const std::string& target, long pid) {
 
 void check_output_path(const std::string& path, OutputKind kind, const std::string& flag) {
   if (path.empty()) throw std::invalid_argument(fmt::format("{}: empty file name", flag));
-  refuse(resolve(path, flag), kind, path, flag);
+  const Resolved r = resolve(path, flag);
+  refuse(r, kind, path, flag);
+  // A replaceable output's folder is never created (WriteOptions), so a missing one fails
+  // now, before a run whose result it would lose.
+  if (kind == OutputKind::replaceable && r.kind != Kind::stream) {
+    const fs::path parent = fs::path(r.path).parent_path();
+    std::error_code ec;
+    if (!parent.empty() && !fs::is_directory(parent, ec))
+      throw std::invalid_argument(fmt::format("{} {}: folder {} does not exist (it is not created, as torch.save "
+                                              "does not create it)",
+                                              flag, path, parent.string()));
+  }
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes, const WriteOptions& options) {

@@ -46,8 +46,9 @@ struct WriteOptions {
 
 // Throws std::invalid_argument "FLAG PATH: why" when `path` could never be written as
 // `kind` (a directory, a block device, a stream for a replaceable output, a link loop),
-// so commands refuse it before they run. A missing file or directory is not refused
-// here (create_parent_dirs may create it; otherwise the write reports it).
+// so commands refuse it before they run. A missing file is not refused here; a missing
+// folder is for `replaceable` (its writes never create one), not for `stream` outputs
+// (create_parent_dirs may create it; otherwise the write reports it).
 void check_output_path(const std::string& path, OutputKind kind, const std::string& flag);
 
 void write_file_atomic(const std::string& path, std::string_view bytes, const WriteOptions& options = {});

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/io/checkpoint.hpp"
 #include "engine/optim/grad_scaler.hpp"
 #include "engine/parallel/ddp/accumulate.hpp"
@@ -221,6 +222,47 @@ DType state_dict_dtype(const SafetensorsFile& file) {
   return first->dtype;
 }
 
+namespace {
+
+constexpr const char* kWrapperPrefix = "module.";
+
+bool every_key_has(const SafetensorsFile& file, const std::string& prefix) {
+  if (file.tensors.empty()) return false;
+  for (const auto& t : file.tensors)
+    if (!t.name.starts_with(prefix)) return false;
+  return true;
+}
+
+// How --init loads: the explicit prefix; else under dp and ddp a file saved from a wrapper
+// (every key "module.") loads into the wrapper, i.e. into its module without the prefix.
+LoadOptions init_load_options(const TrainConfig& config, const SafetensorsFile& init) {
+  LoadOptions o;
+  if (!config.init_strip_prefix.empty())
+    o.strip_prefix = config.init_strip_prefix;
+  else if (config.strategy.kind != StrategyKind::single && every_key_has(init, kWrapperPrefix) &&
+           !fault_active(Fault::init_wrapper_prefix_kept))
+    o.strip_prefix = kWrapperPrefix;
+  return o;
+}
+
+// The strict load; a single-device run given a wrapper's checkpoint fails as PyTorch's
+// unwrapped load_state_dict does, and the error says how to start from it.
+void load_init(Sequential& m, const SafetensorsFile& init, const LoadOptions& options, const TrainConfig& config,
+               Backend& backend) {
+  try {
+    load_state_dict(m, init, options, &backend);
+  } catch (const std::invalid_argument& e) {
+    if (!options.strip_prefix.empty() || !every_key_has(init, kWrapperPrefix)) throw;
+    throw std::invalid_argument(fmt::format(
+        "{}\n--init: every key of {} starts with '{}': it was saved from a DataParallel/DDP wrapper; start "
+        "--strategy {} from it with --init-strip-prefix {} (as consume_prefix_in_state_dict_if_present), or train "
+        "with --strategy dp or ddp, which load it into the wrapper",
+        e.what(), init.path, kWrapperPrefix, strategy_kind_name(config.strategy.kind), kWrapperPrefix));
+  }
+}
+
+}  // namespace
+
 TrainResult train(Backend& backend, const TrainConfig& config, const std::function<void(const StepLog&)>& on_step) {
   check_config(config);
   std::optional<SafetensorsFile> init;
@@ -252,11 +294,12 @@ TrainResult train_on(Backend& backend, const TrainConfig& config, const Dataset&
     m.set_checkpoint(config.checkpoint_segment_layers);
     return m;
   };
+  const LoadOptions init_options = init ? init_load_options(config, *init) : LoadOptions{};
   const ModelBuilder build_model = [&](Device& device) {
     // On a device the CPU cannot write (a GPU) make_mlp draws the weights in host memory
     // and copies them over, and load_state_dict copies through the backend.
     Sequential m = make_mlp(config.model, backend, device, dtype, config.seed);
-    if (init) load_state_dict(m, *init, LoadOptions{}, &backend);
+    if (init) load_init(m, *init, init_options, config, backend);
     return configure(std::move(m));
   };
   // Each device's GradScaler (f16-amp), owned by the strategy; DDP's ranks build

@@ -34,6 +34,12 @@ struct TrainConfig {
   bool shuffle = false;                          // permute the samples each pass (epoch) over the data
   StrategyOptions strategy;                      // kind, devices, DDP options (loss and reduction are set from above)
   std::optional<std::string> init_path;          // safetensors state dict to start from
+  // Removed from every --init key that starts with it before the strict load, as
+  // torch.nn.modules.utils.consume_prefix_in_state_dict_if_present: "module." starts a
+  // single-device run from a DataParallel/DDP checkpoint. Empty: dp and ddp load a file
+  // whose every key has "module." into the wrapper (as DataParallel(model).load_state_dict
+  // does), a plain file into the module; single loads the file as it is.
+  std::string init_strip_prefix;
   std::optional<std::string> data_path;          // safetensors with "x" [N, in] and "y"
   std::optional<std::string> checkpoint_path;    // where the final state dict is written
   std::int64_t synthetic_samples = 1024;         // data set size when no data_path is given

@@ -39,6 +39,7 @@ struct TrainFlags {
   std::string activation_checkpointing = "none";  // --activation-checkpointing none|every|N
   std::optional<std::string> checkpoint;  // --checkpoint OUT.safetensors
   std::optional<std::string> init;        // --init IN.safetensors
+  std::optional<std::string> init_strip_prefix;  // --init-strip-prefix PREFIX
   std::optional<std::string> data;        // --data DATA.safetensors
   std::string strategy = "single";        // --strategy single|dp|ddp
   std::optional<int> devices;             // --devices N (single 1, dp/ddp 2)
@@ -217,6 +218,11 @@ TrainConfig config_from(const TrainFlags& f, int& devices_out) {
   c.checkpoint_segment_layers = checkpoint_layers_from_flag(f.activation_checkpointing);
   c.shuffle = f.shuffle;
   c.init_path = f.init;
+  if (f.init_strip_prefix) {
+    if (!f.init) throw std::invalid_argument("--init-strip-prefix needs --init (the state dict whose keys it strips)");
+    if (f.init_strip_prefix->empty()) throw std::invalid_argument("--init-strip-prefix: empty prefix");
+    c.init_strip_prefix = *f.init_strip_prefix;
+  }
   c.data_path = f.data;
   c.checkpoint_path = f.checkpoint;
   configure_ddp(f, c);
@@ -345,7 +351,12 @@ Registration reg{"train", [](CLI::App& parent) -> RunFn {
       ->capture_default_str();
   app->add_option("--checkpoint", flags->checkpoint,
                   "Write the final state dict here (safetensors; dp and ddp names carry the 'module.' prefix)");
-  app->add_option("--init", flags->init, "Start from this state dict (safetensors, strict load)");
+  app->add_option("--init", flags->init,
+                  "Start from this state dict (safetensors, strict load); dp and ddp also take a DataParallel/DDP "
+                  "checkpoint (every key 'module.'), as the wrapper's load_state_dict does");
+  app->add_option("--init-strip-prefix", flags->init_strip_prefix,
+                  "Remove this prefix from every --init key that has it before loading, as "
+                  "consume_prefix_in_state_dict_if_present ('module.': a single-device run from a dp/ddp checkpoint)");
   app->add_option("--data", flags->data, "Train on tensors 'x' [N, IN] and 'y' ([N, OUT] for mse, [N] int labels "
                                          "for ce), consumed in order and wrapping; synthetic data from --seed "
                                          "without it");

@@ -87,6 +87,9 @@ TEST(CliTrain, BadFlagsExitTwoNamingTheFlag) {
       {"--model mlp:4-2 --precision tf32", "--precision"},
       {"--model mlp:4-2 --precision bf16", "--precision"},
       {"--model mlp:4-2 --precision bf16-amp --dtype f64", "--precision"},
+      {"--model mlp:4-2 --init-strip-prefix module.", "--init-strip-prefix"},
+      // Refused before training, not after it: the checkpoint's folder must exist.
+      {"--model mlp:4-2 --checkpoint /nonexistent-dptwin-folder/c.safetensors", "--checkpoint"},
   };
   for (auto& [args, flag] : cases) {
     const CliRun r = dptwin(args);

@@ -153,6 +153,17 @@ TEST(AtomicFile, CheckpointsRefuseStreamsAndEveryoneRefusesDirectories) {
   for (const char* name : {"new", "old"})
     for (OutputKind k : {OutputKind::stream, OutputKind::replaceable})
       EXPECT_NO_THROW(check_output_path((d / name).string(), k, "--out"));
+  // A checkpoint in a folder that does not exist is refused before the run (its write
+  // never creates the folder); a stream output there is not (its write may create it).
+  const std::string lost = (d / "no-such-folder" / "c.safetensors").string();
+  try {
+    check_output_path(lost, OutputKind::replaceable, "--checkpoint");
+    FAIL() << "a checkpoint in a missing folder accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("--checkpoint " + lost, 0), 0u) << e.what();
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(check_output_path(lost, OutputKind::stream, "--out"));
 }
 
 // A writer killed between creating its temporary file and the rename leaves

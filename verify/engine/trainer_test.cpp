@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "engine/core/fault_injection.hpp"
 #include "engine/host/host_backend.hpp"
 #include "engine/io/safetensors.hpp"
 #include "engine/parallel/trainer.hpp"
@@ -144,6 +146,74 @@ TEST(Trainer, DataFileAndInitFileDriveTheSameLoop) {
   }
   std::filesystem::remove(data_path);
   std::filesystem::remove(init_path);
+}
+
+// The tensors of a safetensors file by name, as raw bytes (bitwise comparison).
+std::map<std::string, std::string> tensor_bytes(const std::string& path) {
+  const SafetensorsFile f = read_safetensors(path);
+  std::map<std::string, std::string> out;
+  for (const auto& t : f.tensors) out[t.name] = std::string(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+  return out;
+}
+
+TEST(Trainer, WrappedCheckpointResumesUnderDpAndDdpAndSingleWithTheStrippedPrefix) {
+  // Invariant: a DataParallel/DDP checkpoint (every key "module.") given as --init loads
+  // under dp and ddp as the wrapper's load_state_dict loads it, so a zero-step run writes
+  // back the same tensors bit for bit; a single-device run loads it only with the prefix
+  // stripped (consume_prefix_in_state_dict_if_present), and without that fails as
+  // PyTorch's unwrapped load does, saying how to load it.
+  HostBackend backend(2);
+  TrainConfig c = small_config(LossKind::mse);
+  c.steps = 3;
+  c.strategy.kind = StrategyKind::data_parallel;
+  const std::string wrapped = temp_path("wrapped.safetensors"), out = temp_path("out.safetensors");
+  c.checkpoint_path = wrapped;
+  train(backend, c);
+  const auto saved = tensor_bytes(wrapped);
+  ASSERT_FALSE(saved.empty());
+  for (const auto& [name, bytes] : saved) ASSERT_TRUE(name.starts_with("module.")) << name;
+
+  for (auto kind : {StrategyKind::data_parallel, StrategyKind::ddp}) {
+    TrainConfig resume = small_config(LossKind::mse);
+    resume.steps = 0;
+    resume.seed = 11;  // other initial weights: only the file can give back the saved ones
+    resume.strategy.kind = kind;
+    resume.init_path = wrapped;
+    resume.checkpoint_path = out;
+    train(backend, resume);
+    EXPECT_EQ(tensor_bytes(out), saved) << strategy_kind_name(kind);
+  }
+
+  TrainConfig single = small_config(LossKind::mse);
+  single.steps = 0;
+  single.seed = 11;
+  single.init_path = wrapped;
+  single.checkpoint_path = out;
+  try {
+    train(backend, single);
+    ADD_FAILURE() << "a wrapper's checkpoint loaded into an unwrapped model";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("Unexpected key(s) in state_dict: \"module.0.weight\""), std::string::npos) << what;
+    EXPECT_NE(what.find("--init-strip-prefix module."), std::string::npos) << what;
+  }
+  single.init_strip_prefix = "module.";
+  train(backend, single);
+  std::map<std::string, std::string> stripped;
+  for (const auto& [name, bytes] : saved) stripped[name.substr(7)] = bytes;
+  EXPECT_EQ(tensor_bytes(out), stripped);
+
+  // Planted: dp and ddp keep the prefix, so the wrapper's own checkpoint fails to load.
+  {
+    ScopedFault fault(Fault::init_wrapper_prefix_kept);
+    TrainConfig resume = small_config(LossKind::mse);
+    resume.steps = 0;
+    resume.strategy.kind = StrategyKind::ddp;
+    resume.init_path = wrapped;
+    EXPECT_THROW(train(backend, resume), std::invalid_argument);
+  }
+  std::filesystem::remove(wrapped);
+  std::filesystem::remove(out);
 }
 
 TEST(Trainer, BadDataIsRejectedNamingFileAndTensor) {
