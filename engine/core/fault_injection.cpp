@@ -97,6 +97,7 @@ const std::vector<Fault>& all_faults() {
       Fault::tf32_convs_forced,
       Fault::resident_inputs_copied,
       Fault::init_wrapper_prefix_kept,
+      Fault::accumulation_baseline_one_micro_batch,
   };
   return faults;
 }
@@ -180,6 +181,7 @@ const char* fault_name(Fault f) {
     case Fault::op_class_breakdown_drops_memory_bound: return "op-class-breakdown-drops-memory-bound";
     case Fault::tf32_convs_forced: return "tf32-convs-forced";
     case Fault::init_wrapper_prefix_kept: return "init-wrapper-prefix-kept";
+    case Fault::accumulation_baseline_one_micro_batch: return "accumulation-baseline-one-micro-batch";
     case Fault::resident_inputs_copied: return "resident-inputs-copied";
     case Fault::fault_count_: break;
   }

@@ -522,10 +522,25 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
     one.link_usage = false;  // only its step time is read
     const StepReport base = simulate_config(hw, build_model, one).report;
     if (base.step_time_s) {
-      r.single_device_step_time_s = base.step_time_s;
-      // Samples per second of one GPU on one micro-batch (accumulation does not change it
-      // on one device, where there is nothing to all-reduce).
-      const double one_device = static_cast<double>(r.batch_per_device) / *base.step_time_s;
+      // With K micro-batches one GPU runs the same step: K forward and backward passes
+      // queued back to back, then one update (zero_grad, optimizer: once per step). The
+      // single-device step plus what K - 1 more micro-batches add to a one-GPU step: DDP on
+      // one GPU with K micro-batches less with one, so the twin's own accounting of a
+      // micro-batch (kernels, input copies, dispatch hidden behind queued work) is used.
+      // Planted fault: the baseline one micro-batch's step, as if accumulation scaled.
+      const int k = fault_active(Fault::accumulation_baseline_one_micro_batch) ? 1 : c.accumulate;
+      Seconds one_step = *base.step_time_s;
+      if (k > 1) {
+        PredictConfig ddp1 = one;
+        ddp1.strategy = StrategyKind::ddp;
+        ddp1.accumulate = 1;
+        const StepReport d1 = simulate_config(hw, build_model, ddp1).report;
+        ddp1.accumulate = k;
+        const StepReport dk = simulate_config(hw, build_model, ddp1).report;
+        if (d1.step_time_s && dk.step_time_s) one_step += *dk.step_time_s - *d1.step_time_s;
+      }
+      r.single_device_step_time_s = one_step;
+      const double one_device = static_cast<double>(k) * static_cast<double>(r.batch_per_device) / one_step;
       r.scaling_efficiency = *r.throughput_samples_per_s / (c.devices * one_device);
     } else {
       r.warnings.push_back("the single-device baseline does not fit in one GPU's memory: no scaling efficiency");

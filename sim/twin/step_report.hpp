@@ -90,7 +90,8 @@ struct StepReport {
   std::optional<Seconds> step_time_s;
   StepBreakdown breakdown_s;
   std::optional<double> throughput_samples_per_s;
-  // The same model and per-device batch on one device; null when not computed.
+  // The same model and per-device batch on one device, with the same K micro-batches
+  // (K forward and backward passes, one optimizer update); null when not computed.
   std::optional<Seconds> single_device_step_time_s;
   // throughput / (devices x single-device throughput); null when not computed.
   std::optional<double> scaling_efficiency;

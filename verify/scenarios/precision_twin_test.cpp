@@ -36,7 +36,7 @@ struct Case {
   std::int64_t batch_per_device = 1;
 };
 
-StepReport predict(const Case& k, Precision p, int accumulate = 1) {
+StepReport predict(const Case& k, Precision p, int accumulate = 1, bool baseline = false) {
   const sim::HardwareSpec hw = sim::load_hardware(k.hardware, kScenarios / "hardware");
   const ModelDescription m = load_model(k.model, kScenarios / "models");
   PredictConfig c;
@@ -48,7 +48,7 @@ StepReport predict(const Case& k, Precision p, int accumulate = 1) {
   c.model_name = m.name;
   c.input_features = m.input_features;
   c.output_features = model_output_features(m);
-  c.single_device_baseline = false;
+  c.single_device_baseline = baseline;
   c.accumulate = accumulate;
   return predict_step(hw, [m, p](Device& d) { return make_cost_only_model(m, d, p); }, c);
 }
@@ -204,6 +204,38 @@ TEST(PrecisionTwin, AccumulatedStepMovesOneStepsBytesForKTimesTheSamples) {
   const double per_micro = two.breakdown_s.compute - one.breakdown_s.compute;
   EXPECT_GT(per_micro, 0);
   EXPECT_NEAR(four.breakdown_s.compute - two.breakdown_s.compute, 2 * per_micro, 1e-6 * four.breakdown_s.compute);
+}
+
+// Scaling efficiency under accumulation. Invariant: the single-device baseline runs the
+// same step as each rank (K micro-batches, one optimizer update), so DDP on one GPU can
+// never be more than 100 % efficient against it (it runs that step plus DDP's own work),
+// and the baseline step grows with K by at most K x the one-micro-batch step (the update
+// is not repeated) and by most of a step per added micro-batch. (The baseline was one micro-batch's
+// step, so accumulation's amortised update and dispatch counted as scaling: 1 GPU, K = 16,
+// GPT-2 124M on an A100: 100.9 %.)
+TEST(PrecisionTwin, AccumulatedScalingEfficiencyIsAgainstOneGpuRunningTheSameKMicroBatches) {
+  const Case solo{"dgx-a100", "gpt2-124m", StrategyKind::ddp, 1, 4};
+  const StepReport k1 = predict(solo, Precision::f32, 1, true);
+  ASSERT_TRUE(k1.single_device_step_time_s && k1.scaling_efficiency);
+  for (int k : {2, 4, 16}) {
+    const StepReport r = predict(solo, Precision::f32, k, true);
+    ASSERT_TRUE(r.single_device_step_time_s && r.scaling_efficiency) << k;
+    EXPECT_LE(*r.scaling_efficiency, 1.0 + 1e-9) << "K = " << k;
+    EXPECT_GT(*r.scaling_efficiency, 0.5) << "K = " << k;
+    EXPECT_LE(*r.single_device_step_time_s, k * *k1.single_device_step_time_s * (1 + 1e-12)) << k;
+    // GPT-2's step is nearly all forward and backward: each added micro-batch costs at
+    // least 95 % of a whole step (update, zero_grad and exposed dispatch are about 1 %).
+    EXPECT_GE(*r.single_device_step_time_s, (1 + 0.95 * (k - 1)) * *k1.single_device_step_time_s) << k;
+  }
+  const Case eight{"dgx-a100", "gpt2-124m", StrategyKind::ddp, 8, 4};
+  const StepReport r8 = predict(eight, Precision::f32, 16, true);
+  ASSERT_TRUE(r8.scaling_efficiency);
+  EXPECT_LE(*r8.scaling_efficiency, 1.0 + 1e-9);
+  // Planted: the baseline one micro-batch's step again; one GPU then "scales" past 100 %.
+  ScopedFault fault(Fault::accumulation_baseline_one_micro_batch);
+  const StepReport planted = predict(solo, Precision::f32, 16, true);
+  ASSERT_TRUE(planted.scaling_efficiency);
+  EXPECT_GT(*planted.scaling_efficiency, 1.0 + 1e-9);
 }
 
 TEST(PrecisionTwin, ScenarioKeyAndDtypeContradiction) {
