@@ -103,8 +103,13 @@ ReportSection assumptions_section(const scenario::SweepResult& r, const Assumpti
                     })});
   t.rows.push_back({"optimizer", distinct(r, [](const PointResult& p) { return p.optimizer; })});
   t.rows.push_back({"batch", distinct(r, [](const PointResult& p) {
-                      return p.batch_per_device ? fmt::format("{} per GPU", p.batch_per_device) : std::string();
-                    }) + " (the global batch is the per-GPU batch times the GPU count)"});
+                      if (!p.batch_per_device) return std::string();
+                      const int k = p.report && p.report->accumulate ? *p.report->accumulate : 1;
+                      return k > 1 ? fmt::format("{} per GPU per micro-batch, {} micro-batches per step",
+                                                 p.batch_per_device, k)
+                                   : fmt::format("{} per GPU", p.batch_per_device);
+                    }) + " (the global batch is the per-GPU batch times the GPU count, times the micro-batches "
+                         "of an accumulated step)"});
   const bool any_ddp = std::any_of(r.points.begin(), r.points.end(), [](const PointResult& p) { return p.strategy == "ddp"; });
   if (any_ddp)
     t.rows.push_back({"DDP bucket size", distinct(r, [](const PointResult& p) {

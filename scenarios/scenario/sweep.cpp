@@ -58,7 +58,9 @@ void fill_resolved(PointResult& r, const ResolvedPoint& rp) {
   r.model = rp.model.name;
   r.devices = rp.devices;
   r.nodes = rp.nodes;
-  r.batch_global = rp.batch_global;
+  // The step's global batch, as the report counts it: every micro-batch of an accumulated
+  // step (the resolved point's batch fields describe one micro-batch).
+  r.batch_global = rp.batch_global * rp.accumulate;
   r.batch_per_device = rp.batch_per_device;
 }
 

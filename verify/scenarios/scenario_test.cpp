@@ -273,6 +273,26 @@ TEST(Sweep, RunsEveryPointInParallelProcessesInIndexOrder) {
   }
 }
 
+// Invariant: a sweep point's global batch is the step's, as its report counts it: with a
+// global_batch reached by accumulation, K micro-batches of batch_per_device on every GPU.
+// (It was one micro-batch's: 96 over 1 GPU at 4 per GPU showed 4 in the table, the JSON
+// and points.csv.)
+TEST(Sweep, PointsCountEveryMicroBatchOfAnAccumulatedStep) {
+  const Scenario s = parse_scenario("schema_version: 1\nhardware: dgx-a100\nmodel: gpt2-124m\nstrategy: ddp\n"
+                                    "batch_per_device: 4\nglobal_batch: 96\nsweep:\n  devices: [1, 2, 4, 8]\n",
+                                    "acc.yaml");
+  const SweepResult r = run_sweep(s, lib(), closed_form, {});
+  ASSERT_EQ(r.points.size(), 4u);
+  for (const auto& p : r.points) {
+    if (p.gpus() == 8) {  // 96 over 4 x 8 = 32 per micro-batch: K = 3
+      ASSERT_EQ(p.status, PointStatus::ok) << p.reason;
+    }
+    if (p.status != PointStatus::ok) continue;
+    EXPECT_EQ(p.batch_global, 96) << p.gpus() << " GPUs";
+    EXPECT_EQ(p.batch_per_device, 4) << p.gpus() << " GPUs";
+  }
+}
+
 TEST(Sweep, ShardsMergeBackIntoTheWholeSweep) {
   const Scenario s = default_scenario();
   const SweepResult whole = run_sweep(s, lib(), closed_form, {});
