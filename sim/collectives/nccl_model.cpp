@@ -83,6 +83,17 @@ double pci_bw_gbs(int generation, int lanes) {
   return lanes * kRate[std::clamp(generation, 1, 6) - 1] / 80.0;
 }
 
+// The bandwidth of a GPU's path to its NIC as NCCL's search sees it, in GB/s: a path's
+// bandwidth is the least of its links' (paths.cc), the NIC's line rate (400 Gb/s -> 50)
+// and the PCIe link between them (width x lane rate / 80, xml.h), so system->maxBw
+// (search.cc getMaxBw) and each channel's reservation stop at the PCIe link: a 400 Gb/s
+// NIC behind PCIe Gen4 x16 carries 24 GB/s, one behind Gen5 x16 48.
+double net_path_gbs(const HardwareSpec& hw) {
+  const double line = hw.network->nic_bandwidth / 1e9;
+  if (fault_active(Fault::nccl_net_path_line_rate)) return line;
+  return std::min(line, pci_bw_gbs(hw.pcie.generation, hw.pcie.lanes));
+}
+
 // src/graph/search.cc: the speeds the search tries, per channel (GB/s).
 const std::vector<double>& speeds(int compcap, bool inter) {
   static const std::vector<double> intra{40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0};
@@ -390,7 +401,7 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int
   } else {
     // Each channel leaves every node through one NIC (NCCL's rail-aligned rings): a NIC
     // carries floor(nic / s) channels; every channel also crosses each GPU once.
-    const double nic = hw.network->nic_bandwidth / 1e9;  // line rate in GB/s (400 Gb/s -> 50, as NCCL counts it)
+    const double nic = net_path_gbs(hw);
     const int nics = hw.network->nics_per_node;
     auto [n, s] = search_channels(g.compcap, true, std::min(nic, per_gpu), kMaxRingChannels, [&](double speed) {
       return std::min(nics * static_cast<int>(std::floor(nic / speed + 1e-9)),
@@ -422,7 +433,7 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int
   if (g.nodes > 1 && hw.nvswitch && hw.nvswitch->in_switch_reduction && g.compcap >= 90 && p2p && ppn > nvls_min_gpus &&
       hw.network && !fault_active(Fault::nccl_nvls_tree_off)) {
     const int heads = nvls_heads >= 0 ? nvls_heads : std::min(ppn, hw.network->nics_per_node);
-    const NvlsGraph nv = nvls_graph_across_nodes(g.compcap, heads, paths.per_gpu, hw.network->nic_bandwidth / 1e9,
+    const NvlsGraph nv = nvls_graph_across_nodes(g.compcap, heads, paths.per_gpu, net_path_gbs(hw),
                                                  g.tuner == NcclTuner::v2_18_5);
     g.nvls_channels = nv.channels;
     g.nvls_bw_gbs = nv.intra_gbs;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -105,6 +106,51 @@ TEST(NcclGraph, NvswitchChannelsAndPerChannelBandwidthAreNcclsSearch) {
   EXPECT_DOUBLE_EQ(h100.nvls_bw_gbs, 40.0);
   // NVLS bus bandwidth = 8 x 40 x 0.85 x 7/8 x 2 = 476 GB/s (tuning.cc).
   EXPECT_NEAR(nccl_cost(h100, CollectiveOp::all_reduce, NcclAlgo::nvls, NcclProtocol::simple).bus_bw_gbs, 476.0, 1e-9);
+}
+
+// Invariant: a faster NIC never gives NCCL's search a slower cross-node graph: the ring's
+// channels x per-channel bandwidth, and the NVLS-tree's across-node bandwidth, never fall
+// as nic_bandwidth rises, because a GPU's path to its NIC is bounded by the PCIe link
+// between them (NCCL's path bandwidth is its slowest link's). Past that link the graph
+// stops changing: 400 and 800 Gb/s NICs behind PCIe Gen4 x16 give the 200 Gb/s graph.
+// (With the line rate alone, 50 GB/s NICs on a DGX A100 found 5 x 48 GB/s rings, 10 x 24
+// after duplication, through 5 of the 8 NICs: all-reduce busbw 190 -> 122 GB/s.)
+namespace {
+std::vector<std::string> net_graph_regressions() {
+  std::vector<std::string> out;
+  for (const char* name : {"dgx-a100-cluster", "dgx-h100-cluster"}) {
+    HardwareSpec hw = with_nodes(load_hardware(name, kHardwareLibrary), 2);
+    double best = 0;
+    for (double gbs : {25.0, 30.0, 50.0, 100.0}) {
+      hw.network->nic_bandwidth = gbs * 1e9;
+      const Bytes bytes = Bytes{512} << 20;
+      const double busbw = busbw_all_reduce(bytes, 16, run_one(hw, all_reduce_bytes(bytes)).time_s);
+      if (busbw < best * (1 - 1e-6))
+        out.push_back(fmt::format("{} at {} GB/s NICs: busbw {:.1f} GB/s, {:.1f} with slower NICs", name, gbs,
+                                  busbw / 1e9, best / 1e9));
+      best = std::max(best, busbw);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+TEST(NcclGraph, AFasterNicNeverGivesASlowerCrossNodeGraph) {
+  const auto bad = net_graph_regressions();
+  EXPECT_TRUE(bad.empty()) << fmt::format("{}", fmt::join(bad, "\n"));
+  HardwareSpec a100 = load_hardware("dgx-a100-cluster", kHardwareLibrary);
+  const NcclGraph at200 = nccl_graph(a100, 16, 2, true);
+  for (double gbps : {400.0, 800.0}) {
+    a100.network->nic_bandwidth = gbps / 8 * 1e9;
+    const NcclGraph g = nccl_graph(a100, 16, 2, true);
+    EXPECT_EQ(g.ring_channels, at200.ring_channels) << gbps;
+    EXPECT_DOUBLE_EQ(g.ring_bw_gbs, at200.ring_bw_gbs) << gbps;
+  }
+}
+
+TEST(NcclGraph, PlantedBugNicPathAtLineRateIsCaught) {
+  ScopedFault fault(Fault::nccl_net_path_line_rate);
+  EXPECT_FALSE(net_graph_regressions().empty());
 }
 
 namespace {
