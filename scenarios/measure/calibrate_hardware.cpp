@@ -58,14 +58,16 @@ void from_logs(const sim::HardwareSpec& base, const std::vector<NcclTestsLog>& l
     const bool rate = fc.field == "pcie.staged_bidirectional";
     const std::string before = rate ? fmt::format("{:.4g} GB/s", fc.before / 1e9) : fmt::format("{:.4g}", fc.before);
     const std::string after = rate ? fmt::format("{:.4g} GB/s", fc.after / 1e9) : fmt::format("{:.4g}", fc.after);
+    if (!fc.fitted) {
+      out.changes.push_back(fmt::format("{} {}: not calibrated: {}", fc.field, before, fc.bound));
+      continue;
+    }
     out.changes.push_back(fmt::format("{} {} -> {}: {} busbw at {} B measured {:.4g} GB/s, twin {:.4g} -> "
                                       "{:.4g} GB/s{}",
                                       fc.field, before, after, fc.collective, fc.size_bytes,
                                       fc.measured_busbw_Bps / 1e9, fc.predicted_before_Bps / 1e9,
                                       fc.predicted_after_Bps / 1e9,
-                                      !fc.capped ? ""
-                                      : rate     ? " (capped at the link's raw rate: faster than the file's links)"
-                                                 : " (capped at 1: faster than the file's link rates)"));
+                                      fc.reached ? "" : " (cannot reach: " + fc.bound + ")"));
   }
 }
 

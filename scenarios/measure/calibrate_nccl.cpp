@@ -9,6 +9,7 @@
 
 #include "scenarios/measure/twin_figures.hpp"
 #include "sim/collectives/collectives.hpp"
+#include "sim/collectives/nccl_model.hpp"
 #include "sim/twin/sim_process.hpp"
 
 namespace dpt {
@@ -43,6 +44,64 @@ double& bounding_field(sim::HardwareSpec& hw, const NcclTestsLog& log, std::stri
   }
   name = "efficiency.pcie";
   return hw.efficiency.pcie;
+}
+
+// The fits' tolerance: the calibrated twin reproduces the log's figure within 1 %, in log
+// space (|log(twin / measured)| <= log 1.01), in at most kFitSteps twin runs after the bounds.
+const double kFitTolerance = std::log1p(0.01);
+// The bandwidth fit's size: the twin's latency under this share of its time there.
+constexpr double kMaxLatencyShare = 0.10;
+constexpr int kFitSteps = 40;
+
+struct FieldFit {
+  bool reached = false;  // |h| <= kFitTolerance at the field's final value
+  bool moves = true;     // the field's bound moves the twin by more than the tolerance
+  double h = 0;          // h at the field's final value
+};
+
+// Sets `field` in [lo, hi] so that h() = log(twin / measured), non-decreasing in the field,
+// is 0 within kFitTolerance: bisection on log(field) in the bracket between the start value
+// and the bound on h's side (the twin's response is piecewise: proportional where the link
+// bounds it, flat where something else does, such as NCCL's per-channel bandwidth, so a
+// proportional step alone can stall). Where even the bound misses, the field goes no
+// further than it changes the twin (within half the tolerance of the bound's h), and stays
+// where it was when the bound does not move the twin at all; `reached` is false.
+template <typename H>
+FieldFit fit_field(double& field, double lo, double hi, H h) {
+  const double start = field;
+  FieldFit r;
+  r.h = h();
+  if (std::abs(r.h) <= kFitTolerance) {
+    r.reached = true;
+    return r;
+  }
+  const bool up = r.h < 0;
+  field = up ? hi : lo;
+  const double h_bound = h();
+  const bool reachable = up ? h_bound >= -kFitTolerance : h_bound <= kFitTolerance;
+  if (!reachable && std::abs(h_bound - r.h) <= kFitTolerance) {
+    field = start;
+    h();  // leaves any state h() keeps at the start value
+    r.moves = false;
+    return r;
+  }
+  const double aim = reachable ? 0.0 : h_bound + (up ? -kFitTolerance : kFitTolerance) / 2;
+  const double accept = kFitTolerance / 4;
+  double a = up ? start : lo, b = up ? hi : start;  // h(a) < aim < h(b)
+  double ha = up ? r.h : h_bound, hb = up ? h_bound : r.h;
+  r.h = h_bound;
+  for (int step = 0; step < kFitSteps && std::abs(r.h - aim) > accept; ++step) {
+    field = std::sqrt(a * b);
+    r.h = h();
+    (r.h < aim ? a : b) = field;
+    (r.h < aim ? ha : hb) = r.h;
+  }
+  if (std::abs(r.h - aim) > accept) {  // a step in the twin's response between a and b: the nearer side
+    field = std::abs(ha - aim) < std::abs(hb - aim) ? a : b;
+    r.h = h();
+  }
+  r.reached = std::abs(r.h) <= kFitTolerance;
+  return r;
 }
 
 }  // namespace
@@ -81,10 +140,26 @@ Seconds twin_collective_time(const sim::HardwareSpec& hw, const std::string& col
 
 namespace {
 
+// The twin's worst |log(twin / measured)| over a log's sizes (a float per rank, a time, right
+// results), and where: the figure a fit must not make worse.
+std::pair<double, Bytes> worst_error(const sim::HardwareSpec& hw, const NcclTestsLog& log) {
+  std::pair<double, Bytes> w{0.0, 0};
+  for (const auto& row : log.rows) {
+    const NcclTestsTiming& rt = log.timing(row);
+    if (row.size_bytes < 4 * log.ranks || rt.time_s <= 0 || (rt.wrong && *rt.wrong > 0)) continue;
+    const double e = std::abs(std::log(twin_time(hw, log, row.size_bytes) / rt.time_s));
+    if (e > w.first) w = {e, row.size_bytes};
+  }
+  return w;
+}
+
 // The latency regime: the log's smallest size with a float per rank (up to 64 KiB, where NCCL runs LL and the
-// time is its latency term), fitted by scaling efficiency.nccl_latency: the time there is
-// about proportional to the scale; a few fixed-point steps close the gap. The time
-// column is used (nccl-tests rounds busbw to 0.00 at the smallest sizes).
+// time is its latency term), fitted by scaling efficiency.nccl_latency (fit_field: the twin's
+// time there grows with the scale, down to the links' own latencies). The scale moves
+// the twin at every size NCCL's latency term reaches, and where the twin's time there is
+// not that term (its shape differs from the log's) the fit can make those sizes worse: a
+// fit that raises the twin's worst error over the log's sizes is not applied, and says so.
+// The time column is used (nccl-tests rounds busbw to 0.00 at the smallest sizes).
 void fit_latency(sim::HardwareSpec& hw, const NcclTestsLog& log, const std::string& date,
                  sim::YamlComments& comments, std::vector<NcclFieldCalibration>& fields) {
   const NcclTestsRow* small = nullptr;
@@ -106,21 +181,43 @@ void fit_latency(sim::HardwareSpec& hw, const NcclTestsLog& log, const std::stri
   fc.field = "efficiency.nccl_latency";
   double& field = hw.efficiency.nccl_latency;
   fc.before = field;
+  const auto [was, was_at] = worst_error(hw, log);
   Seconds predicted = twin_time(hw, log, small->size_bytes);
   fc.predicted_before_Bps = static_cast<double>(small->size_bytes) * factor / predicted;
-  for (int iter = 0; iter < 4 && std::abs(predicted / t.time_s - 1.0) > 0.01; ++iter) {
-    const double next = std::clamp(field * t.time_s / predicted, 0.1, 10.0);
-    fc.capped = next == 0.1 || next == 10.0;
-    field = next;
+  // The twin's time grows with the scale (NCCL's latency term; the links' own latencies are
+  // a floor the scale cannot go below).
+  const FieldFit fit = fit_field(field, 0.1, 10.0, [&] {
     sim::validate_hardware(hw);
     predicted = twin_time(hw, log, small->size_bytes);
-    if (fc.capped) break;
+    return std::log(predicted / t.time_s);
+  });
+  fc.reached = fit.reached;
+  fc.capped = !fit.reached && fit.moves;
+  if (!fit.reached)
+    fc.bound = !fit.moves ? "efficiency.nccl_latency does not move the twin's time here"
+               : fit.h > 0
+                   ? fmt::format("the twin takes at least {:.4g} us (nccl_latency {:.4g} and below): the links' own "
+                                 "latencies (the hardware file's latency fields) bound it, not NCCL's latency term",
+                                 predicted * 1e6, field)
+                   : fmt::format("at nccl_latency {:.4g} (its bound) the twin takes {:.4g} us", field,
+                                 predicted * 1e6);
+  if (const auto [now, now_at] = worst_error(hw, log); now > was + kFitTolerance) {
+    fc.bound = fmt::format("fitting it to {} B ({:.4g} -> {:.4g}) raises the twin's worst |log(twin / measured)| over "
+                           "{} from {:.3f} (at {} B) to {:.3f} (at {} B): the twin's time there is not NCCL's "
+                           "latency term",
+                           small->size_bytes, fc.before, field, log.where, was, was_at, now, now_at);
+    field = fc.before;
+    sim::validate_hardware(hw);
+    fc.after = field;
+    fc.fitted = fc.reached = fc.capped = false;
+    fields.push_back(fc);
+    return;
   }
   fc.after = field;
   fc.predicted_after_Bps = static_cast<double>(small->size_bytes) * factor / predicted;
   comments[fc.field] = fmt::format("calibrated {} from {} line {} ({} on {} ranks, {} B: time {:.4g} us; was {:.4g}){}",
                                    date, log.where, small->line, log.collective, log.ranks, small->size_bytes,
-                                   t.time_s * 1e6, fc.before, fc.capped ? "; at its bound (0.1 .. 10)" : "");
+                                   t.time_s * 1e6, fc.before, fc.reached ? "" : "; cannot reach: " + fc.bound);
   fields.push_back(fc);
 }
 }  // namespace
@@ -155,10 +252,39 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
     if (static_cast<int>(log.hosts.size()) > base.nodes)
       throw std::invalid_argument(fmt::format("{}: ranks on {} hosts, but hardware '{}' has {} node(s)", log.where,
                                               log.hosts.size(), base.name, base.nodes));
-    // The largest size: a ring is bandwidth-bound there.
+    // The largest size: a ring is bandwidth-bound there, if anywhere in the log.
     const NcclTestsRow& row = *std::max_element(log.rows.begin(), log.rows.end(), [](auto& a, auto& b) {
       return a.size_bytes < b.size_bytes;
     });
+    // Only where the twin's bandwidth term dominates does the size say anything about a
+    // link's efficiency: its latency (its time at one float per rank) under 10 % of its time.
+    const double latency_share =
+        row.size_bytes <= 4 * log.ranks ? 1.0
+                                        : twin_time(out.spec, log, 4 * log.ranks) / twin_time(out.spec, log, row.size_bytes);
+    if (latency_share >= kMaxLatencyShare) {
+      sim::HardwareSpec probe = out.spec;
+      NcclFieldCalibration fc;
+      fc.log = log.where;
+      fc.collective = log.collective;
+      fc.ranks = log.ranks;
+      fc.line = row.line;
+      fc.size_bytes = row.size_bytes;
+      double most = 1.0;
+      fc.before = fc.after = bounding_field(probe, log, fc.field, most);
+      fc.fitted = fc.reached = false;
+      fc.bound = fmt::format("{} has no bandwidth-bound size: at its largest, {} B (line {}), latency is {:.0f} % of "
+                             "the twin's time (a bandwidth fit needs under {:.0f} %); log larger sizes (nccl-tests -e)",
+                             log.where, row.size_bytes, row.line, 100 * latency_share, 100 * kMaxLatencyShare);
+      out.fields.push_back(fc);
+      const size_t before = out.fields.size();
+      fit_latency(out.spec, log, date, comments, out.fields);
+      if (out.fields.size() == before)
+        throw std::invalid_argument(fmt::format("{}: calibrates nothing: no bandwidth-bound size (the largest, {} B, "
+                                                "is {:.0f} % latency in the twin) and no latency-bound size "
+                                                "(up to 64 KiB)",
+                                                log.where, row.size_bytes, 100 * latency_share));
+      continue;
+    }
     const NcclTestsTiming& t = log.timing(row);
     if (t.wrong && *t.wrong > 0)
       throw std::invalid_argument(fmt::format("{}:{}: #wrong = {}: the collective gave wrong results, so its "
@@ -179,21 +305,24 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
     fc.before = field;
     fc.predicted_before_Bps = twin_busbw(out.spec, log.collective, log.ranks, row.size_bytes);
     BytesPerSecond predicted = fc.predicted_before_Bps;
-    // Bandwidth-bound, busbw is proportional to the field; latency makes it slightly
-    // less than proportional, so a few fixed-point steps close the gap.
-    for (int iter = 0; iter < 4 && std::abs(predicted / t.busbw_Bps - 1.0) > 0.01; ++iter) {
-      const double next = field * t.busbw_Bps / predicted;
-      if (next >= most) {
-        if (field >= most) {
-          fc.capped = true;
-          break;
-        }
-        field = most;
-      } else {
-        field = next;
-      }
+    // Where the link bounds the ring, busbw is about proportional to the field; where
+    // something else does (NCCL's per-channel bandwidth), the field does not move it.
+    const double least = most * 1e-3;  // the loader's least efficiency (for the staged rate, of the raw rate)
+    const FieldFit fit = fit_field(field, std::min(least, field), std::max(most, field), [&] {
       sim::validate_hardware(out.spec);
       predicted = twin_busbw(out.spec, log.collective, log.ranks, row.size_bytes);
+      return std::log(predicted / t.busbw_Bps);
+    });
+    fc.reached = fit.reached;
+    fc.capped = !fit.reached && fit.h < 0 && fit.moves;
+    if (!fit.reached) {
+      const sim::NcclGraph g = sim::nccl_graph(out.spec, log.ranks, std::max<int>(1, log.hosts.size()),
+                                               !ranks_use_shm(out.spec, log.ranks));
+      fc.bound = fit.moves ? fmt::format("the twin reaches {:.4g} GB/s at {} {:.4g}", predicted / 1e9, fc.field,
+                                         field / (fc.field == "pcie.staged_bidirectional" ? 1e9 : 1.0))
+                           : fmt::format("{} does not move the twin here ({:.4g} GB/s at its bound too): NCCL's "
+                                         "per-channel bandwidth bounds it ({} channels x {:.4g} GB/s)",
+                                         fc.field, predicted / 1e9, g.ring_channels, g.ring_bw_gbs);
     }
     fc.after = field;
     fc.predicted_after_Bps = predicted;
@@ -203,9 +332,7 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
         log.where, row.line, log.collective, log.ranks, rate ? " over SHM" : "", row.size_bytes, t.busbw_Bps / 1e9,
         rate ? fc.before / 1e9 : fc.before,
         !rate ? "" : staged_unset ? " GB/s: unset, 0.41 of the link's raw rate" : " GB/s",
-        !fc.capped ? ""
-        : rate     ? "; capped at the link's raw rate: the log is faster than the file's links"
-                   : "; capped at 1: the log is faster than the file's link rates");
+        fc.reached ? "" : "; cannot reach: " + fc.bound);
     out.fields.push_back(fc);
     fit_latency(out.spec, log, date, comments, out.fields);
   }

@@ -2,11 +2,13 @@
 // sites already have all_reduce_perf / all_gather_perf output for their nodes.
 //
 // For each log the bus bandwidth at its largest size (out-of-place, where a ring
-// is bandwidth-bound) is compared with what the twin predicts for the same
+// is bandwidth-bound: the twin's latency under 10 % of its time there, else the log
+// sets no bandwidth field, and says so) is compared with what the twin predicts for the same
 // collective, size and rank count on the base hardware file, and the efficiency
 // field of the link that bounds that collective is scaled until the twin
-// reproduces the log (within 1 %, or capped at 1 when the log is faster than the
-// file's datasheet rates allow):
+// reproduces the log within 1 % (bisection); where no value of the field gets there
+// (the log is faster than the file's rates allow, or NCCL's per-channel bandwidth bounds
+// the twin, not the link), it says which and why ("cannot reach: ..."):
 //   - ranks on more than one host: efficiency.nic (the network bounds the ring);
 //   - ranks NCCL connects through host memory (SHM: P2P off, or a PCIe path beyond NCCL's
 //     p2pLevel, sim::nccl_p2p_within_node): pcie.staged_bidirectional, the host-staged
@@ -15,7 +17,10 @@
 //   - PCIe only: efficiency.pcie.
 // Then the latency regime: the log's smallest size (up to 64 KiB, where NCCL runs its LL
 // protocol and the time is NCCL's latency term) scales efficiency.nccl_latency until the
-// twin's time there matches the log's (within 1 %, bounded to 0.1 .. 10).
+// twin's time there matches the log's (within 1 %, bounded to 0.1 .. 10; or "cannot reach"
+// where the links' own latencies, not NCCL's term, bound the twin's time). A latency fit
+// that raises the twin's worst |log(twin / measured)| over the log's sizes (beyond 1 %) is
+// not applied: the field keeps its value and the result says why.
 // The efficiency fields are exactly what the twin multiplies datasheet rates by,
 // so the calibrated file predicts the other collectives and training steps from
 // the same links.
@@ -41,6 +46,9 @@ struct NcclFieldCalibration {
   std::string field;                     // "efficiency.p2p" | ".pcie" | ".nic" | ".nccl_latency" | "pcie.staged_bidirectional"
   double before = 0, after = 0;          // the field (the staged rate in bytes per second)
   bool capped = false;                   // the log is faster than the file allows at efficiency 1 (or the link's raw rate)
+  bool fitted = true;                    // false: the field was left as it was (`bound` says why)
+  bool reached = true;                   // the calibrated twin reproduces the log's figure within 1 %
+  std::string bound;                     // when not: why no value of the field gets there
 };
 
 struct NcclCalibrationResult {
