@@ -124,6 +124,16 @@ void resolve_batch(const PointConfig& c, const PointWhere& where, ResolvedPoint&
     r.batch_global = *c.batch;
     // torch.chunk and DistributedSampler both give ceil(B / N) to the first devices.
     r.batch_per_device = (r.batch_global + r.world() - 1) / r.world();
+    // DDP splits the global batch with torch.chunk: chunks of ceil(B / N), so fewer than N
+    // chunks when (N - 1) x ceil(B / N) >= B, and a rank without samples cannot run a step
+    // (DataParallel just leaves those GPUs idle, as its scatter does).
+    const std::int64_t chunks = (r.batch_global + r.batch_per_device - 1) / std::max<std::int64_t>(r.batch_per_device, 1);
+    if (r.strategy == StrategyKind::ddp && (r.batch_global == 0 || chunks < r.world()))
+      infeasible(where("batch"),
+                 fmt::format("DDP splits a global batch of {} over {} ranks with torch.chunk into {} chunk(s) of up to "
+                             "{}, leaving {} rank(s) without samples; use a batch that gives every rank at least one "
+                             "(e.g. a multiple of {})",
+                             r.batch_global, r.world(), chunks, r.batch_per_device, r.world() - chunks, r.world()));
   } else {
     r.batch_per_device = c.batch_per_device.value();
     r.batch_global = r.batch_per_device * r.world();

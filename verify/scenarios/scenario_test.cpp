@@ -293,6 +293,35 @@ TEST(Sweep, PointsCountEveryMicroBatchOfAnAccumulatedStep) {
   }
 }
 
+// Invariant: a DDP point whose global batch leaves a rank without samples (torch.chunk
+// gives fewer chunks than ranks) is infeasible before it runs, naming the file, line and
+// key: a sweep skips it with the reason, predict exits 2 (it had failed inside the
+// simulation: exit 3, and the whole sweep with it). DataParallel runs it on fewer GPUs.
+TEST(Sweep, DdpBatchThatLeavesARankEmptyIsSkippedNotFailed) {
+  const Scenario s = parse_scenario("schema_version: 1\nhardware: dgx-a100\nmodel: resnet50\nstrategy: ddp\n"
+                                    "batch: 9\nsweep:\n  devices: [2, 3, 6, 8]\n",
+                                    "ddp9.yaml");
+  const SweepResult r = run_sweep(s, lib(), closed_form, {});
+  ASSERT_EQ(r.points.size(), 4u);
+  // 9 over 2: [5, 4]; over 3: [3, 3, 3]; over 6: [2, 2, 2, 2, 1] (5 chunks); over 8: [2 x 4, 1] (5 chunks).
+  EXPECT_EQ(r.points[0].status, PointStatus::ok) << r.points[0].reason;
+  EXPECT_EQ(r.points[1].status, PointStatus::ok) << r.points[1].reason;
+  for (size_t i : {2u, 3u}) {
+    EXPECT_EQ(r.points[i].status, PointStatus::skipped) << i;
+    EXPECT_NE(r.points[i].reason.find("into 5 chunk(s)"), std::string::npos) << r.points[i].reason;
+  }
+  try {
+    resolve_point(s, expand_sweep(s)[2].config, lib());
+    ADD_FAILURE() << "batch 9 on 6 DDP ranks resolved";
+  } catch (const InfeasiblePoint& e) {
+    EXPECT_NE(std::string(e.what()).find("ddp9.yaml:5: batch: "), std::string::npos) << e.what();
+  }
+  const Scenario dp = parse_scenario("schema_version: 1\nhardware: dgx-a100\nmodel: resnet50\nstrategy: dp\n"
+                                     "batch: 9\ndevices: 6\n",
+                                     "dp9.yaml");
+  EXPECT_NO_THROW(resolve_point(dp, dp.base, lib()));
+}
+
 TEST(Sweep, ShardsMergeBackIntoTheWholeSweep) {
   const Scenario s = default_scenario();
   const SweepResult whole = run_sweep(s, lib(), closed_form, {});

@@ -136,9 +136,12 @@ StepResult DistributedDataParallel::run(const Tensor& x, const Tensor& target, b
   const std::vector<std::int64_t> sizes = chunk_sizes(batch, world);
   if (batch == 0 || static_cast<int>(sizes.size()) < world)
     throw std::invalid_argument(fmt::format(
-        "ddp: a global batch of {} split over {} ranks with torch.chunk gives local batches [{}], leaving rank {} "
+        "ddp: a global batch of {} split over {} ranks with torch.chunk gives local batches [{}], leaving {} "
         "without samples; use a batch that gives every rank at least one sample (e.g. a multiple of {})",
-        batch, world, fmt::join(sizes, ", "), sizes.size(), world));
+        batch, world, fmt::join(sizes, ", "),
+        world - static_cast<int>(sizes.size()) == 1 ? fmt::format("rank {}", sizes.size())
+                                                    : fmt::format("ranks {} to {}", sizes.size(), world - 1),
+        world));
   const std::vector<std::int64_t> offsets = chunk_offsets(sizes);
   const bool uneven = std::any_of(sizes.begin(), sizes.end(), [&](std::int64_t s) { return s != sizes[0]; });
 
@@ -152,8 +155,8 @@ StepResult DistributedDataParallel::run(const Tensor& x, const Tensor& target, b
                                     double(batch) / (double(world) * double(sizes[static_cast<size_t>(r)]))));
     result.warnings.push_back(fmt::format(
         "ddp: uneven local batches [{}]: DDP averages per-rank means, so the gradient is not the full-batch "
-        "gradient; each sample's weight relative to the full batch is {}; use --uneven weighted for the "
-        "full-batch gradient",
+        "gradient; each sample's weight relative to the full batch is {}; weighting each rank's loss by its "
+        "share of the batch gives the full-batch gradient (dptwin train --uneven weighted)",
         fmt::join(sizes, ", "), fmt::join(weights, ", ")));
   }
 
