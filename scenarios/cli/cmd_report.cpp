@@ -37,6 +37,24 @@ bool flags_change_question(const whatif::PointFlags& f) {
          f.dtype || f.optimizer || f.bucket_cap_mb || !f.overrides.empty();
 }
 
+// The first scenario flag given, as spelled on the command line; empty when none.
+std::string first_point_flag(const whatif::PointFlags& f) {
+  const std::pair<bool, const char*> flags[] = {
+      {f.hardware.has_value(), "--hardware"},       {f.model.has_value(), "--model"},
+      {f.strategy.has_value(), "--strategy"},       {f.devices.has_value(), "--devices"},
+      {f.nodes.has_value(), "--nodes"},             {f.gpus.has_value(), "--gpus"},
+      {f.batch.has_value(), "--batch"},             {f.batch_per_device.has_value(), "--batch-per-device"},
+      {f.dtype.has_value(), "--dtype"},             {f.precision.has_value(), "--precision"},
+      {f.memory_format.has_value(), "--memory-format"}, {f.inputs.has_value(), "--inputs"},
+      {f.accumulate.has_value(), "--accumulate"},   {f.global_batch.has_value(), "--global-batch"},
+      {f.checkpoint.has_value(), "--checkpoint"},   {f.comm_hook.has_value(), "--comm-hook"},
+      {f.bucket_cap_mb.has_value(), "--bucket-cap-mb"}, {f.optimizer.has_value(), "--optimizer"},
+      {!f.overrides.empty(), "--override"}};
+  for (const auto& [set, name] : flags)
+    if (set) return name;
+  return "";
+}
+
 int run_report(const ReportArgs& a) {
   const auto lib = whatif::library();
   ReportDirLock lock;  // taken once the input is known good
@@ -45,6 +63,12 @@ int run_report(const ReportArgs& a) {
   std::string scenario_text;
   std::optional<scenario::Scenario> scenario_used;
   if (!a.input.empty() && is_results_file(a.input)) {
+    // Its points are predicted already: a scenario flag cannot change them, and a report
+    // that ignored it would answer another question than the one asked.
+    if (const std::string flag = first_point_flag(a.flags); !flag.empty())
+      throw std::invalid_argument(fmt::format("{}: {} holds points already predicted, which scenario flags cannot "
+                                              "change; give the scenario YAML instead (dptwin report SCENARIO {} ...)",
+                                              flag, a.input, flag));
     r = scenario::read_sweep_result(a.input);
     if (r.shard_count != 1)
       throw std::invalid_argument(fmt::format("{}: shard {}/{} holds only part of the sweep; dptwin merge the shards "

@@ -146,6 +146,13 @@ TEST(CliJson, EveryJsonOutputNamesTheBuild) {
   }
   const CliResult rep = run_dptwin({"report", "swept.json", "--report", "rep"}, dir);
   EXPECT_EQ(rep.exit_code, 0) << rep.err;
+  // A results file's points are predicted already: a scenario flag with it is refused
+  // (it was ignored, and the report answered the file's question), nothing written.
+  const CliResult flagged = run_dptwin({"report", "swept.json", "--hardware", "dgx-h100", "--report", "rep2"}, dir);
+  EXPECT_EQ(flagged.exit_code, 2) << flagged.err;
+  EXPECT_NE(flagged.err.find("--hardware: swept.json holds points already predicted"), std::string::npos)
+      << flagged.err;
+  EXPECT_FALSE(fs::exists(dir / "rep2"));
 }
 
 TEST(CliHardware, ListNamesEveryLibraryFileWithItsDescription) {
