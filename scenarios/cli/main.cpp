@@ -7,6 +7,7 @@
 #include "scenarios/cli/command.hpp"
 #include "scenarios/cli/suggest.hpp"
 #include "scenarios/cli/version.hpp"
+#include "scenarios/scenario/scenario.hpp"
 #include "sim/twin/sim_process.hpp"
 
 namespace dpt::cli {
@@ -104,6 +105,11 @@ int main(int argc, char** argv) {
   for (auto* sub : app.get_subcommands()) {
     try {
       return runners.at(sub->get_name())();
+    } catch (const dpt::scenario::ModelDoesNotFit& e) {
+      // Out of memory before the step runs (parameters, gradients and optimizer state alone
+      // exceed a GPU): a result, as the twin's own out of memory is (exit 1), not bad input.
+      std::cerr << "dptwin " << sub->get_name() << ": out of memory: " << e.what() << "\n";
+      return kExitFailure;
     } catch (const std::invalid_argument& e) {
       std::cerr << "dptwin " << sub->get_name() << ": error: " << e.what() << "\n";
       return kExitUsage;
