@@ -99,6 +99,7 @@ const std::vector<Fault>& all_faults() {
       Fault::init_wrapper_prefix_kept,
       Fault::accumulation_baseline_one_micro_batch,
       Fault::nccl_net_path_line_rate,
+      Fault::nccl_forced_protocol_swapped,
   };
   return faults;
 }
@@ -184,6 +185,7 @@ const char* fault_name(Fault f) {
     case Fault::init_wrapper_prefix_kept: return "init-wrapper-prefix-kept";
     case Fault::accumulation_baseline_one_micro_batch: return "accumulation-baseline-one-micro-batch";
     case Fault::nccl_net_path_line_rate: return "nccl-net-path-line-rate";
+    case Fault::nccl_forced_protocol_swapped: return "nccl-forced-protocol-swapped";
     case Fault::resident_inputs_copied: return "resident-inputs-copied";
     case Fault::fault_count_: break;
   }

@@ -91,7 +91,8 @@ enum class Fault : unsigned {
   resident_inputs_copied,           // "resident-inputs-copied": a batch resident on the device (StrategyOptions::inputs_resident) is copied from the host every step all the same
   init_wrapper_prefix_kept,
   accumulation_baseline_one_micro_batch,
-  nccl_net_path_line_rate,          // "nccl-net-path-line-rate": NCCL's search takes a GPU's path to its NIC at the NIC's line rate, past the PCIe link between them  // "accumulation-baseline-one-micro-batch": scaling efficiency under accumulation against one GPU's one-micro-batch step         // "init-wrapper-prefix-kept": dp and ddp load a DataParallel/DDP checkpoint given as --init with its 'module.' keys, into the unwrapped module
+  nccl_net_path_line_rate,
+  nccl_forced_protocol_swapped,     // "nccl-forced-protocol-swapped": a forced protocol NCCL would run (LL128 over PCIe) or refuse (NVLS with LL) is swapped for the tuner's own          // "nccl-net-path-line-rate": NCCL's search takes a GPU's path to its NIC at the NIC's line rate, past the PCIe link between them  // "accumulation-baseline-one-micro-batch": scaling efficiency under accumulation against one GPU's one-micro-batch step         // "init-wrapper-prefix-kept": dp and ddp load a DataParallel/DDP checkpoint given as --init with its 'module.' keys, into the unwrapped module
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

@@ -283,7 +283,10 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
   const int n = static_cast<int>(rank_gpus.size());
   if (p.hardware().gloo) return plan_gloo(*p.hardware().gloo, n, call);
   CollectivePlan plan;
-  const NcclGraph g = nccl_graph_of(p, rank_gpus);
+  NcclGraph g = nccl_graph_of(p, rank_gpus);
+  // NCCL_PROTO=LL128 enables LL128 where NCCL's default leaves it off (tuning.cc: the
+  // hardware gate applies only to the default, pEnable == 2), e.g. over PCIe.
+  if (settings.protocol == NcclProtocol::ll128 && !fault_active(Fault::nccl_forced_protocol_swapped)) g.ll128 = true;
   plan.channels = settings.channels.value_or(g.ring_channels);
   if (plan.channels < 1) throw std::invalid_argument(fmt::format("channels must be positive, got {}", plan.channels));
   const auto eligible = eligible_with(p, rank_gpus, call.op, g);
@@ -302,13 +305,23 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
     choose_formulation(plan, n, call, settings);
     return plan;
   }
-  // NCCL's tuner; a forced protocol that cannot run here (LL128 off PCIe, NVLS with LL)
-  // falls back to the algorithm's usable protocols, as NCCL does.
+  // NCCL's tuner. A forced protocol that no usable algorithm runs (NVLS with LL or LL128)
+  // is refused, as NCCL fails with no algorithm/protocol available.
   NcclChoice c;
   try {
     c = nccl_choose(g, call.op, algos, call.bytes(), protocols);
   } catch (const std::invalid_argument&) {
     if (!settings.protocol) throw;
+    if (!fault_active(Fault::nccl_forced_protocol_swapped)) {
+      std::string names;
+      for (auto a : algos) names += fmt::format("{}{}", names.empty() ? "" : ", ", collective_algorithm_name(from_nccl(a)));
+      throw std::invalid_argument(fmt::format("protocol {} cannot run {} with {} here (NCCL: no algorithm/protocol "
+                                              "available); {}",
+                                              nccl_protocol_name(*settings.protocol), collective_op_name(call.op), names,
+                                              algos.size() == 1 && algos[0] == NcclAlgo::nvls
+                                                  ? "NVLS runs Simple only"
+                                                  : "let NCCL choose the protocol"));
+    }
     c = nccl_choose(g, call.op, algos, call.bytes());
   }
   plan.algorithm = from_nccl(c.algo);

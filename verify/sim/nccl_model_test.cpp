@@ -246,6 +246,40 @@ TEST(NcclTuner, SimulatedTimeNonDecreasingInSize) {
   }
 }
 
+// Invariant: a forced protocol runs as NCCL_PROTO runs it: LL128 where NCCL's default
+// leaves it off (over PCIe: the hardware gate applies only to the default), and a pair
+// NCCL cannot run (NVLS with LL) is refused, never swapped for the tuner's own choice.
+namespace {
+void expect_forced_protocols_as_nccl(bool planted) {
+  CollectiveSettings ll128;
+  ll128.protocol = NcclProtocol::ll128;
+  const auto l40s = load_hardware("l40s-4x-pcie4", kHardwareLibrary);
+  const std::string ran = run_one(l40s, all_reduce_bytes(4 * kMiB), ll128).protocol;
+  CollectiveSettings nvls_ll;
+  nvls_ll.algorithm = CollectiveAlgorithm::nvls;
+  nvls_ll.protocol = NcclProtocol::ll;
+  bool refused = false;
+  try {
+    run_one(load_hardware("dgx-h100", kHardwareLibrary), all_reduce_bytes(kMiB), nvls_ll);
+  } catch (const std::exception&) {
+    refused = true;
+  }
+  if (planted) {
+    EXPECT_TRUE(ran != "LL128" || !refused) << "planted: forced protocols honoured";
+  } else {
+    EXPECT_EQ(ran, "LL128");
+    EXPECT_TRUE(refused) << "NVLS with LL ran";
+  }
+}
+}  // namespace
+
+TEST(NcclProtocols, ForcedProtocolRunsAsNcclProtoOrIsRefused) { expect_forced_protocols_as_nccl(false); }
+
+TEST(NcclProtocols, PlantedBugForcedProtocolSwappedIsCaught) {
+  ScopedFault fault(Fault::nccl_forced_protocol_swapped);
+  expect_forced_protocols_as_nccl(true);
+}
+
 namespace {
 double wire_ratio(const HardwareSpec& hw, NcclProtocol p) {
   CollectiveSettings forced, simple;
