@@ -98,8 +98,12 @@ void check_dataset(const Dataset& d, const MlpSpec& spec, LossKind loss, DType d
   for (std::int64_t i = 0; i < n; ++i)
     if (labels[i] < 0 || labels[i] >= out)
       throw std::invalid_argument(fmt::format("{}: tensor 'y' sample {} has label {}, outside [0, {}) for {} "
-                                              "output classes",
-                                              where, i, labels[i], out, out));
+                                              "output classes{}",
+                                              where, i, labels[i], out, out,
+                                              labels[i] == -100 ? " (-100 is CrossEntropyLoss's default ignore_index; "
+                                                                  "ignored samples are not supported: leave them out "
+                                                                  "of the data)"
+                                                                : ""));
 }
 
 std::unique_ptr<Optimizer> build_optimizer(const TrainConfig& c, std::vector<NamedParameter> params) {

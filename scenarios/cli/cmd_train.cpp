@@ -113,8 +113,8 @@ int configure_devices(const TrainFlags& f, TrainConfig& c) {
 
 // --lr, --momentum, --weight-decay with PyTorch's defaults for the chosen optimizer.
 void configure_optimizer(const TrainFlags& f, TrainConfig& c) {
-  if (f.lr && !(*f.lr >= 0)) throw std::invalid_argument(fmt::format("--lr must not be negative, got {}", *f.lr));
-  if (f.weight_decay && !(*f.weight_decay >= 0))
+  if (f.lr && *f.lr < 0) throw std::invalid_argument(fmt::format("--lr must not be negative, got {}", *f.lr));
+  if (f.weight_decay && *f.weight_decay < 0)
     throw std::invalid_argument(fmt::format("--weight-decay must not be negative, got {}", *f.weight_decay));
   // Finite, and below what any recipe uses: larger values only train to NaN.
   if (f.lr) limits::require_finite_in("--lr", *f.lr, 0, 1e6);
@@ -275,6 +275,10 @@ int run_train(const TrainFlags& f) {
   });
   device.finish(c, f.model, f.strategy, devices, first_split, r.dtype);
   if (f.json) {
+    // One micro-batch's split, as "batch" is one micro-batch's (the K equal micro-batches of
+    // an accumulated step split alike; the step's result sums them).
+    std::vector<std::int64_t> micro_split = first_split;
+    for (auto& n : micro_split) n /= std::max(1, c.strategy.accumulate);
     nlohmann::json doc{
         {"command", "train"},
         {"backend", f.device.backend},
@@ -290,7 +294,7 @@ int run_train(const TrainFlags& f) {
         {"batch", c.batch},
         {"accumulate", c.strategy.accumulate},
         {"comm_hook", comm_hook_name(c.strategy.comm_hook)},
-        {"batch_per_device", first_split},
+        {"batch_per_device", micro_split},
         {"dtype", dtype_name(r.dtype)},
         {"precision", f.precision},
         {"activation_checkpointing", f.activation_checkpointing},

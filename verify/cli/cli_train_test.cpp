@@ -45,6 +45,18 @@ TEST(CliTrain, JsonHasEveryStepAndBothBatchFigures) {
   EXPECT_NE(r.out.find("\"step\": 3"), std::string::npos) << r.out;
 }
 
+// Invariant: the JSON's batch fields describe one micro-batch, as the README says: with
+// --accumulate K the per-device split is one micro-batch's torch.chunk of --batch (the step
+// takes K x --batch samples), not the step's sum.
+TEST(CliTrain, AccumulatedJsonBatchFieldsAreOneMicroBatch) {
+  const CliRun r = dptwin("--model mlp:4-8-2 --strategy ddp --devices 2 --batch 8 --accumulate 2 --steps 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("batch"), 8);
+  EXPECT_EQ(j.at("accumulate"), 2);
+  EXPECT_EQ(j.at("batch_per_device"), nlohmann::json({4, 4})) << r.out;
+}
+
 TEST(CliTrain, CheckpointIsWrittenAndInitReproducesTheRun) {
   const auto dir = std::filesystem::temp_directory_path() / ("dptwin_cli_train_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -88,6 +100,7 @@ TEST(CliTrain, BadFlagsExitTwoNamingTheFlag) {
       {"--model mlp:4-2 --precision bf16", "--precision"},
       {"--model mlp:4-2 --precision bf16-amp --dtype f64", "--precision"},
       {"--model mlp:4-2 --init-strip-prefix module.", "--init-strip-prefix"},
+      {"--model mlp:4-2 --lr nan", "--lr nan: must be a finite number"},
       // Refused before training, not after it: the checkpoint's folder must exist.
       {"--model mlp:4-2 --checkpoint /nonexistent-dptwin-folder/c.safetensors", "--checkpoint"},
   };
