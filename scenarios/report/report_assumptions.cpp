@@ -1,5 +1,7 @@
 #include "scenarios/report/report_assumptions.hpp"
 
+#include "scenarios/cli/version.hpp"
+
 #include <algorithm>
 #include <set>
 
@@ -13,12 +15,6 @@
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/scenario/measured_scaling.hpp"
 
-#ifndef DPT_VERSION
-#define DPT_VERSION "unknown"
-#endif
-#ifndef DPT_GIT_REVISION
-#define DPT_GIT_REVISION "unknown"
-#endif
 
 namespace dpt::report {
 namespace {
@@ -49,8 +45,10 @@ std::string precision_text(const std::string& dtype) {
 
 }  // namespace
 
-const char* dptwin_version() { return DPT_VERSION; }
-const char* dptwin_git_revision() { return DPT_GIT_REVISION; }
+// The same figures as dptwin --version: the git revision is refreshed at every build,
+// not fixed when the build folder was configured.
+std::string dptwin_version() { return cli::project_version(); }
+std::string dptwin_git_revision() { return cli::git_revision(); }
 
 std::string utc_now_iso8601() { return utc_timestamp_now(); }
 

@@ -15,8 +15,8 @@ namespace dpt::report {
 
 // The version of dptwin (CMake's project version) and the git revision it was
 // configured from ("unknown" outside a checkout).
-const char* dptwin_version();
-const char* dptwin_git_revision();
+std::string dptwin_version();
+std::string dptwin_git_revision();
 // Now in UTC, ISO 8601 to the second: "2026-12-03T13:05:00Z".
 std::string utc_now_iso8601();
 

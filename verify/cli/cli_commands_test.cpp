@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <set>
 
@@ -45,6 +46,15 @@ TEST(CliVersion, FlagAndCommandPrintTheProjectVersionAndRevision) {
   const CliResult j = run_dptwin({"version", "--json"}, fresh_dir("version_json"));
   ASSERT_EQ(j.exit_code, 0) << j.err;
   EXPECT_EQ(nlohmann::json::parse(j.out).at("dptwin").at("version"), DPT_PROJECT_VERSION);
+  // A report names the same revision (it had the one its build folder was configured at).
+  const std::string revision = nlohmann::json::parse(j.out).at("dptwin").at("git_revision");
+  const fs::path dir = fresh_dir("version_report");
+  const CliResult rep = run_dptwin({"report", "--report", "rep"}, dir);
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  std::ifstream md(dir / "rep" / "report.md");
+  const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("version " + std::string(DPT_PROJECT_VERSION) + ", git revision " + revision), std::string::npos)
+      << revision;
 }
 
 TEST(CliUnknownCommand, ATypoGetsTheClosestCommandAndExit2) {
