@@ -161,6 +161,7 @@ struct Measured {
   std::optional<OutOfMemoryReport> oom;
   std::string error;  // another failure (rethrown in the parent)
   Seconds dispatch_total_s = 0, communication_total_s = 0;
+  size_t model_layers = 0;  // the module's layers (checkpoint_sequential's functions)
 };
 
 Seconds synchronize_all(SimBackend& b) {
@@ -214,6 +215,7 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
       return m;
     };
     auto strategy = make_strategy(b, so, build, opt);
+    out.model_layers = strategy->module().size();
     after_setup();
     // One step: K micro-batches of `batch` (K = 1 without accumulation).
     auto step = [&strategy, &c](const Tensor& xs, const Tensor& ys) {
@@ -352,7 +354,13 @@ StepReport report_of_config(const sim::HardwareSpec& hw, const PredictConfig& c,
   r.batch_per_device = batch_per_device;
   r.out_of_memory = m.oom;
   r.warnings = m.warnings;
-  if (c.checkpoint_layers > 0)
+  if (c.checkpoint_layers > 0 && m.model_layers > 0 && c.checkpoint_layers >= m.model_layers)
+    r.warnings.push_back(fmt::format(
+        "activation checkpointing, {} layer(s) per segment, has no effect here: the model's {} layers make one "
+        "segment, and torch.utils.checkpoint.checkpoint_sequential runs its last segment without checkpointing; "
+        "use fewer layers per segment",
+        c.checkpoint_layers, m.model_layers));
+  else if (c.checkpoint_layers > 0)
     r.warnings.push_back(fmt::format(
         "activation checkpointing, {} layer(s) per segment (torch.utils.checkpoint.checkpoint_sequential: the "
         "last segment is not checkpointed): each checkpointed segment keeps its input and runs its forward again "

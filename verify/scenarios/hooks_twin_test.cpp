@@ -148,6 +148,28 @@ TEST(HooksTwin, PlantedBugCheckpointKeepingActivationsIsCaught) {
   expect_checkpoint_tradeoff(true);
 }
 
+// Invariant: segments of at least the model's layers checkpoint nothing (one segment, the
+// last, which checkpoint_sequential runs plainly): the same step and memory as none, and
+// the warning says it has no effect instead of describing a recompute that never runs.
+TEST(HooksTwin, SegmentsOfTheWholeModelCheckpointNothingAndSaySo) {
+  Case k;
+  k.devices = 2;
+  k.batch_per_device = 2;
+  const StepReport plain = predict(k);
+  for (size_t layers : {size_t{14}, size_t{100}}) {  // gpt2-124m: 14 layers
+    k.checkpoint_layers = layers;
+    const StepReport r = predict(k);
+    ASSERT_TRUE(r.step_time_s && plain.step_time_s);
+    EXPECT_DOUBLE_EQ(*r.step_time_s, *plain.step_time_s) << layers;
+    EXPECT_EQ(peak_bytes(r), peak_bytes(plain)) << layers;
+    ASSERT_FALSE(r.warnings.empty());
+    EXPECT_NE(r.warnings.back().find("has no effect here: the model's 14 layers make one segment"), std::string::npos)
+        << r.warnings.back();
+  }
+  k.checkpoint_layers = 4;
+  EXPECT_NE(predict(k).warnings.back().find("4 layer(s) per segment (torch.utils.checkpoint"), std::string::npos);
+}
+
 TEST(HooksTwin, ScenarioKeysParseAndBadValuesNameTheKey) {
   const std::string base = "schema_version: 1\nhardware: dgx-a100\nmodel: gpt2-124m\nstrategy: ddp\n"
                            "batch_per_device: 2\n";
