@@ -336,6 +336,16 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
     out.fields.push_back(fc);
     fit_latency(out.spec, log, date, comments, out.fields);
   }
+  // One field, one log: a second log fitting a field the first set would silently replace
+  // it (fitted from the first's value), so the answer would depend on the order given.
+  for (size_t i = 0; i < out.fields.size(); ++i)
+    for (size_t j = i + 1; j < out.fields.size(); ++j) {
+      const auto &a = out.fields[i], &b = out.fields[j];
+      if (a.fitted && b.fitted && a.field == b.field && a.log != b.log)
+        throw std::invalid_argument(fmt::format("{}: set by both {} (line {}: {:.4g}) and {} (line {}: {:.4g}); give "
+                                                "one log per field (the machine's bounding collective)",
+                                                a.field, a.log, a.line, a.after, b.log, b.line, b.after));
+    }
   out.yaml = sim::hardware_yaml(
       out.spec, comments,
       verify::calibration_header(

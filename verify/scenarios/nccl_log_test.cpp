@@ -316,6 +316,24 @@ double worst_error(const sim::HardwareSpec& hw, const NcclTestsLog& log) {
 }
 }  // namespace
 
+// Two logs that both fit a field are refused naming both (the second had silently
+// replaced the first's value, so the result depended on the order of --from).
+TEST(NcclCalibration, TwoLogsFittingOneFieldAreRefusedNamingBoth) {
+  const sim::HardwareSpec base = sim::load_hardware("dgx-a100", kLibrary);
+  const auto log = read_nccl_tests_log(data_path("dgx-a100-8gpu-all_reduce-v2.log"));
+  NcclTestsLog again = log;
+  again.where = "again.log";
+  try {
+    calibrate_from_nccl_logs(base, {log, again}, "2026-12-06T00:00:00Z");
+    ADD_FAILURE() << "two logs set efficiency.p2p";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("efficiency.p2p: set by both"), std::string::npos) << what;
+    EXPECT_NE(what.find("again.log"), std::string::npos) << what;
+    EXPECT_NE(what.find(log.where), std::string::npos) << what;
+  }
+}
+
 // A log of latency-bound sizes only sets no bandwidth efficiency, and says which log.
 TEST(NcclCalibration, ALatencyBoundLogSetsNoBandwidthField) {
   const sim::HardwareSpec base = sim::load_hardware("dgx-a100", kLibrary);
