@@ -235,6 +235,19 @@ BytesPerSecond twin_busbw(const sim::HardwareSpec& hw, const std::string& collec
                                           size_bytes, ranks));
 }
 
+namespace {
+// A field's calibration from one row of a log: which log, collective, ranks, line and size.
+NcclFieldCalibration field_from(const NcclTestsLog& log, const NcclTestsRow& row) {
+  NcclFieldCalibration fc;
+  fc.log = log.where;
+  fc.collective = log.collective;
+  fc.ranks = log.ranks;
+  fc.line = row.line;
+  fc.size_bytes = row.size_bytes;
+  return fc;
+}
+}  // namespace
+
 NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, const std::vector<NcclTestsLog>& logs,
                                                const std::string& date) {
   if (logs.empty()) throw std::invalid_argument("calibrate: no nccl-tests log given");
@@ -263,12 +276,7 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
                                         : twin_time(out.spec, log, 4 * log.ranks) / twin_time(out.spec, log, row.size_bytes);
     if (latency_share >= kMaxLatencyShare) {
       sim::HardwareSpec probe = out.spec;
-      NcclFieldCalibration fc;
-      fc.log = log.where;
-      fc.collective = log.collective;
-      fc.ranks = log.ranks;
-      fc.line = row.line;
-      fc.size_bytes = row.size_bytes;
+      NcclFieldCalibration fc = field_from(log, row);
       double most = 1.0;
       fc.before = fc.after = bounding_field(probe, log, fc.field, most);
       fc.fitted = fc.reached = false;
@@ -292,12 +300,7 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
                                               log.where, row.line, *t.wrong));
     if (t.busbw_Bps <= 0)
       throw std::invalid_argument(fmt::format("{}:{}: busbw 0 at the largest size", log.where, row.line));
-    NcclFieldCalibration fc;
-    fc.log = log.where;
-    fc.collective = log.collective;
-    fc.ranks = log.ranks;
-    fc.line = row.line;
-    fc.size_bytes = row.size_bytes;
+    NcclFieldCalibration fc = field_from(log, row);
     fc.measured_busbw_Bps = t.busbw_Bps;
     double most = 1.0;
     const bool staged_unset = !out.spec.pcie.staged_bidirectional;
