@@ -37,6 +37,21 @@ int run_calibrate(const CalibrateFlags& f) {
   limits::require_output_file("--out", f.out);  // refused before the work, not at the write
   const auto library = scenarios_dir() / "hardware";
   const sim::HardwareSpec base = sim::load_hardware(f.hardware, library);
+  // The output never replaces an input: the hardware file it calibrates (a library file,
+  // whose sources and comments the calibrated file does not keep) or a measurement.
+  if (!f.out.empty()) {
+    std::error_code ec;
+    const auto same = [&](const std::string& input) {
+      return !input.empty() && std::filesystem::equivalent(f.out, input, ec) && !ec;
+    };
+    if (same(base.source_file))
+      throw std::invalid_argument(fmt::format("--out {}: is the hardware file it calibrates ({}); write the calibrated "
+                                              "file elsewhere and keep the original with its sources",
+                                              f.out, base.source_file));
+    for (const auto& m : f.from)
+      if (same(m))
+        throw std::invalid_argument(fmt::format("--out {}: is the measurement it calibrates from (--from {})", f.out, m));
+  }
   std::string base_yaml;
   if (!base.source_file.empty()) {
     std::ifstream in(base.source_file);

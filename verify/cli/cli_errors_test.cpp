@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "verify/support/cli_run.hpp"
@@ -192,6 +193,33 @@ INSTANTIATE_TEST_SUITE_P(
                 "dptwin compare: error: step report a.json: key 'schema' is 'dptwin.step_report/0'; this dptwin reads "
                 "'dptwin.step_report/1'\n"}),
     [](const ::testing::TestParamInfo<CliCase>& param_info) { return std::string(param_info.param.name); });
+
+// Invariant: calibrate's output never replaces one of its inputs (the hardware file it
+// calibrates, whose sources and comments the calibrated file does not keep, or a
+// measurement): exit 2 naming --out and the input, both files left byte for byte.
+TEST(CliCalibrate, OutputNeverReplacesAnInput) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_errors" / "calibrate_inputs";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy_file(fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware" / "dgx-a100.yaml", dir / "hw.yaml");
+  fs::copy_file(fs::path(DPT_SOURCE_DIR) / "verify" / "data" / "nccl-tests" / "dgx-a100-8gpu-all_reduce-v2.log",
+                dir / "a.log");
+  const auto bytes = [&](const char* name) {
+    std::ifstream in(dir / name, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string hw = bytes("hw.yaml"), log = bytes("a.log");
+  const CliResult onto_hw = run_dptwin({"calibrate", "--from", "a.log", "--hardware", "hw.yaml", "-o", "hw.yaml"}, dir);
+  EXPECT_EQ(onto_hw.exit_code, 2) << onto_hw.err;
+  EXPECT_NE(onto_hw.err.find("--out hw.yaml: is the hardware file it calibrates"), std::string::npos) << onto_hw.err;
+  const CliResult onto_log = run_dptwin({"calibrate", "--from", "a.log", "--hardware", "hw.yaml", "-o", "a.log"}, dir);
+  EXPECT_EQ(onto_log.exit_code, 2) << onto_log.err;
+  EXPECT_NE(onto_log.err.find("--out a.log: is the measurement it calibrates from"), std::string::npos) << onto_log.err;
+  EXPECT_EQ(bytes("hw.yaml"), hw);
+  EXPECT_EQ(bytes("a.log"), log);
+  // Another file is fine.
+  EXPECT_EQ(run_dptwin({"calibrate", "--from", "a.log", "--hardware", "hw.yaml", "-o", "fitted.yaml"}, dir).exit_code, 0);
+}
 
 TEST(CliHelp, EveryWhatIfCommandHasAnExampleAndItsExitCodes) {
   for (const char* cmd : {"predict", "sweep", "merge", "report", "plan", "compare", "bench"}) {
