@@ -254,6 +254,14 @@ nlohmann::json bench_json(const BenchOptions& o, sim::CollectiveOp op, int n, co
   j["type"] = o.dtype;
   j["iters"] = o.iters;
   j["warmup"] = o.warmup;
+  // What else shaped the figures, so a saved result says how to reproduce it (null: the
+  // hardware file's or NCCL's own choice).
+  const auto or_null = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  j["nodes"] = or_null(o.nodes);
+  j["gpus_per_thread"] = o.gpus_per_thread;
+  j["algo"] = or_null(o.algo);
+  j["proto"] = or_null(o.proto);
+  j["nccl_version"] = or_null(o.nccl_version);
   j["units"] = {{"size", "bytes"}, {"time", "us"}, {"algbw", "GB/s (1e9 B/s)"}, {"busbw", "GB/s (1e9 B/s)"}};
   j["rows"] = nlohmann::json::array();
   for (const auto& r : rows) {

@@ -142,6 +142,11 @@ TEST(BenchSim, JsonCarriesTheTableRows) {
   EXPECT_EQ(j.at("ranks").get<int>(), 16);
   EXPECT_EQ(j.at("op").get<std::string>(), "all_reduce");
   EXPECT_EQ(j.at("units").at("time").get<std::string>(), "us");
+  // What shaped the figures is recorded: --nodes 2 here; -g 1, no forced algorithm or
+  // protocol, the hardware file's NCCL version (null).
+  EXPECT_EQ(j.at("nodes"), 2);
+  EXPECT_EQ(j.at("gpus_per_thread"), 1);
+  EXPECT_TRUE(j.at("algo").is_null() && j.at("proto").is_null() && j.at("nccl_version").is_null()) << json.out;
   ASSERT_EQ(j.at("rows").size(), rows.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& jr = j["rows"][i];
