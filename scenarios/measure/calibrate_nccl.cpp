@@ -153,6 +153,17 @@ std::pair<double, Bytes> worst_error(const sim::HardwareSpec& hw, const NcclTest
   return w;
 }
 
+// A field's calibration from one row of a log: which log, collective, ranks, line and size.
+NcclFieldCalibration field_from(const NcclTestsLog& log, const NcclTestsRow& row) {
+  NcclFieldCalibration fc;
+  fc.log = log.where;
+  fc.collective = log.collective;
+  fc.ranks = log.ranks;
+  fc.line = row.line;
+  fc.size_bytes = row.size_bytes;
+  return fc;
+}
+
 // The latency regime: the log's smallest size with a float per rank (up to 64 KiB, where NCCL runs LL and the
 // time is its latency term), fitted by scaling efficiency.nccl_latency (fit_field: the twin's
 // time there grows with the scale, down to the links' own latencies). The scale moves
@@ -169,12 +180,7 @@ void fit_latency(sim::HardwareSpec& hw, const NcclTestsLog& log, const std::stri
   if (!small || small->size_bytes > 64 * kKiB) return;
   const NcclTestsTiming& t = log.timing(*small);
   if (t.time_s <= 0 || (t.wrong && *t.wrong > 0)) return;
-  NcclFieldCalibration fc;
-  fc.log = log.where;
-  fc.collective = log.collective;
-  fc.ranks = log.ranks;
-  fc.line = small->line;
-  fc.size_bytes = small->size_bytes;
+  NcclFieldCalibration fc = field_from(log, *small);
   const double n = log.ranks;
   const double factor = log.collective == "all_reduce" ? 2 * (n - 1) / n : (n - 1) / n;
   fc.measured_busbw_Bps = static_cast<double>(small->size_bytes) * factor / t.time_s;
@@ -234,19 +240,6 @@ BytesPerSecond twin_busbw(const sim::HardwareSpec& hw, const std::string& collec
   throw std::invalid_argument(fmt::format("the twin has no {} figure for {} bytes on {} ranks", collective,
                                           size_bytes, ranks));
 }
-
-namespace {
-// A field's calibration from one row of a log: which log, collective, ranks, line and size.
-NcclFieldCalibration field_from(const NcclTestsLog& log, const NcclTestsRow& row) {
-  NcclFieldCalibration fc;
-  fc.log = log.where;
-  fc.collective = log.collective;
-  fc.ranks = log.ranks;
-  fc.line = row.line;
-  fc.size_bytes = row.size_bytes;
-  return fc;
-}
-}  // namespace
 
 NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, const std::vector<NcclTestsLog>& logs,
                                                const std::string& date) {
