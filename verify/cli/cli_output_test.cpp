@@ -19,10 +19,10 @@ namespace fs = std::filesystem;
 
 const std::string kWhatif = std::string(DPT_SOURCE_DIR) + "/scenarios/whatif/";
 
-fs::path fresh_dir(const std::string& name) { return test::fresh_test_dir(fs::path("cli_output") / name); }
+fs::path output_dir(const std::string& name) { return test::fresh_test_dir(fs::path("cli_output") / name); }
 
 TEST(CliOutput, PredictPrintsTheSummaryAndWritesReportAndTrace) {
-  const fs::path dir = fresh_dir("predict");
+  const fs::path dir = output_dir("predict");
   const CliResult r =
       run_dptwin({"predict", kWhatif + "resnet50-dgx-a100-ddp.yaml", "--out", "step.json", "--trace", "trace.json"}, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -54,7 +54,7 @@ TEST(CliOutput, PredictPrintsTheSummaryAndWritesReportAndTrace) {
 TEST(CliOutput, PredictCreatesTheDirectoriesOfItsOutputs) {
   // The README's command, run where out/ does not exist yet: the trace, the step report
   // and the report land in directories made for them.
-  const fs::path dir = fresh_dir("predict_dirs");
+  const fs::path dir = output_dir("predict_dirs");
   const CliResult r = run_dptwin({"predict", kWhatif + "resnet50-dgx-a100-ddp.yaml", "--report", "out/", "--trace",
                                   "out/trace.json", "--out", "runs/1/step.json"},
                                  dir);
@@ -67,7 +67,7 @@ TEST(CliOutput, PredictCreatesTheDirectoriesOfItsOutputs) {
 TEST(CliOutput, PredictWithResidentInputsSaysSoAndCopiesNothing) {
   const CliResult r = run_dptwin({"predict", "--hardware", "dgx-a100", "--model", "resnet50", "--strategy", "single",
                                   "--devices", "1", "--batch-per-device", "64", "--inputs", "device"},
-                                 fresh_dir("predict_inputs"));
+                                 output_dir("predict_inputs"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string expected =
       "resnet50 on dgx-a100 (A100-SXM4-80GB), single on 1 GPU (1 node), batch 64 (64 per GPU), f32\n"
@@ -87,7 +87,7 @@ TEST(CliOutput, PredictWithResidentInputsSaysSoAndCopiesNothing) {
 TEST(CliOutput, PredictJsonIsTheStepReport) {
   const CliResult r = run_dptwin({"predict", "--hardware", "l40s-4x-pcie4", "--model", "resnet50", "--strategy", "dp",
                                   "--devices", "4", "--batch", "128", "--json"},
-                                 fresh_dir("predict_json"));
+                                 output_dir("predict_json"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("strategy"), "dp");
@@ -100,7 +100,7 @@ TEST(CliOutput, PredictJsonIsTheStepReport) {
 }
 
 TEST(CliOutput, SweepShardsMergeAndReport) {
-  const fs::path dir = fresh_dir("sweep");
+  const fs::path dir = output_dir("sweep");
   const std::string scenario = kWhatif + "pcie-p2p.yaml";
   for (const char* shard : {"0/2", "1/2"}) {
     const std::string out = std::string("shard-") + shard[0] + ".json";
@@ -130,7 +130,7 @@ TEST(CliOutput, SweepShardsMergeAndReport) {
 TEST(CliOutput, QuickStartWritesTheDefaultReport) {
   // The README's first command: no argument, the embedded default scenario, the
   // report into ./dptwin-report/.
-  const fs::path dir = fresh_dir("quickstart");
+  const fs::path dir = output_dir("quickstart");
   const CliResult r = run_dptwin({"report"}, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string expected =
@@ -153,7 +153,7 @@ TEST(CliOutput, QuickStartWritesTheDefaultReport) {
 TEST(CliOutput, PlanNamesTheWinnerAndWhyTheOthersLost) {
   const CliResult r = run_dptwin({"plan", "--model", "resnet50", "--target-samples-per-s", "3000", "--hardware",
                                   "l40s-4x-pcie4:1.10", "--hardware", "dgx-a100:2.40", "--max-gpus", "8", "--json"},
-                                 fresh_dir("plan"));
+                                 output_dir("plan"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_FALSE(j.at("winner").is_null());
@@ -177,7 +177,7 @@ TEST(CliOutput, PlanNamesTheWinnerAndWhyTheOthersLost) {
 TEST(CliOutput, ReportWithOtherHardwareAsksAboutIt) {
   // The default scenario's question names a PCIe server and a DGX A100; with --hardware
   // dgx-h100 the report asks about what it ran.
-  const CliResult r = run_dptwin({"report", "--hardware", "dgx-h100", "-o", "rep", "--json"}, fresh_dir("report_h100"));
+  const CliResult r = run_dptwin({"report", "--hardware", "dgx-h100", "-o", "rep", "--json"}, output_dir("report_h100"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("question"), "How do DataParallel and DDP scale resnet50 from 1 to 8 GPUs on dgx-h100?");

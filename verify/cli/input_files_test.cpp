@@ -34,7 +34,7 @@ namespace {
 
 using dpt::test::slurp;
 
-const fs::path kScenarios = fs::path(DPT_SOURCE_DIR) / "scenarios";
+using dpt::test::kScenarios;
 // Values that broke parsers before: integer limits, wrap-around, absurd magnitudes,
 // non-numbers, YAML tags and aliases.
 const std::vector<std::string> kNasty = {

@@ -38,7 +38,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kSource = DPT_SOURCE_DIR;
-const fs::path kLibrary = kSource / "scenarios" / "hardware";
+using dpt::test::kHardwareLibrary;
 
 fs::path scratch() {
   const fs::path d = fs::path(DPT_BINARY_DIR) / "verify_cmd_test";
@@ -157,13 +157,13 @@ TEST(VerifyCorrectness, DroppedChunkFailsOnlyTheDataParallelProperty) {
 // The nominal file's text plus a `faults:` block, written to the scratch directory.
 fs::path degraded_file(const std::string& name, const std::string& faults_yaml) {
   const fs::path p = scratch() / (name + ".yaml");
-  std::ofstream(p) << slurp(kLibrary / "dgx1-v100.yaml") << "\nfaults:\n" << faults_yaml;
+  std::ofstream(p) << slurp(kHardwareLibrary / "dgx1-v100.yaml") << "\nfaults:\n" << faults_yaml;
   return p;
 }
 
 std::vector<CheckResult> twin_check(const fs::path& degraded, int devices) {
-  const DegradedHardware nominal = load_degraded_hardware("dgx1-v100", kLibrary);
-  const DegradedHardware bad = load_degraded_hardware(degraded.string(), kLibrary);
+  const DegradedHardware nominal = load_degraded_hardware("dgx1-v100", kHardwareLibrary);
+  const DegradedHardware bad = load_degraded_hardware(degraded.string(), kHardwareLibrary);
   const MeasureConfig config = default_measure_config("sim", devices);
   const Figures measured = simulate_figures(bad.spec, bad.faults, config);
   const Figures predicted = simulate_figures(nominal.spec, Faults{}, config);
@@ -180,7 +180,7 @@ std::string failures(const std::vector<CheckResult>& rs) {
 }
 
 TEST(VerifyTwinFaults, TheNominalTwinPasses) {
-  const auto rs = twin_check(kLibrary / "dgx1-v100.yaml", 4);
+  const auto rs = twin_check(kHardwareLibrary / "dgx1-v100.yaml", 4);
   EXPECT_GT(rs.size(), 30u);
   EXPECT_EQ(failures(rs), "");
 }
@@ -247,13 +247,13 @@ TEST(VerifyTwinFaults, TheCommandNamesTheDegradedLink) {
 TEST(VerifyTwinFaults, DegradedFilesAreValidatedWithTheirLine) {
   auto error_of = [](const std::string& faults) {
     try {
-      load_degraded_hardware(degraded_file("bad", faults).string(), kLibrary);
+      load_degraded_hardware(degraded_file("bad", faults).string(), kHardwareLibrary);
     } catch (const std::invalid_argument& e) {
       return std::string(e.what());
     }
     return std::string();
   };
-  const std::string nominal = slurp(kLibrary / "dgx1-v100.yaml");
+  const std::string nominal = slurp(kHardwareLibrary / "dgx1-v100.yaml");
   // The nominal file's lines, the blank line, "faults:", then the entry.
   const int line = static_cast<int>(std::count(nominal.begin(), nominal.end(), '\n')) + 3;
   std::string e = error_of("  - {link: [1, 2], bandwidth_factor: 1.5}\n");
@@ -268,10 +268,10 @@ TEST(VerifyTwinFaults, DegradedFilesAreValidatedWithTheirLine) {
 }
 
 TEST(VerifyCalibrate, MeasuredFiguresBecomeALoadableHardwareFile) {
-  const DegradedHardware nominal = load_degraded_hardware("dgx1-v100", kLibrary);
+  const DegradedHardware nominal = load_degraded_hardware("dgx1-v100", kHardwareLibrary);
   const DegradedHardware slow = load_degraded_hardware(
       degraded_file("all-slow", "  - {gpu: 0, flops_factor: 0.5}\n  - {gpu: 1, flops_factor: 0.5}\n").string(),
-      kLibrary);
+      kHardwareLibrary);
   MeasureConfig config = default_measure_config("sim", 2);
   const MeasureParts compute{true, false, false, false, false, false};
   const Figures m = simulate_figures(slow.spec, slow.faults, config, compute);

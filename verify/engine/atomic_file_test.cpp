@@ -30,7 +30,7 @@ namespace {
 
 using dpt::test::slurp;
 
-fs::path test_dir(const std::string& name) { return test::fresh_test_dir(fs::path("atomic_file_test") / name); }
+fs::path atomic_dir(const std::string& name) { return test::fresh_test_dir(fs::path("atomic_file_test") / name); }
 int entries(const fs::path& d) {
   int n = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(d)) ++n;
@@ -48,7 +48,7 @@ long dead_pid() {
 }  // namespace
 
 TEST(AtomicFile, LinkIsWrittenThroughToItsTarget) {
-  const fs::path d = test_dir("link");
+  const fs::path d = atomic_dir("link");
   fs::create_directories(d / "real");
   std::ofstream(d / "real" / "out.json") << "old";
   fs::create_symlink("real/out.json", d / "link.json");
@@ -62,7 +62,7 @@ TEST(AtomicFile, LinkIsWrittenThroughToItsTarget) {
 }
 
 TEST(AtomicFile, LinkChainsAndDanglingLinksReachTheLastTarget) {
-  const fs::path d = test_dir("chain");
+  const fs::path d = atomic_dir("chain");
   fs::create_symlink(d / "b", d / "a");  // a -> b -> c (c does not exist yet)
   fs::create_symlink("c", d / "b");
   write_file_atomic((d / "a").string(), std::string_view("made"));
@@ -81,7 +81,7 @@ TEST(AtomicFile, LinkChainsAndDanglingLinksReachTheLastTarget) {
 }
 
 TEST(AtomicFile, ReplacedFileKeepsItsMode) {
-  const fs::path d = test_dir("mode");
+  const fs::path d = atomic_dir("mode");
   std::ofstream(d / "f") << "old";
   fs::permissions(d / "f", fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
   write_file_atomic((d / "f").string(), std::string_view("new"));
@@ -90,7 +90,7 @@ TEST(AtomicFile, ReplacedFileKeepsItsMode) {
 }
 
 TEST(AtomicFile, FifoGetsTheBytesStraightThrough) {
-  const fs::path d = test_dir("fifo");
+  const fs::path d = atomic_dir("fifo");
   const fs::path fifo = d / "pipe";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   std::string got;
@@ -116,7 +116,7 @@ TEST(AtomicFile, FifoGetsTheBytesStraightThrough) {
 }
 
 TEST(AtomicFile, FifoWithoutReaderIsAnErrorNotAHang) {
-  const fs::path d = test_dir("fifo_noreader");
+  const fs::path d = atomic_dir("fifo_noreader");
   const fs::path fifo = d / "pipe";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const auto t0 = std::chrono::steady_clock::now();
@@ -130,7 +130,7 @@ TEST(AtomicFile, FifoWithoutReaderIsAnErrorNotAHang) {
 }
 
 TEST(AtomicFile, CheckpointsRefuseStreamsAndEveryoneRefusesDirectories) {
-  const fs::path d = test_dir("refuse");
+  const fs::path d = atomic_dir("refuse");
   const fs::path fifo = d / "pipe";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   fs::create_symlink("pipe", d / "link-to-pipe");
@@ -170,7 +170,7 @@ TEST(AtomicFile, CheckpointsRefuseStreamsAndEveryoneRefusesDirectories) {
 // `.NAME.dptwin-tmp.<pid>`; the next write of NAME removes it when that pid is gone,
 // and leaves the temporary files of live writers alone.
 TEST(AtomicFile, StaleTempFileOfADeadWriterIsRemoved) {
-  const fs::path d = test_dir("stale");
+  const fs::path d = atomic_dir("stale");
   const std::string target = (d / "ckpt.safetensors").string();
   const std::string stale = atomic_temp_path(target, dead_pid());
   const std::string live = atomic_temp_path(target, 1);  // init: always running
@@ -188,7 +188,7 @@ TEST(AtomicFile, StaleTempFileOfADeadWriterIsRemoved) {
 // rename (the child stops itself there). The old file is intact, and the next write
 // cleans up.
 TEST(AtomicFile, KillDuringWriteLeavesTheOldFile) {
-  const fs::path d = test_dir("kill");
+  const fs::path d = atomic_dir("kill");
   const std::string target = (d / "f").string();
   write_file_atomic(target, std::string_view("old"));
   const pid_t pid = ::fork();
@@ -213,7 +213,7 @@ TEST(AtomicFile, KillDuringWriteLeavesTheOldFile) {
 // staging folder): entries named PREFIX<pid>[SEP...] are removed, whole, when <pid> is
 // gone; entries of live processes, other prefixes and names that only look alike stay.
 TEST(AtomicFile, LeftoversOfDeadWritersAreRemovedAndLiveOnesKept) {
-  const fs::path d = test_dir("leftovers");
+  const fs::path d = atomic_dir("leftovers");
   const long dead = dead_pid();
   const std::vector<std::string> removed = {fmt::format("dptwin-sweep-{}-Ab12cd", dead),
                                             fmt::format("dptwin-sweep-{}-x", dead)};
@@ -241,7 +241,7 @@ TEST(AtomicFile, LeftoversOfDeadWritersAreRemovedAndLiveOnesKept) {
 // make_run_temp_dir creates PREFIX-<own pid>-XXXXXX in TMPDIR, a new one per call,
 // after removing the folders that dead runs left there.
 TEST(AtomicFile, RunTempDirCarriesThePidAndClearsDeadRunsFolders) {
-  const fs::path d = test_dir("run_temp");
+  const fs::path d = atomic_dir("run_temp");
   const char* old = std::getenv("TMPDIR");
   const std::string saved = old ? old : "";
   ::setenv("TMPDIR", d.c_str(), 1);

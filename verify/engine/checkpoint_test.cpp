@@ -19,7 +19,7 @@ using namespace dpt;
 
 namespace {
 
-fs::path test_dir(const std::string& name) { return test::fresh_test_dir(fs::path("test-tmp") / "checkpoint" / name); }
+fs::path checkpoint_dir(const std::string& name) { return test::fresh_test_dir(fs::path("test-tmp") / "checkpoint" / name); }
 
 // Parameters with PyTorch names, as a two-Linear MLP holds them ("0.*", "2.*"),
 // owned here so the load logic is tested on its own.
@@ -84,7 +84,7 @@ RC_GTEST_PROP(Checkpoint, SaveLoadRoundTripBitExact, ()) {
                                                                  rc::gen::arbitrary<std::uint8_t>());
     std::memcpy(np.param->value.data(), bytes.data(), bytes.size());
   }
-  auto path = (test_dir("roundtrip") / "m.safetensors").string();
+  auto path = (checkpoint_dir("roundtrip") / "m.safetensors").string();
   write_safetensors_atomic(path, state_dict_of(src.named));
   load_state_dict(dst.named, read_safetensors(path));
   // Invariant: every parameter after save then load is bitwise the saved one.
@@ -96,7 +96,7 @@ RC_GTEST_PROP(Checkpoint, SaveLoadRoundTripBitExact, ()) {
 TEST(Checkpoint, StrictLoadOfPrefixedFileListsKeysAsPyTorch) {
   HostDevice dev(0, DeviceKind::host_worker);
   auto saved = mlp_params(dev, DType::f32, 1);
-  auto path = (test_dir("strict") / "dp.safetensors").string();
+  auto path = (checkpoint_dir("strict") / "dp.safetensors").string();
   write_safetensors_atomic(path, state_dict_of(saved.named, "module."));
   auto target = mlp_params(dev, DType::f32, -5);
   auto msg = load_error(target.named, read_safetensors(path));
@@ -114,7 +114,7 @@ TEST(Checkpoint, StrictLoadOfPrefixedFileListsKeysAsPyTorch) {
 TEST(Checkpoint, PrefixStrippingLoadSucceeds) {
   HostDevice dev(0, DeviceKind::host_worker);
   auto saved = mlp_params(dev, DType::f64, 1);
-  auto path = (test_dir("strip") / "dp.safetensors").string();
+  auto path = (checkpoint_dir("strip") / "dp.safetensors").string();
   write_safetensors_atomic(path, state_dict_of(saved.named, "module."));
   auto target = mlp_params(dev, DType::f64, -5);
   load_state_dict(target.named, read_safetensors(path), LoadOptions{.strict = true, .strip_prefix = "module."});
@@ -128,7 +128,7 @@ TEST(Checkpoint, MissingOnlyAndNonStrict) {
   auto partial = state_dict_of(saved.named);
   partial.erase(partial.begin() + 2);  // drop "2.weight"
   partial.push_back({"3.extra", saved.named[0].param->value});
-  auto path = (test_dir("partial") / "p.safetensors").string();
+  auto path = (checkpoint_dir("partial") / "p.safetensors").string();
   write_safetensors_atomic(path, partial);
   auto f = read_safetensors(path);
   auto target = mlp_params(dev, DType::f32, -5);
@@ -147,7 +147,7 @@ TEST(Checkpoint, WrongShapeNamesFileAndTensor) {
   Params saved;
   saved.add(dev, "0.weight", {4, 3}, DType::f32, 0);
   saved.add(dev, "0.bias", {3}, DType::f32, 0);
-  auto path = (test_dir("shape") / "s.safetensors").string();
+  auto path = (checkpoint_dir("shape") / "s.safetensors").string();
   write_safetensors_atomic(path, state_dict_of(saved.named));
   Params target;
   target.add(dev, "0.weight", {3, 4}, DType::f32, 0);
@@ -163,7 +163,7 @@ TEST(Checkpoint, WrongShapeNamesFileAndTensor) {
 TEST(Checkpoint, WrongDtypeNamesFileAndTensor) {
   HostDevice dev(0, DeviceKind::host_worker);
   auto saved = mlp_params(dev, DType::f64, 0);
-  auto path = (test_dir("dtype") / "d.safetensors").string();
+  auto path = (checkpoint_dir("dtype") / "d.safetensors").string();
   write_safetensors_atomic(path, state_dict_of(saved.named, "module."));
   auto target = mlp_params(dev, DType::f32, 0);
   auto msg = load_error(target.named, read_safetensors(path), LoadOptions{.strip_prefix = "module."});
@@ -179,7 +179,7 @@ TEST(Checkpoint, StripCollisionIsAnError) {
   auto saved = mlp_params(dev, DType::f32, 0);
   auto sd = state_dict_of(saved.named);
   sd.push_back({"module.0.bias", saved.named[1].param->value});
-  auto path = (test_dir("collide") / "c.safetensors").string();
+  auto path = (checkpoint_dir("collide") / "c.safetensors").string();
   write_safetensors_atomic(path, sd);
   auto msg = load_error(saved.named, read_safetensors(path), LoadOptions{.strip_prefix = "module."});
   EXPECT_NE(msg.find("tensors '0.bias' and 'module.0.bias' both load as '0.bias'"), std::string::npos) << msg;
@@ -194,7 +194,7 @@ TEST(Checkpoint, SequentialSaveLoadThroughModelApi) {
   for (const auto& [k, t] : sd) names.push_back(k);
   // nn.Sequential(Linear, LayerNorm, GELU, Linear)'s state-dict keys.
   EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias", "3.weight", "3.bias"}));
-  auto path = (test_dir("sequential") / "a.safetensors").string();
+  auto path = (checkpoint_dir("sequential") / "a.safetensors").string();
   save_checkpoint(a, path);
   load_state_dict(b, read_safetensors(path));
   auto pa = a.named_parameters(), pb = b.named_parameters();

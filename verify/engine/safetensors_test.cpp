@@ -25,7 +25,7 @@ using namespace dpt;
 namespace {
 
 // A fresh directory under the build tree for one test's files.
-fs::path test_dir(const std::string& name) { return test::fresh_test_dir(fs::path("test-tmp") / "safetensors" / name); }
+fs::path safetensors_dir(const std::string& name) { return test::fresh_test_dir(fs::path("test-tmp") / "safetensors" / name); }
 
 std::vector<std::byte> file_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -204,7 +204,7 @@ RC_GTEST_PROP(Safetensors, CorruptBytesNeverCrash, ()) {
 // ---- each error's text -----------------------------------------------------------
 
 TEST(SafetensorsErrors, TruncatedFileOnDisk) {
-  auto d = test_dir("truncated");
+  auto d = safetensors_dir("truncated");
   auto p = d / "model.safetensors";
   SafetensorsTensor t{"0.weight", DType::f64, {3, 4}, std::vector<std::byte>(96, std::byte{7})};
   write_file_atomic(p.string(), encode_safetensors({t}));
@@ -287,7 +287,7 @@ TEST(SafetensorsErrors, DuplicateName) {
 }
 
 TEST(SafetensorsErrors, MissingFile) {
-  auto d = test_dir("missing");
+  auto d = safetensors_dir("missing");
   try {
     read_safetensors((d / "nope.safetensors").string());
     FAIL();
@@ -309,7 +309,7 @@ TEST(SafetensorsErrors, EncoderRejectsBadInput) {
 
 TEST(SafetensorsTensors, WriteReadTensorsBitExact) {
   HostDevice dev0(0, DeviceKind::host_worker), dev1(1, DeviceKind::host_worker), host(-1, DeviceKind::cpu_host);
-  auto d = test_dir("tensors");
+  auto d = safetensors_dir("tensors");
   Tensor w = Tensor::empty(dev1, {3, 5}, DType::f64, MemoryCategory::parameters);
   Tensor y = Tensor::empty(dev0, {7}, DType::i64, MemoryCategory::inputs);
   for (int i = 0; i < 15; ++i) w.data_as<double>()[i] = 1.0 / (i + 3) - 0.25;
@@ -330,7 +330,7 @@ TEST(SafetensorsTensors, WriteReadTensorsBitExact) {
 }
 
 TEST(SafetensorsAtomic, FailedWriteLeavesOldFileIntact) {
-  auto d = test_dir("atomic");
+  auto d = safetensors_dir("atomic");
   auto p = d / "ckpt.safetensors";
   SafetensorsTensor small{"w", DType::f32, {4}, std::vector<std::byte>(16, std::byte{1})};
   write_file_atomic(p.string(), encode_safetensors({small}));
@@ -364,7 +364,7 @@ TEST(SafetensorsAtomic, FailedWriteLeavesOldFileIntact) {
 }
 
 TEST(SafetensorsAtomic, UnwritableTargets) {
-  auto d = test_dir("unwritable");
+  auto d = safetensors_dir("unwritable");
   SafetensorsTensor t{"w", DType::f32, {1}, std::vector<std::byte>(4)};
   auto bytes = encode_safetensors({t});
   // Directory that does not exist: the temporary file cannot be created.
@@ -384,7 +384,7 @@ TEST(SafetensorsAtomic, UnwritableTargets) {
 }
 
 TEST(SafetensorsAtomic, OutputsCreateTheirDirectoriesCheckpointsDoNot) {
-  auto d = test_dir("parents");
+  auto d = safetensors_dir("parents");
   SafetensorsTensor t{"w", DType::f32, {1}, std::vector<std::byte>(4)};
   auto bytes = encode_safetensors({t});
   const auto nested = d / "a" / "b" / "f.json";
@@ -408,7 +408,7 @@ TEST(SafetensorsAtomic, OutputsCreateTheirDirectoriesCheckpointsDoNot) {
 }
 
 TEST(SafetensorsAtomic, OverwriteReplacesContent) {
-  auto d = test_dir("overwrite");
+  auto d = safetensors_dir("overwrite");
   auto p = (d / "f.safetensors").string();
   SafetensorsTensor a{"a", DType::i32, {1}, std::vector<std::byte>(4, std::byte{1})};
   SafetensorsTensor b{"b", DType::i32, {2}, std::vector<std::byte>(8, std::byte{2})};

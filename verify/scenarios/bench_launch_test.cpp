@@ -17,13 +17,14 @@
 #include "engine/core/fault_injection.hpp"
 #include "scenarios/measure/bench_sim.hpp"
 #include "sim/net/hardware.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace fs = std::filesystem;
 using namespace dpt;
 
 namespace {
 
-const fs::path kLibrary = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+using dpt::test::kHardwareLibrary;
 
 Seconds time_per_call(const sim::HardwareSpec& hw, Bytes bytes, int gpus_per_thread, Seconds launch_s = -1) {
   SimBenchRun run;
@@ -48,7 +49,7 @@ TEST(BenchLaunch, LaunchOrderOfOneThread) {
 
 // Whether a 4 KiB all-reduce with -g 8 on dgx-a100 takes at least 8 launches per call.
 bool host_bound_holds() {
-  const sim::HardwareSpec hw = sim::load_hardware("dgx-a100", kLibrary);
+  const sim::HardwareSpec hw = sim::load_hardware("dgx-a100", kHardwareLibrary);
   const Seconds launch_s = hw.gpu.kernel_launch_latency_s;
   EXPECT_GT(launch_s, 0);
   return time_per_call(hw, 4096, 8) >= 8 * launch_s * (1 - 1e-9);
@@ -62,7 +63,7 @@ TEST(BenchLaunch, PlantedBugFreeLaunchesIsCaught) {
 }
 
 TEST(BenchLaunch, OneGpuPerThreadIsHiddenWhenGpuBound) {
-  const sim::HardwareSpec hw = sim::load_hardware("dgx-a100", kLibrary);
+  const sim::HardwareSpec hw = sim::load_hardware("dgx-a100", kHardwareLibrary);
   const Seconds with = time_per_call(hw, Bytes{256} << 20, 1);
   const Seconds unlaunched = time_per_call(hw, Bytes{256} << 20, 1, 0.0);
   EXPECT_NEAR(with / unlaunched, 1.0, 0.005) << with << " s with launches, " << unlaunched << " s without";

@@ -15,7 +15,7 @@ using namespace dpt;
 namespace {
 
 using dpt::test::slurp;
-const std::filesystem::path kLibrary = std::filesystem::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+using dpt::test::kHardwareLibrary;
 
 // A bench of 2 GPUs whose figures are the given fractions of `hw`'s datasheet rates.
 DeviceBenchResult bench_at(const sim::HardwareSpec& hw, double gemm, double memory, double pcie, double peer_Bps) {
@@ -40,7 +40,7 @@ DeviceBenchResult bench_at(const sim::HardwareSpec& hw, double gemm, double memo
 }  // namespace
 
 TEST(CalibrateBench, FieldsAreMeasuredOverDatasheetRates) {
-  const auto path = kLibrary / "dgx-h100.yaml";
+  const auto path = kHardwareLibrary / "dgx-h100.yaml";
   const sim::HardwareSpec hw = sim::load_hardware_file(path);
   ASSERT_TRUE(hw.nvswitch.has_value());
   const double port = hw.nvswitch->links_per_gpu * hw.nvswitch->link_bandwidth;
@@ -62,7 +62,7 @@ TEST(CalibrateBench, FieldsAreMeasuredOverDatasheetRates) {
 }
 
 TEST(CalibrateBench, FasterThanTheDatasheetIsCappedAtOne) {
-  const auto path = kLibrary / "dgx-h100.yaml";
+  const auto path = kHardwareLibrary / "dgx-h100.yaml";
   const sim::HardwareSpec hw = sim::load_hardware_file(path);
   const double port = hw.nvswitch->links_per_gpu * hw.nvswitch->link_bandwidth;
   const auto r = calibrate_from_bench(hw, slurp(path), bench_at(hw, 1.3, 0.8, 0.7, 0.9 * port), "b.json");
@@ -80,7 +80,7 @@ TEST(CalibrateBench, FasterThanTheDatasheetIsCappedAtOne) {
 }
 
 TEST(CalibrateBench, NoNvlinkLeavesP2pAndTooManyDevicesIsAnError) {
-  const auto path = kLibrary / "desktop-2gpu-pcie-p2p.yaml";
+  const auto path = kHardwareLibrary / "desktop-2gpu-pcie-p2p.yaml";
   const sim::HardwareSpec hw = sim::load_hardware_file(path);
   const auto r = calibrate_from_bench(hw, slurp(path), bench_at(hw, 0.5, 0.8, 0.7, 20e9), "b.json");
   EXPECT_EQ(r.spec.efficiency.p2p, hw.efficiency.p2p);
@@ -102,7 +102,7 @@ TEST(CalibrateBench, NoNvlinkLeavesP2pAndTooManyDevicesIsAnError) {
 // content and calibrates exactly as calibrate_from_bench does; a bench file mixed with an
 // nccl-tests log, or a second bench file, is refused naming both files.
 TEST(CalibrateBench, TheEntryPointTellsBenchJsonFromLogs) {
-  const auto path = kLibrary / "dgx-h100.yaml";
+  const auto path = kHardwareLibrary / "dgx-h100.yaml";
   const sim::HardwareSpec hw = sim::load_hardware_file(path);
   const double port = hw.nvswitch->links_per_gpu * hw.nvswitch->link_bandwidth;
   const DeviceBenchResult bench = bench_at(hw, 0.5, 0.8, 0.7, 0.9 * port);

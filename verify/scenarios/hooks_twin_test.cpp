@@ -14,12 +14,13 @@
 #include "scenarios/scenario/scenario.hpp"
 #include "sim/twin/predict.hpp"
 #include "verify/support/rc_cases.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace dpt {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kScenarios = fs::path(DPT_SOURCE_DIR) / "scenarios";
+using dpt::test::kScenarios;
 
 struct Case {
   std::string model = "gpt2-124m";

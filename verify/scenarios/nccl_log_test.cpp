@@ -209,10 +209,10 @@ TEST(NcclTestsLog, MalformedLogsNameTheLine) {
 namespace dpt {
 namespace {
 
-const std::filesystem::path kLibrary = std::filesystem::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+using dpt::test::kHardwareLibrary;
 
 TEST(NcclCalibration, TheFourGpuShmLogSetsTheStagedRate) {
-  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kLibrary);
+  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kHardwareLibrary);
   const auto log = read_nccl_tests_log(data_path("l40s-4gpu-pcie-all_reduce.log"));
   const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-02T15:00:00Z");
   ASSERT_EQ(r.fields.size(), 2u);  // bandwidth (largest size), then latency (smallest)
@@ -241,7 +241,7 @@ TEST(NcclCalibration, TheFourGpuShmLogSetsTheStagedRate) {
 // 2.18.5: NCCL runs P2P through that root complex (p2pLevel PATH_SYS), so the PCIe
 // efficiency bounds the ring, and the log (slower than the datasheet's links) lowers it.
 TEST(NcclCalibration, AP2pPcieLogSetsThePcieEfficiency) {
-  sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kLibrary);
+  sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kHardwareLibrary);
   base.host.cpu = "2x AMD EPYC 9354";
   for (auto& sw : base.pcie.switches) sw.socket = 0;
   base.nccl_version = "2.18.5";
@@ -261,7 +261,7 @@ TEST(NcclCalibration, AP2pPcieLogSetsThePcieEfficiency) {
 // the twin, the p2p efficiency cannot move it to the log's 360.8 GB/s (1 % above the
 // twin's 357.1): the field stays, and the result says so rather than reporting a fit.
 TEST(NcclCalibration, NvswitchLogBoundByNcclsChannelsLeavesTheP2pEfficiency) {
-  const sim::HardwareSpec base = sim::load_hardware("dgx-h100", kLibrary);
+  const sim::HardwareSpec base = sim::load_hardware("dgx-h100", kHardwareLibrary);
   const auto log = read_nccl_tests_log(data_path("dgx-h100-8gpu-all_gather.log"));
   const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-02T15:00:00Z");
   ASSERT_EQ(r.fields.size(), 2u);
@@ -278,7 +278,7 @@ TEST(NcclCalibration, NvswitchLogBoundByNcclsChannelsLeavesTheP2pEfficiency) {
 // 238 GB/s, which NCCL's channels (12 x 20 GB/s), not the link, bound at p2p 0.9: a
 // proportional step does not move the twin there, a bracketing fit does (p2p about 0.78).
 TEST(NcclCalibration, TheBandwidthFitReproducesTheLargestSize) {
-  const sim::HardwareSpec base = sim::load_hardware("dgx-a100", kLibrary);
+  const sim::HardwareSpec base = sim::load_hardware("dgx-a100", kHardwareLibrary);
   const auto log = read_nccl_tests_log(data_path("dgx-a100-8gpu-all_reduce-v2.log"));
   const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-06T00:00:00Z");
   ASSERT_GE(r.fields.size(), 1u);
@@ -319,7 +319,7 @@ double worst_error(const sim::HardwareSpec& hw, const NcclTestsLog& log) {
 // Two logs that both fit a field are refused naming both (the second had silently
 // replaced the first's value, so the result depended on the order of --from).
 TEST(NcclCalibration, TwoLogsFittingOneFieldAreRefusedNamingBoth) {
-  const sim::HardwareSpec base = sim::load_hardware("dgx-a100", kLibrary);
+  const sim::HardwareSpec base = sim::load_hardware("dgx-a100", kHardwareLibrary);
   const auto log = read_nccl_tests_log(data_path("dgx-a100-8gpu-all_reduce-v2.log"));
   NcclTestsLog again = log;
   again.where = "again.log";
@@ -336,7 +336,7 @@ TEST(NcclCalibration, TwoLogsFittingOneFieldAreRefusedNamingBoth) {
 
 // A log of latency-bound sizes only sets no bandwidth efficiency, and says which log.
 TEST(NcclCalibration, ALatencyBoundLogSetsNoBandwidthField) {
-  const sim::HardwareSpec base = sim::load_hardware("dgx-a100", kLibrary);
+  const sim::HardwareSpec base = sim::load_hardware("dgx-a100", kHardwareLibrary);
   const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {small_sizes_only()}, "2026-12-06T00:00:00Z");
   EXPECT_DOUBLE_EQ(r.spec.efficiency.p2p, base.efficiency.p2p);
   ASSERT_GE(r.fields.size(), 1u);
@@ -348,7 +348,7 @@ TEST(NcclCalibration, ALatencyBoundLogSetsNoBandwidthField) {
 // (DGX A100: fitting nccl_latency to 32 B alone, 1 -> 1.42, took it from 0.35 to 0.53 at
 // 32 KiB, where the twin's time is not NCCL's latency term).
 TEST(NcclCalibration, CalibratingDoesNotWorsenTheWorstSize) {
-  const sim::HardwareSpec base = sim::load_hardware("dgx-a100", kLibrary);
+  const sim::HardwareSpec base = sim::load_hardware("dgx-a100", kHardwareLibrary);
   const auto log = read_nccl_tests_log(data_path("dgx-a100-8gpu-all_reduce-v2.log"));
   const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-06T00:00:00Z");
   EXPECT_LE(worst_error(r.spec, log), worst_error(base, log) + 0.01);
@@ -359,7 +359,7 @@ namespace {
 // smallest size with a float per rank (16 B: 13.05 us) to the log's within 2 %, read back
 // from the written file.
 bool latency_fit_reproduces_log(std::string& why) {
-  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kLibrary);
+  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kHardwareLibrary);
   const auto log = read_nccl_tests_log(data_path("l40s-4gpu-pcie-all_reduce.log"));
   const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-02T15:00:00Z");
   if (r.fields.size() != 2 || r.fields[1].field != "efficiency.nccl_latency") {
@@ -397,7 +397,7 @@ TEST(NcclCalibration, RejectsWrongResultsAndTooManyRanks) {
   text = replace_once(text, "   9.14   13.71       0", "   9.14   13.71       3");
   std::istringstream in(text);
   const auto bad = parse_nccl_tests_log(in, "wrong.log");
-  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kLibrary);
+  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kHardwareLibrary);
   try {
     calibrate_from_nccl_logs(base, {bad}, "now");
     FAIL() << "calibrated from wrong results";

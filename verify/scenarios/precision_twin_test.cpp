@@ -18,12 +18,13 @@
 #include "scenarios/scenario/scenario.hpp"
 #include "sim/twin/predict.hpp"
 #include "verify/support/rc_cases.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace dpt {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kScenarios = fs::path(DPT_SOURCE_DIR) / "scenarios";
+using dpt::test::kScenarios;
 
 // Highest precision first: each next one stores every tensor in at most as many bytes.
 const std::vector<Precision> kDescending = {Precision::f64,      Precision::f32,     Precision::tf32,

@@ -19,6 +19,7 @@
 #include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/scenario/scenario.hpp"
 #include "verify/support/sim_test_support.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace dpt {
 namespace {
@@ -26,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-const fs::path kScenarios = fs::path(DPT_SOURCE_DIR) / "scenarios";
+using dpt::test::kScenarios;
 
 // The trace of one predicted ResNet-50 step (batch 8 per GPU), in a forked process.
 json predicted_trace(const std::string& hardware, const std::string& strategy, int devices) {

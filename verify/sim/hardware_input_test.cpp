@@ -24,10 +24,10 @@ namespace {
 
 using dpt::test::slurp;
 
-const fs::path kLibrary = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+using dpt::test::kHardwareLibrary;
 // The library's dgx-h100.yaml with the first line matching `pattern` replaced.
 std::string h100_with(const std::string& pattern, const std::string& replacement) {
-  const std::string text = slurp(kLibrary / "dgx-h100.yaml");
+  const std::string text = slurp(kHardwareLibrary / "dgx-h100.yaml");
   const std::regex re(pattern);
   EXPECT_TRUE(std::regex_search(text, re)) << pattern;
   return std::regex_replace(text, re, replacement, std::regex_constants::format_first_only);
@@ -40,7 +40,7 @@ int line_of(const std::string& text, const std::string& needle) {
   return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(pos), '\n'));
 }
 
-std::string error_of(const std::string& text) {
+std::string yaml_error_of(const std::string& text) {
   try {
     parse_hardware_yaml(text, "h.yaml");
   } catch (const std::invalid_argument& e) {
@@ -54,7 +54,7 @@ std::string error_of(const std::string& text) {
 // The fuzzer's crash (SIGSEGV): a bare INT64_MAX where a duration is required.
 TEST(HardwareInput, BareIntegerDispatchCostNeedsAUnit) {
   const std::string text = h100_with(R"(dispatch_cost: 10 us)", "dispatch_cost: 9223372036854775807");
-  EXPECT_EQ(error_of(text), fmt::format("h.yaml:{}: host.dispatch_cost: '9223372036854775807' has no unit; a time "
+  EXPECT_EQ(yaml_error_of(text), fmt::format("h.yaml:{}: host.dispatch_cost: '9223372036854775807' has no unit; a time "
                                         "needs one (allowed: s, ms, us, ns)",
                                         line_of(text, "dispatch_cost:")));
 }
@@ -62,7 +62,7 @@ TEST(HardwareInput, BareIntegerDispatchCostNeedsAUnit) {
 // The fuzzer's crash: a binary-tagged scalar.
 TEST(HardwareInput, BinaryTagIsRefused) {
   const std::string text = h100_with(R"(cpu: "2x Intel Xeon Platinum 8480C")", "cpu: !!binary AAAA");
-  EXPECT_EQ(error_of(text), fmt::format("h.yaml:{}: host.cpu: YAML tag '!!binary' is not supported (plain values only)",
+  EXPECT_EQ(yaml_error_of(text), fmt::format("h.yaml:{}: host.cpu: YAML tag '!!binary' is not supported (plain values only)",
                                         line_of(text, "cpu: !!binary")));
 }
 
@@ -70,11 +70,11 @@ TEST(HardwareInput, BinaryTagIsRefused) {
 TEST(HardwareInput, DuplicateKeyNamesBothLines) {
   const std::string text = h100_with(R"(peer_to_peer: true)", "peer_to_peer: true\n  peer_to_peer: false");
   const int first = line_of(text, "peer_to_peer: true");
-  EXPECT_EQ(error_of(text),
+  EXPECT_EQ(yaml_error_of(text),
             fmt::format("h.yaml:{}: pcie.peer_to_peer: duplicate key (first given at line {})", first + 1, first));
   // At the top level and in a flow mapping too.
-  EXPECT_NE(error_of(h100_with(R"(nodes: 1)", "nodes: 1\nnodes: 1")).find("nodes: duplicate key"), std::string::npos);
-  EXPECT_NE(error_of(h100_with(R"(\{socket: 0, gpus: \[0, 1\])", "{socket: 0, socket: 0, gpus: [0, 1]"))
+  EXPECT_NE(yaml_error_of(h100_with(R"(nodes: 1)", "nodes: 1\nnodes: 1")).find("nodes: duplicate key"), std::string::npos);
+  EXPECT_NE(yaml_error_of(h100_with(R"(\{socket: 0, gpus: \[0, 1\])", "{socket: 0, socket: 0, gpus: [0, 1]"))
                 .find("pcie.switches[0].socket: duplicate key"),
             std::string::npos);
 }
@@ -82,13 +82,13 @@ TEST(HardwareInput, DuplicateKeyNamesBothLines) {
 // Integers were narrowed to int before the range check: 2^32 became 0 and 2^32 + 1 became 1.
 TEST(HardwareInput, IntegersAreCheckedBeforeNarrowing) {
   std::string text = h100_with(R"(links_per_gpu: 18)", "links_per_gpu: 4294967296");
-  EXPECT_EQ(error_of(text), fmt::format("h.yaml:{}: nvswitch.links_per_gpu: 4294967296 is outside 1 .. 64",
+  EXPECT_EQ(yaml_error_of(text), fmt::format("h.yaml:{}: nvswitch.links_per_gpu: 4294967296 is outside 1 .. 64",
                                         line_of(text, "links_per_gpu:")));
   text = h100_with(R"(nodes: 1)", "nodes: 4294967297");
-  EXPECT_EQ(error_of(text), fmt::format("h.yaml:{}: nodes: 4294967297 is outside 1 .. 4096", line_of(text, "nodes:")));
+  EXPECT_EQ(yaml_error_of(text), fmt::format("h.yaml:{}: nodes: 4294967297 is outside 1 .. 4096", line_of(text, "nodes:")));
   text = h100_with(R"(- \{socket: 0, gpus: \[0, 1\])", "- {socket: 4294967296, gpus: [0, 1]");
-  EXPECT_NE(error_of(text).find("pcie.switches[0].socket: 4294967296 is outside 0 .. 15"), std::string::npos)
-      << error_of(text);
+  EXPECT_NE(yaml_error_of(text).find("pcie.switches[0].socket: 4294967296 is outside 0 .. 15"), std::string::npos)
+      << yaml_error_of(text);
 }
 
 // The hang (1e300 s), the format_figure segfault (1e20 s) and the 0 s step (1e30 s):
@@ -96,42 +96,42 @@ TEST(HardwareInput, IntegersAreCheckedBeforeNarrowing) {
 TEST(HardwareInput, AbsurdLatenciesAreOutsideTheirBounds) {
   for (const char* v : {"1e300 s", "1e20 s", "1e30 s", "2 s", "0.5 ns", "0 s", "-1 us"}) {
     const std::string text = h100_with(R"(latency: 1 us)", fmt::format("latency: {}", v));
-    EXPECT_EQ(error_of(text), fmt::format("h.yaml:{}: pcie.latency: {} is outside 1 ns .. 1 s", line_of(text, "latency: " + std::string(v)), v));
+    EXPECT_EQ(yaml_error_of(text), fmt::format("h.yaml:{}: pcie.latency: {} is outside 1 ns .. 1 s", line_of(text, "latency: " + std::string(v)), v));
   }
   // Too large to be a double at all.
-  EXPECT_NE(error_of(h100_with(R"(latency: 1 us)", "latency: 1e400 s")).find("pcie.latency: expected a number"),
+  EXPECT_NE(yaml_error_of(h100_with(R"(latency: 1 us)", "latency: 1e400 s")).find("pcie.latency: expected a number"),
             std::string::npos);
 }
 
 TEST(HardwareInput, AbsurdRatesAreOutsideTheirBounds) {
-  EXPECT_NE(error_of(h100_with(R"(link_bandwidth: 25 GB/s)", "link_bandwidth: 1e-300 B/s"))
+  EXPECT_NE(yaml_error_of(h100_with(R"(link_bandwidth: 25 GB/s)", "link_bandwidth: 1e-300 B/s"))
                 .find("nvswitch.link_bandwidth: 1e-300 B/s is outside 1 MB/s .. 10 TB/s"),
             std::string::npos);
-  EXPECT_NE(error_of(h100_with(R"(nic_bandwidth: 400 Gb/s)", "nic_bandwidth: 1e-300 Gb/s"))
+  EXPECT_NE(yaml_error_of(h100_with(R"(nic_bandwidth: 400 Gb/s)", "nic_bandwidth: 1e-300 Gb/s"))
                 .find("network.nic_bandwidth: 1e-300 Gb/s is outside 125 KB/s .. 12.5 TB/s"),
             std::string::npos);
-  EXPECT_NE(error_of(h100_with(R"(bf16: 989.4 TFLOPS)", "bf16: 1e30 TFLOPS"))
+  EXPECT_NE(yaml_error_of(h100_with(R"(bf16: 989.4 TFLOPS)", "bf16: 1e30 TFLOPS"))
                 .find("gpu.peak_flops.bf16: 1e30 TFLOPS is outside 1 GFLOPS .. 100 PFLOPS"),
             std::string::npos);
-  EXPECT_NE(error_of(h100_with(R"(memory: 80 GiB)", "memory: 1 B")).find("gpu.memory: 1 B is outside 1 MiB .. 64 TiB"),
+  EXPECT_NE(yaml_error_of(h100_with(R"(memory: 80 GiB)", "memory: 1 B")).find("gpu.memory: 1 B is outside 1 MiB .. 64 TiB"),
             std::string::npos);
-  EXPECT_NE(error_of(h100_with(R"(dispatch_cost: 10 us)", "dispatch_cost: 1 s"))
+  EXPECT_NE(yaml_error_of(h100_with(R"(dispatch_cost: 10 us)", "dispatch_cost: 1 s"))
                 .find("host.dispatch_cost: 1 s is outside 1 ns .. 100 ms"),
             std::string::npos);
 }
 
 // Keys that are not scalars, nesting and alias bombs are refused before any getter runs.
 TEST(HardwareInput, HostileYamlStructureIsRefused) {
-  EXPECT_NE(error_of("? [a, b]\n: 1\n").find("a key must be a plain string"), std::string::npos);
+  EXPECT_NE(yaml_error_of("? [a, b]\n: 1\n").find("a key must be a plain string"), std::string::npos);
   std::string deep;
   for (int i = 0; i < 100; ++i) deep += "[";
   for (int i = 0; i < 100; ++i) deep += "]";
-  EXPECT_NE(error_of("x: " + deep + "\n").find("nested deeper than 64 levels"), std::string::npos) << error_of(deep);
+  EXPECT_NE(yaml_error_of("x: " + deep + "\n").find("nested deeper than 64 levels"), std::string::npos) << yaml_error_of(deep);
   // Nine levels of ten aliases each: 10^9 nodes when expanded.
   std::string bomb = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n";
   for (int i = 1; i <= 9; ++i)
     bomb += fmt::format("a{0}: &a{0} [*a{1}, *a{1}, *a{1}, *a{1}, *a{1}, *a{1}, *a{1}, *a{1}, *a{1}, *a{1}]\n", i, i - 1);
-  EXPECT_NE(error_of(bomb).find("more than 1000000 YAML nodes"), std::string::npos) << error_of(bomb);
+  EXPECT_NE(yaml_error_of(bomb).find("more than 1000000 YAML nodes"), std::string::npos) << yaml_error_of(bomb);
 }
 
 // Property: replacing any unit-carrying value of any library file with an absurd one
@@ -142,8 +142,8 @@ TEST(HardwareInput, HostileYamlStructureIsRefused) {
 TEST(HardwareInput, EveryQuantityOfEveryLibraryFileRefusesAbsurdValues) {
   const std::regex quantity(R"(^(\s*-?\s*\{?)?(\s*)([a-z0-9_]+): ([-0-9.e+]+) ([A-Za-z/]+)(.*)$)");
   int tried = 0, refused = 0;
-  for (const auto& name : list_hardware(kLibrary)) {
-    const std::string text = slurp(kLibrary / (name + ".yaml"));
+  for (const auto& name : list_hardware(kHardwareLibrary)) {
+    const std::string text = slurp(kHardwareLibrary / (name + ".yaml"));
     std::vector<std::string> lines;
     std::stringstream ss(text);
     for (std::string l; std::getline(ss, l);) lines.push_back(l);
@@ -158,7 +158,7 @@ TEST(HardwareInput, EveryQuantityOfEveryLibraryFileRefusesAbsurdValues) {
         std::string mutated;
         for (const auto& l : changed) mutated += l + "\n";
         ++tried;
-        const std::string err = error_of(mutated);
+        const std::string err = yaml_error_of(mutated);
         const std::string where = fmt::format("h.yaml:{}: ", i + 1);
         if (err.rfind(where, 0) == 0 && err.find(m[3].str() + ": ") != std::string::npos) ++refused;
         else ADD_FAILURE() << name << " line " << i + 1 << " '" << changed[i] << "': " << err;

@@ -15,6 +15,7 @@
 #include "sim/net/platform.hpp"
 #include "sim/twin/sim_process.hpp"
 #include "sim/net/yaml_util.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace fs = std::filesystem;
 using namespace dpt;
@@ -22,7 +23,7 @@ using namespace dpt::sim;
 
 namespace {
 
-const fs::path kLibrary = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+using dpt::test::kHardwareLibrary;
 
 // A small valid file; tests below break one line of it at a time.
 const char* kGood = R"(nodes: 1
@@ -75,14 +76,14 @@ std::string error_of(const std::string& text) {
 }  // namespace
 
 TEST(HardwareLibrary, EveryFileLoadsAndValidates) {
-  const auto names = list_hardware(kLibrary);
+  const auto names = list_hardware(kHardwareLibrary);
   // The hardware library the README lists.
   for (const char* required : {"dgx1-v100", "dgx-a100", "dgx-h100", "l40s-4x-pcie4", "desktop-2gpu-pcie-p2p",
                                 "desktop-2gpu-pcie-nop2p", "dgx-a100-cluster", "dgx-h100-cluster"})
     EXPECT_NE(std::find(names.begin(), names.end(), required), names.end()) << required;
   for (const auto& name : names) {
     SCOPED_TRACE(name);
-    const HardwareSpec hw = load_hardware(name, kLibrary);
+    const HardwareSpec hw = load_hardware(name, kHardwareLibrary);
     EXPECT_EQ(hw.name, name);  // a file's name field matches its file name
     EXPECT_GT(hw.gpu.peak_flops.f32, 0);
     EXPECT_GT(hw.gpu.memory_bytes, 0);
@@ -91,23 +92,23 @@ TEST(HardwareLibrary, EveryFileLoadsAndValidates) {
 
 TEST(HardwareLibrary, ClustersScaleTo128Nodes) {
   for (const char* name : {"dgx-a100-cluster", "dgx-h100-cluster"}) {
-    const HardwareSpec hw = load_hardware(name, kLibrary);
+    const HardwareSpec hw = load_hardware(name, kHardwareLibrary);
     for (int nodes : {2, 16, 128}) EXPECT_EQ(with_nodes(hw, nodes).gpu_count(), nodes * 8);
   }
   // A machine without a network cannot grow nodes.
-  const HardwareSpec l40s = load_hardware("l40s-4x-pcie4", kLibrary);
+  const HardwareSpec l40s = load_hardware("l40s-4x-pcie4", kHardwareLibrary);
   EXPECT_THROW(with_nodes(l40s, 2), std::invalid_argument);
 }
 
 TEST(HardwareLibrary, DatasheetFiguresReadInTheirUnits) {
-  const HardwareSpec h100 = load_hardware("dgx-h100", kLibrary);
+  const HardwareSpec h100 = load_hardware("dgx-h100", kHardwareLibrary);
   EXPECT_EQ(h100.gpu.memory_bytes, 80 * kGiB);                 // "80 GiB"
   EXPECT_DOUBLE_EQ(h100.gpu.memory_bandwidth, 3.35e12);        // "3.35 TB/s"
   EXPECT_DOUBLE_EQ(h100.network->nic_bandwidth, 400e9 / 8);    // "400 Gb/s" are bits
   EXPECT_DOUBLE_EQ(*h100.gpu.peak_flops.bf16, 989.4e12);       // "989.4 TFLOPS"
   EXPECT_DOUBLE_EQ(h100.gpu.kernel_launch_latency_s, 4e-6);    // "4 us"
   EXPECT_TRUE(h100.nvswitch->in_switch_reduction);
-  const HardwareSpec dgx1 = load_hardware("dgx1-v100", kLibrary);
+  const HardwareSpec dgx1 = load_hardware("dgx1-v100", kHardwareLibrary);
   EXPECT_EQ(dgx1.nvlink->links_between(0, 3), 2);
   EXPECT_EQ(dgx1.nvlink->links_between(3, 0), 2);
   EXPECT_EQ(dgx1.nvlink->links_between(0, 5), 0);
@@ -168,9 +169,9 @@ TEST(HardwareErrors, CrossFieldChecksNameTheField) {
 }
 
 TEST(HardwareErrors, MissingFileAndUnknownNameAreNamed) {
-  EXPECT_THROW(load_hardware("no-such-machine", kLibrary), std::invalid_argument);
+  EXPECT_THROW(load_hardware("no-such-machine", kHardwareLibrary), std::invalid_argument);
   try {
-    load_hardware("no-such-machine", kLibrary);
+    load_hardware("no-such-machine", kHardwareLibrary);
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("unknown hardware 'no-such-machine'"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("dgx-h100"), std::string::npos) << e.what();
@@ -180,9 +181,9 @@ TEST(HardwareErrors, MissingFileAndUnknownNameAreNamed) {
 // Every library machine becomes a platform where every GPU reaches every other GPU and
 // its host memory, over the links its hardware file describes.
 TEST(HardwarePlatform, EveryLibraryFileBuildsWithAllRoutes) {
-  for (const auto& name : list_hardware(kLibrary)) {
+  for (const auto& name : list_hardware(kHardwareLibrary)) {
     SCOPED_TRACE(name);
-    HardwareSpec hw = load_hardware(name, kLibrary);
+    HardwareSpec hw = load_hardware(name, kHardwareLibrary);
     if (hw.network) hw = with_nodes(hw, 2);
     const std::string out = run_in_child_process([&]() {
       auto engine = make_engine();
@@ -248,8 +249,8 @@ int count_in_child(const HardwareSpec& hw, const std::function<int(Platform&)>& 
 // (links, latency or bottleneck), over every library file with a network on 3 nodes.
 int routes_differing_from_simgrid() {
   int differing = 0;
-  for (const auto& name : list_hardware(kLibrary)) {
-    HardwareSpec hw = load_hardware(name, kLibrary);
+  for (const auto& name : list_hardware(kHardwareLibrary)) {
+    HardwareSpec hw = load_hardware(name, kHardwareLibrary);
     if (!hw.network) continue;
     hw = with_nodes(hw, 3);
     differing += count_in_child(hw, [&](Platform& platform) {
@@ -306,8 +307,8 @@ namespace {
 // relations x GPUs per node squared): routes not carried over.
 int cross_routes_differing_from_simgrid() {
   int differing = 0;
-  for (const auto& name : list_hardware(kLibrary)) {
-    const HardwareSpec shipped = load_hardware(name, kLibrary);
+  for (const auto& name : list_hardware(kHardwareLibrary)) {
+    const HardwareSpec shipped = load_hardware(name, kHardwareLibrary);
     if (!shipped.network) continue;
     std::vector<HardwareSpec> variants{with_nodes(shipped, 3)};
     if (shipped.network->topology == FabricTopology::fat_tree)

@@ -11,12 +11,13 @@
 
 #include "sim/net/hardware.hpp"
 #include "sim/net/hardware_yaml.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace dpt::sim {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kLibrary = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+using dpt::test::kHardwareLibrary;
 
 // The writer prints 9 significant digits.
 bool near(double a, double b) { return std::abs(a - b) <= 1e-8 * std::max(std::abs(a), std::abs(b)); }
@@ -112,7 +113,7 @@ std::vector<std::string> differences(const HardwareSpec& a, const HardwareSpec& 
 // calibrated file keeps every field it did not calibrate.
 TEST(HardwareYaml, EveryLibraryFileRoundTrips) {
   int files = 0;
-  for (const auto& entry : fs::directory_iterator(kLibrary)) {
+  for (const auto& entry : fs::directory_iterator(kHardwareLibrary)) {
     if (entry.path().extension() != ".yaml") continue;
     const HardwareSpec hw = load_hardware_file(entry.path());
     const std::string text = hardware_yaml(hw, {{"efficiency.gemm", "a comment"}}, "a header\nof two lines");
@@ -126,7 +127,7 @@ TEST(HardwareYaml, EveryLibraryFileRoundTrips) {
 // The comparison above must be able to fail: a spec whose sm_count or op-class
 // efficiency the writer lost is seen (the writer once dropped both).
 TEST(HardwareYaml, TheRoundTripSeesALostField) {
-  HardwareSpec hw = load_hardware_file(kLibrary / "dgx-h100.yaml");
+  HardwareSpec hw = load_hardware_file(kHardwareLibrary / "dgx-h100.yaml");
   ASSERT_TRUE(hw.gpu.sm_count.has_value());
   hw.gpu.op_efficiency.norm = 0.5;
   std::string text = hardware_yaml(hw);
@@ -143,7 +144,7 @@ TEST(HardwareYaml, TheRoundTripSeesALostField) {
 
 // Comments land after their key's value and the header opens the file as comments.
 TEST(HardwareYaml, CommentsAndHeader) {
-  const HardwareSpec hw = load_hardware_file(kLibrary / "dgx-h100.yaml");
+  const HardwareSpec hw = load_hardware_file(kHardwareLibrary / "dgx-h100.yaml");
   const std::string text = hardware_yaml(hw, {{"efficiency.p2p", "measured today"}}, "first\nsecond");
   EXPECT_EQ(text.rfind("# first\n# second\nname: ", 0), 0u) << text;
   EXPECT_NE(text.find(fmt::format("  p2p: {:.9g}   # measured today\n", hw.efficiency.p2p)), std::string::npos) << text;

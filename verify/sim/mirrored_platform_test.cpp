@@ -25,12 +25,13 @@
 #include "sim/net/hardware.hpp"
 #include "sim/net/platform.hpp"
 #include "sim/twin/sim_process.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace dpt::sim {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kLibrary = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+using dpt::test::kHardwareLibrary;
 
 // Everything a prediction reads from the platform, one line per figure, doubles in hex
 // (exact). Reads only what a mirrored platform can give: GPUs by index, links by id.
@@ -135,8 +136,8 @@ struct Variant {
 // and 2 built); and a single switch of 5 nodes (nodes 0 and 1 built).
 std::vector<Variant> variants() {
   std::vector<Variant> out;
-  for (const auto& name : list_hardware(kLibrary)) {
-    const HardwareSpec shipped = load_hardware(name, kLibrary);
+  for (const auto& name : list_hardware(kHardwareLibrary)) {
+    const HardwareSpec shipped = load_hardware(name, kHardwareLibrary);
     if (!shipped.network) continue;
     HardwareSpec six = with_nodes(shipped, 6);
     std::vector<int> built{0, 1};

@@ -49,6 +49,7 @@ using namespace dpt::sim;
 namespace {
 
 using test::kHardwareLibrary;
+using test::all_reduce_bytes;
 
 struct RunResult {
   Seconds time_s = 0;
@@ -79,14 +80,6 @@ RunResult run_one(const HardwareSpec& hw, CollectiveCall call, CollectiveSetting
   const auto j = nlohmann::json::parse(out);
   return {j["time"].get<double>(), j["latency"].get<double>(), j["bytes"].get<double>(),
           j["protocol"].get<std::string>(), j["channels"].get<int>()};
-}
-
-CollectiveCall all_reduce_bytes(Bytes bytes) {
-  CollectiveCall c;
-  c.op = CollectiveOp::all_reduce;
-  c.element_bytes = 4;
-  c.count = std::max<Elements>(1, bytes / 4);
-  return c;
 }
 
 double busbw_all_reduce(Bytes bytes, int n, Seconds t) { return bytes / t * 2.0 * (n - 1) / n; }

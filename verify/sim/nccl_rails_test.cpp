@@ -34,6 +34,7 @@
 #include "sim/net/hardware.hpp"
 #include "sim/net/platform.hpp"
 #include "sim/twin/sim_process.hpp"
+#include "verify/support/test_files.hpp"
 
 namespace fs = std::filesystem;
 namespace sg4 = simgrid::s4u;
@@ -42,12 +43,12 @@ using namespace dpt::sim;
 
 namespace {
 
-const fs::path kLibrary = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
+using dpt::test::kHardwareLibrary;
 
 // dgx-h100-cluster on 2 nodes with k compute NICs per node: NIC j sits on PCIe switch
 // j x 4 / k (the file's 4 switches of 2 GPUs), so with k < 8 some GPUs share a rail.
 HardwareSpec with_nics(int k) {
-  HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kLibrary), 2);
+  HardwareSpec hw = with_nodes(load_hardware("dgx-h100-cluster", kHardwareLibrary), 2);
   hw.network->nics_per_node = k;
   for (auto& sw : hw.pcie.switches) sw.nics.clear();
   for (int j = 0; j < k; ++j) hw.pcie.switches[static_cast<size_t>(j * 4 / k)].nics.push_back(j);
@@ -127,7 +128,7 @@ std::vector<std::string> gdr_property_failures() {
 // entry and exit: a hop without NVLink, and single links shared by three channels) and
 // net-rails-one-nic each fall below.
 std::string dgx1_ring_failure() {
-  const HardwareSpec hw = with_nodes(load_hardware("dgx1-v100", kLibrary), 4);
+  const HardwareSpec hw = with_nodes(load_hardware("dgx1-v100", kHardwareLibrary), 4);
   std::vector<int> gpus(32);
   for (int i = 0; i < 32; ++i) gpus[static_cast<size_t>(i)] = i;
   CollectiveSettings s;

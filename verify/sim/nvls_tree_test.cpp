@@ -45,18 +45,9 @@ using namespace dpt::sim;
 namespace {
 
 using test::kHardwareLibrary;
-
-HardwareSpec h100_nodes(int nodes) { return with_nodes(load_hardware("dgx-h100-cluster", kHardwareLibrary), nodes); }
-
-// The first `per_node` GPUs of each of `nodes` nodes of an 8-GPU-per-node platform.
-std::vector<int> ranks_of(int nodes, int per_node) {
-  std::vector<int> gpus;
-  for (int v = 0; v < nodes; ++v)
-    for (int g = 0; g < per_node; ++g) gpus.push_back(v * 8 + g);
-  return gpus;
-}
-
-CollectiveCall all_reduce_bytes(Bytes bytes) { return {CollectiveOp::all_reduce, bytes / 4, 4, 0}; }
+using test::all_reduce_bytes;
+using test::h100_nodes;
+using test::ranks_of;
 
 }  // namespace
 

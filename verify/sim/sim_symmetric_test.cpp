@@ -14,7 +14,6 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
-#include <rapidcheck/detail/Configuration.h>
 
 #include "engine/core/fault_injection.hpp"
 #include "engine/nn/model.hpp"
@@ -22,6 +21,7 @@
 #include "sim/net/platform.hpp"
 #include "sim/twin/predict.hpp"
 #include "sim/twin/sim_process.hpp"
+#include "verify/support/rc_property.hpp"
 
 namespace dpt {
 namespace {
@@ -158,11 +158,7 @@ void check_symmetric_equals_full(const Case& c) {
   });
 }
 
-template <typename F> rc::detail::TestResult run_property(F property, int cases) {
-  rc::detail::TestParams params = rc::detail::configuration().testParams;
-  params.maxSuccess = cases;
-  return rc::detail::checkTestable(property, rc::detail::TestMetadata{}, params);
-}
+using test::run_property;
 
 #ifdef DPT_SYMMETRIC_LARGE_CASES
 // Built as sim_symmetric_large_test (label slow): ~10 s of CPU per case.

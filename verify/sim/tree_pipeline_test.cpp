@@ -48,16 +48,9 @@ using namespace dpt::sim;
 namespace {
 
 using test::kHardwareLibrary;
-
-HardwareSpec h100_nodes(int nodes) { return with_nodes(load_hardware("dgx-h100-cluster", kHardwareLibrary), nodes); }
-
-// The first `per_node` GPUs of each of `nodes` nodes of an 8-GPU-per-node platform.
-std::vector<int> ranks_of(int nodes, int per_node) {
-  std::vector<int> gpus;
-  for (int v = 0; v < nodes; ++v)
-    for (int g = 0; g < per_node; ++g) gpus.push_back(v * 8 + g);
-  return gpus;
-}
+using test::all_reduce_bytes;
+using test::h100_nodes;
+using test::ranks_of;
 
 // A route's rate for one flow alone on it: its slowest link's bandwidth.
 double route_rate(const Platform& p, const RouteInfo& r) {
@@ -139,8 +132,6 @@ void two_rank_replay_property(const Platform& p) {
            << " s, recurrence " << ed.back() << " s\n";
   RC_ASSERT(std::abs(replayed - ed.back()) <= 1e-9 * ed.back());
 }
-
-CollectiveCall all_reduce_bytes(Bytes bytes) { return {CollectiveOp::all_reduce, bytes / 4, 4, 0}; }
 
 // A `bytes` all-reduce on `nodes` DGX H100 nodes (all 8 GPUs each) with NCCL's model,
 // forced to `algo`: nccl-tests' bus bandwidth (GB/s) and the plan's pieces in flight.

@@ -8,6 +8,10 @@
 
 namespace dpt::test {
 
+// scenarios/ and scenarios/hardware of the source tree (load_hardware(name, kHardwareLibrary)).
+inline const std::filesystem::path kScenarios = std::filesystem::path(DPT_SOURCE_DIR) / "scenarios";
+inline const std::filesystem::path kHardwareLibrary = kScenarios / "hardware";
+
 // The bytes of a file ("" when it cannot be read).
 inline std::string slurp(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
