@@ -100,6 +100,10 @@ const std::vector<Fault>& all_faults() {
       Fault::accumulation_baseline_one_micro_batch,
       Fault::nccl_net_path_line_rate,
       Fault::nccl_forced_protocol_swapped,
+      Fault::nccl_nvlink_ring_outside_communicator,
+      Fault::interference_share_compounded,
+      Fault::plan_ranks_by_hourly_price,
+      Fault::merge_ignores_run_settings,
   };
   return faults;
 }
@@ -186,6 +190,10 @@ const char* fault_name(Fault f) {
     case Fault::accumulation_baseline_one_micro_batch: return "accumulation-baseline-one-micro-batch";
     case Fault::nccl_net_path_line_rate: return "nccl-net-path-line-rate";
     case Fault::nccl_forced_protocol_swapped: return "nccl-forced-protocol-swapped";
+    case Fault::nccl_nvlink_ring_outside_communicator: return "nvlink-ring-outside-communicator";
+    case Fault::interference_share_compounded: return "interference-share-compounded";
+    case Fault::plan_ranks_by_hourly_price: return "plan-ranks-by-hourly-price";
+    case Fault::merge_ignores_run_settings: return "merge-ignores-run-settings";
     case Fault::resident_inputs_copied: return "resident-inputs-copied";
     case Fault::fault_count_: break;
   }

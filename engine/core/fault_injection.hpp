@@ -89,10 +89,14 @@ enum class Fault : unsigned {
   op_class_breakdown_drops_memory_bound,  // "op-class-breakdown-drops-memory-bound": the step report's kernel time by op class leaves out memory-bound kernels
   tf32_convs_forced,                // "tf32-convs-forced": an f32 convolution always runs on TF32 Tensor Cores with the NCHW transposes, even where cuDNN's FP32 kernels are faster
   resident_inputs_copied,           // "resident-inputs-copied": a batch resident on the device (StrategyOptions::inputs_resident) is copied from the host every step all the same
-  init_wrapper_prefix_kept,
-  accumulation_baseline_one_micro_batch,
-  nccl_net_path_line_rate,
-  nccl_forced_protocol_swapped,     // "nccl-forced-protocol-swapped": a forced protocol NCCL would run (LL128 over PCIe) or refuse (NVLS with LL) is swapped for the tuner's own          // "nccl-net-path-line-rate": NCCL's search takes a GPU's path to its NIC at the NIC's line rate, past the PCIe link between them  // "accumulation-baseline-one-micro-batch": scaling efficiency under accumulation against one GPU's one-micro-batch step         // "init-wrapper-prefix-kept": dp and ddp load a DataParallel/DDP checkpoint given as --init with its 'module.' keys, into the unwrapped module
+  init_wrapper_prefix_kept,         // "init-wrapper-prefix-kept": dp and ddp load a DataParallel/DDP checkpoint given as --init with its 'module.' keys, into the unwrapped module
+  accumulation_baseline_one_micro_batch,  // "accumulation-baseline-one-micro-batch": scaling efficiency under accumulation against one GPU's one-micro-batch step
+  nccl_net_path_line_rate,          // "nccl-net-path-line-rate": NCCL's search takes a GPU's path to its NIC at the NIC's line rate, past the PCIe link between them
+  nccl_forced_protocol_swapped,     // "nccl-forced-protocol-swapped": a forced protocol NCCL would run (LL128 over PCIe) or refuse (NVLS with LL) is swapped for the tuner's own
+  nccl_nvlink_ring_outside_communicator,  // "nvlink-ring-outside-communicator": NCCL's ring graph counts the NVLink links of every GPU of the node, the communicator's or not
+  interference_share_compounded,    // "interference-share-compounded": a kernel overlapping a collective loses share / (1 - share) of the overlap, as if the collective outlasted it
+  plan_ranks_by_hourly_price,       // "plan-ranks-by-hourly-price": a plan with train_samples ranks by price per hour, not by the run's total cost
+  merge_ignores_run_settings,       // "merge-ignores-run-settings": merge joins shards run with different flags, hardware files or dptwin builds
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

@@ -393,9 +393,16 @@ Seconds sim_interference_s(const std::vector<SimKernelSpan>& kernels, const std:
         extra += overlap * core_share;
         continue;
       }
-      // What the kernel loses is the share it cannot use; at most 90 % (NCCL never takes it all).
+      // What the kernel loses is the share it cannot use while the collective runs beside
+      // it; at most 90 % (NCCL never takes it all). The rest of its work runs at full rate
+      // once the collective has ended, so it loses overlap x share, never more than the
+      // overlap itself: a collective under compute never costs the step more than the
+      // same collective exposed, and slower links never shorten the step through it.
+      // (share / (1 - share), the loss were the collective to outlast the slowed kernel,
+      // charged a 25 GB/s NVSwitch more than a 10 GB/s one on GPT-2 1.5B, DGX H100.)
       const double share = std::min(0.9, k.memory_bound ? hbm_share : sm_share);
-      extra += overlap * share / (1.0 - share);
+      extra += fault_active(Fault::interference_share_compounded) ? overlap * share / (1.0 - share)
+                                                                   : overlap * share;
     }
   }
   // Planted fault: the overlap credited to the step instead of charged.

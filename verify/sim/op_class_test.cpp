@@ -255,18 +255,21 @@ SimGpuRates interference_rates() {
   return r;
 }
 
-// Invariant: NCCL kernels never speed compute up (the extra time is >= 0), and the extra
-// time is positive exactly when some kernel overlaps some collective.
+// Invariant: NCCL kernels never speed compute up (the extra time is >= 0), the extra
+// time is positive exactly when some kernel overlaps some collective, and it is never
+// more than the time they overlap: a collective under compute costs the step at most
+// what it would exposed.
 auto interference_property() {
   return [] {
     const auto ks = *gen_kernels();
     const auto cs = *gen_collectives();
-    bool overlap = false;
+    Seconds overlapped = 0;
     for (const auto& k : ks)
-      for (const auto& c : cs) overlap = overlap || (std::min(k.end, c.end) > std::max(k.start, c.start));
+      for (const auto& c : cs) overlapped += std::max(0.0, std::min(k.end, c.end) - std::max(k.start, c.start));
     const Seconds extra = sim_interference_s(ks, cs, interference_rates());
     RC_ASSERT(extra >= 0.0);
-    RC_ASSERT((extra > 0.0) == overlap);
+    RC_ASSERT((extra > 0.0) == (overlapped > 0.0));
+    RC_ASSERT(extra <= overlapped * (1 + 1e-12));
   };
 }
 
@@ -277,14 +280,20 @@ TEST(Interference, PlantedBugCreditingTheOverlapIsCaught) {
   EXPECT_TRUE(property_fails(interference_property(), 300));
 }
 
-// One compute-bound kernel fully under a collective that holds 8 of 108 SMs loses 8/100
+TEST(Interference, PlantedBugCompoundingTheShareIsCaught) {
+  ScopedFault f(Fault::interference_share_compounded);
+  EXPECT_TRUE(property_fails(interference_property(), 300));
+}
+
+// One compute-bound kernel fully under a collective that holds 8 of 108 SMs loses 8/108
 // of its duration; a memory-bound one under a collective taking half the achieved
-// bandwidth takes twice as long.
+// bandwidth for the whole kernel loses half of it (it ends its last half-millisecond of
+// work at full rate after the collective).
 TEST(Interference, ShareOfSmsAndBandwidth) {
   const SimGpuRates r = interference_rates();
-  EXPECT_NEAR(sim_interference_s({{0.0, 1e-3, false}}, {{0.0, 1e-3, 1}}, r), 1e-3 * 8.0 / 100.0, 1e-12);
+  EXPECT_NEAR(sim_interference_s({{0.0, 1e-3, false}}, {{0.0, 1e-3, 1}}, r), 1e-3 * 8.0 / 108.0, 1e-12);
   const Bytes half = static_cast<Bytes>(0.5 * 2000e9 * 0.85 * 1e-3);
-  EXPECT_NEAR(sim_interference_s({{0.0, 1e-3, true}}, {{0.0, 1e-3, half}}, r), 1e-3, 1e-9);
+  EXPECT_NEAR(sim_interference_s({{0.0, 1e-3, true}}, {{0.0, 1e-3, half}}, r), 0.5e-3, 1e-9);
 }
 
 // ---- DDP's per-step costs -------------------------------------------------------------
