@@ -116,8 +116,13 @@ int fewest_nvls_heads(const Platform& p, const std::vector<int>& rank_gpus) {
 NcclGraph nccl_graph_of(const Platform& p, const std::vector<int>& rank_gpus) {
   const int nodes = nodes_spanned(p, rank_gpus);
   const bool nvls_tree = nodes > 1 && p.has_in_switch_reduction() && p.hardware().network;
+  // One node's GPUs, as NCCL's search sees them (the nodes of a platform mirror node 0).
+  std::vector<int> local;
+  const int first_node = rank_gpus.empty() ? 0 : p.node_of_gpu(rank_gpus.front());
+  for (int g : rank_gpus)
+    if (p.node_of_gpu(g) == first_node) local.push_back(p.local_index(g));
   return nccl_graph(p.hardware(), static_cast<int>(rank_gpus.size()), nodes, all_p2p(p, rank_gpus),
-                    nvls_tree ? fewest_nvls_heads(p, rank_gpus) : -1);
+                    nvls_tree ? fewest_nvls_heads(p, rank_gpus) : -1, std::move(local));
 }
 
 int default_channels(const Platform& p, const std::vector<int>& rank_gpus) {

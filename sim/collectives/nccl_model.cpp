@@ -342,21 +342,61 @@ struct IntraNodePaths {
   double max_path = 0;
 };
 
-static IntraNodePaths intra_node_paths(const HardwareSpec& hw, NcclGraph& g, bool p2p) {
+// NVLink links out of each of `local` (node-local GPU indices) to the others of `local`,
+// and the links between the first two.
+struct NvlinkCounts {
+  std::vector<int> per_gpu;
+  int first_pair = 0;
+};
+static NvlinkCounts nvlink_counts(const HardwareSpec& hw, const std::vector<int>& local) {
+  NvlinkCounts c;
+  c.per_gpu.assign(local.size(), 0);
+  auto slot = [&](int gpu) {
+    const auto it = std::find(local.begin(), local.end(), gpu);
+    return it == local.end() ? -1 : static_cast<int>(it - local.begin());
+  };
+  for (const auto& pr : hw.nvlink->pairs) {
+    const int a = slot(pr.a), b = slot(pr.b);
+    if (a < 0 || b < 0) continue;  // a link to a GPU outside the communicator carries none of its rings
+    c.per_gpu[static_cast<size_t>(a)] += pr.links;
+    c.per_gpu[static_cast<size_t>(b)] += pr.links;
+    if (std::min(a, b) == 0 && std::max(a, b) == 1) c.first_pair += pr.links;
+  }
+  return c;
+}
+
+static IntraNodePaths intra_node_paths(const HardwareSpec& hw, NcclGraph& g, bool p2p, const std::vector<int>& local) {
   const double nvl = nvlink_bw_gbs(g.compcap);
   IntraNodePaths out;
+  // NCCL searches the graph of the communicator's GPUs: NVLink pairs decide its rings only
+  // when every one of them has a link to another (search.cc; a GPU without one is reached
+  // over PCIe, and the ring's slowest hop sets its type and bandwidth).
+  const NvlinkCounts links = hw.nvlink && !hw.nvlink->pairs.empty() && local.size() > 1
+                                 ? nvlink_counts(hw, local)
+                                 : NvlinkCounts{};
+  const bool nvlink_ring =
+      !links.per_gpu.empty() && *std::min_element(links.per_gpu.begin(), links.per_gpu.end()) > 0 &&
+      !fault_active(Fault::nccl_nvlink_ring_outside_communicator);
   if (p2p && hw.nvswitch) {
     out.per_gpu = out.max_path = hw.nvswitch->links_per_gpu * nvl;
     g.intra_nvlink = true;
-  } else if (hw.nvlink && !hw.nvlink->pairs.empty()) {
+  } else if (nvlink_ring || (fault_active(Fault::nccl_nvlink_ring_outside_communicator) && hw.nvlink &&
+                             !hw.nvlink->pairs.empty())) {
     // Rings over NVLink pairs (DGX-1): pairs without NVLink may lack P2P, the ring does not use them.
-    std::vector<int> links(hw.gpus_per_node, 0);
-    for (const auto& pr : hw.nvlink->pairs) {
-      links[pr.a] += pr.links;
-      links[pr.b] += pr.links;
+    if (nvlink_ring) {
+      out.per_gpu = *std::min_element(links.per_gpu.begin(), links.per_gpu.end()) * nvl;
+      // Two GPUs: the ring runs over their own links (a bridge's 4); more: a ring through
+      // every GPU runs over single links somewhere (cube mesh).
+      out.max_path = local.size() == 2 ? links.first_pair * nvl : nvl;
+    } else {  // planted: every GPU of the node counted, the communicator's or not
+      std::vector<int> all(hw.gpus_per_node, 0);
+      for (const auto& pr : hw.nvlink->pairs) {
+        all[pr.a] += pr.links;
+        all[pr.b] += pr.links;
+      }
+      out.per_gpu = *std::min_element(all.begin(), all.end()) * nvl;
+      out.max_path = nvl;
     }
-    out.per_gpu = *std::min_element(links.begin(), links.end()) * nvl;
-    out.max_path = nvl;  // a ring through every GPU runs over single links somewhere (cube mesh)
     g.intra_nvlink = true;
   } else {
     // PCI: P2P through the switches or the root complex; SHM through host memory.
@@ -374,7 +414,8 @@ static IntraNodePaths intra_node_paths(const HardwareSpec& hw, NcclGraph& g, boo
   return out;
 }
 
-NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int nvls_heads) {
+NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int nvls_heads,
+                     std::vector<int> local_gpus) {
   NcclGraph g;
   g.compcap = gpu_compute_capability(hw.gpu.name);
   g.compcap_index = g.compcap >= 100 ? 3 : g.compcap >= 90 ? 2 : g.compcap >= 80 ? 1 : 0;
@@ -389,7 +430,9 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int
   const int ppn = std::max(1, g.ranks / g.nodes);
   // ncclTopoCompute's ring graph: maxChannels = MAXCHANNELS / 2 (src/init.cc).
   constexpr int kMaxRingChannels = 16;
-  const IntraNodePaths paths = intra_node_paths(hw, g, p2p);
+  if (local_gpus.empty())
+    for (int i = 0; i < std::min(ppn, hw.gpus_per_node); ++i) local_gpus.push_back(i);
+  const IntraNodePaths paths = intra_node_paths(hw, g, p2p, local_gpus);
   double per_gpu = paths.per_gpu;    // intra-node bandwidth out of one GPU, NCCL units
   double max_path = paths.max_path;  // fastest single path between two GPUs
   if (ppn == 1) per_gpu = max_path = std::max(per_gpu, 1e9);  // no intra-node hop

@@ -77,8 +77,11 @@ struct NcclGraph {
 // NCCL's graph for `ranks` ranks on `nodes` nodes of `hw` (ranks evenly spread), with
 // intra-node peer access `p2p`. `nvls_heads`: the NVLS heads (GPUs with a NIC of their own)
 // of the node with the fewest, when the caller knows them (nvls_heads in collectives.hpp);
-// -1: min(ranks per node, NICs per node).
-NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int nvls_heads = -1);
+// -1: min(ranks per node, NICs per node). `local_gpus`: the node-local indices of one
+// node's GPUs in the communicator (NCCL searches the graph of those GPUs alone); empty:
+// the first ranks/nodes GPUs.
+NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int nvls_heads = -1,
+                     std::vector<int> local_gpus = {});
 
 // Latency (us) and algorithm bandwidth (GB/s) of one (op, algorithm, protocol), as
 // ncclTopoTuneModel fills comm->latencies / comm->bandwidths; bandwidth 0 = not usable.

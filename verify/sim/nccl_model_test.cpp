@@ -316,6 +316,54 @@ TEST(NcclChannels, PlantedBugUnboundedChannelsIsCaught) {
 }
 
 namespace {
+// The library's 4x L40S PCIe box with a 4-link NVLink bridge between GPUs 0 and 1 only.
+HardwareSpec l40s_with_one_bridge() {
+  HardwareSpec hw = load_hardware("l40s-4x-pcie4", kHardwareLibrary);
+  NvlinkSpec nv;
+  nv.generation = 3;
+  nv.link_bandwidth = 25e9;
+  nv.latency_s = 1e-6;
+  nv.pairs = {{0, 1, 4}};
+  hw.nvlink = nv;
+  validate_hardware(hw);
+  return hw;
+}
+}  // namespace
+
+// Invariant: NCCL searches the graph of the communicator's GPUs. Its rings run over NVLink
+// only when each of them has a link to another; GPUs without one are reached over PCIe,
+// so a bridge between two of four GPUs leaves the 4-GPU graph as PCIe alone makes it,
+// and gives the 2-GPU communicator on the bridged pair an NVLink graph at least as fast.
+// A bridge never slows a collective down.
+// The first of those that fails, or "" when all hold.
+std::string bridge_violation() {
+  const HardwareSpec bridged = l40s_with_one_bridge();
+  const HardwareSpec plain = load_hardware("l40s-4x-pcie4", kHardwareLibrary);
+  const NcclGraph four = nccl_graph(bridged, 4, 1, true), four_plain = nccl_graph(plain, 4, 1, true);
+  if (four.intra_nvlink || four.ring_channels != four_plain.ring_channels || four.ring_bw_gbs != four_plain.ring_bw_gbs)
+    return fmt::format("4 GPUs: {} x {} GB/s (NVLink {}), PCIe alone {} x {} GB/s", four.ring_channels,
+                       four.ring_bw_gbs, four.intra_nvlink, four_plain.ring_channels, four_plain.ring_bw_gbs);
+  const NcclGraph pair = nccl_graph(bridged, 2, 1, true, -1, {0, 1});
+  const NcclGraph pair_plain = nccl_graph(plain, 2, 1, true, -1, {0, 1});
+  if (!pair.intra_nvlink || pair.ring_channels * pair.ring_bw_gbs < pair_plain.ring_channels * pair_plain.ring_bw_gbs)
+    return fmt::format("GPUs 0, 1: {} x {} GB/s (NVLink {}), PCIe alone {} x {} GB/s", pair.ring_channels,
+                       pair.ring_bw_gbs, pair.intra_nvlink, pair_plain.ring_channels, pair_plain.ring_bw_gbs);
+  if (nccl_graph(bridged, 2, 1, true, -1, {2, 3}).intra_nvlink) return "GPUs 2, 3 (no bridge) on NVLink";
+  const Bytes s = 64 * kMiB;
+  const double with = busbw_all_reduce(s, 4, run_one(bridged, all_reduce_bytes(s)).time_s);
+  const double without = busbw_all_reduce(s, 4, run_one(plain, all_reduce_bytes(s)).time_s);
+  if (with < 0.99 * without) return fmt::format("64 MiB all-reduce: {} GB/s with the bridge, {} without", with / 1e9, without / 1e9);
+  return "";
+}
+
+TEST(NcclGraph, AnNvlinkBridgeOnSomeGpusNeverSlowsTheRing) { EXPECT_EQ(bridge_violation(), ""); }
+
+TEST(NcclGraph, PlantedBugNvlinkCountedOutsideTheCommunicatorIsCaught) {
+  ScopedFault f(Fault::nccl_nvlink_ring_outside_communicator);
+  EXPECT_NE(bridge_violation(), "");
+}
+
+namespace {
 // Bus bandwidth of a 64 MiB all-reduce on both GPUs of the RTX 4090 desktop (PCIe Gen4
 // x8 per GPU, no PCIe switch, Intel CPU), with P2P on or off. Its host-staged rate is set
 // to the links' full raw rate (15.75 GB/s), so that only NCCL's PCI accounting binds.
