@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "scenarios/plan/plan.hpp"
 #include "scenarios/report/report_format.hpp"
 #include "scenarios/report/report_sweep.hpp"
@@ -112,8 +113,11 @@ PlanResult judge_plan(const SweepResult& sweep, const Target& target, const Plan
     }
     plan.verdicts.push_back(v);
   }
-  // What is compared: total cost for a target of samples within hours, else price per hour.
-  const bool by_total = target.samples.has_value() || target.tokens.has_value();
+  // What is compared: the run's total cost whenever the samples of one run are known (a
+  // target of samples within hours, or train_samples: a configuration that costs more per
+  // hour but trains sooner can cost less in all), else price per hour.
+  const bool by_total = target.samples.has_value() || target.tokens.has_value() ||
+                        (samples.has_value() && !fault_active(Fault::plan_ranks_by_hourly_price));
   auto cost = [&](const PlanVerdict& v) -> std::optional<double> {
     if (!all_priced) return std::nullopt;
     return by_total ? v.cost_of_target : v.price_per_hour;

@@ -3,8 +3,9 @@
 # 16 A100s reach (dptwin predict, so the test follows the model): the answer is 24 A100s
 # (3 nodes, 57.60 USD per hour), which a plan over powers of two never tries (it picks
 # 32). Invariant: the winner is the cheapest per hour among the configurations meeting
-# the target, checked here from the verdicts themselves. Then the plan file (three
-# candidates) runs end to end.
+# the target, checked here from the verdicts themselves (no train_samples: with them a
+# plan ranks by the run's total cost). Then the plan file (three candidates) runs end to
+# end.
 set -u
 dptwin=$1
 plan=$2
@@ -17,7 +18,7 @@ target=$(python3 -c 'import json,sys; print(round(1.1 * json.load(open(sys.argv[
   "$tmp/p16.json") || fail "no throughput in the 16-GPU prediction"
 echo "target: $target samples/s (1.1 x 16 A100s)"
 "$dptwin" plan --model resnet50 --target-samples-per-s "$target" --hardware dgx-a100-cluster:2.40 --strategies ddp --batch-per-device 32 \
-  --max-gpus 32 --currency USD --train-samples 115305030 --json >"$tmp/plan.json" 2>"$tmp/err" \
+  --max-gpus 32 --currency USD --json >"$tmp/plan.json" 2>"$tmp/err" \
   || fail "dptwin plan exited $?: $(cat "$tmp/err")"
 python3 - "$tmp/plan.json" "$target" <<'PY' || exit 1
 import json, sys
@@ -31,7 +32,6 @@ assert abs(w["price_per_hour"] - 24 * 2.40) < 1e-9, w
 meeting = [x for x in v if x["throughput_samples_per_s"] and x["throughput_samples_per_s"] >= target]
 assert min(x["price_per_hour"] for x in meeting) == w["price_per_hour"], "a cheaper configuration meets the target"
 assert p["currency"] == "USD"
-assert w["hours_to_train"] and w["total_cost"], w
 infeasible = [x for x in v if x["verdict"] == "infeasible"]
 assert all(x["price_per_hour"] is None and x["gpus"] > 0 for x in infeasible), infeasible
 PY

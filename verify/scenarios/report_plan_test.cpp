@@ -212,7 +212,6 @@ TEST(Plan, TiesAreAlternativesNotMoreExpensive) {
   scenario::PlanSpec spec;
   spec.candidates = {{"l40s-4x-pcie4", 1.0, ""}};
   spec.currency = "USD";
-  spec.train_samples = 36e6;  // 36e6 / 6,000 = 6,000 s = 1.67 h
   const auto plan = scenario::judge_plan(plan_sweep(), scenario::Target{5000.0, std::nullopt, std::nullopt}, spec);
   ASSERT_TRUE(plan.winner.has_value());
   // Equal cost per hour: the tie goes to fewer GPUs (equal), then higher throughput: point 1.
@@ -226,11 +225,43 @@ TEST(Plan, TiesAreAlternativesNotMoreExpensive) {
   EXPECT_EQ(plan.verdicts[3].reason, "infeasible: DataParallel runs in one process: 12 GPUs span 3 nodes");
   EXPECT_FALSE(plan.verdicts[3].price_per_hour);
   EXPECT_EQ(scenario::plan_point_gpus(plan.sweep.points[3]), 12);
-  // 36e6 / 12,000 = 3,000 s = 0.833 h at 4.00 USD per hour = 3.33 USD.
   EXPECT_EQ(scenario::plan_answer(plan),
             "The cheapest configuration that meets 5,000 samples/s is 4x L40S (l40s-4x-pcie4) with DataParallel, at "
-            "12,000 samples/s for 4.00 USD per hour; training 36,000,000 samples takes 0.833 h and costs 3.33 USD; 1 "
-            "alternative within 2 % of its cost.");
+            "12,000 samples/s for 4.00 USD per hour; 1 alternative within 2 % of its cost.");
+}
+
+// Invariant: when the samples of one run are known (train_samples), a throughput target
+// is judged by the run's total cost, not its price per hour: 8 GPUs at 8.00 USD per hour
+// and 16,000 samples/s train 36e6 samples in 0.625 h for 5.00 USD, 4 GPUs at 4.00 USD per
+// hour and 6,000 samples/s in 1.67 h for 6.67 USD (worked by hand). Planted
+// `plan-ranks-by-hourly-price` picks the 4 GPUs.
+scenario::PlanResult plan_of_two_with_train_samples() {
+  SweepResult two = plan_sweep();
+  two.points.erase(two.points.begin() + 1);  // 4 GPUs at 6,000/s and 8 GPUs at 16,000/s
+  two.points.pop_back();
+  scenario::PlanSpec spec;
+  spec.candidates = {{"l40s-4x-pcie4", 1.0, ""}};
+  spec.currency = "USD";
+  spec.train_samples = 36e6;
+  return scenario::judge_plan(two, scenario::Target{5000.0, std::nullopt, std::nullopt}, spec);
+}
+
+TEST(Plan, TrainSamplesRankByTheRunsTotalCost) {
+  const auto plan = plan_of_two_with_train_samples();
+  ASSERT_TRUE(plan.winner.has_value());
+  EXPECT_EQ(scenario::plan_point_gpus(plan.sweep.points[plan.verdicts[*plan.winner].point]), 8);
+  EXPECT_EQ(plan.verdicts[0].kind, scenario::PlanVerdictKind::more_expensive);
+  EXPECT_EQ(plan.verdicts[0].reason, "meets the target but costs 6.67 USD in total against 5.00 USD");
+  EXPECT_EQ(scenario::plan_answer(plan),
+            "The cheapest configuration that meets 5,000 samples/s is 8x L40S (l40s-4x-pcie4) with DDP, at 16,000 "
+            "samples/s for 8.00 USD per hour; training 36,000,000 samples takes 0.625 h and costs 5.00 USD.");
+}
+
+TEST(Plan, PlantedBugRankingByHourlyPriceIsCaught) {
+  ScopedFault f(Fault::plan_ranks_by_hourly_price);
+  const auto plan = plan_of_two_with_train_samples();
+  ASSERT_TRUE(plan.winner.has_value());
+  EXPECT_EQ(scenario::plan_point_gpus(plan.sweep.points[plan.verdicts[*plan.winner].point]), 4);
 }
 
 TEST(Plan, NearTieWithinTheMarginIsAnAlternativeWithItsAdvantage) {
