@@ -16,6 +16,7 @@
 #include "scenarios/cli/flag_limits.hpp"
 #include "scenarios/cli/report_lock.hpp"
 #include "scenarios/cli/sweep_output.hpp"
+#include "scenarios/cli/version.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
 namespace dpt::cli::cmd_sweep {  // a namespace per command: unity batches join anonymous ones
@@ -52,6 +53,7 @@ int run_sweep_command(const SweepArgs& a) {
   o.shard_index = shard_index;
   o.shard_count = shard_count;
   o.progress = whatif::stderr_is_terminal() && !a.json;
+  o.build = version_line();  // shards of one sweep come from one build (merge checks)
   // A report directory is replaced whole: its traces go into the staging directory.
   std::optional<report::ReportStaging> staging;
   if (!a.report_dir.empty()) staging.emplace(a.report_dir);

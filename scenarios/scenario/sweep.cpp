@@ -20,8 +20,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/device.hpp"
+#include "engine/core/fault_injection.hpp"
 #include "engine/io/atomic_file.hpp"
 #include "scenarios/scenario/progress_bar.hpp"
+#include "sim/net/hardware_yaml.hpp"
 #include "sim/twin/sim_process.hpp"
 
 namespace dpt::scenario {
@@ -261,6 +263,36 @@ struct RemoveOnExit {
 
 }  // namespace
 
+std::string run_settings_digest(const Scenario& s, const Library& lib, const std::string& build) {
+  std::string text = fmt::format("{}\n-- build: {}\n-- fields:", s.text, build);
+  const PointConfig& b = s.base;
+  const auto opt = [](const auto& v) { return v ? fmt::format("{}", *v) : std::string("-"); };
+  text += fmt::format(" {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}", opt(b.hardware), opt(b.model),
+                      opt(b.strategy), opt(b.devices), opt(b.nodes), opt(b.gpus), opt(b.batch), opt(b.batch_per_device),
+                      static_cast<int>(b.dtype), b.precision ? static_cast<int>(*b.precision) : -1,
+                      static_cast<int>(b.memory_format), b.inputs_resident, b.accumulate, opt(b.global_batch),
+                      static_cast<int>(b.comm_hook.kind), b.comm_hook.powersgd_rank, b.checkpoint_layers,
+                      b.bucket_cap_mb, static_cast<int>(b.optimizer), b.overrides.size());
+  for (const auto& o : b.overrides) text += fmt::format("\n-- override {}={}", o.path, YAML::Dump(o.value));
+  std::set<std::string> hardware;
+  if (b.hardware) hardware.insert(*b.hardware);
+  for (const auto& axis : s.sweep) {
+    text += fmt::format("\n-- axis {}:", axis.name);
+    for (const auto& v : axis.values) text += fmt::format(" {}", YAML::Dump(v));
+    if (axis.name == "hardware")
+      for (const auto& v : axis.values)
+        if (v.IsScalar()) hardware.insert(v.as<std::string>());
+  }
+  for (const auto& h : hardware) {
+    try {
+      text += fmt::format("\n-- hardware {}:\n{}", h, sim::hardware_yaml(load_hardware_with_overrides(h, {}, lib, s.dir, "")));
+    } catch (const std::exception& e) {  // a point that cannot load it says so; the digest notes it
+      text += fmt::format("\n-- hardware {}: {}", h, e.what());
+    }
+  }
+  return text_digest(text);
+}
+
 SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& runner, const SweepOptions& options) {
   if (options.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", options.jobs));
   SweepResult out;
@@ -268,6 +300,7 @@ SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& 
   out.scenario_file = s.file;
   out.question = s.question;
   out.scenario_digest = text_digest(s.text);
+  out.run_digest = run_settings_digest(s, lib, options.build);
   out.target = s.target;
   out.shard_index = options.shard_index;
   out.shard_count = options.shard_count;
@@ -344,6 +377,12 @@ SweepResult merge_sweep_results(const std::vector<SweepResult>& shards) {
       throw std::invalid_argument(fmt::format(
           "merge: result {} comes from scenario '{}' (digest {}), result 1 from '{}' (digest {}): not shards of one sweep",
           i + 1, s.scenario_name, s.scenario_digest, first.scenario_name, first.scenario_digest));
+    if (!s.run_digest.empty() && !first.run_digest.empty() && s.run_digest != first.run_digest &&
+        !fault_active(Fault::merge_ignores_run_settings))
+      throw std::invalid_argument(fmt::format(
+          "merge: result {} ran scenario '{}' with other settings than result 1 (run digest {} against {}: its "
+          "command-line flags, a hardware file it names or the dptwin build differ): not shards of one sweep",
+          i + 1, s.scenario_name, s.run_digest, first.run_digest));
     if (s.shard_count != first.shard_count)
       throw std::invalid_argument(fmt::format("merge: result {} is shard {}/{}, result 1 is of {} shards", i + 1,
                                               s.shard_index, s.shard_count, first.shard_count));

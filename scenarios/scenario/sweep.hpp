@@ -57,6 +57,10 @@ struct SweepResult {
   std::string scenario_file;
   std::string question;
   std::string scenario_digest;    // FNV-1a of the scenario text: shards of one sweep share it
+  // FNV-1a of what the points ran with besides the text: the scenario's fields after
+  // command-line flags, each hardware file it names (as read, overrides applied) and the
+  // dptwin build (run_settings_digest). Empty in results written before it existed.
+  std::string run_digest;
   std::optional<Target> target;
   std::size_t total_points = 0;   // in the whole sweep, all shards
   int shard_index = 0;            // this result covers points with index % shard_count == shard_index
@@ -104,7 +108,14 @@ struct SweepOptions {
   int shard_count = 1;
   bool progress = false;     // draw a progress bar on stderr (callers pass isatty(2))
   std::string trace_dir;     // write each point's Chrome trace here (empty: none)
+  std::string build;         // the dptwin build (version and git revision), part of run_digest
 };
+
+// The digest of what a sweep's points run with besides the scenario's text: its fields
+// after command-line flags (base and sweep axes), the hardware files it names as the
+// library resolves them (each written out in canonical form, so an edit between array
+// tasks shows), and `build`. Shards of one sweep share it; merge refuses others.
+std::string run_settings_digest(const Scenario& s, const Library& lib, const std::string& build);
 
 // Parses "I/N" (0 <= I < N <= kMaxSweepPoints); throws std::invalid_argument naming
 // the flag.

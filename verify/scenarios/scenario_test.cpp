@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/core/fault_injection.hpp"
 #include "scenarios/scenario/default_scenario.hpp"
 #include "scenarios/scenario/model_library_yaml.hpp"
 #include "scenarios/plan/plan.hpp"
@@ -15,6 +16,7 @@
 #include "scenarios/scenario/sweep.hpp"
 #include "sim/net/hardware.hpp"
 #include "verify/support/scenario_text.hpp"
+#include "verify/support/test_files.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -23,7 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kScenarios = fs::path(DPT_SOURCE_DIR) / "scenarios";
+using dpt::test::kScenarios;
 Library lib() { return Library::at(kScenarios); }
 
 std::vector<fs::path> yaml_files(const fs::path& dir) {
@@ -376,6 +378,57 @@ TEST(Sweep, MergeRejectsMissingDuplicateAndForeignShards) {
   EXPECT_EQ(merge_error({shards[0], foreign, shards[2]}),
             "merge: result 2 comes from scenario 'other' (digest 0000000000000000), result 1 from "
             "'dataparallel-vs-ddp' (digest " + shards[0].scenario_digest + "): not shards of one sweep");
+}
+
+// Invariant: shards of one sweep ran with the same settings: merge refuses a shard run
+// with another command-line flag (here a hardware override and a per-GPU batch applied to
+// the scenario as dptwin sweep applies its flags), an edited hardware file, or another
+// dptwin build, naming the result; shards run alike still merge. Planted
+// `merge-ignores-run-settings` joins them.
+std::vector<SweepResult> three_shards(const Scenario& s, const std::string& build = "dptwin test") {
+  std::vector<SweepResult> shards;
+  for (int i = 0; i < 3; ++i) {
+    SweepOptions o;
+    o.shard_index = i;
+    o.shard_count = 3;
+    o.build = build;
+    shards.push_back(run_sweep(s, lib(), closed_form, o));
+  }
+  return shards;
+}
+
+TEST(Sweep, MergeRefusesShardsRunWithOtherSettings) {
+  const Scenario s = default_scenario();
+  const auto alike = three_shards(s);
+  EXPECT_EQ(merge_error(alike), "<no error>");
+  Scenario flagged = s;  // as --override gpu.memory=40GiB applies it
+  flagged.base.overrides.push_back({"gpu.memory", YAML::Node("40 GiB"), "--override: "});
+  Scenario bucket = s;   // as --bucket-cap-mb 50
+  bucket.base.bucket_cap_mb = 50;
+  for (const auto& other : {three_shards(flagged)[1], three_shards(bucket)[1], three_shards(s, "dptwin other")[1]}) {
+    const std::string e = merge_error({alike[0], other, alike[2]});
+    EXPECT_NE(e.find("merge: result 2 ran scenario 'dataparallel-vs-ddp' with other settings than result 1"),
+              std::string::npos)
+        << e;
+  }
+  // A hardware file edited between array tasks.
+  const fs::path dir = test::fresh_test_dir("merge_settings");
+  const std::string hw = test::slurp(test::kHardwareLibrary / "dgx-a100.yaml");
+  std::ofstream(dir / "hw.yaml") << hw;
+  const Scenario own = parse_scenario("schema_version: 1\nhardware: " + (dir / "hw.yaml").string() +
+                                          "\nmodel: resnet50\nstrategy: ddp\nbatch_per_device: 32\n"
+                                          "sweep:\n  devices: [1, 2, 4]\n",
+                                      "own.yaml");
+  const auto before = three_shards(own);
+  const size_t at = hw.find("dispatch_cost:");
+  ASSERT_NE(at, std::string::npos);
+  std::ofstream(dir / "hw.yaml") << hw.substr(0, at) << "dispatch_cost: 99 us\n"
+                                 << hw.substr(hw.find('\n', at) + 1);
+  const auto after = three_shards(own);
+  EXPECT_EQ(merge_error(before), "<no error>");
+  EXPECT_NE(merge_error({before[0], after[1], before[2]}).find("with other settings than result 1"), std::string::npos);
+  ScopedFault f(Fault::merge_ignores_run_settings);
+  EXPECT_EQ(merge_error({alike[0], three_shards(flagged)[1], alike[2]}), "<no error>");
 }
 
 TEST(Sweep, OutOfMemoryAndCrashedPredictionsAreResultsNotCrashes) {
