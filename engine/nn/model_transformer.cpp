@@ -326,11 +326,18 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
   const std::int64_t s = spec.tokens.value_or(spec.seq), h = spec.hidden, f = spec.intermediate, v = spec.vocab;
   const double sd = static_cast<double>(s), hd = static_cast<double>(h), ad = static_cast<double>(spec.heads),
                fd = static_cast<double>(f), vd = static_cast<double>(v);
-  m.sample = spec.pretraining_heads ? fmt::format("a {}-token sequence (pre-training, MLM and NSP heads)", s)
-                                    : fmt::format("a {}-token sequence", s);
+  const char* heads_text = spec.head == BertHead::pretraining ? " (pre-training, MLM and NSP heads)"
+                           : spec.head == BertHead::masked_lm    ? " (masked-LM head)"
+                           : spec.head == BertHead::classification
+                               ? " (sequence classification)"
+                               : "";
+  m.sample = fmt::format("a {}-token sequence{}", s, heads_text);
   m.input_features = s;
-  m.sources = {std::string("BERT architecture (Devlin et al. 2018; Hugging Face ") +
-                   (spec.pretraining_heads ? "BertForPreTraining" : "BertModel with its pooler") +
+  const char* class_name = spec.head == BertHead::pretraining      ? "BertForPreTraining"
+                           : spec.head == BertHead::masked_lm      ? "BertForMaskedLM"
+                           : spec.head == BertHead::classification ? "BertForSequenceClassification"
+                                                                   : "BertModel with its pooler";
+  m.sources = {std::string("BERT architecture (Devlin et al. 2018; Hugging Face ") + class_name +
                    " parameter names and order)",
                "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.1; "
                "counting conventions of scenarios/models/generate.py"};
@@ -372,12 +379,36 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
     // intermediate dense takes the f32 LayerNorm output.
     if (!spec.fused) set_casts(m.layers.back(), 4 * sh + as2);
   }
-  if (!spec.pretraining_heads) {
+  if (spec.head == BertHead::pooler || spec.head == BertHead::classification) {
     // The pooler: dense and tanh on the first token; saves the dense input and the tanh output.
     add_layer(m, "pooler", "BertPooler", {{"pooler.dense.weight", {h, h}}, {"pooler.dense.bias", {h}}},
               2 * hd * hd + hd, 2 * hd, h);
     set_traffic(m.layers.back(), {{kGeluPasses, hd}, {kBiasGradPasses, hd}});  // tanh: one kernel, as GELU
     set_casts(m.layers.back(), hd);  // the f32 first token, cast for the dense
+    if (spec.head == BertHead::pooler) return m;
+    // Dropout, then the classifier on the pooled token: saves its input (and the dropout mask).
+    require_positive(name, "num_labels", spec.labels);
+    const double ld = static_cast<double>(spec.labels);
+    add_layer(m, "classifier", "Linear", {{"classifier.weight", {spec.labels, h}}, {"classifier.bias", {spec.labels}}},
+              2 * hd * ld + ld, hd + hd / 4, spec.labels);
+    m.layers.back().gemms = {{1, spec.labels, h}};
+    set_traffic(m.layers.back(), {{kDropoutPasses, hd}, {kBiasGradPasses, ld}});
+    set_casts(m.layers.back(), hd);
+    return m;
+  }
+  if (spec.head == BertHead::masked_lm) {
+    // The masked-LM head on every position: dense, GELU, LayerNorm, then the decoder tied to
+    // word_embeddings with its own bias (cls.predictions.bias, registered first).
+    const double ph = sd * hd;
+    add_layer(m, "cls", "BertOnlyMLMHead",
+              {{"cls.predictions.bias", {v}}, {"cls.predictions.transform.dense.weight", {h, h}},
+               {"cls.predictions.transform.dense.bias", {h}}, {"cls.predictions.transform.LayerNorm.weight", {h}},
+               {"cls.predictions.transform.LayerNorm.bias", {h}}},
+              2 * sd * hd * hd + kGelu * sd * hd + kLayerNorm * sd * hd + 2 * sd * hd * vd, 4 * sd * hd + sd * vd,
+              s * v);
+    m.layers.back().gemms = {{s, h, h}, {s, v, h}};  // transform dense, decoder
+    set_traffic(m.layers.back(), {{kGeluPasses, ph}, {kLayerNormPasses, ph, kF32}});
+    if (!spec.fused) set_casts(m.layers.back(), 2 * ph);  // the transform's and the decoder's f32 inputs
     return m;
   }
   // Pooler and NSP head, then the MLM head on p positions: dense, GELU, LayerNorm, decoder

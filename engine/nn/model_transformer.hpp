@@ -58,11 +58,17 @@ struct LlamaSpec {
 };
 ModelDescription describe_llama(const LlamaSpec& s, const std::string& name);
 
-// BERT: BertModel with its pooler, or with `pretraining_heads` BertForPreTraining
-// (pooler, masked-LM head tied to the word embeddings, next-sentence head).
+// What sits on BERT's encoder, as the transformers class of that name builds it.
+enum class BertHead {
+  pooler,          // BertModel: the pooler (dense and tanh on the first token)
+  pretraining,     // BertForPreTraining: pooler, masked-LM head tied to the word embeddings, next-sentence head
+  masked_lm,       // BertForMaskedLM: the masked-LM head alone (no pooler)
+  classification,  // BertForSequenceClassification: pooler, then a Linear to `labels` classes
+};
+// BERT: BertModel with its pooler, or one of the heads above.
 struct BertSpec {
   std::int64_t layers = 0, hidden = 0, heads = 0, intermediate = 0, seq = 0, vocab = 0, type_vocab = 0;
-  bool pretraining_heads = false;
+  BertHead head = BertHead::pooler;
   // Tokens per sample when batches are shorter than the position table (`seq`): the mean
   // padded length of binned or bucketed data; none: seq.
   std::optional<std::int64_t> tokens;
@@ -72,6 +78,8 @@ struct BertSpec {
   // NVIDIA DeepLearningExamples' TorchScript + NVFuser layer: one kernel for scale, mask,
   // softmax and dropout, one per dropout + residual add + LayerNorm, q, k, v as strided views.
   bool fused = false;
+  // BertForSequenceClassification's classes (num_labels).
+  std::int64_t labels = 2;
 };
 ModelDescription describe_bert(const BertSpec& s, const std::string& name);
 

@@ -4,6 +4,9 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -125,6 +128,38 @@ ModelDescription llama_from(const ConfigReader& c, const std::string& name) {
   return describe_llama(s, name);
 }
 
+// The classes of a classification head: id2label's size, else num_labels, else
+// transformers' PretrainedConfig default, 2.
+std::int64_t labels_from(const ConfigReader& c) {
+  if (!c.has("id2label")) return c.get_int("num_labels", 2);
+  if (!c.raw("id2label").is_object()) c.fail("id2label", "expected a map from class index to label");
+  const auto labels = static_cast<std::int64_t>(c.raw("id2label").size());
+  if (labels > kMaxTransformerVocab)
+    c.fail("id2label", fmt::format("{} classes, more than {}, the largest this reader models", labels,
+                                   kMaxTransformerVocab));
+  return labels;
+}
+
+// The head `architectures` names (BertModel when it names none). A BERT class this reader
+// does not build is refused, not read as another (BertForMaskedLM has no pooler and a
+// masked-LM head: read as BertModel it lost 24.6 GFLOP per 512-token sample).
+BertHead bert_head_from(const ConfigReader& c) {
+  if (!c.has("architectures")) return BertHead::pooler;
+  const std::vector<std::pair<std::string, BertHead>> known = {
+      {"BertModel", BertHead::pooler},
+      {"BertForPreTraining", BertHead::pretraining},
+      {"BertForMaskedLM", BertHead::masked_lm},
+      {"BertForSequenceClassification", BertHead::classification}};
+  for (const auto& [cls, head] : known)
+    if (c.architectures_include(cls)) return head;
+  const auto& list = c.raw("architectures");
+  if (!list.empty())
+    c.fail("architectures", fmt::format("{} is not a class this reader builds (BertModel, BertForPreTraining, "
+                                        "BertForMaskedLM, BertForSequenceClassification)",
+                                        list.front().dump()));
+  return BertHead::pooler;
+}
+
 ModelDescription bert_from(const ConfigReader& c, const std::string& name) {
   BertSpec s;
   s.layers = c.get_int("num_hidden_layers");
@@ -134,7 +169,8 @@ ModelDescription bert_from(const ConfigReader& c, const std::string& name) {
   s.seq = c.get_int("max_position_embeddings");
   s.vocab = c.get_int("vocab_size");
   s.type_vocab = c.get_int("type_vocab_size", 2);
-  s.pretraining_heads = c.architectures_include("BertForPreTraining");
+  s.head = bert_head_from(c);
+  if (s.head == BertHead::classification) s.labels = labels_from(c);
   return describe_bert(s, name);
 }
 
@@ -155,15 +191,7 @@ ModelDescription vit_from(const ConfigReader& c, const std::string& name) {
     c.fail("patch_size", fmt::format("image_size {} in patches of {} is {} tokens, more than {}, the largest this "
                                      "reader models",
                                      s.image, s.patch, tokens, kMaxTransformerPositions));
-  if (c.has("id2label")) {
-    if (!c.raw("id2label").is_object()) c.fail("id2label", "expected a map from class index to label");
-    s.labels = static_cast<std::int64_t>(c.raw("id2label").size());
-    if (s.labels > kMaxTransformerVocab)
-      c.fail("id2label",
-             fmt::format("{} classes, more than {}, the largest this reader models", s.labels, kMaxTransformerVocab));
-  } else {
-    s.labels = c.get_int("num_labels", 2);  // transformers' PretrainedConfig default
-  }
+  s.labels = labels_from(c);
   return describe_vit(s, name);
 }
 

@@ -5,8 +5,10 @@
 //         vocab_size, n_inner, tie_word_embeddings default true)
 //   llama LlamaForCausalLM (num_key_value_heads default num_attention_heads,
 //         tie_word_embeddings default false)
-//   bert  BertModel with its pooler, or BertForPreTraining when `architectures`
-//         names it (type_vocab_size default 2)
+//   bert  BertModel with its pooler, or the class `architectures` names:
+//         BertForPreTraining, BertForMaskedLM or BertForSequenceClassification
+//         (classes: id2label's size, else num_labels, else 2); another class is
+//         refused (type_vocab_size default 2)
 //   vit   ViTForImageClassification (classes: id2label's size, else num_labels,
 //         else transformers' default 2; num_channels default 3, qkv_bias default true)
 // A sample is one sequence of max_position_embeddings (n_positions) tokens, or

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/core/fault_injection.hpp"
 #include "engine/nn/model_transformer.hpp"
 #include "scenarios/scenario/model_hf_config.hpp"
@@ -111,7 +113,7 @@ TEST(Parametric, SpecTransformersCountTheirMemoryTraffic) {
 // positions, NVFuser's fused kernels) built from its spec equals the library file the
 // Python generator wrote, FLOPs, activations and traffic; its position table stays 512.
 TEST(Parametric, BertDeepLearningExamplesPhase2EqualsTheLibrary) {
-  BertSpec spec{24, 1024, 16, 4096, 512, 30522, 2, true, 288, 38, true};
+  BertSpec spec{24, 1024, 16, 4096, 512, 30522, 2, BertHead::pretraining, 288, 38, true};
   const auto m = describe_bert(spec, "bert-large-dle-phase2");
   EXPECT_EQ(model_parameter_count(m), 336'226'108);  // published: Hugging Face bert-large-uncased
   expect_same_layers(m, library("bert-large-dle-phase2"));
@@ -181,8 +183,52 @@ TEST(HfConfig, PublishedParameterCounts) {
   // Published counts (Hugging Face model cards and the papers), not computed here.
   EXPECT_EQ(model_parameter_count(hf("gpt2")), 124'439'808);
   EXPECT_EQ(model_parameter_count(hf("llama-2-7b")), 6'738'415'616);
-  EXPECT_EQ(model_parameter_count(hf("bert-base-uncased")), 109'482'240);     // BertModel with pooler
+  EXPECT_EQ(model_parameter_count(hf("bert-base-uncased")), 109'514'298);     // BertForMaskedLM, as the file names
   EXPECT_EQ(model_parameter_count(hf("vit-base-patch16-224")), 86'567'656);  // with the 1000-class head
+}
+
+// bert-base-uncased's config.json with `architectures` set to `cls` (and extra keys).
+ModelDescription bert_base_as(const std::string& cls, const std::string& extra = "") {
+  std::ifstream in(kModels / "hf" / "bert-base-uncased" / "config.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = nlohmann::json::parse(ss.str());
+  j["architectures"] = nlohmann::json::array({cls});
+  if (!extra.empty()) j.update(nlohmann::json::parse(extra));
+  return parse_hf_config(j.dump(), "bert.json", "bert-" + cls);
+}
+
+TEST(HfConfig, BertHeadsAsTheClassArchitecturesNames) {
+  // Counts transformers gives for bert-base-uncased's classes, worked by hand from the
+  // tensors, not computed by the code under test: BertModel 109,482,240 less the pooler
+  // (768 x 768 + 768 = 590,592) plus the MLM head (transform 590,592, LayerNorm 1,536,
+  // decoder bias 30,522; the decoder weight is the tied word embedding) = 109,514,298;
+  // BertForSequenceClassification adds 768 x 2 + 2 to BertModel: 109,483,778.
+  EXPECT_EQ(model_parameter_count(bert_base_as("BertModel")), 109'482'240);
+  const auto mlm = bert_base_as("BertForMaskedLM");
+  EXPECT_EQ(model_parameter_count(mlm), 109'514'298);
+  EXPECT_EQ(mlm.layers.back().name, "cls");
+  EXPECT_EQ(mlm.layers.back().parameters.front().name, "cls.predictions.bias");
+  for (const auto& l : mlm.layers) EXPECT_NE(l.name, "pooler");
+  // The head's FLOPs per 512-token sample: transform 2 x 512 x 768^2 and decoder
+  // 2 x 512 x 768 x 30522, about 24.6 GFLOP, against the pooler's 1.2 MFLOP.
+  EXPECT_GT(mlm.layers.back().forward_flops_per_sample, 2.0 * 512 * 768 * 30522);
+  EXPECT_EQ(model_parameter_count(bert_base_as("BertForSequenceClassification")), 109'483'778);
+  EXPECT_EQ(model_parameter_count(bert_base_as("BertForSequenceClassification", R"({"num_labels": 3})")),
+            109'482'240 + 768 * 3 + 3);
+  EXPECT_EQ(model_parameter_count(
+                bert_base_as("BertForSequenceClassification", R"({"id2label": {"0": "a", "1": "b", "2": "c", "3": "d"}})")),
+            109'482'240 + 768 * 4 + 4);
+  // A class this reader does not build is refused, naming the key and the class.
+  try {
+    bert_base_as("BertForQuestionAnswering");
+    ADD_FAILURE() << "BertForQuestionAnswering was accepted";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("bert.json"), std::string::npos) << what;
+    EXPECT_NE(what.find("architectures"), std::string::npos) << what;
+    EXPECT_NE(what.find("BertForQuestionAnswering"), std::string::npos) << what;
+  }
 }
 
 TEST(HfConfig, FamiliesEqualTheLibraryModelsOfTheSameConfig) {
@@ -209,7 +255,7 @@ TEST(HfConfig, ParameterNamesAsTransformersRegistersThem) {
   EXPECT_EQ(vit.layers.back().parameters[2].name, "classifier.weight");
   EXPECT_EQ(vit.layers.back().parameters[2].shape, (Shape{1000, 768}));
   const auto bert = hf("bert-base-uncased");
-  EXPECT_EQ(bert.layers.back().name, "pooler");
+  EXPECT_EQ(bert.layers.back().name, "cls");  // BertForMaskedLM's head
   EXPECT_EQ(bert.layers[1].parameters[0].name, "attention.self.query.weight");
   // id2label's size gives the classes, as transformers reads it.
   const auto two = parse_hf_config(R"({"model_type": "vit", "hidden_size": 64, "num_hidden_layers": 1,
