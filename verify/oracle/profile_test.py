@@ -102,6 +102,22 @@ class Costs(unittest.TestCase):
         self.assertAlmostEqual(sum(layer["backward_s"] for layer in doc["layers"]), m["backward_s"], delta=1e-9)
         self.assertGreater(m["optimizer_step_s"], 0)
 
+    def test_torch_attention_modules_count_their_whole_attention(self):
+        # Invariant: nn.MultiheadAttention (here inside nn.TransformerEncoderLayer) counts
+        # its q, k, v and output projections and both attention products, although
+        # F.multi_head_attention_forward calls them with the counting mode off. Shown to
+        # fail on a planted bug: without the multi_head_attention_forward rule the
+        # encoder counts only its feed-forward and head (0 for self_attn).
+        with tempfile.TemporaryDirectory() as tmp:
+            _, _, doc, _ = profile_file(models.encoder, tmp)
+        seq, d, ff, classes = 16, 32, 64, 10  # models.encoder's defaults
+        attention = 4 * (2 * seq * d * d + seq * d) + 2 * 2 * seq * seq * d  # 4 projections, q k^T, weights v
+        feed_forward = 2 * seq * d * ff + seq * ff + 2 * seq * ff * d + seq * d
+        head = 2 * d * classes + classes
+        self.assertEqual(doc["totals"]["forward_flops_per_sample"], attention + feed_forward + head)
+        by_name = {layer["name"]: layer for layer in doc["layers"]}
+        self.assertEqual(by_name["layer.self_attn"]["forward_flops_per_sample"], attention)
+
 
 def run(*args):
     return subprocess.run(list(args), capture_output=True, text=True, timeout=300)

@@ -1,7 +1,11 @@
 """FLOPs of the tensor operations whose cost is known from their shapes (a
 multiply-add is 2 FLOPs, as scenarios/models/generate.py counts): linear, the
-convolutions and the matrix products. Counted with a TorchFunctionMode, so
-functional calls inside a module's forward (attention's q @ k^T) count too."""
+convolutions and the matrix products, and the fused attention functions. Counted
+with a TorchFunctionMode, so functional calls inside a module's forward (attention's
+q @ k^T) count too. The mode is off while a function it intercepted runs, so a
+Python-level function that calls others (F.multi_head_attention_forward, behind
+nn.MultiheadAttention and nn.TransformerEncoderLayer) is counted whole, from its
+arguments' shapes."""
 import math
 
 import torch
@@ -38,11 +42,44 @@ def _addmm(args, kwargs, out):
     return 2 * out.numel() * args[1].shape[-1] + out.numel()
 
 
+def _mha(args, kwargs, out):
+    # F.multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads,
+    # in_proj_weight, in_proj_bias, bias_k, bias_v, add_zero_attn, dropout_p,
+    # out_proj_weight, out_proj_bias, ...): query [L, N, E] or [L, E], key [S, N, Ek],
+    # value [S, N, Ev]. The q, k and v projections, q k^T and the weights times v over
+    # all heads (heads x head_dim = E), and the output projection, with their biases.
+    names = ("query", "key", "value", "embed_dim_to_check", "num_heads", "in_proj_weight",
+             "in_proj_bias", "bias_k", "bias_v", "add_zero_attn", "dropout_p",
+             "out_proj_weight", "out_proj_bias")
+    a = dict(zip(names, args))
+    a.update({k: v for k, v in kwargs.items() if k in names})
+    q, k, v = a["query"], a["key"], a["value"]
+    e = q.shape[-1]
+    batch = q.shape[1] if q.dim() == 3 else 1
+    l_len, s_len = q.shape[0], k.shape[0]
+    has_in_bias = a.get("in_proj_bias") is not None
+    flops = 2 * l_len * batch * e * e + 2 * s_len * batch * (k.shape[-1] + v.shape[-1]) * e
+    if has_in_bias:
+        flops += (l_len + 2 * s_len) * batch * e
+    s_len += (1 if a.get("bias_k") is not None else 0) + (1 if a.get("add_zero_attn") else 0)
+    flops += 2 * 2 * batch * l_len * s_len * e
+    flops += 2 * l_len * batch * e * e + (l_len * batch * e if a.get("out_proj_bias") is not None else 0)
+    return flops
+
+
+def _sdpa(args, kwargs, out):
+    # scaled_dot_product_attention(q [..., L, E], k [..., S, E], v [..., S, Ev]) (torch 2).
+    q, k, v = args[0], args[1], args[2]
+    batch = _numel(q.shape[:-2])
+    return 2 * batch * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
+
+
 _RULES = {
     "linear": _linear,
     "conv1d": _conv, "conv2d": _conv, "conv3d": _conv,
     "matmul": _matmul, "mm": _matmul, "bmm": _matmul, "__matmul__": _matmul, "__rmatmul__": None,
     "addmm": _addmm, "baddbmm": _addmm,
+    "multi_head_attention_forward": _mha, "scaled_dot_product_attention": _sdpa,
 }
 
 
@@ -57,9 +94,10 @@ class FlopCounter(TorchFunctionMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         rule = _RULES.get(getattr(func, "__name__", ""))
-        if rule is not None and isinstance(out, torch.Tensor):
+        result = out[0] if isinstance(out, tuple) and out else out  # (attention output, weights)
+        if rule is not None and isinstance(result, torch.Tensor):
             try:
-                self.sink(int(rule(args, kwargs, out)))
+                self.sink(int(rule(args, kwargs, result)))
             except (AttributeError, IndexError, TypeError):
                 pass  # an unusual call form: its FLOPs stay unknown (not guessed)
         return out

@@ -5,6 +5,7 @@
   tied_lm       a small causal transformer LM whose head shares the token embedding
   cnn_bn        a small CNN with BatchNorm (running statistics are buffers, not parameters)
   frozen        an MLP whose first layer is frozen (requires_grad=False)
+  encoder       PyTorch's own nn.TransformerEncoderLayer (nn.MultiheadAttention inside)
 
 The builders take their shape as keyword arguments, so the closure test
 (verify/oracle/closure_ddp.py) builds its larger MLP, CNN and block stack from the same code.
@@ -99,6 +100,23 @@ def frozen(batch=32):
     for p in model[0].parameters():
         p.requires_grad_(False)
     return model, (torch.randn(batch, 64), torch.randint(0, 10, (batch,))), nn.CrossEntropyLoss()
+
+
+class _Encoder(nn.Module):
+    def __init__(self, d, heads, ff, classes):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        return self.head(self.layer(x).mean(dim=1))
+
+
+def encoder(batch=4, seq=16, d=32, heads=4, ff=64, classes=10):
+    """nn.TransformerEncoderLayer (its attention is F.multi_head_attention_forward), mean-pooled, then a Linear."""
+    torch.manual_seed(0)
+    model = _Encoder(d, heads, ff, classes)
+    return model, (torch.randn(batch, seq, d), torch.randint(0, classes, (batch,))), nn.CrossEntropyLoss()
 
 
 # ---- bad input, for the tests ---------------------------------------------------------
