@@ -1,5 +1,8 @@
 // dptwin: data-parallel training on several GPUs, with a simulated twin.
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <map>
@@ -22,11 +25,26 @@ Registration::Registration(std::string name, SetupFn setup) {
 }
 
 std::string exit_codes_help() {
-  return "Exit codes: 0 success; 1 a check or target failed; 2 bad flags or input (nothing run); "
-         "3 the run failed (I/O, collective error, out of memory).";
+  return "Exit codes: 0 success; 1 a check or target failed, or the model does not fit (out of memory); "
+         "2 bad flags or input (nothing run); 3 the run failed (I/O, a collective error, output that could not "
+         "be written).";
 }
 
 namespace {
+
+// Output a command could not write to standard output (a full disk, a closed pipe with
+// SIGPIPE ignored) fails the run as a failed --out does: exit 3 and the reason, not exit 0
+// with nothing written. Everything the command printed is flushed here first.
+int check_stdout(const std::string& command, int code) {
+  errno = 0;
+  std::cout.flush();
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout.good();
+  if (!failed) return code;
+  const int err = errno;
+  std::cerr << "dptwin " << command << ": error: writing standard output failed"
+            << (err != 0 ? std::string(": ") + std::strerror(err) : std::string()) << "\n";
+  return code == kExitOk ? kExitRuntimeError : code;
+}
 
 // The first argument, when it is not an option, must name a command: a typo is
 // answered with the closest command instead of CLI11's "A subcommand is required".
@@ -104,7 +122,7 @@ int main(int argc, char** argv) {
   }
   for (auto* sub : app.get_subcommands()) {
     try {
-      return runners.at(sub->get_name())();
+      return check_stdout(sub->get_name(), runners.at(sub->get_name())());
     } catch (const dpt::scenario::ModelDoesNotFit& e) {
       // Out of memory before the step runs (parameters, gradients and optimizer state alone
       // exceed a GPU): a result, as the twin's own out of memory is (exit 1), not bad input.

@@ -6,6 +6,9 @@
 // files and the README themselves, never from dptwin's own output.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -322,6 +325,32 @@ TEST(CliExitCodes, AsTheReadmeDocuments) {
   const CliResult budget = run_dptwin({"predict", "fits.yaml"}, dir);
   ::unsetenv("DPTWIN_SIM_EVENTS");
   EXPECT_EQ(budget.exit_code, 3) << budget.err;
+}
+
+// Invariant: output a command cannot write to standard output fails the run (exit 3, the
+// reason on stderr), as a failed --out does; with room for it the same command exits 0.
+// The full disk is RLIMIT_FSIZE on the child (its .stdout file in the test's folder),
+// with SIGXFSZ ignored so that write() fails with EFBIG. Shown to fail before the check:
+// `predict --json` exited 0 with a truncated document.
+TEST(CliExitCodes, StandardOutputThatCannotBeWrittenFailsTheRun) {
+  const fs::path dir = fresh_dir("stdout_full");
+  write(dir / "fits.yaml", "schema_version: 1\nhardware: dgx1-v100\nmodel: gpt2-124m\nstrategy: ddp\n"
+                           "devices: 2\nbatch_per_device: 1\n");
+  const auto limited = [] {
+    std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit lim{512, 512};  // room for an error line on stderr, not for the output
+    setrlimit(RLIMIT_FSIZE, &lim);
+  };
+  const std::vector<std::vector<std::string>> commands = {
+      {"predict", "fits.yaml", "--json"}, {"hardware", "list"}, {"model", "list"}};
+  for (const auto& args : commands) {
+    const CliResult full = run_dptwin_with(args, dir, limited);
+    EXPECT_EQ(full.exit_code, 3) << args[0] << "\n" << full.err;
+    EXPECT_NE(full.err.find("writing standard output failed"), std::string::npos) << args[0] << "\n" << full.err;
+    const CliResult room = run_dptwin(args, dir);
+    EXPECT_EQ(room.exit_code, 0) << args[0] << "\n" << room.err;
+    EXPECT_GT(room.out.size(), 512u) << args[0];  // the case needs output past the limit
+  }
 }
 
 // Every scenarios/... file the READMEs name exists, and the README's degraded-node

@@ -42,14 +42,13 @@ struct CliResult {
   ::_exit(127);
 }
 
-// Runs DPTWIN_EXE with `args` in `cwd` (created if missing) and waits for it. With
-// alarm_seconds > 0 the child arms alarm(2) before exec: a hang comes back as a
-// SIGALRM death (exit 142), never as a test that runs forever.
-inline CliResult run_dptwin(const std::vector<std::string>& args, const std::filesystem::path& cwd,
-                            unsigned alarm_seconds = 0) {
+// Runs DPTWIN_EXE with `args` in `cwd` (created if missing), `before_exec` run in the
+// child first (limits, signal dispositions), and waits for it.
+inline CliResult run_dptwin_with(const std::vector<std::string>& args, const std::filesystem::path& cwd,
+                                 const std::function<void()>& before_exec) {
   std::filesystem::create_directories(cwd);
   const pid_t pid = ::fork();
-  if (pid == 0) exec_dptwin(args, cwd, [alarm_seconds] { if (alarm_seconds > 0) ::alarm(alarm_seconds); });
+  if (pid == 0) exec_dptwin(args, cwd, before_exec);
   int status = 0;
   ::waitpid(pid, &status, 0);
   CliResult r;
@@ -57,6 +56,16 @@ inline CliResult run_dptwin(const std::vector<std::string>& args, const std::fil
   r.out = slurp(cwd / ".stdout");
   r.err = slurp(cwd / ".stderr");
   return r;
+}
+
+// Runs DPTWIN_EXE with `args` in `cwd` (created if missing) and waits for it. With
+// alarm_seconds > 0 the child arms alarm(2) before exec: a hang comes back as a
+// SIGALRM death (exit 142), never as a test that runs forever.
+inline CliResult run_dptwin(const std::vector<std::string>& args, const std::filesystem::path& cwd,
+                            unsigned alarm_seconds = 0) {
+  return run_dptwin_with(args, cwd, [alarm_seconds] {
+    if (alarm_seconds > 0) ::alarm(alarm_seconds);
+  });
 }
 
 }  // namespace dpt::test
