@@ -50,14 +50,16 @@ report::ReportDocument compare_document(const std::vector<std::string>& labels, 
     doc.answer = "At least one of the inputs did not run (out of memory); the table says which.";
   Chart c{"breakdown", "Where the step time goes", "", "ms per step", ChartKind::stacked_bars, false, labels, {}, ""};
   ChartSeries compute{"compute", {}, {}, false, 0}, comm{"exposed communication", {}, {}, false, 1},
-      dispatch{"dispatch", {}, {}, false, 2}, optim{"optimizer", {}, {}, false, 4};
+      dispatch{"dispatch", {}, {}, false, 2}, interference{"interference", {}, {}, false, 3},
+      optim{"optimizer", {}, {}, false, 4};
   for (const auto& r : reps) {
     compute.values.push_back(r.breakdown_s.compute * 1e3);
     comm.values.push_back(r.breakdown_s.exposed_communication * 1e3);
     dispatch.values.push_back(r.breakdown_s.dispatch * 1e3);
+    interference.values.push_back(r.breakdown_s.interference * 1e3);
     optim.values.push_back(r.breakdown_s.optimizer * 1e3);
   }
-  c.series = {compute, comm, dispatch, optim};
+  c.series = {compute, comm, dispatch, interference, optim};
   c.caption = "Each bar is one input, in the order given.";
   ReportTable t{"Side by side", {}, {}, {}};
   t.headers.push_back("");
@@ -69,6 +71,8 @@ report::ReportDocument compare_document(const std::vector<std::string>& labels, 
   };
   add("source", [](const StepReport& r) { return r.source; });
   add("hardware", [](const StepReport& r) { return r.hardware; });
+  add("model", [](const StepReport& r) { return r.model; });
+  add("precision", [](const StepReport& r) { return r.precision.value_or(r.dtype); });
   add("strategy", [](const StepReport& r) { return strategy_display_name(r.strategy); });
   add("GPUs", [](const StepReport& r) { return std::to_string(r.devices); });
   add("step time", [](const StepReport& r) { return r.step_time_s ? format_duration(*r.step_time_s) : "n/a"; });

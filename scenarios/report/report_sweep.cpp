@@ -191,7 +191,8 @@ Chart breakdown_chart(const std::vector<Series>& series, const XAxis& x) {
     else shown.push_back(s.points.back());  // too many bars: each series at its largest GPU count
   }
   ChartSeries compute{"compute", {}, {}, false, 0}, comm{"exposed communication", {}, {}, false, 1},
-      dispatch{"dispatch", {}, {}, false, 2}, optim{"optimizer", {}, {}, false, 4};
+      dispatch{"dispatch", {}, {}, false, 2}, interference{"interference", {}, {}, false, 3},
+      optim{"optimizer", {}, {}, false, 4};
   for (const auto* p : shown) {
     const auto& owner = *std::find_if(series.begin(), series.end(), [&](const Series& s) {
       return std::find(s.points.begin(), s.points.end(), p) != s.points.end();
@@ -201,9 +202,10 @@ Chart breakdown_chart(const std::vector<Series>& series, const XAxis& x) {
     compute.values.push_back(b.compute * 1e3);
     comm.values.push_back(b.exposed_communication * 1e3);
     dispatch.values.push_back(b.dispatch * 1e3);
+    interference.values.push_back(b.interference * 1e3);
     optim.values.push_back(b.optimizer * 1e3);
   }
-  c.series = {compute, comm, dispatch, optim};
+  c.series = {compute, comm, dispatch, interference, optim};
   c.caption = total <= 24 ? fmt::format("Each bar is one point (series and {}).", x.categories ? "configuration" : x.label())
                           : "Each series at its largest x value (the CSV has every point).";
   return c;
@@ -260,7 +262,7 @@ std::string sweep_csv(const SweepResult& r) {
       "index,hardware,gpu,model,strategy,devices_per_node,nodes,gpus,batch_global,batch_per_device,dtype,"
       "bucket_cap_mb,optimizer,status,step_time_s,compute_s,exposed_communication_s,dispatch_s,optimizer_s,"
       "throughput_samples_per_s,single_device_step_time_s,scaling_efficiency,gpu0_peak_memory_bytes,"
-      "max_other_gpu_peak_memory_bytes,trace,reason";
+      "max_other_gpu_peak_memory_bytes,trace,reason,interference_s";
   // Swept hardware overrides have no column above: one each, named by its path.
   std::vector<std::string> override_axes;
   for (const auto& f : extra_swept_fields(r))
@@ -290,6 +292,8 @@ std::string sweep_csv(const SweepResult& r) {
     f.push_back(has && p.report->devices_detail.size() > 1 ? std::to_string(max_other_peak(p)) : "");
     f.push_back(has ? p.report->trace : "");
     f.push_back(p.reason);
+    // Appended, so that the columns before it keep their places for existing readers.
+    f.push_back(has && p.report->step_time_s ? fmt::format("{:.9g}", p.report->breakdown_s.interference) : "");
     for (const auto& axis : override_axes) f.push_back(axis_value(p, axis));
     std::string line;
     for (size_t i = 0; i < f.size(); ++i) line += fmt::format("{}{}", i ? "," : "", csv_field(f[i]));

@@ -191,6 +191,8 @@ std::string compare_table_text(const std::vector<std::string>& labels, const std
   };
   row("source", [](const StepReport& r) { return r.source; });
   row("hardware", [](const StepReport& r) { return r.hardware; });
+  row("model", [](const StepReport& r) { return r.model; });
+  row("precision", [](const StepReport& r) { return r.precision.value_or(r.dtype); });
   row("strategy", [](const StepReport& r) { return strategy_display_name(r.strategy); });
   row("GPUs", [](const StepReport& r) { return std::to_string(r.devices); });
   row("batch (global/per GPU)", [](const StepReport& r) { return fmt::format("{}/{}", r.batch_global, r.batch_per_device); });
@@ -199,6 +201,7 @@ std::string compare_table_text(const std::vector<std::string>& labels, const std
   row("compute", [](const StepReport& r) { return format_duration(r.breakdown_s.compute); });
   row("exposed communication", [](const StepReport& r) { return format_duration(r.breakdown_s.exposed_communication); });
   row("dispatch", [](const StepReport& r) { return format_duration(r.breakdown_s.dispatch); });
+  row("interference", [](const StepReport& r) { return format_duration(r.breakdown_s.interference); });
   row("optimizer", [](const StepReport& r) { return format_duration(r.breakdown_s.optimizer); });
   row("samples/s", [](const StepReport& r) {
     return r.throughput_samples_per_s ? format_figure(*r.throughput_samples_per_s) : std::string("n/a");

@@ -187,32 +187,36 @@ TEST(CliOutput, PlanOverrideAndTokenTarget) {
   // 1 GiB GPUs cannot hold ResNet-50's training state: no configuration is predicted, exit 1.
   const CliResult small = run_dptwin({"plan", "--model", "resnet50", "--target-samples-per-s", "3000", "--hardware",
                                       "dgx-a100:2.40", "--max-gpus", "2", "--override", "gpu.memory=1 GiB", "--json"},
-                                     fresh_dir("plan_override"));
+                                     output_dir("plan_override"));
   ASSERT_EQ(small.exit_code, 1) << small.err;
   const auto small_json = nlohmann::json::parse(small.out);  // kept alive: the loop iterates inside it
   for (const auto& v : small_json.at("verdicts")) EXPECT_EQ(v.at("verdict"), "out_of_memory") << v.dump();
   // 2,048,000 tokens/s of GPT-2's 1,024-token sequences is 2,000 samples/s.
   const CliResult tokens = run_dptwin({"plan", "--model", "gpt2-124m", "--target-tokens-per-s", "2048000", "--hardware",
                                        "dgx-h100-cluster:4.50", "--strategies", "ddp", "--max-gpus", "8", "--json"},
-                                      fresh_dir("plan_tokens"));
+                                      output_dir("plan_tokens"));
   ASSERT_NE(tokens.exit_code, 2) << tokens.err;
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(tokens.out).at("target_samples_per_s").get<double>(), 2000.0);
 }
 
 TEST(CliOutput, CompareLaysTwoScenariosSideBySide) {
   const CliResult r = run_dptwin(
-      {"compare", kWhatif + "resnet50-dgx-a100-dp.yaml", kWhatif + "resnet50-dgx-a100-ddp.yaml"}, fresh_dir("compare"));
+      {"compare", kWhatif + "resnet50-dgx-a100-dp.yaml", kWhatif + "resnet50-dgx-a100-ddp.yaml"}, output_dir("compare"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string expected =
       "                       resnet50-dgx-a100-dp  resnet50-dgx-a100-ddp\n"
       "source                 predicted             predicted\n"
       "hardware               dgx-a100              dgx-a100\n"
+      "model                  resnet50              resnet50\n"
+      "precision              f32                   f32\n"
       "strategy               DataParallel          DDP\n"
       "GPUs                   8  8\n"
       "batch (global/per GPU)  256/32  256/32\n"
       "step time  %duration  %duration\n"
       "  vs first  %float %\n"
-      "%any\n%any\n%any\n%any\n"
+      "%any\n%any\n%any\n"
+      "interference  0  %duration\n"  // DataParallel reduces after backward: nothing overlaps
+      "%any\n"
       "samples/s  %float  %float\n"
       "  vs first  %float %\n"
       "scaling efficiency  %percent  %percent\n"
