@@ -1,10 +1,12 @@
 // dptwin predict: one training step of one configuration on the twin.
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/io/atomic_file.hpp"
 #include "scenarios/cli/command.hpp"
 #include "scenarios/cli/json_output.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
@@ -25,6 +27,13 @@ struct PredictArgs {
   bool every_rank = false;
 };
 
+// A Chrome trace with no events and the reason, in place of the trace a run could not
+// make (written atomically, as every output).
+void write_empty_trace(const std::string& path, const std::string& why) {
+  const nlohmann::json doc = {{"traceEvents", nlohmann::json::array()}, {"otherData", {{"dptwin", why}}}};
+  write_file_atomic(path, doc.dump(1) + "\n");
+}
+
 int run_predict(const PredictArgs& a) {
   const auto lib = whatif::library();
   scenario::Scenario s;
@@ -44,14 +53,35 @@ int run_predict(const PredictArgs& a) {
                                             "(run it with dptwin sweep, or fix the axes with flags)",
                                             s.file, axes));
   }
-  const scenario::ResolvedPoint point = scenario::resolve_point(s, s.base, lib);
   limits::require_output_file("--out", a.out);
   limits::require_output_file("--trace", a.trace);
+  std::optional<scenario::ResolvedPoint> resolved;
+  try {
+    resolved = scenario::resolve_point(s, s.base, lib);
+  } catch (const scenario::ModelDoesNotFit& e) {
+    // Out of memory before the step runs is a result too, as the twin's own is: --json and
+    // --out carry it (the step report's out_of_memory), and --trace an empty trace, so no
+    // output of an earlier run is left beside this one's.
+    StepReport r;
+    r.backend = "sim";
+    r.hardware = s.base.hardware.value_or("");
+    r.model = s.base.model.value_or("");
+    r.strategy = s.base.strategy.value_or("");
+    r.devices = s.base.gpus.value_or(s.base.devices.value_or(1) * s.base.nodes.value_or(1));
+    r.out_of_memory = OutOfMemoryReport{"every GPU", e.reason(), 0, {}, std::nullopt};
+    if (!a.trace.empty()) write_empty_trace(a.trace, "out of memory before the step ran: " + e.reason());
+    if (!a.out.empty()) write_step_report(r, a.out);
+    if (a.json) print_json(step_report_to_json(r));
+    throw;
+  }
+  const scenario::ResolvedPoint& point = *resolved;
   const ReportDirLock lock("--report", a.report_dir);
   // The per-link usage goes only into the JSON outputs (--json, --out, --report's data);
   // the summary does not print it.
   const bool links = a.json || !a.out.empty() || !a.report_dir.empty();
   const StepReport r = scenario::predict_point_with(point, a.trace, a.every_rank, links);
+  if (!a.trace.empty() && r.trace.empty())  // out of memory in the step: no trace of it
+    write_empty_trace(a.trace, r.out_of_memory ? "out of memory: " + r.out_of_memory->message : "no trace");
   if (!a.out.empty()) write_step_report(r, a.out);
   if (!a.report_dir.empty()) {
     scenario::SweepResult sr;

@@ -1,4 +1,5 @@
 // dptwin sweep: every point of a scenario's sweep axes, predicted in parallel processes.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -61,7 +62,15 @@ int run_sweep_command(const SweepArgs& a) {
                                      : (staging ? (std::filesystem::path(staging->path()) / "traces").string() : "");
   scenario::SweepResult r = scenario::run_sweep(s, lib, scenario::predict_point, o);
   if (staging) report::move_trace_paths(r, staging->path(), staging->dir());
-  if (!a.out.empty()) write_sweep_file(r, a.out);
+  // A sweep whose every point failed (exit 3) has nothing to keep: an earlier -o file is
+  // left as it was rather than replaced by failures.
+  const bool all_failed = !r.points.empty() && std::all_of(r.points.begin(), r.points.end(), [](const auto& p) {
+    return p.status == scenario::PointStatus::failed;
+  });
+  if (!a.out.empty() && all_failed)
+    std::cerr << "dptwin sweep: every point failed; " << a.out << " left as it was\n";
+  else if (!a.out.empty())
+    write_sweep_file(r, a.out);
   if (staging) {
     report::SweepReportOptions options{staging->dir(), "dptwin sweep " + a.scenario_file, s.text, std::nullopt};
     options.assumptions = report::assumptions_input(r, &s, lib);
@@ -73,7 +82,7 @@ int run_sweep_command(const SweepArgs& a) {
   } else {
     std::cout << report::sweep_table_text(r);
     if (whole) std::cout << "\n" << report::sweep_answer(r) << "\n";
-    if (!a.out.empty()) std::cout << "results: " << a.out << "\n";
+    if (!a.out.empty() && !all_failed) std::cout << "results: " << a.out << "\n";
     if (staging) std::cout << "report: " << (std::filesystem::path(staging->dir()) / "report.html").string() << "\n";
   }
   return sweep_exit_code(r);

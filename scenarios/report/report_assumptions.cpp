@@ -33,8 +33,11 @@ std::string distinct(const scenario::SweepResult& r, F value) {
   return out.empty() ? "n/a" : out;
 }
 
-std::string precision_text(const std::string& dtype) {
-  if (dtype == "f32") return "f32 (FP32 weights, gradients and math; no mixed precision)";
+// A point's precision as its figures ran it: a predicted f32 step is PyTorch's default f32
+// (TF32 convolutions on Ampere and later), a measured one (host, or CUDA without --tf32)
+// FP32 math throughout.
+std::string precision_text(const std::string& dtype, bool measured) {
+  if (dtype == "f32" && measured) return "f32 (FP32 weights, gradients and math; no mixed precision)";
   if (dtype == "f64") return "f64 (FP64 throughout)";
   try {
     return precision_description(precision_from_name(dtype));
@@ -86,8 +89,12 @@ ReportSection assumptions_section(const scenario::SweepResult& r, const Assumpti
                                                        "file), not measured"
                                : source == "measured" ? "measured on real devices"
                                                       : source});
+  // Only points with figures: a skipped point ran nothing (its dtype field is the default,
+  // not the scenario's precision).
   t.rows.push_back({"precision", distinct(r, [](const PointResult& p) {
-                      return p.report && p.report->precision ? precision_text(*p.report->precision) : precision_text(p.dtype);
+                      if (!p.report) return std::string();
+                      const bool measured = p.report->source == "measured";
+                      return precision_text(p.report->precision.value_or(p.report->dtype), measured);
                     })});
   t.rows.push_back({"memory format", distinct(r, [](const PointResult& p) {
                       return p.report && p.report->memory_format

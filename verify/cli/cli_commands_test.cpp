@@ -353,6 +353,54 @@ TEST(CliExitCodes, StandardOutputThatCannotBeWrittenFailsTheRun) {
   }
 }
 
+// Invariant: a run that ends out of memory (exit 1) writes a consistent set of outputs:
+// --out and --json carry its step report with out_of_memory, and --trace an empty trace
+// saying why, never the trace of an earlier run beside the new report; that holds for the
+// twin's own out of memory and for the one found before the step (parameters, gradients
+// and optimizer state alone too big), which printed nothing for --json and wrote no --out.
+// A sweep whose every point failed (exit 3) leaves an earlier -o file as it was.
+TEST(CliOutputs, FailedRunsLeaveConsistentOutputs) {
+  const fs::path dir = fresh_dir("failed_outputs");
+  const std::vector<std::string> ddp8 = {"--hardware", "dgx-a100", "--strategy", "ddp", "--devices", "8"};
+  const auto predict = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"predict"};
+    args.insert(args.end(), ddp8.begin(), ddp8.end());
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--out", "k.json", "--trace", "t.json"});
+    return run_dptwin(args, dir);
+  };
+  const CliResult ok = predict({"--model", "resnet50", "--batch-per-device", "32"});
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_FALSE(nlohmann::json::parse(test::slurp(dir / "t.json")).at("traceEvents").empty());
+  struct Case {
+    std::vector<std::string> flags;
+    std::string model;
+  };
+  for (const Case& c : {Case{{"--model", "gpt2-1.5b", "--batch-per-device", "16"}, "gpt2-1.5b"},
+                        Case{{"--model", "llama-2-7b", "--batch-per-device", "1", "--optimizer", "adamw", "--json"},
+                             "llama-2-7b"}}) {
+    const CliResult oom = predict(c.flags);
+    EXPECT_EQ(oom.exit_code, 1) << c.model << "\n" << oom.err;
+    const auto report = nlohmann::json::parse(test::slurp(dir / "k.json"));
+    EXPECT_EQ(report.at("model"), c.model);
+    EXPECT_FALSE(report.at("out_of_memory").is_null()) << c.model;
+    const auto trace = nlohmann::json::parse(test::slurp(dir / "t.json"));
+    EXPECT_TRUE(trace.at("traceEvents").empty()) << c.model;
+    EXPECT_NE(trace.at("otherData").at("dptwin").get<std::string>().find("out of memory"), std::string::npos);
+  }
+  // The pre-step one printed its report for --json (the second case).
+  EXPECT_FALSE(nlohmann::json::parse(test::slurp(dir / ".stdout")).at("out_of_memory").is_null());
+  // A sweep whose every point fails (a wall-clock budget no point meets) keeps the earlier results.
+  const std::string sweep = std::string(DPT_SOURCE_DIR) + "/scenarios/whatif/bucket-size.yaml";
+  ASSERT_EQ(run_dptwin({"sweep", sweep, "-o", "sw.json", "--jobs", "2"}, dir).exit_code, 0);
+  const std::string before = test::slurp(dir / "sw.json");
+  const CliResult failed =
+      run_dptwin_with({"sweep", sweep, "-o", "sw.json", "--jobs", "2"}, dir, [] { ::setenv("DPTWIN_SIM_WALL_S", "0.001", 1); });
+  EXPECT_EQ(failed.exit_code, 3) << failed.err;
+  EXPECT_NE(failed.err.find("sw.json left as it was"), std::string::npos) << failed.err;
+  EXPECT_EQ(test::slurp(dir / "sw.json"), before);
+}
+
 // Every scenarios/... file the READMEs name exists, and the README's degraded-node
 // sample (verify --as-measured) finds the slow link it plants.
 TEST(CliReadme, SamplesAreShippedAndRun) {

@@ -148,6 +148,32 @@ TEST(Assumptions, NameSourcePrecisionVersionAndDate) {
     EXPECT_NE(md.find(row), std::string::npos) << row;
 }
 
+// Invariant: the Assumptions' precision is what the points with figures ran: a skipped
+// point (no figures) adds nothing, and a predicted f32 point is PyTorch's default f32
+// (TF32 convolutions), as the Answer says; a measured one FP32 math.
+TEST(Assumptions, PrecisionOfThePointsThatRan) {
+  SweepResult r = bucket_sweep();
+  for (auto& p : r.points) p.report->precision = "bf16-amp";
+  PointResult skipped;
+  skipped.index = r.points.size();
+  skipped.status = scenario::PointStatus::skipped;
+  skipped.dtype = "f32";
+  r.points.push_back(skipped);
+  const auto row = [](const SweepResult& s) {
+    const ReportSection section = assumptions_section(s, AssumptionsInput{});
+    for (const auto& t : section.tables.at(0).rows)
+      if (t.at(0) == "precision") return t.at(1);
+    return std::string("<none>");
+  };
+  EXPECT_EQ(row(r).rfind("bf16-amp (", 0), 0u) << row(r);
+  EXPECT_EQ(row(r).find("f32 ("), std::string::npos) << row(r);
+  SweepResult f32 = bucket_sweep();
+  for (auto& p : f32.points) p.report->precision.reset();
+  EXPECT_NE(row(f32).find("PyTorch defaults"), std::string::npos) << row(f32);
+  for (auto& p : f32.points) p.report->source = "measured";
+  EXPECT_NE(row(f32).find("FP32 weights, gradients and math"), std::string::npos) << row(f32);
+}
+
 TEST(Directory, ARerunReplacesTheReportWhole) {
   const fs::path dir = fs::path(DPT_BINARY_DIR) / "report_plan_test_out";
   fs::remove_all(dir);
