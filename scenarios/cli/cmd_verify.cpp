@@ -93,7 +93,9 @@ int finish(const VerifyFlags& f, const VerifyRun& run) {
 
 // The machine has no device for the backend (a CI runner without a GPU): every
 // requested part is reported as skipped with the reason, JUnit included, and the
-// run exits 0, as the gpu-labelled ctests skip; --require-device makes it exit 3.
+// run exits 0, as the gpu-labelled ctests skip. With --require-device (a node being
+// validated, where a missing device is the finding) each part is an error, in JUnit
+// too, and the run exits 3.
 int skip_unavailable(const VerifyFlags& f, bool correctness, bool performance, const std::string& why) {
   VerifyRun run;
   run.backend = f.backend;
@@ -108,7 +110,7 @@ int skip_unavailable(const VerifyFlags& f, bool correctness, bool performance, c
     CheckResult r;
     r.name = std::string(part);
     r.kind = check_kind_from_name(part);
-    r.status = CheckStatus::skipped;
+    r.status = f.require_device ? CheckStatus::error : CheckStatus::skipped;
     r.message = fmt::format("backend {} unavailable: {}", f.backend, why);
     if (!f.json) print_result(r);
     run.results.push_back(r);
@@ -296,17 +298,19 @@ Registration reg{"verify", [](CLI::App& parent) -> RunFn {
       ->check(CLI::IsMember({"none", "drop-chunk", "skip-divide", "ring-step"}))
       ->group("Self-test");
   app->add_flag("--require-device", flags->require_device,
-                "Exit 3 when the backend has no device here (default: every check skipped with the reason, exit 0)");
+                "Validating a node: no device for the backend is an error (JUnit <error>, exit 3); default: every "
+                "check skipped with the reason, exit 0 (a CI runner without a GPU)");
   app->footer(
       "Examples:\n"
       "  dptwin verify --backend host --devices 2 --junit verify.xml        # CI without a GPU\n"
-      "  dptwin verify --backend cuda --hardware dgx-h100 --cases 200 --junit verify.xml\n"
+      "  dptwin verify --backend cuda --hardware dgx-h100 --cases 200 --require-device --junit verify.xml\n"
       "  dptwin verify --backend sim --hardware dgx1-v100 --devices 4 --only performance \\\n"
       "      --as-measured scenarios/faults/dgx1-slow-link.yaml             # a degraded twin as the node\n\n"
       "Tolerances (measured/predicted speed ratio): cuda micro 0.80-1.25, collectives 0.70-1.43, steps "
       "0.50-2.00; sim 0.95-1.05; host 0.05-20 (threads on shared, possibly busy, CPU cores).\n"
       "Without a device for --backend (cuda on a machine without a GPU) every check is reported skipped with the "
-      "reason (JUnit <skipped>) and the run exits 0, unless --require-device.\n" +
+      "reason (JUnit <skipped>) and the run exits 0; with --require-device (validating a node) each part is an "
+      "error (JUnit <error>) and the run exits 3.\n" +
       exit_codes_help() + " Exit 0 only when every check passes or is skipped.");
   return [flags] { return run_verify(*flags); };
 }};

@@ -216,8 +216,13 @@ TEST(CliVerify, CudaWithoutAGpuWritesSkippedJUnitAndExits0) {
   EXPECT_NE(xml.find("backend cuda unavailable"), std::string::npos) << xml;
   EXPECT_NE(r.out.find("0 failed, 0 errors, 2 skipped in "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(": SKIPPED\n"), std::string::npos) << r.out;  // not "PASSED": nothing ran
-  const CliResult strict = run_dptwin({"verify", "--backend", "cuda", "--require-device"}, dir);
+  // Validating a node, a missing device is the finding: an error in JUnit, not a skip.
+  const CliResult strict =
+      run_dptwin({"verify", "--backend", "cuda", "--require-device", "--junit", "out/strict.xml"}, dir);
   EXPECT_EQ(strict.exit_code, 3) << strict.err;
+  const std::string strict_xml = slurp(dir / "out" / "strict.xml");
+  EXPECT_EQ(strict_xml.find("<skipped"), std::string::npos) << strict_xml;
+  EXPECT_NE(strict_xml.find("<error"), std::string::npos) << strict_xml;
 }
 
 TEST(CliHelp, VerifyCalibrateAndNewCommandsHaveExamples) {
