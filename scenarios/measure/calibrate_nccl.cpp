@@ -1,6 +1,7 @@
 #include "scenarios/measure/calibrate_nccl.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <memory>
 #include <stdexcept>
@@ -241,6 +242,41 @@ BytesPerSecond twin_busbw(const sim::HardwareSpec& hw, const std::string& collec
                                           size_bytes, ranks));
 }
 
+// The hardware file's GPU model: the first token of its GPU name that holds a digit
+// ("H100" of "H100-SXM5-80GB", "L40S" of "L40S-48GB", "4090" of "RTX-4090-24GB"); empty
+// when none does (then no check is made).
+std::string gpu_model_token(const std::string& gpu_name) {
+  std::string token;
+  for (size_t i = 0; i <= gpu_name.size(); ++i) {
+    const char c = i < gpu_name.size() ? gpu_name[i] : ' ';
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      token += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      continue;
+    }
+    if (std::any_of(token.begin(), token.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }))
+      return token;
+    token.clear();
+  }
+  return "";
+}
+
+// A log measured on other GPUs than the hardware file's would calibrate the wrong machine
+// (an L40S log set dgx-h100's p2p efficiency to 0.03): every device the log lists must
+// name the file's GPU model.
+void require_same_gpus(const sim::HardwareSpec& hw, const NcclTestsLog& log) {
+  const std::string model = gpu_model_token(hw.gpu.name);
+  if (model.empty()) return;
+  for (const auto& device : log.device_names) {
+    std::string upper;
+    for (char c : device) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (upper.find(model) == std::string::npos)
+      throw std::invalid_argument(fmt::format(
+          "{}: measured on '{}', but hardware '{}' has {} GPUs: a log of other GPUs would calibrate another machine "
+          "(give the hardware file of the GPUs the log ran on)",
+          log.where, device, hw.name, hw.gpu.name));
+  }
+}
+
 NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, const std::vector<NcclTestsLog>& logs,
                                                const std::string& date) {
   if (logs.empty()) throw std::invalid_argument("calibrate: no nccl-tests log given");
@@ -255,6 +291,7 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
     if (log.ranks < 2 || log.ranks > base.gpu_count())
       throw std::invalid_argument(fmt::format("{}: {} ranks, but hardware '{}' has {} GPUs (and a collective needs 2)",
                                               log.where, log.ranks, base.name, base.gpu_count()));
+    require_same_gpus(base, log);
     if (static_cast<int>(log.hosts.size()) > base.nodes)
       throw std::invalid_argument(fmt::format("{}: ranks on {} hosts, but hardware '{}' has {} node(s)", log.where,
                                               log.hosts.size(), base.name, base.nodes));

@@ -392,6 +392,23 @@ TEST(NcclCalibration, PlantedBugNoLatencyTermIsCaught) {
   EXPECT_FALSE(latency_fit_reproduces_log(why)) << why;
 }
 
+// Invariant: a log measured on other GPUs than the hardware file's is refused, naming the
+// log, its device and the file's GPU (an L40S log set dgx-h100's p2p efficiency to 0.03);
+// the A100-SXM4-40GB log still calibrates the library's 80 GB DGX A100 (the same model).
+TEST(NcclCalibration, ALogOfOtherGpusIsRefused) {
+  const auto l40s = read_nccl_tests_log(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  try {
+    calibrate_from_nccl_logs(sim::load_hardware("dgx-h100", kHardwareLibrary), {l40s}, "now");
+    FAIL() << "an L40S log calibrated dgx-h100";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("l40s-4gpu-pcie-all_reduce.log: measured on 'NVIDIA L40S'"), std::string::npos) << what;
+    EXPECT_NE(what.find("hardware 'dgx-h100' has H100"), std::string::npos) << what;
+  }
+  const auto a100 = read_nccl_tests_log(data_path("dgx-a100-8gpu-all_reduce-v2.log"));
+  EXPECT_NO_THROW(calibrate_from_nccl_logs(sim::load_hardware("dgx-a100", kHardwareLibrary), {a100}, "now"));
+}
+
 TEST(NcclCalibration, RejectsWrongResultsAndTooManyRanks) {
   std::string text = slurp(data_path("l40s-4gpu-pcie-all_reduce.log"));
   text = replace_once(text, "   9.14   13.71       0", "   9.14   13.71       3");
