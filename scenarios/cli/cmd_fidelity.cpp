@@ -188,7 +188,7 @@ RunFn setup(CLI::App& parent) {
                   "exceeds PCT percent");
   app->add_option("--only", a->only, "run only the entries whose id contains this text");
   app->add_option("-j,--jobs", a->jobs,
-                  "entries predicted at once, each in its own process (default: the number of CPUs); the table is "
+                  "entries predicted at once, each in its own process (default: the CPUs this process may use: taskset, a Slurm allocation); the table is "
                   "the same for any value");
   app->footer("Examples:\n  dptwin fidelity\n  dptwin fidelity scenarios/measured/public --json\n  dptwin fidelity --only lambda-rn50 --jobs 4\n\n" + exit_codes_help() +
               " Exit 1 here: an entry misses by more than --max-abs-error, or a class's median by more than "

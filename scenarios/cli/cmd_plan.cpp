@@ -278,7 +278,7 @@ RunFn setup(CLI::App& parent) {
                   "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 | f64");
   app->add_option("--optimizer", a->optimizer, "sgd | sgd_momentum | adamw (default sgd_momentum)");
   app->add_option("--bucket-cap-mb", a->bucket_cap_mb, "DDP bucket size in MiB (default 25)");
-  app->add_option("-j,--jobs", a->jobs, "configurations predicted at once (default: the number of CPUs)");
+  app->add_option("-j,--jobs", a->jobs, "configurations predicted at once (default: the CPUs this process may use: taskset, a Slurm allocation)");
   app->add_option("-o,--out", a->out, "write every configuration's prediction here (JSON, dptwin.sweep/1)");
   app->add_option("--report", a->report_dir, "write the HTML and Markdown report into this directory");
   app->add_flag("--json", a->json, "print the verdicts as JSON");

@@ -138,7 +138,7 @@ RunFn setup(CLI::App& parent) {
       app->add_option("-o,--out", a->out_dir, "deprecated spelling of --report DIR (-o is a file everywhere else)")
           ->excludes(report_opt)
           ->group("Deprecated");
-  app->add_option("-j,--jobs", a->jobs, "points predicted at once (default: the number of CPUs)");
+  app->add_option("-j,--jobs", a->jobs, "points predicted at once (default: the CPUs this process may use: taskset, a Slurm allocation)");
   app->add_flag("--json", a->json, "print the answer and the written files as JSON");
   app->footer("Examples:\n"
               "  dptwin report                          # the default scenario into ./dptwin-report/\n"

@@ -96,7 +96,7 @@ RunFn setup(CLI::App& parent) {
                "join the shards with dptwin merge.");
   app->add_option("scenario", a->scenario_file, "scenario YAML with sweep axes")->required()->check(CLI::ExistingFile);
   whatif::add_point_flags(app, a->flags);
-  app->add_option("-j,--jobs", a->jobs, "points predicted at once (default: the number of CPUs)");
+  app->add_option("-j,--jobs", a->jobs, "points predicted at once (default: the CPUs this process may use: taskset, a Slurm allocation)");
   app->add_option("--shard", a->shard, "run shard I of N (0 <= I < N): the points whose index % N == I");
   app->add_option("-o,--out", a->out, "write the results to this file (JSON, dptwin.sweep/1)");
   app->add_option("--report", a->report_dir, "write the HTML and Markdown report into this directory");

@@ -3,6 +3,7 @@
 // the library location, and the job count. One table per flag: CLI11 builds
 // the help from the same definitions the parser uses.
 #pragma once
+#include <sched.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -24,10 +25,18 @@ namespace dpt::cli::whatif {
 // The scenario library (library_dir.hpp says where it is looked for).
 inline scenario::Library library() { return scenario::Library::at(scenarios_dir()); }
 
-inline int default_jobs() {
+// The CPUs this process may run on (sched_getaffinity: taskset, a Slurm job's
+// --cpus-per-task, docker --cpuset-cpus), not every CPU of the machine: on a large node
+// with a small allocation, one worker per machine CPU oversubscribed the allocation.
+inline int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
 }
+
+inline int default_jobs() { return usable_cpus(); }
 
 inline bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 

@@ -166,5 +166,24 @@ TEST(WhatifFlags, ContradictoryFlagsAreRefused) {
   }
 }
 
+// Invariant: the default --jobs (sweep, report, plan, fidelity) is the number of CPUs this
+// process may run on, not the machine's: pinned to one CPU (taskset -c 0, a Slurm job with
+// one CPU) it starts one worker. This thread is pinned, then given its CPUs back.
+TEST(WhatifFlags, DefaultJobsFollowTheCpusThisProcessMayUse) {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof(all), &all), 0);
+  EXPECT_EQ(cli::whatif::default_jobs(), CPU_COUNT(&all));
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof(one), &one), 0);
+  const int pinned = cli::whatif::default_jobs();
+  ASSERT_EQ(::sched_setaffinity(0, sizeof(all), &all), 0);
+  EXPECT_EQ(pinned, 1);
+}
+
 }  // namespace
 }  // namespace dpt::test
