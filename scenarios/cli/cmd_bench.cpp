@@ -129,6 +129,12 @@ std::vector<std::pair<Bytes, Elements>> sweep(const BenchOptions& o, sim::Collec
     if (total > 0) out.push_back({total * eb, blocked ? total / n : total});
     if (s > hi / o.factor) break;  // the next size would pass -e (or overflow)
   }
+  // An empty table would read as a run with nothing to report; say which sizes to give.
+  if (out.empty())
+    throw std::invalid_argument(fmt::format(
+        "-b {} -e {}: no size in the range holds one {} element{} ({} bytes{}); give -e {} or more", o.min_bytes,
+        o.max_bytes, o.dtype, blocked ? " per rank" : "", eb, blocked ? fmt::format(" x {} ranks", n) : "",
+        blocked ? eb * n : eb));
   return out;
 }
 

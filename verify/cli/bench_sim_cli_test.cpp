@@ -128,6 +128,24 @@ TEST(BenchSim, AllGatherSizesAreWholeBlocksPerRankAndCountIsPerRank) {
   expect_printed_near(rows[0].busbw, rows[0].algbw * 7 / 8, "all_gather busbw", 0.005 * 7 / 8);
 }
 
+// Invariant: a size range that holds no whole element (per rank, for all_gather) is bad
+// input, exit 2 with the size to give; it printed an empty table and exited 0, which a CI
+// threshold check reads as nothing to judge.
+TEST(BenchSim, ARangeWithoutOneElementIsRefused) {
+  const CliResult tiny = bench({"--hardware", "dgx-h100", "-b", "3", "-e", "3"});
+  EXPECT_EQ(tiny.exit_code, 2) << tiny.out;
+  EXPECT_NE(tiny.err.find("-b 3 -e 3: no size in the range holds one float element (4 bytes); give -e 4 or more"),
+            std::string::npos)
+      << tiny.err;
+  const CliResult gather = bench({"--hardware", "dgx-h100", "--op", "all_gather", "-b", "8", "-e", "31"});
+  EXPECT_EQ(gather.exit_code, 2) << gather.out;
+  EXPECT_NE(gather.err.find("one float element per rank (4 bytes x 8 ranks); give -e 32 or more"), std::string::npos)
+      << gather.err;
+  EXPECT_EQ(bench({"--hardware", "dgx-h100", "--op", "all_gather", "-b", "8", "-e", "32", "-n", "1", "-w", "0"})
+                .exit_code,
+            0);
+}
+
 TEST(BenchSim, JsonCarriesTheTableRows) {
   const std::vector<std::string> args = {"--hardware", "dgx-h100-cluster", "--nodes", "2", "-b", "1M", "-e", "16M",
                                          "-f", "4", "-n", "1", "-w", "0"};
