@@ -6,6 +6,7 @@
 #include <regex>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <simgrid/s4u.hpp>
 
@@ -13,6 +14,7 @@
 #include "engine/core/fault_injection.hpp"
 #include "engine/optim/optim.hpp"
 #include "engine/parallel/ddp/accumulate.hpp"
+#include "engine/parallel/split.hpp"
 #include "sim/collectives/collectives.hpp"
 #include "sim/net/platform.hpp"
 #include "sim/twin/sim_process.hpp"
@@ -375,6 +377,17 @@ StepReport report_of_config(const sim::HardwareSpec& hw, const PredictConfig& c,
   else if (c.comm_hook.kind != CommHook::none)
     r.warnings.push_back(fmt::format("comm hook {}: buckets all-reduced in {} with a cast kernel before and after",
                                      comm_hook_name(c.comm_hook), dtype_name(*comm_hook_wire_dtype(c.comm_hook.kind))));
+  // DataParallel chunks the batch with torch.chunk, which can make fewer chunks than GPUs
+  // (10 on 8: five chunks of 2): the rest get no replica's work.
+  if (c.strategy == StrategyKind::data_parallel && c.devices > 1 && batch_global > 0) {
+    const std::vector<std::int64_t> chunks = chunk_sizes(batch_global, c.devices);
+    if (static_cast<int>(chunks.size()) < c.devices)
+      r.warnings.push_back(fmt::format(
+          "DataParallel: torch.chunk splits the batch of {} into {} chunk(s) ({}), so {} of the {} GPUs get no "
+          "samples and compute nothing; a batch that is a multiple of {} uses every GPU",
+          batch_global, chunks.size(), fmt::join(chunks, ", "), c.devices - static_cast<int>(chunks.size()), c.devices,
+          c.devices));
+  }
   return r;
 }
 

@@ -189,6 +189,29 @@ TEST(SimPredict, PlantedBugMakesFasterGpuSlower) {
   EXPECT_TRUE(property_fails(monotone_property(inverted), 8));
 }
 
+// Invariant: a DataParallel batch that torch.chunk cuts into fewer chunks than GPUs is
+// predicted with a warning naming the chunks and the idle GPUs (5 on 4: chunks 2, 2, 1, one
+// GPU idle, worked by hand from torch.chunk's ceil(5/4) = 2 per chunk); a batch that fills
+// every GPU has none.
+TEST(SimPredict, DataParallelWarnsWhenTorchChunkLeavesGpusIdle) {
+  MlpCase c;
+  c.spec.widths = {16, 32, 4};
+  c.strategy = StrategyKind::data_parallel;
+  c.devices = 4;
+  const auto warned = [&](std::int64_t batch) {
+    PredictConfig p = config_of(c);
+    p.batch_per_device.reset();
+    p.batch_global = batch;
+    for (const auto& w : predict_step(test_node(4), mlp_builder(c.spec), p).warnings)
+      if (w.find("torch.chunk") != std::string::npos) return w;
+    return std::string();
+  };
+  EXPECT_NE(warned(5).find("the batch of 5 into 3 chunk(s) (2, 2, 1), so 1 of the 4 GPUs get no samples"),
+            std::string::npos)
+      << warned(5);
+  EXPECT_EQ(warned(8), "");
+}
+
 // ---- memory model ------------------------------------------------------------------------
 
 TEST(SimPredict, DataParallelGpu0PeakExceedsEveryOtherGpu) {
