@@ -8,7 +8,7 @@
 #include <map>
 
 #include "scenarios/cli/command.hpp"
-#include "scenarios/cli/suggest.hpp"
+#include "engine/core/closest_name.hpp"
 #include "scenarios/cli/version.hpp"
 #include "scenarios/scenario/scenario.hpp"
 #include "sim/twin/sim_process.hpp"

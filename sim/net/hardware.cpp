@@ -149,6 +149,9 @@ PcieSpec read_pcie(MapReader r) {
   PcieSpec p;
   p.generation = int_in(r, "generation", 1, 6);
   p.lanes = int_in(r, "lanes", 1, 32);
+  // The link widths the PCIe specification defines (x3 or x5 is a typo, not a link).
+  if (p.lanes != 1 && p.lanes != 2 && p.lanes != 4 && p.lanes != 8 && p.lanes != 12 && p.lanes != 16 && p.lanes != 32)
+    r.fail("lanes", fmt::format("x{} is not a PCIe link width (1, 2, 4, 8, 12, 16 or 32)", p.lanes));
   p.latency_s = r.get_time_in("latency", kLinkLatencyLo, kLinkLatencyHi);
   p.peer_to_peer = r.get_bool("peer_to_peer");
   p.staged_bidirectional = r.opt_bandwidth("staged_bidirectional");

@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/closest_name.hpp"
+
 namespace dpt::sim {
 
 namespace {
@@ -241,7 +243,18 @@ bool MapReader::has(const std::string& key) {
 YAML::Node MapReader::child(const std::string& key) {
   asked_.insert(key);
   const YAML::Node v = node_[key];
-  if (!v.IsDefined()) throw std::invalid_argument(yaml_where(file_, node_) + key_path(key) + ": missing key");
+  if (!v.IsDefined()) {
+    // A misspelled key is the likelier mistake than a forgotten one: name the line the
+    // author wrote (kernel_launch_latancy for kernel_launch_latency), not the map's.
+    for (auto it = node_.begin(); it != node_.end(); ++it) {
+      if (!it->first.IsScalar() || asked_.count(it->first.Scalar())) continue;
+      if (closest_name(it->first.Scalar(), {key}))
+        throw std::invalid_argument(yaml_where(file_, it->first) + key_path(it->first.Scalar()) +
+                                    fmt::format(": unknown key; did you mean '{}'? ({} is required)", key,
+                                                key_path(key)));
+    }
+    throw std::invalid_argument(yaml_where(file_, node_) + key_path(key) + ": missing key");
+  }
   read_.insert(key);
   return v;
 }

@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
-#include "scenarios/cli/suggest.hpp"
+#include "engine/core/closest_name.hpp"
 #include "verify/support/cli_run.hpp"
 #include "verify/support/test_files.hpp"
 
@@ -27,8 +27,8 @@ namespace dpt::test {
 namespace {
 
 namespace fs = std::filesystem;
-using cli::closest_name;
-using cli::edit_distance;
+using dpt::closest_name;
+using dpt::edit_distance;
 
 const fs::path kSource(DPT_SOURCE_DIR);
 

@@ -134,8 +134,9 @@ TEST(HardwareUnits, QuantitiesParseAsDocumented) {
 TEST(HardwareErrors, GoodFileParses) { EXPECT_EQ(parse_hardware_yaml(kGood, "good.yaml").gpu_count(), 2); }
 
 TEST(HardwareErrors, UnknownKeyNamesFileLineAndKey) {
+  // A required key misspelled: the typo at its own line, with the key meant.
   const std::string text = replace_line(kGood, 6, "  memroy: 16 GiB");
-  EXPECT_EQ(error_of(text).rfind("bad.yaml:4: gpu.memory: missing key", 0), 0u) << error_of(text);
+  EXPECT_EQ(error_of(text), "bad.yaml:6: gpu.memroy: unknown key; did you mean 'memory'? (gpu.memory is required)");
   // With the required key present, the extra key is what fails, on its own line.
   const std::string extra = replace_line(kGood, 8, "  kernel_launch_latency: 5 us\n  memroy: 16 GiB");
   EXPECT_EQ(error_of(extra).rfind("bad.yaml:9: gpu.memroy: unknown key (allowed: ", 0), 0u) << error_of(extra);
@@ -149,6 +150,23 @@ TEST(HardwareErrors, NegativeBandwidthIsRejected) {
 TEST(HardwareErrors, ZeroLanesAreRejected) {
   const std::string text = replace_line(kGood, 11, "  lanes: 0");
   EXPECT_EQ(error_of(text), "bad.yaml:11: pcie.lanes: 0 is outside 1 .. 32");
+}
+
+// A PCIe width the specification does not define is a typo, named at its line.
+TEST(HardwareErrors, LanesMustBeAPcieWidth) {
+  EXPECT_EQ(error_of(replace_line(kGood, 11, "  lanes: 3")),
+            "bad.yaml:11: pcie.lanes: x3 is not a PCIe link width (1, 2, 4, 8, 12, 16 or 32)");
+  EXPECT_EQ(error_of(replace_line(kGood, 11, "  lanes: 8")), "(no error)");
+}
+
+// A required key misspelled is reported at the line the author wrote, with the key meant
+// (it was "missing key" at the map's line, naming neither the typo nor its line).
+TEST(HardwareErrors, AMisspelledRequiredKeyIsNamedAtItsLine) {
+  EXPECT_EQ(error_of(replace_line(kGood, 8, "  kernel_launch_latancy: 5 us")),
+            "bad.yaml:8: gpu.kernel_launch_latancy: unknown key; did you mean 'kernel_launch_latency'? "
+            "(gpu.kernel_launch_latency is required)");
+  // Without a near key the key is missing, at its map's line.
+  EXPECT_EQ(error_of(replace_line(kGood, 8, "  launch: 5 us")), "bad.yaml:4: gpu.kernel_launch_latency: missing key");
 }
 
 TEST(HardwareErrors, WrongTypeIsRejected) {

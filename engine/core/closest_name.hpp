@@ -1,4 +1,4 @@
-// "did you mean" for a mistyped command: the known name at the smallest
+// "did you mean" for a mistyped command, flag or file key: the known name at the smallest
 // optimal-string-alignment distance (edits, with adjacent transpositions counted
 // once, so "predcit" is 1 from "predict"), when that distance is small enough to
 // be a typo rather than another word.
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace dpt::cli {
+namespace dpt {
 
 inline std::size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
@@ -34,4 +34,4 @@ inline std::optional<std::string> closest_name(const std::string& word, const st
   return best;
 }
 
-}  // namespace dpt::cli
+}  // namespace dpt
