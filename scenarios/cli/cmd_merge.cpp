@@ -1,7 +1,9 @@
 // dptwin merge: joins the shards of one sweep (--shard I/N runs) into one result.
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "scenarios/cli/command.hpp"
@@ -24,6 +26,14 @@ struct MergeArgs {
 };
 
 int run_merge(const MergeArgs& a) {
+  // The merged file never replaces a shard: a rerun of the merge needs every shard.
+  if (!a.out.empty())
+    for (const auto& f : a.inputs) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(a.out, f, ec) && !ec)
+        throw std::invalid_argument(
+            fmt::format("-o {}: is one of the shards it merges ({}); write the merged result elsewhere", a.out, f));
+    }
   std::vector<scenario::SweepResult> shards;
   for (const auto& f : a.inputs) shards.push_back(scenario::read_sweep_result(f));
   const scenario::SweepResult merged = scenario::merge_sweep_results(shards);

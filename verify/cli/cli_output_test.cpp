@@ -125,6 +125,12 @@ TEST(CliOutput, SweepShardsMergeAndReport) {
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
   EXPECT_TRUE(fs::exists(dir / "rep" / "report.html"));
   EXPECT_TRUE(fs::exists(dir / "rep" / "points.csv"));
+  // The merged file never replaces a shard (exit 2, the shard byte for byte as it was).
+  const std::string shard0 = test::slurp(dir / "shard-0.json");
+  const CliResult over = run_dptwin({"merge", "shard-0.json", "shard-1.json", "-o", "shard-0.json"}, dir);
+  EXPECT_EQ(over.exit_code, 2) << over.err;
+  EXPECT_NE(over.err.find("-o shard-0.json: is one of the shards it merges"), std::string::npos) << over.err;
+  EXPECT_EQ(test::slurp(dir / "shard-0.json"), shard0);
 }
 
 TEST(CliOutput, QuickStartWritesTheDefaultReport) {
