@@ -193,7 +193,9 @@ std::pair<int, int> parse_shard(const std::string& text, const std::string& flag
   const long long i = well_formed ? std::stoll(i_text) : -1, n = well_formed ? std::stoll(n_text) : 0;
   if (!well_formed || n < 1 || i < 0 || i >= n)
     throw std::invalid_argument(
-        fmt::format("{} {}: expected I/N with 0 <= I < N, e.g. {} 0/4 (Slurm: {} $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)",
+        fmt::format("{} {}: expected I/N with 0 <= I < N, e.g. {} 0/4 (Slurm: --array=0-<N-1> and {} "
+                    "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT; an --array from 1 needs "
+                    "$((SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN)) as I)",
                     flag, text, flag, flag));
   return {static_cast<int>(i), static_cast<int>(n)};
 }

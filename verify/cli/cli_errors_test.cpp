@@ -123,8 +123,9 @@ INSTANTIATE_TEST_SUITE_P(
         CliCase{"SweepJobsZero", {"sweep", "s.yaml", "--jobs", "0"}, {{"s.yaml", kSweep}}, 2,
                 "dptwin sweep: error: --jobs 0: must be at least 1\n"},
         CliCase{"SweepBadShard", {"sweep", "s.yaml", "--shard", "3/2"}, {{"s.yaml", kSweep}}, 2,
-                "dptwin sweep: error: --shard 3/2: expected I/N with 0 <= I < N, e.g. --shard 0/4 (Slurm: --shard "
-                "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)\n"},
+                "dptwin sweep: error: --shard 3/2: expected I/N with 0 <= I < N, e.g. --shard 0/4 (Slurm: "
+                "--array=0-<N-1> and --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT; an --array from 1 needs "
+                "$((SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN)) as I)\n"},
         CliCase{"MergeNotJson", {"merge", "a.json"}, {{"a.json", "not json"}}, 2,
                 "dptwin merge: error: sweep result a.json: not JSON: [json.exception.parse_error.101] parse error at "
                 "line 1, column 2: syntax error while parsing value - invalid literal; last read: 'no'\n"},

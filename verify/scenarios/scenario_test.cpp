@@ -455,8 +455,10 @@ TEST(Sweep, ShardFlagParsing) {
     parse_shard("8/8", "--shard");
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "--shard 8/8: expected I/N with 0 <= I < N, e.g. --shard 0/4 (Slurm: --shard "
-                           "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)");
+    // 8/8 is what an --array=1-8 gives its last task: the hint says how to number from 0.
+    EXPECT_STREQ(e.what(), "--shard 8/8: expected I/N with 0 <= I < N, e.g. --shard 0/4 (Slurm: --array=0-<N-1> and --shard "
+                           "$SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT; an --array from 1 needs "
+                           "$((SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN)) as I)");
   }
 }
 
