@@ -415,6 +415,11 @@ sim::HardwareSpec load_hardware_with_overrides(const std::string& name_or_path, 
   if (overrides.empty()) return hw;
   YAML::Node root = sim::yaml_load_file(file.string());
   for (const auto& o : overrides) {
+    // The node count a point runs on is the scenario's (nodes, gpus, --nodes): the
+    // hardware is resized to it, so an override of the file's would change nothing.
+    if (o.path == "nodes")
+      fail_at(o.where, "the nodes a point runs on are the scenario's `nodes` (or `gpus`, --nodes, --gpus), which "
+                       "resize the hardware: an override of the file's node count has no effect");
     // Walk the dotted path; the leaf may be new (the hardware parser then judges it).
     std::vector<std::string> parts;
     std::stringstream ps(o.path);

@@ -195,6 +195,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"MissingSchemaVersion", kGoodScenario.substr(18), "bad.yaml:1: schema_version: missing key"},
         BadCase{"UnknownOverrideSection", with("overrides:\n  tpu.memory: 16 GiB\n"),
                 "bad.yaml:8: overrides.tpu.memory: hardware dgx-a100 has no section 'tpu'"},
+        // The node count is the scenario's: an override of the file's changed nothing.
+        BadCase{"OverrideOfTheNodeCount", with("overrides:\n  nodes: 2\n"),
+                "bad.yaml:8: overrides.nodes: the nodes a point runs on are the scenario's `nodes` (or `gpus`, "
+                "--nodes, --gpus), which resize the hardware: an override of the file's node count has no effect"},
         BadCase{"BadSweepValue", with("sweep:\n  devices: [1, two]\n"),
                 "bad.yaml:8: sweep.devices[1]: expected an integer, got 'two'"},
         BadCase{"UnknownInputs", with("inputs: gpu\n"),
