@@ -370,33 +370,27 @@ static IntraNodePaths intra_node_paths(const HardwareSpec& hw, NcclGraph& g, boo
   IntraNodePaths out;
   // NCCL searches the graph of the communicator's GPUs: NVLink pairs decide its rings only
   // when every one of them has a link to another (search.cc; a GPU without one is reached
-  // over PCIe, and the ring's slowest hop sets its type and bandwidth).
-  const NvlinkCounts links = hw.nvlink && !hw.nvlink->pairs.empty() && local.size() > 1
-                                 ? nvlink_counts(hw, local)
+  // over PCIe, and the ring's slowest hop sets its type and bandwidth). Planted: every GPU
+  // of the node counted, the communicator's or not, and NVLink taken whatever the count.
+  const bool planted = fault_active(Fault::nccl_nvlink_ring_outside_communicator);
+  std::vector<int> counted = local;
+  if (planted) {
+    counted.clear();
+    for (int i = 0; i < hw.gpus_per_node; ++i) counted.push_back(i);
+  }
+  const NvlinkCounts links = hw.nvlink && !hw.nvlink->pairs.empty() && counted.size() > 1
+                                 ? nvlink_counts(hw, counted)
                                  : NvlinkCounts{};
-  const bool nvlink_ring =
-      !links.per_gpu.empty() && *std::min_element(links.per_gpu.begin(), links.per_gpu.end()) > 0 &&
-      !fault_active(Fault::nccl_nvlink_ring_outside_communicator);
+  const int fewest_links = links.per_gpu.empty() ? 0 : *std::min_element(links.per_gpu.begin(), links.per_gpu.end());
   if (p2p && hw.nvswitch) {
     out.per_gpu = out.max_path = hw.nvswitch->links_per_gpu * nvl;
     g.intra_nvlink = true;
-  } else if (nvlink_ring || (fault_active(Fault::nccl_nvlink_ring_outside_communicator) && hw.nvlink &&
-                             !hw.nvlink->pairs.empty())) {
+  } else if (!links.per_gpu.empty() && (fewest_links > 0 || planted)) {
     // Rings over NVLink pairs (DGX-1): pairs without NVLink may lack P2P, the ring does not use them.
-    if (nvlink_ring) {
-      out.per_gpu = *std::min_element(links.per_gpu.begin(), links.per_gpu.end()) * nvl;
-      // Two GPUs: the ring runs over their own links (a bridge's 4); more: a ring through
-      // every GPU runs over single links somewhere (cube mesh).
-      out.max_path = local.size() == 2 ? links.first_pair * nvl : nvl;
-    } else {  // planted: every GPU of the node counted, the communicator's or not
-      std::vector<int> all(hw.gpus_per_node, 0);
-      for (const auto& pr : hw.nvlink->pairs) {
-        all[pr.a] += pr.links;
-        all[pr.b] += pr.links;
-      }
-      out.per_gpu = *std::min_element(all.begin(), all.end()) * nvl;
-      out.max_path = nvl;
-    }
+    out.per_gpu = fewest_links * nvl;
+    // Two GPUs: the ring runs over their own links (a bridge's 4); more: a ring through
+    // every GPU runs over single links somewhere (cube mesh).
+    out.max_path = counted.size() == 2 ? links.first_pair * nvl : nvl;
     g.intra_nvlink = true;
   } else {
     // PCI: P2P through the switches or the root complex; SHM through host memory.
