@@ -179,7 +179,10 @@ ModelDescription describe_transformer(const TransformerSpec& spec, const std::st
                         {"seq", spec.seq}, {"vocab", spec.vocab}, {"mlp", spec.mlp.value_or(1)}})
     require_positive(m.name, key, v);
   require_heads_divide(m.name, spec.hidden, spec.heads);
-  const std::int64_t s = spec.seq, h = spec.hidden, a = spec.heads, v = spec.vocab;
+  if (spec.tokens && (*spec.tokens <= 0 || *spec.tokens > spec.seq))
+    throw std::invalid_argument(fmt::format("model {}: {} tokens per sample, outside 1..{} (the position table)",
+                                            m.name, *spec.tokens, spec.seq));
+  const std::int64_t s = spec.tokens.value_or(spec.seq), h = spec.hidden, a = spec.heads, v = spec.vocab;
   const std::int64_t f = spec.mlp.value_or(4 * h);
   const double sd = static_cast<double>(s), hd = static_cast<double>(h), ad = static_cast<double>(a),
                fd = static_cast<double>(f), vd = static_cast<double>(v);
@@ -191,7 +194,7 @@ ModelDescription describe_transformer(const TransformerSpec& spec, const std::st
   // Token and position lookups cost no FLOPs worth counting; their sum costs one
   // add per element, and embedding dropout saves a mask.
   const double sh = sd * hd, as2 = ad * sd * sd, sf = sd * fd;
-  add_layer(m, "embeddings", "GPT2Embeddings", {{"wte.weight", {v, h}}, {"wpe.weight", {s, h}}}, kAdd * sd * hd,
+  add_layer(m, "embeddings", "GPT2Embeddings", {{"wte.weight", {v, h}}, {"wpe.weight", {spec.seq, h}}}, kAdd * sd * hd,
             sd * hd / 4, s * h);
   set_traffic(m.layers.back(), {{kAddPasses, sh}, {kDropoutPasses, sh}});
   for (std::int64_t i = 0; i < spec.layers; ++i) {

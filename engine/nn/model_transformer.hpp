@@ -24,10 +24,13 @@ struct TransformerSpec {
   std::int64_t layers = 0;  // blocks (n_layer)
   std::int64_t hidden = 0;  // model width (n_embd)
   std::int64_t heads = 0;   // attention heads (n_head); must divide hidden
-  std::int64_t seq = 0;     // tokens per sample, also the position table's size (n_positions)
+  std::int64_t seq = 0;     // the position table's size (n_positions), and tokens per sample unless `tokens`
   std::int64_t vocab = 0;   // vocabulary size
   std::optional<std::int64_t> mlp;  // MLP inner width (n_inner); none: 4 x hidden
   bool tied = false;                // LM head shares the token embedding (no lm_head.weight)
+  // Tokens per sample when training sequences are shorter than the position table (at most
+  // `seq`: GPT-2's learned table has no row past it); none: seq.
+  std::optional<std::int64_t> tokens;
 };
 
 // The largest value of each size a transformer description takes (the spec below and
@@ -53,6 +56,7 @@ ModelDescription describe_transformer(const TransformerSpec& s, const std::strin
 // Llama (LlamaForCausalLM): RMSNorm, rotary positions (no parameters), grouped
 // query attention without biases, SwiGLU MLP, untied LM head unless `tied`.
 struct LlamaSpec {
+  // seq: tokens per sample (rotary positions have no table, so no parameter depends on it)
   std::int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, intermediate = 0, seq = 0, vocab = 0;
   bool tied = false;
 };

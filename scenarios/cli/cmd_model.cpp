@@ -55,7 +55,8 @@ int run_list(bool json) {
                "  mlp:IN-H1-...-OUT              the MLP dptwin train runs\n"
                "  transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied]\n"
                "                                 a GPT-2-style decoder (mlp default 4H; tied: LM head shares wte)\n"
-               "  hf:PATH/config.json            a Hugging Face config of the gpt2, llama, bert or vit family\n";
+               "  hf:PATH/config.json            a Hugging Face config of the gpt2, llama, bert or vit family\n"
+               "  hf:PATH/config.json:seq=N      the same, training N-token sequences (not max_position_embeddings)\n";
   return kExitOk;
 }
 

@@ -48,11 +48,8 @@ Target samples_target(const Scenario& base, const Library& lib) {
   const Target& t = *base.target;
   if (!t.in_tokens()) return t;
   if (t.tokens_per_sample) return target_in_samples(t, *t.tokens_per_sample);
-  std::string name = base.base.model.value_or("");
-  // A relative model file is relative to the plan file.
-  if (name.find('/') != std::string::npos && name.rfind("hf:", 0) != 0 && !std::filesystem::path(name).is_absolute())
-    name = (base.dir / name).string();
-  const ModelDescription model = load_model(name, lib.models_dir);
+  // A relative model file (hf:PATH's config.json too) is relative to the plan file.
+  const ModelDescription model = load_model(model_relative_to(base.base.model.value_or(""), base.dir), lib.models_dir);
   const auto tokens = tokens_per_sample_of(model.sample);
   if (!tokens)
     throw std::invalid_argument(fmt::format("{}: target: the model {} does not say its tokens per sample (its sample "

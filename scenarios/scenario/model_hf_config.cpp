@@ -2,6 +2,7 @@
 #include "scenarios/scenario/model_hf_config.hpp"
 
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -95,19 +96,35 @@ class ConfigReader {
   std::string file_;
 };
 
-ModelDescription gpt2_from(const ConfigReader& c, const std::string& name) {
+// The training sequence a reference gives (`hf:PATH:seq=N`) against the config's position
+// table `key` (`positions` rows): GPT-2's and BERT's learned tables have no row past it
+// (PyTorch's embedding lookup fails there), so a longer sequence is refused.
+std::optional<std::int64_t> sequence_within(const ConfigReader& c, const std::string& key, std::int64_t positions,
+                                            std::optional<std::int64_t> seq) {
+  if (seq && positions > 0 && *seq > positions)
+    c.fail(key, fmt::format("the training sequence :seq={} is longer than the {} learned positions the model has "
+                            "(give :seq= at most {})",
+                            *seq, positions, positions));
+  return seq;
+}
+
+ModelDescription gpt2_from(const ConfigReader& c, const std::string& name, std::optional<std::int64_t> seq) {
   TransformerSpec s;
   s.layers = c.get_int("n_layer");
   s.hidden = c.get_int("n_embd");
   s.heads = c.get_int("n_head");
-  s.seq = c.has("n_positions") ? c.get_int("n_positions") : c.get_int("n_ctx");
+  const char* positions_key = c.has("n_positions") ? "n_positions" : "n_ctx";
+  s.seq = c.get_int(positions_key);
+  s.tokens = sequence_within(c, positions_key, s.seq, seq);
   s.vocab = c.get_int("vocab_size");
   if (c.has("n_inner")) s.mlp = c.get_int("n_inner");
   s.tied = c.get_bool("tie_word_embeddings", true);
   return describe_transformer(s, name);
 }
 
-ModelDescription llama_from(const ConfigReader& c, const std::string& name) {
+// Llama's rotary positions have no table: a training sequence longer than
+// max_position_embeddings is allowed (transformers extends the rotary cache).
+ModelDescription llama_from(const ConfigReader& c, const std::string& name, std::optional<std::int64_t> seq) {
   for (const char* key : {"attention_bias", "mlp_bias"})
     if (c.get_bool(key, false)) c.fail(key, "true is not modelled (Llama's projections have no biases)");
   LlamaSpec s;
@@ -122,7 +139,7 @@ ModelDescription llama_from(const ConfigReader& c, const std::string& name) {
                                    c.get_int("head_dim"), s.heads, s.hidden));
   s.kv_heads = c.get_int("num_key_value_heads", s.heads);
   s.intermediate = c.get_int("intermediate_size");
-  s.seq = c.get_int("max_position_embeddings");
+  s.seq = seq ? *seq : c.get_int("max_position_embeddings");
   s.vocab = c.get_int("vocab_size");
   s.tied = c.get_bool("tie_word_embeddings", false);
   return describe_llama(s, name);
@@ -160,13 +177,14 @@ BertHead bert_head_from(const ConfigReader& c) {
   return BertHead::pooler;
 }
 
-ModelDescription bert_from(const ConfigReader& c, const std::string& name) {
+ModelDescription bert_from(const ConfigReader& c, const std::string& name, std::optional<std::int64_t> seq) {
   BertSpec s;
   s.layers = c.get_int("num_hidden_layers");
   s.hidden = c.get_int("hidden_size");
   s.heads = c.get_int("num_attention_heads");
   s.intermediate = c.get_int("intermediate_size");
   s.seq = c.get_int("max_position_embeddings");
+  s.tokens = sequence_within(c, "max_position_embeddings", s.seq, seq);
   s.vocab = c.get_int("vocab_size");
   s.type_vocab = c.get_int("type_vocab_size", 2);
   s.head = bert_head_from(c);
@@ -198,7 +216,7 @@ ModelDescription vit_from(const ConfigReader& c, const std::string& name) {
 }  // namespace
 
 ModelDescription parse_hf_config(const std::string& json_text, const std::string& file_label,
-                                 const std::string& model_name) {
+                                 const std::string& model_name, std::optional<std::int64_t> seq) {
   json j;
   try {
     j = json::parse(json_text);
@@ -209,14 +227,20 @@ ModelDescription parse_hf_config(const std::string& json_text, const std::string
   }
   if (!j.is_object()) throw std::invalid_argument(fmt::format("{}: expected a JSON object (a config.json)", file_label));
   const ConfigReader c(j, file_label);
+  if (seq && (*seq < 1 || *seq > kMaxTransformerPositions))
+    throw std::invalid_argument(fmt::format("{}: seq: {} is not a number of tokens in 1..{}", model_name, *seq,
+                                            kMaxTransformerPositions));
   if (!c.has("model_type") || !j.at("model_type").is_string())
     c.fail("model_type", "missing: a Hugging Face config.json names its family in model_type");
   const std::string type = j.at("model_type").get<std::string>();
   ModelDescription m;
   try {
-    if (type == "gpt2") m = gpt2_from(c, model_name);
-    else if (type == "llama") m = llama_from(c, model_name);
-    else if (type == "bert") m = bert_from(c, model_name);
+    if (type == "gpt2") m = gpt2_from(c, model_name, seq);
+    else if (type == "llama") m = llama_from(c, model_name, seq);
+    else if (type == "bert") m = bert_from(c, model_name, seq);
+    else if (type == "vit" && seq)
+      c.fail("model_type", fmt::format("vit: a sample is one image (image_size, patch_size), not a sequence; "
+                                       "drop :seq={}", *seq));
     else if (type == "vit") m = vit_from(c, model_name);
     else
       c.fail("model_type", fmt::format("'{}' is not a family this reader knows (gpt2, llama, bert, vit)", type));
@@ -230,7 +254,22 @@ ModelDescription parse_hf_config(const std::string& json_text, const std::string
   return m;
 }
 
-ModelDescription load_hf_config(const std::filesystem::path& path) {
+HfReference parse_hf_reference(const std::string& reference) {
+  const auto at = reference.rfind(":seq=");
+  if (at == std::string::npos) return {reference, std::nullopt};
+  const std::string digits = reference.substr(at + 5);
+  const bool whole = !digits.empty() && digits.size() <= 9 &&
+                     digits.find_first_not_of("0123456789") == std::string::npos;
+  const std::int64_t tokens = whole ? std::stoll(digits) : 0;
+  if (!whole || tokens < 1 || tokens > kMaxTransformerPositions)
+    throw std::invalid_argument(fmt::format("hf:{}: seq: '{}' is not a number of tokens in 1..{} (hf:PATH:seq=N, "
+                                            "e.g. hf:config.json:seq=4096)",
+                                            reference, digits, kMaxTransformerPositions));
+  return {reference.substr(0, at), tokens};
+}
+
+ModelDescription load_hf_config(const std::string& reference) {
+  const auto [path, seq] = parse_hf_reference(reference);
   require_regular_input(path, "hf config " + path.string());
   std::ifstream in(path);
   if (!in || std::filesystem::is_directory(path))
@@ -238,7 +277,7 @@ ModelDescription load_hf_config(const std::filesystem::path& path) {
                                             path.string()));
   std::stringstream text;
   text << in.rdbuf();
-  return parse_hf_config(text.str(), path.string(), "hf:" + path.string());
+  return parse_hf_config(text.str(), path.string(), "hf:" + reference, seq);
 }
 
 }  // namespace dpt

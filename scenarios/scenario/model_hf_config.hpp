@@ -11,10 +11,14 @@
 //         refused (type_vocab_size default 2)
 //   vit   ViTForImageClassification (classes: id2label's size, else num_labels,
 //         else transformers' default 2; num_channels default 3, qkv_bias default true)
-// A sample is one sequence of max_position_embeddings (n_positions) tokens, or
-// one image. Fields the model's shapes do not depend on are ignored.
+// A sample is one sequence of max_position_embeddings (n_positions) tokens, or the
+// training sequence a reference names (`hf:PATH:seq=N`: GPT-2 and BERT keep their
+// position table and take at most that many; Llama's rotary positions take any), or
+// one image (ViT refuses :seq=). Fields the model's shapes do not depend on are ignored.
 #pragma once
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "engine/nn/model_library.hpp"
@@ -23,9 +27,19 @@ namespace dpt {
 
 // Errors are std::invalid_argument naming the file and the key (a missing or
 // non-integer field, an unknown model_type with the families this reads).
+// `seq`: tokens per sample in place of the config's positions (see above).
 ModelDescription parse_hf_config(const std::string& json_text, const std::string& file_label,
-                                 const std::string& model_name);
-// Reads the file; the model is named "hf:PATH".
-ModelDescription load_hf_config(const std::filesystem::path& path);
+                                 const std::string& model_name, std::optional<std::int64_t> seq = std::nullopt);
+
+// What follows "hf:": the config's path and the training sequence of a ":seq=N" suffix.
+struct HfReference {
+  std::filesystem::path path;
+  std::optional<std::int64_t> seq;
+};
+// Throws std::invalid_argument naming the reference when the suffix is not a number of
+// tokens in 1..kMaxTransformerPositions.
+HfReference parse_hf_reference(const std::string& reference);
+// Reads "PATH[:seq=N]"; the model is named "hf:" + reference.
+ModelDescription load_hf_config(const std::string& reference);
 
 }  // namespace dpt

@@ -362,6 +362,14 @@ std::vector<std::string> list_models(const std::filesystem::path& library_dir) {
   return sim::yaml_file_stems(library_dir);
 }
 
+std::string model_relative_to(const std::string& model, const std::filesystem::path& dir) {
+  if (model.rfind("mlp:", 0) == 0 || model.rfind("transformer:", 0) == 0) return model;
+  const std::string prefix = model.rfind("hf:", 0) == 0 ? "hf:" : "";
+  const std::string path = model.substr(prefix.size());
+  if (path.find('/') == std::string::npos || std::filesystem::path(path).is_absolute()) return model;
+  return prefix + (dir / path).string();
+}
+
 ModelDescription load_model(const std::string& name_or_path, const std::filesystem::path& library_dir) {
   if (name_or_path.rfind("mlp:", 0) == 0) return describe_mlp(parse_mlp_spec(name_or_path));
   if (name_or_path.rfind("transformer:", 0) == 0) return describe_transformer(parse_transformer_spec(name_or_path));

@@ -29,12 +29,7 @@ struct PointWhere {
 // the scenario's directory.
 ModelDescription load_point_model(const Scenario& s, const PointConfig& c, const Library& lib, const PointWhere& where) {
   try {
-    std::string model = c.model.value();
-    const std::string prefix = model.rfind("hf:", 0) == 0 ? "hf:" : "";
-    std::string path = model.substr(prefix.size());
-    if (model.rfind("mlp:", 0) != 0 && path.find('/') != std::string::npos && !std::filesystem::path(path).is_absolute())
-      path = (s.dir / path).string();
-    return load_model(prefix + path, lib.models_dir);
+    return load_model(model_relative_to(c.model.value(), s.dir), lib.models_dir);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(where("model") + e.what());
   }

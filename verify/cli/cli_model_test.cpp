@@ -30,7 +30,9 @@ TEST(CliModel, ShowPrintsAModelFileThatReadsBack) {
   const std::vector<std::pair<std::string, Elements>> cases = {
       {"hf:" + (kSource / "scenarios/models/hf/vit-base-patch16-224/config.json").string(), 86'567'656},
       {"transformer:layers=12,hidden=768,heads=12,seq=1024,vocab=50257,tied", 124'439'808},
-      {"gpt2-124m", 124'439'808}};
+      {"gpt2-124m", 124'439'808},
+      // 512-token training sequences: the position table keeps its 1024 rows.
+      {"hf:" + (kSource / "scenarios/models/hf/gpt2/config.json").string() + ":seq=512", 124'439'808}};
   for (const auto& [name, count] : cases) {
     const CliResult r = run_dptwin({"model", "show", name}, dir("show"));
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -46,12 +48,38 @@ TEST(CliModel, BadNamesExit2NamingThem) {
       {{"model", "show", "transformer:layers=2,hidden=64,heads=4,seq=8"}, "missing vocab"},
       {{"model", "show", "hf:no/such/config.json"}, "no/such/config.json"},
       {{"model"}, "subcommand is required"},  // list or show
+      {{"model", "show", "hf:" + (kSource / "scenarios/models/hf/gpt2/config.json").string() + ":seq=2048"},
+       "n_positions: the training sequence :seq=2048 is longer than the 1024 learned positions"},
   };
   for (const auto& [args, message] : cases) {
     const CliResult r = run_dptwin(args, dir("bad"));
     EXPECT_EQ(r.exit_code, 2) << args.back();
     EXPECT_NE((r.err + r.out).find(message), std::string::npos) << r.err << r.out;
   }
+}
+
+// A scenario and a plan name `hf:sub/config.json:seq=N` relative to their own folder (run
+// from another one), and the plan's target in tokens counts N tokens per sample.
+TEST(CliModel, RelativeHfConfigWithSequenceFromScenarioAndPlan) {
+  const fs::path root = dir("relative");
+  fs::remove_all(root);
+  fs::create_directories(root / "files" / "sub");
+  fs::create_directories(root / "elsewhere");
+  fs::copy_file(kSource / "scenarios/models/hf/gpt2/config.json", root / "files" / "sub" / "config.json");
+  std::ofstream(root / "files" / "s.yaml") << "schema_version: 1\nhardware: dgx-h100\nmodel: hf:sub/config.json:seq=128\n"
+                                              "strategy: ddp\ndevices: 8\nbatch_per_device: 8\n";
+  const CliResult r = run_dptwin({"predict", "../files/s.yaml"}, root / "elsewhere");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("sub/config.json:seq=128"), std::string::npos) << r.out;
+  // 8 GPUs x 8 samples x 128 tokens = 8,192 tokens a step; a target of 8,192 tokens/s is one
+  // step a second, which the twin beats by far. A 1024-token reading would need 8x that.
+  std::ofstream(root / "files" / "p.yaml")
+      << "schema_version: 1\nmodel: hf:sub/config.json:seq=128\nbatch_per_device: 8\n"
+         "target:\n  tokens_per_s: 8192\nplan:\n  candidates:\n    - {hardware: dgx-h100, price_per_gpu_hour: 4.5}\n"
+         "  strategies: [ddp]\n  max_gpus: 1\n";
+  const CliResult plan = run_dptwin({"plan", "../files/p.yaml"}, root / "elsewhere");
+  EXPECT_EQ(plan.exit_code, 0) << plan.err << plan.out;
+  EXPECT_NE(plan.out.find("64.0 samples/s of 128 tokens"), std::string::npos) << plan.out;  // 8,192 / 128
 }
 
 }  // namespace

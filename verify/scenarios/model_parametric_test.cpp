@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/core/fault_injection.hpp"
@@ -262,6 +264,67 @@ TEST(HfConfig, ParameterNamesAsTransformersRegistersThem) {
       "num_attention_heads": 4, "intermediate_size": 128, "image_size": 32, "patch_size": 8,
       "id2label": {"0": "cat", "1": "dog", "2": "bird"}})", "tiny.json", "tiny");
   EXPECT_EQ(two.layers.back().output_features, 3);
+}
+
+// A training sequence shorter than the config's positions: `hf:PATH:seq=N`.
+TEST(HfConfig, TrainingSequenceSuffixSetsTokensPerSampleNotParameters) {
+  const auto path = (kModels / "hf" / "gpt2" / "config.json").string();
+  const auto gpt2 = load_model("hf:" + path + ":seq=512", kModels);
+  // transformers' count for GPT2LMHeadModel (its card): the position table keeps n_positions
+  // rows (1024 x 768), whatever length the batches have.
+  EXPECT_EQ(model_parameter_count(gpt2), 124'439'808);
+  EXPECT_EQ(gpt2.layers.front().parameters[1].name, "wpe.weight");
+  EXPECT_EQ(gpt2.layers.front().parameters[1].shape, (Shape{1024, 768}));
+  EXPECT_EQ(gpt2.sample, "a 512-token sequence");
+  EXPECT_EQ(gpt2.name, "hf:" + path + ":seq=512");
+  // Every GEMM of a block has one row per token: c_attn, attn.c_proj, mlp.c_fc, mlp.c_proj.
+  ASSERT_EQ(gpt2.layers[1].gemms.size(), 4u);
+  for (const auto& g : gpt2.layers[1].gemms) EXPECT_EQ(g.rows_per_sample, 512);
+  // Half the tokens: the weight GEMMs' 24 s h^2 halves and attention's 4 s^2 h quarters, so a
+  // block costs less than half the 1024-token one and more than a quarter.
+  const auto full = hf("gpt2");
+  EXPECT_LT(gpt2.layers[1].forward_flops_per_sample, 0.5 * full.layers[1].forward_flops_per_sample);
+  EXPECT_GT(gpt2.layers[1].forward_flops_per_sample, 0.25 * full.layers[1].forward_flops_per_sample);
+
+  // Llama's rotary positions have no table: any length, the same 6,738,415,616 parameters.
+  const auto llama_path = (kModels / "hf" / "llama-2-7b" / "config.json").string();
+  for (const int seq : {512, 8192}) {
+    const auto llama = load_model(fmt::format("hf:{}:seq={}", llama_path, seq), kModels);
+    EXPECT_EQ(model_parameter_count(llama), 6'738'415'616);
+    EXPECT_EQ(llama.sample, fmt::format("a {}-token sequence", seq));
+  }
+  // BERT keeps its 512 learned positions and its class's count (BertForMaskedLM).
+  const auto bert = load_model("hf:" + (kModels / "hf" / "bert-base-uncased" / "config.json").string() + ":seq=128",
+                               kModels);
+  EXPECT_EQ(model_parameter_count(bert), 109'514'298);
+  EXPECT_EQ(bert.sample, "a 128-token sequence (masked-LM head)");
+}
+
+TEST(HfConfig, TrainingSequenceSuffixErrorsNameWhatIsWrong) {
+  const auto error_of = [](const std::string& model) -> std::string {
+    try {
+      load_model(model, kModels);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "accepted: " + model;
+  };
+  const auto dir = kModels / "hf";
+  // Longer than a learned position table: PyTorch's lookup fails past it.
+  const auto long_gpt2 = error_of("hf:" + (dir / "gpt2" / "config.json").string() + ":seq=2048");
+  EXPECT_NE(long_gpt2.find("n_positions"), std::string::npos) << long_gpt2;
+  EXPECT_NE(long_gpt2.find(":seq=2048"), std::string::npos) << long_gpt2;
+  EXPECT_NE(long_gpt2.find("at most 1024"), std::string::npos) << long_gpt2;
+  const auto long_bert = error_of("hf:" + (dir / "bert-base-uncased" / "config.json").string() + ":seq=513");
+  EXPECT_NE(long_bert.find("max_position_embeddings"), std::string::npos) << long_bert;
+  // A ViT sample is an image.
+  const auto vit = error_of("hf:" + (dir / "vit-base-patch16-224" / "config.json").string() + ":seq=16");
+  EXPECT_NE(vit.find("one image"), std::string::npos) << vit;
+  // Not a number of tokens.
+  for (const std::string bad : {"", "0", "x", "12k", "-4", "99999999999"}) {
+    const auto text = error_of("hf:" + (dir / "gpt2" / "config.json").string() + ":seq=" + bad);
+    EXPECT_NE(text.find(fmt::format("seq: '{}' is not a number of tokens", bad)), std::string::npos) << text;
+  }
 }
 
 TEST(HfConfig, GroupedQueryAttentionNarrowsKeyAndValue) {
