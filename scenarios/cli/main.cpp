@@ -1,6 +1,7 @@
 // dptwin: data-parallel training on several GPUs, with a simulated twin.
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -102,6 +103,11 @@ void refuse_empty_values(CLI::App& app) {
 
 int main(int argc, char** argv) {
   using namespace dpt::cli;
+  // A closed pipe (`dptwin ... | head`) or a file-size limit makes a write fail with EPIPE or
+  // EFBIG, which check_stdout and every -o writer report (exit 3 and the reason), instead of
+  // killing the process by signal (141, 153) with nothing said.
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"dptwin: data-parallel training (DataParallel and DDP semantics) on host, CUDA or a SimGrid twin"};
   app.name("dptwin");
   app.require_subcommand(1);

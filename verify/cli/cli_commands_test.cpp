@@ -334,24 +334,44 @@ TEST(CliExitCodes, AsTheReadmeDocuments) {
 
 // Invariant: output a command cannot write to standard output fails the run (exit 3, the
 // reason on stderr), as a failed --out does; with room for it the same command exits 0.
-// The full disk is RLIMIT_FSIZE on the child (its .stdout file in the test's folder),
-// with SIGXFSZ ignored so that write() fails with EFBIG. Shown to fail before the check:
-// `predict --json` exited 0 with a truncated document.
+// The full disk is RLIMIT_FSIZE on the child (its .stdout file in the test's folder);
+// the closed pipe a pipe whose reading end is closed (`dptwin ... | head` after head left).
+// Both with the signal dispositions a shell gives (SIGXFSZ and SIGPIPE at their defaults,
+// which kill the process unless dptwin ignores them) and with them ignored. Shown to fail
+// before the check: `predict --json` exited 0 with a truncated document; and before
+// dptwin ignored the signals: killed by SIGXFSZ (153) and SIGPIPE (141), nothing said.
 TEST(CliExitCodes, StandardOutputThatCannotBeWrittenFailsTheRun) {
   const fs::path dir = fresh_dir("stdout_full");
   write(dir / "fits.yaml", "schema_version: 1\nhardware: dgx1-v100\nmodel: gpt2-124m\nstrategy: ddp\n"
                            "devices: 2\nbatch_per_device: 1\n");
-  const auto limited = [] {
-    std::signal(SIGXFSZ, SIG_IGN);
-    const rlimit lim{512, 512};  // room for an error line on stderr, not for the output
-    setrlimit(RLIMIT_FSIZE, &lim);
+  const auto limited = [](bool ignored) {
+    return [ignored] {
+      std::signal(SIGXFSZ, ignored ? SIG_IGN : SIG_DFL);
+      const rlimit lim{512, 512};  // room for an error line on stderr, not for the output
+      setrlimit(RLIMIT_FSIZE, &lim);
+    };
+  };
+  const auto closed_pipe = [](bool ignored) {
+    return [ignored] {
+      std::signal(SIGPIPE, ignored ? SIG_IGN : SIG_DFL);
+      int fds[2];
+      if (::pipe(fds) != 0) ::_exit(126);
+      ::close(fds[0]);
+      ::dup2(fds[1], 1);
+      ::close(fds[1]);
+    };
   };
   const std::vector<std::vector<std::string>> commands = {
       {"predict", "fits.yaml", "--json"}, {"hardware", "list"}, {"model", "list"}};
   for (const auto& args : commands) {
-    const CliResult full = run_dptwin_with(args, dir, limited);
-    EXPECT_EQ(full.exit_code, 3) << args[0] << "\n" << full.err;
-    EXPECT_NE(full.err.find("writing standard output failed"), std::string::npos) << args[0] << "\n" << full.err;
+    for (const bool ignored : {true, false})
+      for (const auto& [what, failing] : {std::pair{"full disk", std::function<void()>(limited(ignored))},
+                                          std::pair{"closed pipe", std::function<void()>(closed_pipe(ignored))}}) {
+        const CliResult full = run_dptwin_with(args, dir, failing);
+        EXPECT_EQ(full.exit_code, 3) << args[0] << ", " << what << (ignored ? ", signal ignored" : "") << "\n"
+                                     << full.err;
+        EXPECT_NE(full.err.find("writing standard output failed"), std::string::npos) << args[0] << "\n" << full.err;
+      }
     const CliResult room = run_dptwin(args, dir);
     EXPECT_EQ(room.exit_code, 0) << args[0] << "\n" << room.err;
     EXPECT_GT(room.out.size(), 512u) << args[0];  // the case needs output past the limit
