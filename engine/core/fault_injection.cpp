@@ -58,6 +58,7 @@ const std::vector<Fault>& all_faults() {
       Fault::gloo_one_segment_per_rank,
       Fault::profile_scale_ignored,
       Fault::schedule_memo_ignores_channels,
+      Fault::ring_lock_step_latency,
       Fault::op_efficiency_ignores_compute_type,
       Fault::conv_nchw_transposes_free,
       Fault::memory_bound_traffic_ignored,
@@ -149,6 +150,7 @@ const char* fault_name(Fault f) {
     case Fault::gloo_one_segment_per_rank: return "gloo-one-segment-per-rank";
     case Fault::profile_scale_ignored: return "profile-scale-ignored";
     case Fault::schedule_memo_ignores_channels: return "schedule-memo-ignores-channels";
+    case Fault::ring_lock_step_latency: return "ring-lock-step-latency";
     case Fault::op_efficiency_ignores_compute_type: return "op-efficiency-ignores-type";
     case Fault::conv_nchw_transposes_free: return "conv-nchw-transposes-free";
     case Fault::memory_bound_traffic_ignored: return "memory-bound-traffic-ignored";

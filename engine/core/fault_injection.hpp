@@ -51,6 +51,7 @@ enum class Fault : unsigned {
   gloo_one_segment_per_rank,        // "gloo-one-segment-per-rank": gloo's ring cut into N segments, not at least 2N
   profile_scale_ignored,            // "profile-scale-ignored": measured layer times not scaled to another GPU kind
   schedule_memo_ignores_channels,   // "schedule-memo-ignores-channels": schedule_latency's memo keyed without channels
+  ring_lock_step_latency,           // "ring-lock-step-latency": a ring's steps each pay its slowest hop, not its path's
   op_efficiency_ignores_compute_type,  // "op-efficiency-ignores-type": per-compute-type op-class fractions ignored
   conv_nchw_transposes_free,        // "conv-nchw-transposes-free": Tensor Core convs on NCHW pay no layout transposes
   memory_bound_traffic_ignored,     // "memory-bound-traffic-ignored": a layer's counted memory-bound traffic ignored

@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
+
+#include "sim/collectives/large_n/phases.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -45,30 +48,50 @@ ExactTransport::Box& ExactTransport::box(const Key& key) {
   return b;
 }
 
-sg4::CommPtr ExactTransport::send(const Key& key, sg4::Host* from, sg4::Host* to, Bytes n) {
+sg4::CommPtr ExactTransport::send(const Key& key, sg4::Host* from, sg4::Host* to, Bytes n,
+                                  Seconds arrives_not_before) {
   sg4::CommPtr comm = platform_.transfer_async(from, to, n);
   Box& b = box(key);
-  b.comms.push_back(comm);
+  b.comms.emplace_back(comm, arrives_not_before);
   b.posted->release();
   return comm;
 }
 
-sg4::CommPtr ExactTransport::recv(const Key& key) {
+std::pair<sg4::CommPtr, Seconds> ExactTransport::recv_bounded(const Key& key) {
   Box* b = &box(key);
   b->posted->acquire();
   b = &boxes_.at(key);  // the map may have grown while this actor slept
-  sg4::CommPtr comm = b->comms.front();
+  auto message = b->comms.front();
   b->comms.pop_front();
   // Each connection has one receiver, so an empty box has nobody waiting on it.
   if (b->comms.empty()) boxes_.erase(key);
-  return comm;
+  return message;
 }
+
+sg4::CommPtr ExactTransport::recv(const Key& key) { return recv_bounded(key).first; }
 
 const std::vector<std::vector<int>>& ExactTransport::ring_orders_cached(const std::vector<int>& rank_gpus,
                                                                         int channels) {
   auto it = orders_.find(channels);
   if (it == orders_.end()) it = orders_.emplace(channels, ring_orders(platform_, rank_gpus, channels)).first;
   return it->second;
+}
+
+const std::vector<std::vector<Seconds>>& ExactTransport::ring_hop_drains(const std::vector<int>& rank_gpus,
+                                                                         int channels, Bytes chunk_wire_bytes,
+                                                                         BytesPerSecond cap_bytes_per_s) {
+  const auto key = std::make_tuple(channels, chunk_wire_bytes, cap_bytes_per_s);
+  auto it = drains_.find(key);
+  if (it != drains_.end()) return it->second;
+  if (drains_.size() >= 64) drains_.clear();  // a step's bucket sizes at a time
+  const auto& orders = ring_orders_cached(rank_gpus, channels);
+  const auto flows = ring_step_flows(platform_, rank_gpus, orders, chunk_wire_bytes, cap_bytes_per_s);
+  const LinkLoad load = phase_load(platform_, flows);
+  const size_t n = rank_gpus.size();
+  std::vector<std::vector<Seconds>> drains(orders.size(), std::vector<Seconds>(n));
+  for (size_t c = 0; c < orders.size(); ++c)
+    for (size_t i = 0; i < n; ++i) drains[c][i] = flow_drain_with(platform_, flows[c * n + i], load);
+  return drains_.emplace(key, std::move(drains)).first->second;
 }
 
 std::vector<std::vector<int>> node_chains(const Platform& p, const std::vector<int>& rank_gpus) {
@@ -99,9 +122,11 @@ struct Ctx {
     return std::max<Bytes>(1, static_cast<Bytes>(std::llround(static_cast<double>(data) * wire_factor)));
   }
   // Sends `data` bytes as the protocol puts them on the wire.
-  sg4::CommPtr send(const ExactTransport::Key& key, sg4::Host* from, sg4::Host* to, Bytes data) const {
-    return t.send(key, from, to, wire(data));
+  sg4::CommPtr send(const ExactTransport::Key& key, sg4::Host* from, sg4::Host* to, Bytes data,
+                    Seconds arrives_not_before = 0) const {
+    return t.send(key, from, to, wire(data), arrives_not_before);
   }
+
   // When a flow of `data` bytes from `from` to `to` started at `t0` may end at the earliest
   // under the flow bound: its route latency plus its wire bytes at the bound (SimGrid 3.32
   // ignores a comm's own rate bound under TCP-gamma 0, so the bound is kept here, as the
@@ -112,38 +137,66 @@ struct Ctx {
   }
 };
 
-// Ring reduce-scatter / all-gather / all-reduce: see collectives.hpp.
+// Ring reduce-scatter / all-gather / all-reduce: see collectives.hpp. One actor per
+// channel: channels progress independently, as NCCL's do. A rank forwards each step's
+// chunk once it has arrived from its predecessor (NCCL's FIFO lets a sender run ahead of
+// its sends' arrival): no step waits for the ring's slowest hop, so the route latencies
+// paid are those along the path a chunk travels. A channel's sends leave one after the
+// other, as its FIFO puts them on the wire: the next no sooner than the previous one's
+// drain at the channel's share of its links (ExactTransport::ring_hop_drains; latency
+// overlapped), since two of them started together would share the link and each arrive
+// late. Under the flow bound a chunk counts as arrived no sooner than its route latency
+// plus its wire bytes at the bound after it was sent.
 void ring_steps(Ctx& c, int rank, const CollectiveCall& call, int channels) {
   const int n = static_cast<int>(c.gpus.size());
   if (n == 1) return;
   const auto& orders = c.t.ring_orders_cached(c.gpus, channels);
-  std::vector<int> pos(channels), next(channels), prev(channels);
+  const auto& drains = c.t.ring_hop_drains(
+      c.gpus, channels, c.wire(ceil_div(call.count, static_cast<Elements>(n) * channels) * call.element_bytes),
+      c.cap_bytes_per_s);
+  const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
+  std::vector<sg4::ActorPtr> helpers;
   for (int ch = 0; ch < channels; ++ch) {
     const auto& o = orders[ch];
-    pos[ch] = static_cast<int>(std::find(o.begin(), o.end(), rank) - o.begin());
-    next[ch] = o[(pos[ch] + 1) % n];
-    prev[ch] = o[(pos[ch] + n - 1) % n];
+    const int pos = static_cast<int>(std::find(o.begin(), o.end(), rank) - o.begin());
+    const int next = o[(pos + 1) % n], prev = o[(pos + n - 1) % n];
+    const Seconds spacing = drains[static_cast<size_t>(ch)][static_cast<size_t>(pos)];
+    const CollectiveOp op = call.op;
+    const Elements count = call.count;
+    const Bytes eb = call.element_bytes;
+    Ctx ctx = c;
+    helpers.push_back(sg4::Actor::create(
+        fmt::format("ring{}-r{}", ch, rank), c.host(rank),
+        [ctx, rank, ch, channels, n, pos, next, prev, steps, op, count, eb, spacing]() mutable {
+          std::vector<sg4::CommPtr> sends;
+          sg4::CommPtr arriving;  // the last step's chunk from the predecessor
+          Seconds arrives_at = 0;
+          Seconds sender_free = sg4::Engine::get_clock();  // when the previous send has left
+          for (int s = 0; s < steps; ++s) {
+            if (arriving) {  // step s forwards (reduced) what step s - 1 brought
+              arriving->wait();
+              if (arrives_at > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(arrives_at);
+            }
+            if (sender_free > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(sender_free);
+            const Seconds t0 = sg4::Engine::get_clock();
+            // Chunk sent at step s by the rank at ring position q (reduce-scatter, then all-gather).
+            int chunk;
+            if (op == CollectiveOp::all_gather) chunk = pos - s;
+            else if (s < n - 1) chunk = pos - s;
+            else chunk = pos + 1 - (s - (n - 1));
+            chunk = ((chunk % n) + n) % n;
+            const Bytes bytes = piece_count(count, static_cast<Elements>(n) * channels, ch * n + chunk) * eb;
+            sends.push_back(ctx.send({ctx.call, kRing, rank, next, ch}, ctx.host(rank), ctx.host(next), bytes,
+                                     ctx.bound_end(t0, ctx.host(rank), ctx.host(next), bytes)));
+            sender_free = t0 + spacing;
+            std::tie(arriving, arrives_at) = ctx.t.recv_bounded({ctx.call, kRing, prev, rank, ch});
+          }
+          arriving->wait();
+          if (arrives_at > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(arrives_at);
+          wait_all(sends);
+        }));
   }
-  const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
-  std::vector<sg4::CommPtr> pending;
-  for (int s = 0; s < steps; ++s) {
-    const Seconds t0 = sg4::Engine::get_clock();
-    Seconds not_before = t0;
-    for (int ch = 0; ch < channels; ++ch) {
-      // Chunk sent at step s by the rank at ring position q (reduce-scatter, then all-gather).
-      int chunk;
-      if (call.op == CollectiveOp::all_gather) chunk = pos[ch] - s;
-      else if (s < n - 1) chunk = pos[ch] - s;
-      else chunk = pos[ch] + 1 - (s - (n - 1));
-      chunk = ((chunk % n) + n) % n;
-      const Bytes bytes = piece_count(call.count, n * channels, ch * n + chunk) * call.element_bytes;
-      pending.push_back(c.send({c.call, kRing, rank, next[ch], ch}, c.host(rank), c.host(next[ch]), bytes));
-      not_before = std::max(not_before, c.bound_end(t0, c.host(rank), c.host(next[ch]), bytes));
-    }
-    for (int ch = 0; ch < channels; ++ch) pending.push_back(c.t.recv({c.call, kRing, prev[ch], rank, ch}));
-    wait_all(pending);
-    if (not_before > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(not_before);
-  }
+  for (auto& h : helpers) h->join();
 }
 
 // Pipelined chain along each channel's ring from the root (broadcast) or to it (reduce).

@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include <simgrid/s4u.hpp>
@@ -25,21 +26,33 @@ class ExactTransport {
   using Key = std::tuple<int, int, int, int, int>;
 
   explicit ExactTransport(Platform& p) : platform_(p) {}
-  simgrid::s4u::CommPtr send(const Key& key, simgrid::s4u::Host* from, simgrid::s4u::Host* to, Bytes n);
+  // `arrives_not_before`: the earliest time the receiver may take the message as arrived
+  // (the flow bound SimGrid does not apply itself; 0: none). recv_bounded returns it.
+  simgrid::s4u::CommPtr send(const Key& key, simgrid::s4u::Host* from, simgrid::s4u::Host* to, Bytes n,
+                             Seconds arrives_not_before = 0);
   // Blocks until the matching send was started; returns its comm (to wait on).
   simgrid::s4u::CommPtr recv(const Key& key);
+  // The same with the send's arrives_not_before.
+  std::pair<simgrid::s4u::CommPtr, Seconds> recv_bounded(const Key& key);
   // Ring orders for a rank set and channel count, computed once.
   const std::vector<std::vector<int>>& ring_orders_cached(const std::vector<int>& rank_gpus, int channels);
+  // Per channel and ring position: how long that hop's flow of `chunk_wire_bytes` takes to
+  // drain when one step of every channel loads the links (the large-N phase load,
+  // flow_drain_with), i.e. how often a channel's sends can follow one another on a link it
+  // shares with the other channels. Computed once per (channels, chunk, bound).
+  const std::vector<std::vector<Seconds>>& ring_hop_drains(const std::vector<int>& rank_gpus, int channels,
+                                                           Bytes chunk_wire_bytes, BytesPerSecond cap_bytes_per_s);
 
  private:
   struct Box {
-    std::deque<simgrid::s4u::CommPtr> comms;
+    std::deque<std::pair<simgrid::s4u::CommPtr, Seconds>> comms;  // with arrives_not_before
     simgrid::s4u::SemaphorePtr posted;
   };
   Box& box(const Key& key);
   Platform& platform_;
   std::map<Key, Box> boxes_;
   std::map<int, std::vector<std::vector<int>>> orders_;  // by channel count
+  std::map<std::tuple<int, Bytes, BytesPerSecond>, std::vector<std::vector<Seconds>>> drains_;
 };
 
 // Runs call number `call_index` of a group for `rank` message by message; returns when

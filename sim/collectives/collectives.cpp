@@ -374,6 +374,44 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
 
 namespace {
 
+}  // namespace
+
+Seconds ring_path_latency(const Platform& p, const std::vector<int>& rank_gpus,
+                          const std::vector<std::vector<int>>& orders, Elements steps) {
+  const int n = static_cast<int>(rank_gpus.size());
+  if (n < 2 || steps <= 0) return 0;
+  // Planted fault: every step pays the ring's slowest hop (a lock-step ring).
+  const bool lock_step = fault_active(Fault::ring_lock_step_latency);
+  Seconds path = 0;
+  std::vector<Seconds> hop(static_cast<size_t>(n));
+  for (const auto& o : orders) {
+    Seconds total = 0, slowest = 0;
+    for (int i = 0; i < n; ++i) {
+      hop[static_cast<size_t>(i)] = p.gpu_route(rank_gpus[o[i]], rank_gpus[o[(i + 1) % n]]).latency_s;
+      total += hop[static_cast<size_t>(i)];
+      slowest = std::max(slowest, hop[static_cast<size_t>(i)]);
+    }
+    if (lock_step) {
+      path = std::max(path, static_cast<double>(steps) * slowest);
+      continue;
+    }
+    // `steps` consecutive hops: whole turns of the ring, then the slowest window of the rest.
+    const Elements turns = steps / n;
+    const int rest = static_cast<int>(steps % n);
+    Seconds window = 0, widest = 0;
+    for (int i = 0; i < rest; ++i) window += hop[static_cast<size_t>(i)];
+    widest = window;
+    for (int i = 1; i < n && rest > 0; ++i) {
+      window += hop[static_cast<size_t>((i + rest - 1) % n)] - hop[static_cast<size_t>(i - 1)];
+      widest = std::max(widest, window);
+    }
+    path = std::max(path, static_cast<double>(turns) * total + widest);
+  }
+  return path;
+}
+
+namespace {
+
 // The slowest hop of any ring channel: the route latency between ring neighbours.
 Seconds ring_slowest_hop(const Platform& p, const std::vector<int>& rank_gpus, int channels) {
   const int n = static_cast<int>(rank_gpus.size());
@@ -418,11 +456,17 @@ Seconds schedule_latency(const Platform& p, const std::vector<int>& rank_gpus, c
   if (n < 2) return 0;
   switch (plan.algorithm) {
     case CollectiveAlgorithm::ring: {
-      const Seconds hop = memoised(memo ? &memo->ring_hop_s : nullptr, plan.channels,
-                                   [&](int c) { return ring_slowest_hop(p, rank_gpus, c); });
       const bool chain = call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce;
-      const int steps = chain ? n - 1 : call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
-      return steps * hop;
+      if (chain) {
+        const Seconds hop = memoised(memo ? &memo->ring_hop_s : nullptr, plan.channels,
+                                     [&](int c) { return ring_slowest_hop(p, rank_gpus, c); });
+        return (n - 1) * hop;
+      }
+      // A chunk's path: 2(N - 1) hops for all_reduce, N - 1 for the others.
+      const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
+      return memoised(memo ? &memo->ring_path_s : nullptr, 2 * plan.channels + (steps == n - 1 ? 0 : 1), [&](int key) {
+        return ring_path_latency(p, rank_gpus, ring_orders(p, rank_gpus, key / 2), steps);
+      });
     }
     case CollectiveAlgorithm::tree: {
       const Seconds deepest = memoised(memo ? &memo->tree_deepest_s : nullptr, std::min(plan.channels, 2),

@@ -5,9 +5,12 @@
 //         crosses nodes through a different NIC). The buffer is cut into N x C chunks
 //         (as even as elements allow). all_reduce = reduce-scatter then all-gather,
 //         2(N-1) steps; reduce_scatter and all_gather N-1 steps; in each step every
-//         rank sends one chunk per channel to its successor and waits for its send and
-//         for the chunk from its predecessor. NCCL slices a step into pipelined slices
-//         so latency is paid per step, not per slice: here a step is one message.
+//         rank sends one chunk per channel to its successor, once the chunk it forwards
+//         has arrived from its predecessor (not waiting for its own send to arrive, as
+//         NCCL's FIFO lets it run ahead: a chunk's route latencies are those along its
+//         path, ring_path_latency, not steps x the slowest hop). NCCL slices a step into
+//         pipelined slices so latency is paid per step, not per slice: here a step is
+//         one message.
 //         broadcast and reduce run as a pipelined chain along the ring from/to the root,
 //         in pipeline_chunk_bytes pieces.
 //         Homogeneous links (bandwidth B, hop latency a): all_reduce takes
@@ -166,15 +169,24 @@ int default_channels(const Platform& p, const std::vector<int>& rank_gpus);
 // the call, by channel count: at 32k ranks a tree's deepest path is ~1.3 M route look-ups.
 // Valid for one platform and rank set only (a CollectiveGroup keeps one).
 struct ScheduleLatencyMemo {
-  std::map<int, Seconds> ring_hop_s;      // slowest hop of any ring channel
+  std::map<int, Seconds> ring_hop_s;      // slowest hop of any ring channel (chains)
+  std::map<int, Seconds> ring_path_s;     // ring_path_latency, by 2 x channels + (all_reduce ? 1 : 0)
   std::map<int, Seconds> tree_deepest_s;  // deepest path up any tree channel
   std::map<int, Seconds> nvls_tree_deepest_s;  // the same for NVLS-tree channels
 };
-// The route latency the plan's schedule pays at zero bytes: ring steps x the slowest hop
-// of a step; a chain's n - 1 hops; a tree's deepest path up and down; nvls up and down.
+// The route latency the plan's schedule pays at zero bytes: a ring's path latency
+// (ring_path_latency); a chain's n - 1 hops at its slowest; a tree's deepest path up and
+// down; nvls up and down.
 // With a memo, the call-independent parts are looked up there (computed on first use).
 Seconds schedule_latency(const Platform& p, const std::vector<int>& rank_gpus, const CollectiveCall& call,
                          const CollectivePlan& plan, ScheduleLatencyMemo* memo = nullptr);
+// The route latency along a ring collective's critical path: the largest sum of `steps`
+// consecutive hop latencies of any channel's ring (hop i: orders[c][i] to the next). A
+// ring whose ranks forward each chunk once it arrives (NCCL's) pays these, not steps x
+// its slowest hop: on 2 nodes of 8 GPUs an all_gather crosses the network twice, not 15
+// times.
+Seconds ring_path_latency(const Platform& p, const std::vector<int>& rank_gpus,
+                          const std::vector<std::vector<int>>& orders, Elements steps);
 // Whether (algorithm, op) has a large-N formulation (see above).
 bool has_large_n_formulation(CollectiveAlgorithm a, CollectiveOp op);
 // The algorithms that can run `op` on these ranks (ring always).

@@ -259,7 +259,7 @@ Seconds time_by_definition(const Platform& p, const std::vector<int>& gpus, cons
   const auto orders = ring_orders(p, gpus, plan.channels);
   if (call.op == CollectiveOp::broadcast) return chain_time(p, gpus, chain_orders(orders, call), call, piece);
   const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * plan.channels) * call.element_bytes;
-  return 2 * (n - 1) * phase_time(p, ring_step_flows(p, gpus, orders, chunk));
+  return ring_time_by_phases(p, gpus, orders, chunk, 0, 2 * (n - 1));
 }
 
 // Invariant: a sequence of calls through the large-N dispatch (which keeps ring orders,

@@ -37,6 +37,7 @@ struct TrafficShape {
 // a step of any chunk size is timed from a few flows instead of N x C.
 struct RingStepShape {
   std::vector<PhaseFlow> representatives;   // one per class, bytes unset
+  std::vector<int> flow_class;              // per flow of ring_step_flows (channel-major): its class
   std::vector<std::pair<int, Bytes>> counts;  // flows on each link of theirs (by link id)
 };
 
@@ -93,11 +94,13 @@ const std::vector<std::vector<int>>& orders_of(RankSet& set, const Platform& p, 
   return *set.orders;
 }
 
-// One ring step's duration with chunks of `chunk_bytes`: phase_time over the class
-// representatives, every link loaded as all the step's flows load it (the count times
-// the chunk: the same double phase_load sums).
-Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels,
-                       Bytes chunk_bytes, BytesPerSecond cap_bytes_per_s) {
+// A ring collective of `steps` steps with chunks of `chunk_bytes`: every hop's drain under
+// the step's load (flow_drain_with of its class representative, every link loaded as all
+// the step's flows load it: the count times the chunk, the same double phase_load sums),
+// then each channel's ring_channel_path; equal to ring_time_by_phases.
+Seconds ring_time(RankSet& set, const Platform& p, const std::vector<int>& rank_gpus, int channels,
+                  Bytes chunk_bytes, BytesPerSecond cap_bytes_per_s, Elements steps) {
+  const size_t n = rank_gpus.size();
   if (!set.ring_step) {
     const auto flows = ring_step_flows(p, rank_gpus, orders_of(set, p, rank_gpus, channels), 0);
     std::unordered_map<int, Bytes> count;
@@ -111,21 +114,37 @@ Seconds ring_step_time(RankSet& set, const Platform& p, const std::vector<int>& 
       std::vector<std::pair<Bytes, double>> signature;
       for (const int id : r.link_ids) signature.emplace_back(count.at(id), p.link_bandwidth(id));
       std::sort(signature.begin(), signature.end());
-      if (!classes.try_emplace({r.latency_s, std::move(signature)}, 0).second) continue;
+      const auto [it, added] =
+          classes.try_emplace({r.latency_s, std::move(signature)}, static_cast<int>(shape.representatives.size()));
+      shape.flow_class.push_back(it->second);
+      if (!added) continue;
       shape.representatives.push_back(f);
       for (const int id : r.link_ids) used.emplace(id, count.at(id));
     }
     shape.counts.assign(used.begin(), used.end());
     set.ring_step = std::move(shape);
   }
-  std::vector<PhaseFlow> flows = set.ring_step->representatives;
-  for (auto& f : flows) {
+  const RingStepShape& shape = *set.ring_step;
+  LinkLoad load;
+  for (const auto& [l, c] : shape.counts) load[l] = static_cast<double>(chunk_bytes) * static_cast<double>(c);
+  std::vector<Seconds> class_lat, class_drain;
+  for (PhaseFlow f : shape.representatives) {
     f.bytes = chunk_bytes;
     f.cap_bytes_per_s = cap_bytes_per_s;
+    class_lat.push_back(f.route->latency_s);
+    class_drain.push_back(flow_drain_with(p, f, load));
   }
-  LinkLoad load;
-  for (const auto& [l, c] : set.ring_step->counts) load[l] = static_cast<double>(chunk_bytes) * static_cast<double>(c);
-  return phase_time_with(p, flows, load);
+  Seconds t = 0;
+  std::vector<Seconds> lat(n), drain(n);
+  for (size_t c = 0; c < static_cast<size_t>(channels); ++c) {
+    for (size_t i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(shape.flow_class[c * n + i]);
+      lat[i] = class_lat[k];
+      drain[i] = class_drain[k];
+    }
+    t = std::max(t, ring_channel_path(lat, drain, steps));
+  }
+  return t;
 }
 
 // The tree estimator of the tree or NVLS-tree algorithm (their channels differ, and so
@@ -236,7 +255,7 @@ Seconds time_large_n(RankSet& set, const Platform& p, const std::vector<int>& ra
       }
       const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
       const Bytes chunk = ceil_div(call.count, static_cast<Elements>(n) * channels) * call.element_bytes;
-      return steps * ring_step_time(set, p, rank_gpus, channels, chunk, cap);
+      return ring_time(set, p, rank_gpus, channels, chunk, cap, steps);
     }
     case CollectiveAlgorithm::tree:
     case CollectiveAlgorithm::nvls_tree: {

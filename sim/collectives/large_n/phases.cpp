@@ -2,6 +2,10 @@
 #include "sim/collectives/large_n/phases.hpp"
 
 #include <algorithm>
+#include <deque>
+#include <limits>
+
+#include "engine/core/fault_injection.hpp"
 
 namespace dpt::sim {
 
@@ -13,17 +17,93 @@ LinkLoad phase_load(const Platform& p, const std::vector<PhaseFlow>& flows) {
   return load;
 }
 
-namespace {
-// One flow's duration in a phase with link loads `load`: its latency plus the slowest
-// drain among its links (every link drains its whole load at its bandwidth).
-Seconds flow_time(const Platform& p, const PhaseFlow& f, const LinkLoad& load) {
-  const RouteInfo& r = *f.route;
+Seconds flow_drain_with(const Platform& p, const PhaseFlow& f, const LinkLoad& load) {
   Seconds drain = 0;
-  for (const int id : r.link_ids) drain = std::max(drain, load.at(id) / p.link_bandwidth(id));
+  for (const int id : f.route->link_ids) drain = std::max(drain, load.at(id) / p.link_bandwidth(id));
   if (f.cap_bytes_per_s > 0) drain = std::max(drain, static_cast<double>(f.bytes) / f.cap_bytes_per_s);
-  return r.latency_s + drain;
+  return drain;
+}
+
+namespace {
+// One flow's duration in a phase with link loads `load`: its latency plus its drain.
+Seconds flow_time(const Platform& p, const PhaseFlow& f, const LinkLoad& load) {
+  return f.route->latency_s + flow_drain_with(p, f, load);
 }
 }  // namespace
+
+Seconds ring_channel_path(const std::vector<Seconds>& lat, const std::vector<Seconds>& drain, Elements steps) {
+  const size_t n = lat.size();
+  if (n == 0 || steps <= 0) return 0;
+  const Seconds slowest = *std::max_element(drain.begin(), drain.end());
+  if (fault_active(Fault::ring_lock_step_latency)) {  // planted: every step waits for the slowest hop
+    Seconds hop = 0;
+    for (size_t i = 0; i < n; ++i) hop = std::max(hop, lat[i] + drain[i]);
+    return static_cast<double>(steps) * hop;
+  }
+  // Every step a move: the heaviest `steps` consecutive hops of latency + drain (whole
+  // turns of the ring, then the heaviest window of the rest).
+  std::vector<double> hop(n);
+  double turn = 0;
+  for (size_t i = 0; i < n; ++i) turn += hop[i] = lat[i] + drain[i];
+  const Elements turns = steps / static_cast<Elements>(n);
+  const size_t rest = static_cast<size_t>(steps % static_cast<Elements>(n));
+  double window = 0;
+  for (size_t i = 0; i < rest; ++i) window += hop[i];
+  double widest = window;
+  for (size_t i = 1; i < n && rest > 0; ++i) {
+    window += hop[(i + rest - 1) % n] - hop[i - 1];
+    widest = std::max(widest, window);
+  }
+  const Seconds moves = static_cast<double>(turns) * turn + widest;
+  // Windows [a, b) of at most `steps` hops through a slowest hop: steps x the slowest drain
+  // plus the window's sum of (latency + drain - slowest drain). Prefix sums over the hops
+  // laid out n + steps long (a window may go round more than once); for each start a, the
+  // best end b in (first slowest hop at or after a, a + steps] by a sliding maximum.
+  const size_t len = n + static_cast<size_t>(steps);
+  std::vector<double> prefix(len + 1, 0.0);
+  for (size_t k = 0; k < len; ++k) prefix[k + 1] = prefix[k] + hop[k % n] - slowest;
+  std::vector<size_t> next_slowest(n);
+  size_t seen = 2 * n;  // the first slowest hop at or after k, looking up to 2n - 1
+  for (size_t k = 2 * n; k-- > 0;) {
+    if (drain[k % n] >= slowest) seen = k;
+    if (k < n) next_slowest[k] = seen;
+  }
+  std::deque<size_t> best;  // candidate ends b, prefix decreasing
+  size_t offered = 0;       // ends 1..offered were offered to the deque
+  double through = -std::numeric_limits<double>::infinity();
+  for (size_t a = 0; a < n; ++a) {
+    const size_t lo = next_slowest[a] + 1, hi = std::min(len, a + static_cast<size_t>(steps));
+    if (lo > hi) continue;
+    for (; offered < hi; ++offered) {
+      const size_t b = offered + 1;
+      while (!best.empty() && prefix[best.back()] <= prefix[b]) best.pop_back();
+      best.push_back(b);
+    }
+    while (!best.empty() && best.front() < lo) best.pop_front();
+    if (!best.empty()) through = std::max(through, prefix[best.front()] - prefix[a]);
+  }
+  const Seconds stays = static_cast<double>(steps) * slowest + through;
+  return std::max(moves, stays);
+}
+
+Seconds ring_time_by_phases(const Platform& p, const std::vector<int>& rank_gpus,
+                            const std::vector<std::vector<int>>& orders, Bytes chunk_bytes,
+                            BytesPerSecond cap_bytes_per_s, Elements steps) {
+  const auto flows = ring_step_flows(p, rank_gpus, orders, chunk_bytes, cap_bytes_per_s);
+  const LinkLoad load = phase_load(p, flows);
+  const size_t n = rank_gpus.size();
+  Seconds t = 0;
+  std::vector<Seconds> lat(n), drain(n);
+  for (size_t c = 0; c < orders.size(); ++c) {
+    for (size_t i = 0; i < n; ++i) {
+      const PhaseFlow& f = flows[c * n + i];
+      lat[i] = f.route->latency_s;
+      drain[i] = flow_drain_with(p, f, load);
+    }
+    t = std::max(t, ring_channel_path(lat, drain, steps));
+  }
+  return t;
+}
 
 Seconds phase_time_with(const Platform& p, const std::vector<PhaseFlow>& flows, const LinkLoad& load) {
   Seconds t = 0;

@@ -5,8 +5,10 @@
 // A phase's flows share links under max-min: every flow gets at least min over its links
 // of (bandwidth / flows on it), and the most loaded link cannot drain sooner than its
 // bytes over its bandwidth; so the phase lasts max over flows of (route latency + max over
-// its links of load / bandwidth, or bytes / its rate bound when slower). A ring step is such a phase, and every rank waits for
-// the step before it, so a ring collective lasts steps x step time.
+// its links of load / bandwidth, or bytes / its rate bound when slower). A ring step's
+// flows load the links as such a phase, but a rank forwards each chunk once it arrived
+// (not once the whole step ended), so a ring collective lasts its critical path
+// (ring_channel_path), not steps x the phase.
 #pragma once
 #include <unordered_map>
 #include <utility>
@@ -32,6 +34,9 @@ using LinkLoad = std::unordered_map<int, double>;  // bytes per link (by Platfor
 LinkLoad phase_load(const Platform& p, const std::vector<PhaseFlow>& flows);
 // Duration of `flows` when the links carry `load` (see above).
 Seconds phase_time_with(const Platform& p, const std::vector<PhaseFlow>& flows, const LinkLoad& load);
+// One flow's drain: its busiest link's load at that link's bandwidth, or its bytes at its
+// rate bound when slower (no route latency).
+Seconds flow_drain_with(const Platform& p, const PhaseFlow& f, const LinkLoad& load);
 // Duration of one phase whose flows all start together on idle links.
 Seconds phase_time(const Platform& p, const std::vector<PhaseFlow>& flows);
 
@@ -40,6 +45,25 @@ Seconds phase_time(const Platform& p, const std::vector<PhaseFlow>& flows);
 std::vector<PhaseFlow> ring_step_flows(const Platform& p, const std::vector<int>& rank_gpus,
                                        const std::vector<std::vector<int>>& orders, Bytes chunk_bytes,
                                        BytesPerSecond cap_bytes_per_s = 0);
+
+// The critical path of a ring collective of `steps` steps on one channel whose hop i (ring
+// position i to i + 1) has route latency lat[i] and drain drain[i]: rank i starts step s
+// once it has sent step s - 1 (its drain) and received the chunk of step s - 1 from rank
+// i - 1 (that hop's latency and drain), and the call ends when the last step's chunks
+// arrive. The longest path through these waits runs along a window of consecutive hops
+// (each hop's latency and drain once) and spends the other steps at the window's slowest
+// sender; taken over every window of `steps` hops and every shorter window through a
+// slowest hop of the ring. Shorter windows without a slowest hop are not searched (their
+// stays are at faster senders; an approximation the property tests against the exact
+// formulation bound). O(n + steps). With every hop alike it is steps x drain + the
+// latencies of `steps` hops.
+Seconds ring_channel_path(const std::vector<Seconds>& lat, const std::vector<Seconds>& drain, Elements steps);
+// The large-N ring collective by its definition: the phase load of one step of every
+// channel (ring_step_flows with `chunk_bytes` and the rate bound), each hop's drain under
+// it, and the slowest channel's ring_channel_path.
+Seconds ring_time_by_phases(const Platform& p, const std::vector<int>& rank_gpus,
+                            const std::vector<std::vector<int>>& orders, Bytes chunk_bytes,
+                            BytesPerSecond cap_bytes_per_s, Elements steps);
 
 // A pipeline of k pieces given (first-piece path time, period) for a full piece and for
 // the last one: the first piece fills the pipeline, the middle ones leave one period
