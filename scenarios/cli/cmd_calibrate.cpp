@@ -42,7 +42,7 @@ int run_calibrate(const CalibrateFlags& f) {
   if (!f.out.empty()) {
     std::error_code ec;
     const auto same = [&](const std::string& input) {
-      return !input.empty() && std::filesystem::equivalent(f.out, input, ec) && !ec;
+      return !input.empty() && std::filesystem::is_regular_file(input, ec) && limits::same_file(f.out, input);
     };
     if (same(base.source_file))
       throw std::invalid_argument(fmt::format("--out {}: is the hardware file it calibrates ({}); write the calibrated "

@@ -29,8 +29,7 @@ int run_merge(const MergeArgs& a) {
   // The merged file never replaces a shard: a rerun of the merge needs every shard.
   if (!a.out.empty())
     for (const auto& f : a.inputs) {
-      std::error_code ec;
-      if (std::filesystem::equivalent(a.out, f, ec) && !ec)
+      if (limits::same_file(a.out, f))
         throw std::invalid_argument(
             fmt::format("-o {}: is one of the shards it merges ({}); write the merged result elsewhere", a.out, f));
     }

@@ -224,6 +224,12 @@ int run_plan(const PlanArgs& a) {
   if (a.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", a.jobs));
   for (const auto& s : plan_scenarios) scenario::validate_scenario(s, lib);
   limits::require_output_file("--out", a.out);
+  {
+    std::vector<limits::FileFlag> inputs{{"plan file", a.plan_file}};
+    for (const auto& s : plan_scenarios)
+      for (const auto& f : whatif::scenario_input_files(s)) inputs.push_back(f);
+    limits::refuse_shared_files({{"--out", a.out}}, inputs);
+  }
   const ReportDirLock lock("--report", a.report_dir);
   scenario::SweepOptions o;
   o.jobs = a.jobs;

@@ -225,6 +225,10 @@ TrainConfig config_from(const TrainFlags& f, int& devices_out) {
   }
   c.data_path = f.data;
   c.checkpoint_path = f.checkpoint;
+  // The checkpoint never replaces the training data. It may replace --init (resuming and
+  // saving in place, as torch.save over the loaded file does: written atomically, after the
+  // state dict was read).
+  limits::refuse_shared_files({{"--checkpoint", f.checkpoint.value_or("")}}, {{"--data", f.data.value_or("")}});
   configure_ddp(f, c);
   if (f.device.backend == "host")
     limits::require_memory(fmt::format("--model {} with --batch {} on {} device(s): parameters, gradients, optimizer "

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -116,6 +117,49 @@ inline void require_output_file(const std::string& flag, const std::string& path
   if (parent.empty()) return;
   if (const auto f = file_in_the_way(parent))
     throw std::invalid_argument(fmt::format("{} {}: {} is not a directory", flag, path, f->string()));
+}
+
+// Whether two paths name one file, either perhaps not there yet: the same file when both
+// exist (hard and symbolic links included), else the same absolute path once the symbolic
+// links of its existing part are resolved and "." and ".." taken as written ("new/../a"
+// is "a" whether or not "new" exists, as a writer that creates "new" finds).
+inline bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::equivalent(a, b, ec) && !ec) return true;
+  std::error_code ea, eb;
+  const fs::path ca = fs::weakly_canonical(fs::absolute(a, ea), ea), cb = fs::weakly_canonical(fs::absolute(b, eb), eb);
+  return !ea && !eb && ca.lexically_normal() == cb.lexically_normal();
+}
+
+// A file named by a flag ("--out", "scenario", "--data").
+struct FileFlag {
+  std::string flag;
+  std::string path;
+};
+
+// Outputs never replace an input, or each other (exit 2 naming both, before anything
+// runs): `predict s.yaml -o s.yaml` would have overwritten the scenario with its report,
+// and `predict -o x.json --trace x.json` kept one of the two. Inputs that are no file
+// (library names, empty) are skipped; empty outputs are not given.
+inline void refuse_shared_files(const std::vector<FileFlag>& outputs, const std::vector<FileFlag>& inputs) {
+  namespace fs = std::filesystem;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const FileFlag& out = outputs[i];
+    if (out.path.empty()) continue;
+    for (const FileFlag& in : inputs) {
+      std::error_code ec;
+      if (in.path.empty() || !fs::is_regular_file(in.path, ec)) continue;
+      if (same_file(out.path, in.path))
+        throw std::invalid_argument(fmt::format("{} {}: is the {} it reads ({}); an output never replaces an input, "
+                                                "write it elsewhere",
+                                                out.flag, out.path, in.flag, in.path));
+    }
+    for (size_t j = i + 1; j < outputs.size(); ++j)
+      if (!outputs[j].path.empty() && same_file(out.path, outputs[j].path))
+        throw std::invalid_argument(fmt::format("{} {}: is also {} ({}); give each output its own file", out.flag,
+                                                out.path, outputs[j].flag, outputs[j].path));
+  }
 }
 
 }  // namespace dpt::cli::limits

@@ -17,7 +17,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "scenarios/cli/flag_limits.hpp"
 #include "scenarios/cli/library_dir.hpp"
+#include "scenarios/scenario/model_hf_config.hpp"
+#include "scenarios/scenario/model_library_yaml.hpp"
 #include "scenarios/scenario/scenario.hpp"
 
 namespace dpt::cli::whatif {
@@ -103,6 +106,21 @@ inline void clear_field(scenario::Scenario& s, const std::string& field) {
   if (field == "devices") s.base.devices.reset();
   if (field == "nodes") s.base.nodes.reset();
 }
+// A file path given as a flag is relative to the working directory, as a shell user
+// means it (a scenario file's own paths are relative to its folder): made absolute here,
+// before the scenario's folder could take it. Library names, mlp: and transformer: specs
+// are kept; hf: keeps its prefix and any :seq= suffix.
+inline std::string flag_path_from_cwd(const std::string& value) {
+  namespace fs = std::filesystem;
+  if (value.rfind("mlp:", 0) == 0 || value.rfind("transformer:", 0) == 0) return value;
+  const std::string prefix = value.rfind("hf:", 0) == 0 ? "hf:" : "";
+  const std::string path = value.substr(prefix.size());
+  const bool is_path = path.find('/') != std::string::npos || fs::path(path).extension() == ".yaml";
+  if (!is_path || path.empty() || fs::path(path).is_absolute()) return value;
+  std::error_code ec;
+  const fs::path abs = fs::absolute(path, ec);
+  return ec ? value : prefix + abs.lexically_normal().string();
+}
 // Flags that contradict each other are refused, as the same keys in a file are.
 inline void check_flag_conflicts(const PointFlags& f) {
   if (f.gpus && (f.devices || f.nodes))
@@ -122,8 +140,14 @@ inline void apply_point_flags(scenario::Scenario& s, const PointFlags& f) {
   using detail::set_flag;
   using I = std::int64_t;
   detail::check_flag_conflicts(f);
-  if (f.hardware) set_flag(s, "hardware", *f.hardware, "--hardware");
-  if (f.model) set_flag(s, "model", *f.model, "--model");
+  // Paths in flags are the working directory's; only a scenario file in another folder
+  // would read them otherwise.
+  std::error_code ec;
+  const bool elsewhere = std::filesystem::weakly_canonical(s.dir.empty() ? "." : s.dir, ec) !=
+                         std::filesystem::current_path(ec);
+  const auto flag_path = [&](const std::string& v) { return elsewhere ? detail::flag_path_from_cwd(v) : v; };
+  if (f.hardware) set_flag(s, "hardware", flag_path(*f.hardware), "--hardware");
+  if (f.model) set_flag(s, "model", flag_path(*f.model), "--model");
   if (f.strategy) set_flag(s, "strategy", *f.strategy, "--strategy");
   if (f.gpus) {
     clear_field(s, "devices");
@@ -163,6 +187,38 @@ inline void apply_point_flags(scenario::Scenario& s, const PointFlags& f) {
 }
 
 // A scenario from flags alone (no file).
+// The files a scenario reads: the scenario itself, and every hardware and model file that
+// its fields and sweep axes name (resolved as the points resolve them), for
+// limits::refuse_shared_files.
+inline std::vector<limits::FileFlag> scenario_input_files(const scenario::Scenario& s) {
+  namespace fs = std::filesystem;
+  std::vector<limits::FileFlag> in{{"scenario file", s.file}};
+  const auto hardware = [&](const std::string& v) {
+    if (v.find('/') != std::string::npos || fs::path(v).extension() == ".yaml")
+      in.push_back({"hardware file", fs::path(v).is_absolute() ? v : (s.dir / v).string()});
+  };
+  const auto model = [&](const std::string& v) {
+    std::string path = model_relative_to(v, s.dir);
+    if (path.rfind("hf:", 0) == 0) {
+      try {
+        path = parse_hf_reference(path.substr(3)).path.string();
+      } catch (const std::invalid_argument&) {
+        return;  // refused with its own message when the point resolves
+      }
+    }
+    in.push_back({"model file", path});
+  };
+  if (s.base.hardware) hardware(*s.base.hardware);
+  if (s.base.model) model(*s.base.model);
+  for (const auto& axis : s.sweep)
+    for (const auto& v : axis.values) {
+      if (!v.IsScalar()) continue;
+      if (axis.name == "hardware") hardware(v.Scalar());
+      if (axis.name == "model") model(v.Scalar());
+    }
+  return in;
+}
+
 inline scenario::Scenario scenario_from_flags(const PointFlags& f, const std::string& name) {
   scenario::Scenario s;
   s.file = "<command line>";

@@ -366,7 +366,8 @@ std::string model_relative_to(const std::string& model, const std::filesystem::p
   if (model.rfind("mlp:", 0) == 0 || model.rfind("transformer:", 0) == 0) return model;
   const std::string prefix = model.rfind("hf:", 0) == 0 ? "hf:" : "";
   const std::string path = model.substr(prefix.size());
-  if (path.find('/') == std::string::npos || std::filesystem::path(path).is_absolute()) return model;
+  const bool is_path = path.find('/') != std::string::npos || std::filesystem::path(path).extension() == ".yaml";
+  if (!is_path || std::filesystem::path(path).is_absolute() || dir.empty() || dir == ".") return model;
   return prefix + (dir / path).string();
 }
 

@@ -24,8 +24,9 @@ ModelDescription parse_model_yaml(const std::string& text, const std::string& fi
 // Face config.json, "hf:PATH:seq=N" with N tokens per sample, load_hf_config). An
 // unknown name throws listing the library's names.
 ModelDescription load_model(const std::string& name_or_path, const std::filesystem::path& library_dir);
-// A model reference as written in a file in `dir`: a relative model file (FILE.yaml with a
-// '/', or hf:PATH's config.json) made relative to `dir`; names and specs unchanged.
+// A model reference as written in a file in `dir`: a relative model file (a path with a
+// '/' or ending in .yaml, as a hardware file is told apart; or hf:PATH's config.json) made
+// relative to `dir`; names and specs unchanged.
 std::string model_relative_to(const std::string& model, const std::filesystem::path& dir);
 // The model file text in the library schema (what load_model_file reads back to
 // an equal description): header, totals, layers in order.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -229,6 +230,77 @@ TEST(CliOutput, CompareLaysTwoScenariosSideBySide) {
       "GPU 0 peak memory  %gib  %gib\n"
       "out of memory  no  no\n";
   EXPECT_EQ(match_text(expected, r.out), "");
+}
+
+}  // namespace
+}  // namespace dpt::test
+
+namespace dpt::test {
+namespace {
+
+void put(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+// Invariant: an output never replaces an input or another output, however its path is
+// spelled (the same name, ./, a link, a folder that does not exist yet followed by ..):
+// exit 2 naming both files, the input byte for byte as it was. Shown to fail before the
+// check: predict s.yaml -o s.yaml exited 0 with the scenario replaced by its step report.
+// Found by an outside-user review.
+TEST(CliOutput, OutputsNeverReplaceInputsOrEachOther) {
+  const fs::path dir = output_dir("shared_files");
+  const std::string scenario = "schema_version: 1\nhardware: dgx-h100\nmodel: gpt2-124m\nstrategy: ddp\n"
+                               "devices: 2\nbatch_per_device: 1\n";
+  put(dir / "s.yaml", scenario);
+  fs::create_symlink("s.yaml", dir / "link.yaml");
+  fs::copy_file(fs::path(DPT_SOURCE_DIR) / "scenarios/hardware/dgx-h100.yaml", dir / "hw.yaml");
+  put(dir / "d.safetensors", "not read: the flags are refused first");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"predict", "s.yaml", "-o", "s.yaml"}, "--out s.yaml: is the scenario file it reads"},
+      {{"predict", "s.yaml", "-o", "./s.yaml"}, "is the scenario file it reads"},
+      {{"predict", "s.yaml", "--trace", "link.yaml"}, "--trace link.yaml: is the scenario file it reads"},
+      {{"predict", "s.yaml", "-o", "new/../s.yaml"}, "--out new/../s.yaml: is the scenario file it reads"},
+      {{"predict", "s.yaml", "--hardware", "hw.yaml", "-o", "hw.yaml"}, "is the hardware file it reads"},
+      {{"predict", "s.yaml", "-o", "x.json", "--trace", "x.json"}, "--out x.json: is also --trace (x.json)"},
+      {{"sweep", "s.yaml", "-o", "s.yaml"}, "-o s.yaml: is the scenario file it reads"},
+      {{"verify", "--backend", "host", "--junit", "v.out", "--calibrate-out", "v.out"},
+       "--junit v.out: is also --calibrate-out"},
+      {{"train", "--model", "mlp:4-8-1", "--data", "d.safetensors", "--checkpoint", "d.safetensors"},
+       "--checkpoint d.safetensors: is the --data it reads"},
+  };
+  for (const auto& [args, message] : cases) {
+    const CliResult r = run_dptwin(args, dir);
+    EXPECT_EQ(r.exit_code, 2) << args[1] << " " << args.back() << "\n" << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(slurp(dir / "s.yaml"), scenario);
+  EXPECT_FALSE(fs::exists(dir / "new"));
+  EXPECT_FALSE(fs::exists(dir / "x.json"));
+  // Separate files are fine.
+  const CliResult ok = run_dptwin({"predict", "s.yaml", "-o", "x.json", "--trace", "t.json"}, dir);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+// Paths in flags are the working directory's, whatever folder the scenario file is in:
+// `predict sub/s.yaml --hardware hw.yaml` reads ./hw.yaml, not sub/hw.yaml (which took it
+// before). Found by an outside-user review.
+TEST(CliOutput, FlagPathsAreRelativeToTheWorkingDirectory) {
+  const fs::path dir = output_dir("flag_paths");
+  fs::create_directories(dir / "sub");
+  put(dir / "sub" / "s.yaml", "schema_version: 1\nhardware: dgx-h100\nmodel: gpt2-124m\nstrategy: ddp\n"
+                              "devices: 2\nbatch_per_device: 1\n");
+  fs::copy_file(fs::path(DPT_SOURCE_DIR) / "scenarios/hardware/dgx-a100.yaml", dir / "hw.yaml");
+  const CliResult r = run_dptwin({"predict", "sub/s.yaml", "--hardware", "hw.yaml"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("A100-SXM4-80GB"), std::string::npos) << r.out;
+  const CliResult model = run_dptwin({"predict", "sub/s.yaml", "--model",
+                                      "hf:" + (fs::path(DPT_SOURCE_DIR) / "scenarios/models/hf/gpt2/config.json").string() +
+                                          ":seq=128"},
+                                     dir);
+  EXPECT_EQ(model.exit_code, 0) << model.err;
+  fs::create_directories(dir / "hf");
+  fs::copy_file(fs::path(DPT_SOURCE_DIR) / "scenarios/models/hf/gpt2/config.json", dir / "hf" / "config.json");
+  const CliResult relative = run_dptwin({"predict", "sub/s.yaml", "--model", "hf:hf/config.json:seq=128"}, dir);
+  EXPECT_EQ(relative.exit_code, 0) << relative.err;
+  EXPECT_NE(relative.out.find("config.json:seq=128"), std::string::npos) << relative.out;
 }
 
 }  // namespace
