@@ -108,7 +108,32 @@ std::optional<std::int64_t> sequence_within(const ConfigReader& c, const std::st
   return seq;
 }
 
+// A family built as one transformers class: a config whose `architectures` names another
+// (GPT2Model without the LM head, LlamaForSequenceClassification, ViTModel with a pooler)
+// is refused, not built as that class with the wrong head. No `architectures`: the class.
+void require_class(const ConfigReader& c, const std::string& built) {
+  if (!c.has("architectures") || c.architectures_include(built)) return;
+  const auto& list = c.raw("architectures");
+  if (list.empty()) return;
+  c.fail("architectures", fmt::format("{} is not a class this reader builds for this model_type (it builds {})",
+                                      list.front().dump(), built));
+}
+
+// Config fields that add parameters or change the layer this reader does not model.
+void refuse_unmodelled(const ConfigReader& c) {
+  if (c.get_bool("add_cross_attention", false))
+    c.fail("add_cross_attention", "true is not modelled (cross-attention layers in every block)");
+  if (c.has("position_embedding_type")) {
+    const json& v = c.raw("position_embedding_type");
+    if (!v.is_string() || v.get<std::string>() != "absolute")
+      c.fail("position_embedding_type",
+             fmt::format("{} is not modelled (only \"absolute\": relative keys add distance embeddings)", v.dump()));
+  }
+}
+
 ModelDescription gpt2_from(const ConfigReader& c, const std::string& name, std::optional<std::int64_t> seq) {
+  require_class(c, "GPT2LMHeadModel");
+  refuse_unmodelled(c);
   TransformerSpec s;
   s.layers = c.get_int("n_layer");
   s.hidden = c.get_int("n_embd");
@@ -125,6 +150,7 @@ ModelDescription gpt2_from(const ConfigReader& c, const std::string& name, std::
 // Llama's rotary positions have no table: a training sequence longer than
 // max_position_embeddings is allowed (transformers extends the rotary cache).
 ModelDescription llama_from(const ConfigReader& c, const std::string& name, std::optional<std::int64_t> seq) {
+  require_class(c, "LlamaForCausalLM");
   for (const char* key : {"attention_bias", "mlp_bias"})
     if (c.get_bool(key, false)) c.fail(key, "true is not modelled (Llama's projections have no biases)");
   LlamaSpec s;
@@ -178,6 +204,7 @@ BertHead bert_head_from(const ConfigReader& c) {
 }
 
 ModelDescription bert_from(const ConfigReader& c, const std::string& name, std::optional<std::int64_t> seq) {
+  refuse_unmodelled(c);
   BertSpec s;
   s.layers = c.get_int("num_hidden_layers");
   s.hidden = c.get_int("hidden_size");
@@ -193,6 +220,7 @@ ModelDescription bert_from(const ConfigReader& c, const std::string& name, std::
 }
 
 ModelDescription vit_from(const ConfigReader& c, const std::string& name) {
+  require_class(c, "ViTForImageClassification");
   if (!c.get_bool("qkv_bias", true)) c.fail("qkv_bias", "false is not modelled (query, key and value have biases)");
   VitSpec s;
   s.layers = c.get_int("num_hidden_layers");
@@ -270,6 +298,14 @@ HfReference parse_hf_reference(const std::string& reference) {
 
 ModelDescription load_hf_config(const std::string& reference) {
   const auto [path, seq] = parse_hf_reference(reference);
+  // A suffix other than :seq=N reads as part of the file name: say so where it is missing.
+  std::error_code ec;
+  const std::string name = path.string();
+  const auto colon = name.rfind(':');
+  if (colon != std::string::npos && name.find('/', colon) == std::string::npos && !std::filesystem::exists(path, ec))
+    throw std::invalid_argument(fmt::format("hf:{}: no such file; '{}' is not a suffix this reader knows (hf:PATH "
+                                            "or hf:PATH:seq=N)",
+                                            reference, name.substr(colon)));
   require_regular_input(path, "hf config " + path.string());
   std::ifstream in(path);
   if (!in || std::filesystem::is_directory(path))

@@ -5,6 +5,8 @@
 //         vocab_size, n_inner, tie_word_embeddings default true)
 //   llama LlamaForCausalLM (num_key_value_heads default num_attention_heads,
 //         tie_word_embeddings default false)
+// (gpt2, llama and vit: a config whose `architectures` names another class is refused;
+// add_cross_attention and relative position embeddings are refused)
 //   bert  BertModel with its pooler, or the class `architectures` names:
 //         BertForPreTraining, BertForMaskedLM or BertForSequenceClassification
 //         (classes: id2label's size, else num_labels, else 2); another class is

@@ -320,6 +320,9 @@ TEST(HfConfig, TrainingSequenceSuffixErrorsNameWhatIsWrong) {
   // A ViT sample is an image.
   const auto vit = error_of("hf:" + (dir / "vit-base-patch16-224" / "config.json").string() + ":seq=16");
   EXPECT_NE(vit.find("one image"), std::string::npos) << vit;
+  // Another suffix reads as part of the file name: the error says which suffixes there are.
+  const auto other = error_of("hf:" + (dir / "gpt2" / "config.json").string() + ":len=4096");
+  EXPECT_NE(other.find("':len=4096' is not a suffix this reader knows"), std::string::npos) << other;
   // Not a number of tokens.
   for (const std::string bad : {"", "0", "x", "12k", "-4", "99999999999"}) {
     const auto text = error_of("hf:" + (dir / "gpt2" / "config.json").string() + ":seq=" + bad);
@@ -354,6 +357,24 @@ TEST(HfConfig, BadConfigsNameTheFileAndTheKey) {
            "intermediate_size": 3072, "max_position_embeddings": 512, "vocab_size": 30522})",
        {"cfg.json", "num_hidden_layers must be positive"}},
       {"{not json", {"cfg.json", "not valid JSON"}},
+      // Another transformers class than the one built: refused, not built with the wrong head
+      // (LlamaModel has no LM head; read as LlamaForCausalLM it counted and charged one).
+      {R"({"model_type": "llama", "architectures": ["LlamaModel"], "num_hidden_layers": 2, "hidden_size": 64,
+           "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 64, "vocab_size": 100})",
+       {"cfg.json", "architectures", "\"LlamaModel\" is not a class", "LlamaForCausalLM"}},
+      {R"({"model_type": "gpt2", "architectures": ["GPT2ForSequenceClassification"], "n_layer": 1, "n_embd": 64,
+           "n_head": 4, "n_positions": 64, "vocab_size": 100})",
+       {"cfg.json", "architectures", "GPT2ForSequenceClassification", "GPT2LMHeadModel"}},
+      {R"({"model_type": "vit", "architectures": ["ViTModel"], "num_hidden_layers": 1, "hidden_size": 64,
+           "num_attention_heads": 4, "intermediate_size": 128, "image_size": 32, "patch_size": 8})",
+       {"cfg.json", "architectures", "ViTModel", "ViTForImageClassification"}},
+      // Fields that add layers or parameters this reader does not model.
+      {R"({"model_type": "gpt2", "add_cross_attention": true, "n_layer": 1, "n_embd": 64, "n_head": 4,
+           "n_positions": 64, "vocab_size": 100})",
+       {"cfg.json", "add_cross_attention", "not modelled"}},
+      {R"({"model_type": "bert", "position_embedding_type": "relative_key", "hidden_size": 64, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 64, "vocab_size": 100})",
+       {"cfg.json", "position_embedding_type", "relative_key", "not modelled"}},
   };
   for (const auto& [text, messages] : cases) {
     try {
