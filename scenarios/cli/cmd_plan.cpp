@@ -214,8 +214,10 @@ int run_plan(const PlanArgs& a) {
   const auto lib = whatif::library();
   std::vector<scenario::Scenario> plan_scenarios;
   if (!a.plan_file.empty()) {
-    if (a.model || !a.hardware.empty() || a.samples_per_s || a.samples || a.tokens_per_s || a.tokens)
-      throw std::invalid_argument("give a plan file or --model/--hardware/target flags, not both");
+    if (a.model || !a.hardware.empty() || a.samples_per_s || a.samples || a.tokens_per_s || a.tokens ||
+        a.within_hours || a.tokens_per_sample)
+      throw std::invalid_argument("give a plan file or --model/--hardware/target flags (--tokens-per-sample and "
+                                  "--within-hours included: the file's target says them), not both");
     plan_scenarios = scenario::plan_scenarios_from_file(scenario::load_scenario_file(a.plan_file), lib);
   } else {
     plan_scenarios = plan_from_flags(a, lib);

@@ -80,6 +80,20 @@ TEST(CliModel, RelativeHfConfigWithSequenceFromScenarioAndPlan) {
   const CliResult plan = run_dptwin({"plan", "../files/p.yaml"}, root / "elsewhere");
   EXPECT_EQ(plan.exit_code, 0) << plan.err << plan.out;
   EXPECT_NE(plan.out.find("64.0 samples/s of 128 tokens"), std::string::npos) << plan.out;  // 8,192 / 128
+  // Another count of tokens per sample than the model's contradicts it: the plan would
+  // meet a target in tokens it does not simulate.
+  const CliResult contradicts =
+      run_dptwin({"plan", "--model", "hf:../files/sub/config.json:seq=128", "--target-tokens-per-s", "8192",
+                  "--tokens-per-sample", "2048", "--hardware", "dgx-h100:4.5", "--max-gpus", "1"},
+                 root / "elsewhere");
+  EXPECT_EQ(contradicts.exit_code, 2) << contradicts.out;
+  EXPECT_NE(contradicts.err.find("tokens_per_sample (--tokens-per-sample) 2048 contradicts the model"), std::string::npos)
+      << contradicts.err;
+  EXPECT_NE(contradicts.err.find("whose sample is 128 tokens"), std::string::npos) << contradicts.err;
+  // With a plan file the target is the file's: the flag is refused, not ignored (it was).
+  const CliResult ignored = run_dptwin({"plan", "../files/p.yaml", "--tokens-per-sample", "2048"}, root / "elsewhere");
+  EXPECT_EQ(ignored.exit_code, 2) << ignored.out;
+  EXPECT_NE(ignored.err.find("give a plan file or"), std::string::npos) << ignored.err;
 }
 
 }  // namespace

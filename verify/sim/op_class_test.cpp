@@ -281,8 +281,10 @@ TEST(Interference, PlantedBugCreditingTheOverlapIsCaught) {
 }
 
 TEST(Interference, PlantedBugCompoundingTheShareIsCaught) {
+  // Caught only where a memory-bound kernel sits under a collective taking over half the
+  // bandwidth: 300 random cases missed it in 5 of 30 seeds, 3,000 in none of 100.
   ScopedFault f(Fault::interference_share_compounded);
-  EXPECT_TRUE(property_fails(interference_property(), 300));
+  EXPECT_TRUE(property_fails(interference_property(), 3000));
 }
 
 // One compute-bound kernel fully under a collective that holds 8 of 108 SMs loses 8/108
