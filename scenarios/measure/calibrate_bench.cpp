@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "scenarios/measure/calibrate_nccl.hpp"
+
 namespace dpt {
 namespace {
 
@@ -73,6 +75,7 @@ BenchCalibration calibrate_from_bench(const sim::HardwareSpec& base, const std::
   if (static_cast<int>(bench.device_names.size()) > base.gpu_count())
     throw std::invalid_argument(fmt::format("{}: {} devices measured, but {} has {} GPUs", where,
                                             bench.device_names.size(), base.name, base.gpu_count()));
+  require_same_gpus(base, bench.device_names, where);
   const std::string when = bench.date.substr(0, 10);
   BenchCalibration out;
   out.spec = base;

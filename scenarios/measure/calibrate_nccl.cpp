@@ -260,20 +260,42 @@ std::string gpu_model_token(const std::string& gpu_name) {
   return "";
 }
 
-// A log measured on other GPUs than the hardware file's would calibrate the wrong machine
-// (an L40S log set dgx-h100's p2p efficiency to 0.03): every device the log lists must
-// name the file's GPU model.
-void require_same_gpus(const sim::HardwareSpec& hw, const NcclTestsLog& log) {
+namespace {
+std::string upper_case(const std::string& s) {
+  std::string u;
+  for (char c : s) u += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return u;
+}
+// The board a GPU name says, where it says one: "PCIE" (NVIDIA A100 80GB PCIe, H100 PCIe),
+// "NVL" (H100 NVL), "SXM" (A100-SXM4-80GB, the file's H100-SXM5-80GB); empty otherwise
+// (nvidia-smi names an H100 SXM5 "NVIDIA H100 80GB HBM3").
+std::string board_of(const std::string& name) {
+  const std::string u = upper_case(name);
+  for (const char* board : {"PCIE", "NVL", "SXM"})
+    if (u.find(board) != std::string::npos) return board;
+  return "";
+}
+}  // namespace
+
+void require_same_gpus(const sim::HardwareSpec& hw, const std::vector<std::string>& device_names,
+                       const std::string& where) {
   const std::string model = gpu_model_token(hw.gpu.name);
   if (model.empty()) return;
-  for (const auto& device : log.device_names) {
-    std::string upper;
-    for (char c : device) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (upper.find(model) == std::string::npos)
+  const std::string board = board_of(hw.gpu.name);
+  for (const auto& device : device_names) {
+    // A bench file's CUDA devices are named "cuda:N" alone: nothing to compare.
+    if (device.find(' ') == std::string::npos && device.find(':') != std::string::npos) continue;
+    const std::string other_board = board_of(device);
+    const bool other_model = upper_case(device).find(model) == std::string::npos;
+    // Another board of the same model has other clocks, power and links (H100 PCIe: 350 W,
+    // no NVSwitch): its figures would calibrate another machine too.
+    const bool other_form = !board.empty() && !other_board.empty() && other_board != board;
+    if (other_model || other_form)
       throw std::invalid_argument(fmt::format(
-          "{}: measured on '{}', but hardware '{}' has {} GPUs: a log of other GPUs would calibrate another machine "
-          "(give the hardware file of the GPUs the log ran on)",
-          log.where, device, hw.name, hw.gpu.name));
+          "{}: measured on '{}', but hardware '{}' has {} GPUs{}: a measurement of other GPUs would calibrate "
+          "another machine (give the hardware file of the GPUs it ran on)",
+          where, device, hw.name, hw.gpu.name,
+          other_model ? "" : fmt::format(" ({} board, not {})", board, other_board)));
   }
 }
 
@@ -291,7 +313,7 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
     if (log.ranks < 2 || log.ranks > base.gpu_count())
       throw std::invalid_argument(fmt::format("{}: {} ranks, but hardware '{}' has {} GPUs (and a collective needs 2)",
                                               log.where, log.ranks, base.name, base.gpu_count()));
-    require_same_gpus(base, log);
+    require_same_gpus(base, log.device_names, log.where);
     if (static_cast<int>(log.hosts.size()) > base.nodes)
       throw std::invalid_argument(fmt::format("{}: ranks on {} hosts, but hardware '{}' has {} node(s)", log.where,
                                               log.hosts.size(), base.name, base.nodes));

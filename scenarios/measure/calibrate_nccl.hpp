@@ -68,6 +68,14 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
 Seconds twin_collective_time(const sim::HardwareSpec& hw, const std::string& collective, int ranks, Bytes size_bytes);
 
 // The twin's busbw for one collective of `size_bytes` on the first `ranks` GPUs.
+// Every measured device must be the hardware file's GPU: its model (the first token of the
+// file's GPU name that holds a digit, "H100") in the device's name, and no other board
+// where both names say one (PCIe, NVL, SXM). An L40S log had set dgx-h100's p2p efficiency
+// to 0.03, an H100 PCIe log to 0.316, a CPU bench file an RTX A6000's GEMM to 0.0016.
+// A device named "cuda:N" alone (a CUDA bench file records no model) is not checked.
+// Throws std::invalid_argument naming `where`, the device and the file's GPU.
+void require_same_gpus(const sim::HardwareSpec& hw, const std::vector<std::string>& device_names,
+                       const std::string& where);
 BytesPerSecond twin_busbw(const sim::HardwareSpec& hw, const std::string& collective, int ranks, Bytes size_bytes);
 
 }  // namespace dpt

@@ -407,6 +407,25 @@ TEST(NcclCalibration, ALogOfOtherGpusIsRefused) {
   }
   const auto a100 = read_nccl_tests_log(data_path("dgx-a100-8gpu-all_reduce-v2.log"));
   EXPECT_NO_THROW(calibrate_from_nccl_logs(sim::load_hardware("dgx-a100", kHardwareLibrary), {a100}, "now"));
+  // The same model on another board: an H100 PCIe or NVL log does not calibrate the SXM5
+  // DGX (an H100 PCIe log had set its p2p efficiency to 0.316); nvidia-smi's name of the
+  // SXM5 part says no board and passes.
+  const auto h100 = sim::load_hardware("dgx-h100", kHardwareLibrary);
+  for (const std::string device : {"NVIDIA H100 PCIe", "NVIDIA H100 NVL"}) {
+    try {
+      require_same_gpus(h100, {device}, "h100.log");
+      ADD_FAILURE() << device << " calibrated dgx-h100";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("(SXM board, not "), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(require_same_gpus(h100, {"NVIDIA H100 80GB HBM3"}, "h100.log"));
+  EXPECT_THROW(require_same_gpus(sim::load_hardware("dgx-a100", kHardwareLibrary), {"NVIDIA A100 80GB PCIe"}, "a.log"),
+               std::invalid_argument);
+  // A CPU bench file's devices are no GPU of a GPU machine's file.
+  EXPECT_THROW(require_same_gpus(sim::load_hardware("desktop-2gpu-pcie-p2p", kHardwareLibrary),
+                                 {"host:0 AMD EPYC 7B13", "host:1 AMD EPYC 7B13"}, "hb.json"),
+               std::invalid_argument);
 }
 
 TEST(NcclCalibration, RejectsWrongResultsAndTooManyRanks) {
