@@ -43,8 +43,10 @@ int cuda_device_count(std::string* why_none) {
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     if (why_none)
-      *why_none = fmt::format("cudaGetDeviceCount returned error {} ({}): {}", static_cast<int>(e),
-                              cudaGetErrorName(e), cudaGetErrorString(e));
+      *why_none = fmt::format("cudaGetDeviceCount returned error {} ({}): {}{}", static_cast<int>(e),
+                              cudaGetErrorName(e), cudaGetErrorString(e),
+                              // Also what a machine without the NVIDIA driver answers.
+                              e == cudaErrorInsufficientDriver ? " (or no NVIDIA driver is loaded on this machine)" : "");
     return 0;
   }
   if (count == 0 && why_none) *why_none = "cudaGetDeviceCount found 0 CUDA devices";

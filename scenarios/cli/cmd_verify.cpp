@@ -116,6 +116,10 @@ int skip_unavailable(const VerifyFlags& f, bool correctness, bool performance, c
     run.results.push_back(r);
   }
   const int code = finish(f, run);
+  // A node runbook's next step reads the calibrated file: say that it was not written.
+  if (!f.calibrate_out.empty() && performance)
+    std::cerr << "dptwin verify: warning: --calibrate-out " << f.calibrate_out << " not written: backend " << f.backend
+              << " unavailable (" << why << ")\n";
   if (f.require_device) {
     std::cerr << "dptwin verify: --require-device: backend " << f.backend << " unavailable: " << why << "\n";
     return kExitRuntimeError;
@@ -138,6 +142,12 @@ PlantedBug validated_bug(const VerifyFlags& f) {
                                             "all-reduce; --backend {} runs other collectives, so the self-test would "
                                             "prove nothing (use --backend host, or drop-chunk or skip-divide)",
                                             f.backend));
+  if (bug != PlantedBug::none && f.only == "performance")
+    throw std::invalid_argument(fmt::format("--inject-bug {} --only performance: the bug is planted in the collectives "
+                                            "the correctness properties run; the performance checks never see it, so "
+                                            "the self-test would pass and prove nothing (drop --only, or use --only "
+                                            "correctness)",
+                                            f.inject_bug));
   if (f.seed && *f.seed < 0) throw std::invalid_argument(fmt::format("--seed {}: must not be negative", *f.seed));
   if (f.backend == "host" && f.devices)
     limits::require_int_in("--devices", *f.devices, 1, limits::kMaxHostDevices, "host devices are worker threads");

@@ -43,8 +43,9 @@ std::string console_line(const CheckResult& r) {
 
 std::string console_summary(const VerifyRun& run) {
   const CheckCounts c = run.counts();
-  return fmt::format("verify: {} checks, {} passed, {} failed, {} errors, {} skipped in {:.2f} s: {}", c.total,
-                     c.passed, c.failed, c.errors, c.skipped, c.duration_s,
+  return fmt::format("verify: {} check{}, {} passed, {} failed, {} error{}, {} skipped in {:.2f} s: {}", c.total,
+                     c.total == 1 ? "" : "s", c.passed, c.failed, c.errors, c.errors == 1 ? "" : "s", c.skipped,
+                     c.duration_s,
                      !run.passed() ? "FAILED" : c.total > 0 && c.skipped == c.total ? "SKIPPED" : "PASSED");
 }
 

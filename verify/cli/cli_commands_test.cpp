@@ -223,6 +223,15 @@ TEST(CliVerify, CudaWithoutAGpuWritesSkippedJUnitAndExits0) {
   const std::string strict_xml = slurp(dir / "out" / "strict.xml");
   EXPECT_EQ(strict_xml.find("<skipped"), std::string::npos) << strict_xml;
   EXPECT_NE(strict_xml.find("<error"), std::string::npos) << strict_xml;
+  // A node runbook's next step reads --calibrate-out: skipped, it is not written, and
+  // stderr says so (it said nothing).
+  const CliResult calibrate = run_dptwin(
+      {"verify", "--backend", "cuda", "--hardware", "dgx-h100", "--only", "performance", "--calibrate-out", "n.yaml"}, dir);
+  EXPECT_EQ(calibrate.exit_code, 0) << calibrate.err;
+  EXPECT_FALSE(fs::exists(dir / "n.yaml"));
+  EXPECT_NE(calibrate.err.find("warning: --calibrate-out n.yaml not written: backend cuda unavailable"),
+            std::string::npos)
+      << calibrate.err;
 }
 
 TEST(CliHelp, VerifyCalibrateAndNewCommandsHaveExamples) {

@@ -213,6 +213,10 @@ INSTANTIATE_TEST_SUITE_P(
                   "dptwin verify: error: --inject-bug ring-step: the bug is planted in the host backend's ring "
                   "all-reduce; --backend sim runs other collectives, so the self-test would prove nothing (use "
                   "--backend host, or drop-chunk or skip-divide)\n"},
+        LimitCase{"VerifyBugWithPerformanceOnly", {"verify", "--inject-bug", "drop-chunk", "--only", "performance"}, {},
+                  "dptwin verify: error: --inject-bug drop-chunk --only performance: the bug is planted in the "
+                  "collectives the correctness properties run; the performance checks never see it, so the self-test "
+                  "would pass and prove nothing (drop --only, or use --only correctness)\n"},
         LimitCase{"VerifySimOn40000Devices", {"verify", "--backend", "sim", "--hardware", "dgx-a100", "--devices",
                                               "40000"}, {},
                   "dptwin verify: error: --devices 40000: hardware 'dgx-a100' has 8 GPUs\n"},

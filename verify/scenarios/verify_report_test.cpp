@@ -114,7 +114,7 @@ TEST(VerifyConsole, OneLinePerCheckWithStatusAndFigure) {
   // The failure's message follows its line, indented, every line of it.
   EXPECT_NE(text.find("      counterexample: <B=5, N=4>"), std::string::npos);
   EXPECT_NE(text.find("      seed 42"), std::string::npos);
-  EXPECT_NE(text.find("verify: 5 checks, 1 passed, 2 failed, 1 errors, 1 skipped"), std::string::npos);
+  EXPECT_NE(text.find("verify: 5 checks, 1 passed, 2 failed, 1 error, 1 skipped"), std::string::npos);
   EXPECT_NE(text.find("FAILED"), std::string::npos);
 }
 
