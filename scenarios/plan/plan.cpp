@@ -10,6 +10,7 @@
 #include "engine/core/fault_injection.hpp"
 #include "scenarios/report/report_format.hpp"
 #include "scenarios/scenario/model_library_yaml.hpp"
+#include "scenarios/scenario/predict_runner.hpp"
 
 namespace dpt::scenario {
 namespace {
@@ -105,14 +106,6 @@ std::vector<int> plan_gpu_counts(int gpus_per_node, int available_gpus, int max_
   for (int g = gpus_per_node; g <= limit; g += gpus_per_node) v.push_back(g);
   if (v.empty() || (v.back() != limit && limit < gpus_per_node)) v.push_back(limit);  // part of one node
   return v;
-}
-
-std::optional<double> tokens_per_sample_of(const std::string& sample) {
-  std::smatch m;
-  if (!std::regex_search(sample, m, std::regex("([0-9][0-9,]*)-token"))) return std::nullopt;
-  std::string digits = m[1].str();
-  std::erase(digits, ',');
-  return std::stod(digits);
 }
 
 std::vector<Scenario> plan_scenarios(const PlanRequest& q, const Library& lib) {

@@ -13,6 +13,7 @@
 
 #include "scenarios/report/report_assumptions.hpp"
 #include "scenarios/report/report_document.hpp"
+#include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/scenario/scenario.hpp"
 #include "scenarios/scenario/sweep.hpp"
 
@@ -36,10 +37,6 @@ struct PlanRequest {
 // number of nodes, up to min(available_gpus, max_gpus). Throws std::invalid_argument
 // on a count below 1.
 std::vector<int> plan_gpu_counts(int gpus_per_node, int available_gpus, int max_gpus);
-
-// The model's tokens per sample: its description's "N-token" ("a 1,024-token
-// sequence" -> 1024), or nullopt.
-std::optional<double> tokens_per_sample_of(const std::string& sample_description);
 
 // The sweeps that evaluate a plan: one per candidate hardware (its own GPU counts).
 // A target in tokens is converted to samples with the model's tokens per sample.

@@ -103,8 +103,12 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
       {"    interference", format_duration(r.breakdown_s.interference)},
   };
   if (auto by_class = kernel_time_by_class_text(r)) rows.push_back(std::move(*by_class));
-  rows.push_back(
-      {"  throughput", r.throughput_samples_per_s ? format_figure(*r.throughput_samples_per_s) + " samples/s" : "n/a"});
+  std::string throughput = r.throughput_samples_per_s ? format_figure(*r.throughput_samples_per_s) + " samples/s" : "n/a";
+  if (r.throughput_samples_per_s && r.tokens_per_sample)
+    throughput += fmt::format(" ({} tokens/s of {}-token samples)",
+                              format_figure(*r.throughput_samples_per_s * *r.tokens_per_sample),
+                              format_figure(*r.tokens_per_sample));
+  rows.push_back({"  throughput", throughput});
   if (r.scaling_efficiency)
     rows.push_back({"  scaling efficiency", fmt::format("{} (one GPU: {} per step)", format_percent(*r.scaling_efficiency),
                                                         opt_duration(r.single_device_step_time_s))});

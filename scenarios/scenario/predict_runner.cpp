@@ -1,5 +1,8 @@
 #include "scenarios/scenario/predict_runner.hpp"
 
+#include <regex>
+#include <string>
+
 #include "engine/optim/grad_scaler.hpp"
 #include "engine/optim/optim.hpp"
 #include "sim/twin/predict.hpp"
@@ -59,8 +62,17 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
       [model, precision, memory_format](Device& d) { return make_cost_only_model(model, d, precision, memory_format); },
       c);
   r.hardware = p.hardware_name;
+  r.tokens_per_sample = tokens_per_sample_of(p.model.sample);
   if (!p.measured_costs_note.empty()) r.warnings.push_back(p.measured_costs_note);
   return r;
+}
+
+std::optional<double> tokens_per_sample_of(const std::string& sample) {
+  std::smatch m;
+  if (!std::regex_search(sample, m, std::regex("([0-9][0-9,]*)-token"))) return std::nullopt;
+  std::string digits = m[1].str();
+  std::erase(digits, ',');
+  return std::stod(digits);
 }
 
 StepReport predict_point(const ResolvedPoint& p, const std::string& trace_path) {

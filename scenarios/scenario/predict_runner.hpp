@@ -1,6 +1,7 @@
 // The sweep's point runner: one resolved scenario point predicted by the twin
 // (sim/predict.hpp) with the model library's cost-only layers.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "scenarios/scenario/scenario.hpp"
@@ -19,5 +20,9 @@ StepReport predict_point_every_rank(const ResolvedPoint& point, const std::strin
 // (PredictConfig::link_usage) for a caller that prints only the summary.
 StepReport predict_point_with(const ResolvedPoint& point, const std::string& trace_path, bool every_rank,
                               bool link_usage);
+
+// The model's tokens per sample: its description's "N-token" ("a 1,024-token
+// sequence" -> 1024), or nullopt. The reports give tokens/s with it.
+std::optional<double> tokens_per_sample_of(const std::string& sample_description);
 
 }  // namespace dpt::scenario

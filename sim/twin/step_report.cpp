@@ -160,6 +160,7 @@ json step_report_to_json(const StepReport& r) {
                 {"optimizer", r.breakdown_s.optimizer},
                 {"interference", r.breakdown_s.interference}}},
               {"throughput_samples_per_s", optional_number(r.throughput_samples_per_s)},
+              {"tokens_per_sample", optional_number(r.tokens_per_sample)},
               {"single_device_step_time_s", optional_number(r.single_device_step_time_s)},
               {"scaling_efficiency", optional_number(r.scaling_efficiency)},
               {"devices_detail", devices},
@@ -281,6 +282,8 @@ StepReport step_report_from_json(const json& j, const std::string& where) {
   r.step_time_s = in.opt_num("step_time_s");
   r.breakdown_s = read_breakdown(in);
   r.throughput_samples_per_s = in.opt_num("throughput_samples_per_s");
+  // Absent from reports written before it (and null for a model whose sample is no sequence).
+  if (in.has("tokens_per_sample")) r.tokens_per_sample = in.opt_num("tokens_per_sample");
   r.single_device_step_time_s = in.opt_num("single_device_step_time_s");
   r.scaling_efficiency = in.opt_num("scaling_efficiency");
   r.devices_detail = read_objects<DeviceReport>(in, "devices_detail", read_device);

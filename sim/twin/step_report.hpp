@@ -90,6 +90,9 @@ struct StepReport {
   std::optional<Seconds> step_time_s;
   StepBreakdown breakdown_s;
   std::optional<double> throughput_samples_per_s;
+  // Tokens in one sample, for a model whose sample is a sequence (null otherwise): tokens/s
+  // is throughput_samples_per_s x this.
+  std::optional<double> tokens_per_sample;
   // The same model and per-device batch on one device, with the same K micro-batches
   // (K forward and backward passes, one optimizer update); null when not computed.
   std::optional<Seconds> single_device_step_time_s;

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "scenarios/scenario/model_library_yaml.hpp"
 #include "verify/support/cli_run.hpp"
@@ -71,6 +72,21 @@ TEST(CliModel, RelativeHfConfigWithSequenceFromScenarioAndPlan) {
   const CliResult r = run_dptwin({"predict", "../files/s.yaml"}, root / "elsewhere");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("sub/config.json:seq=128"), std::string::npos) << r.out;
+  // Throughput in tokens too: samples/s x 128 (both printed to 3 significant figures).
+  const auto at = r.out.find("tokens/s of 128-token samples");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const auto line = r.out.rfind("throughput", at);
+  double samples = 0, tokens = 0;
+  auto digits = [](std::string t) {
+    std::erase(t, ',');
+    return std::stod(t);
+  };
+  std::istringstream in(r.out.substr(line + 10, at - line - 10));
+  std::string a, unit, b;
+  in >> a >> unit >> b;  // "653 samples/s (83,600"
+  samples = digits(a);
+  tokens = digits(b.substr(1));
+  EXPECT_NEAR(tokens, samples * 128, samples * 128 * 0.01) << r.out;
   // 8 GPUs x 8 samples x 128 tokens = 8,192 tokens a step; a target of 8,192 tokens/s is one
   // step a second, which the twin beats by far. A 1024-token reading would need 8x that.
   std::ofstream(root / "files" / "p.yaml")

@@ -50,6 +50,14 @@ TEST(StepReport, RoundTripKeepsEveryField) {
   EXPECT_DOUBLE_EQ(back.devices_detail.at(0).kernel_time_by_class_s.at("conv"), 0.08);
   EXPECT_DOUBLE_EQ(*back.scaling_efficiency, 0.92);
   EXPECT_EQ(back.inputs, std::optional<std::string>("device"));
+  // A sequence model's tokens per sample reads back; a report written before the key, or
+  // of a model whose sample is no sequence, has none.
+  StepReport tokens = r;
+  tokens.tokens_per_sample = 1024.0;
+  EXPECT_EQ(step_report_from_json(step_report_to_json(tokens)).tokens_per_sample, std::optional<double>(1024.0));
+  nlohmann::json old = j;
+  old.erase("tokens_per_sample");
+  EXPECT_FALSE(step_report_from_json(old).tokens_per_sample.has_value());
 }
 
 // A report written before the op-class breakdown (no kernel_time_by_class_s) still reads,
