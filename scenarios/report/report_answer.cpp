@@ -243,7 +243,11 @@ std::string best_value_answer(const SweepResult& r) {
                            format_figure(point_throughput(*lo)));
     s += (s.empty() ? "" : "; ") + (order.size() > 1 ? "with " + label + ", " : "") + clause;
   }
-  s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
+  // A sentence that starts with a name as written (a model or hardware value: "gpt2-124m",
+  // "hf:cfg/config.json") keeps its spelling; a word ("with", "the") is capitalised.
+  const std::string first = s.substr(0, s.find(' '));
+  if (first.find_first_of(":/-_.0123456789") == std::string::npos)
+    s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
   return s + ".";
 }
 

@@ -73,6 +73,21 @@ TEST(Answer, BestValueOfTheSweptFieldWithItsUnit) {
             "DDP bucket size 1 MiB is fastest at 5,600 samples/s, 24 % above DDP bucket size 100 MiB (4,510 samples/s).");
 }
 
+// A swept model's name starts the sentence as written: "gpt2-124m", not "Gpt2-124m"
+// (and "Hf:cfg/config.json" was no file name). Found by an outside-user review.
+TEST(Answer, ANameThatStartsTheAnswerKeepsItsSpelling) {
+  SweepResult r;
+  r.question = "Which model trains fastest?";
+  r.points.push_back(point(0, {{"model", "gpt2-124m"}}, 300));
+  r.points.push_back(point(1, {{"model", "hf:cfg/config.json"}}, 200));
+  r.total_points = 2;
+  const std::string answer = sweep_answer(r);
+  EXPECT_EQ(answer.rfind("gpt2-124m is fastest at 300 samples/s", 0), 0u) << answer;
+  r.points[1].report->throughput_samples_per_s = 400;
+  const std::string hf = sweep_answer(r);
+  EXPECT_EQ(hf.rfind("hf:cfg/config.json is fastest", 0), 0u) << hf;
+}
+
 TEST(Answer, MemoryQuestionsAreAnsweredWithMemory) {
   SweepResult r = bucket_sweep();
   r.question = "Does it fit?";
