@@ -181,7 +181,7 @@ std::string plan_answer(const PlanResult& plan) {
                               report::format_figure(thr(p)));
   if (w.price_per_hour) s += fmt::format(" for {} per hour", plan_money(plan.spec, *w.price_per_hour));
   if (w.hours_to_train) {
-    s += fmt::format("; training {} samples takes {}", report::format_figure(*run_samples(plan.target, plan.spec)),
+    s += fmt::format("; training {} samples takes {}", report::format_count(*run_samples(plan.target, plan.spec)),
                      hours_text(*w.hours_to_train));
     if (w.cost_of_target) s += fmt::format(" and costs {}", plan_money(plan.spec, *w.cost_of_target));
   }

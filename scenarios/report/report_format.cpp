@@ -6,6 +6,18 @@
 
 namespace dpt::report {
 
+std::string format_count(double v) {
+  if (!std::isfinite(v) || std::fabs(v) >= 1e15) return format_figure(v);
+  if (v != std::floor(v)) return fmt::format("{:.6g}", v);
+  const std::string digits = fmt::format("{}", static_cast<long long>(std::fabs(v)));
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
 std::string format_figure(double v) {
   if (!std::isfinite(v)) return "n/a";
   if (v == 0) return "0";

@@ -12,6 +12,10 @@ namespace dpt::report {
 // 512.3 -> "512", 12.34 -> "12.3", 0.01234 -> "0.0123"; from 10^15 and below 10^-6 in scientific
 // notation (1.23e+20); "n/a" when not finite.
 std::string format_figure(double v);
+// A count the user gave (a target, samples to train, tokens per sample) as given: whole
+// numbers exactly with thousands separators (19,531,250; 8,192), others to 6 significant
+// digits (1.5); past 10^15 as format_figure.
+std::string format_count(double v);
 // A fraction as a whole percentage with a space: 0.943 -> "94 %".
 std::string format_percent(double fraction);
 // Bytes in GiB with two decimals: "12.34 GiB".

@@ -148,17 +148,20 @@ double Target::required_samples_per_s() const {
 }
 
 std::string Target::describe() const {
+  // The user's figures as given (8,192 tokens/s, not 8,190); derived ones to what the
+  // twin can claim.
+  using report::format_count;
   using report::format_figure;
   if (in_tokens() && tokens_per_sample) {
-    const std::string per = fmt::format("{} samples/s of {:.0f} tokens", format_figure(required_samples_per_s()),
-                                        *tokens_per_sample);
-    if (tokens_per_s) return fmt::format("{} tokens/s ({})", format_figure(*tokens_per_s), per);
-    return fmt::format("{} tokens in {} h ({})", format_figure(*tokens), format_figure(*within_hours), per);
+    const std::string per = fmt::format("{} samples/s of {} tokens", format_figure(required_samples_per_s()),
+                                        format_count(*tokens_per_sample));
+    if (tokens_per_s) return fmt::format("{} tokens/s ({})", format_count(*tokens_per_s), per);
+    return fmt::format("{} tokens in {} h ({})", format_count(*tokens), format_count(*within_hours), per);
   }
-  if (in_tokens() && tokens_per_s) return format_figure(*tokens_per_s) + " tokens/s";
-  if (in_tokens()) return fmt::format("{} tokens in {} h", format_figure(*tokens), format_figure(*within_hours));
-  if (samples_per_s) return format_figure(*samples_per_s) + " samples/s";
-  return fmt::format("{} samples in {} h ({} samples/s)", format_figure(*samples), format_figure(*within_hours),
+  if (in_tokens() && tokens_per_s) return format_count(*tokens_per_s) + " tokens/s";
+  if (in_tokens()) return fmt::format("{} tokens in {} h", format_count(*tokens), format_count(*within_hours));
+  if (samples_per_s) return format_count(*samples_per_s) + " samples/s";
+  return fmt::format("{} samples in {} h ({} samples/s)", format_count(*samples), format_count(*within_hours),
                      format_figure(required_samples_per_s()));
 }
 

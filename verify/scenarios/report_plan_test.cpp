@@ -10,6 +10,7 @@
 
 #include "engine/core/fault_injection.hpp"
 #include "scenarios/plan/plan.hpp"
+#include "scenarios/report/report_format.hpp"
 #include "scenarios/report/report_answer.hpp"
 #include "scenarios/report/report_axes.hpp"
 #include "scenarios/report/report_chart.hpp"
@@ -229,7 +230,21 @@ TEST(PlanTokens, ConvertedWithTheModelsSequenceLength) {
   t.tokens_per_s = 2'048'000;
   const auto s = scenario::target_in_samples(t, 1024);
   EXPECT_DOUBLE_EQ(s.required_samples_per_s(), 2000.0);
-  EXPECT_EQ(s.describe(), "2,050,000 tokens/s (2,000 samples/s of 1024 tokens)");
+  // The user's figures as given (2,048,000, not 2,050,000 rounded to three digits), the
+  // derived samples/s as the twin claims them.
+  EXPECT_EQ(s.describe(), "2,048,000 tokens/s (2,000 samples/s of 1,024 tokens)");
+  scenario::Target odd;
+  odd.tokens_per_s = 8'192;
+  EXPECT_EQ(scenario::target_in_samples(odd, 1.5).describe(), "8,192 tokens/s (5,460 samples/s of 1.5 tokens)");
+}
+
+TEST(ReportFormat, CountsAsGiven) {
+  EXPECT_EQ(report::format_count(19'531'250), "19,531,250");
+  EXPECT_EQ(report::format_count(8'192), "8,192");
+  EXPECT_EQ(report::format_count(512), "512");
+  EXPECT_EQ(report::format_count(1.5), "1.5");
+  EXPECT_EQ(report::format_count(-1'000), "-1,000");
+  EXPECT_EQ(report::format_figure(19'531'250), "19,500,000");  // a figure the twin computed: 3 digits
 }
 
 // Three configurations meeting 5,000 samples/s on hardware at 1.00 per GPU-hour.
