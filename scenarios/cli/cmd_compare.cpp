@@ -15,6 +15,7 @@
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/report/report_text.hpp"
 #include "scenarios/cli/report_lock.hpp"
+#include "scenarios/cli/flag_limits.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
 namespace dpt::cli::cmd_compare {  // a namespace per command: unity batches join anonymous ones
@@ -99,6 +100,11 @@ int run_compare(const CompareArgs& a) {
   for (const auto& in : a.inputs) {
     labels.push_back(std::filesystem::path(in).stem().string());
     reports.push_back(load_input(in, lib));
+  }
+  {
+    std::vector<limits::FileFlag> inputs;
+    for (const auto& in : a.inputs) inputs.push_back({"input", in});
+    limits::refuse_in_report_dir(a.report_dir, {}, inputs, false);
   }
   const ReportDirLock lock("--report", a.report_dir);
   if (!a.report_dir.empty()) report::write_report(compare_document(labels, reports), a.report_dir);

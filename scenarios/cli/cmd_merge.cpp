@@ -37,6 +37,11 @@ int run_merge(const MergeArgs& a) {
   for (const auto& f : a.inputs) shards.push_back(scenario::read_sweep_result(f));
   const scenario::SweepResult merged = scenario::merge_sweep_results(shards);
   limits::require_output_file("-o", a.out);
+  {
+    std::vector<limits::FileFlag> shard_files;
+    for (const auto& f : a.inputs) shard_files.push_back({"shard", f});
+    limits::refuse_in_report_dir(a.report_dir, {{"-o", a.out}}, shard_files, false);
+  }
   const ReportDirLock lock("--report", a.report_dir);
   if (!a.out.empty()) write_sweep_file(merged, a.out);
   if (!a.report_dir.empty())

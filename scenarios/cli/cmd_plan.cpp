@@ -231,6 +231,7 @@ int run_plan(const PlanArgs& a) {
     for (const auto& s : plan_scenarios)
       for (const auto& f : whatif::scenario_input_files(s)) inputs.push_back(f);
     limits::refuse_shared_files({{"--out", a.out}}, inputs);
+    limits::refuse_in_report_dir(a.report_dir, {{"--out", a.out}}, inputs, true);
   }
   const ReportDirLock lock("--report", a.report_dir);
   scenario::SweepOptions o;

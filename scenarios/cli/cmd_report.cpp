@@ -15,6 +15,7 @@
 #include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/cli/report_lock.hpp"
+#include "scenarios/cli/flag_limits.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
 
 namespace dpt::cli::cmd_report {  // a namespace per command: unity batches join anonymous ones
@@ -73,6 +74,7 @@ int run_report(const ReportArgs& a) {
     if (r.shard_count != 1)
       throw std::invalid_argument(fmt::format("{}: shard {}/{} holds only part of the sweep; dptwin merge the shards "
                                               "first", a.input, r.shard_index, r.shard_count));
+    limits::refuse_in_report_dir(a.out_dir, {}, {{"results file", a.input}}, true);
     lock = ReportDirLock(a.flag, a.out_dir);
     staging.emplace(a.out_dir);
   } else {
@@ -83,6 +85,7 @@ int run_report(const ReportArgs& a) {
                                : scenario::load_scenario_file(a.input);
     whatif::apply_point_flags(s, a.flags);
     scenario::validate_scenario(s, lib);
+    limits::refuse_in_report_dir(a.out_dir, {}, whatif::scenario_input_files(s), true);
     lock = ReportDirLock(a.flag, a.out_dir);
     staging.emplace(a.out_dir);
     scenario::SweepOptions o;

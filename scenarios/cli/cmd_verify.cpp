@@ -211,7 +211,8 @@ int run_verify(const VerifyFlags& f) {
   // Output paths are refused before the run, not after it (a name too long, a file in the way).
   limits::require_output_file("--junit", f.junit);
   limits::require_output_file("--calibrate-out", f.calibrate_out);
-  limits::refuse_shared_files({{"--junit", f.junit}, {"--calibrate-out", f.calibrate_out}}, {});
+  limits::refuse_shared_files({{"--junit", f.junit}, {"--calibrate-out", f.calibrate_out}},
+                              {{"--hardware file", f.hardware}, {"--as-measured file", f.as_measured}});
   const PlantedBug bug = validated_bug(f);
   // --only: one kind of check; empty runs both. (Plain booleans, not an optional: g++ 12 at
   // -O1 warns that the optional's value may be read uninitialized, a false positive.)

@@ -162,4 +162,51 @@ inline void refuse_shared_files(const std::vector<FileFlag>& outputs, const std:
   }
 }
 
+// Whether `path` is folder `dir` or lies inside it, either perhaps not there yet (the
+// same spelling rules as same_file).
+inline bool inside_dir(const std::string& path, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ep, ed;
+  const fs::path p = fs::weakly_canonical(fs::absolute(path, ep), ep).lexically_normal();
+  const fs::path d = fs::weakly_canonical(fs::absolute(dir, ed), ed).lexically_normal();
+  if (ep || ed) return false;
+  auto pi = p.begin();
+  for (auto di = d.begin(); di != d.end(); ++di, ++pi) {
+    if (di->empty()) continue;  // a trailing separator
+    if (pi == p.end() || *pi != *di) return false;
+  }
+  return true;
+}
+
+// A report folder is written two ways. `whole` (sweep, report, plan): replaced whole
+// (report::ReportStaging), so an input inside it would be swapped out with the old folder
+// and another output written there lost. In place (predict, merge, compare): its own files
+// (report.html, report.md, points.csv, results.json, scenario.yaml, charts/) are replaced,
+// and the rest is kept (`predict ... --report out/ --trace out/trace.json`). Either clash is
+// refused before anything runs (exit 2 naming the file and the folder).
+inline void refuse_in_report_dir(const std::string& report_dir, const std::vector<FileFlag>& outputs,
+                                 const std::vector<FileFlag>& inputs, bool whole) {
+  namespace fs = std::filesystem;
+  if (report_dir.empty()) return;
+  const auto clashes = [&](const std::string& path) {
+    if (whole) return inside_dir(path, report_dir);
+    for (const char* own : {"report.html", "report.md", "points.csv", "results.json", "scenario.yaml", "charts"})
+      if (inside_dir(path, (fs::path(report_dir) / own).string())) return true;
+    return false;
+  };
+  const std::string how = whole ? "which the report replaces whole" : "where the report writes that file";
+  for (const FileFlag& out : outputs)
+    if (!out.path.empty() && clashes(out.path))
+      throw std::invalid_argument(
+          fmt::format("{} {}: is inside --report {}, {}; write it elsewhere", out.flag, out.path, report_dir, how));
+  for (const FileFlag& in : inputs) {
+    std::error_code ec;
+    if (in.path.empty() || !fs::exists(in.path, ec)) continue;
+    if (clashes(in.path))
+      throw std::invalid_argument(fmt::format("--report {}: holds the {} it reads ({}), {}; give the report another "
+                                              "folder",
+                                              report_dir, in.flag, in.path, how));
+  }
+}
+
 }  // namespace dpt::cli::limits

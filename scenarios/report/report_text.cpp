@@ -107,7 +107,7 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
   if (r.throughput_samples_per_s && r.tokens_per_sample)
     throughput += fmt::format(" ({} tokens/s of {}-token samples)",
                               format_figure(*r.throughput_samples_per_s * *r.tokens_per_sample),
-                              format_figure(*r.tokens_per_sample));
+                              format_count(*r.tokens_per_sample));
   rows.push_back({"  throughput", throughput});
   if (r.scaling_efficiency)
     rows.push_back({"  scaling efficiency", fmt::format("{} (one GPU: {} per step)", format_percent(*r.scaling_efficiency),

@@ -253,6 +253,10 @@ TEST(CliOutput, OutputsNeverReplaceInputsOrEachOther) {
   fs::create_symlink("s.yaml", dir / "link.yaml");
   fs::copy_file(fs::path(DPT_SOURCE_DIR) / "scenarios/hardware/dgx-h100.yaml", dir / "hw.yaml");
   put(dir / "d.safetensors", "not read: the flags are refused first");
+  fs::create_directories(dir / "rep");
+  fs::copy_file(dir / "hw.yaml", dir / "rep" / "scenario.yaml");
+  fs::create_directories(dir / "whole");
+  put(dir / "whole" / "s.yaml", scenario);
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"predict", "s.yaml", "-o", "s.yaml"}, "--out s.yaml: is the scenario file it reads"},
       {{"predict", "s.yaml", "-o", "./s.yaml"}, "is the scenario file it reads"},
@@ -265,6 +269,15 @@ TEST(CliOutput, OutputsNeverReplaceInputsOrEachOther) {
        "--junit v.out: is also --calibrate-out"},
       {{"train", "--model", "mlp:4-8-1", "--data", "d.safetensors", "--checkpoint", "d.safetensors"},
        "--checkpoint d.safetensors: is the --data it reads"},
+      {{"verify", "--backend", "sim", "--hardware", "hw.yaml", "--junit", "hw.yaml"},
+       "--junit hw.yaml: is the --hardware file it reads"},
+      // A report folder: predict writes its own files in place (and keeps the rest), so a
+      // file at one of those names clashes; sweep replaces the folder whole, so anything in it.
+      {{"predict", "s.yaml", "--hardware", "rep/scenario.yaml", "--report", "rep"},
+       "--report rep: holds the hardware file it reads (./rep/scenario.yaml), where the report writes that file"},
+      {{"predict", "s.yaml", "--report", "rep", "-o", "rep/results.json"},
+       "--out rep/results.json: is inside --report rep, where the report writes that file"},
+      {{"sweep", "whole/s.yaml", "--report", "whole"}, "--report whole: holds the scenario file it reads"},
   };
   for (const auto& [args, message] : cases) {
     const CliResult r = run_dptwin(args, dir);
@@ -272,6 +285,8 @@ TEST(CliOutput, OutputsNeverReplaceInputsOrEachOther) {
     EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
   }
   EXPECT_EQ(slurp(dir / "s.yaml"), scenario);
+  EXPECT_EQ(slurp(dir / "whole" / "s.yaml"), scenario);
+  EXPECT_EQ(slurp(dir / "rep" / "scenario.yaml"), slurp(dir / "hw.yaml"));
   EXPECT_FALSE(fs::exists(dir / "new"));
   EXPECT_FALSE(fs::exists(dir / "x.json"));
   // Separate files are fine.
