@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 #include <tuple>
 
@@ -77,21 +78,27 @@ const std::vector<std::vector<int>>& ExactTransport::ring_orders_cached(const st
   return it->second;
 }
 
-const std::vector<std::vector<Seconds>>& ExactTransport::ring_hop_drains(const std::vector<int>& rank_gpus,
-                                                                         int channels, Bytes chunk_wire_bytes,
-                                                                         BytesPerSecond cap_bytes_per_s) {
+const ExactTransport::RingHops& ExactTransport::ring_hops(const std::vector<int>& rank_gpus, int channels,
+                                                          Bytes chunk_wire_bytes, BytesPerSecond cap_bytes_per_s) {
   const auto key = std::make_tuple(channels, chunk_wire_bytes, cap_bytes_per_s);
-  auto it = drains_.find(key);
-  if (it != drains_.end()) return it->second;
-  if (drains_.size() >= 64) drains_.clear();  // a step's bucket sizes at a time
+  auto it = hops_.find(key);
+  if (it != hops_.end()) return it->second;
+  if (hops_.size() >= 64) hops_.clear();  // a step's bucket sizes at a time
   const auto& orders = ring_orders_cached(rank_gpus, channels);
   const auto flows = ring_step_flows(platform_, rank_gpus, orders, chunk_wire_bytes, cap_bytes_per_s);
   const LinkLoad load = phase_load(platform_, flows);
   const size_t n = rank_gpus.size();
-  std::vector<std::vector<Seconds>> drains(orders.size(), std::vector<Seconds>(n));
+  RingHops hops;
+  hops.drain.assign(orders.size(), std::vector<Seconds>(n));
+  hops.alike = true;
   for (size_t c = 0; c < orders.size(); ++c)
-    for (size_t i = 0; i < n; ++i) drains[c][i] = flow_drain_with(platform_, flows[c * n + i], load);
-  return drains_.emplace(key, std::move(drains)).first->second;
+    for (size_t i = 0; i < n; ++i) {
+      const PhaseFlow& f = flows[c * n + i];
+      hops.drain[c][i] = flow_drain_with(platform_, f, load);
+      const PhaseFlow& first = flows.front();
+      hops.alike = hops.alike && f.route->latency_s == first.route->latency_s && hops.drain[c][i] == hops.drain[0][0];
+    }
+  return hops_.emplace(key, std::move(hops)).first->second;
 }
 
 std::vector<std::vector<int>> node_chains(const Platform& p, const std::vector<int>& rank_gpus) {
@@ -147,54 +154,94 @@ struct Ctx {
 // overlapped), since two of them started together would share the link and each arrive
 // late. Under the flow bound a chunk counts as arrived no sooner than its route latency
 // plus its wire bytes at the bound after it was sent.
+// The steps of `chs` (channels of one rank) kept in step with one another: each step waits
+// for the chunks of the step before on every one of them, then sends on each, a hop's drain
+// after its previous send (`spacing`, per channel).
+void ring_channels(Ctx& c, int rank, const CollectiveCall& call, int channels, const std::vector<int>& chs,
+                   const std::vector<std::vector<int>>& orders, const std::vector<std::vector<Seconds>>& drain) {
+  const int n = static_cast<int>(c.gpus.size());
+  const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
+  std::vector<int> pos, next, prev;
+  std::vector<Seconds> spacing;
+  for (const int ch : chs) {
+    const auto& o = orders[static_cast<size_t>(ch)];
+    pos.push_back(static_cast<int>(std::find(o.begin(), o.end(), rank) - o.begin()));
+    next.push_back(o[(pos.back() + 1) % n]);
+    prev.push_back(o[(pos.back() + n - 1) % n]);
+    spacing.push_back(drain[static_cast<size_t>(ch)][static_cast<size_t>(pos.back())]);
+  }
+  std::vector<sg4::CommPtr> sends;
+  std::vector<std::pair<sg4::CommPtr, Seconds>> arriving;  // the last step's chunks from the predecessors
+  auto wait_arrivals = [&] {
+    Seconds arrived = 0;
+    for (auto& [comm, not_before] : arriving) {
+      comm->wait();
+      arrived = std::max(arrived, not_before);
+    }
+    arriving.clear();
+    if (arrived > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(arrived);
+  };
+  Seconds sender_free = sg4::Engine::get_clock();  // when the previous sends have left
+  for (int s = 0; s < steps; ++s) {
+    wait_arrivals();  // step s forwards (reduced) what step s - 1 brought
+    if (sender_free > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(sender_free);
+    const Seconds t0 = sg4::Engine::get_clock();
+    for (size_t k = 0; k < chs.size(); ++k) {
+      // Chunk sent at step s by the rank at ring position q (reduce-scatter, then all-gather).
+      int chunk;
+      if (call.op == CollectiveOp::all_gather) chunk = pos[k] - s;
+      else if (s < n - 1) chunk = pos[k] - s;
+      else chunk = pos[k] + 1 - (s - (n - 1));
+      chunk = ((chunk % n) + n) % n;
+      const Bytes bytes =
+          piece_count(call.count, static_cast<Elements>(n) * channels, chs[k] * n + chunk) * call.element_bytes;
+      sends.push_back(c.send({c.call, kRing, rank, next[k], chs[k]}, c.host(rank), c.host(next[k]), bytes,
+                             c.bound_end(t0, c.host(rank), c.host(next[k]), bytes)));
+      sender_free = std::max(sender_free, t0 + spacing[k]);
+    }
+    for (size_t k = 0; k < chs.size(); ++k) arriving.push_back(c.t.recv_bounded({c.call, kRing, prev[k], rank, chs[k]}));
+  }
+  wait_arrivals();
+  wait_all(sends);
+}
+
+// Ring reduce-scatter / all-gather / all-reduce: see collectives.hpp. Channels progress
+// independently, as NCCL's do: one actor per channel. A rank forwards each step's chunk once
+// it has arrived from its predecessor (NCCL's FIFO lets a sender run ahead of its sends'
+// arrival): no step waits for the ring's slowest hop, so the route latencies paid are those
+// along the path a chunk travels. A channel's sends leave one after the other, as its FIFO
+// puts them on the wire: the next no sooner than the previous one's drain at the channel's
+// share of its links (ExactTransport::ring_hops; latency overlapped), since two of them
+// started together would share the link and each arrive late. Where every hop of every
+// channel is alike (a switched node) the channels keep step by symmetry, and this actor
+// runs them all in step, without an actor each (a DDP step's hundreds of calls on 8 GPUs
+// would start thousands). Under the flow bound a chunk counts as arrived no sooner than
+// its route latency plus its wire bytes at the bound after it was sent.
 void ring_steps(Ctx& c, int rank, const CollectiveCall& call, int channels) {
   const int n = static_cast<int>(c.gpus.size());
   if (n == 1) return;
   const auto& orders = c.t.ring_orders_cached(c.gpus, channels);
-  const auto& drains = c.t.ring_hop_drains(
+  const auto& hops = c.t.ring_hops(
       c.gpus, channels, c.wire(ceil_div(call.count, static_cast<Elements>(n) * channels) * call.element_bytes),
       c.cap_bytes_per_s);
-  const int steps = call.op == CollectiveOp::all_reduce ? 2 * (n - 1) : n - 1;
+  if (hops.alike) {
+    std::vector<int> all(static_cast<size_t>(channels));
+    for (int ch = 0; ch < channels; ++ch) all[static_cast<size_t>(ch)] = ch;
+    ring_channels(c, rank, call, channels, all, orders, hops.drain);
+    return;
+  }
+  // The helpers keep their own copies: the transport's caches may be cleared meanwhile.
+  const auto shared_orders = std::make_shared<const std::vector<std::vector<int>>>(orders);
+  const auto shared_drain = std::make_shared<const std::vector<std::vector<Seconds>>>(hops.drain);
   std::vector<sg4::ActorPtr> helpers;
   for (int ch = 0; ch < channels; ++ch) {
-    const auto& o = orders[ch];
-    const int pos = static_cast<int>(std::find(o.begin(), o.end(), rank) - o.begin());
-    const int next = o[(pos + 1) % n], prev = o[(pos + n - 1) % n];
-    const Seconds spacing = drains[static_cast<size_t>(ch)][static_cast<size_t>(pos)];
-    const CollectiveOp op = call.op;
-    const Elements count = call.count;
-    const Bytes eb = call.element_bytes;
     Ctx ctx = c;
-    helpers.push_back(sg4::Actor::create(
-        fmt::format("ring{}-r{}", ch, rank), c.host(rank),
-        [ctx, rank, ch, channels, n, pos, next, prev, steps, op, count, eb, spacing]() mutable {
-          std::vector<sg4::CommPtr> sends;
-          sg4::CommPtr arriving;  // the last step's chunk from the predecessor
-          Seconds arrives_at = 0;
-          Seconds sender_free = sg4::Engine::get_clock();  // when the previous send has left
-          for (int s = 0; s < steps; ++s) {
-            if (arriving) {  // step s forwards (reduced) what step s - 1 brought
-              arriving->wait();
-              if (arrives_at > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(arrives_at);
-            }
-            if (sender_free > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(sender_free);
-            const Seconds t0 = sg4::Engine::get_clock();
-            // Chunk sent at step s by the rank at ring position q (reduce-scatter, then all-gather).
-            int chunk;
-            if (op == CollectiveOp::all_gather) chunk = pos - s;
-            else if (s < n - 1) chunk = pos - s;
-            else chunk = pos + 1 - (s - (n - 1));
-            chunk = ((chunk % n) + n) % n;
-            const Bytes bytes = piece_count(count, static_cast<Elements>(n) * channels, ch * n + chunk) * eb;
-            sends.push_back(ctx.send({ctx.call, kRing, rank, next, ch}, ctx.host(rank), ctx.host(next), bytes,
-                                     ctx.bound_end(t0, ctx.host(rank), ctx.host(next), bytes)));
-            sender_free = t0 + spacing;
-            std::tie(arriving, arrives_at) = ctx.t.recv_bounded({ctx.call, kRing, prev, rank, ch});
-          }
-          arriving->wait();
-          if (arrives_at > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(arrives_at);
-          wait_all(sends);
-        }));
+    const CollectiveCall one = call;
+    helpers.push_back(sg4::Actor::create(fmt::format("ring{}-r{}", ch, rank), c.host(rank),
+                                         [ctx, rank, one, channels, ch, shared_orders, shared_drain]() mutable {
+                                           ring_channels(ctx, rank, one, channels, {ch}, *shared_orders,
+                                                         *shared_drain);
+                                         }));
   }
   for (auto& h : helpers) h->join();
 }

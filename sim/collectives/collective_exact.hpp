@@ -39,9 +39,15 @@ class ExactTransport {
   // Per channel and ring position: how long that hop's flow of `chunk_wire_bytes` takes to
   // drain when one step of every channel loads the links (the large-N phase load,
   // flow_drain_with), i.e. how often a channel's sends can follow one another on a link it
-  // shares with the other channels. Computed once per (channels, chunk, bound).
-  const std::vector<std::vector<Seconds>>& ring_hop_drains(const std::vector<int>& rank_gpus, int channels,
-                                                           Bytes chunk_wire_bytes, BytesPerSecond cap_bytes_per_s);
+  // shares with the other channels; and whether every hop of every channel is alike (the
+  // same route latency and drain: a node on NVSwitch or a PCIe switch), where the channels
+  // keep step with one another by symmetry. Computed once per (channels, chunk, bound).
+  struct RingHops {
+    std::vector<std::vector<Seconds>> drain;
+    bool alike = false;
+  };
+  const RingHops& ring_hops(const std::vector<int>& rank_gpus, int channels, Bytes chunk_wire_bytes,
+                            BytesPerSecond cap_bytes_per_s);
 
  private:
   struct Box {
@@ -52,7 +58,7 @@ class ExactTransport {
   Platform& platform_;
   std::map<Key, Box> boxes_;
   std::map<int, std::vector<std::vector<int>>> orders_;  // by channel count
-  std::map<std::tuple<int, Bytes, BytesPerSecond>, std::vector<std::vector<Seconds>>> drains_;
+  std::map<std::tuple<int, Bytes, BytesPerSecond>, RingHops> hops_;
 };
 
 // Runs call number `call_index` of a group for `rank` message by message; returns when
