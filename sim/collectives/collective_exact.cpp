@@ -144,16 +144,6 @@ struct Ctx {
   }
 };
 
-// Ring reduce-scatter / all-gather / all-reduce: see collectives.hpp. One actor per
-// channel: channels progress independently, as NCCL's do. A rank forwards each step's
-// chunk once it has arrived from its predecessor (NCCL's FIFO lets a sender run ahead of
-// its sends' arrival): no step waits for the ring's slowest hop, so the route latencies
-// paid are those along the path a chunk travels. A channel's sends leave one after the
-// other, as its FIFO puts them on the wire: the next no sooner than the previous one's
-// drain at the channel's share of its links (ExactTransport::ring_hop_drains; latency
-// overlapped), since two of them started together would share the link and each arrive
-// late. Under the flow bound a chunk counts as arrived no sooner than its route latency
-// plus its wire bytes at the bound after it was sent.
 // The steps of `chs` (channels of one rank) kept in step with one another: each step waits
 // for the chunks of the step before on every one of them, then sends on each, a hop's drain
 // after its previous send (`spacing`, per channel).
