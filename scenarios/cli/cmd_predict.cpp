@@ -55,9 +55,9 @@ int run_predict(const PredictArgs& a) {
   }
   limits::require_output_file("--out", a.out);
   limits::require_output_file("--trace", a.trace);
-  limits::refuse_shared_files({{"--out", a.out}, {"--trace", a.trace}}, whatif::scenario_input_files(s));
-  limits::refuse_in_report_dir(a.report_dir, {{"--out", a.out}, {"--trace", a.trace}}, whatif::scenario_input_files(s),
-                               false);
+  const auto inputs = whatif::scenario_input_files(s);
+  limits::refuse_shared_files({{"--out", a.out}, {"--trace", a.trace}}, inputs);
+  limits::refuse_in_report_dir(a.report_dir, {{"--out", a.out}, {"--trace", a.trace}}, inputs, false);
   std::optional<scenario::ResolvedPoint> resolved;
   try {
     resolved = scenario::resolve_point(s, s.base, lib);

@@ -45,9 +45,9 @@ int run_sweep_command(const SweepArgs& a) {
     throw std::invalid_argument("--report needs every point: run the shards, dptwin merge them, then dptwin report "
                                 "MERGED.json");
   limits::require_output_file("-o", a.out);
-  limits::refuse_shared_files({{"-o", a.out}}, whatif::scenario_input_files(s));
-  limits::refuse_in_report_dir(a.report_dir, {{"-o", a.out}, {"--trace-dir", a.trace_dir}},
-                               whatif::scenario_input_files(s), true);
+  const auto inputs = whatif::scenario_input_files(s);
+  limits::refuse_shared_files({{"-o", a.out}}, inputs);
+  limits::refuse_in_report_dir(a.report_dir, {{"-o", a.out}, {"--trace-dir", a.trace_dir}}, inputs, true);
   limits::require_output_dir("--trace-dir", a.trace_dir);
   // Only this shard's points are resolved: a shard of a huge sweep starts at once.
   scenario::validate_scenario(s, lib, shard_index, shard_count);

@@ -18,6 +18,7 @@
 #include "sim/collectives/collective_exact.hpp"
 #include "sim/collectives/gloo_model.hpp"
 #include "sim/collectives/large_n/dispatch.hpp"
+#include "sim/collectives/large_n/phases.hpp"
 
 namespace sg4 = simgrid::s4u;
 
@@ -378,34 +379,15 @@ namespace {
 
 Seconds ring_path_latency(const Platform& p, const std::vector<int>& rank_gpus,
                           const std::vector<std::vector<int>>& orders, Elements steps) {
-  const int n = static_cast<int>(rank_gpus.size());
+  const size_t n = rank_gpus.size();
   if (n < 2 || steps <= 0) return 0;
-  // Planted fault: every step pays the ring's slowest hop (a lock-step ring).
-  const bool lock_step = fault_active(Fault::ring_lock_step_latency);
+  // The ring's critical path at zero bytes: ring_channel_path with every drain 0 (the
+  // planted lock-step fault included).
   Seconds path = 0;
-  std::vector<Seconds> hop(static_cast<size_t>(n));
+  std::vector<Seconds> hop(n), no_drain(n, 0.0);
   for (const auto& o : orders) {
-    Seconds total = 0, slowest = 0;
-    for (int i = 0; i < n; ++i) {
-      hop[static_cast<size_t>(i)] = p.gpu_route(rank_gpus[o[i]], rank_gpus[o[(i + 1) % n]]).latency_s;
-      total += hop[static_cast<size_t>(i)];
-      slowest = std::max(slowest, hop[static_cast<size_t>(i)]);
-    }
-    if (lock_step) {
-      path = std::max(path, static_cast<double>(steps) * slowest);
-      continue;
-    }
-    // `steps` consecutive hops: whole turns of the ring, then the slowest window of the rest.
-    const Elements turns = steps / n;
-    const int rest = static_cast<int>(steps % n);
-    Seconds window = 0, widest = 0;
-    for (int i = 0; i < rest; ++i) window += hop[static_cast<size_t>(i)];
-    widest = window;
-    for (int i = 1; i < n && rest > 0; ++i) {
-      window += hop[static_cast<size_t>((i + rest - 1) % n)] - hop[static_cast<size_t>(i - 1)];
-      widest = std::max(widest, window);
-    }
-    path = std::max(path, static_cast<double>(turns) * total + widest);
+    for (size_t i = 0; i < n; ++i) hop[i] = p.gpu_route(rank_gpus[o[i]], rank_gpus[o[(i + 1) % n]]).latency_s;
+    path = std::max(path, ring_channel_path(hop, no_drain, steps));
   }
   return path;
 }
