@@ -105,6 +105,7 @@ const std::vector<Fault>& all_faults() {
       Fault::interference_share_compounded,
       Fault::plan_ranks_by_hourly_price,
       Fault::merge_ignores_run_settings,
+      Fault::nccl_ll_ceiling_per_channel,
   };
   return faults;
 }
@@ -197,6 +198,7 @@ const char* fault_name(Fault f) {
     case Fault::plan_ranks_by_hourly_price: return "plan-ranks-by-hourly-price";
     case Fault::merge_ignores_run_settings: return "merge-ignores-run-settings";
     case Fault::resident_inputs_copied: return "resident-inputs-copied";
+    case Fault::nccl_ll_ceiling_per_channel: return "nccl-ll-ceiling-per-channel";
     case Fault::fault_count_: break;
   }
   return "?";

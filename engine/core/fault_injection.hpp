@@ -98,6 +98,7 @@ enum class Fault : unsigned {
   interference_share_compounded,    // "interference-share-compounded": a kernel overlapping a collective loses share / (1 - share) of the overlap, as if the collective outlasted it
   plan_ranks_by_hourly_price,       // "plan-ranks-by-hourly-price": a plan with train_samples ranks by price per hour, not by the run's total cost
   merge_ignores_run_settings,       // "merge-ignores-run-settings": merge joins shards run with different flags, hardware files or dptwin builds
+  nccl_ll_ceiling_per_channel,      // "nccl-ll-ceiling-per-channel": ring LL's llMaxBw ceiling is spread over every runtime channel, so the few channels a small operation launches carry a sliver of it
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

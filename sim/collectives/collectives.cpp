@@ -231,7 +231,18 @@ void shape_flows(CollectivePlan& plan, const HardwareSpec& hw, const NcclGraph& 
   // reduce) and trees share the links freely.
   double data_cap = 0;
   const bool chain = call.op == CollectiveOp::broadcast || call.op == CollectiveOp::reduce;
-  if (plan.algorithm == CollectiveAlgorithm::ring && !chain) data_cap = c.cost.bus_bw_gbs * 1e9 * ring_share;
+  if (plan.algorithm == CollectiveAlgorithm::ring && !chain) {
+    data_cap = c.cost.bus_bw_gbs * 1e9 * ring_share;
+    // LL's llMaxBw is NCCL's ceiling on the communicator's whole LL bus bandwidth
+    // (tuning.cc applies it to nChannels x bw): the channels enqueue launches for a small
+    // operation each run at their own LL rate (ring_share of the bandwidth before the
+    // ceiling) until together they reach it, as the tuner, which ignores the launched
+    // count, assumes. Spreading the ceiling over every runtime channel made one launched
+    // channel of 16 carry 1/16 of it: on 4 DGX H100 nodes a 512 KiB LL all_gather took
+    // 149 us, where the tuner said 68 us and LL128 at 1 MiB took 83 us.
+    if (c.cost.uncapped_bus_bw_gbs > c.cost.bus_bw_gbs && !fault_active(Fault::nccl_ll_ceiling_per_channel))
+      data_cap = std::min(c.cost.bus_bw_gbs * 1e9 / std::max(1, plan.channels), c.cost.uncapped_bus_bw_gbs * 1e9 * ring_share);
+  }
   if (plan.algorithm == CollectiveAlgorithm::nvls) data_cap = c.cost.alg_bw_gbs * 1e9;
   if (fault_active(Fault::nccl_channel_cap_omitted)) data_cap = 0;
   plan.flow_cap_bytes_per_s = data_cap * plan.wire_factor;

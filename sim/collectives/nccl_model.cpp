@@ -493,6 +493,7 @@ NcclCost nvls_tree_cost(const NcclGraph& g) {
   if (g.tuner == NcclTuner::v2_18_5) {
     out.bus_bw_gbs = c * (nodes <= 2 ? g.nvls_bw_gbs : g.nvls_inter_bw_gbs);
     out.alg_bw_gbs = out.bus_bw_gbs * 0.70 * nodes / (2.0 * (nodes - 1));
+    out.uncapped_bus_bw_gbs = out.bus_bw_gbs;
     out.latency_us = (kNvlsTreeBaseLat218 + 2.0 * (nodes - 1) * kNvlsTreeInterLat218) * g.latency_scale;
     return out;
   }
@@ -501,6 +502,7 @@ NcclCost nvls_tree_cost(const NcclGraph& g) {
   const double inter = g.nvls_inter_bw_gbs * (nodes <= 2 ? 2.0 : 1.0);
   out.bus_bw_gbs = c * std::min({intra, inter, kPerChNvlsTree[ci][node_index(nodes)]});
   out.alg_bw_gbs = out.bus_bw_gbs * n / nsteps;
+  out.uncapped_bus_bw_gbs = out.bus_bw_gbs;
   // interLat is NVLS-tree's own: NCCL takes the tree's only with one GPU per node, where
   // there is no NVLS.
   out.latency_us = (kNvlsTreeIntraLat + 2.0 * log2i(nodes) * kNvlsTreeInterLat) * g.latency_scale;
@@ -540,7 +542,11 @@ NcclCost nccl_cost(const NcclGraph& g, CollectiveOp op, NcclAlgo algo, NcclProto
   const double ring_ll = !v218 ? 0.5 : (nodes > 1 || all_reduce || op == CollectiveOp::reduce) ? 1.0 / 4.0 : 1.0 / 3.0;
   // Ring LL128: 0.92, but 0.7 with one GPU per node in 2.18.5 (v2.18.5-1 tuning.cc).
   const double ring_ll128 = v218 && ppn < 2 ? 0.7 : 0.92;
-  if (algo == NcclAlgo::ring && proto == NcclProtocol::ll) bus = std::min(ll_max, bus * ring_ll);
+  double uncapped = 0;
+  if (algo == NcclAlgo::ring && proto == NcclProtocol::ll) {
+    uncapped = bus * ring_ll;
+    bus = std::min(ll_max, uncapped);
+  }
   if (algo == NcclAlgo::ring && proto == NcclProtocol::ll128) bus = std::min(bus * ring_ll128, channels * kPerChRingLL128[ci][idx2]);
   if (algo == NcclAlgo::tree) {
     bus = std::min(bus * 0.92, channels * kPerChTree[ci][idx2]);
@@ -548,6 +554,7 @@ NcclCost nccl_cost(const NcclGraph& g, CollectiveOp op, NcclAlgo algo, NcclProto
     if (proto == NcclProtocol::ll128) bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), channels * kPerChTreeLL128[ci][idx2]);
   }
   out.bus_bw_gbs = bus;
+  out.uncapped_bus_bw_gbs = std::max(bus, uncapped);
   const double ratio = algo == NcclAlgo::tree              ? 0.5
                       : algo == NcclAlgo::nvls && v218 ? 5.0 / 6.0  // v2.18.5-1 tuning.cc
                                                        : static_cast<double>(n) / nsteps;

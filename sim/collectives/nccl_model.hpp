@@ -88,6 +88,10 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int
 struct NcclCost {
   double latency_us = 0;
   double bus_bw_gbs = 0;   // bus bandwidth (before conversion to algorithm bandwidth)
+  // Ring LL's bus bandwidth before llMaxBw, NCCL's ceiling on the whole communicator's LL
+  // rate: every channel at its own rate (the graph's per-channel bandwidth x the LL factor).
+  // Equal to bus_bw_gbs where no ceiling applies.
+  double uncapped_bus_bw_gbs = 0;
   double alg_bw_gbs = 0;   // algorithm bandwidth: bytes / time
 };
 NcclCost nccl_cost(const NcclGraph& g, CollectiveOp op, NcclAlgo a, NcclProtocol p);
