@@ -106,6 +106,9 @@ const std::vector<Fault>& all_faults() {
       Fault::plan_ranks_by_hourly_price,
       Fault::merge_ignores_run_settings,
       Fault::nccl_ll_ceiling_per_channel,
+      Fault::sdpa_causal_blocks_charged,
+      Fault::sdpa_backward_no_recompute,
+      Fault::sdpa_scores_saved,
   };
   return faults;
 }
@@ -199,6 +202,9 @@ const char* fault_name(Fault f) {
     case Fault::merge_ignores_run_settings: return "merge-ignores-run-settings";
     case Fault::resident_inputs_copied: return "resident-inputs-copied";
     case Fault::nccl_ll_ceiling_per_channel: return "nccl-ll-ceiling-per-channel";
+    case Fault::sdpa_causal_blocks_charged: return "sdpa-causal-blocks-charged";
+    case Fault::sdpa_backward_no_recompute: return "sdpa-backward-no-recompute";
+    case Fault::sdpa_scores_saved: return "sdpa-scores-saved";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -99,6 +99,9 @@ enum class Fault : unsigned {
   plan_ranks_by_hourly_price,       // "plan-ranks-by-hourly-price": a plan with train_samples ranks by price per hour, not by the run's total cost
   merge_ignores_run_settings,       // "merge-ignores-run-settings": merge joins shards run with different flags, hardware files or dptwin builds
   nccl_ll_ceiling_per_channel,      // "nccl-ll-ceiling-per-channel": ring LL's llMaxBw ceiling is spread over every runtime channel, so the few channels a small operation launches carry a sliver of it
+  sdpa_causal_blocks_charged,       // "sdpa-causal-blocks-charged": a causal fused attention kernel is charged the masked half of the scores too
+  sdpa_backward_no_recompute,       // "sdpa-backward-no-recompute": a fused attention kernel's backward is charged 2x its forward, as if it kept the scores
+  sdpa_scores_saved,                // "sdpa-scores-saved": a transformer built with sdpa attention still saves eager attention's s x s probabilities and dropout mask
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

@@ -103,6 +103,37 @@ double charge_bmms(Device& device, const LayerDescription& d, bool forward, std:
   return charged;
 }
 
+// The layer's fused attention kernel (LayerDescription::sdpa), forward or backward, in
+// `element_bytes` (its log-sum-exp in f32): forward reads q, k and v and writes the output and
+// the log-sum-exp, 4 x query_len x key_len x head_dim FLOPs per head (half of it causal);
+// backward reads q, k, v, the output, its gradient and the log-sum-exp, writes the gradients of
+// q, k and v, and recomputes the scores: 2.5x the forward's FLOPs. Returns the FLOPs the
+// layer's description counts for this attention (4 x query_len x key_len x head_dim per head,
+// twice that backward), which the layer's own kernel no longer runs; 0 without one.
+double charge_sdpa(Device& device, const LayerDescription& d, bool forward, std::int64_t batch, Bytes element_bytes,
+                   OpClass op_class) {
+  if (!d.sdpa) return 0;
+  const SdpaDescription& a = *d.sdpa;
+  const double heads = static_cast<double>(a.heads) * static_cast<double>(batch);
+  const double q = static_cast<double>(a.query_len), k = static_cast<double>(a.key_len),
+               hd = static_cast<double>(a.head_dim);
+  const double counted = 4.0 * heads * q * k * hd;
+  // Planted fault: the causal kernel charged the masked blocks too.
+  const double kernel = a.causal && !fault_active(Fault::sdpa_causal_blocks_charged) ? counted / 2 : counted;
+  const auto bytes = [&](double elements, double each) { return static_cast<Bytes>(std::min(elements * each, 1e18)); };
+  const double eb = static_cast<double>(element_bytes);
+  const Bytes q_bytes = bytes(heads * q * hd, eb), kv_bytes = bytes(heads * k * hd, eb), lse = bytes(heads * q, 4.0);
+  if (forward) {
+    kernel_charge(device, OpCost{"sdpa_fwd", OpKind::compute, kernel, q_bytes + 2 * kv_bytes, q_bytes + lse, op_class});
+    return counted;
+  }
+  // Planted fault: the backward pass charged as two matmuls per product, without recomputing the scores.
+  const double backward = fault_active(Fault::sdpa_backward_no_recompute) ? 2.0 * kernel : 2.5 * kernel;
+  kernel_charge(device, OpCost{"sdpa_bwd", OpKind::compute, backward, 3 * q_bytes + 2 * kv_bytes + lse,
+                               q_bytes + 2 * kv_bytes, op_class});
+  return 2 * counted;
+}
+
 }  // namespace
 
 std::pair<const char*, const char*> cost_layer_kernel_names(const LayerDescription& d) {
@@ -254,6 +285,8 @@ Tensor CostLayer::forward(const Tensor& x) {
   // Planted fault: the batched matmuls left inside the layer's one roofline.
   if (!desc_.measured_forward_s_per_sample && !fault_active(Fault::attention_bmms_in_layer_roofline))
     cost.flops = std::max(0.0, cost.flops - charge_bmms(*device_, desc_, true, batch, elt, op_class_));
+  if (!desc_.measured_forward_s_per_sample)
+    cost.flops = std::max(0.0, cost.flops - charge_sdpa(*device_, desc_, true, batch, elt, op_class_));
   kernel_charge(*device_, cost);
   if (split) charge_memory_bound_parts(*device_, desc_, true, saved_bytes, batch, elt, f32_element_bytes());
   return y;
@@ -297,6 +330,8 @@ Tensor CostLayer::backward(const Tensor& dy, bool need_input_grad) {
     charge_memory_bound_parts(*device_, desc_, false, saved_->size_bytes(), batch, elt, f32_element_bytes());
   if (!desc_.measured_backward_s_per_sample && !fault_active(Fault::attention_bmms_in_layer_roofline))
     cost.flops = std::max(0.0, cost.flops - charge_bmms(*device_, desc_, false, batch, elt, op_class_));
+  if (!desc_.measured_backward_s_per_sample)
+    cost.flops = std::max(0.0, cost.flops - charge_sdpa(*device_, desc_, false, batch, elt, op_class_));
   kernel_charge(*device_, cost);
   charge_autocast_casts(false, batch);
   clear_saved();

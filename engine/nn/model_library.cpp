@@ -50,6 +50,12 @@ void validate_model_description(const ModelDescription& m) {
     if (!(l.forward_flops_per_sample >= 0)) fail(where, "forward_flops_per_sample must be >= 0");
     if (l.activation_elements_per_sample < 0) fail(where, "activation_elements_per_sample must be >= 0");
     if (l.output_features <= 0) fail(where, fmt::format("output_features must be positive, got {}", l.output_features));
+    if (const auto& a = l.sdpa) {
+      if (a->heads <= 0 || a->query_len <= 0 || a->key_len <= 0 || a->head_dim <= 0)
+        fail(where, fmt::format("sdpa sizes must be positive, got heads {}, query_len {}, key_len {}, head_dim {}",
+                                a->heads, a->query_len, a->key_len, a->head_dim));
+      if (!l.bmms.empty()) fail(where, "a layer with a fused sdpa kernel has no eager bmms");
+    }
     std::set<std::string> names;
     for (const auto& p : l.parameters) {
       if (p.name.empty()) fail(where, "parameter with an empty name");

@@ -41,6 +41,22 @@ struct BmmDescription {
   std::int64_t count = 0, m = 0, n = 0, k = 0;
 };
 
+// A layer's attention as one fused kernel of torch.nn.functional.scaled_dot_product_attention
+// (transformers' attn_implementation "sdpa", the default of its GPT-2, Llama, BERT and ViT
+// classes since 4.36-4.48), per sample: `heads` query heads, each attending `query_len`
+// queries to `key_len` keys of `head_dim`. On sm80 and later in f16/bf16 PyTorch runs
+// FlashAttention-2's kernels, else (f32, an attention mask, older GPUs) the memory-efficient
+// ones; both tile the s x s scores through on-chip memory, so no s x s tensor is written,
+// read back or saved: forward reads q, k, v and writes the output and one log-sum-exp per
+// query and head, the backward pass recomputes the scores. FLOPs follow FlashAttention's own
+// benchmark (benchmarks/benchmark_flash_attention.py): forward 4 x query_len x key_len x
+// head_dim per head, halved when causal (the kernel skips the masked blocks), backward 2.5x
+// forward (five matmuls against two). A layer with `sdpa` has no `bmms`.
+struct SdpaDescription {
+  std::int64_t heads = 0, query_len = 0, key_len = 0, head_dim = 0;
+  bool causal = false;
+};
+
 // One convolution of a layer, per sample: its forward FLOPs and the input plus output
 // elements it reads and writes.
 struct ConvDescription {
@@ -81,6 +97,10 @@ struct LayerDescription {
   // among forward_flops_per_sample. Empty: none stated (their FLOPs, if any, run inside the
   // layer's one GEMM roofline).
   std::vector<BmmDescription> bmms;
+  // The layer's fused attention kernel (SdpaDescription), whose FLOPs as eager attention's
+  // matmuls count them (4 x query_len x key_len x head_dim x heads) are among
+  // forward_flops_per_sample. None: attention, if any, as `bmms` state it.
+  std::optional<SdpaDescription> sdpa;
   // Of the counted memory-bound elements above, those in tensors autocast keeps in f32
   // (torch.autocast's CUDA op reference: outputs of its "autocast to float32" list, LayerNorm,
   // softmax, pow; and of ops that promote to the widest input, such as a residual add of an

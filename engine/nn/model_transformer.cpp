@@ -37,6 +37,30 @@ std::vector<BmmDescription> attention_bmms(std::int64_t s, std::int64_t hidden, 
   return {{heads, s, s, d}, {heads, s, d, s}};
 }
 
+// Whether a block built with `attn` keeps eager attention's s x s tensors: eager, or sdpa
+// under the planted fault that forgets to drop them.
+bool saves_scores(AttentionImpl attn) {
+  return attn == AttentionImpl::eager || fault_active(Fault::sdpa_scores_saved);
+}
+
+// Sets a block's attention as `attn` runs it: eager's two batched matmuls, or one fused
+// sdpa kernel over the same heads (head size hidden / heads).
+void set_attention(LayerDescription& l, AttentionImpl attn, std::int64_t s, std::int64_t hidden, std::int64_t heads,
+                   bool causal) {
+  if (attn == AttentionImpl::eager) {
+    l.bmms = attention_bmms(s, hidden, heads);
+    return;
+  }
+  l.sdpa = SdpaDescription{heads, s, s, hidden / heads, causal};
+}
+
+// The softmax FLOPs eager attention counts (kSoftmax x a x s^2): inside sdpa's fused kernel,
+// whose FLOPs count its matmuls alone (FlashAttention's convention), so an sdpa block's
+// FLOPs leave them out.
+double softmax_flops(AttentionImpl attn, double s, double a) {
+  return attn == AttentionImpl::sdpa ? kSoftmax * a * s * s : 0.0;
+}
+
 // One encoder/decoder block with a GELU MLP of width f: the GEMMs (4h^2 attention,
 // 2hf MLP per token), attention, two LayerNorms, GELU and two residual adds.
 double gelu_block_flops(double s, double h, double a, double f) {
@@ -46,7 +70,14 @@ double gelu_block_flops(double s, double h, double a, double f) {
 
 // Korthikanti et al. Sec. 4.1 in elements: LayerNorm inputs 2sh, attention 5sh +
 // 2as^2, MLP sh + 2sf (16sh in all for f = 4h), dropout masks (as^2 + 2sh) / 4.
-double gelu_block_activations(double s, double h, double a, double f) {
+// Under sdpa the fused kernel saves no s x s tensor (no probabilities, no dropout output,
+// no attention dropout mask: its dropout regenerates from the RNG seed) but its own output
+// (sh; the head merge copies it for the projection, which saves that copy as eager's does)
+// and a log-sum-exp per query and head (as, counted as elements of the activation type: f32
+// in every precision, so under autocast it holds 2 bytes more each, 1/32 of an sh tensor
+// at a head size of 64).
+double gelu_block_activations(double s, double h, double a, double f, AttentionImpl attn = AttentionImpl::eager) {
+  if (!saves_scores(attn)) return 8 * s * h + 2 * s * f + s * h + a * s + 2 * s * h / 4;
   return 8 * s * h + 2 * s * f + 2 * a * s * s + (a * s * s + 2 * s * h) / 4;
 }
 
@@ -117,9 +148,19 @@ void require_heads_divide(const std::string& model, std::int64_t hidden, std::in
 
 }  // namespace
 
+const char* attention_impl_name(AttentionImpl a) { return a == AttentionImpl::sdpa ? "sdpa" : "eager"; }
+
+AttentionImpl parse_attention_impl(const std::string& value, const std::string& where) {
+  if (value == "eager") return AttentionImpl::eager;
+  if (value == "sdpa" || value == "flash_attention_2") return AttentionImpl::sdpa;
+  throw std::invalid_argument(fmt::format("{}: attention '{}' is not one dptwin models (eager; sdpa, or "
+                                          "flash_attention_2: the same FlashAttention-2 kernels)",
+                                          where, value));
+}
+
 TransformerSpec parse_transformer_spec(const std::string& spec) {
   const std::string prefix = "transformer:";
-  const std::string form = "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied]";
+  const std::string form = "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied][,attn=sdpa]";
   if (spec.rfind(prefix, 0) != 0) throw std::invalid_argument(fmt::format("model spec '{}': expected {}", spec, form));
   TransformerSpec s;
   std::map<std::string, std::int64_t*> keys{{"layers", &s.layers}, {"hidden", &s.hidden}, {"heads", &s.heads},
@@ -138,6 +179,10 @@ TransformerSpec parse_transformer_spec(const std::string& spec) {
     seen[key] = true;
     if (key == "tied" && eq == std::string::npos) {
       s.tied = true;
+      continue;
+    }
+    if (key == "attn" && eq != std::string::npos) {
+      s.attn = parse_attention_impl(item.substr(eq + 1), fmt::format("model spec '{}'", spec));
       continue;
     }
     std::int64_t* target = key == "mlp" ? &mlp : (keys.count(key) ? keys[key] : nullptr);
@@ -169,6 +214,7 @@ std::string transformer_spec_string(const TransformerSpec& s) {
                                 s.heads, s.seq, s.vocab);
   if (s.mlp) out += fmt::format(",mlp={}", *s.mlp);
   if (s.tied) out += ",tied";
+  if (s.attn == AttentionImpl::sdpa) out += ",attn=sdpa";
   return out;
 }
 
@@ -203,8 +249,9 @@ ModelDescription describe_transformer(const TransformerSpec& spec, const std::st
                {"attn.c_attn.bias", {3 * h}}, {"attn.c_proj.weight", {h, h}}, {"attn.c_proj.bias", {h}},
                {"ln_2.weight", {h}}, {"ln_2.bias", {h}}, {"mlp.c_fc.weight", {h, f}}, {"mlp.c_fc.bias", {f}},
                {"mlp.c_proj.weight", {f, h}}, {"mlp.c_proj.bias", {h}}},
-              gelu_block_flops(sd, hd, ad, fd), gelu_block_activations(sd, hd, ad, fd), s * h);
-    m.layers.back().bmms = attention_bmms(s, h, a);
+              gelu_block_flops(sd, hd, ad, fd) - softmax_flops(spec.attn, sd, ad),
+              gelu_block_activations(sd, hd, ad, fd, spec.attn), s * h);
+    set_attention(m.layers.back(), spec.attn, s, h, a, true);
     // Its weight GEMMs (rows per sample, n, k; Conv1D's [h, n] weights): c_attn, attn.c_proj,
     // mlp.c_fc, mlp.c_proj, as generate.py lists them.
     m.layers.back().gemms = {{s, 3 * h, h}, {s, h, h}, {s, f, h}, {s, h, f}};
@@ -214,13 +261,20 @@ ModelDescription describe_transformer(const TransformerSpec& spec, const std::st
     // Under autocast: LayerNorms and softmax f32 (fp32 list; HF casts the probabilities back
     // to f16 before dropout), the residual adds and gradient sums f32 (the stream is f32),
     // gelu_new f32 from pow (fp32 list) on; the scale and mask, copies, dropouts, bias rows f16.
-    set_traffic(m.layers.back(), {{kLayerNormPasses, 2 * sh, kF32}, {kCopyPasses, 4 * sh}, {kScalePasses, 2 * as2},
-                                  {kSoftmaxPasses, as2, kF32}, {kDropoutPasses, as2}, {kDropoutPasses, 2 * sh},
-                                  {kAddPasses, 2 * sh, kF32}, {kAccumulatePasses, 2 * sh, kF32},
-                                  {kGeluEagerPasses, sf, kF32}, {kBiasGradPasses, 5 * sh + sf}});
+    // Under sdpa the score chain (scale, mask, softmax, dropout over a x s x s) runs inside the
+    // fused kernel; the head split and merge copies are kept as eager's.
+    if (spec.attn == AttentionImpl::sdpa)
+      set_traffic(m.layers.back(), {{kLayerNormPasses, 2 * sh, kF32}, {kCopyPasses, 4 * sh}, {kDropoutPasses, 2 * sh},
+                                    {kAddPasses, 2 * sh, kF32}, {kAccumulatePasses, 2 * sh, kF32},
+                                    {kGeluEagerPasses, sf, kF32}, {kBiasGradPasses, 5 * sh + sf}});
+    else
+      set_traffic(m.layers.back(), {{kLayerNormPasses, 2 * sh, kF32}, {kCopyPasses, 4 * sh}, {kScalePasses, 2 * as2},
+                                    {kSoftmaxPasses, as2, kF32}, {kDropoutPasses, as2}, {kDropoutPasses, 2 * sh},
+                                    {kAddPasses, 2 * sh, kF32}, {kAccumulatePasses, 2 * sh, kF32},
+                                    {kGeluEagerPasses, sf, kF32}, {kBiasGradPasses, 5 * sh + sf}});
     // Autocast casts: c_attn's and c_fc's f32 LayerNorm inputs, the probabilities cast back to the
-    // value dtype, gelu_new's f32 output for c_proj (2sh + sf + as^2).
-    set_casts(m.layers.back(), 2 * sh + sf + as2);
+    // value dtype (eager only), gelu_new's f32 output for c_proj (2sh + sf + as^2).
+    set_casts(m.layers.back(), 2 * sh + sf + (spec.attn == AttentionImpl::sdpa ? 0.0 : as2));
   }
   // ln_f, then the LM head; the loss saves the logits, the head's weight gradient the ln_f output.
   std::vector<ParameterDescription> head{{"ln_f.weight", {h}}, {"ln_f.bias", {h}}};
@@ -259,11 +313,13 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
   set_traffic(m.layers.back(), {{kEmbeddingPasses, sh}});
   for (std::int64_t i = 0; i < spec.layers; ++i) {
     const double flops = 2 * sd * (2 * hd * hd + 2 * hd * kvd + 3 * hd * fd) + attention_flops(sd, hd, ad) +
-                         2 * kLayerNorm * sd * hd + 4 * sd * fd + 2 * kAdd * sd * hd;
+                         2 * kLayerNorm * sd * hd + 4 * sd * fd + 2 * kAdd * sd * hd - softmax_flops(spec.attn, sd, ad);
     // Attention: its input, q, the output before o_proj (3sh), k and v (2 s kv) and
     // the softmax output as^2 (no dropout); SwiGLU: input sh, gate, up, silu(gate),
-    // their product 4sf; the two RMSNorm inputs 2sh.
-    const double acts = 6 * sd * hd + 2 * sd * kvd + ad * sd * sd + 4 * sd * fd;
+    // their product 4sf; the two RMSNorm inputs 2sh. Under sdpa the fused kernel's output sh
+    // and log-sum-exp as in place of the softmax output (gelu_block_activations).
+    const double attention_saved = saves_scores(spec.attn) ? ad * sd * sd : sd * hd + ad * sd;
+    const double acts = 6 * sd * hd + 2 * sd * kvd + attention_saved + 4 * sd * fd;
     add_layer(m, fmt::format("layers.{}", i), "LlamaDecoderLayer",
               {{"self_attn.q_proj.weight", {h, h}}, {"self_attn.k_proj.weight", {kv, h}},
                {"self_attn.v_proj.weight", {kv, h}}, {"self_attn.o_proj.weight", {h, h}},
@@ -271,7 +327,7 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
                {"input_layernorm.weight", {h}}, {"post_attention_layernorm.weight", {h}}},
               flops, acts, s * h);
     // repeat_kv gives every query head its k and v: one product per query head.
-    m.layers.back().bmms = attention_bmms(s, h, spec.heads);
+    set_attention(m.layers.back(), spec.attn, s, h, spec.heads, true);
     // Its weight GEMMs (rows per sample, n, k): q, k, v (kv wide), o, gate, up, down.
     m.layers.back().gemms = {{s, h, h}, {s, kv, h}, {s, kv, h}, {s, h, h}, {s, f, h}, {s, f, h}, {s, h, f}};
     // Two RMSNorms, rotary on q and k, the q, k, v head splits and the merge made contiguous,
@@ -279,14 +335,20 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
     // Under autocast: RMSNorm computes in f32 (LlamaRMSNorm casts to float32; the stream is
     // f32), the f32 causal mask promotes the scores, softmax runs in float32, residual adds and
     // gradient sums f32; rotary (cos and sin cast to q's dtype), copies, scale, SiLU, product f16.
-    set_traffic(m.layers.back(), {{kRmsNormEagerPasses, 2 * sh, kF32}, {kRotaryEagerPasses, sh + skv},
-                                  {kCopyPasses, 2 * sh + 2 * skv}, {kScalePasses, as2},
-                                  {kBroadcastMaskAddPasses, as2, kF32}, {kSoftmaxPasses, as2, kF32},
-                                  {kAddPasses, 2 * sh, kF32}, {kAccumulatePasses, 5 * sh, kF32}, {kSiluPasses, sf},
-                                  {kMulPasses, sf}});
+    // Under sdpa the score chain (scale, mask, softmax) runs inside the fused kernel.
+    if (spec.attn == AttentionImpl::sdpa)
+      set_traffic(m.layers.back(), {{kRmsNormEagerPasses, 2 * sh, kF32}, {kRotaryEagerPasses, sh + skv},
+                                    {kCopyPasses, 2 * sh + 2 * skv}, {kAddPasses, 2 * sh, kF32},
+                                    {kAccumulatePasses, 5 * sh, kF32}, {kSiluPasses, sf}, {kMulPasses, sf}});
+    else
+      set_traffic(m.layers.back(), {{kRmsNormEagerPasses, 2 * sh, kF32}, {kRotaryEagerPasses, sh + skv},
+                                    {kCopyPasses, 2 * sh + 2 * skv}, {kScalePasses, as2},
+                                    {kBroadcastMaskAddPasses, as2, kF32}, {kSoftmaxPasses, as2, kF32},
+                                    {kAddPasses, 2 * sh, kF32}, {kAccumulatePasses, 5 * sh, kF32}, {kSiluPasses, sf},
+                                    {kMulPasses, sf}});
     // Autocast casts: q, k, v, gate and up each cast their f32 RMSNorm input; the float32
-    // softmax's output cast back to the query dtype.
-    set_casts(m.layers.back(), 5 * sh + as2);
+    // softmax's output cast back to the query dtype (eager only).
+    set_casts(m.layers.back(), 5 * sh + (spec.attn == AttentionImpl::sdpa ? 0.0 : as2));
   }
   std::vector<ParameterDescription> head{{"norm.weight", {h}}};
   if (!spec.tied) head.push_back({"lm_head.weight", {v, h}});
@@ -326,6 +388,10 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
                           {"mlm_positions", spec.mlm_positions.value_or(1)}})
     require_positive(name, key, val);
   require_heads_divide(name, spec.hidden, spec.heads);
+  if (spec.fused && spec.attn == AttentionImpl::sdpa)
+    throw std::invalid_argument(fmt::format("model {}: NVIDIA's fused BERT layer runs its own attention kernels, "
+                                            "not sdpa",
+                                            name));
   const std::int64_t s = spec.tokens.value_or(spec.seq), h = spec.hidden, f = spec.intermediate, v = spec.vocab;
   const double sd = static_cast<double>(s), hd = static_cast<double>(h), ad = static_cast<double>(spec.heads),
                fd = static_cast<double>(f), vd = static_cast<double>(v);
@@ -357,12 +423,13 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
                     {"intermediate.dense.weight", {f, h}}, {"intermediate.dense.bias", {f}},
                     {"output.dense.weight", {h, f}}, {"output.dense.bias", {h}}, {"output.LayerNorm.weight", {h}},
                     {"output.LayerNorm.bias", {h}}});
-    add_layer(m, fmt::format("encoder.layer.{}", i), "BertLayer", std::move(params), gelu_block_flops(sd, hd, ad, fd),
-              gelu_block_activations(sd, hd, ad, fd), s * h);
+    add_layer(m, fmt::format("encoder.layer.{}", i), "BertLayer", std::move(params),
+              gelu_block_flops(sd, hd, ad, fd) - softmax_flops(spec.attn, sd, ad),
+              gelu_block_activations(sd, hd, ad, fd, spec.attn), s * h);
     // Its weight GEMMs (rows per sample, n, k): query, key, value, attention output,
     // intermediate, output, as generate.py lists them.
     m.layers.back().gemms = {{s, h, h}, {s, h, h}, {s, h, h}, {s, h, h}, {s, f, h}, {s, h, f}};
-    m.layers.back().bmms = attention_bmms(s, h, spec.heads);
+    set_attention(m.layers.back(), spec.attn, s, h, spec.heads, false);
     // Under autocast: the f32 attention mask promotes the scores, so the mask add, softmax and
     // attention dropout are f32; the residual adds, LayerNorms and gradient sums f32; copies,
     // scale, hidden dropouts, GELU and bias rows f16, fused or not (DeepLearningExamples'
@@ -370,6 +437,10 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
     if (spec.fused)
       set_traffic(m.layers.back(), {{kCopyPasses, sh}, {kSoftmaxChainFusedPasses, as2, kF32},
                                     {kDropoutAddLayerNormFusedPasses, 2 * sh, kF32}, {kGeluPasses, sf},
+                                    {kAccumulatePasses, 4 * sh, kF32}, {kBiasGradPasses, 5 * sh + sf}});
+    else if (spec.attn == AttentionImpl::sdpa)  // the score chain inside the fused kernel
+      set_traffic(m.layers.back(), {{kCopyPasses, 4 * sh}, {kDropoutPasses, 2 * sh}, {kAddPasses, 2 * sh, kF32},
+                                    {kLayerNormPasses, 2 * sh, kF32}, {kGeluPasses, sf},
                                     {kAccumulatePasses, 4 * sh, kF32}, {kBiasGradPasses, 5 * sh + sf}});
     else  // eager: head split and merge copies, the score chain kernel by kernel, GELU in one kernel
       set_traffic(m.layers.back(), {{kCopyPasses, 4 * sh}, {kScalePasses, as2}, {kMaskAddPasses, as2, kF32},
@@ -380,7 +451,7 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
     // Autocast casts (eager; NVFuser folds them into its fused kernels): query, key and value
     // each cast the f32 layer input, the f32 probabilities meet the context matmul, the
     // intermediate dense takes the f32 LayerNorm output.
-    if (!spec.fused) set_casts(m.layers.back(), 4 * sh + as2);
+    if (!spec.fused) set_casts(m.layers.back(), 4 * sh + (spec.attn == AttentionImpl::sdpa ? 0.0 : as2));
   }
   if (spec.head == BertHead::pooler || spec.head == BertHead::classification) {
     // The pooler: dense and tanh on the first token; saves the dense input and the tanh output.
@@ -475,22 +546,29 @@ ModelDescription describe_vit(const VitSpec& spec, const std::string& name) {
     append(params, {{"intermediate.dense.weight", {f, h}}, {"intermediate.dense.bias", {f}},
                     {"output.dense.weight", {h, f}}, {"output.dense.bias", {h}}, {"layernorm_before.weight", {h}},
                     {"layernorm_before.bias", {h}}, {"layernorm_after.weight", {h}}, {"layernorm_after.bias", {h}}});
-    add_layer(m, fmt::format("encoder.layer.{}", i), "ViTLayer", std::move(params), gelu_block_flops(sd, hd, ad, fd),
-              gelu_block_activations(sd, hd, ad, fd), s * h);
-    m.layers.back().bmms = attention_bmms(s, h, spec.heads);
+    add_layer(m, fmt::format("encoder.layer.{}", i), "ViTLayer", std::move(params),
+              gelu_block_flops(sd, hd, ad, fd) - softmax_flops(spec.attn, sd, ad),
+              gelu_block_activations(sd, hd, ad, fd, spec.attn), s * h);
+    set_attention(m.layers.back(), spec.attn, s, h, spec.heads, false);
     m.layers.back().gemms = {{s, h, h}, {s, h, h}, {s, h, h}, {s, h, h}, {s, f, h}, {s, h, f}};
     // Hugging Face ViTLayer, eager, as BERT's layer without the attention mask: two
     // LayerNorms, head split and merge copies, scale, softmax, dropout; two dropouts and
     // residual adds; GELU in one kernel; four gradient sums; six bias rows sums.
     // Under autocast as BERT's eager layer: softmax and attention dropout, residual adds,
     // LayerNorms and gradient sums f32; the rest f16.
-    set_traffic(m.layers.back(), {{kCopyPasses, 4 * sh}, {kScalePasses, as2}, {kSoftmaxPasses, as2, kF32},
-                                  {kDropoutPasses, as2, kF32}, {kDropoutPasses, 2 * sh}, {kAddPasses, 2 * sh, kF32},
-                                  {kLayerNormPasses, 2 * sh, kF32}, {kGeluPasses, sf}, {kAccumulatePasses, 4 * sh, kF32},
-                                  {kBiasGradPasses, 5 * sh + sf}});
+    if (spec.attn == AttentionImpl::sdpa)  // the score chain inside the fused kernel
+      set_traffic(m.layers.back(), {{kCopyPasses, 4 * sh}, {kDropoutPasses, 2 * sh}, {kAddPasses, 2 * sh, kF32},
+                                    {kLayerNormPasses, 2 * sh, kF32}, {kGeluPasses, sf},
+                                    {kAccumulatePasses, 4 * sh, kF32}, {kBiasGradPasses, 5 * sh + sf}});
+    else
+      set_traffic(m.layers.back(), {{kCopyPasses, 4 * sh}, {kScalePasses, as2}, {kSoftmaxPasses, as2, kF32},
+                                    {kDropoutPasses, as2, kF32}, {kDropoutPasses, 2 * sh}, {kAddPasses, 2 * sh, kF32},
+                                    {kLayerNormPasses, 2 * sh, kF32}, {kGeluPasses, sf},
+                                    {kAccumulatePasses, 4 * sh, kF32}, {kBiasGradPasses, 5 * sh + sf}});
     // Autocast casts: query, key and value each cast the f32 layernorm_before output, the f32
-    // probabilities meet the context matmul, the intermediate takes the f32 layernorm_after output.
-    set_casts(m.layers.back(), 4 * sh + as2);
+    // probabilities meet the context matmul (eager only), the intermediate takes the f32
+    // layernorm_after output.
+    set_casts(m.layers.back(), 4 * sh + (spec.attn == AttentionImpl::sdpa ? 0.0 : as2));
   }
   // The final LayerNorm runs on every token (it saves its input); the classifier
   // reads the class token (it saves that h-vector).

@@ -18,6 +18,22 @@
 
 namespace dpt {
 
+// How a transformer runs its attention (transformers' attn_implementation):
+//  - eager: the batched matmuls QK^T and scores x V (LayerDescription::bmms), with the scale,
+//    mask, softmax and dropout kernels between them over every s x s score; the
+//    probabilities and the attention dropout mask are saved for backward;
+//  - sdpa: one fused kernel of torch.nn.functional.scaled_dot_product_attention
+//    (LayerDescription::sdpa): no s x s tensor is written or saved; it saves its output and a
+//    log-sum-exp per query and head, and its backward recomputes the scores. Causal in
+//    GPT-2 and Llama (is_causal), with an attention mask in BERT (the memory-efficient
+//    kernel), neither in ViT.
+enum class AttentionImpl { eager, sdpa };
+const char* attention_impl_name(AttentionImpl a);  // "eager", "sdpa"
+// Reads "eager" or "sdpa" (also transformers' "flash_attention_2", the same FlashAttention-2
+// kernels PyTorch's sdpa runs); throws std::invalid_argument naming `where`, the value and
+// the choices.
+AttentionImpl parse_attention_impl(const std::string& value, const std::string& where);
+
 // GPT-2 (GPT2LMHeadModel): learned positions, pre-LayerNorm blocks with a GELU
 // MLP, final LayerNorm and an LM head, tied to the token embedding or its own.
 struct TransformerSpec {
@@ -31,6 +47,7 @@ struct TransformerSpec {
   // Tokens per sample when training sequences are shorter than the position table (at most
   // `seq`: GPT-2's learned table has no row past it); none: seq.
   std::optional<std::int64_t> tokens;
+  AttentionImpl attn = AttentionImpl::eager;  // `attn=sdpa` in the spec string
 };
 
 // The largest value of each size a transformer description takes (the spec below and
@@ -45,7 +62,7 @@ inline constexpr std::int64_t kMaxTransformerIntermediate = 1 << 18;  // MLP wid
 inline constexpr std::int64_t kMaxTransformerPositions = 1 << 20;     // tokens in a sample
 inline constexpr std::int64_t kMaxTransformerVocab = 1 << 22;         // vocabulary, token types, classes
 
-// Parses "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied]";
+// Parses "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied][,attn=sdpa]";
 // throws std::invalid_argument naming the spec and the key that is wrong.
 TransformerSpec parse_transformer_spec(const std::string& spec);
 // The spec in the canonical form parse_transformer_spec reads.
@@ -59,6 +76,7 @@ struct LlamaSpec {
   // seq: tokens per sample (rotary positions have no table, so no parameter depends on it)
   std::int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, intermediate = 0, seq = 0, vocab = 0;
   bool tied = false;
+  AttentionImpl attn = AttentionImpl::eager;
 };
 ModelDescription describe_llama(const LlamaSpec& s, const std::string& name);
 
@@ -84,6 +102,7 @@ struct BertSpec {
   bool fused = false;
   // BertForSequenceClassification's classes (num_labels).
   std::int64_t labels = 2;
+  AttentionImpl attn = AttentionImpl::eager;  // sdpa: not with `fused` (NVFuser's own kernels)
 };
 ModelDescription describe_bert(const BertSpec& s, const std::string& name);
 
@@ -92,6 +111,7 @@ ModelDescription describe_bert(const BertSpec& s, const std::string& name);
 struct VitSpec {
   std::int64_t layers = 0, hidden = 0, heads = 0, intermediate = 0, image = 0, patch = 0, channels = 0;
   std::int64_t labels = 0;  // classifier outputs
+  AttentionImpl attn = AttentionImpl::eager;
 };
 ModelDescription describe_vit(const VitSpec& s, const std::string& name);
 

@@ -53,10 +53,13 @@ int run_list(bool json) {
   std::cout << "\nAlso accepted wherever a model is named:\n"
                "  FILE.yaml                      a model file (dptwin model show writes one; so does dptwin_profile)\n"
                "  mlp:IN-H1-...-OUT              the MLP dptwin train runs\n"
-               "  transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied]\n"
-               "                                 a GPT-2-style decoder (mlp default 4H; tied: LM head shares wte)\n"
-               "  hf:PATH/config.json            a Hugging Face config of the gpt2, llama, bert or vit family\n"
-               "  hf:PATH/config.json:seq=N      the same, training N-token sequences (not max_position_embeddings)\n";
+               "  transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied][,attn=sdpa]\n"
+               "                                 a GPT-2-style decoder (mlp default 4H; tied: LM head shares wte;\n"
+               "                                 attention eager, as the library files, unless attn=sdpa)\n"
+               "  hf:PATH/config.json            a Hugging Face config of the gpt2, llama, bert or vit family, with\n"
+               "                                 sdpa attention (transformers' default) unless the config says eager\n"
+               "  hf:PATH/config.json:seq=N      the same, training N-token sequences (not max_position_embeddings)\n"
+               "  hf:PATH/config.json:attn=eager the same with eager attention (also :attn=sdpa; with :seq=N too)\n";
   return kExitOk;
 }
 

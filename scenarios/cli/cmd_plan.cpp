@@ -260,7 +260,7 @@ RunFn setup(CLI::App& parent) {
               "infeasible).");
   app->add_option("plan", a->plan_file, "scenario YAML with target and plan sections (instead of the flags)")
       ->check(CLI::ExistingFile);
-  app->add_option("--model", a->model, "model library name, YAML path, mlp:IN-H-...-OUT, transformer:..., or hf:PATH/config.json[:seq=N] (dptwin model list)");
+  app->add_option("--model", a->model, "model library name, YAML path, mlp:IN-H-...-OUT, transformer:..., or hf:PATH/config.json[:seq=N][:attn=eager|sdpa] (dptwin model list)");
   app->add_option("--target-samples-per-s", a->samples_per_s, "throughput target in samples/s");
   app->add_option("--target-tokens-per-s", a->tokens_per_s, "throughput target in tokens/s (converted with the "
                                                               "model's tokens per sample)");

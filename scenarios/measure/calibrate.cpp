@@ -79,12 +79,13 @@ CalibrationResult calibrate_from_figures(const sim::HardwareSpec& base, const Fi
   const auto gemm = ratios(m.gemm_flops_per_s, p.gemm_flops_per_s);
   if (!gemm.empty()) {
     r.spec.efficiency.gemm = std::min(1.0, base.efficiency.gemm * mean(gemm));
-    // A file's own GEMM-class figures (op_efficiency gemm and attention, per compute type
-    // too) take precedence over efficiency.gemm: they scale by the same measured ratio.
+    // A file's own GEMM-class figures (op_efficiency gemm, attention and sdpa, per compute
+    // type too) take precedence over efficiency.gemm: they scale by the same measured ratio
+    // (a GPU's clocks and power limit slow its fused attention kernels as its GEMMs).
     auto& o = r.spec.gpu.op_efficiency;
-    for (auto* field : {&o.gemm, &o.attention})
+    for (auto* field : {&o.gemm, &o.attention, &o.sdpa})
       if (*field) **field = std::min(1.0, **field * mean(gemm));
-    for (const size_t i : {size_t{0}, size_t{2}})  // by_type's gemm and attention (OpEfficiencySpec order)
+    for (const size_t i : {size_t{0}, size_t{2}, size_t{8}})  // by_type's gemm, attention and sdpa (OpEfficiencySpec order)
       for (auto& [type, fraction] : o.by_type[i]) fraction = std::min(1.0, fraction * mean(gemm));
     mark("efficiency.gemm", fmt::format("GEMM {:.4g} TFLOP/s (mean of {} devices)", mean(m.gemm_flops_per_s) / 1e12,
                                         m.gemm_flops_per_s.size()));

@@ -96,6 +96,24 @@ class ConfigReader {
   std::string file_;
 };
 
+// How the model runs attention: the reference's `:attn=` suffix, else the config's
+// attn_implementation (or _attn_implementation, as transformers keeps it), else "sdpa",
+// transformers' default for these classes when PyTorch has scaled_dot_product_attention.
+AttentionImpl attention_from(const ConfigReader& c, std::optional<AttentionImpl> given) {
+  if (given) return *given;
+  for (const char* key : {"attn_implementation", "_attn_implementation"}) {
+    if (!c.has(key)) continue;
+    const json& v = c.raw(key);
+    if (!v.is_string()) c.fail(key, fmt::format("expected a string (eager, sdpa, flash_attention_2), got {}", v.dump()));
+    try {
+      return parse_attention_impl(v.get<std::string>(), key);
+    } catch (const std::invalid_argument& e) {
+      c.fail(key, e.what());
+    }
+  }
+  return AttentionImpl::sdpa;
+}
+
 // The training sequence a reference gives (`hf:PATH:seq=N`) against the config's position
 // table `key` (`positions` rows): GPT-2's and BERT's learned tables have no row past it
 // (PyTorch's embedding lookup fails there), so a longer sequence is refused.
@@ -131,7 +149,8 @@ void refuse_unmodelled(const ConfigReader& c) {
   }
 }
 
-ModelDescription gpt2_from(const ConfigReader& c, const std::string& name, std::optional<std::int64_t> seq) {
+ModelDescription gpt2_from(const ConfigReader& c, const std::string& name, std::optional<std::int64_t> seq,
+                           std::optional<AttentionImpl> attn) {
   require_class(c, "GPT2LMHeadModel");
   refuse_unmodelled(c);
   TransformerSpec s;
@@ -144,12 +163,14 @@ ModelDescription gpt2_from(const ConfigReader& c, const std::string& name, std::
   s.vocab = c.get_int("vocab_size");
   if (c.has("n_inner")) s.mlp = c.get_int("n_inner");
   s.tied = c.get_bool("tie_word_embeddings", true);
+  s.attn = attention_from(c, attn);
   return describe_transformer(s, name);
 }
 
 // Llama's rotary positions have no table: a training sequence longer than
 // max_position_embeddings is allowed (transformers extends the rotary cache).
-ModelDescription llama_from(const ConfigReader& c, const std::string& name, std::optional<std::int64_t> seq) {
+ModelDescription llama_from(const ConfigReader& c, const std::string& name, std::optional<std::int64_t> seq,
+                            std::optional<AttentionImpl> attn) {
   require_class(c, "LlamaForCausalLM");
   for (const char* key : {"attention_bias", "mlp_bias"})
     if (c.get_bool(key, false)) c.fail(key, "true is not modelled (Llama's projections have no biases)");
@@ -168,6 +189,7 @@ ModelDescription llama_from(const ConfigReader& c, const std::string& name, std:
   s.seq = seq ? *seq : c.get_int("max_position_embeddings");
   s.vocab = c.get_int("vocab_size");
   s.tied = c.get_bool("tie_word_embeddings", false);
+  s.attn = attention_from(c, attn);
   return describe_llama(s, name);
 }
 
@@ -203,7 +225,8 @@ BertHead bert_head_from(const ConfigReader& c) {
   return BertHead::pooler;
 }
 
-ModelDescription bert_from(const ConfigReader& c, const std::string& name, std::optional<std::int64_t> seq) {
+ModelDescription bert_from(const ConfigReader& c, const std::string& name, std::optional<std::int64_t> seq,
+                           std::optional<AttentionImpl> attn) {
   refuse_unmodelled(c);
   BertSpec s;
   s.layers = c.get_int("num_hidden_layers");
@@ -216,10 +239,11 @@ ModelDescription bert_from(const ConfigReader& c, const std::string& name, std::
   s.type_vocab = c.get_int("type_vocab_size", 2);
   s.head = bert_head_from(c);
   if (s.head == BertHead::classification) s.labels = labels_from(c);
+  s.attn = attention_from(c, attn);
   return describe_bert(s, name);
 }
 
-ModelDescription vit_from(const ConfigReader& c, const std::string& name) {
+ModelDescription vit_from(const ConfigReader& c, const std::string& name, std::optional<AttentionImpl> attn) {
   require_class(c, "ViTForImageClassification");
   if (!c.get_bool("qkv_bias", true)) c.fail("qkv_bias", "false is not modelled (query, key and value have biases)");
   VitSpec s;
@@ -238,13 +262,15 @@ ModelDescription vit_from(const ConfigReader& c, const std::string& name) {
                                      "reader models",
                                      s.image, s.patch, tokens, kMaxTransformerPositions));
   s.labels = labels_from(c);
+  s.attn = attention_from(c, attn);
   return describe_vit(s, name);
 }
 
 }  // namespace
 
 ModelDescription parse_hf_config(const std::string& json_text, const std::string& file_label,
-                                 const std::string& model_name, std::optional<std::int64_t> seq) {
+                                 const std::string& model_name, std::optional<std::int64_t> seq,
+                                 std::optional<AttentionImpl> attn) {
   json j;
   try {
     j = json::parse(json_text);
@@ -263,13 +289,13 @@ ModelDescription parse_hf_config(const std::string& json_text, const std::string
   const std::string type = j.at("model_type").get<std::string>();
   ModelDescription m;
   try {
-    if (type == "gpt2") m = gpt2_from(c, model_name, seq);
-    else if (type == "llama") m = llama_from(c, model_name, seq);
-    else if (type == "bert") m = bert_from(c, model_name, seq);
+    if (type == "gpt2") m = gpt2_from(c, model_name, seq, attn);
+    else if (type == "llama") m = llama_from(c, model_name, seq, attn);
+    else if (type == "bert") m = bert_from(c, model_name, seq, attn);
     else if (type == "vit" && seq)
       c.fail("model_type", fmt::format("vit: a sample is one image (image_size, patch_size), not a sequence; "
                                        "drop :seq={}", *seq));
-    else if (type == "vit") m = vit_from(c, model_name);
+    else if (type == "vit") m = vit_from(c, model_name, attn);
     else
       c.fail("model_type", fmt::format("'{}' is not a family this reader knows (gpt2, llama, bert, vit)", type));
     validate_model_description(m);
@@ -283,28 +309,43 @@ ModelDescription parse_hf_config(const std::string& json_text, const std::string
 }
 
 HfReference parse_hf_reference(const std::string& reference) {
-  const auto at = reference.rfind(":seq=");
-  if (at == std::string::npos) return {reference, std::nullopt};
-  const std::string digits = reference.substr(at + 5);
-  const bool whole = !digits.empty() && digits.size() <= 9 &&
-                     digits.find_first_not_of("0123456789") == std::string::npos;
-  const std::int64_t tokens = whole ? std::stoll(digits) : 0;
-  if (!whole || tokens < 1 || tokens > kMaxTransformerPositions)
-    throw std::invalid_argument(fmt::format("hf:{}: seq: '{}' is not a number of tokens in 1..{} (hf:PATH:seq=N, "
-                                            "e.g. hf:config.json:seq=4096)",
-                                            reference, digits, kMaxTransformerPositions));
-  return {reference.substr(0, at), tokens};
+  HfReference out{reference, std::nullopt, std::nullopt};
+  std::string rest = reference;
+  // Peel the known suffixes off the end, each at most once, in either order.
+  for (int peeled = 0; peeled < 2; ++peeled) {
+    const auto seq_at = rest.rfind(":seq="), attn_at = rest.rfind(":attn=");
+    const bool seq_last = seq_at != std::string::npos && (attn_at == std::string::npos || seq_at > attn_at);
+    if (seq_last && !out.seq) {
+      const std::string digits = rest.substr(seq_at + 5);
+      const bool whole = !digits.empty() && digits.size() <= 9 &&
+                         digits.find_first_not_of("0123456789") == std::string::npos;
+      const std::int64_t tokens = whole ? std::stoll(digits) : 0;
+      if (!whole || tokens < 1 || tokens > kMaxTransformerPositions)
+        throw std::invalid_argument(fmt::format("hf:{}: seq: '{}' is not a number of tokens in 1..{} (hf:PATH:seq=N, "
+                                                "e.g. hf:config.json:seq=4096)",
+                                                reference, digits, kMaxTransformerPositions));
+      out.seq = tokens;
+      rest = rest.substr(0, seq_at);
+    } else if (!seq_last && attn_at != std::string::npos && !out.attn) {
+      out.attn = parse_attention_impl(rest.substr(attn_at + 6), "hf:" + reference);
+      rest = rest.substr(0, attn_at);
+    } else {
+      break;
+    }
+  }
+  out.path = rest;
+  return out;
 }
 
 ModelDescription load_hf_config(const std::string& reference) {
-  const auto [path, seq] = parse_hf_reference(reference);
+  const auto [path, seq, attn] = parse_hf_reference(reference);
   // A suffix other than :seq=N reads as part of the file name: say so where it is missing.
   std::error_code ec;
   const std::string name = path.string();
   const auto colon = name.rfind(':');
   if (colon != std::string::npos && name.find('/', colon) == std::string::npos && !std::filesystem::exists(path, ec))
-    throw std::invalid_argument(fmt::format("hf:{}: no such file; '{}' is not a suffix this reader knows (hf:PATH "
-                                            "or hf:PATH:seq=N)",
+    throw std::invalid_argument(fmt::format("hf:{}: no such file; '{}' is not a suffix this reader knows (hf:PATH, "
+                                            "hf:PATH:seq=N, hf:PATH:attn=eager|sdpa)",
                                             reference, name.substr(colon)));
   require_regular_input(path, "hf config " + path.string());
   std::ifstream in(path);
@@ -313,7 +354,7 @@ ModelDescription load_hf_config(const std::string& reference) {
                                             path.string()));
   std::stringstream text;
   text << in.rdbuf();
-  return parse_hf_config(text.str(), path.string(), "hf:" + reference, seq);
+  return parse_hf_config(text.str(), path.string(), "hf:" + reference, seq, attn);
 }
 
 }  // namespace dpt

@@ -17,6 +17,10 @@
 // training sequence a reference names (`hf:PATH:seq=N`: GPT-2 and BERT keep their
 // position table and take at most that many; Llama's rotary positions take any), or
 // one image (ViT refuses :seq=). Fields the model's shapes do not depend on are ignored.
+// Attention runs as transformers runs it by default for these classes,
+// scaled_dot_product_attention ("sdpa": fused kernels, no s x s tensor saved), unless the
+// config's attn_implementation (or _attn_implementation) or a `:attn=eager|sdpa` suffix
+// says otherwise (model_transformer.hpp, AttentionImpl).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -24,6 +28,7 @@
 #include <string>
 
 #include "engine/nn/model_library.hpp"
+#include "engine/nn/model_transformer.hpp"
 
 namespace dpt {
 
@@ -31,17 +36,20 @@ namespace dpt {
 // non-integer field, an unknown model_type with the families this reads).
 // `seq`: tokens per sample in place of the config's positions (see above).
 ModelDescription parse_hf_config(const std::string& json_text, const std::string& file_label,
-                                 const std::string& model_name, std::optional<std::int64_t> seq = std::nullopt);
+                                 const std::string& model_name, std::optional<std::int64_t> seq = std::nullopt,
+                                 std::optional<AttentionImpl> attn = std::nullopt);
 
-// What follows "hf:": the config's path and the training sequence of a ":seq=N" suffix.
+// What follows "hf:": the config's path, the training sequence of a ":seq=N" suffix and the
+// attention of an ":attn=eager|sdpa" suffix (either order, each at most once).
 struct HfReference {
   std::filesystem::path path;
   std::optional<std::int64_t> seq;
+  std::optional<AttentionImpl> attn;
 };
 // Throws std::invalid_argument naming the reference when the suffix is not a number of
 // tokens in 1..kMaxTransformerPositions.
 HfReference parse_hf_reference(const std::string& reference);
-// Reads "PATH[:seq=N]"; the model is named "hf:" + reference.
+// Reads "PATH[:seq=N][:attn=eager|sdpa]"; the model is named "hf:" + reference.
 ModelDescription load_hf_config(const std::string& reference);
 
 }  // namespace dpt

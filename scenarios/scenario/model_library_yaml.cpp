@@ -132,6 +132,24 @@ LayerDescription parse_layer(MapReader& lr, const ModelDescription& m, std::int6
       br.finish();
       l.bmms.push_back(b);
     }
+  if (lr.has("sdpa")) {
+    MapReader ar = lr.map("sdpa");
+    SdpaDescription a;
+    a.heads = ar.get_int_in("heads", 1, kMaxFeatures);
+    a.query_len = ar.get_int_in("query_len", 1, kMaxFeatures);
+    a.key_len = ar.get_int_in("key_len", 1, kMaxFeatures);
+    a.head_dim = ar.get_int_in("head_dim", 1, kMaxFeatures);
+    a.causal = ar.opt_bool("causal").value_or(false);
+    // q, k, v and the output per sample, within a tensor's bound.
+    for (auto [what, rows] : {std::pair{"query_len", a.query_len}, std::pair{"key_len", a.key_len}})
+      if (static_cast<double>(a.heads) * static_cast<double>(rows) * static_cast<double>(a.head_dim) >
+          static_cast<double>(kMaxTensorElements))
+        ar.fail(what, fmt::format("{} heads of [{}, {}] hold more than {} elements per sample", a.heads, rows,
+                                  a.head_dim, kMaxTensorElements));
+    ar.finish();
+    if (!l.bmms.empty()) lr.fail("sdpa", "a layer runs its attention as eager bmms or as one fused sdpa kernel, not both");
+    l.sdpa = a;
+  }
   if (lr.has("convs")) {
     if (!l.conv_io_elements_per_sample)
       lr.fail("convs", "listing the layer's convolutions needs its conv_io_elements_per_sample (their sum)");
@@ -163,9 +181,13 @@ LayerDescription parse_layer(MapReader& lr, const ModelDescription& m, std::int6
   for (const auto& b : l.bmms)
     bmm_flops += 2.0 * static_cast<double>(b.count) * static_cast<double>(b.m) * static_cast<double>(b.n) *
                  static_cast<double>(b.k);
+  if (l.sdpa)
+    bmm_flops += 4.0 * static_cast<double>(l.sdpa->heads) * static_cast<double>(l.sdpa->query_len) *
+                 static_cast<double>(l.sdpa->key_len) * static_cast<double>(l.sdpa->head_dim);
   if (gemm_flops + bmm_flops > l.forward_flops_per_sample * (1 + 1e-12))
-    lr.fail("bmms", fmt::format("its batched matmuls' {} FLOPs per sample and its GEMMs' {} exceed the layer's "
-                                "forward_flops_per_sample {}",
+    lr.fail(l.sdpa ? "sdpa" : "bmms",
+            fmt::format("its {}' {} FLOPs per sample and its GEMMs' {} exceed the layer's forward_flops_per_sample {}",
+                        l.sdpa ? "fused attention (4 x heads x query_len x key_len x head_dim)" : "batched matmuls",
                                 bmm_flops, gemm_flops, l.forward_flops_per_sample));
   // The file holds the measured batch's times; the description keeps them per sample.
   for (auto [key, field] : {std::pair{"forward_s", &l.measured_forward_s_per_sample},
@@ -328,6 +350,9 @@ std::string model_to_yaml(const ModelDescription& m) {
       for (const auto& b : l.bmms)
         out += fmt::format("      - {{count: {}, m: {}, n: {}, k: {}}}\n", b.count, b.m, b.n, b.k);
     }
+    if (const auto& a = l.sdpa)
+      out += fmt::format("    sdpa: {{heads: {}, query_len: {}, key_len: {}, head_dim: {}, causal: {}}}\n", a->heads,
+                         a->query_len, a->key_len, a->head_dim, a->causal ? "true" : "false");
     if (m.measured) {
       const auto batch = static_cast<double>(m.measured->batch);
       if (l.measured_forward_s_per_sample)
@@ -388,7 +413,7 @@ ModelDescription load_model(const std::string& name_or_path, const std::filesyst
     for (const auto& n : list_models(library_dir)) known += fmt::format("{}{}", known.empty() ? "" : ", ", n);
     throw std::invalid_argument(fmt::format("unknown model '{}' (library: {}; or a path to a .yaml file, or "
                                             "mlp:IN-H-...-OUT, "
-                                            "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied], "
+                                            "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied][,attn=sdpa], "
                                             "hf:PATH/config.json)",
                                             name_or_path, known));
   }

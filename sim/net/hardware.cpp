@@ -116,6 +116,7 @@ OpEfficiencySpec read_op_efficiency(MapReader r) {
   field("embedding", e.embedding);
   field("loss", e.loss);
   field("optimizer", e.optimizer);
+  field("sdpa", e.sdpa);
   r.finish();
   return e;
 }

@@ -24,7 +24,8 @@
 //     memory_bandwidth: 3.35 TB/s
 //     kernel_launch_latency: 4 us
 //     sm_count: 132                    # optional: streaming multiprocessors (interference with NCCL)
-//     op_efficiency: {conv: {f32: 0.83}, norm: 0.8}  # optional, per op class (OpEfficiencySpec), each in
+//     op_efficiency: {conv: {f32: 0.83}, norm: 0.8}  # optional, per op class (OpEfficiencySpec: gemm, conv,
+//                                      #   attention, norm, elementwise, embedding, loss, optimizer, sdpa), each in
 //                                      #   (0, 1]: one fraction, or one per compute type (f32, tf32, bf16, f16, f64)
 //   pcie:
 //     generation: 5                    # 1..6; per-lane rate from the PCI-SIG spec
@@ -126,10 +127,14 @@ struct OpEfficiencySpec {
   std::optional<double> embedding;
   std::optional<double> loss;
   std::optional<double> optimizer;
-  // Per compute type, in the order of the fields above (gemm, conv, ..., optimizer): where
+  // Fused attention kernels (scaled_dot_product_attention's FlashAttention-2 or
+  // memory-efficient kernels; FLOPs as FlashAttention's benchmark counts them), forward and
+  // backward alike. Unset: efficiency.gemm.
+  std::optional<double> sdpa;
+  // Per compute type, in the order of the fields above (gemm, conv, ..., optimizer, sdpa): where
   // the file gives a class a map ({f32: 0.83, tf32: 0.5}); a type it does not list takes
   // the class's default.
-  std::array<std::map<ComputeType, double>, 8> by_type{};
+  std::array<std::map<ComputeType, double>, 9> by_type{};
 };
 
 struct GpuSpec {

@@ -55,10 +55,11 @@ void emit_op_efficiency(Emitter& e, const OpEfficiencySpec& o) {
   const OpEfficiencySpec defaults;
   const std::pair<const char*, const std::optional<double>*> fields[] = {
       {"gemm", &o.gemm}, {"conv", &o.conv}, {"attention", &o.attention}, {"norm", &o.norm},
-      {"elementwise", &o.elementwise}, {"embedding", &o.embedding}, {"loss", &o.loss}, {"optimizer", &o.optimizer}};
+      {"elementwise", &o.elementwise}, {"embedding", &o.embedding}, {"loss", &o.loss}, {"optimizer", &o.optimizer},
+      {"sdpa", &o.sdpa}};
   const std::optional<double>* default_fields[] = {&defaults.gemm, &defaults.conv, &defaults.attention,
                                                    &defaults.norm, &defaults.elementwise, &defaults.embedding,
-                                                   &defaults.loss, &defaults.optimizer};
+                                                   &defaults.loss, &defaults.optimizer, &defaults.sdpa};
   bool differs = false;
   for (size_t i = 0; i < std::size(fields); ++i)
     differs = differs || *fields[i].second != *default_fields[i] || !o.by_type[i].empty();

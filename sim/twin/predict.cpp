@@ -113,6 +113,7 @@ SimGpuRates sim_gpu_rates(const sim::HardwareSpec& hw) {
   set(SimOpClass::embedding, oe.embedding);
   set(SimOpClass::loss, oe.loss);
   set(SimOpClass::optimizer, oe.optimizer);
+  set(SimOpClass::sdpa, oe.sdpa);
   for (size_t c = 0; c < oe.by_type.size(); ++c)
     for (const auto& [type, fraction] : oe.by_type[c]) rates.op_efficiency_by_type[type][c] = fraction;
   rates.sm_count = hw.gpu.sm_count.value_or(0);

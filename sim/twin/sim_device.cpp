@@ -28,12 +28,13 @@ const char* sim_op_class_name(SimOpClass c) {
     case SimOpClass::embedding: return "embedding";
     case SimOpClass::loss: return "loss";
     case SimOpClass::optimizer: return "optimizer";
+    case SimOpClass::sdpa: return "sdpa";
   }
   return "?";
 }
 
 bool sim_op_class_memory_bound(SimOpClass c) {
-  return c != SimOpClass::gemm && c != SimOpClass::conv && c != SimOpClass::attention;
+  return c != SimOpClass::gemm && c != SimOpClass::conv && c != SimOpClass::attention && c != SimOpClass::sdpa;
 }
 
 SimOpClass sim_op_class(const OpCost& cost) {
@@ -43,6 +44,7 @@ SimOpClass sim_op_class(const OpCost& cost) {
   if (name.starts_with("conv")) return SimOpClass::conv;
   if (name.starts_with("gemm")) return SimOpClass::gemm;
   if (name.starts_with("attention")) return SimOpClass::attention;
+  if (name.starts_with("sdpa")) return SimOpClass::sdpa;
   if (name.starts_with("norm") || name.starts_with("layernorm")) return SimOpClass::norm;
   if (name.starts_with("embedding")) return SimOpClass::embedding;
   if (cost.op_class == OpClass::conv) return SimOpClass::conv;

@@ -46,8 +46,10 @@ class SimBackend;
 
 // What a kernel is, for its efficiency: compute-bound classes reach a fraction of their
 // compute type's peak, memory-bound ones a fraction of the memory bandwidth.
-enum class SimOpClass { gemm, conv, attention, norm, elementwise, embedding, loss, optimizer };
-inline constexpr int kSimOpClassCount = 8;
+// sdpa: fused attention kernels (scaled_dot_product_attention's flash or memory-efficient
+// kernels), compute-bound; attention: eager attention's batched matmuls.
+enum class SimOpClass { gemm, conv, attention, norm, elementwise, embedding, loss, optimizer, sdpa };
+inline constexpr int kSimOpClassCount = 9;
 const char* sim_op_class_name(SimOpClass c);
 bool sim_op_class_memory_bound(SimOpClass c);
 

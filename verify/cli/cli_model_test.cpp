@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "scenarios/scenario/model_library_yaml.hpp"
 #include "verify/support/cli_run.hpp"
 
@@ -51,6 +53,8 @@ TEST(CliModel, BadNamesExit2NamingThem) {
       {{"model"}, "subcommand is required"},  // list or show
       {{"model", "show", "hf:" + (kSource / "scenarios/models/hf/gpt2/config.json").string() + ":seq=2048"},
        "n_positions: the training sequence :seq=2048 is longer than the 1024 learned positions"},
+      {{"model", "show", "hf:" + (kSource / "scenarios/models/hf/gpt2/config.json").string() + ":attn=flex"},
+       "attention 'flex' is not one dptwin models"},
   };
   for (const auto& [args, message] : cases) {
     const CliResult r = run_dptwin(args, dir("bad"));
@@ -110,6 +114,27 @@ TEST(CliModel, RelativeHfConfigWithSequenceFromScenarioAndPlan) {
   const CliResult ignored = run_dptwin({"plan", "../files/p.yaml", "--tokens-per-sample", "2048"}, root / "elsewhere");
   EXPECT_EQ(ignored.exit_code, 2) << ignored.out;
   EXPECT_NE(ignored.err.find("give a plan file or"), std::string::npos) << ignored.err;
+}
+
+// Invariant: a Hugging Face config runs as transformers runs it by default, with sdpa's fused
+// attention: a GPT-2 step at 1,024 tokens on an A100 saves no s x s probabilities, so its
+// peak memory is below the same step with :attn=eager, and its step report times an "sdpa"
+// kernel class where eager's has none.
+TEST(CliModel, HfConfigsRunSdpaUnlessToldEager) {
+  const std::string gpt2 = "hf:" + (kSource / "scenarios/models/hf/gpt2/config.json").string();
+  auto step = [&](const std::string& model) {
+    const CliResult r = run_dptwin({"predict", "--hardware", "dgx-a100", "--model", model, "--strategy", "single",
+                                    "--batch", "8", "--precision", "bf16-amp", "--json"},
+                                   dir("sdpa"));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto sdpa = step(gpt2), eager = step(gpt2 + ":attn=eager");
+  const auto& s0 = sdpa["devices_detail"][0];
+  const auto& e0 = eager["devices_detail"][0];
+  EXPECT_LT(s0["peak_memory_bytes"].get<double>(), e0["peak_memory_bytes"].get<double>());
+  EXPECT_TRUE(s0["kernel_time_by_class_s"].contains("sdpa"));
+  EXPECT_FALSE(e0["kernel_time_by_class_s"].contains("sdpa"));
 }
 
 }  // namespace

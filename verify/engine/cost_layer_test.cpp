@@ -382,6 +382,57 @@ TEST(CostLayer, PlantedBugBatchedMatmulsInsideTheLayerRooflineIsCaught) {
   EXPECT_FALSE(bmms_are_own_kernels());
 }
 
+// A layer with a fused attention kernel (LayerDescription::sdpa) runs it as one kernel each
+// way, with FlashAttention's FLOP count: forward 4 x q x k x d per head, halved when causal;
+// backward 2.5x that (the scores recomputed); it reads q, k, v and writes the output and an
+// f32 log-sum-exp per query and head; backward reads q, k, v, the output, its gradient and
+// the log-sum-exp and writes three gradients. The layer's own kernel loses the FLOPs its
+// description counts for attention (4 x q x k x d per head, twice backward). Hand-computed
+// for 1,000,000 FLOPs per sample, 2 heads of 4 over 8 queries and 8 keys, causal, batch 5,
+// f32: counted 4 x 10 x 8 x 8 x 4 = 10,240 FLOPs, the kernel 5,120 forward and 12,800
+// backward; q, k, v and the output 10 x 8 x 4 x 4 B = 1,280 B each, the log-sum-exp
+// 10 x 8 x 4 B = 320 B: forward reads 3,840 B and writes 1,600 B, backward reads 6,720 B
+// and writes 3,840 B.
+bool sdpa_is_one_fused_kernel() {
+  LayerDescription d{"h.0", "GPT2Block", {{"w", {2, 2}}}, 1'000'000.0, 50, 2};
+  d.sdpa = SdpaDescription{2, 8, 8, 4, true};
+  RecordingDevice dev;
+  CostLayer layer(d, 2, dev, DType::f32);
+  Tensor x = Tensor::empty(dev, {5, 2}, DType::f32, MemoryCategory::inputs);
+  dev.ops.clear();
+  Tensor y = layer.forward(x);
+  auto split = [&](std::vector<OpCost>& fused, std::vector<OpCost>& rest) {
+    fused.clear();
+    rest.clear();
+    for (const auto& op : dev.ops) (std::string(op.name).starts_with("sdpa") ? fused : rest).push_back(op);
+  };
+  std::vector<OpCost> fused, rest;
+  split(fused, rest);
+  if (fused.size() != 1u || rest.size() != 2u) return false;
+  const OpCost& gemm = rest[0].op_class == OpClass::matmul ? rest[0] : rest[1];
+  bool ok = fused[0].flops == 5120 && fused[0].bytes_read == 3840 && fused[0].bytes_written == 1600 &&
+            fused[0].op_class == OpClass::matmul && gemm.flops == 5'000'000.0 - 10'240;
+  Tensor dy = Tensor::empty(dev, {5, 2}, DType::f32, MemoryCategory::activations);
+  dev.ops.clear();
+  (void)layer.backward(dy, true);
+  split(fused, rest);
+  if (fused.size() != 1u || rest.size() != 2u) return false;
+  const OpCost& gemm_bwd = rest[0].op_class == OpClass::matmul ? rest[0] : rest[1];
+  return ok && fused[0].flops == 12'800 && fused[0].bytes_read == 6720 && fused[0].bytes_written == 3840 &&
+         gemm_bwd.flops == 10'000'000.0 - 20'480;
+}
+
+TEST(CostLayer, SdpaAttentionIsOneFusedKernel) { EXPECT_TRUE(sdpa_is_one_fused_kernel()); }
+
+TEST(CostLayer, PlantedBugsInTheFusedKernelAreCaught) {
+  {
+    ScopedFault f(Fault::sdpa_causal_blocks_charged);
+    EXPECT_FALSE(sdpa_is_one_fused_kernel());
+  }
+  ScopedFault f(Fault::sdpa_backward_no_recompute);
+  EXPECT_FALSE(sdpa_is_one_fused_kernel());
+}
+
 TEST(CostLayer, PlantedBugIgnoringTheCountedTrafficIsCaught) {
   ScopedFault f(Fault::memory_bound_traffic_ignored);
   EXPECT_FALSE(charges_counted_traffic());

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -26,6 +27,10 @@ namespace fs = std::filesystem;
 const fs::path kModels = fs::path(DPT_SOURCE_DIR) / "scenarios" / "models";
 ModelDescription library(const std::string& name) { return load_model(name, kModels); }
 ModelDescription hf(const std::string& dir) { return load_model("hf:" + (kModels / "hf" / dir / "config.json").string(), kModels); }
+// The config of `dir` with a reference suffix (":attn=eager", ":seq=128").
+ModelDescription hf_as(const std::string& dir, const std::string& suffix) {
+  return load_model("hf:" + (kModels / "hf" / dir / "config.json").string() + suffix, kModels);
+}
 
 // Whether two descriptions count the same memory-bound traffic in every layer (both passes),
 // the same autocast-f32 share of it and the same autocast casts.
@@ -233,14 +238,113 @@ TEST(HfConfig, BertHeadsAsTheClassArchitecturesNames) {
   }
 }
 
+// The library's files model eager attention (generate.py), so a config read with :attn=eager
+// equals them; read as transformers runs it by default (sdpa) it differs in attention alone
+// (SdpaDropsTheScoresAndKeepsEverythingElse).
 TEST(HfConfig, FamiliesEqualTheLibraryModelsOfTheSameConfig) {
-  expect_same_layers(hf("gpt2"), library("gpt2-124m"));
-  expect_same_layers(hf("llama-2-7b"), library("llama-2-7b"));
+  expect_same_layers(hf_as("gpt2", ":attn=eager"), library("gpt2-124m"));
+  expect_same_layers(hf_as("llama-2-7b", ":attn=eager"), library("llama-2-7b"));
   // bert-large-uncased's published config with BertForPreTraining named.
   const std::string bert_large = R"({"model_type": "bert", "architectures": ["BertForPreTraining"],
       "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
       "max_position_embeddings": 512, "vocab_size": 30522, "type_vocab_size": 2})";
-  expect_same_layers(parse_hf_config(bert_large, "bert-large.json", "bert-large"), library("bert-large"));
+  expect_same_layers(parse_hf_config(bert_large, "bert-large.json", "bert-large", std::nullopt, AttentionImpl::eager),
+                     library("bert-large"));
+}
+
+namespace {
+// The second difference over s, 2s, 3s tokens of a model's saved activations per sample:
+// zero (up to one element of rounding per layer) when every term is linear in s, 2 c s^2
+// for a term c s^2 (eager attention's a x s x s probabilities).
+double activation_second_difference(const std::string& dir, const std::string& suffix, std::int64_t s) {
+  auto acts = [&](std::int64_t n) {
+    return static_cast<double>(
+        model_activation_elements_per_sample(hf_as(dir, fmt::format(":seq={}{}", n, suffix))));
+  };
+  return acts(3 * s) - 2 * acts(2 * s) + acts(s);
+}
+
+// Whether `a` and `b` register the same parameters (names and shapes, in order).
+bool same_parameters(const ModelDescription& a, const ModelDescription& b) {
+  if (a.layers.size() != b.layers.size()) return false;
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    const auto& x = a.layers[i].parameters;
+    const auto& y = b.layers[i].parameters;
+    if (x.size() != y.size()) return false;
+    for (size_t j = 0; j < x.size(); ++j)
+      if (x[j].name != y[j].name || x[j].shape != y[j].shape) return false;
+  }
+  return true;
+}
+}  // namespace
+
+// Invariant: scaled_dot_product_attention's fused kernel saves no s x s tensor, so a model
+// built with sdpa saves activations linear in its sequence (second difference over s, 2s,
+// 3s within one element of rounding per layer), where eager attention's probabilities grow
+// with s^2; its parameters are eager's; its attention is one fused kernel per block, causal
+// in GPT-2 and Llama, not in BERT; and its FLOPs are eager's less the softmax's 5 a s^2 per
+// block (GPT-2 124M at 1,024 tokens: 12 x 5 x 12 x 1024^2 = 754,974,720, by hand).
+// Planted bug: sdpa-scores-saved (the builders keep eager's probabilities and dropout mask).
+TEST(HfConfig, SdpaDropsTheScoresAndKeepsEverythingElse) {
+  for (const auto& [dir, s] : std::vector<std::pair<std::string, std::int64_t>>{{"gpt2", 128}, {"llama-2-7b", 256},
+                                                                                {"bert-base-uncased", 64}}) {
+    SCOPED_TRACE(dir);
+    const double layers = static_cast<double>(hf(dir).layers.size());
+    EXPECT_LE(std::abs(activation_second_difference(dir, "", s)), 4 * layers);
+    EXPECT_GT(activation_second_difference(dir, ":attn=eager", s), 1e6);
+    EXPECT_TRUE(same_parameters(hf(dir), hf_as(dir, ":attn=eager")));
+    for (const auto& l : hf(dir).layers) {
+      EXPECT_TRUE(l.bmms.empty()) << l.name;
+      if (l.type == "GPT2Block" || l.type == "LlamaDecoderLayer" || l.type == "BertLayer") {
+        ASSERT_TRUE(l.sdpa.has_value()) << l.name;
+        EXPECT_EQ(l.sdpa->causal, dir != "bert-base-uncased") << l.name;
+      }
+    }
+  }
+  EXPECT_DOUBLE_EQ(model_forward_flops_per_sample(hf_as("gpt2", ":attn=eager")) - model_forward_flops_per_sample(hf("gpt2")),
+                   754'974'720.0);
+}
+
+TEST(HfConfig, PlantedBugSdpaKeepingTheScoresIsCaught) {
+  const ScopedFault planted(Fault::sdpa_scores_saved);
+  EXPECT_GT(activation_second_difference("gpt2", "", 128), 1e6);
+}
+
+// Invariant: the attention a model runs comes from its reference's :attn= suffix, else the
+// config's attn_implementation / _attn_implementation (flash_attention_2 runs the same
+// kernels as sdpa), else sdpa; a value dptwin does not model is refused naming the key or
+// the suffix; transformer: specs take attn=sdpa and keep eager by default.
+TEST(HfConfig, AttentionFromSuffixConfigOrTransformersDefault) {
+  const std::string gpt2 = R"({"model_type": "gpt2", "n_layer": 1, "n_embd": 64, "n_head": 2, "n_positions": 32,
+      "vocab_size": 100)";
+  auto attn_of = [](const ModelDescription& m) { return m.layers.at(1).sdpa ? "sdpa" : "eager"; };
+  EXPECT_STREQ(attn_of(parse_hf_config(gpt2 + "}", "g.json", "g")), "sdpa");
+  EXPECT_STREQ(attn_of(parse_hf_config(gpt2 + R"(, "_attn_implementation": "eager"})", "g.json", "g")), "eager");
+  EXPECT_STREQ(attn_of(parse_hf_config(gpt2 + R"(, "attn_implementation": "flash_attention_2"})", "g.json", "g")),
+               "sdpa");
+  EXPECT_STREQ(attn_of(parse_hf_config(gpt2 + R"(, "attn_implementation": "eager"})", "g.json", "g", std::nullopt,
+                                       AttentionImpl::sdpa)),
+               "sdpa");
+  try {
+    parse_hf_config(gpt2 + R"(, "attn_implementation": "flex_attention"})", "g.json", "g");
+    ADD_FAILURE() << "flex_attention was accepted";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("g.json: attn_implementation"), std::string::npos) << what;
+    EXPECT_NE(what.find("flex_attention"), std::string::npos) << what;
+  }
+  const auto ref = parse_hf_reference("dir/config.json:attn=eager:seq=64");
+  EXPECT_EQ(ref.path, fs::path("dir/config.json"));
+  EXPECT_EQ(ref.seq, 64);
+  EXPECT_EQ(ref.attn, AttentionImpl::eager);
+  const auto other_order = parse_hf_reference("dir/config.json:seq=64:attn=sdpa");
+  EXPECT_EQ(other_order.seq, 64);
+  EXPECT_EQ(other_order.attn, AttentionImpl::sdpa);
+  EXPECT_THROW(parse_hf_reference("dir/config.json:attn=flash"), std::invalid_argument);
+  const std::string spec = "transformer:layers=1,hidden=64,heads=2,seq=32,vocab=100";
+  EXPECT_STREQ(attn_of(load_model(spec, kModels)), "eager");
+  EXPECT_STREQ(attn_of(load_model(spec + ",attn=sdpa", kModels)), "sdpa");
+  EXPECT_EQ(load_model(spec + ",attn=sdpa", kModels).name, spec + ",attn=sdpa");
 }
 
 TEST(HfConfig, ParameterNamesAsTransformersRegistersThem) {
@@ -438,7 +542,8 @@ TEST(ModelYaml, WriterRoundTripsEveryKindOfModel) {
   // Invariant: reading back what model_to_yaml wrote gives the same description
   // (and the reader checks the totals the writer computed against the layers).
   for (const std::string name : {"resnet50", "bert-large", "gpt2-124m", "llama-2-7b", "mlp:4-16-2",
-                                 "transformer:layers=2,hidden=64,heads=4,seq=32,vocab=100,mlp=96"}) {
+                                 "transformer:layers=2,hidden=64,heads=4,seq=32,vocab=100,mlp=96",
+                                 "transformer:layers=2,hidden=64,heads=4,seq=32,vocab=100,attn=sdpa"}) {
     SCOPED_TRACE(name);
     const auto m = load_model(name, kModels);
     const auto back = parse_model_yaml(model_to_yaml(m), name);
@@ -458,8 +563,40 @@ TEST(ModelYaml, WriterRoundTripsEveryKindOfModel) {
                 m.layers[i].autocast_forward_cast_elements_per_sample);
       EXPECT_EQ(back.layers[i].autocast_backward_cast_elements_per_sample,
                 m.layers[i].autocast_backward_cast_elements_per_sample);
+      ASSERT_EQ(back.layers[i].sdpa.has_value(), m.layers[i].sdpa.has_value());
+      if (const auto& a = m.layers[i].sdpa) {
+        const auto& b = *back.layers[i].sdpa;
+        EXPECT_EQ(std::tie(b.heads, b.query_len, b.key_len, b.head_dim, b.causal),
+                  std::tie(a->heads, a->query_len, a->key_len, a->head_dim, a->causal));
+      }
     }
   }
+}
+
+// A model file's fused attention is checked as its batched matmuls are: sizes positive and
+// within a tensor's bound, its FLOPs within the layer's, not with bmms; errors name the key.
+TEST(ModelYaml, SdpaKeyIsChecked) {
+  const std::string text =
+      model_to_yaml(load_model("transformer:layers=1,hidden=64,heads=4,seq=32,vocab=100,attn=sdpa", kModels));
+  const std::string line = "sdpa: {heads: 4, query_len: 32, key_len: 32, head_dim: 16, causal: true}";
+  ASSERT_NE(text.find(line), std::string::npos) << text;
+  auto error_with = [&](const std::string& replacement) {
+    std::string t = text;
+    t.replace(t.find(line), line.size(), replacement);
+    try {
+      (void)parse_model_yaml(t, "m.yaml");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error_with("sdpa: {heads: 0, query_len: 32, key_len: 32, head_dim: 16}").find("heads"), std::string::npos);
+  EXPECT_NE(error_with("sdpa: {heads: 4, query_len: 32, key_len: 32, head_dim: 16, window: 8}").find("window"),
+            std::string::npos);
+  EXPECT_NE(error_with("sdpa: {heads: 4000, query_len: 32000, key_len: 32000, head_dim: 16}").find("sdpa"),
+            std::string::npos);
+  EXPECT_NE(error_with(line + "\n    bmms:\n      - {count: 4, m: 32, n: 32, k: 16}").find("not both"),
+            std::string::npos);
 }
 
 // A layer's counted memory-bound traffic is given for both passes or for neither; the

@@ -179,7 +179,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownModel", replaced("model: resnet50", "model: resnet51"),
                 "bad.yaml:3: model: unknown model 'resnet51' (library: bert-large, bert-large-dle-phase2, gpt2-1.5b, "
                 "gpt2-124m, llama-2-7b, resnet101, resnet152, resnet50; or a path to a .yaml file, or mlp:IN-H-...-OUT, "
-                "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied], hf:PATH/config.json)"},
+                "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied][,attn=sdpa], hf:PATH/config.json)"},
         BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
                 "bad.yaml:8: sweep.colour: unknown sweep axis (allowed: hardware, model, strategy, devices, nodes, "
                 "gpus, batch, batch_per_device, dtype, precision, memory_format, inputs, accumulate, global_batch, comm_hook, checkpoint, "

@@ -27,12 +27,12 @@ using test::property_fails;
 
 const SimOpClass kClasses[] = {SimOpClass::gemm, SimOpClass::conv,      SimOpClass::attention,
                                SimOpClass::norm, SimOpClass::elementwise, SimOpClass::embedding,
-                               SimOpClass::loss, SimOpClass::optimizer};
+                               SimOpClass::loss, SimOpClass::optimizer, SimOpClass::sdpa};
 
 // An op of class `c` as the engine names it.
 OpCost op_of_class(SimOpClass c, double flops, Bytes read, Bytes written) {
   const char* names[] = {"gemm_fwd", "conv_fwd", "attention_fwd", "norm_fwd", "elementwise_fwd", "embedding_fwd",
-                         "cross_entropy", "adamw_step"};
+                         "cross_entropy", "adamw_step", "sdpa_fwd"};
   return OpCost{names[static_cast<int>(c)], OpKind::compute, flops, read, written};
 }
 
