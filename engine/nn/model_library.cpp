@@ -49,6 +49,13 @@ void validate_model_description(const ModelDescription& m) {
     if (l.type.empty()) fail(where, "empty type");
     if (!(l.forward_flops_per_sample >= 0)) fail(where, "forward_flops_per_sample must be >= 0");
     if (l.activation_elements_per_sample < 0) fail(where, "activation_elements_per_sample must be >= 0");
+    if (l.activation_elements_per_sample > kMaxLayerActivationElements)
+      fail(where, fmt::format("saves {} activation elements per sample, more than 10^13, the most dptwin models per "
+                              "layer{}",
+                              l.activation_elements_per_sample,
+                              l.bmms.empty() ? ""
+                                             : " (eager attention's s x s probabilities grow with the square of the "
+                                               "sequence; :attn=sdpa or attn=sdpa saves none)"));
     if (l.output_features <= 0) fail(where, fmt::format("output_features must be positive, got {}", l.output_features));
     if (const auto& a = l.sdpa) {
       if (a->heads <= 0 || a->query_len <= 0 || a->key_len <= 0 || a->head_dim <= 0)

@@ -153,8 +153,14 @@ Elements model_activation_elements_per_sample(const ModelDescription& m);
 // Output features of the last layer (the model's per-sample output size).
 std::int64_t model_output_features(const ModelDescription& m);
 
+// The most activation elements one layer saves per sample (10^13) that a model holds: a
+// model file's bound, so that what `dptwin model show` writes reads back; elements x batch
+// x element size then stays far inside 64-bit bytes.
+inline constexpr std::int64_t kMaxLayerActivationElements = 10'000'000'000'000;
+
 // Checks internal consistency (at least one layer, positive sizes, no empty or
-// duplicate parameter names within a layer, no negative FLOPs); throws
+// duplicate parameter names within a layer, no negative FLOPs, at most
+// kMaxLayerActivationElements saved per layer and sample); throws
 // std::invalid_argument naming the model, the layer and what is wrong.
 void validate_model_description(const ModelDescription& m);
 

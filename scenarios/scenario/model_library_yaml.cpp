@@ -47,7 +47,7 @@ MeasuredProfile parse_measured(MapReader r) {
 // a layer of 10^18 flops per sample is 1,000x GPT-3's whole forward per sequence.
 constexpr std::int64_t kMaxFeatures = 1'000'000'000'000;
 constexpr double kMaxLayerFlops = 1e18;
-constexpr std::int64_t kMaxTensorElements = 10'000'000'000'000;  // 10^13 per tensor
+constexpr std::int64_t kMaxTensorElements = kMaxLayerActivationElements;  // 10^13 per tensor
 constexpr std::int64_t kMaxModelElements = 100'000'000'000'000;  // 10^14 parameters in all
 
 // One parameter; model_elements (the parameters so far) grows by its size and is
@@ -398,7 +398,11 @@ std::string model_relative_to(const std::string& model, const std::filesystem::p
 
 ModelDescription load_model(const std::string& name_or_path, const std::filesystem::path& library_dir) {
   if (name_or_path.rfind("mlp:", 0) == 0) return describe_mlp(parse_mlp_spec(name_or_path));
-  if (name_or_path.rfind("transformer:", 0) == 0) return describe_transformer(parse_transformer_spec(name_or_path));
+  if (name_or_path.rfind("transformer:", 0) == 0) {
+    ModelDescription m = describe_transformer(parse_transformer_spec(name_or_path));
+    validate_model_description(m);
+    return m;
+  }
   if (name_or_path.rfind("hf:", 0) == 0) return load_hf_config(name_or_path.substr(3));
   const std::filesystem::path as_path(name_or_path);
   std::error_code ec;  // a name too long for a file name is just not there

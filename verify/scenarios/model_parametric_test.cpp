@@ -305,6 +305,23 @@ TEST(HfConfig, SdpaDropsTheScoresAndKeepsEverythingElse) {
                    754'974'720.0);
 }
 
+// What a config builds, `model show` writes and the model file reader reads back: eager
+// attention at 1,048,576 tokens would save 3.5e13 elements per Llama-2 layer and sample,
+// past the reader's 10^13, so it is refused where it is built, naming the way out; sdpa
+// saves none of the s x s tensor and builds.
+TEST(HfConfig, EagerAttentionPastTheActivationBoundIsRefusedNamingSdpa) {
+  try {
+    (void)hf_as("llama-2-7b", ":seq=1048576:attn=eager");
+    ADD_FAILURE() << "accepted";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("more than 10^13"), std::string::npos) << what;
+    EXPECT_NE(what.find(":attn=sdpa"), std::string::npos) << what;
+  }
+  const auto sdpa = hf_as("llama-2-7b", ":seq=1048576");
+  EXPECT_EQ(parse_model_yaml(model_to_yaml(sdpa), "back.yaml").layers.size(), sdpa.layers.size());
+}
+
 TEST(HfConfig, PlantedBugSdpaKeepingTheScoresIsCaught) {
   const ScopedFault planted(Fault::sdpa_scores_saved);
   EXPECT_GT(activation_second_difference("gpt2", "", 128), 1e6);
