@@ -109,6 +109,7 @@ const std::vector<Fault>& all_faults() {
       Fault::sdpa_causal_blocks_charged,
       Fault::sdpa_backward_no_recompute,
       Fault::sdpa_scores_saved,
+      Fault::sdpa_tf32_allowed,
   };
   return faults;
 }
@@ -205,6 +206,7 @@ const char* fault_name(Fault f) {
     case Fault::sdpa_causal_blocks_charged: return "sdpa-causal-blocks-charged";
     case Fault::sdpa_backward_no_recompute: return "sdpa-backward-no-recompute";
     case Fault::sdpa_scores_saved: return "sdpa-scores-saved";
+    case Fault::sdpa_tf32_allowed: return "sdpa-tf32-allowed";
     case Fault::fault_count_: break;
   }
   return "?";

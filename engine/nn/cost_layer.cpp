@@ -152,6 +152,12 @@ CostLayer::CostLayer(LayerDescription desc, std::int64_t input_features, Device&
     throw std::invalid_argument(fmt::format("cost-only layer {}: dtype {} is storage-only; a computing device needs "
                                             "f32 or f64",
                                             desc_.name, dtype_name(dtype)));
+  if (desc_.sdpa && precision_ == Precision::f64)
+    throw std::invalid_argument(fmt::format("layer {}: fused attention (sdpa) in f64 is not what PyTorch runs: "
+                                            "scaled_dot_product_attention takes its math backend there, eager "
+                                            "attention's s x s tensors and all; give the model eager attention "
+                                            "(hf:...:attn=eager, or a transformer: spec without attn=sdpa)",
+                                            desc_.name));
   if (input_features_ <= 0 || desc_.output_features <= 0)
     throw std::invalid_argument(fmt::format("cost-only layer {}: input features {} and output features {} must be "
                                             "positive",

@@ -71,13 +71,14 @@ double gelu_block_flops(double s, double h, double a, double f) {
 // Korthikanti et al. Sec. 4.1 in elements: LayerNorm inputs 2sh, attention 5sh +
 // 2as^2, MLP sh + 2sf (16sh in all for f = 4h), dropout masks (as^2 + 2sh) / 4.
 // Under sdpa the fused kernel saves no s x s tensor (no probabilities, no dropout output,
-// no attention dropout mask: its dropout regenerates from the RNG seed) but its own output
-// (sh; the head merge copies it for the projection, which saves that copy as eager's does)
-// and a log-sum-exp per query and head (as, counted as elements of the activation type: f32
-// in every precision, so under autocast it holds 2 bytes more each, 1/32 of an sh tensor
-// at a head size of 64).
+// no attention dropout mask: its dropout regenerates from the RNG seed). It saves q, k, v
+// (counted above) and its output, which it writes in the (batch, seq, heads, head size)
+// layout, so transformers' transpose(1, 2).contiguous() copies nothing and the projection
+// saves that same tensor (counted above, once); and a log-sum-exp per query and head (as,
+// counted as elements of the activation type: f32 in every precision, so under autocast it
+// holds 2 bytes more each, 1/32 of an sh tensor at a head size of 64).
 double gelu_block_activations(double s, double h, double a, double f, AttentionImpl attn = AttentionImpl::eager) {
-  if (!saves_scores(attn)) return 8 * s * h + 2 * s * f + s * h + a * s + 2 * s * h / 4;
+  if (!saves_scores(attn)) return 8 * s * h + 2 * s * f + a * s + 2 * s * h / 4;
   return 8 * s * h + 2 * s * f + 2 * a * s * s + (a * s * s + 2 * s * h) / 4;
 }
 
@@ -316,9 +317,10 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
                          2 * kLayerNorm * sd * hd + 4 * sd * fd + 2 * kAdd * sd * hd - softmax_flops(spec.attn, sd, ad);
     // Attention: its input, q, the output before o_proj (3sh), k and v (2 s kv) and
     // the softmax output as^2 (no dropout); SwiGLU: input sh, gate, up, silu(gate),
-    // their product 4sf; the two RMSNorm inputs 2sh. Under sdpa the fused kernel's output sh
-    // and log-sum-exp as in place of the softmax output (gelu_block_activations).
-    const double attention_saved = saves_scores(spec.attn) ? ad * sd * sd : sd * hd + ad * sd;
+    // their product 4sf; the two RMSNorm inputs 2sh. Under sdpa the fused kernel's
+    // log-sum-exp as in place of the softmax output (its output is o_proj's saved input:
+    // gelu_block_activations).
+    const double attention_saved = saves_scores(spec.attn) ? ad * sd * sd : ad * sd;
     const double acts = 6 * sd * hd + 2 * sd * kvd + attention_saved + 4 * sd * fd;
     add_layer(m, fmt::format("layers.{}", i), "LlamaDecoderLayer",
               {{"self_attn.q_proj.weight", {h, h}}, {"self_attn.k_proj.weight", {kv, h}},

@@ -83,7 +83,7 @@ RunFn setup(CLI::App& parent) {
   CLI::App* show = app->add_subcommand(
       "show", "Print a model (library name, FILE.yaml, mlp:..., transformer:..., hf:PATH) as a model file in the "
               "library schema.");
-  show->add_option("name", *name, "the model")->required();
+  show->add_option("name", *name, "the model: a library name, FILE.yaml, mlp:..., transformer:...[,attn=sdpa] or hf:PATH/config.json[:seq=N][:attn=eager|sdpa] (dptwin model list)")->required();
   app->footer("Examples:\n  dptwin model list\n"
               "  dptwin model show transformer:layers=24,hidden=1024,heads=16,seq=1024,vocab=50257,tied > my.yaml\n"
               "  dptwin model show hf:scenarios/models/hf/vit-base-patch16-224/config.json\n\n" +

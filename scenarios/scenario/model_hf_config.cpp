@@ -105,11 +105,12 @@ AttentionImpl attention_from(const ConfigReader& c, std::optional<AttentionImpl>
     if (!c.has(key)) continue;
     const json& v = c.raw(key);
     if (!v.is_string()) c.fail(key, fmt::format("expected a string (eager, sdpa, flash_attention_2), got {}", v.dump()));
-    try {
-      return parse_attention_impl(v.get<std::string>(), key);
-    } catch (const std::invalid_argument& e) {
-      c.fail(key, e.what());
-    }
+    const std::string value = v.get<std::string>();
+    if (value == "eager") return AttentionImpl::eager;
+    if (value == "sdpa" || value == "flash_attention_2") return AttentionImpl::sdpa;
+    c.fail(key, fmt::format("'{}' is not an attention dptwin models (eager; sdpa, or flash_attention_2: the same "
+                            "FlashAttention-2 kernels)",
+                            value));
   }
   return AttentionImpl::sdpa;
 }
@@ -330,6 +331,8 @@ HfReference parse_hf_reference(const std::string& reference) {
       out.attn = parse_attention_impl(rest.substr(attn_at + 6), "hf:" + reference);
       rest = rest.substr(0, attn_at);
     } else {
+      if ((seq_last && out.seq) || (!seq_last && attn_at != std::string::npos && out.attn))
+        throw std::invalid_argument(fmt::format("hf:{}: {} given twice", reference, seq_last ? ":seq=" : ":attn="));
       break;
     }
   }

@@ -139,7 +139,7 @@ LayerDescription parse_layer(MapReader& lr, const ModelDescription& m, std::int6
     a.query_len = ar.get_int_in("query_len", 1, kMaxFeatures);
     a.key_len = ar.get_int_in("key_len", 1, kMaxFeatures);
     a.head_dim = ar.get_int_in("head_dim", 1, kMaxFeatures);
-    a.causal = ar.opt_bool("causal").value_or(false);
+    a.causal = ar.get_bool("causal");  // stated: a causal kernel runs half the score blocks
     // q, k, v and the output per sample, within a tensor's bound.
     for (auto [what, rows] : {std::pair{"query_len", a.query_len}, std::pair{"key_len", a.key_len}})
       if (static_cast<double>(a.heads) * static_cast<double>(rows) * static_cast<double>(a.head_dim) >
@@ -186,8 +186,8 @@ LayerDescription parse_layer(MapReader& lr, const ModelDescription& m, std::int6
                  static_cast<double>(l.sdpa->key_len) * static_cast<double>(l.sdpa->head_dim);
   if (gemm_flops + bmm_flops > l.forward_flops_per_sample * (1 + 1e-12))
     lr.fail(l.sdpa ? "sdpa" : "bmms",
-            fmt::format("its {}' {} FLOPs per sample and its GEMMs' {} exceed the layer's forward_flops_per_sample {}",
-                        l.sdpa ? "fused attention (4 x heads x query_len x key_len x head_dim)" : "batched matmuls",
+            fmt::format("its {} {} FLOPs per sample and its GEMMs' {} exceed the layer's forward_flops_per_sample {}",
+                        l.sdpa ? "fused attention's (4 x heads x query_len x key_len x head_dim)" : "batched matmuls'",
                                 bmm_flops, gemm_flops, l.forward_flops_per_sample));
   // The file holds the measured batch's times; the description keeps them per sample.
   for (auto [key, field] : {std::pair{"forward_s", &l.measured_forward_s_per_sample},

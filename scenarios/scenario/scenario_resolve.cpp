@@ -45,6 +45,16 @@ void resolve_training(const PointConfig& c, const Library& lib, const PointWhere
   r.inputs_resident = c.inputs_resident;
   // A profiled model's measured times: as measured on that GPU kind, scaled by op class to another.
   r.measured_costs_note = resolve_measured_costs(r.model, r.hardware, r.precision, lib.hardware_dir);
+  // PyTorch runs scaled_dot_product_attention in f64 in its math backend, eager's s x s
+  // tensors and all: a model built with the fused kernel does not describe that step.
+  if (r.precision == Precision::f64)
+    for (const auto& l : r.model.layers)
+      if (l.sdpa)
+        infeasible(where("precision"),
+                   fmt::format("model {} runs fused attention (sdpa), which PyTorch does not in f64 (it takes its "
+                               "math backend there, eager attention's s x s tensors and all); give the model eager "
+                               "attention (hf:...:attn=eager, or a transformer: spec without attn=sdpa)",
+                               r.model.name));
   if (c.precision && c.where.count("dtype") && r.dtype != c.dtype)
     throw std::invalid_argument(where("precision") + fmt::format("precision {} keeps parameters in {}, but dtype is {}",
                                                                  precision_name(r.precision), dtype_name(r.dtype),

@@ -225,7 +225,12 @@ FlopsPerSecond sim_peak_flops(const SimGpuRates& rates, ComputeType t) {
 
 Seconds sim_kernel_time_s(const OpCost& cost, const SimGpuRates& rates, Precision p) {
   const bool has_tf32 = sim_peak_flops(rates, ComputeType::tf32) > 0;
-  const ComputeType t = precision_compute_type(p, cost.op_class, has_tf32);
+  ComputeType t = precision_compute_type(p, cost.op_class, has_tf32);
+  // Fused attention in f32 is the memory-efficient kernel, whose f32 path on sm80 and later
+  // is CUTLASS's OpMultiplyAddFastF32 whatever matmul.allow_tf32 says (FlashAttention has no
+  // f32 kernel): it runs at its f32 figure under --precision tf32 too.
+  if (t == ComputeType::tf32 && sim_op_class(cost) == SimOpClass::sdpa && !fault_active(Fault::sdpa_tf32_allowed))
+    t = ComputeType::f32;
   return kernel_time_s(cost, rates, t, [&] {
     const FlopsPerSecond peak = sim_peak_flops(rates, t);
     if (!(peak > 0))

@@ -135,6 +135,14 @@ TEST(CliModel, HfConfigsRunSdpaUnlessToldEager) {
   EXPECT_LT(s0["peak_memory_bytes"].get<double>(), e0["peak_memory_bytes"].get<double>());
   EXPECT_TRUE(s0["kernel_time_by_class_s"].contains("sdpa"));
   EXPECT_FALSE(e0["kernel_time_by_class_s"].contains("sdpa"));
+  // f64 is PyTorch's math backend, eager's s x s tensors and all: sdpa there is refused,
+  // naming the way to model it.
+  const CliResult f64 = run_dptwin({"predict", "--hardware", "dgx-a100", "--model", gpt2, "--strategy", "single",
+                                    "--batch", "2", "--precision", "f64"},
+                                   dir("sdpa"));
+  EXPECT_EQ(f64.exit_code, 2) << f64.out;
+  EXPECT_NE(f64.err.find("math backend"), std::string::npos) << f64.err;
+  EXPECT_NE(f64.err.find(":attn=eager"), std::string::npos) << f64.err;
 }
 
 }  // namespace

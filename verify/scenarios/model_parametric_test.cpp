@@ -358,6 +358,14 @@ TEST(HfConfig, AttentionFromSuffixConfigOrTransformersDefault) {
   EXPECT_EQ(other_order.seq, 64);
   EXPECT_EQ(other_order.attn, AttentionImpl::sdpa);
   EXPECT_THROW(parse_hf_reference("dir/config.json:attn=flash"), std::invalid_argument);
+  for (const char* twice : {"dir/config.json:attn=sdpa:attn=eager", "dir/config.json:seq=1:seq=2"}) {
+    try {
+      (void)parse_hf_reference(twice);
+      ADD_FAILURE() << twice << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("given twice"), std::string::npos) << e.what();
+    }
+  }
   const std::string spec = "transformer:layers=1,hidden=64,heads=2,seq=32,vocab=100";
   EXPECT_STREQ(attn_of(load_model(spec, kModels)), "eager");
   EXPECT_STREQ(attn_of(load_model(spec + ",attn=sdpa", kModels)), "sdpa");
@@ -607,12 +615,15 @@ TEST(ModelYaml, SdpaKeyIsChecked) {
     }
     return std::string("accepted");
   };
-  EXPECT_NE(error_with("sdpa: {heads: 0, query_len: 32, key_len: 32, head_dim: 16}").find("heads"), std::string::npos);
-  EXPECT_NE(error_with("sdpa: {heads: 4, query_len: 32, key_len: 32, head_dim: 16, window: 8}").find("window"),
+  EXPECT_NE(error_with("sdpa: {heads: 0, query_len: 32, key_len: 32, head_dim: 16, causal: true}").find("heads"),
             std::string::npos);
-  EXPECT_NE(error_with("sdpa: {heads: 4000, query_len: 32000, key_len: 32000, head_dim: 16}").find("sdpa"),
+  EXPECT_NE(error_with("sdpa: {heads: 4, query_len: 32, key_len: 32, head_dim: 16, causal: true, window: 8}").find("window"),
+            std::string::npos);
+  EXPECT_NE(error_with("sdpa: {heads: 4000, query_len: 32000, key_len: 32000, head_dim: 16, causal: true}").find("sdpa"),
             std::string::npos);
   EXPECT_NE(error_with(line + "\n    bmms:\n      - {count: 4, m: 32, n: 32, k: 16}").find("not both"),
+            std::string::npos);
+  EXPECT_NE(error_with("sdpa: {heads: 4, query_len: 32, key_len: 32, head_dim: 16}").find("causal"),
             std::string::npos);
 }
 

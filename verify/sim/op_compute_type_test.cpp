@@ -105,6 +105,30 @@ auto transpose_property() {
   };
 }
 
+// Invariant: a fused attention kernel (sdpa) in f32 runs at its f32 figure under
+// --precision tf32 as under f32 (the memory-efficient kernel's f32 path ignores allow_tf32),
+// while a GEMM under tf32 takes TF32's peak. Planted: sdpa-tf32-allowed.
+auto sdpa_f32_property() {
+  return [] {
+    TypedRates t = *gen_typed_rates();
+    SimGpuRates& r = t.rates;
+    r.op_efficiency_by_type[ComputeType::f32][static_cast<size_t>(SimOpClass::sdpa)] = *rc::gen::inRange(1, 101) / 100.0;
+    r.op_efficiency_by_type[ComputeType::tf32][static_cast<size_t>(SimOpClass::sdpa)] = 1.0;
+    const double flops = *rc::gen::inRange(1, 1000000) * 1e6;
+    const OpCost sdpa{"sdpa_fwd", OpKind::compute, flops, 0, 0, OpClass::matmul};
+    const OpCost gemm{"gemm_fwd", OpKind::compute, flops, 0, 0, OpClass::matmul};
+    RC_ASSERT(sim_kernel_time_s(sdpa, r, Precision::tf32) == sim_kernel_time_s(sdpa, r, Precision::f32));
+    RC_ASSERT(sim_kernel_time_s(gemm, r, Precision::tf32) < sim_kernel_time_s(gemm, r, Precision::f32));
+  };
+}
+
+TEST(OpComputeType, FusedAttentionInF32IgnoresTf32) { expect_property_holds(sdpa_f32_property(), 200); }
+
+TEST(OpComputeType, PlantedBugSdpaOnTf32IsCaught) {
+  ScopedFault f(Fault::sdpa_tf32_allowed);
+  EXPECT_TRUE(property_fails(sdpa_f32_property(), 200));
+}
+
 TEST(OpComputeType, TensorCoreConvsPayTheLayoutTransposes) { expect_property_holds(transpose_property(), 300); }
 
 TEST(OpComputeType, PlantedBugFreeTransposesIsCaught) {
