@@ -202,11 +202,15 @@ std::string compare_table_text(const std::vector<std::string>& labels, const std
   row("batch (global/per GPU)", [](const StepReport& r) { return fmt::format("{}/{}", r.batch_global, r.batch_per_device); });
   row("step time", [](const StepReport& r) { return opt_duration(r.step_time_s); });
   relative("  vs first", [](const StepReport& r) -> std::optional<double> { return r.step_time_s; });
-  row("compute", [](const StepReport& r) { return format_duration(r.breakdown_s.compute); });
-  row("exposed communication", [](const StepReport& r) { return format_duration(r.breakdown_s.exposed_communication); });
-  row("dispatch", [](const StepReport& r) { return format_duration(r.breakdown_s.dispatch); });
-  row("interference", [](const StepReport& r) { return format_duration(r.breakdown_s.interference); });
-  row("optimizer", [](const StepReport& r) { return format_duration(r.breakdown_s.optimizer); });
+  // A step that ran out of memory has no time, so no breakdown of it: n/a, as its step time.
+  const auto part = [](Seconds StepBreakdown::*field) {
+    return [field](const StepReport& r) { return r.step_time_s ? format_duration(r.breakdown_s.*field) : std::string("n/a"); };
+  };
+  row("compute", part(&StepBreakdown::compute));
+  row("exposed communication", part(&StepBreakdown::exposed_communication));
+  row("dispatch", part(&StepBreakdown::dispatch));
+  row("interference", part(&StepBreakdown::interference));
+  row("optimizer", part(&StepBreakdown::optimizer));
   row("samples/s", [](const StepReport& r) {
     return r.throughput_samples_per_s ? format_figure(*r.throughput_samples_per_s) : std::string("n/a");
   });

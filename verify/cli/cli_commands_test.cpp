@@ -393,6 +393,24 @@ TEST(CliExitCodes, StandardOutputThatCannotBeWrittenFailsTheRun) {
 // twin's own out of memory and for the one found before the step (parameters, gradients
 // and optimizer state alone too big), which printed nothing for --json and wrote no --out.
 // A sweep whose every point failed (exit 3) leaves an earlier -o file as it was.
+// A configuration that runs out of memory has no step, so compare shows no breakdown of
+// one: every time row reads n/a in its column, not 0 (which read as a free step).
+TEST(CliCompare, OutOfMemoryColumnHasNoBreakdown) {
+  const fs::path dir = fresh_dir("compare-oom");
+  const std::string base = "schema_version: 1\nhardware: dgx-a100\nmodel: gpt2-1.5b\nstrategy: ddp\ndevices: 8\n";
+  write(dir / "ok.yaml", base + "batch_per_device: 1\n");
+  write(dir / "oom.yaml", base + "batch_per_device: 64\n");
+  const CliResult r = run_dptwin({"compare", "ok.yaml", "oom.yaml"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* name : {"compute", "exposed communication", "dispatch", "interference", "optimizer"}) {
+    const auto at = r.out.find(std::string("\n") + name + " ");
+    ASSERT_NE(at, std::string::npos) << name << "\n" << r.out;
+    const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+    EXPECT_EQ(line.substr(line.size() - 3), "n/a") << line;
+    EXPECT_EQ(line.find(" 0 "), std::string::npos) << line;
+  }
+}
+
 TEST(CliOutputs, FailedRunsLeaveConsistentOutputs) {
   const fs::path dir = fresh_dir("failed_outputs");
   const std::vector<std::string> ddp8 = {"--hardware", "dgx-a100", "--strategy", "ddp", "--devices", "8"};
