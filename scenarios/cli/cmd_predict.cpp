@@ -58,6 +58,7 @@ int run_predict(const PredictArgs& a) {
   const auto inputs = whatif::scenario_input_files(s);
   limits::refuse_shared_files({{"--out", a.out}, {"--trace", a.trace}}, inputs);
   limits::refuse_in_report_dir(a.report_dir, {{"--out", a.out}, {"--trace", a.trace}}, inputs, false);
+  if (s.target) s.target = scenario::target_in_samples_for(s, lib);  // a target in tokens, in samples
   std::optional<scenario::ResolvedPoint> resolved;
   try {
     resolved = scenario::resolve_point(s, s.base, lib);

@@ -84,6 +84,7 @@ int run_report(const ReportArgs& a) {
                                                           scenario::kDefaultScenarioLabel, lib.hardware_dir.parent_path())
                                : scenario::load_scenario_file(a.input);
     whatif::apply_point_flags(s, a.flags);
+    if (s.target) s.target = scenario::target_in_samples_for(s, lib);  // a target in tokens, in samples
     scenario::validate_scenario(s, lib);
     limits::refuse_in_report_dir(a.out_dir, {}, whatif::scenario_input_files(s), true);
     lock = ReportDirLock(a.flag, a.out_dir);

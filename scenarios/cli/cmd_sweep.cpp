@@ -49,6 +49,7 @@ int run_sweep_command(const SweepArgs& a) {
   limits::refuse_shared_files({{"-o", a.out}}, inputs);
   limits::refuse_in_report_dir(a.report_dir, {{"-o", a.out}, {"--trace-dir", a.trace_dir}}, inputs, true);
   limits::require_output_dir("--trace-dir", a.trace_dir);
+  if (s.target) s.target = scenario::target_in_samples_for(s, lib);  // a target in tokens, in samples
   // Only this shard's points are resolved: a shard of a huge sweep starts at once.
   scenario::validate_scenario(s, lib, shard_index, shard_count);
   const ReportDirLock lock("--report", a.report_dir);

@@ -44,36 +44,9 @@ void set_plan_axes(YAML::Node& root, const std::string& hardware, const std::vec
   root["sweep"] = sweep;
 }
 
-// The target in samples: a target in tokens is converted with the file's
-// tokens_per_sample or the model's "N-token" sample.
-Target samples_target(const Scenario& base, const Library& lib) {
-  const Target& t = *base.target;
-  if (!t.in_tokens()) return t;
-  // A relative model file (hf:PATH's config.json too) is relative to the plan file.
-  const ModelDescription model = load_model(model_relative_to(base.base.model.value_or(""), base.dir), lib.models_dir);
-  const auto tokens = tokens_per_sample_of(model.sample);
-  if (t.tokens_per_sample) {
-    // A count that contradicts the model's own sample would plan for one sequence length
-    // and simulate another (4 GPUs "meeting" 100,000 tokens/s at 2,048 tokens a sample
-    // while they simulate 1,024).
-    if (tokens && std::abs(*t.tokens_per_sample - static_cast<double>(*tokens)) > 0.5)
-      throw std::invalid_argument(fmt::format(
-          "{}: target: tokens_per_sample (--tokens-per-sample) {} contradicts the model {}, whose sample is {} tokens; "
-          "leave it out, or "
-          "give the model the sequence you train (hf:PATH:seq=N, transformer:...,seq=N)",
-          base.file, *t.tokens_per_sample, model.name, *tokens));
-    return target_in_samples(t, *t.tokens_per_sample);
-  }
-  if (!tokens)
-    throw std::invalid_argument(fmt::format("{}: target: the model {} does not say its tokens per sample (its sample "
-                                            "is \"{}\"); add tokens_per_sample to the target",
-                                            base.file, model.name, model.sample));
-  return target_in_samples(t, *tokens);
-}
-
 std::vector<Scenario> scenarios_for(const YAML::Node& base_root, const Scenario& base, const PlanSpec& spec,
                                     const Library& lib) {
-  const Target target = samples_target(base, lib);
+  const Target target = target_in_samples_for(base, lib);
   std::vector<Scenario> out;
   for (const auto& c : spec.candidates) {
     const auto hw = sim::load_hardware(c.hardware, lib.hardware_dir);

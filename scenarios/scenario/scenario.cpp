@@ -349,9 +349,6 @@ Scenario parse_scenario(const std::string& text, const std::string& file_label, 
   }
   if (top.has("target")) s.target = parse_target(top.map("target"));
   if (top.has("plan")) s.plan = parse_plan(top.map("plan"));
-  if (s.target && s.target->in_tokens() && !s.plan)
-    top.fail("target", "a target in tokens needs a plan section (dptwin plan converts tokens to samples with the "
-                       "model's tokens per sample)");
   if (top.has("sweep")) {
     const YAML::Node sw = top.node("sweep");
     if (!sw.IsMap() || sw.size() == 0) top.fail("sweep", "expected a mapping of axis names to lists of values");

@@ -74,8 +74,9 @@ struct Target {
   std::optional<double> samples_per_s;
   std::optional<double> samples;
   std::optional<double> within_hours;
-  // A target in tokens (plan files only): dptwin plan converts it to samples with the
-  // model's tokens per sample (tokens_per_sample, or the model's "N-token" sample).
+  // A target in tokens: predict, sweep, report and plan convert it to samples with the
+  // model's tokens per sample (tokens_per_sample, or the model's "N-token" sample;
+  // target_in_samples_for).
   std::optional<double> tokens_per_s;
   std::optional<double> tokens;
   std::optional<double> tokens_per_sample;  // given in the file, or set by the conversion

@@ -22,6 +22,8 @@
 #include "engine/core/device.hpp"
 #include "engine/core/fault_injection.hpp"
 #include "engine/io/atomic_file.hpp"
+#include "scenarios/scenario/model_library_yaml.hpp"
+#include "scenarios/scenario/predict_runner.hpp"
 #include "scenarios/scenario/progress_bar.hpp"
 #include "sim/net/hardware_yaml.hpp"
 #include "sim/twin/sim_process.hpp"
@@ -151,6 +153,60 @@ std::vector<SweepPoint> expand_sweep(const Scenario& s) {
   points.reserve(total);
   for (size_t i = 0; i < total; ++i) points.push_back(sweep_point(s, i));
   return points;
+}
+
+Target target_in_samples_for(const Scenario& s, const Library& lib) {
+  const Target& t = *s.target;
+  if (!t.in_tokens()) return t;
+  // The models the scenario runs: its own, and a sweep's (a relative file, hf:PATH's
+  // config.json too, relative to the scenario's folder).
+  std::vector<std::string> models;
+  if (s.base.model) models.push_back(*s.base.model);
+  for (const auto& axis : s.sweep)
+    if (axis.name == "model") {
+      models.clear();
+      for (const auto& v : axis.values)
+        if (v.IsScalar()) models.push_back(v.as<std::string>());
+    }
+  std::optional<double> tokens;  // per sample, the models' (all agree)
+  std::string first;
+  bool unreadable = false;
+  for (const auto& name : models) {
+    ModelDescription model;
+    try {
+      model = load_model(model_relative_to(name, s.dir), lib.models_dir);
+    } catch (const std::invalid_argument&) {
+      unreadable = true;  // resolving its points says what is wrong, with the file and line
+      continue;
+    }
+    const auto own = tokens_per_sample_of(model.sample);
+    if (t.tokens_per_sample) {
+      // A count that contradicts the model's own sample would judge one sequence length
+      // and simulate another (4 GPUs "meeting" 100,000 tokens/s at 2,048 tokens a sample
+      // while they simulate 1,024).
+      if (own && std::abs(*t.tokens_per_sample - static_cast<double>(*own)) > 0.5)
+        throw std::invalid_argument(fmt::format(
+            "{}: target: tokens_per_sample (--tokens-per-sample) {} contradicts the model {}, whose sample is {} tokens; "
+            "leave it out, or give the model the sequence you train (hf:PATH:seq=N, transformer:...,seq=N)",
+            s.file, *t.tokens_per_sample, model.name, *own));
+      continue;
+    }
+    if (!own)
+      throw std::invalid_argument(fmt::format("{}: target: the model {} does not say its tokens per sample (its sample "
+                                              "is \"{}\"); add tokens_per_sample to the target",
+                                              s.file, model.name, model.sample));
+    if (tokens && std::abs(*tokens - static_cast<double>(*own)) > 0.5)
+      throw std::invalid_argument(fmt::format(
+          "{}: target: a target in tokens is one target in samples for the whole sweep, but {} trains {}-token "
+          "samples and {} {}-token ones; give the target in samples, or sweep models of one sequence length",
+          s.file, first, *tokens, model.name, *own));
+    if (!tokens) first = model.name;
+    tokens = static_cast<double>(*own);
+  }
+  if (t.tokens_per_sample) return target_in_samples(t, *t.tokens_per_sample);
+  if (!tokens && unreadable) return t;
+  if (!tokens) throw std::invalid_argument(fmt::format("{}: target: a target in tokens needs a model", s.file));
+  return target_in_samples(t, *tokens);
 }
 
 void validate_scenario(const Scenario& s, const Library& lib, int shard_index, int shard_count) {

@@ -99,6 +99,14 @@ std::vector<SweepPoint> expand_sweep(const Scenario& s);
 // whole sweep: some point at all); a scenario without sweep must be feasible and fit.
 void validate_scenario(const Scenario& s, const Library& lib, int shard_index = 0, int shard_count = 1);
 
+// The scenario's target in samples: one in tokens (tokens_per_s, or tokens within_hours)
+// converted with the target's tokens_per_sample, else the model's "N-token" sample; with a
+// sweep over models, every model's (they must agree: one target in samples per sweep). A
+// target in samples is returned as is. Throws std::invalid_argument naming the file and
+// the model when a model's sample is not a number of tokens, or contradicts
+// tokens_per_sample, or two swept models differ.
+Target target_in_samples_for(const Scenario& s, const Library& lib);
+
 // Predicts one resolved point; writes its Chrome trace to trace_path when not empty.
 using PointRunner = std::function<StepReport(const ResolvedPoint& point, const std::string& trace_path)>;
 

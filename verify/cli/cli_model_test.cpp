@@ -116,6 +116,43 @@ TEST(CliModel, RelativeHfConfigWithSequenceFromScenarioAndPlan) {
   EXPECT_NE(ignored.err.find("give a plan file or"), std::string::npos) << ignored.err;
 }
 
+// Invariant: a target in tokens is judged in predict and sweep as plan judges it: converted
+// with the model's tokens per sample (1,024 for gpt2-124m: 500,000 tokens/s is 488 samples/s,
+// by hand), met when the samples/s reach it (exit 0), missed otherwise (exit 1); a sweep
+// whose models train different sequence lengths has no one target in samples and is
+// refused naming both (exit 2), as is a model whose sample is not tokens.
+TEST(CliModel, TargetsInTokensInPredictAndSweep) {
+  const fs::path root = dir("tokens");
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const std::string base = "schema_version: 1\nhardware: dgx-a100\nmodel: gpt2-124m\nstrategy: ddp\n"
+                           "batch_per_device: 8\nprecision: bf16-amp\n";
+  std::ofstream(root / "miss.yaml") << base << "devices: 8\ntarget:\n  tokens_per_s: 500000000\n";
+  std::ofstream(root / "meet.yaml") << base << "devices: 8\ntarget:\n  tokens: 1.0e9\n  within_hours: 24\n";
+  const CliResult miss = run_dptwin({"predict", "miss.yaml"}, root);
+  EXPECT_EQ(miss.exit_code, 1) << miss.err;
+  EXPECT_NE(miss.err.find("500,000,000 tokens/s (488,000 samples/s of 1,024 tokens) is not met"), std::string::npos)
+      << miss.err;
+  const CliResult meet = run_dptwin({"predict", "meet.yaml"}, root);
+  EXPECT_EQ(meet.exit_code, 0) << meet.err;
+  std::ofstream(root / "sweep.yaml") << base << "target:\n  tokens_per_s: 500000\nsweep:\n  devices: [1, 8]\n";
+  const CliResult sweep = run_dptwin({"sweep", "sweep.yaml"}, root);
+  EXPECT_EQ(sweep.exit_code, 1) << sweep.err;
+  EXPECT_NE(sweep.out.find("target of 500,000 tokens/s (488 samples/s of 1,024 tokens)"), std::string::npos)
+      << sweep.out;
+  const std::string hf = "hf:" + (kSource / "scenarios/models/hf/gpt2/config.json").string();
+  std::ofstream(root / "mixed.yaml") << base << "target:\n  tokens_per_s: 500000\nsweep:\n  model: [\"" << hf
+                                     << ":seq=512\", gpt2-124m]\n";
+  const CliResult mixed = run_dptwin({"sweep", "mixed.yaml"}, root);
+  EXPECT_EQ(mixed.exit_code, 2) << mixed.out;
+  EXPECT_NE(mixed.err.find("trains 512-token samples and gpt2-124m 1024-token ones"), std::string::npos) << mixed.err;
+  std::ofstream(root / "image.yaml") << "schema_version: 1\nhardware: dgx-a100\nmodel: resnet50\nstrategy: ddp\n"
+                                        "devices: 8\nbatch_per_device: 64\ntarget:\n  tokens_per_s: 1000\n";
+  const CliResult image = run_dptwin({"predict", "image.yaml"}, root);
+  EXPECT_EQ(image.exit_code, 2) << image.out;
+  EXPECT_NE(image.err.find("does not say its tokens per sample"), std::string::npos) << image.err;
+}
+
 // Invariant: a Hugging Face config runs as transformers runs it by default, with sdpa's fused
 // attention: a GPT-2 step at 1,024 tokens on an A100 saves no s x s probabilities, so its
 // peak memory is below the same step with :attn=eager, and its step report times an "sdpa"
