@@ -262,7 +262,7 @@ std::string sweep_csv(const SweepResult& r) {
       "index,hardware,gpu,model,strategy,devices_per_node,nodes,gpus,batch_global,batch_per_device,dtype,"
       "bucket_cap_mb,optimizer,status,step_time_s,compute_s,exposed_communication_s,dispatch_s,optimizer_s,"
       "throughput_samples_per_s,single_device_step_time_s,scaling_efficiency,gpu0_peak_memory_bytes,"
-      "max_other_gpu_peak_memory_bytes,trace,reason,interference_s";
+      "max_other_gpu_peak_memory_bytes,trace,reason,interference_s,precision";
   // Swept hardware overrides have no column above: one each, named by its path.
   std::vector<std::string> override_axes;
   for (const auto& f : extra_swept_fields(r))
@@ -294,6 +294,7 @@ std::string sweep_csv(const SweepResult& r) {
     f.push_back(p.reason);
     // Appended, so that the columns before it keep their places for existing readers.
     f.push_back(has && p.report->step_time_s ? fmt::format("{:.9g}", p.report->breakdown_s.interference) : "");
+    f.push_back(!p.precision.empty() ? p.precision : has && p.report->precision ? *p.report->precision : "");
     for (const auto& axis : override_axes) f.push_back(axis_value(p, axis));
     std::string line;
     for (size_t i = 0; i < f.size(); ++i) line += fmt::format("{}{}", i ? "," : "", csv_field(f[i]));

@@ -52,6 +52,7 @@ PointResult result_skeleton(const SweepPoint& p) {
   r.devices = c.gpus ? 0 : c.devices.value_or(1);
   r.nodes = c.gpus ? 0 : c.nodes.value_or(1);
   r.dtype = std::string(dtype_name(c.dtype));
+  r.precision = std::string(precision_name(c.precision.value_or(precision_of_dtype(c.dtype))));
   r.bucket_cap_mb = c.bucket_cap_mb;
   r.optimizer = optimizer_kind_name(c.optimizer);
   return r;

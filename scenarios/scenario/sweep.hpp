@@ -43,6 +43,7 @@ struct PointResult {
   std::int64_t batch_global = 0;
   std::int64_t batch_per_device = 0;
   std::string dtype;
+  std::string precision;  // the training precision ("f32", "bf16-amp", ...); "" in results written before it
   double bucket_cap_mb = 0;
   std::string optimizer;
   PointStatus status = PointStatus::ok;

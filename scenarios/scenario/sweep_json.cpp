@@ -102,6 +102,7 @@ json sweep_result_to_json(const SweepResult& r) {
                       {"batch_global", p.batch_global},
                       {"batch_per_device", p.batch_per_device},
                       {"dtype", p.dtype},
+                      {"precision", p.precision},
                       {"bucket_cap_mb", p.bucket_cap_mb},
                       {"optimizer", p.optimizer},
                       {"status", point_status_name(p.status)},
@@ -145,7 +146,8 @@ SweepResult sweep_result_from_json(const json& j, const std::string& where) {
     const std::string pw = fmt::format("{} points[{}]", where, i);
     if (!pj.is_object()) throw std::invalid_argument(fmt::format("sweep result {}: must be an object", pw));
     only_keys(pj, {"index", "axes", "hardware", "gpu_name", "model", "strategy", "devices", "nodes", "batch_global",
-                   "batch_per_device", "dtype", "bucket_cap_mb", "optimizer", "status", "reason", "wall_s", "report"},
+                   "batch_per_device", "dtype", "precision", "bucket_cap_mb", "optimizer", "status", "reason", "wall_s",
+                   "report"},
               pw);
     PointResult p;
     p.index = static_cast<std::size_t>(integer_in(pj, "index", pw, 0, kMax));
@@ -161,6 +163,7 @@ SweepResult sweep_result_from_json(const json& j, const std::string& where) {
     p.batch_global = integer(pj, "batch_global", pw);
     p.batch_per_device = integer(pj, "batch_per_device", pw);
     p.dtype = str(pj, "dtype", pw);
+    if (pj.contains("precision")) p.precision = str(pj, "precision", pw);  // absent before 2026-12-07
     p.bucket_cap_mb = number(pj, "bucket_cap_mb", pw);
     p.optimizer = str(pj, "optimizer", pw);
     p.status = status_from_name(str(pj, "status", pw), pw);

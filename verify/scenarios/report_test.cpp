@@ -105,6 +105,16 @@ TEST(Csv, OneRowPerPointWithEveryColumn) {
   const auto columns = std::count(lines[0].begin(), lines[0].end(), ',');
   for (const auto& l : lines) EXPECT_EQ(std::count(l.begin(), l.end(), ','), columns) << l;
   EXPECT_EQ(lines[8].substr(0, 52), "7,dgx-h100,H100-SXM5-80GB,resnet50,ddp,8,1,8,256,32,");
+  // The training precision has a column (the last, appended for existing readers): the
+  // point's own, else its report's (results written before points carried it).
+  EXPECT_EQ(lines[0].substr(lines[0].rfind(',') + 1), "precision");
+  SweepResult r = h100_sweep();
+  r.points[0].precision = "bf16-amp";
+  r.points[1].precision.clear();
+  r.points[1].report->precision = "f16-amp";
+  const auto with = test::split_lines(sweep_csv(r));
+  EXPECT_EQ(with[1].substr(with[1].rfind(',') + 1), "bf16-amp");
+  EXPECT_EQ(with[2].substr(with[2].rfind(',') + 1), "f16-amp");
 }
 
 TEST(Markdown, MatchesTheExpectedLayout) {
