@@ -2,6 +2,7 @@
 #include "scenarios/measure/nccl_tests_log.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -289,6 +290,22 @@ void check_busbw_factor(const NcclTestsLog& log) {
   }
 }
 
+// A line without the task label a launcher puts before each line of output: srun --label
+// ("0: ", task number and colon) or Open MPI's mpirun --tag-output ("[1,0]<stdout>:"). The
+// label of the task that printed the table is the same on every line, so dropping it
+// leaves nccl-tests' own text.
+std::string without_task_label(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  if (i > 0 && i < s.size() && s[i] == ':') return trim(s.substr(i + 1));
+  if (!s.empty() && s[0] == '[') {
+    const auto close = s.find("]<std");
+    const auto colon = close == std::string::npos ? close : s.find(">:", close);
+    if (colon != std::string::npos) return trim(s.substr(colon + 2));
+  }
+  return s;
+}
+
 }  // namespace
 
 NcclTestsLog parse_nccl_tests_log(std::istream& in, const std::string& where,
@@ -303,7 +320,7 @@ NcclTestsLog parse_nccl_tests_log(std::istream& in, const std::string& where,
   int line = 0;
   while (std::getline(in, text)) {
     ++line;
-    const std::string s = trim(text);
+    const std::string s = without_task_label(trim(text));
     if (s.empty()) continue;
     if (s[0] != '#') {
       // NCCL's own debug output (NCCL_DEBUG=INFO/WARN) is interleaved in many logs.

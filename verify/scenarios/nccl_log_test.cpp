@@ -91,6 +91,32 @@ TEST(NcclTestsLog, ReadsTheHandWrittenFourGpuAllReduce) {
   EXPECT_EQ(log.out_of_bounds, 0);
 }
 
+// A log captured through a launcher that labels each line with its task (srun --label: "0: ";
+// Open MPI's mpirun --tag-output: "[1,0]<stdout>:") reads as the plain log does: the same
+// ranks, devices and rows.
+TEST(NcclTestsLog, LauncherTaskLabelsAreDropped) {
+  const std::string text = slurp(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  auto labelled = [&](const std::string& label) {
+    std::istringstream in(text);
+    std::string out, line;
+    while (std::getline(in, line)) out += label + line + "\n";
+    std::istringstream log(out);
+    return parse_nccl_tests_log(log, "labelled.log");
+  };
+  const auto plain = read_nccl_tests_log(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  for (const std::string label : {"0: ", "12: ", "[1,0]<stdout>:"}) {
+    SCOPED_TRACE(label);
+    const auto log = labelled(label);
+    EXPECT_EQ(log.ranks, plain.ranks);
+    EXPECT_EQ(log.device_names, plain.device_names);
+    EXPECT_EQ(log.hosts, plain.hosts);
+    ASSERT_EQ(log.rows.size(), plain.rows.size());
+    EXPECT_EQ(log.rows.back().size_bytes, plain.rows.back().size_bytes);
+    EXPECT_DOUBLE_EQ(log.rows.back().out_of_place->busbw_Bps, plain.rows.back().out_of_place->busbw_Bps);
+    EXPECT_EQ(log.avg_busbw_GBps, plain.avg_busbw_GBps);
+  }
+}
+
 TEST(NcclTestsLog, ReadsTheOlderLayoutWithoutATestName) {
   // 2.x logs: an `error` column, ranks without `Group`, no "Collective test starting".
   const auto log = read_nccl_tests_log(data_path("dgx-a100-8gpu-all_reduce-v2.log"));
