@@ -76,7 +76,7 @@ double gelu_block_flops(double s, double h, double a, double f) {
 // layout, so transformers' transpose(1, 2).contiguous() copies nothing and the projection
 // saves that same tensor (counted above, once); and a log-sum-exp per query and head (as,
 // counted as elements of the activation type: f32 in every precision, so under autocast it
-// holds 2 bytes more each, 1/32 of an sh tensor at a head size of 64).
+// holds 2 bytes more each, 1/64 of an sh tensor at a head size of 64).
 double gelu_block_activations(double s, double h, double a, double f, AttentionImpl attn = AttentionImpl::eager) {
   if (!saves_scores(attn)) return 8 * s * h + 2 * s * f + a * s + 2 * s * h / 4;
   return 8 * s * h + 2 * s * f + 2 * a * s * s + (a * s * s + 2 * s * h) / 4;
@@ -148,8 +148,6 @@ void require_heads_divide(const std::string& model, std::int64_t hidden, std::in
 }
 
 }  // namespace
-
-const char* attention_impl_name(AttentionImpl a) { return a == AttentionImpl::sdpa ? "sdpa" : "eager"; }
 
 AttentionImpl parse_attention_impl(const std::string& value, const std::string& where) {
   if (value == "eager") return AttentionImpl::eager;

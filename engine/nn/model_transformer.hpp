@@ -28,7 +28,6 @@ namespace dpt {
 //    GPT-2 and Llama (is_causal), with an attention mask in BERT (the memory-efficient
 //    kernel), neither in ViT.
 enum class AttentionImpl { eager, sdpa };
-const char* attention_impl_name(AttentionImpl a);  // "eager", "sdpa"
 // Reads "eager" or "sdpa" (also transformers' "flash_attention_2", the same FlashAttention-2
 // kernels PyTorch's sdpa runs); throws std::invalid_argument naming `where`, the value and
 // the choices.
