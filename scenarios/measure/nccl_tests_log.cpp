@@ -323,8 +323,12 @@ NcclTestsLog parse_nccl_tests_log(std::istream& in, const std::string& where,
     const std::string s = without_task_label(trim(text));
     if (s.empty()) continue;
     if (s[0] != '#') {
-      // NCCL's own debug output (NCCL_DEBUG=INFO/WARN) is interleaved in many logs.
-      if (s.find(" NCCL INFO ") != std::string::npos || s.find(" NCCL TRACE ") != std::string::npos) continue;
+      // NCCL's own debug output (NCCL_DEBUG=INFO/WARN) is interleaved in many logs, with its
+      // version line (NCCL_DEBUG=VERSION and up); Slurm's own messages ("srun: error: ...")
+      // follow a task's output.
+      if (s.find(" NCCL INFO ") != std::string::npos || s.find(" NCCL TRACE ") != std::string::npos ||
+          starts_with(s, "NCCL version ") || starts_with(s, "srun: ") || starts_with(s, "slurmstepd: "))
+        continue;
       if (s.find(" NCCL WARN ") != std::string::npos) {
         log.nccl_warnings.push_back(at(where, line) + ": " + s);
         continue;

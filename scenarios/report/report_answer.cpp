@@ -56,6 +56,23 @@ std::string none_predicted(const SweepResult& r) {
   return fmt::format("No configuration could be predicted ({}); see the table of points.", why);
 }
 
+// "; X meets the target of T" or "; no configuration meets the target of T" (the fewest
+// GPUs that meet it, the fastest of those); "" without a target.
+std::string target_clause(const SweepResult& r) {
+  if (!r.target) return "";
+  const double need = r.target->required_samples_per_s();
+  const PointResult* smallest = nullptr;
+  for (const auto& p : r.points)
+    if (point_ok(p) && point_throughput(p) >= need &&
+        (!smallest || p.gpus() < smallest->gpus() ||
+         (p.gpus() == smallest->gpus() && point_throughput(p) > point_throughput(*smallest))))
+      smallest = &p;
+  if (smallest)
+    return fmt::format("; {} meet{} the target of {}", config_phrase(*smallest), smallest->gpus() == 1 ? "s" : "",
+                       r.target->describe());
+  return fmt::format("; no configuration meets the target of {}", r.target->describe());
+}
+
 std::string throughput_answer(const SweepResult& r) {
   const PointResult* best = fastest(r);
   if (!best) return none_predicted(r);
@@ -70,20 +87,7 @@ std::string throughput_answer(const SweepResult& r) {
       s += fmt::format(" in precision {}", *p);
     }
   }
-  if (r.target) {
-    const double need = r.target->required_samples_per_s();
-    const PointResult* smallest = nullptr;
-    for (const auto& p : r.points)
-      if (point_ok(p) && point_throughput(p) >= need &&
-          (!smallest || p.gpus() < smallest->gpus() ||
-           (p.gpus() == smallest->gpus() && point_throughput(p) > point_throughput(*smallest))))
-        smallest = &p;
-    if (smallest)
-      s += fmt::format("; {} meet{} the target of {}", config_phrase(*smallest), smallest->gpus() == 1 ? "s" : "",
-                       r.target->describe());
-    else
-      s += fmt::format("; no configuration meets the target of {}", r.target->describe());
-  }
+  s += target_clause(r);
   // DataParallel against DDP at the largest GPU count where both ran on the same hardware.
   const PointResult *dp = nullptr, *ddp = nullptr;
   for (const auto& a : r.points) {
@@ -248,7 +252,9 @@ std::string best_value_answer(const SweepResult& r) {
   const std::string first = s.substr(0, s.find(' '));
   if (first.find_first_of(":/-_.0123456789") == std::string::npos)
     s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
-  return s + ".";
+  // The target is part of the question: say whether anything meets it (a sweep that exits 1
+  // for a missed target said nothing of it).
+  return s + target_clause(r) + ".";
 }
 
 std::string join_and(const std::vector<std::string>& items) {

@@ -115,6 +115,13 @@ TEST(NcclTestsLog, LauncherTaskLabelsAreDropped) {
     EXPECT_DOUBLE_EQ(log.rows.back().out_of_place->busbw_Bps, plain.rows.back().out_of_place->busbw_Bps);
     EXPECT_EQ(log.avg_busbw_GBps, plain.avg_busbw_GBps);
   }
+  // NCCL's version line (NCCL_DEBUG=VERSION and up) before the table and Slurm's own message
+  // after a task's output are not results either.
+  std::string noisy = replace_once(text, "#  Rank", "NCCL version 2.18.5+cuda12.2\n#  Rank");
+  noisy += "srun: error: node01: task 3: Exited with exit code 1\n";
+  std::istringstream in(noisy);
+  const auto log = parse_nccl_tests_log(in, "noisy.log");
+  EXPECT_EQ(log.rows.size(), plain.rows.size());
 }
 
 TEST(NcclTestsLog, ReadsTheOlderLayoutWithoutATestName) {

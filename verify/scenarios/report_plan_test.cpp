@@ -74,6 +74,19 @@ TEST(Answer, BestValueOfTheSweptFieldWithItsUnit) {
             "DDP bucket size 1 MiB is fastest at 5,600 samples/s, 24 % above DDP bucket size 100 MiB (4,510 samples/s).");
 }
 
+// A best-value answer says whether the target is met, as a throughput answer does: a sweep
+// that exits 1 for a missed target said nothing of it. Found by an outside-user review.
+TEST(Answer, BestValueAnswerSaysWhetherTheTargetIsMet) {
+  SweepResult r = bucket_sweep();
+  r.target = scenario::Target{6000.0, std::nullopt, std::nullopt};
+  const std::string missed = sweep_answer(r);
+  EXPECT_NE(missed.find("(4,510 samples/s); no configuration meets the target of 6,000 samples/s."), std::string::npos)
+      << missed;
+  r.target = scenario::Target{5550.0, std::nullopt, std::nullopt};
+  const std::string met = sweep_answer(r);
+  EXPECT_NE(met.find("; 4x L40S with DDP meet the target of 5,550 samples/s."), std::string::npos) << met;
+}
+
 // A swept model's name starts the sentence as written: "gpt2-124m", not "Gpt2-124m"
 // (and "Hf:cfg/config.json" was no file name). Found by an outside-user review.
 TEST(Answer, ANameThatStartsTheAnswerKeepsItsSpelling) {
