@@ -263,10 +263,14 @@ std::string sweep_csv(const SweepResult& r) {
       "bucket_cap_mb,optimizer,status,step_time_s,compute_s,exposed_communication_s,dispatch_s,optimizer_s,"
       "throughput_samples_per_s,single_device_step_time_s,scaling_efficiency,gpu0_peak_memory_bytes,"
       "max_other_gpu_peak_memory_bytes,trace,reason,interference_s,precision";
-  // Swept hardware overrides have no column above: one each, named by its path.
+  // Swept fields without a column above (hardware overrides, memory_format, inputs,
+  // checkpoint, comm_hook, ...): one each, named as the scenario names it, so that every
+  // point's row says what it ran.
+  const std::set<std::string> has_column = {"model",         "batch",     "batch_per_device", "dtype",
+                                            "bucket_cap_mb", "optimizer", "precision"};
   std::vector<std::string> override_axes;
   for (const auto& f : extra_swept_fields(r))
-    if (f.axis.rfind("overrides.", 0) == 0) {
+    if (!has_column.count(f.axis)) {
       override_axes.push_back(f.axis);
       out += "," + csv_field(f.axis);
     }

@@ -117,6 +117,22 @@ TEST(Csv, OneRowPerPointWithEveryColumn) {
   EXPECT_EQ(with[2].substr(with[2].rfind(',') + 1), "f16-amp");
 }
 
+// Every swept field without a column of its own (an override, memory_format, inputs) gets
+// one, named as the scenario names it; one that has a column (model, bucket size) gets no
+// second. Found by an outside-user review: two channels_last/contiguous rows read alike.
+TEST(Csv, SweptFieldsWithoutAColumnGetOne) {
+  SweepResult r = h100_sweep();
+  for (auto& p : r.points) {
+    p.axes.emplace_back("memory_format", p.index % 2 ? "channels_last" : "contiguous");
+    p.axes.emplace_back("bucket_cap_mb", "25");
+  }
+  const auto lines = test::split_lines(sweep_csv(r));
+  EXPECT_EQ(lines[0].substr(lines[0].rfind(',') + 1), "memory_format");
+  EXPECT_EQ(lines[0].find("bucket_cap_mb"), lines[0].rfind("bucket_cap_mb"));
+  EXPECT_EQ(lines[1].substr(lines[1].rfind(',') + 1), "contiguous");
+  EXPECT_EQ(lines[2].substr(lines[2].rfind(',') + 1), "channels_last");
+}
+
 TEST(Markdown, MatchesTheExpectedLayout) {
   const ReportDocument doc = build_sweep_report(h100_sweep(), {"out", "dptwin report h100.yaml", ""});
   const std::string md = render_markdown(doc);
