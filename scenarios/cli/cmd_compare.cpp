@@ -33,7 +33,12 @@ StepReport load_input(const std::string& path, const scenario::Library& lib) {
   if (!s.sweep.empty())
     throw std::invalid_argument(fmt::format("{}: sweep: compare takes scenarios of one configuration (this one sweeps; "
                                             "use dptwin report)", path));
-  return scenario::predict_point(scenario::resolve_point(s, s.base, lib), "");
+  try {
+    return scenario::predict_point(scenario::resolve_point(s, s.base, lib), "");
+  } catch (const scenario::ModelDoesNotFit& e) {
+    // Its parameters alone do not fit: a column like one that ran out of memory in the step.
+    return scenario::out_of_memory_before_step(s, e);
+  }
 }
 
 report::ReportDocument compare_document(const std::vector<std::string>& labels, const std::vector<StepReport>& reps) {
@@ -86,6 +91,8 @@ report::ReportDocument compare_document(const std::vector<std::string>& labels, 
   add("GPU 0 peak memory", [](const StepReport& r) {
     return r.devices_detail.empty() ? std::string("n/a") : format_gib(r.devices_detail[0].peak_memory_bytes);
   });
+  // The answer says "the table says which" input ran out of memory: this row does.
+  add("out of memory", [](const StepReport& r) { return r.out_of_memory ? r.out_of_memory->device : std::string("no"); });
   t.right_aligned.assign(t.headers.size(), true);
   t.right_aligned[0] = false;
   doc.sections.push_back({"Step time", {}, {c}, {t}, {}});

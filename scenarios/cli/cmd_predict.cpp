@@ -66,13 +66,7 @@ int run_predict(const PredictArgs& a) {
     // Out of memory before the step runs is a result too, as the twin's own is: --json and
     // --out carry it (the step report's out_of_memory), and --trace an empty trace, so no
     // output of an earlier run is left beside this one's.
-    StepReport r;
-    r.backend = "sim";
-    r.hardware = s.base.hardware.value_or("");
-    r.model = s.base.model.value_or("");
-    r.strategy = s.base.strategy.value_or("");
-    r.devices = s.base.gpus.value_or(s.base.devices.value_or(1) * s.base.nodes.value_or(1));
-    r.out_of_memory = OutOfMemoryReport{"every GPU", e.reason(), 0, {}, std::nullopt};
+    const StepReport r = scenario::out_of_memory_before_step(s, e);
     if (!a.trace.empty()) write_empty_trace(a.trace, "out of memory before the step ran: " + e.reason());
     if (!a.out.empty()) write_step_report(r, a.out);
     if (a.json) print_json(step_report_to_json(r));

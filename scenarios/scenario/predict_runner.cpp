@@ -67,6 +67,30 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
   return r;
 }
 
+StepReport out_of_memory_before_step(const Scenario& s, const ModelDoesNotFit& e) {
+  StepReport r;
+  r.backend = "sim";
+  r.hardware = s.base.hardware.value_or("");
+  r.model = s.base.model.value_or("");
+  r.strategy = s.base.strategy.value_or("");
+  r.devices = s.base.gpus.value_or(s.base.devices.value_or(1) * s.base.nodes.value_or(1));
+  if (const ResolvedPoint* p = e.point()) {
+    r.hardware = p->hardware_name;
+    r.model = p->model.name;
+    r.strategy = strategy_kind_name(p->strategy);
+    r.devices = p->devices;
+    r.nodes = p->nodes;
+    r.dtype = std::string(dtype_name(p->dtype));
+    r.precision = std::string(precision_name(p->precision));
+    r.batch_global = p->batch_global * p->accumulate;
+    r.batch_per_device = p->batch_per_device;
+    if (p->accumulate > 1) r.accumulate = p->accumulate;
+    r.tokens_per_sample = tokens_per_sample_of(p->model.sample);
+  }
+  r.out_of_memory = OutOfMemoryReport{"every GPU", e.reason(), 0, {}, std::nullopt};
+  return r;
+}
+
 std::optional<double> tokens_per_sample_of(const std::string& sample) {
   std::smatch m;
   if (!std::regex_search(sample, m, std::regex("([0-9][0-9,]*)-token"))) return std::nullopt;

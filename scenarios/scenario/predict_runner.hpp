@@ -21,6 +21,12 @@ StepReport predict_point_every_rank(const ResolvedPoint& point, const std::strin
 StepReport predict_point_with(const ResolvedPoint& point, const std::string& trace_path, bool every_rank,
                               bool link_usage);
 
+// The step report of a configuration whose parameters, gradients and optimizer state alone
+// exceed a GPU (ModelDoesNotFit before any step runs): no step time, out of memory on every
+// GPU, and the configuration as resolved (hardware, model, strategy, GPUs, batches,
+// precision) where the exception carries it, else as the scenario states it.
+StepReport out_of_memory_before_step(const Scenario& s, const ModelDoesNotFit& e);
+
 // The model's tokens per sample: its description's "N-token" ("a 1,024-token
 // sequence" -> 1024), or nullopt. The reports give tokens/s with it.
 std::optional<double> tokens_per_sample_of(const std::string& sample_description);

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -215,12 +216,17 @@ class InfeasiblePoint : public std::invalid_argument {
 // The model's parameters, gradients and optimizer state alone exceed a GPU's memory.
 class ModelDoesNotFit : public std::invalid_argument {
  public:
-  ModelDoesNotFit(const std::string& where, const std::string& reason)
-      : std::invalid_argument(where + reason), reason_(reason) {}
+  ModelDoesNotFit(const std::string& where, const std::string& reason,
+                  std::shared_ptr<const ResolvedPoint> point = nullptr)
+      : std::invalid_argument(where + reason), reason_(reason), point_(std::move(point)) {}
   const std::string& reason() const { return reason_; }
+  // The point as resolved up to the memory check (GPU counts, batches, precision), so the
+  // result of a configuration that does not fit still says what it was; null if unknown.
+  const ResolvedPoint* point() const { return point_.get(); }
 
  private:
   std::string reason_;
+  std::shared_ptr<const ResolvedPoint> point_;
 };
 
 // Resolves one point. Throws InfeasiblePoint or ModelDoesNotFit (both

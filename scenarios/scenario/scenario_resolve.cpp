@@ -175,7 +175,8 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
         where("model"),
         fmt::format("{} does not fit: parameters, gradients and {} state need {} per GPU at {}, {} has {}", r.model.name,
                     optimizer_kind_name(r.optimizer), report::format_gib(r.static_memory_bytes), precision_name(r.precision),
-                    hw.gpu.name, report::format_gib(hw.gpu.memory_bytes)));
+                    hw.gpu.name, report::format_gib(hw.gpu.memory_bytes)),
+        std::make_shared<const ResolvedPoint>(r));
   return r;
 }
 

@@ -285,6 +285,7 @@ void resolve_shard(const Scenario& s, const Library& lib, const SweepOptions& op
       r.reason = e.reason();
       finished[r.index] = std::move(r);
     } catch (const ModelDoesNotFit& e) {
+      if (e.point()) fill_resolved(r, *e.point());  // what it was: GPUs, batches
       r.status = PointStatus::out_of_memory;
       r.reason = e.reason();
       finished[r.index] = std::move(r);

@@ -409,6 +409,39 @@ TEST(CliCompare, OutOfMemoryColumnHasNoBreakdown) {
     EXPECT_EQ(line.substr(line.size() - 3), "n/a") << line;
     EXPECT_EQ(line.find(" 0 "), std::string::npos) << line;
   }
+  // Parameters alone too big (llama-2-7b in f32 with AdamW: 7e9 x 16 bytes on an 80 GiB
+  // A100) is a column too, with the configuration it was, not an error that drops the
+  // table; the report's table has the out-of-memory row the answer points to.
+  write(dir / "static.yaml", "schema_version: 1\nhardware: dgx-a100\nmodel: llama-2-7b\nstrategy: ddp\ndevices: 8\n"
+                             "batch_per_device: 2\noptimizer: adamw\n");
+  const CliResult s = run_dptwin({"compare", "ok.yaml", "static.yaml", "--report", "rep"}, dir);
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.out.find("every GPU"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("16/2"), std::string::npos) << s.out;  // batch (global/per GPU) as configured
+  std::ifstream md(dir / "rep" / "report.md");
+  const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("out of memory"), std::string::npos) << text;
+  EXPECT_NE(text.find("every GPU"), std::string::npos) << text;
+}
+
+// A point whose parameters alone do not fit keeps the configuration it was in the results
+// (GPUs, batches), as one that runs out of memory in the step does: it read "0x ... runs
+// out of memory" with 0 GPUs and batch 0. Found by an outside-user review.
+TEST(CliSweep, OutOfMemoryBeforeTheStepKeepsTheConfiguration) {
+  const fs::path dir = fresh_dir("sweep-static-oom");
+  write(dir / "s.yaml", "schema_version: 1\nhardware: dgx-a100\nmodel: llama-2-7b\nstrategy: ddp\n"
+                        "batch_per_device: 2\noptimizer: adamw\nsweep:\n  gpus: [8, 16]\n");
+  const CliResult r = run_dptwin({"sweep", "s.yaml", "--json"}, dir);
+  ASSERT_EQ(r.exit_code, 1) << r.err;  // every point out of memory
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("points").size(), 2u);
+  for (const auto& p : j.at("points")) {
+    EXPECT_EQ(p.at("status"), "out_of_memory");
+    EXPECT_EQ(p.at("devices"), 8) << p.dump();
+    EXPECT_EQ(p.at("batch_per_device"), 2) << p.dump();
+  }
+  EXPECT_EQ(j.at("points")[1].at("nodes"), 2);
+  EXPECT_EQ(j.at("points")[1].at("batch_global"), 32);
 }
 
 TEST(CliOutputs, FailedRunsLeaveConsistentOutputs) {
