@@ -99,6 +99,11 @@ Target parse_target(MapReader r) {
   if ((t.samples_per_s || t.tokens_per_s) && t.within_hours)
     r.fail("within_hours", "goes with samples or tokens, not with a rate");
   if ((t.samples || t.tokens) && !t.within_hours) r.fail(t.samples ? "samples" : "tokens", "needs within_hours");
+  // It converts a target in tokens and nothing else: with one in samples it would change
+  // nothing the file's reader might expect it to.
+  if (t.tokens_per_sample && !t.in_tokens())
+    r.fail("tokens_per_sample", "converts a target in tokens (tokens_per_s, or tokens with within_hours); this "
+                                "target is in samples");
   return t;
 }
 

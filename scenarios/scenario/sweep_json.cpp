@@ -59,17 +59,26 @@ json target_json(const std::optional<Target>& t) {
   if (t->samples_per_s) j["samples_per_s"] = *t->samples_per_s;
   if (t->samples) j["samples"] = *t->samples;
   if (t->within_hours) j["within_hours"] = *t->within_hours;
+  // A target given in tokens keeps them, so a report of these results states it as asked.
+  if (t->tokens_per_s) j["tokens_per_s"] = *t->tokens_per_s;
+  if (t->tokens) j["tokens"] = *t->tokens;
+  if (t->tokens_per_sample) j["tokens_per_sample"] = *t->tokens_per_sample;
   return j;
 }
 
 std::optional<Target> target_from(const json& j, const std::string& where) {
   if (j.is_null()) return std::nullopt;
   if (!j.is_object()) bad(where, "target", "must be an object or null");
-  only_keys(j, {"samples_per_s", "samples", "within_hours"}, where + " target");
+  only_keys(j, {"samples_per_s", "samples", "within_hours", "tokens_per_s", "tokens", "tokens_per_sample"},
+            where + " target");
   Target t;
   if (j.contains("samples_per_s")) t.samples_per_s = number(j, "samples_per_s", where);
   if (j.contains("samples")) t.samples = number(j, "samples", where);
   if (j.contains("within_hours")) t.within_hours = number(j, "within_hours", where);
+  if (j.contains("tokens_per_s")) t.tokens_per_s = number(j, "tokens_per_s", where);
+  if (j.contains("tokens")) t.tokens = number(j, "tokens", where);
+  if (j.contains("tokens_per_sample")) t.tokens_per_sample = number(j, "tokens_per_sample", where);
+  if (t.in_tokens() && !t.tokens_per_sample) bad(where, "target", "in tokens needs tokens_per_sample");
   if (!t.samples_per_s && !(t.samples && t.within_hours)) bad(where, "target", "needs samples_per_s or samples and within_hours");
   return t;
 }

@@ -136,10 +136,22 @@ TEST(CliModel, TargetsInTokensInPredictAndSweep) {
   const CliResult meet = run_dptwin({"predict", "meet.yaml"}, root);
   EXPECT_EQ(meet.exit_code, 0) << meet.err;
   std::ofstream(root / "sweep.yaml") << base << "target:\n  tokens_per_s: 500000\nsweep:\n  devices: [1, 8]\n";
-  const CliResult sweep = run_dptwin({"sweep", "sweep.yaml"}, root);
+  const CliResult sweep = run_dptwin({"sweep", "sweep.yaml", "-o", "swept.json"}, root);
   EXPECT_EQ(sweep.exit_code, 1) << sweep.err;
   EXPECT_NE(sweep.out.find("target of 500,000 tokens/s (488 samples/s of 1,024 tokens)"), std::string::npos)
       << sweep.out;
+  // The results keep the target as given: a report of them states it in tokens, not as
+  // 195.312 samples/s.
+  const CliResult again = run_dptwin({"report", "swept.json", "--report", "rep"}, root);
+  EXPECT_EQ(again.exit_code, 1) << again.err;
+  EXPECT_NE(again.out.find("target of 500,000 tokens/s (488 samples/s of 1,024 tokens)"), std::string::npos)
+      << again.out;
+  // tokens_per_sample converts a target in tokens only.
+  std::ofstream(root / "samples.yaml") << base << "devices: 8\ntarget:\n  samples_per_s: 50\n  tokens_per_sample: 512\n";
+  const CliResult samples = run_dptwin({"predict", "samples.yaml"}, root);
+  EXPECT_EQ(samples.exit_code, 2) << samples.out;
+  EXPECT_NE(samples.err.find("samples.yaml:10: target.tokens_per_sample: converts a target in tokens"), std::string::npos)
+      << samples.err;
   const std::string hf = "hf:" + (kSource / "scenarios/models/hf/gpt2/config.json").string();
   std::ofstream(root / "mixed.yaml") << base << "target:\n  tokens_per_s: 500000\nsweep:\n  model: [\"" << hf
                                      << ":seq=512\", gpt2-124m]\n";
