@@ -65,6 +65,7 @@ const std::vector<Fault>& all_faults() {
       Fault::platform_route_node0_links,
       Fault::gloo_cache_warm_rate,
       Fault::gloo_core_contention_omitted,
+      Fault::nccl_nvls_rounds_ignored,
       Fault::nccl_tests_launch_free,
       Fault::net_rails_one_nic,
       Fault::net_gdr_ignored,
@@ -162,6 +163,7 @@ const char* fault_name(Fault f) {
     case Fault::platform_route_node0_links: return "route-node0-links";
     case Fault::gloo_cache_warm_rate: return "gloo-cache-warm-rate";
     case Fault::gloo_core_contention_omitted: return "gloo-core-contention-omitted";
+    case Fault::nccl_nvls_rounds_ignored: return "nvls-rounds-ignored";
     case Fault::nccl_tests_launch_free: return "nccl-tests-launch-free";
     case Fault::net_rails_one_nic: return "net-rails-one-nic";
     case Fault::net_gdr_ignored: return "net-gdr-ignored";

@@ -389,7 +389,10 @@ void run_exact(ExactTransport& t, Platform& p, const std::vector<int>& rank_gpus
     case CollectiveAlgorithm::nvls_tree:
       tree_all_reduce(c, rank, call, nvls_tree_channels(p, rank_gpus, plan.channels), piece);
       return;
-    case CollectiveAlgorithm::nvls: nvls_all_reduce(c, rank, call, piece); return;
+    case CollectiveAlgorithm::nvls:
+      nvls_all_reduce(c, rank, call, piece);
+      if (plan.trailing_stage_s > 0) sg4::this_actor::sleep_for(plan.trailing_stage_s);
+      return;
   }
 }
 

@@ -282,6 +282,19 @@ void pipeline_tree(CollectivePlan& plan, const Platform& p, const std::vector<in
   plan.pieces_in_flight = fault_active(Fault::nccl_tree_one_piece_in_flight) ? 1 : kNcclSteps;
 }
 
+// NVLS on one node: NCCL's rounds (every NVLS channel's chunk for every head) as the
+// schedule's pieces, and the gather stage after the last (CollectivePlan::trailing_stage_s).
+// On 8 H100s a 16 MiB all-reduce runs 4 rounds of 4 MiB (32 KiB chunks, 128 ops): the
+// scatter and multicast stages fill and the gather stage drains the pipeline, 2 of its 6
+// round times, where 512 KiB pieces and no gather stage had cost a 32nd of it.
+void pipeline_nvls(CollectivePlan& plan, const NcclGraph& g, const CollectiveCall& call) {
+  const Bytes ops = static_cast<Bytes>(nccl_nvls_runtime_channels(g)) * std::max(1, g.nvls_channels);
+  plan.piece_bytes = ops * nccl_nvls_chunk_bytes(g, call.bytes());
+  const Bytes last_round = std::min(plan.piece_bytes, call.bytes());
+  if (plan.flow_cap_bytes_per_s > 0)
+    plan.trailing_stage_s = static_cast<double>(last_round) * plan.wire_factor / plan.flow_cap_bytes_per_s;
+}
+
 // A host whose collectives are gloo's: one timed activity of gloo's ring time (gloo_model.hpp).
 CollectivePlan plan_gloo(const GlooSpec& gloo, int n, const CollectiveCall& call) {
   CollectivePlan plan;
@@ -373,6 +386,8 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
   shape_flows(plan, p.hardware(), g, c, call, ring_share);
   if (settings.nccl_model && (plan.algorithm == CollectiveAlgorithm::tree || plan.algorithm == CollectiveAlgorithm::nvls_tree))
     pipeline_tree(plan, p, rank_gpus, g, c, call);
+  if (settings.nccl_model && plan.algorithm == CollectiveAlgorithm::nvls && !fault_active(Fault::nccl_nvls_rounds_ignored))
+    pipeline_nvls(plan, g, call);
   choose_formulation(plan, n, call, settings);
   if (!settings.nccl_model) {
     plan.wire_factor = 1.0;
@@ -582,7 +597,7 @@ void CollectiveGroup::run(int rank, const CollectiveCall& call) {
       if (!cached.duration) {
         cached.duration = (cached.plan.model_s ? *cached.plan.model_s
                                                : collective_time_large_n(platform_, rank_gpus_, pd.call, pd.plan, settings_)) +
-                          cached.plan.extra_latency_s;
+                          cached.plan.extra_latency_s + cached.plan.trailing_stage_s;
         cached.traffic =
             std::make_shared<const LinkBytes>(large_n_traffic(platform_, rank_gpus_, pd.call, pd.plan, settings_));
       }

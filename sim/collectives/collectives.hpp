@@ -145,6 +145,12 @@ struct CollectivePlan {
   // them, so such trees run in the large-N formulation (its fluid replay shares links
   // exactly as SimGrid does: fluid_sim.hpp), never exact.
   int pieces_in_flight = 1;
+  // NVLS on one node: the gather stage of the last round (kNvlsOneNodeStages): NCCL's
+  // kernel copies each round out a round after the switch multicast it, so the call ends
+  // one round's time (its data at the flow bound) after the last round arrived. The
+  // schedule's pieces are the rounds (piece_bytes: NVLS channels x heads x NCCL's NVLS
+  // chunk), scattered up and multicast down in a pipeline.
+  Seconds trailing_stage_s = 0;
   std::string reason;  // e.g. "tree/LL128: least NCCL tuner time (ring/LL 14.2 us, ...)" or "forced"
 };
 

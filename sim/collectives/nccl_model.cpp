@@ -282,6 +282,21 @@ Bytes nccl_tree_chunk_bytes(const NcclGraph& g, NcclProtocol p, Bytes bytes, int
   return v218 ? chunk / 16 * 15 : chunk;
 }
 
+int nccl_nvls_runtime_channels(const NcclGraph& g) {
+  if (g.compcap >= 100 && g.tuner == NcclTuner::master) return g.nodes > 1 ? 32 : 24;
+  return 16;
+}
+
+Bytes nccl_nvls_chunk_bytes(const NcclGraph& g, Bytes bytes) {
+  constexpr Bytes kKiB = 1024;
+  Bytes chunk = 128 * kKiB;  // min(DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS, NCCL_NVLS_CHUNKSIZE)
+  const Bytes ops = static_cast<Bytes>(nccl_nvls_runtime_channels(g)) * std::max(1, g.nvls_channels);
+  if (bytes < 64 * ops * chunk && chunk > 64 * kKiB) chunk = 64 * kKiB;
+  if (bytes < 8 * ops * chunk && chunk > 32 * kKiB) chunk = 32 * kKiB;
+  if (bytes < 2 * ops * chunk && chunk > 16 * kKiB) chunk = 16 * kKiB;
+  return chunk;
+}
+
 Bytes nccl_nvls_tree_chunk_bytes(const NcclGraph& g, Bytes bytes, int heads, double nic_gbs,
                                  bool nic_behind_pcie_switch) {
   constexpr Bytes kKiB = 1024;

@@ -140,6 +140,25 @@ Bytes nccl_tree_chunk_bytes(const NcclGraph& g, NcclProtocol p, Bytes bytes, int
 // 16 x to 128 KiB, 4 x to 64 KiB, 1 x to 32 KiB.
 Bytes nccl_nvls_tree_chunk_bytes(const NcclGraph& g, Bytes bytes, int heads, double nic_gbs, bool nic_behind_pcie_switch);
 
+// NVLS on one node (enqueue.cc calcCollChunking, NCCL_ALGO_NVLS; the same in 2.18.5): the
+// data bytes each (channel, head) pair moves per pipeline round: min(one Simple step, 512
+// KiB; NCCL_NVLS_CHUNKSIZE, 128 KiB), shrunk while the operation has few chunks per
+// concurrent op (concurrentOps = NVLS channels x heads): below 64 x ops x chunk to 64 KiB,
+// 8 x to 32 KiB, 2 x to 16 KiB. 8 H100s (16 channels x 8 heads = 128 ops): 1 MiB 16 KiB,
+// 16 MiB 32 KiB, 64 MiB and 256 MiB 64 KiB, 1 GiB and more 128 KiB.
+Bytes nccl_nvls_chunk_bytes(const NcclGraph& g, Bytes bytes);
+// The NVLS channels (thread blocks) NCCL launches (transport/nvls.cc ncclNvlsTuning; 2.18.5
+// NCCL_NVLS_NCHANNELS): 16 on Hopper (NVLS_NCHANNELS_SM90); Blackwell 24 on one node
+// (NVLS_NCHANNELS_SM100_NVL), 32 across nodes (NVLS_NCHANNELS_SM100). Not the NVLS graph's
+// channel count (NcclGraph::nvls_channels: its heads on one node).
+int nccl_nvls_runtime_channels(const NcclGraph& g);
+// The stages NCCL's one-node NVLS all-reduce kernel pipelines each round through
+// (device/all_reduce.h, RunWorkColl<..., NCCL_ALGO_NVLS, ...>, oneNode): scatter warps put
+// each head's chunk in its buffer, reduce warps of the head ld_reduce it through the switch
+// and multicast the sum back (multimem), gather warps copy the result out: 3, each a
+// round behind the one before (the connection FIFOs).
+inline constexpr int kNvlsOneNodeStages = 3;
+
 // NCCL_STEPS (device.h): the pipeline steps a connection buffers, so the pieces a tree
 // hop keeps in flight: a piece's bytes follow the previous one's on the wire while its
 // latency overlaps them.

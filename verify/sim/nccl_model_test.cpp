@@ -25,6 +25,10 @@
 //  - Tree chunks: NCCL's tree pipelines LL128 in chunks halved for mid sizes (dgx-h100
 //    cluster, 4 nodes, 8 channels: 72,000 B at 16 MiB, 576,000 B at 1 GiB, derived by hand
 //    from enqueue.cc), never growing as the size shrinks (nccl-tree-chunk-fixed).
+//  - NVLS rounds: one node's NVLS pipelines NCCL's rounds (16 channels x 8 heads x a chunk
+//    of 16-128 KiB by size, derived by hand from enqueue.cc) through its kernel's three
+//    stages, so a mid-size all-reduce pays two rounds beyond its bytes' time
+//    (nvls-rounds-ignored).
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -705,4 +709,60 @@ TEST(NcclChannels, PlantedBugLlCeilingPerChannelIsCaught) {
   ScopedFault f(Fault::nccl_ll_ceiling_per_channel);
   std::string where;
   EXPECT_GT(pick_against_fastest("dgx-h100-cluster", 4, where), 1.25) << where;
+}
+
+// NVLS on one node pipelines NCCL's rounds (enqueue.cc, NCCL_ALGO_NVLS): each of the 16
+// NVLS channels x 8 heads moves one chunk per round, the chunk shrunk from 128 KiB for
+// mid sizes. Values derived by hand from enqueue.cc's thresholds (ops = 128): below
+// 64 x 128 x 128 KiB = 1 GiB the chunk is 64 KiB, below 8 x 128 x 64 KiB = 64 MiB 32 KiB,
+// below 2 x 128 x 32 KiB = 8 MiB 16 KiB.
+TEST(NcclNvls, OneNodeChunkIsNcclsForTheSize) {
+  const auto h100 = nccl_graph(load_hardware("dgx-h100", kHardwareLibrary), 8, 1, true);
+  EXPECT_EQ(nccl_nvls_runtime_channels(h100), 16);
+  EXPECT_EQ(nccl_nvls_chunk_bytes(h100, kMiB), 16 * kKiB);
+  EXPECT_EQ(nccl_nvls_chunk_bytes(h100, 4 * kMiB), 16 * kKiB);
+  EXPECT_EQ(nccl_nvls_chunk_bytes(h100, 16 * kMiB), 32 * kKiB);
+  EXPECT_EQ(nccl_nvls_chunk_bytes(h100, 64 * kMiB), 64 * kKiB);
+  EXPECT_EQ(nccl_nvls_chunk_bytes(h100, 256 * kMiB), 64 * kKiB);
+  EXPECT_EQ(nccl_nvls_chunk_bytes(h100, kGiB), 128 * kKiB);
+  EXPECT_EQ(nccl_nvls_chunk_bytes(h100, 8 * kGiB), 128 * kKiB);
+}
+
+// Invariant: NCCL's one-node NVLS kernel runs each round through three stages (scatter,
+// multimem reduce and multicast, gather), each a round behind the one before. All data is
+// scattered at no more than NCCL's algorithm bandwidth (476 GB/s bus on 8 H100s: 476 x
+// 8 / 14 = 272 GB/s), and the last round is gathered after it came back, so an all-reduce
+// takes at least NCCL's latency term + bytes / algbw + one round / algbw, and no more than
+// two rounds beyond the bytes' own time (the multicast stage never slower than the bound).
+// Rounds by hand (above): 4 MiB 2 MiB (16 KiB x 128), 16 MiB 4 MiB, 64 MiB 8 MiB. With
+// 512 KiB pieces and no gather stage (nvls-rounds-ignored) 16 MiB took 87.3 us, where
+// the bound is 103 us (Azure ND H100 v5 measured 125 us: scenarios/measured/public).
+namespace {
+void expect_nvls_rounds_pipelined(bool planted) {
+  const auto hw = load_hardware("dgx-h100", kHardwareLibrary);
+  CollectiveSettings nvls;
+  nvls.algorithm = CollectiveAlgorithm::nvls;
+  const double algbw = 476e9 * 8.0 / 14.0;
+  bool any_below = false;
+  for (const auto& [bytes, round] : std::vector<std::pair<Bytes, Bytes>>{
+           {4 * kMiB, 2 * kMiB}, {16 * kMiB, 4 * kMiB}, {64 * kMiB, 8 * kMiB}}) {
+    const RunResult r = run_one(hw, all_reduce_bytes(bytes), nvls);
+    const double lower = r.latency_s + static_cast<double>(bytes + round) / algbw;
+    const double upper = r.latency_s + static_cast<double>(bytes + 2 * round) / algbw;
+    any_below = any_below || r.time_s < lower * (1 - 1e-6);
+    if (!planted) {
+      EXPECT_GE(r.time_s, lower * (1 - 1e-6)) << bytes << " B";
+      EXPECT_LE(r.time_s, upper * 1.02) << bytes << " B";
+    }
+  }
+  if (planted) {
+    EXPECT_TRUE(any_below) << "planted: NVLS rounds still pipelined";
+  }
+}
+}  // namespace
+
+TEST(NcclNvls, OneNodeAllReducePaysItsPipelineStages) { expect_nvls_rounds_pipelined(false); }
+TEST(NcclNvls, PlantedBugNvlsRoundsIgnoredIsCaught) {
+  ScopedFault f(Fault::nccl_nvls_rounds_ignored);
+  expect_nvls_rounds_pipelined(true);
 }
