@@ -144,6 +144,10 @@ struct ModelDescription {
   std::vector<LayerDescription> layers;
   std::vector<std::string> sources;  // where the architecture and the FLOP counts come from
   std::optional<MeasuredProfile> measured;  // present in a dptwin_profile file
+  // Tokens in one sample, for targets and figures in tokens (a sequence model's sequence
+  // length, or the mean of its padded batches); none for a model whose samples are not
+  // token sequences. Never read off `sample`'s prose.
+  std::optional<double> tokens_per_sample;
 };
 
 // Sum over layers and parameters.

@@ -233,6 +233,7 @@ ModelDescription describe_transformer(const TransformerSpec& spec, const std::st
                fd = static_cast<double>(f), vd = static_cast<double>(v);
   m.sample = fmt::format("a {}-token sequence", s);
   m.input_features = s;
+  m.tokens_per_sample = static_cast<double>(s);
   m.sources = {"GPT-2 architecture (Radford et al. 2019; Hugging Face GPT2LMHeadModel parameter names and order)",
                "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022, arXiv:2205.05198, Sec. 4.1; "
                "counting conventions of scenarios/models/generate.py"};
@@ -304,6 +305,7 @@ ModelDescription describe_llama(const LlamaSpec& spec, const std::string& name) 
                fd = static_cast<double>(f), kvd = static_cast<double>(kv), vd = static_cast<double>(v);
   m.sample = fmt::format("a {}-token sequence", s);
   m.input_features = s;
+  m.tokens_per_sample = static_cast<double>(s);
   m.sources = {"Llama architecture (Touvron et al. 2023; Hugging Face LlamaForCausalLM parameter names and order)",
                "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022 adapted to SwiGLU, RMSNorm, "
                "no dropout; counting conventions of scenarios/models/generate.py"};
@@ -402,6 +404,7 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
                                : "";
   m.sample = fmt::format("a {}-token sequence{}", s, heads_text);
   m.input_features = s;
+  m.tokens_per_sample = static_cast<double>(s);
   const char* class_name = spec.head == BertHead::pretraining      ? "BertForPreTraining"
                            : spec.head == BertHead::masked_lm      ? "BertForMaskedLM"
                            : spec.head == BertHead::classification ? "BertForSequenceClassification"

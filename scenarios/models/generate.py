@@ -132,10 +132,13 @@ def traffic(*terms):
 
 
 class Model:
-    def __init__(self, name, sample, input_features, sources, published_parameters):
+    def __init__(self, name, sample, input_features, sources, published_parameters, tokens_per_sample=None):
         self.name = name
         self.sample = sample
         self.input_features = input_features
+        # Tokens in one sample (the sequence a step trains on, padding included), for targets in
+        # tokens; None for models whose samples are not token sequences.
+        self.tokens_per_sample = tokens_per_sample
         self.sources = sources
         self.published_parameters = published_parameters
         self.layers = []
@@ -168,8 +171,10 @@ class Model:
                f"schema_version: {SCHEMA_VERSION}",
                f"name: {self.name}",
                f"sample: \"{self.sample}\"",
-               f"input_features: {self.input_features}",
-               "sources:"]
+               f"input_features: {self.input_features}"]
+        if self.tokens_per_sample is not None:
+            out.append(f"tokens_per_sample: {self.tokens_per_sample}")
+        out += ["sources:"]
         out += [f"  - \"{s}\"" for s in self.sources]
         out += ["totals:  # checked on load against the sum over layers",
                 f"  parameters: {self.parameter_count()}",
@@ -309,7 +314,7 @@ def attention_bmms(s, h, a):
 
 def gpt2(name, n_layer, h, a, published, sources):
     s, vocab = 1024, 50257
-    m = Model(name, "a 1,024-token sequence", s, sources, published)
+    m = Model(name, "a 1,024-token sequence", s, sources, published, tokens_per_sample=s)
     # wte and wpe lookups: no FLOPs worth counting; embedding dropout saves a mask.
     sh, as2 = s * h, a * s * s
     m.add("embeddings", "GPT2Embeddings", [("wte.weight", [vocab, h]), ("wpe.weight", [s, h])],
@@ -403,7 +408,7 @@ def bert(name, sample, s, sources, mlm_positions=None, fused=False):
     runs on that many positions per sample (dense sequence output), else on all `s`.
     fused: NVFuser's fused kernels and the sequence-first layout (DeepLearningExamples)."""
     h, a, n_layer, f, vocab, positions = 1024, 16, 24, 4096, 30522, 512
-    m = Model(name, sample, s, sources, published_parameters=336_226_108)
+    m = Model(name, sample, s, sources, published_parameters=336_226_108, tokens_per_sample=s)
     m.add("embeddings", "BertEmbeddings",
           [("word_embeddings.weight", [vocab, h]), ("position_embeddings.weight", [positions, h]),
            ("token_type_embeddings.weight", [2, h]), ("LayerNorm.weight", [h]), ("LayerNorm.bias", [h])],
@@ -506,7 +511,7 @@ def llama2_7b():
                " intermediate 11008, 32 layers, 32 heads, vocab 32000, untied lm_head): parameter names and order",
                "FLOPs from the GEMM shapes; activations after Korthikanti et al. 2022 adapted to SwiGLU, RMSNorm, "
                "no dropout"],
-              published_parameters=6_738_415_616)
+              published_parameters=6_738_415_616, tokens_per_sample=s)
     sh, as2, sf = s * h, a * s * s, s * f
     m.add("embed_tokens", "Embedding", [("embed_tokens.weight", [vocab, h])], 0, 0, s * h,
           memory=traffic((MB_EMBEDDING, sh)))

@@ -228,6 +228,7 @@ ModelDescription parse_model_node(const YAML::Node& root, const std::string& fil
   m.name = top.get_string("name");
   m.sample = top.get_string("sample");
   m.input_features = top.get_int_in("input_features", 1, kMaxFeatures);
+  m.tokens_per_sample = top.opt_double_in("tokens_per_sample", 1, 1e9);
   YAML::Node sources = top.node("sources");
   if (!sources.IsSequence() || sources.size() == 0) top.fail("sources", "expected a non-empty list of sources");
   for (const auto& s : sources) {
@@ -300,9 +301,11 @@ std::string measured_to_yaml(const MeasuredProfile& p) {
 }  // namespace
 
 std::string model_to_yaml(const ModelDescription& m) {
-  std::string out = fmt::format("schema_version: {}\nname: {}\nsample: {}\ninput_features: {}\nsources:\n",
+  std::string out = fmt::format("schema_version: {}\nname: {}\nsample: {}\ninput_features: {}\n",
                                 kModelSchemaVersion, yaml_scalar(m.name), yaml_scalar(m.sample, true),
                                 m.input_features);
+  if (m.tokens_per_sample) out += fmt::format("tokens_per_sample: {}\n", yaml_number(*m.tokens_per_sample));
+  out += "sources:\n";
   for (const auto& s : m.sources) out += fmt::format("  - {}\n", yaml_scalar(s, true));
   out += fmt::format(
       "totals:  # checked on load against the sum over layers\n  parameters: {}\n  forward_flops_per_sample: {}\n"

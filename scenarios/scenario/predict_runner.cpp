@@ -1,6 +1,5 @@
 #include "scenarios/scenario/predict_runner.hpp"
 
-#include <regex>
 #include <string>
 
 #include "engine/optim/grad_scaler.hpp"
@@ -62,7 +61,7 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
       [model, precision, memory_format](Device& d) { return make_cost_only_model(model, d, precision, memory_format); },
       c);
   r.hardware = p.hardware_name;
-  r.tokens_per_sample = tokens_per_sample_of(p.model.sample);
+  r.tokens_per_sample = tokens_per_sample_of(p.model);
   if (!p.measured_costs_note.empty()) r.warnings.push_back(p.measured_costs_note);
   return r;
 }
@@ -85,19 +84,13 @@ StepReport out_of_memory_before_step(const Scenario& s, const ModelDoesNotFit& e
     r.batch_global = p->batch_global * p->accumulate;
     r.batch_per_device = p->batch_per_device;
     if (p->accumulate > 1) r.accumulate = p->accumulate;
-    r.tokens_per_sample = tokens_per_sample_of(p->model.sample);
+    r.tokens_per_sample = tokens_per_sample_of(p->model);
   }
   r.out_of_memory = OutOfMemoryReport{"every GPU", e.reason(), 0, {}, std::nullopt};
   return r;
 }
 
-std::optional<double> tokens_per_sample_of(const std::string& sample) {
-  std::smatch m;
-  if (!std::regex_search(sample, m, std::regex("([0-9][0-9,]*)-token"))) return std::nullopt;
-  std::string digits = m[1].str();
-  std::erase(digits, ',');
-  return std::stod(digits);
-}
+std::optional<double> tokens_per_sample_of(const ModelDescription& model) { return model.tokens_per_sample; }
 
 StepReport predict_point(const ResolvedPoint& p, const std::string& trace_path) {
   return predict_point_with(p, trace_path, false, true);

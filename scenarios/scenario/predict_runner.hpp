@@ -27,8 +27,9 @@ StepReport predict_point_with(const ResolvedPoint& point, const std::string& tra
 // precision) where the exception carries it, else as the scenario states it.
 StepReport out_of_memory_before_step(const Scenario& s, const ModelDoesNotFit& e);
 
-// The model's tokens per sample: its description's "N-token" ("a 1,024-token
-// sequence" -> 1024), or nullopt. The reports give tokens/s with it.
-std::optional<double> tokens_per_sample_of(const std::string& sample_description);
+// The model's tokens per sample (ModelDescription::tokens_per_sample: a transformer's
+// sequence, a model file's tokens_per_sample key), or nullopt. The reports give tokens/s
+// with it. Never read off the sample's prose ("one image with its 77-token caption").
+std::optional<double> tokens_per_sample_of(const ModelDescription& model);
 
 }  // namespace dpt::scenario

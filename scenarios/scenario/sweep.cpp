@@ -180,7 +180,7 @@ Target target_in_samples_for(const Scenario& s, const Library& lib) {
       unreadable = true;  // resolving its points says what is wrong, with the file and line
       continue;
     }
-    const auto own = tokens_per_sample_of(model.sample);
+    const auto own = tokens_per_sample_of(model);
     if (t.tokens_per_sample) {
       // A count that contradicts the model's own sample would judge one sequence length
       // and simulate another (4 GPUs "meeting" 100,000 tokens/s at 2,048 tokens a sample
@@ -194,7 +194,7 @@ Target target_in_samples_for(const Scenario& s, const Library& lib) {
     }
     if (!own)
       throw std::invalid_argument(fmt::format("{}: target: the model {} does not say its tokens per sample (its sample "
-                                              "is \"{}\"); add tokens_per_sample to the target",
+                                              "is \"{}\"); add tokens_per_sample to the target, or tokens_per_sample: N to the model file",
                                               s.file, model.name, model.sample));
     if (tokens && std::abs(*tokens - static_cast<double>(*own)) > 0.5)
       throw std::invalid_argument(fmt::format(

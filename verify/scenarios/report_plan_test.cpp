@@ -237,8 +237,15 @@ TEST(PlanCounts, WholeNodesNotOnlyPowersOfTwo) {
 }
 
 TEST(PlanTokens, ConvertedWithTheModelsSequenceLength) {
-  EXPECT_EQ(scenario::tokens_per_sample_of("a 1,024-token sequence"), 1024.0);
-  EXPECT_FALSE(scenario::tokens_per_sample_of("one 224x224 RGB image"));
+  // Tokens per sample are the model's own field, never its prose: a transformer's sequence,
+  // a model file's key; an image model with a "77-token caption" in its description has none.
+  ModelDescription gpt;
+  gpt.sample = "a 1,024-token sequence";
+  gpt.tokens_per_sample = 1024;
+  EXPECT_EQ(scenario::tokens_per_sample_of(gpt), 1024.0);
+  ModelDescription clip;
+  clip.sample = "one 256x256 image with its 77-token caption";
+  EXPECT_FALSE(scenario::tokens_per_sample_of(clip));
   scenario::Target t;
   t.tokens_per_s = 2'048'000;
   const auto s = scenario::target_in_samples(t, 1024);
