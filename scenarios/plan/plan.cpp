@@ -52,7 +52,11 @@ std::vector<Scenario> scenarios_for(const YAML::Node& base_root, const Scenario&
     const auto hw = sim::load_hardware(c.hardware, lib.hardware_dir);
     YAML::Node root = YAML::Clone(base_root);
     root["target"] = target_node(target);
-    set_plan_axes(root, c.hardware, spec.strategies, plan_gpu_counts(hw.gpus_per_node, hw.gpu_count(), spec.max_gpus));
+    // Hardware with a network section takes any number of its nodes, as predict does (its
+    // file's `nodes` is the default size, not a ceiling): max_gpus bounds the plan. Only a
+    // machine without one stops at its own GPUs.
+    const int available = hw.network ? spec.max_gpus : hw.gpu_count();
+    set_plan_axes(root, c.hardware, spec.strategies, plan_gpu_counts(hw.gpus_per_node, available, spec.max_gpus));
     Scenario s = parse_scenario(emit(root), base.file + " (plan: " + c.hardware + ")", base.dir);
     s.base.overrides.insert(s.base.overrides.end(), base.base.overrides.begin(), base.base.overrides.end());
     s.target = target;

@@ -35,7 +35,8 @@ struct PlanRequest {
 // GPU counts a plan tries on hardware with `gpus_per_node` GPUs per node and
 // `available_gpus` in all: 1, 2, 4, ... below one node, the node, then every whole
 // number of nodes, up to min(available_gpus, max_gpus). Throws std::invalid_argument
-// on a count below 1.
+// on a count below 1. A plan passes max_gpus as available on hardware with a network
+// section (any number of its nodes, as predict runs them), else the machine's GPUs.
 std::vector<int> plan_gpu_counts(int gpus_per_node, int available_gpus, int max_gpus);
 
 // The sweeps that evaluate a plan: one per candidate hardware (its own GPU counts).

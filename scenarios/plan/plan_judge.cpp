@@ -141,7 +141,17 @@ PlanResult judge_plan(const SweepResult& sweep, const Target& target, const Plan
     if (v.kind != PlanVerdictKind::more_expensive) continue;
     const auto& p = sweep.points[v.point];
     if (!cost(v) || !cost(w)) {
-      v.reason = fmt::format("meets the target with {} GPUs against {}", p.gpus(), wp.gpus());
+      // Unpriced (or priced in part: prices cannot be compared with no price), fewest GPUs
+      // win, then the higher throughput: say which decided.
+      const std::string why = all_priced || std::none_of(spec.candidates.begin(), spec.candidates.end(),
+                                                          [](const PlanCandidate& c) { return c.price_per_gpu_hour.has_value(); })
+                                  ? ""
+                                  : " (not every candidate has a price: GPU counts decide)";
+      if (p.gpus() != wp.gpus())
+        v.reason = fmt::format("meets the target with {} GPUs against {}{}", p.gpus(), wp.gpus(), why);
+      else
+        v.reason = fmt::format("meets the target with as many GPUs ({}) at {} samples/s against {}{}", p.gpus(),
+                               report::format_figure(thr(p)), report::format_figure(thr(wp)), why);
       continue;
     }
     const double extra = *cost(w) > 0 ? *cost(v) / *cost(w) - 1 : 0;
@@ -180,6 +190,10 @@ std::string plan_answer(const PlanResult& plan) {
                               p.gpus(), p.gpu_name, p.hardware, report::strategy_display_name(p.strategy),
                               report::format_figure(thr(p)));
   if (w.price_per_hour) s += fmt::format(" for {} per hour", plan_money(plan.spec, *w.price_per_hour));
+  const auto priced = std::count_if(plan.spec.candidates.begin(), plan.spec.candidates.end(),
+                                    [](const PlanCandidate& c) { return c.price_per_gpu_hour.has_value(); });
+  if (priced > 0 && priced < static_cast<long>(plan.spec.candidates.size()))
+    s += " (not every candidate has a price, so the fewest GPUs won, then the highest throughput)";
   if (w.hours_to_train) {
     s += fmt::format("; training {} samples takes {}", report::format_count(*run_samples(plan.target, plan.spec)),
                      hours_text(*w.hours_to_train));

@@ -340,6 +340,26 @@ TEST(Plan, PlantedBugRankingByHourlyPriceIsCaught) {
   EXPECT_EQ(scenario::plan_point_gpus(plan.sweep.points[plan.verdicts[*plan.winner].point]), 4);
 }
 
+// Invariant: where not every candidate has a price, costs cannot be compared, so the
+// fewest GPUs win, then the higher throughput, and the verdicts and the answer say so. A
+// configuration with as many GPUs as the winner loses on throughput, and says that; it
+// read "meets the target with 4 GPUs against 4" (found by an outside-user review).
+TEST(Plan, PricesForSomeCandidatesOnlyRankByGpusAndSaySo) {
+  scenario::PlanSpec spec;
+  spec.candidates = {{"l40s-4x-pcie4", 1.0, ""}, {"dgx-a100", std::nullopt, ""}};
+  const auto plan = scenario::judge_plan(plan_sweep(), scenario::Target{5000.0, std::nullopt, std::nullopt}, spec);
+  ASSERT_TRUE(plan.winner.has_value());
+  EXPECT_EQ(plan.verdicts[*plan.winner].point, 1u);
+  EXPECT_EQ(plan.verdicts[0].reason,
+            "meets the target with as many GPUs (4) at 6,000 samples/s against 12,000 (not every candidate has a price: "
+            "GPU counts decide)");
+  EXPECT_EQ(plan.verdicts[2].reason,
+            "meets the target with 8 GPUs against 4 (not every candidate has a price: GPU counts decide)");
+  EXPECT_NE(scenario::plan_answer(plan).find("not every candidate has a price, so the fewest GPUs won"),
+            std::string::npos)
+      << scenario::plan_answer(plan);
+}
+
 TEST(Plan, NearTieWithinTheMarginIsAnAlternativeWithItsAdvantage) {
   // Point 2 moves to hardware "b" at 1.01 per GPU-hour on 4 GPUs: 4.04 per hour, +1 %
   // over the winner's 4.00 and 16,000 / 12,000 = 1.33x its throughput.

@@ -89,6 +89,31 @@ TEST(Library, DeeperResNetsForwardFlopsMatchTheirPublishedFigures) {
   EXPECT_LT(g152, 2 * 11.7);
 }
 
+// Invariant: a plan on hardware with a network section tries every whole number of its
+// nodes up to max_gpus, as predict runs any number of them (the file's `nodes` is its
+// default size); a machine without one (4 L40S on PCIe) stops at its own GPUs. Until
+// 2026-12-07 a 4-node cluster file stopped the plan at 32 GPUs whatever --max-gpus said,
+// and a target 48 H100s meet was reported as met by none.
+TEST(PlanScenarios, ClusterHardwareTakesNodesUpToMaxGpus) {
+  PlanRequest q;
+  q.model = "resnet50";
+  q.target.samples_per_s = 1000;
+  q.spec.candidates = {{"dgx-h100-cluster", 4.5, ""}, {"l40s-4x-pcie4", 1.1, ""}};
+  q.spec.strategies = {"ddp"};
+  q.spec.max_gpus = 80;
+  const auto plans = plan_scenarios(q, lib());
+  ASSERT_EQ(plans.size(), 2u);
+  auto gpus_of = [](const Scenario& s) {
+    std::vector<int> v;
+    for (const auto& axis : s.sweep)
+      if (axis.name == "gpus")
+        for (const auto& n : axis.values) v.push_back(n.as<int>());
+    return v;
+  };
+  EXPECT_EQ(gpus_of(plans[0]), (std::vector<int>{1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80}));
+  EXPECT_EQ(gpus_of(plans[1]), (std::vector<int>{1, 2, 4}));
+}
+
 TEST(Library, EveryScenarioFileValidates) {
   std::vector<fs::path> files = yaml_files(kScenarios / "whatif");
   ASSERT_GE(files.size(), 8u);
