@@ -60,10 +60,13 @@ int run_calibrate(const CalibrateFlags& f) {
   const CalibratedHardware r = calibrate_hardware(
       base, base_yaml,
       {f.from, f.op.empty() ? std::nullopt : std::optional<std::string>(f.op), verify::utc_timestamp_now()});
-  for (const auto& line : r.read) std::cout << line << "\n";
-  for (const auto& line : r.changes) std::cout << line << "\n";
+  // With the file on stdout, what was read and changed goes to stderr: `calibrate ... >
+  // my.yaml` writes a hardware file that loads (the summary had made it invalid YAML).
+  std::ostream& said = f.out.empty() ? std::cerr : std::cout;
+  for (const auto& line : r.read) said << line << "\n";
+  for (const auto& line : r.changes) said << line << "\n";
   if (f.out.empty()) {
-    std::cout << "\n" << r.yaml;
+    std::cout << r.yaml;
   } else {
     write_file_atomic(f.out, r.yaml, {.create_parent_dirs = true});
     std::cout << "calibrated hardware file written to " << f.out << "\n";

@@ -14,6 +14,9 @@
 
 namespace dpt {
 namespace {
+// Below this fraction of a link's rate a calibrated efficiency is flagged (see changes).
+constexpr double kLowEfficiency = 0.05;
+
 
 // The file's JSON when it is a JSON object (bench output), else nothing (an nccl-tests log).
 std::optional<nlohmann::json> json_object_in(const std::string& path) {
@@ -68,6 +71,15 @@ void from_logs(const sim::HardwareSpec& base, const std::vector<NcclTestsLog>& l
                                       fc.measured_busbw_Bps / 1e9, fc.predicted_before_Bps / 1e9,
                                       fc.predicted_after_Bps / 1e9,
                                       fc.reached ? "" : " (cannot reach: " + fc.bound + ")"));
+    // An efficiency this low is a machine running another way than its file says (SHM where
+    // the file has P2P, a link trained down, a throttled GPU) more often than a slow link:
+    // written, but said.
+    if (!rate && fc.field.rfind("efficiency.", 0) == 0 && fc.field != "efficiency.nccl_latency" &&
+        fc.after < kLowEfficiency)
+      out.changes.push_back(fmt::format(
+          "warning: {} {:.4g} is under {}: the log ran about {:.0f}x slower than the file's links allow; check that "
+          "it ran as the file describes (NCCL_P2P_DISABLE, NCCL_ALGO/NCCL_PROTO, the transport NCCL_DEBUG=INFO names)",
+          fc.field, fc.after, kLowEfficiency, fc.before / fc.after));
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/fault_injection.hpp"
 #include "scenarios/measure/twin_figures.hpp"
 #include "sim/collectives/collectives.hpp"
 #include "sim/collectives/nccl_model.hpp"
@@ -52,6 +53,10 @@ double& bounding_field(sim::HardwareSpec& hw, const NcclTestsLog& log, std::stri
 const double kFitTolerance = std::log1p(0.01);
 // The bandwidth fit's size: the twin's latency under this share of its time there.
 constexpr double kMaxLatencyShare = 0.10;
+// How far a log may beat the twin at a field's most (efficiency 1, the link's raw rate) and still
+// be capped there rather than refused: a few per cent is a datasheet's rounding; 25 % more is
+// another machine.
+constexpr double kMaxBeyondReach = 1.25;
 constexpr int kFitSteps = 40;
 
 struct FieldFit {
@@ -208,6 +213,14 @@ void fit_latency(sim::HardwareSpec& hw, const NcclTestsLog& log, const std::stri
                                  predicted * 1e6, field)
                    : fmt::format("at nccl_latency {:.4g} (its bound) the twin takes {:.4g} us", field,
                                  predicted * 1e6);
+  // Faster than the links' own latencies allow by more than a quarter: not this machine.
+  if (!fit.reached && fit.h > 0 && predicted > kMaxBeyondReach * t.time_s &&
+      !fault_active(Fault::calibrate_trusts_broken_logs))
+    throw std::invalid_argument(fmt::format(
+        "{}:{}: {} B in {:.4g} us, but the twin takes at least {:.4g} us there (the hardware file's link latencies, "
+        "with NCCL's latency term scaled to nothing): the log is faster than hardware '{}' can be; give the hardware "
+        "file of the machine it ran on",
+        log.where, small->line, small->size_bytes, t.time_s * 1e6, predicted * 1e6, hw.name));
   if (const auto [now, now_at] = worst_error(hw, log); now > was + kFitTolerance) {
     fc.bound = fmt::format("fitting it to {} B ({:.4g} -> {:.4g}) raises the twin's worst |log(twin / measured)| over "
                            "{} from {:.3f} (at {} B) to {:.3f} (at {} B): the twin's time there is not NCCL's "
@@ -299,6 +312,39 @@ void require_same_gpus(const sim::HardwareSpec& hw, const std::vector<std::strin
   }
 }
 
+// A log calibrates only if it is one nccl-tests could have written of a run that worked:
+// no wrong results in either column (out-of-place or in-place) nor in its trailer, and
+// every row's time agrees with its bandwidth (algbw = size / time: a row with time 0.00
+// and a busbw is not a measurement). Throws std::invalid_argument naming the line.
+void require_sound_log(const NcclTestsLog& log) {
+  if (log.out_of_bounds && *log.out_of_bounds > 0)
+    throw std::invalid_argument(fmt::format("{}: 'Out of bounds values : {}': the run gave wrong results, so its "
+                                            "figures calibrate nothing",
+                                            log.where, *log.out_of_bounds));
+  for (const auto& row : log.rows)
+    for (const auto& [column, timing] : {std::pair{"out-of-place", &row.out_of_place}, std::pair{"in-place", &row.in_place}}) {
+      if (!*timing) continue;
+      const NcclTestsTiming& t = **timing;
+      if (t.wrong && *t.wrong > 0 && !fault_active(Fault::calibrate_trusts_broken_logs))
+        throw std::invalid_argument(fmt::format("{}:{}: {} #wrong = {}: the collective gave wrong results, so the log "
+                                                "calibrates nothing",
+                                                log.where, row.line, column, *t.wrong));
+      if (t.time_s <= 0 && (t.algbw_Bps > 0 || t.busbw_Bps > 0))
+        throw std::invalid_argument(fmt::format("{}:{}: {} time {} us with busbw {:.4g} GB/s: a bandwidth needs a time "
+                                                "(nccl-tests prints algbw = size / time)",
+                                                log.where, row.line, column, t.time_s * 1e6, t.busbw_Bps / 1e9));
+      // The columns are rounded to 2 decimals: compare where both carry 3 digits or more.
+      if (t.time_s >= 1e-6 && t.algbw_Bps >= 1e9) {
+        const double implied = static_cast<double>(row.size_bytes) / t.time_s;
+        if (std::abs(implied / t.algbw_Bps - 1) > 0.05)
+          throw std::invalid_argument(fmt::format("{}:{}: {} algbw {:.4g} GB/s, but {} B in {:.4g} us is {:.4g} GB/s: "
+                                                  "not a row nccl-tests writes",
+                                                  log.where, row.line, column, t.algbw_Bps / 1e9, row.size_bytes,
+                                                  t.time_s * 1e6, implied / 1e9));
+      }
+    }
+}
+
 NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, const std::vector<NcclTestsLog>& logs,
                                                const std::string& date) {
   if (logs.empty()) throw std::invalid_argument("calibrate: no nccl-tests log given");
@@ -314,6 +360,7 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
       throw std::invalid_argument(fmt::format("{}: {} ranks, but hardware '{}' has {} GPUs (and a collective needs 2)",
                                               log.where, log.ranks, base.name, base.gpu_count()));
     require_same_gpus(base, log.device_names, log.where);
+    require_sound_log(log);
     if (static_cast<int>(log.hosts.size()) > base.nodes)
       throw std::invalid_argument(fmt::format("{}: ranks on {} hosts, but hardware '{}' has {} node(s)", log.where,
                                               log.hosts.size(), base.name, base.nodes));
@@ -370,6 +417,16 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
     });
     fc.reached = fit.reached;
     fc.capped = !fit.reached && fit.h < 0 && fit.moves;
+    // Faster than the hardware file allows at efficiency 1 by more than a quarter: the log is
+    // of other hardware, or the file's rates are wrong. Capping the field would write a file
+    // that claims to match a log it cannot (and its latency fit would follow that log).
+    if (!fit.reached && t.busbw_Bps > kMaxBeyondReach * predicted && !fault_active(Fault::calibrate_trusts_broken_logs))
+      throw std::invalid_argument(fmt::format(
+          "{}:{}: busbw {:.4g} GB/s at {} B, but the twin reaches at most {:.4g} GB/s there ({} up to its bound): the "
+          "log is {:.2g}x faster than hardware '{}' can be; give the hardware file of the machine it ran on, or fix its "
+          "link rates",
+          log.where, row.line, t.busbw_Bps / 1e9, row.size_bytes, predicted / 1e9, fc.field, t.busbw_Bps / predicted,
+          base.name));
     if (!fit.reached) {
       const sim::NcclGraph g = sim::nccl_graph(out.spec, log.ranks, std::max<int>(1, log.hosts.size()),
                                                !ranks_use_shm(out.spec, log.ranks));

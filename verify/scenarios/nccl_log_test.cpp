@@ -471,10 +471,56 @@ TEST(NcclCalibration, RejectsWrongResultsAndTooManyRanks) {
     calibrate_from_nccl_logs(base, {bad}, "now");
     FAIL() << "calibrated from wrong results";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("wrong.log:38: #wrong = 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("wrong.log:38: out-of-place #wrong = 3"), std::string::npos) << e.what();
   }
   const auto eight = read_nccl_tests_log(data_path("dgx-h100-8gpu-all_gather.log"));
   EXPECT_THROW(calibrate_from_nccl_logs(base, {eight}, "now"), std::invalid_argument);  // 8 ranks, 4 GPUs
+}
+
+// Invariant: a log calibrates only if nccl-tests could have written it of a run that worked
+// and of this hardware: wrong results in either column or in the trailer, a row whose time
+// does not give its bandwidth, and a figure well beyond what the hardware file allows at
+// efficiency 1 are refused, naming the line (an outside-user review had each of these
+// write a file: an in-place #wrong of 3 set efficiency.p2p to 0.77, a 2,299 GB/s A100 log
+// set the latency scale). Planted calibrate-trusts-broken-logs fits them.
+namespace {
+std::string calibrate_error(const std::string& text) {
+  std::istringstream in(text);
+  const auto log = parse_nccl_tests_log(in, "bad.log");
+  try {
+    calibrate_from_nccl_logs(sim::load_hardware("l40s-4x-pcie4", kHardwareLibrary), {log}, "now");
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(NcclCalibration, BrokenOrImpossibleLogsAreRefusedNamingTheLine) {
+  const std::string text = slurp(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  const std::string in_place = replace_once(text, "   9.16   13.73       0", "   9.16   13.73       2");
+  EXPECT_NE(calibrate_error(in_place).find("bad.log:38: in-place #wrong = 2"), std::string::npos)
+      << calibrate_error(in_place);
+  const std::string trailer = replace_once(text, "Out of bounds values : 0 OK", "Out of bounds values : 5 FAILED");
+  EXPECT_NE(calibrate_error(trailer).find("'Out of bounds values : 5'"), std::string::npos) << calibrate_error(trailer);
+  const std::string zero = replace_once(text, "   212.50    4.93", "     0.00    4.93");
+  EXPECT_NE(calibrate_error(zero).find("bad.log:31: out-of-place time 0 us"), std::string::npos)
+      << calibrate_error(zero);
+  const std::string algbw = replace_once(text, "  1015.30    8.26   12.39", "  1015.30   28.26   42.39");
+  EXPECT_NE(calibrate_error(algbw).find("bad.log:34: out-of-place algbw 28.26 GB/s"), std::string::npos)
+      << calibrate_error(algbw);
+  // 137 GB/s of all-reduce bus bandwidth on 4 L40S over PCIe Gen4 (about 25 GB/s a link).
+  const std::string fast = replace_once(replace_once(text, "14682.0    9.14   13.71", "1468.20   91.42  137.10"),
+                                        "14660.0    9.16   13.73", "1466.00   91.56  137.30");
+  EXPECT_NE(calibrate_error(fast).find("bad.log:38: busbw 137.1 GB/s"), std::string::npos) << calibrate_error(fast);
+  EXPECT_NE(calibrate_error(fast).find("faster than hardware 'l40s-4x-pcie4' can be"), std::string::npos);
+  EXPECT_EQ(calibrate_error(text), "");  // the sound log calibrates
+}
+
+TEST(NcclCalibration, PlantedBugTrustingBrokenLogsIsCaught) {
+  const ScopedFault f(Fault::calibrate_trusts_broken_logs);
+  const std::string text = slurp(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  EXPECT_EQ(calibrate_error(replace_once(text, "   9.16   13.73       0", "   9.16   13.73       2")), "");
 }
 
 TEST(NcclCalibration, TheCommandWritesTheFile) {
