@@ -67,6 +67,7 @@ const std::vector<Fault>& all_faults() {
       Fault::gloo_core_contention_omitted,
       Fault::nccl_nvls_rounds_ignored,
       Fault::calibrate_trusts_broken_logs,
+      Fault::bench_one_rank_free,
       Fault::nccl_tests_launch_free,
       Fault::net_rails_one_nic,
       Fault::net_gdr_ignored,
@@ -166,6 +167,7 @@ const char* fault_name(Fault f) {
     case Fault::gloo_core_contention_omitted: return "gloo-core-contention-omitted";
     case Fault::nccl_nvls_rounds_ignored: return "nvls-rounds-ignored";
     case Fault::calibrate_trusts_broken_logs: return "calibrate-trusts-broken-logs";
+    case Fault::bench_one_rank_free: return "bench-one-rank-free";
     case Fault::nccl_tests_launch_free: return "nccl-tests-launch-free";
     case Fault::net_rails_one_nic: return "net-rails-one-nic";
     case Fault::net_gdr_ignored: return "net-gdr-ignored";

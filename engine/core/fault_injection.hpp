@@ -60,6 +60,7 @@ enum class Fault : unsigned {
   gloo_core_contention_omitted,     // "gloo-core-contention-omitted": gloo's CPU work overlaps compute for free
   nccl_nvls_rounds_ignored,         // "nvls-rounds-ignored": one-node NVLS pipelines 512 KiB pieces, no gather stage
   calibrate_trusts_broken_logs,     // "calibrate-trusts-broken-logs": calibrate fits logs with wrong results or beyond the hardware
+  bench_one_rank_free,              // "bench-one-rank-free": a one-rank bench call copies nothing (launch time alone)
   nccl_tests_launch_free,           // "nccl-tests-launch-free": the bench's host thread launches kernels for free
   net_rails_one_nic,                // "net-rails-one-nic": every ring channel crosses the nodes through the same GPU and NIC
   net_gdr_ignored,                  // "net-gdr-ignored": without GPUDirect RDMA the NIC still reaches GPU memory directly

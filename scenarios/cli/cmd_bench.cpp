@@ -36,6 +36,7 @@
 #include "engine/io/atomic_file.hpp"
 #include "engine/core/units.hpp"
 #include "sim/collectives/collectives.hpp"
+#include "sim/twin/sim_process.hpp"
 #include "sim/net/hardware.hpp"
 #include "sim/twin/step_report.hpp"
 
@@ -78,6 +79,8 @@ constexpr Bytes kMaxBenchBytes = Bytes{1} << 50;
 // (warm-up + timed iterations)): bounds that keep a sweep to minutes.
 constexpr int kMaxBenchIters = 100000;
 constexpr std::size_t kMaxSimCollectiveCalls = 100000;
+// Memory mappings a simulation needs besides its actors' stacks (libraries, heap, SimGrid).
+constexpr long kMapsHeadroom = 2000;
 
 // nccl-tests' parsesize: a number with an optional K, M or G suffix (powers of 1024).
 // The result is a whole number of bytes in 1 .. kMaxBenchBytes.
@@ -175,6 +178,14 @@ SimBenchSetup sim_setup(const BenchOptions& o) {
   if (n < 1 || n > s.hw.gpu_count())
     throw std::invalid_argument(
         fmt::format("--devices {} is not in 1..{} (GPUs of {})", n, s.hw.gpu_count(), s.hw.name));
+  // SimGrid gives every rank's actor a stack of its own, about 2 memory mappings each; past
+  // the kernel's vm.max_map_count the simulation dies mid-run ("Failed to protect stack").
+  if (const auto maps = sim::max_memory_maps(); maps && 2L * n + kMapsHeadroom > *maps)
+    throw std::invalid_argument(fmt::format(
+        "{} ranks need about {} memory mappings for the simulation's actor stacks, more than this machine's "
+        "vm.max_map_count ({}): bench at most {} ranks here{} (or raise it: sysctl -w vm.max_map_count=262144)",
+        n, 2L * n + kMapsHeadroom, *maps, (*maps - kMapsHeadroom) / 2,
+        o.nodes ? fmt::format(" (--nodes {} or fewer)", (*maps - kMapsHeadroom) / 2 / s.hw.gpus_per_node) : ""));
   for (int r = 0; r < n; ++r) s.ranks.push_back(r);
   return s;
 }
@@ -184,10 +195,19 @@ std::vector<BenchRow> bench_sim_rows(const BenchOptions& o, sim::CollectiveOp op
   const auto sizes = sweep(o, op, n);
   const Bytes eb = dtype_bytes(o.dtype);
   const Bytes gpu_memory = setup.hw.gpu.memory_bytes;
-  if (!sizes.empty() && sizes.back().first > gpu_memory)
-    throw std::invalid_argument(fmt::format("-e {}: a buffer of {} bytes does not fit in one GPU's memory ({} has {} "
-                                            "bytes)",
-                                            o.max_bytes, sizes.back().first, setup.hw.gpu.name, gpu_memory));
+  if (!sizes.empty()) {
+    // nccl-tests allocates a send and a receive buffer on every GPU (out-of-place): both the
+    // size for all_reduce and broadcast, the size and its 1/n share for all_gather (receive)
+    // and reduce_scatter (send).
+    const Bytes size = sizes.back().first;
+    const bool shared = op == sim::CollectiveOp::all_gather || op == sim::CollectiveOp::reduce_scatter;
+    const Bytes need = size + (shared ? size / n : size);
+    if (need > gpu_memory)
+      throw std::invalid_argument(fmt::format("-e {}: {} B of {} needs {} bytes of send and receive buffers on a GPU, "
+                                              "more than its memory ({} has {} bytes)",
+                                              o.max_bytes, size, sim::collective_op_name(op), need, setup.hw.gpu.name,
+                                              gpu_memory));
+  }
   const std::size_t calls = sizes.size() * static_cast<std::size_t>(o.warmup + o.iters);
   if (calls > kMaxSimCollectiveCalls)
     throw std::invalid_argument(fmt::format("-n {} -w {}: {} sizes x {} iterations = {} collectives to simulate, at most "
@@ -230,8 +250,14 @@ std::vector<BenchRow> bench_sim_rows(const BenchOptions& o, sim::CollectiveOp op
 
 void print_table(const BenchOptions& o, sim::CollectiveOp op, int n, const std::string& machine,
                  const std::vector<BenchRow>& rows) {
-  fmt::print("# dptwin bench: backend {}, {}, {} ranks, op {}, -b {} -e {} -f {} -n {} -w {}\n", o.backend, machine, n,
-             sim::collective_op_name(op), o.min_bytes, o.max_bytes, o.factor, o.iters, o.warmup);
+  // Every setting that shapes the figures, so a saved table says how to reproduce it.
+  std::string more = fmt::format(" -g {} -d {}", o.gpus_per_thread, o.dtype);
+  if (o.algo) more += fmt::format(" --algo {}", *o.algo);
+  if (o.proto) more += fmt::format(" --proto {}", *o.proto);
+  if (o.nccl_version) more += fmt::format(" --nccl-version {}", *o.nccl_version);
+  fmt::print("# dptwin bench: backend {}, {}, {} rank{}, op {}, -b {} -e {} -f {} -n {} -w {}{}\n", o.backend, machine, n,
+             n == 1 ? "" : "s", sim::collective_op_name(op), o.min_bytes, o.max_bytes, o.factor, o.iters, o.warmup,
+             more);
   fmt::print("# sizes: K/M/G = 1024^k bytes; bandwidths: GB/s = 1e9 bytes/s\n");
   fmt::print("#{:>11} {:>12} {:>8} {:>6} {:>6} {:>10} {:>8} {:>8}   {:<12}\n", "size", "count", "type", "redop", "root",
              "time", "algbw", "busbw", "algo");
@@ -263,7 +289,7 @@ nlohmann::json bench_json(const BenchOptions& o, sim::CollectiveOp op, int n, co
   // What else shaped the figures, so a saved result says how to reproduce it (null: the
   // hardware file's or NCCL's own choice).
   const auto or_null = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-  j["nodes"] = or_null(o.nodes);
+  j["nodes"] = or_null(o.nodes);  // --nodes as given (null: the file's); "hardware" names the nodes spanned
   j["gpus_per_thread"] = o.gpus_per_thread;
   j["algo"] = or_null(o.algo);
   j["proto"] = or_null(o.proto);
@@ -328,8 +354,11 @@ int run_bench(const BenchOptions& o) {
   const SimBenchSetup setup = sim_setup(o);
   const auto rows = bench_sim_rows(o, op, setup);
   const int n = static_cast<int>(setup.ranks.size());
+  // The nodes the ranks span (ranks fill nodes in order), not the file's: 12 ranks of a
+  // 4-node DGX A100 cluster run on 2.
+  const int spanned = static_cast<int>((n + setup.hw.gpus_per_node - 1) / setup.hw.gpus_per_node);
   const std::string machine =
-      setup.hw.nodes > 1 ? fmt::format("{} x {} nodes", setup.hw.name, setup.hw.nodes) : setup.hw.name;
+      spanned > 1 ? fmt::format("{} x {} nodes", setup.hw.name, spanned) : setup.hw.name;
   const nlohmann::json doc = bench_json(o, op, n, machine, rows);
   if (o.json) print_json(doc);
   else print_table(o, op, n, machine, rows);

@@ -1,5 +1,6 @@
 #include "scenarios/measure/bench_sim.hpp"
 
+#include <algorithm>
 #include <memory>
 #include <stdexcept>
 
@@ -39,6 +40,26 @@ Seconds run_rank_calls(sim::CollectiveGroup& group, simgrid::s4u::Barrier& sync,
   }
   return base;
 }
+// One rank: NCCL moves nothing between GPUs. Out-of-place, nccl-tests' first column, it
+// copies the send buffer into the receive buffer on the device (enqueue.cc,
+// ncclLaunchOneRank: a device-to-device cudaMemcpyAsync), reading and writing every byte
+// at the GPU's streaming bandwidth (memory_bandwidth x efficiency.memory_bandwidth). The
+// host launches a call every launch_s (-g GPUs per thread: one here) and the copies run
+// in stream order, none before its launch.
+std::vector<SimBenchRow> one_rank_rows(const sim::HardwareSpec& hw, const SimBenchRun& run, Seconds launch_s) {
+  const double stream_Bps = hw.gpu.memory_bandwidth * hw.efficiency.memory_bandwidth;
+  if (!(stream_Bps > 0))
+    throw std::invalid_argument(fmt::format("hardware '{}': no memory bandwidth for a one-rank copy", hw.name));
+  std::vector<SimBenchRow> rows;
+  for (const auto& call : run.calls) {
+    const Seconds copy_s = 2.0 * static_cast<double>(call.bytes()) / stream_Bps;
+    Seconds gpu_free = 0;
+    for (int i = 0; i < run.timed_iters; ++i)
+      gpu_free = std::max(gpu_free, host_launch_offset_s(i, 0, 1, launch_s)) + copy_s;
+    rows.push_back({gpu_free / run.timed_iters, "one_rank", "copy", 0});
+  }
+  return rows;
+}
 }  // namespace
 
 std::vector<SimBenchRow> run_bench_sim(const sim::HardwareSpec& hw, const SimBenchRun& run) {
@@ -49,6 +70,7 @@ std::vector<SimBenchRow> run_bench_sim(const sim::HardwareSpec& hw, const SimBen
   const int n = static_cast<int>(run.ranks.size());
   const int per_size = run.warmup_iters + run.timed_iters;
   const Seconds launch_s = run.launch_s >= 0 ? run.launch_s : hw.gpu.kernel_launch_latency_s;
+  if (n == 1 && !fault_active(Fault::bench_one_rank_free)) return one_rank_rows(hw, run, launch_s);
   std::shared_ptr<sim::CollectiveGroup> group;
   auto timed_start = std::make_shared<std::vector<Seconds>>(run.calls.size(), 0.0);
   const std::string out = sim::run_simulation(

@@ -357,6 +357,15 @@ std::unique_ptr<simgrid::s4u::Engine> make_engine() {
   return std::make_unique<simgrid::s4u::Engine>(&argc, argv);
 }
 
+std::optional<long> max_memory_maps() {
+  std::FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r");
+  if (!f) return std::nullopt;
+  long maps = 0;
+  const bool ok = std::fscanf(f, "%ld", &maps) == 1 && maps > 0;
+  std::fclose(f);
+  return ok ? std::optional<long>(maps) : std::nullopt;
+}
+
 std::string run_simulation(const HardwareSpec& hw, const std::function<void(Platform&)>& setup,
                            const std::function<std::string(Platform&)>& finish, const PlatformOptions& options) {
   return run_in_child_process([&]() {

@@ -30,6 +30,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -107,5 +108,10 @@ std::unique_ptr<simgrid::s4u::Engine> make_engine();
 // held to the budget's event count.
 std::string run_simulation(const HardwareSpec& hw, const std::function<void(Platform&)>& setup,
                            const std::function<std::string(Platform&)>& finish, const PlatformOptions& options = {});
+
+// The kernel's limit on one process's memory mappings (/proc/sys/vm/max_map_count, 65530 by
+// default), which bounds the actors a simulation can hold (each actor's stack and its guard
+// page); nullopt where it cannot be read.
+std::optional<long> max_memory_maps();
 
 }  // namespace dpt::sim

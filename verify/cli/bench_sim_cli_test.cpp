@@ -5,6 +5,8 @@
 // datasheet.
 #include <gtest/gtest.h>
 
+#include "sim/twin/sim_process.hpp"
+
 #include <cmath>
 #include <filesystem>
 #include <sstream>
@@ -144,6 +146,33 @@ TEST(BenchSim, ARangeWithoutOneElementIsRefused) {
   EXPECT_EQ(bench({"--hardware", "dgx-h100", "--op", "all_gather", "-b", "8", "-e", "32", "-n", "1", "-w", "0"})
                 .exit_code,
             0);
+}
+
+// nccl-tests allocates a send and a receive buffer on every GPU: an all-reduce of 16 GiB
+// needs 32 GiB on a 16 GiB V100 and is refused naming both (it was accepted: the check
+// counted one buffer). The header names the nodes the ranks span (12 ranks of a 4-node
+// DGX A100 cluster: 2; it said the file's 4) and every setting that shapes the figures.
+TEST(BenchSim, BuffersMustFitAndTheHeaderSaysWhatRan) {
+  const CliResult big = bench({"--hardware", "dgx1-v100", "-b", "16G", "-e", "16G"});
+  EXPECT_EQ(big.exit_code, 2) << big.out;
+  EXPECT_NE(big.err.find("needs 34359738368 bytes of send and receive buffers on a GPU"), std::string::npos) << big.err;
+  const CliResult twelve =
+      bench({"--hardware", "dgx-a100-cluster", "--devices", "12", "-b", "1M", "-e", "1M", "-n", "1", "-w", "0"});
+  EXPECT_EQ(twelve.exit_code, 0) << twelve.err;
+  EXPECT_NE(twelve.out.find("dgx-a100-cluster x 2 nodes, 12 ranks"), std::string::npos) << twelve.out;
+  EXPECT_NE(twelve.out.find("-n 1 -w 0 -g 1 -d float\n"), std::string::npos) << twelve.out;
+}
+
+// SimGrid gives every rank's actor a stack (about two memory mappings): past the kernel's
+// vm.max_map_count the simulation died mid-run with SimGrid's "Failed to protect stack"
+// (4,096 DGX H100 nodes, 32,768 ranks, on a machine at the default 65,530). It is refused
+// before anything runs, with the largest count that fits.
+TEST(BenchSim, RanksBeyondTheMachinesMemoryMapsAreRefused) {
+  const auto maps = sim::max_memory_maps();
+  if (!maps || *maps > 2L * 32768 + 2000) GTEST_SKIP() << "vm.max_map_count allows 32,768 ranks here";
+  const CliResult r = bench({"--hardware", "dgx-h100-cluster", "--nodes", "4096", "-b", "1M", "-e", "1M"});
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("vm.max_map_count"), std::string::npos) << r.err;
 }
 
 TEST(BenchSim, JsonCarriesTheTableRows) {

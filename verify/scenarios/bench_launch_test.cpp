@@ -70,3 +70,38 @@ TEST(BenchLaunch, OneGpuPerThreadIsHiddenWhenGpuBound) {
 }
 
 }  // namespace
+
+namespace dpt {
+namespace {
+using dpt::test::kHardwareLibrary;
+
+// Invariant: one rank moves nothing between GPUs, but out-of-place (nccl-tests' first
+// column) NCCL copies the send buffer into the receive buffer on the device, reading and
+// writing every byte: a call takes at least 2 x bytes / (memory_bandwidth x
+// efficiency.memory_bandwidth) of the hardware file (H200: 4.8 TB/s x its fraction), so
+// its algorithm bandwidth never passes half the streaming rate. Planted
+// bench-one-rank-free (launch time alone) gave 8 GiB in 4 us: 2,147,483 GB/s.
+double one_rank_algbw_over_bound(Bytes bytes) {
+  const sim::HardwareSpec hw = sim::load_hardware("h200-1x", kHardwareLibrary);
+  SimBenchRun run;
+  run.ranks = {0};
+  run.calls = {{CollectiveOp::all_reduce, static_cast<Elements>(bytes / 4), 4, 0}};
+  run.timed_iters = 5;
+  const Seconds t = run_bench_sim(hw, run).at(0).time_s;
+  const double bound = hw.gpu.memory_bandwidth * hw.efficiency.memory_bandwidth / 2;
+  return static_cast<double>(bytes) / t / bound;
+}
+
+TEST(BenchOneRank, CopiesItsBufferAtNoMoreThanTheStreamingRate) {
+  for (Bytes b : {Bytes{1} << 20, Bytes{1} << 30, Bytes{8} << 30}) EXPECT_LE(one_rank_algbw_over_bound(b), 1 + 1e-9) << b;
+  // Large copies run at that rate (launches hidden behind them).
+  EXPECT_GE(one_rank_algbw_over_bound(Bytes{1} << 30), 0.99);
+}
+
+TEST(BenchOneRank, PlantedBugFreeOneRankIsCaught) {
+  const ScopedFault bug(Fault::bench_one_rank_free);
+  EXPECT_GT(one_rank_algbw_over_bound(Bytes{8} << 30), 100.0);
+}
+
+}  // namespace
+}  // namespace dpt
