@@ -126,6 +126,10 @@ std::map<fidelity::EntryClass, double> parse_median_limits(const std::vector<std
       throw std::invalid_argument(fmt::format("--max-median-error {}: '{}' is not a number", s, s.substr(eq + 1)));
     }
     if (!(pct > 0)) throw std::invalid_argument(fmt::format("--max-median-error {}: must be a positive percentage", s));
+    // A class given twice would keep the last limit, and a gate reads as the first.
+    if (out.count(it->second))
+      throw std::invalid_argument(fmt::format("--max-median-error {}: {} has a limit already ({:g}); give one per class",
+                                              s, it->first, out.at(it->second)));
     out[it->second] = pct;
   }
   return out;
@@ -145,6 +149,17 @@ int run_fidelity(const FidelityArgs& a) {
       if (a.only.empty() || e.id.find(a.only) != std::string::npos)
         jobs.push_back({&e, std::filesystem::path(s.file).parent_path(), fidelity::cost_hint(e)});
   if (jobs.empty()) throw std::invalid_argument(fmt::format("--only {}: no entry id contains it", a.only));
+  // A gate on a class with no entry would pass whatever the model does (a typo in --only).
+  for (const auto& [cls, pct] : median_limits)
+    if (std::none_of(jobs.begin(), jobs.end(), [&, c = cls](const fidelity::Job& j) { return fidelity::classify(*j.entry) == c; }))
+      throw std::invalid_argument(fmt::format("--max-median-error {}={:g}: no {} entry {}, so the limit would check "
+                                              "nothing",
+                                              cls == fidelity::EntryClass::collective_small ? "small"
+                                              : cls == fidelity::EntryClass::collective_mid ? "mid"
+                                              : cls == fidelity::EntryClass::collective_large ? "large"
+                                                                                              : "training",
+                                              pct, fidelity::entry_class_name(cls),
+                                              a.only.empty() ? "in the table" : fmt::format("has an id with '{}'", a.only)));
   // A progress bar on a terminal (the table takes half a minute on two cores).
   scenario::ProgressBar bar(whatif::stderr_is_terminal() && !a.json, jobs.size(), "entries");
   const auto results = fidelity::predict_entries(

@@ -403,6 +403,16 @@ TEST(FidelityCli, ExitCodesAndJson) {
   r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-median-error", "huge=50"}, dir);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--max-median-error huge=50: expected CLASS=PCT"), std::string::npos) << r.err;
+  // A gate that would check nothing (no entry of its class left) or a class gated twice
+  // is a usage error, not a pass: they exited 0 (found by an outside-user review).
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-median-error", "training=1"}, dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-median-error training=1: no training entry in the table"), std::string::npos) << r.err;
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-median-error", "mid=10", "--max-median-error",
+                        "mid=90"},
+                       dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-median-error mid=90: mid has a limit already (10)"), std::string::npos) << r.err;
   r = test::run_dptwin({"fidelity", (dir / "far").string(), "--json"}, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
