@@ -173,7 +173,9 @@ std::string memory_answer(const SweepResult& r) {
     }
     if (oom.size() > 1) s += fmt::format(", as do {} more", oom.size() - 1);
   }
-  return s + ".";
+  // A target is part of the question even where memory frames the answer (a sweep that
+  // exited 1 for a missed target said nothing of it).
+  return s + target_clause(r) + ".";
 }
 
 // GPU-hours per million samples: what a configuration costs without a price.

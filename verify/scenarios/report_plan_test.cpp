@@ -113,6 +113,14 @@ TEST(Answer, MemoryQuestionsAreAnsweredWithMemory) {
             "3 of 4 configurations fit in GPU memory; the highest peak is 12.00 GiB of 48.00 GiB (25 %) on GPU 0 of 4x "
             "L40S with DDP; 4x L40S with DDP runs out of memory on sim:gpu0 (47.00 GiB live of 48.00 GiB when 1.00 GiB "
             "more was asked for).");
+  // A target stays part of the question where memory frames the answer: a sweep with an
+  // out-of-memory point and a target said nothing of the target (found by an outside-user
+  // review).
+  r.target = scenario::Target{6000.0, std::nullopt, std::nullopt};
+  const std::string with_target = sweep_answer(r);
+  EXPECT_NE(with_target.find("more was asked for); no configuration meets the target of 6,000 samples/s."),
+            std::string::npos)
+      << with_target;
 }
 
 // Whether the Markdown's table of every point has the bucket size as a column, and
