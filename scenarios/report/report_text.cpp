@@ -79,6 +79,14 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
     }
     out += fmt::format("  precision: {}\n", what);
   }
+  if (r.optimizer) {
+    const std::string& o = *r.optimizer;
+    out += fmt::format("  optimizer: {}{}\n", o,
+                       o == "sgd"            ? " (torch.optim.SGD, momentum 0: no optimizer state)"
+                       : o == "sgd_momentum" ? " (torch.optim.SGD with momentum: one state tensor per parameter)"
+                       : o == "adamw"        ? " (torch.optim.AdamW: two state tensors per parameter)"
+                                             : "");
+  }
   if (r.memory_format)
     out += fmt::format("  memory format: {} (Tensor Core convolutions run NHWC without transposes)\n",
                        *r.memory_format);

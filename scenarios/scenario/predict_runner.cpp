@@ -62,6 +62,7 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
       c);
   r.hardware = p.hardware_name;
   r.tokens_per_sample = tokens_per_sample_of(p.model);
+  r.optimizer = optimizer_kind_name(p.optimizer);
   if (!p.measured_costs_note.empty()) r.warnings.push_back(p.measured_costs_note);
   return r;
 }
@@ -85,6 +86,7 @@ StepReport out_of_memory_before_step(const Scenario& s, const ModelDoesNotFit& e
     r.batch_per_device = p->batch_per_device;
     if (p->accumulate > 1) r.accumulate = p->accumulate;
     r.tokens_per_sample = tokens_per_sample_of(p->model);
+    r.optimizer = optimizer_kind_name(p->optimizer);
   }
   r.out_of_memory = OutOfMemoryReport{"every GPU", e.reason(), 0, {}, std::nullopt};
   return r;

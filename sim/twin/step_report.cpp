@@ -148,6 +148,7 @@ json step_report_to_json(const StepReport& r) {
               {"dtype", r.dtype},
               {"precision", r.precision ? json(*r.precision) : json(nullptr)},
               {"memory_format", r.memory_format ? json(*r.memory_format) : json(nullptr)},
+              {"optimizer", r.optimizer ? json(*r.optimizer) : json(nullptr)},
               {"inputs", r.inputs ? json(*r.inputs) : json(nullptr)},
               {"accumulate", r.accumulate ? json(*r.accumulate) : json(nullptr)},
               {"batch_global", r.batch_global},
@@ -251,6 +252,10 @@ void read_configuration(Reader& in, StepReport& r) {
   if (in.has("precision") && !in.at("precision").is_null()) {
     if (!in.at("precision").is_string()) in.fail("precision", "must be null or a string");
     r.precision = in.at("precision").get<std::string>();
+  }
+  if (in.has("optimizer") && !in.at("optimizer").is_null()) {
+    if (!in.at("optimizer").is_string()) in.fail("optimizer", "must be null or a string");
+    r.optimizer = in.at("optimizer").get<std::string>();
   }
   if (in.has("memory_format") && !in.at("memory_format").is_null()) {
     if (!in.at("memory_format").is_string()) in.fail("memory_format", "must be null or a string");

@@ -77,6 +77,9 @@ struct StepReport {
   // The model's memory format when it is not PyTorch's default ("channels_last"). Null:
   // contiguous (NCHW), or a measured report. Optional in the JSON (absent = null).
   std::optional<std::string> memory_format;
+  // The optimizer a prediction stepped ("sgd", "sgd_momentum", "adamw": its state is part of
+  // every GPU's memory). Null for measured reports. Optional in the JSON (absent = null).
+  std::optional<std::string> optimizer;
   // Where the input batch lives when not copied from the host each step ("device": resident
   // on the GPUs, as a synthetic benchmark's or DALI's batch). Null: copied every step, or a
   // measured report. Optional in the JSON (absent = null).
