@@ -62,7 +62,7 @@ void require_host_memory(const DeviceBenchOptions& o, int devices, const std::st
 void add_device_bench_flags(CLI::App* cmd, DeviceBenchFlags& f) {
   cmd->add_option("-c,--check", f.check, "host/cuda: check every result exactly (1) or not (0): the #wrong column")
       ->capture_default_str();
-  cmd->add_option("--out", f.out, "host/cuda: also write the JSON document (dptwin.bench/1) to this file");
+  cmd->add_option("--out", f.out, "also write the JSON document to this file (host/cuda: dptwin.bench/1, which calibrate reads; sim: the --json document, the twin's own figures)");
   cmd->add_option("--gemm-size", f.gemm_size, "host/cuda: M = N = K of the GEMM rate [host 512, cuda 4096]");
   cmd->add_option("--copy-bytes", f.copy_bytes, "host/cuda: buffer of the memory, host-device and peer copies "
                                                  "[host 32M, cuda 256M]");

@@ -340,8 +340,12 @@ int run_bench(const BenchOptions& o) {
   sim::CollectiveOp op{};
   try {
     op = sim::parse_collective_op(o.op);
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(fmt::format("--op: {}", e.what()));
+  } catch (const std::invalid_argument&) {
+    // The sim backend's own list (the engine's names include reduce, which it does not sweep).
+    throw std::invalid_argument(fmt::format("--op {}: the sim backend sweeps one collective: all_reduce, all_gather, "
+                                            "reduce_scatter or broadcast (host and cuda also take reduce, a "
+                                            "comma-separated list, or all)",
+                                            o.op));
   }
   if (op == sim::CollectiveOp::reduce)
     throw std::invalid_argument("--op reduce: the sim backend sweeps nccl-tests' all_reduce, all_gather, reduce_scatter "

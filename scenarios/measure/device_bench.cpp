@@ -435,6 +435,12 @@ class Reader {
 
 DeviceBenchResult device_bench_from_json(const nlohmann::json& j, const std::string& where) {
   Reader top(j, where, "");
+  // `bench --backend sim --out` writes the twin's own sweep: a prediction, not a measurement.
+  if (j.is_object() && j.contains("backend") && j["backend"] == "sim")
+    throw std::invalid_argument(fmt::format("{}: a bench of --backend sim is the twin's own prediction, not a "
+                                            "measurement; calibrate from a --backend host or cuda bench, or from "
+                                            "nccl-tests logs",
+                                            where));
   top.only({"schema", "backend", "date", "hostname", "devices", "versions", "sweep", "gemm", "bandwidth", "collectives"});
   if (top.get<std::string>("schema") != kBenchSchema)
     top.fail("schema", fmt::format("is '{}', expected '{}'", top.get<std::string>("schema"), kBenchSchema));

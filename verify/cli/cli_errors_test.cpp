@@ -163,8 +163,8 @@ INSTANTIATE_TEST_SUITE_P(
         CliCase{"BenchUnknownType", {"bench", "--hardware", "dgx-a100", "-d", "float8"}, {}, 2,
                 "dptwin bench: error: -d: unknown type 'float8' (float, double, half, bfloat16, int8, int32, int64)\n"},
         CliCase{"BenchUnknownOp", {"bench", "--hardware", "dgx-a100", "--op", "allgather2"}, {}, 2,
-                "dptwin bench: error: --op: unknown collective 'allgather2' (allowed: all_reduce, all_gather, "
-                "reduce_scatter, broadcast, reduce)\n"},
+                "dptwin bench: error: --op allgather2: the sim backend sweeps one collective: all_reduce, all_gather, "
+                "reduce_scatter or broadcast (host and cuda also take reduce, a comma-separated list, or all)\n"},
         CliCase{"BenchSimReduce", {"bench", "--hardware", "dgx-a100", "--op", "reduce"}, {}, 2,
                 "dptwin bench: error: --op reduce: the sim backend sweeps nccl-tests' all_reduce, all_gather, "
                 "reduce_scatter and broadcast (host and cuda also run reduce)\n"},

@@ -145,4 +145,16 @@ TEST(CalibrateBench, TheEntryPointTellsBenchJsonFromLogs) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("broken.json: not valid JSON"), std::string::npos) << e.what();
   }
+  // `bench --backend sim --out` writes the twin's own figures: refused as such (it read
+  // "algo is not a known key"; found by an outside-user review).
+  const std::string sim_json = (dir / "sim.json").string();
+  std::ofstream(sim_json) << R"({"backend": "sim", "hardware": "dgx-h100", "ranks": 8, "algo": null, "rows": []})";
+  try {
+    calibrate_hardware(hw, slurp(path), {{sim_json}, std::nullopt, "2026-12-03"});
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("sim.json: a bench of --backend sim is the twin's own prediction"),
+              std::string::npos)
+        << e.what();
+  }
 }
