@@ -5,6 +5,7 @@
 #include <charconv>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -311,6 +312,40 @@ const std::vector<std::string>& known_nccl_versions() {
   return versions;
 }
 
+namespace {
+// The 1-based line of a key path ("pcie.switches[3].gpus", "network") in a parsed file, or
+// the line of the deepest part of it the file has (a missing network section: none).
+std::optional<int> key_path_line(const YAML::Node& doc, const std::string& path) {
+  YAML::Node node = doc;
+  std::optional<int> line;
+  size_t i = 0;
+  while (i < path.size()) {
+    size_t end = path.find_first_of(".[", i);
+    const std::string key = path.substr(i, end == std::string::npos ? std::string::npos : end - i);
+    if (key.empty() || !node.IsMap() || !node[key]) return line;
+    node = node[key];
+    line = static_cast<int>(node.Mark().line) + 1;
+    i = end == std::string::npos ? path.size() : end;
+    while (i < path.size() && path[i] == '[') {
+      const size_t close = path.find(']', i);
+      if (close == std::string::npos) return line;
+      size_t index = 0;
+      try {
+        index = std::stoul(path.substr(i + 1, close - i - 1));
+      } catch (const std::exception&) {
+        return line;
+      }
+      if (!node.IsSequence() || index >= node.size()) return line;
+      node = node[index];
+      line = static_cast<int>(node.Mark().line) + 1;
+      i = close + 1;
+    }
+    if (i < path.size() && path[i] == '.') ++i;
+  }
+  return line;
+}
+}  // namespace
+
 HardwareSpec parse_hardware_yaml(const std::string& text, const std::string& file_label) {
   const YAML::Node doc = yaml_load_string(text, file_label);
   MapReader r(doc, file_label, "");
@@ -341,7 +376,12 @@ HardwareSpec parse_hardware_yaml(const std::string& text, const std::string& fil
   try {
     validate_hardware(hw);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(fmt::format("{}: {}", file_label, e.what()));
+    // validate_hardware names the key ("pcie.switches[3].gpus: GPU 4 is not in 0..3"): give
+    // its line too, as the readers do, where the file has that key.
+    const std::string what = e.what();
+    const auto line = key_path_line(doc, what.substr(0, what.find(": ")));
+    throw std::invalid_argument(line ? fmt::format("{}:{}: {}", file_label, *line, what)
+                                     : fmt::format("{}: {}", file_label, what));
   }
   return hw;
 }
@@ -351,7 +391,8 @@ void validate_hardware(const HardwareSpec& hw) {
   const int n = hw.gpus_per_node;
   if (hw.nodes < 1) bad(fmt::format("nodes: must be positive, got {}", hw.nodes));
   if (n < 1) bad(fmt::format("gpus_per_node: must be positive, got {}", n));
-  if (hw.nodes > 1 && !hw.network) bad(fmt::format("network: required for nodes: {} (> 1)", hw.nodes));
+  if (hw.nodes > 1 && !hw.network)
+    bad(fmt::format("nodes: {} needs a network section (how the nodes connect)", hw.nodes));
   std::set<int> on_switch;
   for (size_t i = 0; i < hw.pcie.switches.size(); ++i) {
     const auto& sw = hw.pcie.switches[i];

@@ -182,8 +182,13 @@ TEST(HardwareErrors, WrongTypeIsRejected) {
 TEST(HardwareErrors, CrossFieldChecksNameTheField) {
   std::string text = std::string(kGood) + "nvlink:\n  generation: 2\n  link_bandwidth: 25 GB/s\n  latency: 1 us\n"
                                           "  pairs: [[0, 7, 1]]\n";
-  EXPECT_EQ(error_of(text), "bad.yaml: nvlink.pairs: pair [0, 7] names a GPU outside 0..1");
-  EXPECT_EQ(error_of(replace_line(kGood, 1, "nodes: 2")), "bad.yaml: network: required for nodes: 2 (> 1)");
+  // Cross-field checks run on the whole spec, and give the line of the key they name (they
+  // gave none; found by an outside-user review).
+  EXPECT_EQ(error_of(text), "bad.yaml:25: nvlink.pairs: pair [0, 7] names a GPU outside 0..1");
+  EXPECT_EQ(error_of(replace_line(kGood, 1, "nodes: 2")),
+            "bad.yaml:1: nodes: 2 needs a network section (how the nodes connect)");
+  EXPECT_EQ(error_of(replace_line(kGood, 13, "  peer_to_peer: true\n  switches:\n    - {socket: 0, gpus: [0, 5]}")),
+            "bad.yaml:15: pcie.switches[0].gpus: GPU 5 is not in 0..1");
 }
 
 TEST(HardwareErrors, MissingFileAndUnknownNameAreNamed) {
