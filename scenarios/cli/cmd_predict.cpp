@@ -34,6 +34,12 @@ void write_empty_trace(const std::string& path, const std::string& why) {
   write_file_atomic(path, doc.dump(1) + "\n");
 }
 
+// The step report as --json prints it: with the dptwin build that wrote it, so a saved
+// report says which version predicted it (it lacked the block --json has).
+void write_versioned_report(const StepReport& r, const std::string& path) {
+  write_file_atomic(path, with_version(step_report_to_json(r)).dump(2) + "\n", {.create_parent_dirs = true});
+}
+
 int run_predict(const PredictArgs& a) {
   const auto lib = whatif::library();
   scenario::Scenario s;
@@ -68,7 +74,7 @@ int run_predict(const PredictArgs& a) {
     // output of an earlier run is left beside this one's.
     const StepReport r = scenario::out_of_memory_before_step(s, e);
     if (!a.trace.empty()) write_empty_trace(a.trace, "out of memory before the step ran: " + e.reason());
-    if (!a.out.empty()) write_step_report(r, a.out);
+    if (!a.out.empty()) write_versioned_report(r, a.out);
     if (a.json) print_json(step_report_to_json(r));
     throw;
   }
@@ -80,7 +86,7 @@ int run_predict(const PredictArgs& a) {
   const StepReport r = scenario::predict_point_with(point, a.trace, a.every_rank, links);
   if (!a.trace.empty() && r.trace.empty())  // out of memory in the step: no trace of it
     write_empty_trace(a.trace, r.out_of_memory ? "out of memory: " + r.out_of_memory->message : "no trace");
-  if (!a.out.empty()) write_step_report(r, a.out);
+  if (!a.out.empty()) write_versioned_report(r, a.out);
   if (!a.report_dir.empty()) {
     scenario::SweepResult sr;
     sr.scenario_name = s.name;

@@ -364,11 +364,19 @@ StepReport report_of_config(const sim::HardwareSpec& hw, const PredictConfig& c,
         "use fewer layers per segment",
         c.checkpoint_layers, m.model_layers));
   else if (c.checkpoint_layers > 0)
+    // checkpoint_sequential's argument is the number of segments, --checkpoint's the layers in
+    // one: say both, so the PyTorch call is not written with the wrong number.
     r.warnings.push_back(fmt::format(
-        "activation checkpointing, {} layer(s) per segment (torch.utils.checkpoint.checkpoint_sequential: the "
+        "activation checkpointing, {} layer(s) per segment{} (torch.utils.checkpoint.checkpoint_sequential: the "
         "last segment is not checkpointed): each checkpointed segment keeps its input and runs its forward again "
         "in backward",
-        c.checkpoint_layers));
+        c.checkpoint_layers,
+        m.model_layers > 0
+            ? fmt::format(": checkpoint_sequential(functions, segments={}) over the model's {} layers",
+                          (m.model_layers + static_cast<size_t>(c.checkpoint_layers) - 1) /
+                              static_cast<size_t>(c.checkpoint_layers),
+                          m.model_layers)
+            : std::string()));
   if (c.comm_hook.kind == CommHook::powersgd)
     r.warnings.push_back(fmt::format(
         "comm hook {}: PowerSGD's steady state (past start_powerSGD_iter, warm start, error feedback); the twin "

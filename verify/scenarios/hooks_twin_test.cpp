@@ -168,7 +168,12 @@ TEST(HooksTwin, SegmentsOfTheWholeModelCheckpointNothingAndSaySo) {
         << r.warnings.back();
   }
   k.checkpoint_layers = 4;
-  EXPECT_NE(predict(k).warnings.back().find("4 layer(s) per segment (torch.utils.checkpoint"), std::string::npos);
+  // 14 layers in segments of 4: checkpoint_sequential(..., segments=4), the PyTorch call's own
+  // argument (ceil(14 / 4)), said beside dptwin's layers per segment.
+  EXPECT_NE(predict(k).warnings.back().find("4 layer(s) per segment: checkpoint_sequential(functions, segments=4) over "
+                                            "the model's 14 layers (torch.utils.checkpoint"),
+            std::string::npos)
+      << predict(k).warnings.back();
 }
 
 TEST(HooksTwin, ScenarioKeysParseAndBadValuesNameTheKey) {
