@@ -148,6 +148,10 @@ struct ModelDescription {
   // length, or the mean of its padded batches); none for a model whose samples are not
   // token sequences. Never read off `sample`'s prose.
   std::optional<double> tokens_per_sample;
+  // A Hugging Face config that asks for attn_implementation "flash_attention_2": costed as
+  // sdpa's FlashAttention-2 kernels, but transformers runs it only in float16 or bfloat16
+  // and the flash-attn package only on Ampere or newer, so such a point is infeasible.
+  bool flash_attention_2 = false;
 };
 
 // Sum over layers and parameters.

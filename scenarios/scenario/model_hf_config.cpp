@@ -306,6 +306,9 @@ ModelDescription parse_hf_config(const std::string& json_text, const std::string
     throw std::invalid_argument(fmt::format("{}: {}", file_label, what));
   }
   m.sources.insert(m.sources.begin(), fmt::format("Hugging Face config.json ({}), model_type {}", file_label, type));
+  if (!attn)
+    for (const char* key : {"attn_implementation", "_attn_implementation"})
+      if (c.has(key) && j.at(key) == "flash_attention_2") m.flash_attention_2 = true;
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include "scenarios/report/report_format.hpp"
 #include "scenarios/scenario/scenario.hpp"
 #include "scenarios/scenario/measured_scaling.hpp"
+#include "sim/collectives/nccl_model.hpp"
 
 namespace dpt::scenario {
 namespace {
@@ -55,6 +56,24 @@ void resolve_training(const PointConfig& c, const Library& lib, const PointWhere
                                "math backend there, eager attention's s x s tensors and all); give the model eager "
                                "attention (hf:...:attn=eager, or a transformer: spec without attn=sdpa)",
                                r.model.name));
+  // transformers' flash_attention_2 runs the flash-attn package's kernels: float16 and
+  // bfloat16 only (transformers refuses a float32 model with it), Ampere and later only.
+  if (r.model.flash_attention_2) {
+    const bool half =
+        r.precision == Precision::f16_amp || r.precision == Precision::bf16_amp || r.precision == Precision::bf16;
+    if (!half)
+      infeasible(where("precision"),
+                 fmt::format("model {} asks for attn_implementation flash_attention_2, which transformers runs only "
+                             "in float16 or bfloat16 (the flash-attn kernels), not {}; train in bf16-amp or f16-amp, "
+                             "or give the model sdpa (hf:...:attn=sdpa)",
+                             r.model.name, precision_name(r.precision)));
+    if (sim::gpu_compute_capability(r.hardware.gpu.name) < 80)
+      infeasible(where("hardware"),
+                 fmt::format("model {} asks for attn_implementation flash_attention_2, whose kernels need an Ampere "
+                             "or newer GPU; {} is compute capability {}.{}; give the model sdpa (hf:...:attn=sdpa)",
+                             r.model.name, r.hardware.gpu.name, sim::gpu_compute_capability(r.hardware.gpu.name) / 10,
+                             sim::gpu_compute_capability(r.hardware.gpu.name) % 10));
+  }
   if (c.precision && c.where.count("dtype") && r.dtype != c.dtype)
     throw std::invalid_argument(where("precision") + fmt::format("precision {} keeps parameters in {}, but dtype is {}",
                                                                  precision_name(r.precision), dtype_name(r.dtype),

@@ -194,5 +194,32 @@ TEST(CliModel, HfConfigsRunSdpaUnlessToldEager) {
   EXPECT_NE(f64.err.find(":attn=eager"), std::string::npos) << f64.err;
 }
 
+// A config that asks for flash_attention_2 runs the flash-attn kernels, which transformers
+// runs only in float16 or bfloat16 and which need Ampere or newer: f32 and a V100 are refused
+// (exit 2) naming why and the way out (it was predicted silently; found by an outside-user
+// review), bf16-amp on an A100 runs, and `:attn=sdpa` lifts the refusal.
+TEST(CliModel, FlashAttention2NeedsHalfPrecisionAndAmpere) {
+  const fs::path d = dir("fa2");
+  fs::create_directories(d);
+  std::ofstream(d / "config.json") << R"({"model_type": "gpt2", "n_layer": 1, "n_embd": 64, "n_head": 2,
+      "n_positions": 32, "vocab_size": 100, "attn_implementation": "flash_attention_2"})";
+  const std::string fa2 = "hf:" + (d / "config.json").string();
+  auto run = [&](const std::string& model, const std::string& hw, const std::string& precision) {
+    return run_dptwin({"predict", "--hardware", hw, "--model", model, "--strategy", "single", "--batch", "2",
+                       "--precision", precision},
+                      d);
+  };
+  const CliResult f32 = run(fa2, "dgx-a100", "f32");
+  EXPECT_EQ(f32.exit_code, 2) << f32.out;
+  EXPECT_NE(f32.err.find("flash_attention_2, which transformers runs only in float16 or bfloat16"), std::string::npos)
+      << f32.err;
+  const CliResult v100 = run(fa2, "dgx1-v100", "f16-amp");
+  EXPECT_EQ(v100.exit_code, 2) << v100.out;
+  EXPECT_NE(v100.err.find("need an Ampere or newer GPU; V100-SXM2-16GB is compute capability 7.0"), std::string::npos)
+      << v100.err;
+  EXPECT_EQ(run(fa2, "dgx-a100", "bf16-amp").exit_code, 0);
+  EXPECT_EQ(run(fa2 + ":attn=sdpa", "dgx-a100", "f32").exit_code, 0);
+}
+
 }  // namespace
 }  // namespace dpt::test
