@@ -79,6 +79,9 @@ report::ReportDocument compare_document(const std::vector<std::string>& labels, 
   add("hardware", [](const StepReport& r) { return r.hardware; });
   add("model", [](const StepReport& r) { return r.model; });
   add("precision", [](const StepReport& r) { return r.precision.value_or(r.dtype); });
+  // The optimizer's state is part of every GPU's memory: reports that differ in it alone
+  // differ in nothing else shown here.
+  add("optimizer type", [](const StepReport& r) { return r.optimizer.value_or("-"); });
   add("strategy", [](const StepReport& r) { return strategy_display_name(r.strategy); });
   add("GPUs", [](const StepReport& r) { return std::to_string(r.devices); });
   add("step time", [](const StepReport& r) { return r.step_time_s ? format_duration(*r.step_time_s) : "n/a"; });
@@ -89,6 +92,8 @@ report::ReportDocument compare_document(const std::vector<std::string>& labels, 
     return r.scaling_efficiency ? format_percent(*r.scaling_efficiency) : std::string("n/a");
   });
   add("GPU 0 peak memory", [](const StepReport& r) {
+    // A run out of memory has no peak: what was live when it failed is no fit.
+    if (r.out_of_memory) return std::string("n/a (out of memory)");
     return r.devices_detail.empty() ? std::string("n/a") : format_gib(r.devices_detail[0].peak_memory_bytes);
   });
   // The answer says "the table says which" input ran out of memory: this row does.

@@ -149,6 +149,8 @@ PlantedBug validated_bug(const VerifyFlags& f) {
                                             "correctness)",
                                             f.inject_bug));
   if (f.seed && *f.seed < 0) throw std::invalid_argument(fmt::format("--seed {}: must not be negative", *f.seed));
+  if (f.devices && *f.devices < 1)
+    throw std::invalid_argument(fmt::format("--devices must be at least 1, got {}", *f.devices));
   if (f.backend == "host" && f.devices)
     limits::require_int_in("--devices", *f.devices, 1, limits::kMaxHostDevices, "host devices are worker threads");
   return bug;
@@ -288,8 +290,7 @@ Registration reg{"verify", [](CLI::App& parent) -> RunFn {
       ->check(CLI::IsMember({"host", "sim", "cuda"}))
       ->capture_default_str();
   app->add_option("--devices", flags->devices,
-                  "Devices to use (default: host 2; cuda all visible GPUs; sim every GPU of the hardware file)")
-      ->check(CLI::PositiveNumber);
+                  "Devices to use (default: host 2; cuda all visible GPUs; sim every GPU of the hardware file)");
   app->add_option("--hardware", flags->hardware,
                   "Hardware file (library name or path) the twin predicts with; required for sim and for the "
                   "performance part on cuda; on host, default: a host twin calibrated from microbenchmarks");

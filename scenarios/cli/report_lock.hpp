@@ -1,20 +1,27 @@
 // One writer per report directory. Two commands writing a report into the same
 // directory at once would leave a mixed report (the HTML of one, the Markdown of the
 // other); the second one is refused instead, before it runs anything. The lock is
-// flock(2) on DIR/.dptwin-report.lock, held from before the run (which writes the
-// traces into DIR/traces) until the report is written, and released by the kernel
-// when the process ends however it ends.
+// flock(2) on the directory itself, held from before the run (which writes the traces
+// into DIR/traces) until the report is written, and released by the kernel when the
+// process ends however it ends; it leaves no file behind (a lock file in DIR stayed after
+// an interrupted run, and in the working directory after `--report .`).
+//
+// A report replaces its directory whole (report_document.hpp), so a directory that holds
+// anything but a previous report (report.html or report.md) is refused before the run:
+// `--report ~/proj` had deleted the project's files.
 #pragma once
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -30,7 +37,9 @@ class ReportDirLock {
   ReportDirLock(const std::string& flag, const std::string& dir) {
     if (dir.empty()) return;
     limits::require_output_dir(flag, dir);
+    refuse_foreign_contents(flag, dir);
     std::error_code ec;
+    created_ = !std::filesystem::exists(dir, ec);
     std::filesystem::create_directories(dir, ec);
     if (ec) {
       // A link loop, a name too long or a file in the way is the path's fault (exit 2); the
@@ -41,34 +50,74 @@ class ReportDirLock {
         throw std::invalid_argument(what);
       throw std::runtime_error(what);
     }
-    const std::string lock = (std::filesystem::path(dir) / kLockName).string();
-    fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw std::runtime_error(fmt::format("{} {}: cannot open {}: {}", flag, dir, lock, std::strerror(errno)));
+    dir_ = dir;
+    fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ < 0) throw std::runtime_error(fmt::format("{} {}: cannot open it: {}", flag, dir, std::strerror(errno)));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
       ::close(fd_);
       fd_ = -1;
+      created_ = false;  // the other writer's
       if (err == EWOULDBLOCK)
         throw std::invalid_argument(fmt::format("{} {}: another dptwin is writing a report into this directory (it "
-                                                "holds {}); wait for it or choose another directory",
-                                                flag, dir, lock));
-      throw std::runtime_error(fmt::format("{} {}: cannot lock {}: {}", flag, dir, lock, std::strerror(err)));
+                                                "holds the directory's lock); wait for it or choose another directory",
+                                                flag, dir));
+      throw std::runtime_error(fmt::format("{} {}: cannot lock it: {}", flag, dir, std::strerror(err)));
     }
   }
   ReportDirLock(const ReportDirLock&) = delete;
   ReportDirLock& operator=(const ReportDirLock&) = delete;
-  ReportDirLock(ReportDirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  ReportDirLock(ReportDirLock&& o) noexcept : fd_(o.fd_), created_(o.created_), dir_(std::move(o.dir_)) {
+    o.fd_ = -1;
+    o.created_ = false;
+  }
   ReportDirLock& operator=(ReportDirLock&& o) noexcept {
     std::swap(fd_, o.fd_);
+    std::swap(created_, o.created_);
+    std::swap(dir_, o.dir_);
     return *this;
   }
   ~ReportDirLock() {
     if (fd_ >= 0) ::close(fd_);
+    // A directory this lock created and the run left empty (it failed before the report):
+    // removed, as if never asked for. rmdir leaves a directory with anything in it.
+    if (created_) ::rmdir(dir_.c_str());
   }
-  static constexpr const char* kLockName = ".dptwin-report.lock";
+  // Files of the lock's earlier versions (a lock file in DIR), not a user's.
+  static constexpr const char* kOldLockName = ".dptwin-report.lock";
 
  private:
+  // A report replaces DIR whole: refuse a directory holding anything else than a previous
+  // report (report.html or report.md) or the lock file of an earlier dptwin. "." and ".."
+  // are written in place (nothing removed) and pass.
+  static void refuse_foreign_contents(const std::string& flag, const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    std::string name = dir;
+    while (name.size() > 1 && name.back() == '/') name.pop_back();
+    name = fs::path(name).filename().string();
+    if (name == "." || name == ".." || !fs::is_directory(dir, ec)) return;
+    std::vector<std::string> others;
+    bool report = false;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string n = e.path().filename().string();
+      if (n == "report.html" || n == "report.md") report = true;
+      else if (n != kOldLockName) others.push_back(n + (e.is_directory(ec) ? "/" : ""));
+    }
+    if (report || others.empty()) return;
+    std::sort(others.begin(), others.end());
+    std::string listed;
+    for (size_t i = 0; i < others.size() && i < 3; ++i) listed += (i ? ", " : "") + others[i];
+    if (others.size() > 3) listed += fmt::format(" and {} more", others.size() - 3);
+    throw std::invalid_argument(fmt::format("{} {}: the directory holds files that are not a dptwin report ({}); a "
+                                            "report replaces its directory whole, so give a new or empty directory, "
+                                            "or a previous report's",
+                                            flag, dir, listed));
+  }
+
   int fd_ = -1;
+  bool created_ = false;
+  std::string dir_;
 };
 
 }  // namespace dpt::cli

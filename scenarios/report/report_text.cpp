@@ -205,6 +205,9 @@ std::string compare_table_text(const std::vector<std::string>& labels, const std
   row("hardware", [](const StepReport& r) { return r.hardware; });
   row("model", [](const StepReport& r) { return r.model; });
   row("precision", [](const StepReport& r) { return r.precision.value_or(r.dtype); });
+  // The optimizer's state is part of every GPU's memory: reports that differ in it alone
+  // differ in nothing else shown here.
+  row("optimizer type", [](const StepReport& r) { return r.optimizer.value_or("-"); });
   row("strategy", [](const StepReport& r) { return strategy_display_name(r.strategy); });
   row("GPUs", [](const StepReport& r) { return std::to_string(r.devices); });
   row("batch (global/per GPU)", [](const StepReport& r) { return fmt::format("{}/{}", r.batch_global, r.batch_per_device); });
@@ -227,6 +230,8 @@ std::string compare_table_text(const std::vector<std::string>& labels, const std
     return r.scaling_efficiency ? format_percent(*r.scaling_efficiency) : std::string("n/a");
   });
   row("GPU 0 peak memory", [](const StepReport& r) {
+    // A run out of memory has no peak: what was live when it failed is no fit.
+    if (r.out_of_memory) return std::string("n/a (out of memory)");
     return r.devices_detail.empty() ? std::string("n/a") : format_gib(r.devices_detail[0].peak_memory_bytes);
   });
   row("out of memory", [](const StepReport& r) { return r.out_of_memory ? r.out_of_memory->device : std::string("no"); });

@@ -176,9 +176,18 @@ Verdict check_split(const Claim& c) {
   std::vector<std::int64_t> ran = r.samples_per_device;
   // Devices that got no chunk report 0 samples; compare the used ones.
   while (ran.size() > chunks.size() && ran.back() == 0) ran.pop_back();
-  Verdict v{c.file, c.claim, ran == chunks && std::all_of(chunks.begin(), chunks.end(), [&](auto s) { return s == chunks[0]; }), ""};
-  v.numbers = fmt::format("DataParallel on {} host devices processed {} of a batch of {} (torch.chunk gives {})", n,
-                          fmt::join(r.samples_per_device, " + "), batch, fmt::join(chunks, " + "));
+  // The lesson's claim: DataParallel splits the batch evenly along dim 0, as torch.chunk
+  // does when the batch divides (64 on 2: 32 + 32). It passes when the devices ran
+  // torch.chunk's split and that split is even over every device; the numbers say which
+  // part failed (a FAIL with 2 + 2 + 1 + 0 of 5 on 4 read as agreeing with torch.chunk).
+  const bool even = static_cast<int>(chunks.size()) == n &&
+                    std::all_of(chunks.begin(), chunks.end(), [&](auto s) { return s == chunks[0]; });
+  Verdict v{c.file, c.claim, ran == chunks && even, ""};
+  v.numbers = fmt::format("DataParallel on {} host devices processed {} of a batch of {} (torch.chunk gives {}{})", n,
+                          fmt::join(r.samples_per_device, " + "), batch, fmt::join(chunks, " + "),
+                          ran != chunks ? ": the devices did not run torch.chunk's split"
+                          : even        ? ""
+                                        : fmt::format(": not an even split over {} devices, which the claim is", n));
   return v;
 }
 

@@ -165,6 +165,9 @@ INSTANTIATE_TEST_SUITE_P(
         CliCase{"BenchUnknownOp", {"bench", "--hardware", "dgx-a100", "--op", "allgather2"}, {}, 2,
                 "dptwin bench: error: --op allgather2: the sim backend sweeps one collective: all_reduce, all_gather, "
                 "reduce_scatter or broadcast (host and cuda also take reduce, a comma-separated list, or all)\n"},
+        // It said "Value 0 not in range 0.000000 to 1797693134862315...", a range 0 is in.
+        CliCase{"VerifyNoDevices", {"verify", "--devices", "0"}, {}, 2,
+                "dptwin verify: error: --devices must be at least 1, got 0\n"},
         CliCase{"BenchSimReduce", {"bench", "--hardware", "dgx-a100", "--op", "reduce"}, {}, 2,
                 "dptwin bench: error: --op reduce: the sim backend sweeps nccl-tests' all_reduce, all_gather, "
                 "reduce_scatter and broadcast (host and cuda also run reduce)\n"},

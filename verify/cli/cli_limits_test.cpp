@@ -353,18 +353,45 @@ TEST(CliLimitsReport, SecondWriterOfAReportDirectoryIsRefused) {
   const fs::path dir = case_dir("ReportLock");
   std::ofstream(dir / "s.yaml") << kGoodScenario;
   fs::create_directories(dir / "rep");
-  const int fd = ::open((dir / "rep" / ".dptwin-report.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  const int fd = ::open((dir / "rep").c_str(), O_RDONLY | O_DIRECTORY);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
   const CliResult held = run_dptwin({"predict", "s.yaml", "--report", "rep"}, dir, 60);
   EXPECT_EQ(held.exit_code, 2);
   EXPECT_EQ(held.err, "dptwin predict: error: --report rep: another dptwin is writing a report into this directory (it "
-                      "holds rep/.dptwin-report.lock); wait for it or choose another directory\n");
+                      "holds the directory's lock); wait for it or choose another directory\n");
   EXPECT_FALSE(fs::exists(dir / "rep" / "report.html"));
   ::close(fd);  // released: the same command now writes the report
   const CliResult free = run_dptwin({"predict", "s.yaml", "--report", "rep"}, dir, 60);
   EXPECT_EQ(free.exit_code, 0) << free.err;
   EXPECT_TRUE(fs::exists(dir / "rep" / "report.html"));
+}
+
+// A report replaces its directory whole: a directory holding anything but a previous
+// report is refused before the run, and keeps its files (`--report` into a project
+// folder deleted it; found by an outside-user review). A previous report is replaced, and
+// the lock leaves no file behind, in place (`--report .`) or not.
+TEST(CliLimitsReport, ADirectoryOfOtherFilesIsRefusedAndKept) {
+  const fs::path dir = case_dir("ReportForeign");
+  std::ofstream(dir / "s.yaml") << kGoodScenario;
+  fs::create_directories(dir / "mine" / "deep");
+  std::ofstream(dir / "mine" / "important.txt") << "keep\n";
+  std::ofstream(dir / "mine" / "deep" / "y.txt") << "x\n";
+  const CliResult r = run_dptwin({"predict", "s.yaml", "--report", "mine"}, dir, 60);
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.err.find("--report mine: the directory holds files that are not a dptwin report (deep/, important.txt)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(fs::exists(dir / "mine" / "important.txt"));
+  EXPECT_TRUE(fs::exists(dir / "mine" / "deep" / "y.txt"));
+  // A previous report is replaced; no lock file stays in it.
+  ASSERT_EQ(run_dptwin({"predict", "s.yaml", "--report", "rep"}, dir, 60).exit_code, 0);
+  const CliResult again = run_dptwin({"predict", "s.yaml", "--report", "rep"}, dir, 60);
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_FALSE(fs::exists(dir / "rep" / ".dptwin-report.lock"));
+  const CliResult here = run_dptwin({"predict", "../s.yaml", "--report", "."}, dir / "rep", 60);
+  EXPECT_EQ(here.exit_code, 0) << here.err;
+  EXPECT_FALSE(fs::exists(dir / "rep" / ".dptwin-report.lock"));
 }
 
 }  // namespace

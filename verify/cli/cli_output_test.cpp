@@ -218,6 +218,7 @@ TEST(CliOutput, CompareLaysTwoScenariosSideBySide) {
       "hardware               dgx-a100              dgx-a100\n"
       "model                  resnet50              resnet50\n"
       "precision              f32                   f32\n"
+      "optimizer type  sgd_momentum  sgd_momentum\n"
       "strategy               DataParallel          DDP\n"
       "GPUs                   8  8\n"
       "batch (global/per GPU)  256/32  256/32\n"

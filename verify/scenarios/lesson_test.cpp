@@ -61,6 +61,17 @@ TEST(LessonVerdict, AnImpossibleClaimFails) {
   const Verdict sv = evaluate(s, kLibrary);
   EXPECT_FALSE(sv.pass) << sv.numbers;
   EXPECT_NE(sv.numbers.find("33 + 32"), std::string::npos) << sv.numbers;
+  // The verdict says which part failed: torch.chunk's split ran, but it is not even (5 on
+  // 4: 2 + 2 + 1, one device idle; the FAIL read as agreeing with torch.chunk).
+  EXPECT_NE(sv.numbers.find("not an even split over 2 devices, which the claim is"), std::string::npos) << sv.numbers;
+  s.devices = 4;
+  s.batch = 5;
+  const Verdict four = evaluate(s, kLibrary);
+  EXPECT_FALSE(four.pass);
+  EXPECT_NE(four.numbers.find("processed 2 + 2 + 1 + 0 of a batch of 5 (torch.chunk gives 2 + 2 + 1: not an even split "
+                              "over 4 devices"),
+            std::string::npos)
+      << four.numbers;
 }
 
 TEST(LessonFiles, BadClaimsNameFileLineAndKey) {
