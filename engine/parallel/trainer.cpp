@@ -168,6 +168,16 @@ Dataset make_synthetic_dataset(Backend& backend, const MlpSpec& spec, LossKind l
 
 Dataset load_dataset(Backend& backend, const std::string& path, const MlpSpec& spec, LossKind loss, DType dtype) {
   const SafetensorsFile file = read_for_flag("--data", path);
+  // A file without the tensors names the flag, the file and what it holds (it said only
+  // "no tensor named 'x'", as if another file were meant).
+  for (const char* name : {"x", "y"})
+    if (!file.find(name)) {
+      std::string held;
+      for (const auto& t : file.tensors) held += (held.empty() ? "" : ", ") + t.name;
+      throw std::invalid_argument(fmt::format("--data {}: no tensor named '{}' (the file holds {}); --data takes 'x' "
+                                              "[N, IN] and 'y' ([N, OUT] for mse, [N] int labels for ce)",
+                                              path, name, held.empty() ? "none" : held));
+    }
   Dataset d;
   d.x = tensor_from_safetensors(file.at("x"), backend.host_memory(), MemoryCategory::inputs, &backend);
   const SafetensorsTensor& y = file.at("y");

@@ -75,6 +75,11 @@ TEST(CliTrain, CheckpointIsWrittenAndInitReproducesTheRun) {
   const CliRun bad = dptwin("--model mlp:4-8-2 --steps 1 --dtype f32 --init " + init);
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
   EXPECT_NE(bad.out.find("--dtype"), std::string::npos) << bad.out;
+  // A checkpoint given as --data names the flag and what the file holds (it said only "no
+  // tensor named 'x'"; found by an outside-user review).
+  const CliRun data = dptwin("--model mlp:4-8-2 --steps 1 --data " + init);
+  EXPECT_EQ(data.exit_code, 2) << data.out;
+  EXPECT_NE(data.out.find("--data " + init + ": no tensor named 'x' (the file holds "), std::string::npos) << data.out;
   std::filesystem::remove_all(dir);
 }
 
