@@ -7,7 +7,18 @@
 
 #include <CLI/CLI.hpp>
 
+#include <map>
+
 namespace dpt::cli {
+
+// The values an option takes from a fixed set (--strategy single|dp|ddp), for shell
+// completion: registered where the option is added, `with_choices(app->add_option(...),
+// {...})`. The commands still check the value themselves, with their own messages.
+std::map<const CLI::Option*, std::vector<std::string>>& option_choices();
+inline CLI::Option* with_choices(CLI::Option* o, std::vector<std::string> values) {
+  option_choices()[o] = std::move(values);
+  return o;
+}
 
 // `hardware_names` and `model_names` complete --hardware and --model values.
 std::string bash_completion(const CLI::App& root, const std::vector<std::string>& hardware_names,

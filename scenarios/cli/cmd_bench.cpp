@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "scenarios/cli/bench_device.hpp"
+#include "scenarios/cli/cli_docs.hpp"
 #include "scenarios/cli/command.hpp"
 #include "scenarios/cli/json_output.hpp"
 #include "scenarios/cli/library_dir.hpp"
@@ -376,9 +377,10 @@ int run_bench(const BenchOptions& o) {
 Registration reg{"bench", [](CLI::App& app) -> RunFn {
   auto o = std::make_shared<BenchOptions>();
   auto* cmd = app.add_subcommand("bench", "Sweep a collective over sizes like nccl-tests (size, count, type, time, algbw, busbw)");
-  cmd->add_option("--backend", o->backend,
-                  "Where collectives run: sim (the SimGrid twin), host (CPU workers) or cuda (GPUs, NCCL); host and "
-                  "cuda also measure GEMM rate, memory, host-device and peer copy bandwidth")
+  with_choices(cmd->add_option("--backend", o->backend,
+                               "Where collectives run: sim (the SimGrid twin), host (CPU workers) or cuda (GPUs, NCCL); "
+                               "host and cuda also measure GEMM rate, memory, host-device and peer copy bandwidth"),
+               {"sim", "host", "cuda"})
       ->capture_default_str();
   cmd->add_option("--hardware", o->hardware, "sim: hardware library name (scenarios/hardware/NAME.yaml) or a YAML file");
   cmd->add_option("--devices", o->devices, "Ranks, one per GPU from GPU 0 (default: every GPU)");
@@ -397,9 +399,12 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
   cmd->add_option("--nccl-version", o->nccl_version,
                   "sim: NCCL release whose tuner constants to use, as nccl-tests prints it (master, 2.18.5; "
                   "default: the hardware file's nccl_version, else master)");
-  cmd->add_option("--algo", o->algo, "sim: force the algorithm like NCCL_ALGO: ring, tree, nvls, nvls_tree (NVLSTree)");
-  cmd->add_option("--proto", o->proto, "sim: force the protocol like NCCL_PROTO: LL, LL128, Simple");
-  cmd->add_option("-d,--datatype", o->dtype, "Element type: float, double, half, bfloat16, int8, int32, int64")
+  with_choices(cmd->add_option("--algo", o->algo, "sim: force the algorithm like NCCL_ALGO: ring, tree, nvls, nvls_tree (NVLSTree)"),
+               {"ring", "tree", "nvls", "nvls_tree"});
+  with_choices(cmd->add_option("--proto", o->proto, "sim: force the protocol like NCCL_PROTO: LL, LL128, Simple"),
+               {"LL", "LL128", "Simple"});
+  with_choices(cmd->add_option("-d,--datatype", o->dtype, "Element type: float, double, half, bfloat16, int8, int32, int64"),
+               {"float", "double", "half", "bfloat16", "int8", "int32", "int64"})
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON instead of the table");
   add_device_bench_flags(cmd, o->device);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "scenarios/cli/cli_docs.hpp"
 #include "scenarios/cli/command.hpp"
 #include "scenarios/cli/json_output.hpp"
 #include "scenarios/plan/plan.hpp"
@@ -282,10 +283,13 @@ RunFn setup(CLI::App& parent) {
   app->add_option("--batch-per-device", a->batch_per_device, "per-GPU batch (default 32)");
   app->add_option("--global-batch", a->global_batch,
                   "fixed global batch, reached by DDP accumulation (K = global / (batch-per-device x GPUs))");
-  app->add_option("--dtype", a->dtype, "f32 | f64");
-  app->add_option("--precision", a->precision,
-                  "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 | f64");
-  app->add_option("--optimizer", a->optimizer, "sgd | sgd_momentum | adamw (default sgd_momentum)");
+  with_choices(app->add_option("--dtype", a->dtype, "f32 | f64"), {"f32", "f64"});
+  with_choices(app->add_option("--precision", a->precision,
+                               "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 "
+                               "| f64"),
+               {"f32", "tf32", "bf16-amp", "f16-amp", "bf16", "f64"});
+  with_choices(app->add_option("--optimizer", a->optimizer, "sgd | sgd_momentum | adamw (default sgd_momentum)"),
+               {"sgd", "sgd_momentum", "adamw"});
   app->add_option("--bucket-cap-mb", a->bucket_cap_mb, "DDP bucket size in MiB (default 25)");
   app->add_option("-j,--jobs", a->jobs, "configurations predicted at once (default: the CPUs this process may use: taskset, a Slurm allocation)");
   app->add_option("-o,--out", a->out, "write every configuration's prediction here (JSON, dptwin.sweep/1)");

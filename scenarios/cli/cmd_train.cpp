@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/parallel/trainer.hpp"
+#include "scenarios/cli/cli_docs.hpp"
 #include "scenarios/cli/command.hpp"
 #include "scenarios/cli/json_output.hpp"
 #include "scenarios/cli/flag_limits.hpp"
@@ -349,9 +350,11 @@ Registration reg{"train", [](CLI::App& parent) -> RunFn {
   app->add_option("--seed", flags->seed, "Seed of the initial weights and the synthetic data")->capture_default_str();
   app->add_option("--dtype", flags->dtype, "f32 or f64 [f32, or the dtype of the --init file]")
       ->check(CLI::IsMember({"f32", "f64"}));
-  app->add_option("--precision", flags->precision,
-                  "f32, or autocast as torch.autocast: bf16-amp, f16-amp (with a GradScaler): Linear in bf16/f16 "
-                  "with f32 accumulation, f32 master weights and gradients; emulated rounding on the host")
+  with_choices(app->add_option("--precision", flags->precision,
+                               "f32, or autocast as torch.autocast: bf16-amp, f16-amp (with a GradScaler): Linear in "
+                               "bf16/f16 with f32 accumulation, f32 master weights and gradients; emulated rounding "
+                               "on the host"),
+               {"f32", "bf16-amp", "f16-amp"})
       ->capture_default_str();
   app->add_option("--activation-checkpointing", flags->activation_checkpointing,
                   "Recompute activations in backward as checkpoint_sequential: none, every (each layer a segment) or "

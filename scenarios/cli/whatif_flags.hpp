@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "scenarios/cli/cli_docs.hpp"
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -56,22 +58,26 @@ inline void add_point_flags(CLI::App* app, PointFlags& f) {
   const char* g = "Scenario fields (override the file and its sweep axes)";
   app->add_option("--hardware", f.hardware, "hardware library name or YAML path (scenarios/hardware/)")->group(g);
   app->add_option("--model", f.model, "model library name, YAML path, mlp:IN-H-...-OUT, transformer:..., or hf:PATH/config.json[:seq=N][:attn=eager|sdpa] (dptwin model list)")->group(g);
-  app->add_option("--strategy", f.strategy, "single | dp | ddp")->group(g);
+  with_choices(app->add_option("--strategy", f.strategy, "single | dp | ddp"), {"single", "dp", "ddp"})->group(g);
   app->add_option("--devices", f.devices, "GPUs per node")->group(g);
   app->add_option("--nodes", f.nodes, "nodes")->group(g);
   app->add_option("--gpus", f.gpus, "GPUs in all, filling whole nodes (instead of --devices/--nodes)")->group(g);
   app->add_option("--batch", f.batch, "global batch of one step (as a DataParallel script writes it)")->group(g);
   app->add_option("--batch-per-device", f.batch_per_device, "per-GPU batch (as a DDP script writes it)")->group(g);
-  app->add_option("--dtype", f.dtype, "f32 | f64")->group(g);
-  app->add_option("--precision", f.precision,
-                  "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 | f64")
+  with_choices(app->add_option("--dtype", f.dtype, "f32 | f64"), {"f32", "f64"})->group(g);
+  with_choices(app->add_option("--precision", f.precision,
+                  "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 | f64"),
+               {"f32", "tf32", "bf16-amp", "f16-amp", "bf16", "f64"})
       ->group(g);
-  app->add_option("--memory-format", f.memory_format,
-                  "contiguous (PyTorch's default, NCHW) | channels_last (model.to(memory_format=torch.channels_last))")
+  with_choices(app->add_option("--memory-format", f.memory_format,
+                               "contiguous (PyTorch's default, NCHW) | channels_last "
+                               "(model.to(memory_format=torch.channels_last))"),
+               {"contiguous", "channels_last"})
       ->group(g);
-  app->add_option("--inputs", f.inputs,
-                  "host (default: each step copies its batch to the GPUs, x.to(device)) | device (the batch stays on "
-                  "the GPUs: a synthetic benchmark's on-GPU batch, DALI)")
+  with_choices(app->add_option("--inputs", f.inputs,
+                               "host (default: each step copies its batch to the GPUs, x.to(device)) | device (the "
+                               "batch stays on the GPUs: a synthetic benchmark's on-GPU batch, DALI)"),
+               {"host", "device"})
       ->group(g);
   app->add_option("--accumulate", f.accumulate, "DDP gradient accumulation: K micro-batches per step (no_sync for K-1)")
       ->group(g);
@@ -84,7 +90,8 @@ inline void add_point_flags(CLI::App* app, PointFlags& f) {
   app->add_option("--comm-hook", f.comm_hook, "DDP comm hook: none | fp16_compress | bf16_compress | powersgd[:R]")
       ->group(g);
   app->add_option("--bucket-cap-mb", f.bucket_cap_mb, "DDP bucket size in MiB (PyTorch's default 25)")->group(g);
-  app->add_option("--optimizer", f.optimizer, "sgd | sgd_momentum | adamw")->group(g);
+  with_choices(app->add_option("--optimizer", f.optimizer, "sgd | sgd_momentum | adamw"), {"sgd", "sgd_momentum", "adamw"})
+      ->group(g);
   app->add_option("--override", f.overrides, "hardware field PATH=VALUE, e.g. --override 'gpu.memory=40 GiB'")->group(g);
 }
 

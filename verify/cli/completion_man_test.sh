@@ -48,6 +48,14 @@ expect --shard dptwin sweep S.yaml --sh
 # A flag's value is a file, not a flag: after -o the candidates are files.
 touch "$tmp/results-file.json"
 (cd "$tmp" && offers results-file.json dptwin sweep S.yaml -o results-) || fail "-o does not complete files"
+# A flag whose values are a fixed set completes them, not file names (it listed files;
+# found by an outside-user review): from with_choices and from CLI11's IsMember alike.
+expect ddp dptwin train --strategy ""
+expect bf16-amp dptwin predict --precision bf
+expect LL128 dptwin bench --proto LL
+expect correctness dptwin verify --only ""
+(cd "$tmp" && offers results-file.json dptwin train --strategy "") && fail "--strategy offers files"
+grep -q -- "--strategy\[single | dp | ddp\]:value:(single dp ddp)" "$tmp/_dptwin" || fail "zsh does not list --strategy's values"
 # No flag of another command leaks in.
 offers --shard dptwin split --sh && fail "split offers sweep's --shard"
 
