@@ -36,11 +36,15 @@ int run_list_json(const fs::path& models) {
 int run_list(bool json) {
   const fs::path models = scenarios_dir() / "models";
   if (json) return run_list_json(models);
-  std::cout << fmt::format("{:<14} {:>16} {:>18}  {}\n", "library model", "parameters", "GFLOP fwd/sample",
+  // The name column as wide as the longest name (bert-large-dle-phase2 pushed its row out).
+  const auto names = list_models(models);
+  size_t width = std::string("library model").size();
+  for (const auto& name : names) width = std::max(width, name.size());
+  std::cout << fmt::format("{:<{}} {:>16} {:>18}  {}\n", "library model", width, "parameters", "GFLOP fwd/sample",
                            "sample");
-  for (const auto& name : list_models(models)) {
+  for (const auto& name : names) {
     const ModelDescription m = load_model(name, models);
-    std::cout << fmt::format("{:<14} {:>16} {:>18.2f}  {}\n", name, model_parameter_count(m),
+    std::cout << fmt::format("{:<{}} {:>16} {:>18.2f}  {}\n", name, width, model_parameter_count(m),
                              model_forward_flops_per_sample(m) / 1e9, m.sample);
   }
   std::cout << "\nHugging Face config.json samples (--model hf:PATH):\n";

@@ -77,8 +77,9 @@ int run_split(const SplitFlags& f) {
     doc["rule"] = "torch.chunk along dim 0";
     doc["chunk_size"] = sizes.empty() ? 0 : sizes[0];
     doc["devices_used"] = f.batch == 0 ? 0 : used;
-    header = fmt::format("dp: batch {} on {} devices, torch.chunk along dim 0: chunk size {}, {} chunk(s) [{}]",
-                         f.batch, f.devices, sizes.empty() ? 0 : sizes[0], sizes.size(), fmt::join(sizes, ", "));
+    header = fmt::format("dp: batch {} on {} device{}, torch.chunk along dim 0: chunk size {}, {} chunk(s) [{}]",
+                         f.batch, f.devices, f.devices == 1 ? "" : "s", sizes.empty() ? 0 : sizes[0], sizes.size(),
+                         fmt::join(sizes, ", "));
     if (f.batch > 0 && used < f.devices)
       header += used + 1 == f.devices ? fmt::format("; device {} gets nothing and no replica", used)
                                       : fmt::format("; devices {}-{} get nothing and no replica", used, f.devices - 1);
@@ -101,8 +102,8 @@ int run_split(const SplitFlags& f) {
     doc["total_size"] = total;
     doc["padding"] = f.drop_last ? 0 : total - f.batch;
     doc["dropped"] = f.drop_last ? f.batch - total : 0;
-    header = fmt::format("ddp: dataset of {} on {} ranks, DistributedSampler(shuffle={}{}, drop_last={}): {} per rank",
-                         f.batch, f.devices, f.shuffle ? "True" : "False",
+    header = fmt::format("ddp: dataset of {} on {} rank{}, DistributedSampler(shuffle={}{}, drop_last={}): {} per rank",
+                         f.batch, f.devices, f.devices == 1 ? "" : "s", f.shuffle ? "True" : "False",
                          f.shuffle ? fmt::format(", seed={}, epoch={}", f.seed, f.epoch) : "",
                          f.drop_last ? "True" : "False", per_rank);
     if (!f.drop_last && total > f.batch)
