@@ -332,6 +332,14 @@ TrainResult train_on(Backend& backend, const TrainConfig& config, const Dataset&
   result.dtype = dtype;
   result.data_samples = data.samples();
   result.parameters = strategy->module().parameter_count();
+  // A step larger than the dataset takes some samples twice within it, which a DataLoader
+  // never does (it yields a short batch): said once, since the losses then differ from one.
+  if (config.data_path && config.batch * config.strategy.accumulate > data.samples())
+    result.warnings.push_back(fmt::format(
+        "a step takes {} samples but --data holds {}: some samples appear twice in one step (a DataLoader would "
+        "give one batch of {}); give --batch {} or less",
+        config.batch * config.strategy.accumulate, data.samples(), data.samples(),
+        data.samples() / std::max(1, config.strategy.accumulate)));
   for (int s = 0; s < config.steps; ++s) {
     // With accumulation a step takes K micro-batches of `batch` samples, in order.
     const int k = config.strategy.accumulate;

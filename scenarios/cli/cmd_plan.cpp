@@ -234,7 +234,7 @@ int run_plan(const PlanArgs& a) {
     limits::refuse_shared_files({{"--out", a.out}}, inputs);
     limits::refuse_in_report_dir(a.report_dir, {{"--out", a.out}}, inputs, true);
   }
-  const ReportDirLock lock("--report", a.report_dir);
+  const ReportDirLock lock("--report", a.report_dir, /*replaces_whole=*/true);
   scenario::SweepOptions o;
   o.jobs = a.jobs;
   o.progress = whatif::stderr_is_terminal() && !a.json;

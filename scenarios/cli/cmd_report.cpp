@@ -75,7 +75,7 @@ int run_report(const ReportArgs& a) {
       throw std::invalid_argument(fmt::format("{}: shard {}/{} holds only part of the sweep; dptwin merge the shards "
                                               "first", a.input, r.shard_index, r.shard_count));
     limits::refuse_in_report_dir(a.out_dir, {}, {{"results file", a.input}}, true);
-    lock = ReportDirLock(a.flag, a.out_dir);
+    lock = ReportDirLock(a.flag, a.out_dir, /*replaces_whole=*/true);
     staging.emplace(a.out_dir);
   } else {
     if (a.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", a.jobs));
@@ -87,7 +87,7 @@ int run_report(const ReportArgs& a) {
     if (s.target) s.target = scenario::target_in_samples_for(s, lib);  // a target in tokens, in samples
     scenario::validate_scenario(s, lib);
     limits::refuse_in_report_dir(a.out_dir, {}, whatif::scenario_input_files(s), true);
-    lock = ReportDirLock(a.flag, a.out_dir);
+    lock = ReportDirLock(a.flag, a.out_dir, /*replaces_whole=*/true);
     staging.emplace(a.out_dir);
     scenario::SweepOptions o;
     o.jobs = a.jobs;

@@ -52,7 +52,7 @@ int run_sweep_command(const SweepArgs& a) {
   if (s.target) s.target = scenario::target_in_samples_for(s, lib);  // a target in tokens, in samples
   // Only this shard's points are resolved: a shard of a huge sweep starts at once.
   scenario::validate_scenario(s, lib, shard_index, shard_count);
-  const ReportDirLock lock("--report", a.report_dir);
+  const ReportDirLock lock("--report", a.report_dir, /*replaces_whole=*/true);
   scenario::SweepOptions o;
   o.jobs = a.jobs;
   o.shard_index = shard_index;

@@ -6,9 +6,10 @@
 // process ends however it ends; it leaves no file behind (a lock file in DIR stayed after
 // an interrupted run, and in the working directory after `--report .`).
 //
-// A report replaces its directory whole (report_document.hpp), so a directory that holds
-// anything but a previous report (report.html or report.md) is refused before the run:
-// `--report ~/proj` had deleted the project's files.
+// sweep, report and plan replace their report directory whole (report_document.hpp), so
+// for them a directory that holds anything but a previous report (report.html or
+// report.md) is refused before the run: `report --report ~/proj` had deleted the
+// project's files.
 #pragma once
 #include <fcntl.h>
 #include <sys/file.h>
@@ -33,11 +34,13 @@ class ReportDirLock {
  public:
   ReportDirLock() = default;
   // Takes the lock of `dir` (created if missing); `flag` names the option in errors.
-  // An empty dir takes nothing.
-  ReportDirLock(const std::string& flag, const std::string& dir) {
+  // An empty dir takes nothing. `replaces_whole`: the command replaces DIR whole (sweep,
+  // report, plan), so a DIR holding anything but a previous report is refused; predict,
+  // compare and merge write their files in place and keep the rest.
+  ReportDirLock(const std::string& flag, const std::string& dir, bool replaces_whole = false) {
     if (dir.empty()) return;
     limits::require_output_dir(flag, dir);
-    refuse_foreign_contents(flag, dir);
+    if (replaces_whole) refuse_foreign_contents(flag, dir);
     std::error_code ec;
     created_ = !std::filesystem::exists(dir, ec);
     std::filesystem::create_directories(dir, ec);

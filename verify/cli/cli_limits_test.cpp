@@ -377,16 +377,25 @@ TEST(CliLimitsReport, ADirectoryOfOtherFilesIsRefusedAndKept) {
   fs::create_directories(dir / "mine" / "deep");
   std::ofstream(dir / "mine" / "important.txt") << "keep\n";
   std::ofstream(dir / "mine" / "deep" / "y.txt") << "x\n";
-  const CliResult r = run_dptwin({"predict", "s.yaml", "--report", "mine"}, dir, 60);
-  EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_NE(r.err.find("--report mine: the directory holds files that are not a dptwin report (deep/, important.txt)"),
-            std::string::npos)
-      << r.err;
+  // sweep, report and plan replace the folder whole: refused.
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"sweep", "s.yaml", "--report", "mine"},
+                                               std::vector<std::string>{"report", "s.yaml", "--report", "mine"}}) {
+    const CliResult r = run_dptwin(args, dir, 60);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << "\n" << r.out;
+    EXPECT_NE(r.err.find("--report mine: the directory holds files that are not a dptwin report (deep/, important.txt)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_TRUE(fs::exists(dir / "mine" / "important.txt"));
+    EXPECT_TRUE(fs::exists(dir / "mine" / "deep" / "y.txt"));
+  }
+  // predict writes its files in place and keeps the rest.
+  const CliResult in_place = run_dptwin({"predict", "s.yaml", "--report", "mine"}, dir, 60);
+  EXPECT_EQ(in_place.exit_code, 0) << in_place.err;
+  EXPECT_TRUE(fs::exists(dir / "mine" / "report.html"));
   EXPECT_TRUE(fs::exists(dir / "mine" / "important.txt"));
-  EXPECT_TRUE(fs::exists(dir / "mine" / "deep" / "y.txt"));
   // A previous report is replaced; no lock file stays in it.
-  ASSERT_EQ(run_dptwin({"predict", "s.yaml", "--report", "rep"}, dir, 60).exit_code, 0);
-  const CliResult again = run_dptwin({"predict", "s.yaml", "--report", "rep"}, dir, 60);
+  ASSERT_EQ(run_dptwin({"sweep", "s.yaml", "--report", "rep"}, dir, 60).exit_code, 0);
+  const CliResult again = run_dptwin({"sweep", "s.yaml", "--report", "rep"}, dir, 60);
   EXPECT_EQ(again.exit_code, 0) << again.err;
   EXPECT_FALSE(fs::exists(dir / "rep" / ".dptwin-report.lock"));
   const CliResult here = run_dptwin({"predict", "../s.yaml", "--report", "."}, dir / "rep", 60);

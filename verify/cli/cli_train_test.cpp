@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +56,41 @@ TEST(CliTrain, AccumulatedJsonBatchFieldsAreOneMicroBatch) {
   EXPECT_EQ(j.at("batch"), 8);
   EXPECT_EQ(j.at("accumulate"), 2);
   EXPECT_EQ(j.at("batch_per_device"), nlohmann::json({4, 4})) << r.out;
+}
+
+// A safetensors file with `n` samples: x [n, 4] and y [n, 2], f32, written by hand in the
+// format's own layout (8-byte header length, JSON header, little-endian data).
+void write_data(const std::string& path, int n) {
+  nlohmann::json h;
+  h["x"] = {{"dtype", "F32"}, {"shape", {n, 4}}, {"data_offsets", {0, n * 16}}};
+  h["y"] = {{"dtype", "F32"}, {"shape", {n, 2}}, {"data_offsets", {n * 16, n * 24}}};
+  std::string header = h.dump();
+  while (header.size() % 8 != 0) header += ' ';
+  std::ofstream out(path, std::ios::binary);
+  const std::uint64_t len = header.size();
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>((len >> (8 * i)) & 0xff));
+  out << header;
+  for (int i = 0; i < n * 6; ++i) {
+    const float v = static_cast<float>(i % 7) * 0.25f;
+    out.write(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+}
+
+// A step larger than --data takes samples twice within it, which a DataLoader never does:
+// said in a warning, with the batch that fits (it ran silently; found by an outside-user
+// review). A batch that fits says nothing.
+TEST(CliTrain, ABatchLargerThanTheDataIsSaid) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dptwin_cli_train_data_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string data = (dir / "d.safetensors").string();
+  write_data(data, 40);
+  const CliRun big = dptwin("--model mlp:4-8-2 --steps 1 --batch 64 --data " + data);
+  EXPECT_EQ(big.exit_code, 0) << big.out;
+  EXPECT_NE(big.out.find("a step takes 64 samples but --data holds 40"), std::string::npos) << big.out;
+  const CliRun fits = dptwin("--model mlp:4-8-2 --steps 1 --batch 40 --data " + data);
+  EXPECT_EQ(fits.exit_code, 0) << fits.out;
+  EXPECT_EQ(fits.out.find("--data holds"), std::string::npos) << fits.out;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CliTrain, CheckpointIsWrittenAndInitReproducesTheRun) {
