@@ -336,19 +336,7 @@ Bytes nccl_nvls_tree_chunk_bytes(const NcclGraph& g, Bytes bytes, int heads, dou
   return chunk;
 }
 
-int gpu_compute_capability(const std::string& gpu_name) {
-  std::string n;
-  for (char c : gpu_name) n += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
-  if (has("B200") || has("B100") || has("GB200") || has("B300")) return 100;
-  if (has("H100") || has("H200") || has("H800") || has("H20") || has("GH200")) return 90;
-  if (has("L40") || has("4090") || has("4080") || has("ADA") || has("L4-") || n == "L4") return 89;
-  if (has("A100") || has("A800") || has("A30")) return 80;
-  if (has("A6000") || has("A40") || has("A10") || has("3090") || has("3080") || has("A5000")) return 86;
-  if (has("V100") || has("TITAN V")) return 70;
-  if (has("P100")) return 60;
-  return 80;
-}
+int gpu_compute_capability(const std::string& gpu_name) { return known_compute_capability(gpu_name).value_or(80); }
 
 // NCCL's intra-node path bandwidths out of one GPU (NCCL units, GB/s): over the whole
 // fabric (per_gpu) and along the fastest single path between two GPUs (max_path).
@@ -426,7 +414,7 @@ static IntraNodePaths intra_node_paths(const HardwareSpec& hw, NcclGraph& g, boo
 NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int nvls_heads,
                      std::vector<int> local_gpus) {
   NcclGraph g;
-  g.compcap = gpu_compute_capability(hw.gpu.name);
+  g.compcap = gpu_compute_capability_of(hw.gpu);
   g.compcap_index = g.compcap >= 100 ? 3 : g.compcap >= 90 ? 2 : g.compcap >= 80 ? 1 : 0;
   g.cpu_amd = hw.host.cpu.find("AMD") != std::string::npos;
   g.cpu_x86 = hw.host.cpu.find("Grace") == std::string::npos && hw.host.cpu.find("Neoverse") == std::string::npos &&

@@ -164,8 +164,9 @@ inline constexpr int kNvlsOneNodeStages = 3;
 // latency overlaps them.
 inline constexpr int kNcclSteps = 8;
 
-// Compute capability x 10 of a GPU by name (H100 90, A100 80, V100 70, L40S/RTX 4090 89,
-// RTX A6000/3090 86, B200 100); 80 for a name not in the table.
+// Compute capability x 10 of a GPU by name (known_compute_capability in hardware.hpp:
+// H100 90, A100 80, V100 70, L40S/RTX 4090 89, RTX A6000/3090 86, RTX 2080 Ti/TITAN RTX 75,
+// B200 100); 80 for a name not in the table. A spec's own field wins: gpu_compute_capability_of.
 int gpu_compute_capability(const std::string& gpu_name);
 
 }  // namespace dpt::sim

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -143,6 +144,12 @@ GpuSpec read_gpu(MapReader r) {
     g.sm_count = static_cast<int>(*sms);
   }
   if (r.has("op_efficiency")) g.op_efficiency = read_op_efficiency(r.map("op_efficiency"));
+  // Compute capability, as CUDA states it (9.0): 3.0 .. 15.0.
+  if (r.has("compute_capability")) {
+    const double cc = r.get_double("compute_capability");
+    if (!(cc >= 3.0 && cc <= 15.0)) r.fail("compute_capability", fmt::format("{} is outside 3.0 .. 15.0", cc));
+    g.compute_capability = static_cast<int>(std::lround(cc * 10));
+  }
   r.finish();
   return g;
 }
@@ -386,11 +393,42 @@ HardwareSpec parse_hardware_yaml(const std::string& text, const std::string& fil
   return hw;
 }
 
+std::optional<int> known_compute_capability(const std::string& gpu_name) {
+  std::string n;
+  for (char c : gpu_name) n += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  if (has("B200") || has("B100") || has("GB200") || has("B300")) return 100;
+  if (has("H100") || has("H200") || has("H800") || has("H20") || has("GH200")) return 90;
+  if (has("L40") || has("4090") || has("4080") || has("ADA") || has("L4-") || n == "L4") return 89;
+  if (has("A100") || has("A800") || has("A30")) return 80;
+  if (has("A6000") || has("A40") || has("A10") || has("3090") || has("3080") || has("A5000")) return 86;
+  // Turing: the RTX 20 series, TITAN RTX and the T4 (the same check as before read them as Ampere).
+  if (has("2080") || has("2070") || has("TITAN-RTX") || has("TITAN RTX") || has("TESLA T4") || n == "T4" || has("T4-"))
+    return 75;
+  if (has("V100") || has("TITAN V") || has("TITAN-V")) return 70;
+  if (has("P100")) return 60;
+  return std::nullopt;
+}
+
+int gpu_compute_capability_of(const GpuSpec& gpu) {
+  if (gpu.compute_capability) return *gpu.compute_capability;
+  return known_compute_capability(gpu.name).value_or(80);
+}
+
 void validate_hardware(const HardwareSpec& hw) {
   auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
   const int n = hw.gpus_per_node;
   if (hw.nodes < 1) bad(fmt::format("nodes: must be positive, got {}", hw.nodes));
   if (n < 1) bad(fmt::format("gpus_per_node: must be positive, got {}", n));
+  // NVLink SHARP (NVLS) is Hopper's and later: a file that claims it on an earlier GPU (or
+  // on a GPU whose name dptwin reads as earlier) would silently run rings.
+  if (hw.nvswitch && hw.nvswitch->in_switch_reduction && gpu_compute_capability_of(hw.gpu) < 90)
+    bad(fmt::format("nvswitch.in_switch_reduction: NVLink SHARP needs compute capability 9.0 or later (Hopper), but "
+                    "gpu {} is {}.{}{}",
+                    hw.gpu.name, gpu_compute_capability_of(hw.gpu) / 10, gpu_compute_capability_of(hw.gpu) % 10,
+                    hw.gpu.compute_capability || known_compute_capability(hw.gpu.name)
+                        ? ""
+                        : " (a name dptwin does not know: give gpu.compute_capability, e.g. 9.0)"));
   if (hw.nodes > 1 && !hw.network)
     bad(fmt::format("nodes: {} needs a network section (how the nodes connect)", hw.nodes));
   std::set<int> on_switch;

@@ -24,6 +24,7 @@
 //     memory_bandwidth: 3.35 TB/s
 //     kernel_launch_latency: 4 us
 //     sm_count: 132                    # optional: streaming multiprocessors (interference with NCCL)
+//     compute_capability: 9.0          # optional: CUDA's (NCCL's algorithms and tuning); else read off the name
 //     op_efficiency: {conv: {f32: 0.83}, norm: 0.8}  # optional, per op class (OpEfficiencySpec: gemm, conv,
 //                                      #   attention, norm, elementwise, embedding, loss, optimizer, sdpa), each in
 //                                      #   (0, 1]: one fraction, or one per compute type (f32, tf32, bf16, f16, f64)
@@ -144,8 +145,18 @@ struct GpuSpec {
   BytesPerSecond memory_bandwidth = 0;    // datasheet memory bandwidth
   Seconds kernel_launch_latency_s = 0;    // host-to-kernel-start latency of one launch
   std::optional<int> sm_count;            // streaming multiprocessors (datasheet); NCCL's blocks take some
+  // CUDA compute capability x 10 (9.0 -> 90): NCCL's algorithms (NVLS from 9.0), protocols
+  // and tuning tables depend on it. Unset: read off the name (gpu_compute_capability_of).
+  std::optional<int> compute_capability;
   OpEfficiencySpec op_efficiency;         // per op class (see OpEfficiencySpec)
 };
+
+// The compute capability x 10 of a GPU name dptwin knows (H100 90, A100 80, V100 70,
+// L40S/RTX 4090 89, RTX A6000/3090 86, RTX 2080 Ti/TITAN RTX/T4 75, B200 100), or nullopt.
+std::optional<int> known_compute_capability(const std::string& gpu_name);
+// The GPU's compute capability x 10: its compute_capability field, else its name's, else
+// 80 (Ampere: a name dptwin does not know).
+int gpu_compute_capability_of(const GpuSpec& gpu);
 
 struct PcieSwitchSpec {
   int socket = 0;                // CPU socket (root complex) the switch's uplink goes to

@@ -91,6 +91,9 @@ void emit_gpu(Emitter& e, const GpuSpec& g) {
   e.line(2, "gpu.memory_bandwidth", "memory_bandwidth", bandwidth(g.memory_bandwidth));
   e.line(2, "gpu.kernel_launch_latency", "kernel_launch_latency", time_us(g.kernel_launch_latency_s));
   if (g.sm_count) e.line(2, "gpu.sm_count", "sm_count", std::to_string(*g.sm_count));
+  if (g.compute_capability)
+    e.line(2, "gpu.compute_capability", "compute_capability",
+           fmt::format("{}.{}", *g.compute_capability / 10, *g.compute_capability % 10));
   emit_op_efficiency(e, g.op_efficiency);
 }
 

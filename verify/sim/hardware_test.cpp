@@ -191,6 +191,32 @@ TEST(HardwareErrors, CrossFieldChecksNameTheField) {
             "bad.yaml:15: pcie.switches[0].gpus: GPU 5 is not in 0..1");
 }
 
+// Invariant: NCCL's algorithms follow the GPU's compute capability: a file's
+// gpu.compute_capability wins over its name, and a file that claims NVLink SHARP on a GPU
+// before Hopper (or one whose name dptwin reads as earlier) is refused naming the field
+// and the way out. A user's H100 file named "MyHopper-80GB" had silently run rings at 69 %
+// of NVLS's bus bandwidth (found by an outside-user review).
+TEST(HardwareErrors, ComputeCapabilityFieldWinsAndNvlsNeedsHopper) {
+  EXPECT_EQ(known_compute_capability("H100-SXM5-80GB"), 90);
+  EXPECT_EQ(known_compute_capability("RTX-2080Ti-11GB"), 75);  // Turing: read as Ampere before
+  EXPECT_EQ(known_compute_capability("TITAN-RTX-24GB"), 75);
+  EXPECT_FALSE(known_compute_capability("MyHopper-80GB").has_value());
+  const std::string nvswitch = "nvswitch:\n  generation: 3\n  links_per_gpu: 18\n  link_bandwidth: 25 GB/s\n"
+                               "  latency: 0.5 us\n  in_switch_reduction: true\n";
+  const std::string hopper = replace_line(std::string(kGood), 4, "  name: MyHopper-80GB") + nvswitch;
+  EXPECT_EQ(error_of(hopper), "bad.yaml:26: nvswitch.in_switch_reduction: NVLink SHARP needs compute capability 9.0 or "
+                              "later (Hopper), but gpu MyHopper-80GB is 8.0 (a name dptwin does not know: give "
+                              "gpu.compute_capability, e.g. 9.0)");
+  const std::string declared = replace_line(hopper, 4, "  name: MyHopper-80GB\n  compute_capability: 9.0");
+  EXPECT_EQ(error_of(declared), "(no error)");
+  EXPECT_EQ(gpu_compute_capability_of(parse_hardware_yaml(declared, "ok.yaml").gpu), 90);
+  EXPECT_EQ(error_of(replace_line(std::string(kGood), 4, "  name: A100-SXM4-80GB") + nvswitch),
+            "bad.yaml:26: nvswitch.in_switch_reduction: NVLink SHARP needs compute capability 9.0 or later (Hopper), "
+            "but gpu A100-SXM4-80GB is 8.0");
+  EXPECT_EQ(error_of(replace_line(std::string(kGood), 4, "  name: x\n  compute_capability: 2.0")),
+            "bad.yaml:5: gpu.compute_capability: 2 is outside 3.0 .. 15.0");
+}
+
 TEST(HardwareErrors, MissingFileAndUnknownNameAreNamed) {
   EXPECT_THROW(load_hardware("no-such-machine", kHardwareLibrary), std::invalid_argument);
   try {
