@@ -13,6 +13,8 @@
 #include "scenarios/cli/flag_limits.hpp"
 #include "scenarios/cli/report_lock.hpp"
 #include "scenarios/cli/sweep_output.hpp"
+#include "scenarios/cli/whatif_flags.hpp"
+#include "scenarios/report/report_assumptions.hpp"
 #include "scenarios/scenario/sweep.hpp"
 
 namespace dpt::cli::cmd_merge {  // a namespace per command: unity batches join anonymous ones
@@ -44,8 +46,13 @@ int run_merge(const MergeArgs& a) {
   }
   const ReportDirLock lock("--report", a.report_dir);
   if (!a.out.empty()) write_sweep_file(merged, a.out);
-  if (!a.report_dir.empty())
-    report::write_report(report::build_sweep_report(merged, {a.report_dir, "dptwin merge", ""}), a.report_dir);
+  if (!a.report_dir.empty()) {
+    // The Assumptions section, as the sweep's own report has it (simulated, the overrides the
+    // shards recorded, the hardware): merged shards' reports had none.
+    report::SweepReportOptions options{a.report_dir, "dptwin merge", "", std::nullopt};
+    options.assumptions = report::assumptions_input(merged, nullptr, whatif::library());
+    report::write_report(report::build_sweep_report(merged, options), a.report_dir);
+  }
   if (a.json) {
     print_json(scenario::sweep_result_to_json(merged), 1);
   } else {

@@ -59,15 +59,9 @@ AssumptionsInput assumptions_input(const scenario::SweepResult& r, const scenari
                                    const scenario::Library& lib) {
   AssumptionsInput in;
   in.date = utc_now_iso8601();
-  if (s) {
-    for (const auto& o : s->base.overrides) in.overrides.push_back(fmt::format("{} = {}", o.path, YAML::Dump(o.value)));
-    for (const auto& a : s->sweep)
-      if (a.name.rfind("overrides.", 0) == 0) {
-        std::string values;
-        for (const auto& v : a.values) values += (values.empty() ? "" : ", ") + YAML::Dump(v);
-        in.overrides.push_back(fmt::format("{} swept over {}", a.name.substr(10), values));
-      }
-  }
+  // The scenario's overrides when it ran here, else those the result recorded (a report
+  // made from a results file, or from merged shards, had said "none").
+  in.overrides = s ? scenario::override_descriptions(*s) : r.overrides;
   std::set<std::string> names;
   for (const auto& p : r.points) names.insert(p.hardware);
   for (const auto& name : names) {

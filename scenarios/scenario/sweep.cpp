@@ -353,6 +353,18 @@ std::string run_settings_digest(const Scenario& s, const Library& lib, const std
   return text_digest(text);
 }
 
+std::vector<std::string> override_descriptions(const Scenario& s) {
+  std::vector<std::string> out;
+  for (const auto& o : s.base.overrides) out.push_back(fmt::format("{} = {}", o.path, YAML::Dump(o.value)));
+  for (const auto& a : s.sweep)
+    if (a.name.rfind("overrides.", 0) == 0) {
+      std::string values;
+      for (const auto& v : a.values) values += (values.empty() ? "" : ", ") + YAML::Dump(v);
+      out.push_back(fmt::format("{} swept over {}", a.name.substr(10), values));
+    }
+  return out;
+}
+
 SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& runner, const SweepOptions& options) {
   if (options.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", options.jobs));
   SweepResult out;
@@ -361,6 +373,7 @@ SweepResult run_sweep(const Scenario& s, const Library& lib, const PointRunner& 
   out.question = s.question;
   out.scenario_digest = text_digest(s.text);
   out.run_digest = run_settings_digest(s, lib, options.build);
+  out.overrides = override_descriptions(s);
   out.target = s.target;
   out.shard_index = options.shard_index;
   out.shard_count = options.shard_count;

@@ -62,12 +62,19 @@ struct SweepResult {
   // command-line flags, each hardware file it names (as read, overrides applied) and the
   // dptwin build (run_settings_digest). Empty in results written before it existed.
   std::string run_digest;
+  // The hardware overrides the points ran with, scenario and flags ("gpu.memory = 40 GiB",
+  // "pcie.lanes swept over 8, 16"), so a report made from the result says them. Empty in
+  // results written before 2026-12-07.
+  std::vector<std::string> overrides;
   std::optional<Target> target;
   std::size_t total_points = 0;   // in the whole sweep, all shards
   int shard_index = 0;            // this result covers points with index % shard_count == shard_index
   int shard_count = 1;
   std::vector<PointResult> points;  // by index
 };
+
+// The hardware overrides of a scenario as SweepResult::overrides states them.
+std::vector<std::string> override_descriptions(const Scenario& s);
 
 nlohmann::json sweep_result_to_json(const SweepResult& r);
 // Throws std::invalid_argument naming `where` and the key on a malformed result.

@@ -122,7 +122,7 @@ json sweep_result_to_json(const SweepResult& r) {
   return {{"schema", kSweepSchema},
           {"scenario", {{"name", r.scenario_name}, {"file", r.scenario_file}, {"question", r.question},
                         {"digest", r.scenario_digest}, {"run_digest", r.run_digest},
-                        {"target", target_json(r.target)}}},
+                        {"overrides", r.overrides}, {"target", target_json(r.target)}}},
           {"total_points", r.total_points},
           {"shard", {{"index", r.shard_index}, {"count", r.shard_count}}},
           {"points", points}};
@@ -135,12 +135,20 @@ SweepResult sweep_result_from_json(const json& j, const std::string& where) {
   if (schema != kSweepSchema) bad(where, "schema", fmt::format("is '{}', expected '{}'", schema, kSweepSchema));
   SweepResult r;
   const json& sc = field(j, "scenario", where, [](const json& v) { return v.is_object(); }, "an object");
-  only_keys(sc, {"name", "file", "question", "digest", "run_digest", "target"}, where + " scenario");
+  only_keys(sc, {"name", "file", "question", "digest", "run_digest", "overrides", "target"}, where + " scenario");
   r.scenario_name = str(sc, "name", where);
   r.scenario_file = str(sc, "file", where);
   r.question = str(sc, "question", where);
   r.scenario_digest = str(sc, "digest", where);
   if (sc.contains("run_digest")) r.run_digest = str(sc, "run_digest", where);  // absent before 2026-12-07
+  if (sc.contains("overrides")) {  // absent before 2026-12-07
+    const json& ov = sc.at("overrides");
+    if (!ov.is_array()) bad(where, "scenario.overrides", "must be an array of strings");
+    for (const auto& o : ov) {
+      if (!o.is_string()) bad(where, "scenario.overrides", "must be an array of strings");
+      r.overrides.push_back(o.get<std::string>());
+    }
+  }
   r.target = target_from(sc.contains("target") ? sc.at("target") : json(nullptr), where);
   constexpr auto kMax = static_cast<std::int64_t>(kMaxSweepPoints);
   r.total_points = static_cast<std::size_t>(integer_in(j, "total_points", where, 1, kMax));

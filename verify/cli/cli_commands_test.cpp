@@ -528,5 +528,29 @@ TEST(CliFaults, BaseFileErrorsNameFileAndKey) {
   }
 }
 
+// A report made from a results file, or from merged shards, states the hardware
+// overrides the points ran with and that the figures are simulated, as the sweep's own
+// report does: they read "none" and had no Assumptions section (found by an outside-user
+// review).
+TEST(CliReport, ReportsFromResultsAndShardsKeepTheAssumptions) {
+  const fs::path dir = fresh_dir("report-assumptions");
+  write(dir / "s.yaml", "schema_version: 1\nname: s\nhardware: dgx-a100\nmodel: resnet50\nstrategy: ddp\n"
+                        "batch_per_device: 32\nsweep:\n  devices: [1, 2]\n");
+  ASSERT_EQ(run_dptwin({"sweep", "s.yaml", "--override", "gpu.memory=40 GiB", "-o", "r.json"}, dir).exit_code, 0);
+  ASSERT_EQ(run_dptwin({"report", "r.json", "--report", "from-results"}, dir).exit_code, 0);
+  EXPECT_NE(slurp(dir / "from-results" / "report.md").find("| hardware overrides | gpu.memory = 40 GiB |"),
+            std::string::npos);
+  for (const char* shard : {"0/2", "1/2"})
+    ASSERT_EQ(run_dptwin({"sweep", "s.yaml", "--override", "gpu.memory=40 GiB", "--shard", shard, "-o",
+                          std::string("shard-") + shard[0] + ".json"},
+                         dir)
+                  .exit_code,
+              0);
+  ASSERT_EQ(run_dptwin({"merge", "shard-0.json", "shard-1.json", "--report", "merged"}, dir).exit_code, 0);
+  const std::string merged = slurp(dir / "merged" / "report.md");
+  EXPECT_NE(merged.find("| hardware overrides | gpu.memory = 40 GiB |"), std::string::npos) << merged;
+  EXPECT_NE(merged.find("simulated by the dptwin twin"), std::string::npos) << merged;
+}
+
 }  // namespace
 }  // namespace dpt::test
