@@ -104,11 +104,17 @@ nlohmann::json to_json(const std::vector<fidelity::Source>& sources, const std::
 }
 
 // --max-median-error CLASS=PCT, parsed before anything runs.
+// --max-median-error's class names.
+const std::map<std::string, fidelity::EntryClass>& median_limit_classes() {
+  static const std::map<std::string, fidelity::EntryClass> names = {{"small", fidelity::EntryClass::collective_small},
+                                                                    {"mid", fidelity::EntryClass::collective_mid},
+                                                                    {"large", fidelity::EntryClass::collective_large},
+                                                                    {"training", fidelity::EntryClass::training}};
+  return names;
+}
+
 std::map<fidelity::EntryClass, double> parse_median_limits(const std::vector<std::string>& specs) {
-  const std::map<std::string, fidelity::EntryClass> names = {{"small", fidelity::EntryClass::collective_small},
-                                                             {"mid", fidelity::EntryClass::collective_mid},
-                                                             {"large", fidelity::EntryClass::collective_large},
-                                                             {"training", fidelity::EntryClass::training}};
+  const auto& names = median_limit_classes();
   std::map<fidelity::EntryClass, double> out;
   for (const auto& s : specs) {
     const auto eq = s.find('=');
@@ -154,10 +160,9 @@ int run_fidelity(const FidelityArgs& a) {
     if (std::none_of(jobs.begin(), jobs.end(), [&, c = cls](const fidelity::Job& j) { return fidelity::classify(*j.entry) == c; }))
       throw std::invalid_argument(fmt::format("--max-median-error {}={:g}: no {} entry {}, so the limit would check "
                                               "nothing",
-                                              cls == fidelity::EntryClass::collective_small ? "small"
-                                              : cls == fidelity::EntryClass::collective_mid ? "mid"
-                                              : cls == fidelity::EntryClass::collective_large ? "large"
-                                                                                              : "training",
+                                              std::find_if(median_limit_classes().begin(), median_limit_classes().end(),
+                                                           [c = cls](const auto& n) { return n.second == c; })
+                                                  ->first,
                                               pct, fidelity::entry_class_name(cls),
                                               a.only.empty() ? "in the table" : fmt::format("has an id with '{}'", a.only)));
   // A progress bar on a terminal (the table takes half a minute on two cores).

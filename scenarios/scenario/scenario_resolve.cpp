@@ -8,7 +8,7 @@
 #include "scenarios/report/report_format.hpp"
 #include "scenarios/scenario/scenario.hpp"
 #include "scenarios/scenario/measured_scaling.hpp"
-#include "sim/collectives/nccl_model.hpp"
+#include "sim/net/hardware.hpp"
 
 namespace dpt::scenario {
 namespace {
@@ -67,12 +67,11 @@ void resolve_training(const PointConfig& c, const Library& lib, const PointWhere
                              "in float16 or bfloat16 (the flash-attn kernels), not {}; train in bf16-amp or f16-amp, "
                              "or give the model sdpa (hf:...:attn=sdpa)",
                              r.model.name, precision_name(r.precision)));
-    if (sim::gpu_compute_capability_of(r.hardware.gpu) < 80)
+    if (const int cc = sim::gpu_compute_capability_of(r.hardware.gpu); cc < 80)
       infeasible(where("hardware"),
                  fmt::format("model {} asks for attn_implementation flash_attention_2, whose kernels need an Ampere "
                              "or newer GPU; {} is compute capability {}.{}; give the model sdpa (hf:...:attn=sdpa)",
-                             r.model.name, r.hardware.gpu.name, sim::gpu_compute_capability_of(r.hardware.gpu) / 10,
-                             sim::gpu_compute_capability_of(r.hardware.gpu) % 10));
+                             r.model.name, r.hardware.gpu.name, cc / 10, cc % 10));
   }
   if (c.precision && c.where.count("dtype") && r.dtype != c.dtype)
     throw std::invalid_argument(where("precision") + fmt::format("precision {} keeps parameters in {}, but dtype is {}",

@@ -300,14 +300,13 @@ Bytes nccl_nvls_chunk_bytes(const NcclGraph& g, Bytes bytes) {
 Bytes nccl_nvls_tree_chunk_bytes(const NcclGraph& g, Bytes bytes, int heads, double nic_gbs,
                                  bool nic_behind_pcie_switch) {
   constexpr Bytes kKiB = 1024;
-  int channels = 16;  // NVLS_NCHANNELS_SM90
+  int channels = nccl_nvls_runtime_channels(g);  // SM90 16; SM100 across nodes 32, then tuned below
   Bytes chunk = 512 * kKiB;  // 2.18.5: one Simple step (DEFAULT_BUFFSIZE 4 MiB / NCCL_STEPS)
   if (g.tuner == NcclTuner::master) {
     Bytes tree_max = g.nodes >= 4 ? 64 * kKiB : 128 * kKiB;
     chunk = 128 * kKiB;  // NCCL_NVLS_CHUNKSIZE
     if (g.compcap >= 100 && g.nodes > 1) {  // ncclNvlsTreeSm100Tuning
       const double ppn = static_cast<double>(g.ranks) / g.nodes;
-      channels = 32;  // NVLS_NCHANNELS_SM100
       if (g.nodes == 2 && nic_gbs >= 48) {
         channels = 32;
         tree_max = 128 * kKiB;

@@ -422,10 +422,10 @@ void validate_hardware(const HardwareSpec& hw) {
   if (n < 1) bad(fmt::format("gpus_per_node: must be positive, got {}", n));
   // NVLink SHARP (NVLS) is Hopper's and later: a file that claims it on an earlier GPU (or
   // on a GPU whose name dptwin reads as earlier) would silently run rings.
-  if (hw.nvswitch && hw.nvswitch->in_switch_reduction && gpu_compute_capability_of(hw.gpu) < 90)
+  if (const int cc = gpu_compute_capability_of(hw.gpu); hw.nvswitch && hw.nvswitch->in_switch_reduction && cc < 90)
     bad(fmt::format("nvswitch.in_switch_reduction: NVLink SHARP needs compute capability 9.0 or later (Hopper), but "
                     "gpu {} is {}.{}{}",
-                    hw.gpu.name, gpu_compute_capability_of(hw.gpu) / 10, gpu_compute_capability_of(hw.gpu) % 10,
+                    hw.gpu.name, cc / 10, cc % 10,
                     hw.gpu.compute_capability || known_compute_capability(hw.gpu.name)
                         ? ""
                         : " (a name dptwin does not know: give gpu.compute_capability, e.g. 9.0)"));
