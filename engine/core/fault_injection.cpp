@@ -113,6 +113,7 @@ const std::vector<Fault>& all_faults() {
       Fault::sdpa_backward_no_recompute,
       Fault::sdpa_scores_saved,
       Fault::sdpa_tf32_allowed,
+      Fault::master_weights_free,
   };
   return faults;
 }
@@ -213,6 +214,7 @@ const char* fault_name(Fault f) {
     case Fault::sdpa_backward_no_recompute: return "sdpa-backward-no-recompute";
     case Fault::sdpa_scores_saved: return "sdpa-scores-saved";
     case Fault::sdpa_tf32_allowed: return "sdpa-tf32-allowed";
+    case Fault::master_weights_free: return "master-weights-free";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -11,6 +11,7 @@ std::string_view precision_name(Precision p) {
     case Precision::bf16_amp: return "bf16-amp";
     case Precision::f16_amp: return "f16-amp";
     case Precision::bf16: return "bf16";
+    case Precision::f16_master: return "f16-master";
     case Precision::f64: return "f64";
   }
   return "?";
@@ -18,10 +19,10 @@ std::string_view precision_name(Precision p) {
 
 Precision precision_from_name(std::string_view name) {
   for (Precision p : {Precision::f32, Precision::tf32, Precision::bf16_amp, Precision::f16_amp, Precision::bf16,
-                      Precision::f64})
+                      Precision::f16_master, Precision::f64})
     if (name == precision_name(p)) return p;
   throw std::invalid_argument("unknown precision '" + std::string(name) +
-                              "' (expected f32, tf32, bf16-amp, f16-amp, bf16 or f64)");
+                              "' (expected f32, tf32, bf16-amp, f16-amp, bf16, f16-master or f64)");
 }
 
 std::string_view compute_type_label(ComputeType t) {
@@ -44,6 +45,7 @@ Precision precision_of_dtype(DType t) {
 
 DType precision_parameter_dtype(Precision p) {
   if (p == Precision::bf16) return DType::bf16;
+  if (p == Precision::f16_master) return DType::f16;
   if (p == Precision::f64) return DType::f64;
   return DType::f32;
 }
@@ -52,6 +54,7 @@ DType precision_activation_dtype(Precision p, OpClass c) {
   switch (p) {
     case Precision::f64: return DType::f64;
     case Precision::bf16: return DType::bf16;
+    case Precision::f16_master: return DType::f16;  // the whole model is f16, norms and softmax too
     case Precision::bf16_amp: return c == OpClass::other ? DType::f32 : DType::bf16;
     case Precision::f16_amp: return c == OpClass::other ? DType::f32 : DType::f16;
     case Precision::f32:
@@ -69,13 +72,16 @@ ComputeType precision_compute_type(Precision p, OpClass c, bool gpu_has_tf32) {
     case Precision::tf32: return gpu_has_tf32 ? ComputeType::tf32 : ComputeType::f32;
     case Precision::bf16_amp:
     case Precision::bf16: return ComputeType::bf16;
-    case Precision::f16_amp: return ComputeType::f16;
+    case Precision::f16_amp:
+    case Precision::f16_master: return ComputeType::f16;
     case Precision::f64: return ComputeType::f64;
   }
   return ComputeType::f32;
 }
 
 bool precision_uses_grad_scaler(Precision p) { return p == Precision::f16_amp; }
+
+bool precision_uses_master_weights(Precision p) { return p == Precision::f16_master; }
 
 std::string precision_description(Precision p) {
   switch (p) {
@@ -89,6 +95,10 @@ std::string precision_description(Precision p) {
       return "f16-amp (autocast: matmul/conv in f16, norms, softmax and losses in f32; f32 weights and "
              "gradients; GradScaler)";
     case Precision::bf16: return "bf16 (weights, gradients and optimizer state in bf16)";
+    case Precision::f16_master:
+      return "f16-master (model.half() with f32 master weights, as apex amp O2 and DeepSpeed fp16: f16 weights, "
+             "activations and gradients; f32 master weights, master gradients and optimizer state; dynamic loss "
+             "scaling)";
     case Precision::f64: return "f64";
   }
   return "?";

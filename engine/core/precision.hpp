@@ -11,6 +11,12 @@
 //             f32 gradients in DDP's buckets. f16-amp adds GradScaler's unscale and
 //             inf-check kernels before each optimizer step.
 //   bf16      model.to(bfloat16): weights, gradients and optimizer state in bf16.
+//   f16-master  model.half() with f32 master weights: f16 weights, activations and
+//             gradients (DDP buckets in f16), f32 master weights, master gradients and
+//             optimizer state, dynamic loss scaling (apex amp O2, DeepSpeed "fp16",
+//             Megatron-LM --fp16). Each step unscales the f16 gradients into the f32
+//             master gradients (one kernel per parameter, with the inf check), steps the
+//             optimizer on the masters and copies them back into the f16 weights.
 //   f64       everything in f64.
 #pragma once
 #include <string>
@@ -20,7 +26,7 @@
 
 namespace dpt {
 
-enum class Precision { f32, tf32, bf16_amp, f16_amp, bf16, f64 };
+enum class Precision { f32, tf32, bf16_amp, f16_amp, bf16, f16_master, f64 };
 
 // The math a kernel's FLOPs run in; a GPU states one datasheet peak per type.
 enum class ComputeType { f32, tf32, bf16, f16, f64 };
@@ -30,7 +36,7 @@ enum class ComputeType { f32, tf32, bf16, f16, f64 };
 // (norms, softmax, losses, elementwise, embeddings, optimizer) does not.
 enum class OpClass { other, matmul, conv };
 
-// "f32", "tf32", "bf16-amp", "f16-amp", "bf16", "f64".
+// "f32", "tf32", "bf16-amp", "f16-amp", "bf16", "f16-master", "f64".
 std::string_view precision_name(Precision p);
 // Parses the names above; throws std::invalid_argument naming the value and the choices.
 Precision precision_from_name(std::string_view name);
@@ -40,9 +46,10 @@ std::string_view compute_type_label(ComputeType t);
 // Throws std::invalid_argument for any other dtype.
 Precision precision_of_dtype(DType t);
 
-// Dtype of parameters, gradients (hence DDP buckets and bytes on the wire) and
-// optimizer state: bf16 for pure bf16, f64 for f64, f32 otherwise (AMP keeps f32
-// master weights and f32 gradients).
+// Dtype of parameters and gradients (hence DDP buckets and bytes on the wire): bf16 for
+// pure bf16, f16 for f16-master, f64 for f64, f32 otherwise (AMP keeps f32 weights and
+// f32 gradients). The optimizer state takes it too, except under f16-master
+// (precision_uses_master_weights: f32 state on f32 master copies).
 DType precision_parameter_dtype(Precision p);
 
 // Dtype of what an op of class `c` saves for backward: under autocast the
@@ -59,6 +66,10 @@ ComputeType precision_compute_type(Precision p, OpClass c, bool gpu_has_tf32);
 
 // Whether the precision runs GradScaler (f16-amp).
 bool precision_uses_grad_scaler(Precision p);
+
+// Whether the optimizer steps f32 master copies of low-precision weights, with dynamic
+// loss scaling (f16-master).
+bool precision_uses_master_weights(Precision p);
 
 // One line for reports: the precision and what it means for the ops.
 std::string precision_description(Precision p);

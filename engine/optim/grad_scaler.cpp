@@ -32,17 +32,21 @@ bool unscale_and_check(Tensor& g, double inv_scale) {
 
 }  // namespace
 
+void check_loss_scaler_options(const GradScalerOptions& o, const char* who) {
+  if (!(o.init_scale > 0) || !std::isfinite(o.init_scale))
+    throw std::invalid_argument(fmt::format("{}: init_scale must be positive and finite, got {}", who, o.init_scale));
+  if (!(o.growth_factor > 1) || !std::isfinite(o.growth_factor))
+    throw std::invalid_argument(fmt::format("{}: growth_factor must be above 1, got {}", who, o.growth_factor));
+  if (!(o.backoff_factor > 0 && o.backoff_factor < 1))
+    throw std::invalid_argument(fmt::format("{}: backoff_factor must be in (0, 1), got {}", who, o.backoff_factor));
+  if (o.growth_interval < 1)
+    throw std::invalid_argument(fmt::format("{}: growth_interval must be at least 1, got {}", who, o.growth_interval));
+}
+
 GradScaler::GradScaler(std::unique_ptr<Optimizer> inner, std::vector<NamedParameter> params, GradScalerOptions o)
     : inner_(std::move(inner)), params_(std::move(params)), options_(o), scale_(o.init_scale) {
   if (!inner_) throw std::invalid_argument("GradScaler: the wrapped optimizer is null");
-  if (!(o.init_scale > 0) || !std::isfinite(o.init_scale))
-    throw std::invalid_argument(fmt::format("GradScaler: init_scale must be positive and finite, got {}", o.init_scale));
-  if (!(o.growth_factor > 1) || !std::isfinite(o.growth_factor))
-    throw std::invalid_argument(fmt::format("GradScaler: growth_factor must be above 1, got {}", o.growth_factor));
-  if (!(o.backoff_factor > 0 && o.backoff_factor < 1))
-    throw std::invalid_argument(fmt::format("GradScaler: backoff_factor must be in (0, 1), got {}", o.backoff_factor));
-  if (o.growth_interval < 1)
-    throw std::invalid_argument(fmt::format("GradScaler: growth_interval must be at least 1, got {}", o.growth_interval));
+  check_loss_scaler_options(o, "GradScaler");
 }
 
 void GradScaler::step() {

@@ -27,6 +27,10 @@ struct GradScalerOptions {
   std::int64_t growth_interval = 2000;
 };
 
+// Throws std::invalid_argument, prefixed with `who`, for a non-positive or non-finite
+// init_scale, growth_factor <= 1, backoff_factor outside (0, 1) or growth_interval < 1.
+void check_loss_scaler_options(const GradScalerOptions& o, const char* who);
+
 class GradScaler final : public Optimizer {
  public:
   // Throws std::invalid_argument naming the option for a non-positive scale or

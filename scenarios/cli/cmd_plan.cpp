@@ -286,8 +286,8 @@ RunFn setup(CLI::App& parent) {
   with_choices(app->add_option("--dtype", a->dtype, "f32 | f64"), {"f32", "f64"});
   with_choices(app->add_option("--precision", a->precision,
                                "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 "
-                               "| f64"),
-               {"f32", "tf32", "bf16-amp", "f16-amp", "bf16", "f64"});
+                               "| f16-master | f64"),
+               {"f32", "tf32", "bf16-amp", "f16-amp", "bf16", "f16-master", "f64"});
   with_choices(app->add_option("--optimizer", a->optimizer, "sgd | sgd_momentum | adamw (default sgd_momentum)"),
                {"sgd", "sgd_momentum", "adamw"});
   app->add_option("--bucket-cap-mb", a->bucket_cap_mb, "DDP bucket size in MiB (default 25)");

@@ -80,7 +80,7 @@ std::optional<DType> autocast_from_flag(const std::string& text) {
   if (text == "bf16-amp") return DType::bf16;
   if (text == "f16-amp") return DType::f16;
   throw std::invalid_argument(fmt::format("--precision '{}': train runs f32, bf16-amp or f16-amp (f64 is --dtype "
-                                          "f64; tf32 is --tf32 on --backend cuda; pure bf16 is cost-only: predict, "
+                                          "f64; tf32 is --tf32 on --backend cuda; pure bf16 and f16-master are cost-only: predict, "
                                           "sweep, plan)",
                                           text));
 }

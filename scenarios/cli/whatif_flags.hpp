@@ -66,8 +66,8 @@ inline void add_point_flags(CLI::App* app, PointFlags& f) {
   app->add_option("--batch-per-device", f.batch_per_device, "per-GPU batch (as a DDP script writes it)")->group(g);
   with_choices(app->add_option("--dtype", f.dtype, "f32 | f64"), {"f32", "f64"})->group(g);
   with_choices(app->add_option("--precision", f.precision,
-                  "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 | f64"),
-               {"f32", "tf32", "bf16-amp", "f16-amp", "bf16", "f64"})
+                  "f32 (PyTorch defaults: TF32 convolutions on Ampere+) | tf32 | bf16-amp | f16-amp | bf16 | f16-master | f64"),
+               {"f32", "tf32", "bf16-amp", "f16-amp", "bf16", "f16-master", "f64"})
       ->group(g);
   with_choices(app->add_option("--memory-format", f.memory_format,
                                "contiguous (PyTorch's default, NCHW) | channels_last "

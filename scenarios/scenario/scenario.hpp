@@ -15,7 +15,7 @@
 //   gpus: 64                          # alternative to devices/nodes: total GPUs, whole nodes
 //   batch_per_device: 32              # or batch: 256 (the global batch of one step); not both
 //   dtype: f32                        # f32 | f64
-//   precision: bf16-amp               # f32 (PyTorch defaults) | tf32 | bf16-amp | f16-amp | bf16 | f64
+//   precision: bf16-amp               # f32 (PyTorch defaults) | tf32 | bf16-amp | f16-amp | bf16 | f16-master | f64
 //   memory_format: channels_last      # contiguous (PyTorch's default, NCHW) | channels_last (NHWC)
 //   inputs: device                    # host (each step copies its batch, x.to(device)) | device (resident: synthetic or DALI)
 //   accumulate: 4                     # DDP gradient accumulation: micro-batches per step (default 1)

@@ -60,7 +60,8 @@ void resolve_training(const PointConfig& c, const Library& lib, const PointWhere
   // bfloat16 only (transformers refuses a float32 model with it), Ampere and later only.
   if (r.model.flash_attention_2) {
     const bool half =
-        r.precision == Precision::f16_amp || r.precision == Precision::bf16_amp || r.precision == Precision::bf16;
+        r.precision == Precision::f16_amp || r.precision == Precision::bf16_amp || r.precision == Precision::bf16 ||
+        r.precision == Precision::f16_master;
     if (!half)
       infeasible(where("precision"),
                  fmt::format("model {} asks for attn_implementation flash_attention_2, which transformers runs only "
@@ -188,6 +189,10 @@ ResolvedPoint resolve_point(const Scenario& s, const PointConfig& c, const Libra
   const auto& hw = r.hardware;
   const Bytes param_bytes = model_parameter_count(r.model) * dtype_size_bytes(r.dtype);
   r.static_memory_bytes = param_bytes * (2 + optimizer_state_tensors(r.optimizer));
+  // f16-master: the optimizer holds f32 master weights, f32 master gradients and f32 state.
+  if (precision_uses_master_weights(r.precision))
+    r.static_memory_bytes = param_bytes * 2 + model_parameter_count(r.model) * dtype_size_bytes(DType::f32) *
+                                                  (2 + optimizer_state_tensors(r.optimizer));
   if (r.static_memory_bytes > hw.gpu.memory_bytes)
     throw ModelDoesNotFit(
         where("model"),

@@ -14,6 +14,7 @@ namespace {
 
 TEST(Precision, NamesRoundTripAndUnknownNamesAreRejectedWithTheChoices) {
   for (Precision p : {Precision::f32, Precision::tf32, Precision::bf16_amp, Precision::f16_amp, Precision::bf16,
+                      Precision::f16_master,
                       Precision::f64})
     EXPECT_EQ(precision_from_name(precision_name(p)), p);
   try {
@@ -61,6 +62,24 @@ TEST(Precision, PureBf16StoresEverythingInBf16AndF64EverythingInF64) {
   EXPECT_EQ(precision_of_dtype(DType::f32), Precision::f32);
   EXPECT_EQ(precision_of_dtype(DType::f64), Precision::f64);
   EXPECT_THROW(precision_of_dtype(DType::i64), std::invalid_argument);
+}
+
+// f16-master (apex amp O2, DeepSpeed fp16): the whole model is f16, so its weights, gradients
+// (DDP's buckets), activations and GEMMs are f16; the f32 copies live in the optimizer.
+TEST(Precision, F16MasterKeepsTheModelInF16AndMastersInTheOptimizer) {
+  const Precision p = Precision::f16_master;
+  EXPECT_EQ(precision_name(p), "f16-master");
+  EXPECT_EQ(precision_from_name("f16-master"), p);
+  EXPECT_EQ(precision_parameter_dtype(p), DType::f16);
+  for (OpClass c : {OpClass::other, OpClass::matmul, OpClass::conv}) EXPECT_EQ(precision_activation_dtype(p, c), DType::f16);
+  EXPECT_EQ(precision_compute_type(p, OpClass::matmul, true), ComputeType::f16);
+  EXPECT_EQ(precision_compute_type(p, OpClass::conv, false), ComputeType::f16);
+  EXPECT_EQ(precision_compute_type(p, OpClass::other, true), ComputeType::f32);
+  EXPECT_TRUE(precision_uses_master_weights(p));
+  EXPECT_FALSE(precision_uses_grad_scaler(p));  // its loss scaler is the master-weights optimizer's own
+  for (Precision q : {Precision::f32, Precision::tf32, Precision::bf16_amp, Precision::f16_amp, Precision::bf16,
+                      Precision::f64})
+    EXPECT_FALSE(precision_uses_master_weights(q)) << precision_name(q);
 }
 
 TEST(Precision, LibraryLayerTypesGetTheirOpClass) {

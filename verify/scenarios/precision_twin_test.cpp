@@ -11,6 +11,9 @@
 #include <fmt/format.h>
 
 #include "engine/core/fault_injection.hpp"
+#include "engine/host/host_backend.hpp"
+#include "engine/optim/grad_scaler.hpp"
+#include "engine/optim/master_weights.hpp"
 #include "engine/optim/optim.hpp"
 #include "scenarios/report/report_assumptions.hpp"
 #include "scenarios/scenario/model_library_yaml.hpp"
@@ -27,8 +30,9 @@ namespace fs = std::filesystem;
 using dpt::test::kScenarios;
 
 // Highest precision first: each next one stores every tensor in at most as many bytes.
-const std::vector<Precision> kDescending = {Precision::f64,      Precision::f32,     Precision::tf32,
-                                            Precision::bf16_amp, Precision::f16_amp, Precision::bf16};
+const std::vector<Precision> kDescending = {Precision::f64,     Precision::f32,        Precision::tf32,
+                                            Precision::bf16_amp, Precision::f16_amp, Precision::f16_master,
+                                            Precision::bf16};
 
 struct Case {
   std::string hardware, model;
@@ -81,9 +85,9 @@ rc::Gen<Case> gen_ddp_case() {
       rc::gen::inRange(0, 2), rc::gen::inRange(1, 4), rc::gen::inRange(1, 9));
 }
 
-// Invariant: along f64 > f32 = tf32 > bf16-amp = f16-amp > bf16, neither the bytes
-// that cross the links in a DDP step (gradient buckets: f32 under autocast, bf16
-// when pure) nor the activations saved for backward ever increase.
+// Invariant: along f64 > f32 = tf32 > bf16-amp = f16-amp > f16-master = bf16, neither the
+// bytes that cross the links in a DDP step (gradient buckets: f32 under autocast, f16
+// under f16-master, bf16 when pure) nor the activations saved for backward ever increase.
 void expect_monotone(bool planted) {
   auto prop = [&] {
     const Case k = *gen_ddp_case();
@@ -181,6 +185,89 @@ Bytes nvswitch_bytes(const StepReport& r) {
   for (const auto& l : r.links)
     if (l.name.find("nvswitch") != std::string::npos) n += l.bytes;
   return n;
+}
+
+// A DDP step with AdamW, as predict runs one: f16-amp wraps it in a GradScaler, f16-master
+// steps it on f32 masters (wrap_with_master_weights).
+StepReport predict_adamw(const Case& k, Precision p) {
+  const sim::HardwareSpec hw = sim::load_hardware(k.hardware, kScenarios / "hardware");
+  const ModelDescription m = load_model(k.model, kScenarios / "models");
+  PredictConfig c;
+  c.strategy = k.strategy;
+  c.devices = k.devices;
+  c.batch_per_device = k.batch_per_device;
+  c.precision = p;
+  c.dtype = precision_parameter_dtype(p);
+  c.model_name = m.name;
+  c.input_features = m.input_features;
+  c.output_features = model_output_features(m);
+  const OptimizerBuilder adamw = [](std::vector<NamedParameter> params) {
+    return make_adamw(std::move(params), AdamWOptions{});
+  };
+  c.optimizer = adamw;
+  if (precision_uses_grad_scaler(p))
+    c.optimizer = [adamw](std::vector<NamedParameter> params) { return wrap_with_grad_scaler(adamw(params), params); };
+  if (precision_uses_master_weights(p))
+    c.optimizer = [adamw](std::vector<NamedParameter> params) {
+      return wrap_with_master_weights(adamw, std::move(params));
+    };
+  return predict_step(hw, [m, p](Device& d) { return make_cost_only_model(m, d, p); }, c);
+}
+
+Bytes category_bytes(const StepReport& r, const char* category) {
+  const auto& b = r.devices_detail.at(0).memory_breakdown_bytes;
+  auto it = b.find(category);
+  return it == b.end() ? 0 : it->second;
+}
+
+// Invariant (apex amp O2, DeepSpeed fp16): under f16-master a GPU holds, per parameter,
+// the f16 weight (2 bytes) and f16 gradient (2) plus the optimizer's f32 master weight (4),
+// f32 master gradient (4) and AdamW's two f32 moments (8); DDP's buckets hold f16
+// gradients, half of f16-amp's f32 ones, and the optimizer's kernels (unscale into the
+// masters, AdamW on them, the copy back) take longer than pure bf16's, which steps the
+// bf16 weights in place. The planted bug (masters kept in f16) breaks the state's bytes.
+void expect_f16_master_memory(bool planted) {
+  auto prop = [&] {
+    Case k{"dgx-a100", *rc::gen::element<std::string>("gpt2-124m", "resnet50"), StrategyKind::ddp,
+           *rc::gen::element(2, 4, 8), *rc::gen::inRange<std::int64_t>(1, 5)};
+    const ModelDescription m = load_model(k.model, kScenarios / "models");
+    const Bytes n = model_parameter_count(m);
+    const StepReport master = predict_adamw(k, Precision::f16_master), amp = predict_adamw(k, Precision::f16_amp),
+                     bf16 = predict_adamw(k, Precision::bf16);
+    RC_ASSERT(!master.out_of_memory);
+    RC_ASSERT(category_bytes(master, "parameters") == 2 * n);
+    RC_ASSERT(category_bytes(master, "gradients") == (2 + 4) * n);
+    RC_ASSERT(category_bytes(master, "optimizer_state") == (4 + 8) * n);
+    RC_ASSERT(2 * category_bytes(master, "buckets") == category_bytes(amp, "buckets"));
+    RC_ASSERT(master.breakdown_s.optimizer > bf16.breakdown_s.optimizer);
+  };
+  if (planted) DPT_EXPECT_COUNTEREXAMPLE("f16-master holds f32 masters and state", 3, prop);
+  else DPT_EXPECT_PROPERTY("f16-master holds f32 masters and state", 8, prop);
+}
+
+TEST(PrecisionTwin, F16MasterHoldsF32MastersAndStateAndAllReducesF16) { expect_f16_master_memory(false); }
+TEST(PrecisionTwin, PlantedBugMastersKeptInF16IsCaught) {
+  const ScopedFault planted(Fault::master_weights_free);
+  expect_f16_master_memory(true);
+}
+
+// f16-master's model.half() is cost-only: an engine that computes refuses it, naming it.
+TEST(PrecisionTwin, F16MasterOnAComputingDeviceIsRefused) {
+  HostDevice host(0, DeviceKind::cpu_host);
+  Parameter w;
+  w.name = "w";
+  w.value = Tensor::zeros(host, {4, 4}, DType::f32, MemoryCategory::parameters);
+  w.grad = Tensor::zeros(host, {4, 4}, DType::f32, MemoryCategory::gradients);
+  const OptimizerBuilder sgd = [](std::vector<NamedParameter> params) {
+    return make_sgd(std::move(params), SgdOptions{});
+  };
+  try {
+    wrap_with_master_weights(sgd, {{"w", &w}});
+    FAIL() << "f32 master weights built on a computing device";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("f16-master"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cost-only"), std::string::npos) << e.what();
+  }
 }
 
 // Accumulation in the twin: a DDP step of K micro-batches moves the collective bytes
