@@ -114,6 +114,7 @@ const std::vector<Fault>& all_faults() {
       Fault::sdpa_scores_saved,
       Fault::sdpa_tf32_allowed,
       Fault::master_weights_free,
+      Fault::nvlink_pairs_ring_closed,
   };
   return faults;
 }
@@ -215,6 +216,7 @@ const char* fault_name(Fault f) {
     case Fault::sdpa_scores_saved: return "sdpa-scores-saved";
     case Fault::sdpa_tf32_allowed: return "sdpa-tf32-allowed";
     case Fault::master_weights_free: return "master-weights-free";
+    case Fault::nvlink_pairs_ring_closed: return "nvlink-pairs-ring-closed";
     case Fault::fault_count_: break;
   }
   return "?";

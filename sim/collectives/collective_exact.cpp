@@ -265,16 +265,35 @@ void chain_pipeline(Ctx& c, int rank, const CollectiveCall& call, int channels, 
     Ctx ctx = c;
     helpers.push_back(sg4::Actor::create(fmt::format("chain{}-r{}", ch, rank), c.host(rank),
                                          [ctx, rank, ch, from, to, pieces, piece, elems_ch, eb]() mutable {
+                                           // A piece counts as arrived, and the channel's next may
+                                           // leave, no sooner than the flow bound lets it (a chain
+                                           // over SHM shares the host-staged rate: shape_flows).
+                                           auto not_before = [](Seconds t) {
+                                             if (t > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(t);
+                                           };
                                            sg4::CommPtr last;
+                                           Seconds last_bound = 0;
                                            for (Elements i = 0; i < pieces; ++i) {
-                                             if (from >= 0) ctx.t.recv({ctx.call, kChain, from, rank, ch})->wait();
+                                             if (from >= 0) {
+                                               auto [comm, bound] = ctx.t.recv_bounded({ctx.call, kChain, from, rank, ch});
+                                               comm->wait();
+                                               not_before(bound);
+                                             }
                                              if (to < 0) continue;
                                              const Bytes bytes = std::min(piece, elems_ch - i * piece) * eb;
-                                             if (last) last->wait();
+                                             if (last) {
+                                               last->wait();
+                                               not_before(last_bound);
+                                             }
+                                             last_bound = ctx.bound_end(sg4::Engine::get_clock(), ctx.host(rank),
+                                                                        ctx.host(to), bytes);
                                              last = ctx.send({ctx.call, kChain, rank, to, ch}, ctx.host(rank),
-                                                               ctx.host(to), bytes);
+                                                               ctx.host(to), bytes, last_bound);
                                            }
-                                           if (last) last->wait();
+                                           if (last) {
+                                             last->wait();
+                                             not_before(last_bound);
+                                           }
                                          }));
   }
   for (auto& h : helpers) h->join();

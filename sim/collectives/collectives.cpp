@@ -251,8 +251,10 @@ void shape_flows(CollectivePlan& plan, const HardwareSpec& hw, const NcclGraph& 
   // channels together put at most the machine's host-staged bidirectional rate on the
   // wire (flag bytes included: the copies move them too): the file's figure, else the
   // published share of the link's rate (staged_bidirectional_rate), shared by the
-  // schedule's rings (plan.channels).
-  if (!g.p2p && plan.algorithm == CollectiveAlgorithm::ring && !chain &&
+  // schedule's rings (plan.channels). A chain (broadcast, reduce) of three or more ranks
+  // does the same at every rank between its ends, which receives each piece while it
+  // sends the one before; only a two-rank chain moves its bytes one way.
+  if (!g.p2p && plan.algorithm == CollectiveAlgorithm::ring && (!chain || g.ranks >= 3) &&
       !fault_active(Fault::nccl_shm_duplex_cap_omitted)) {
     const double shm_cap = staged_bidirectional_rate(hw) / std::max(1, plan.channels);
     plan.flow_cap_bytes_per_s = plan.flow_cap_bytes_per_s > 0 ? std::min(plan.flow_cap_bytes_per_s, shm_cap) : shm_cap;

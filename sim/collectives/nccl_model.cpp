@@ -367,6 +367,49 @@ static NvlinkCounts nvlink_counts(const HardwareSpec& hw, const std::vector<int>
   return c;
 }
 
+// Whether the NVLink pairs among `local` close a ring through all of them (a Hamiltonian
+// cycle; for two GPUs, a link between them). NCCL's ring search (search.cc) takes a ring
+// whose hops are all NVLink only then; otherwise some hop crosses PCIe or host memory,
+// and the ring's type and bandwidth are that hop's (graph->typeIntra, bwIntra): the PCI
+// rates and latencies, and no LL128 (tuning.cc enables it only for typeIntra <= PATH_NVB).
+// Bridged pairs of PCIe cards (RTX A6000, A100/H100 PCIe) close no ring past two GPUs.
+static bool nvlink_closes_a_ring(const HardwareSpec& hw, const std::vector<int>& local) {
+  const int n = static_cast<int>(local.size());
+  if (n < 2 || !hw.nvlink) return false;
+  std::vector<std::vector<bool>> adj(static_cast<size_t>(n), std::vector<bool>(static_cast<size_t>(n), false));
+  auto slot = [&](int gpu) {
+    const auto it = std::find(local.begin(), local.end(), gpu);
+    return it == local.end() ? -1 : static_cast<int>(it - local.begin());
+  };
+  for (const auto& pr : hw.nvlink->pairs) {
+    const int a = slot(pr.a), b = slot(pr.b);
+    if (a < 0 || b < 0 || a == b || pr.links < 1) continue;
+    adj[static_cast<size_t>(a)][static_cast<size_t>(b)] = adj[static_cast<size_t>(b)][static_cast<size_t>(a)] = true;
+  }
+  if (n == 2) return adj[0][1];
+  for (int i = 0; i < n; ++i) {
+    int degree = 0;
+    for (int j = 0; j < n; ++j) degree += adj[static_cast<size_t>(i)][static_cast<size_t>(j)] ? 1 : 0;
+    if (degree < 2) return false;  // a ring enters and leaves every GPU over NVLink
+  }
+  // Held-Karp over subsets holding GPU 0: reach[mask][v] = a path from 0 through mask ending
+  // at v. Past 20 GPUs (2^20 subsets) the degree test above stands for it.
+  if (n > 20) return true;
+  const size_t full = (size_t{1} << n) - 1;
+  std::vector<std::vector<bool>> reach(full + 1, std::vector<bool>(static_cast<size_t>(n), false));
+  reach[1][0] = true;
+  for (size_t mask = 1; mask <= full; mask += 2)  // masks holding GPU 0 are odd
+    for (int v = 0; v < n; ++v) {
+      if (!reach[mask][static_cast<size_t>(v)]) continue;
+      for (int w = 1; w < n; ++w)
+        if (!(mask & (size_t{1} << w)) && adj[static_cast<size_t>(v)][static_cast<size_t>(w)])
+          reach[mask | (size_t{1} << w)][static_cast<size_t>(w)] = true;
+    }
+  for (int v = 1; v < n; ++v)
+    if (reach[full][static_cast<size_t>(v)] && adj[static_cast<size_t>(v)][0]) return true;
+  return false;
+}
+
 static IntraNodePaths intra_node_paths(const HardwareSpec& hw, NcclGraph& g, bool p2p, const std::vector<int>& local) {
   const double nvl = nvlink_bw_gbs(g.compcap);
   IntraNodePaths out;
@@ -384,10 +427,13 @@ static IntraNodePaths intra_node_paths(const HardwareSpec& hw, NcclGraph& g, boo
                                  ? nvlink_counts(hw, counted)
                                  : NvlinkCounts{};
   const int fewest_links = links.per_gpu.empty() ? 0 : *std::min_element(links.per_gpu.begin(), links.per_gpu.end());
+  // Planted fault: every GPU's having a link taken for an NVLink ring, closed or not.
+  const bool ring_closes = fewest_links > 0 && (nvlink_closes_a_ring(hw, counted) ||
+                                                fault_active(Fault::nvlink_pairs_ring_closed));
   if (p2p && hw.nvswitch) {
     out.per_gpu = out.max_path = hw.nvswitch->links_per_gpu * nvl;
     g.intra_nvlink = true;
-  } else if (!links.per_gpu.empty() && (fewest_links > 0 || planted)) {
+  } else if (!links.per_gpu.empty() && (ring_closes || planted)) {
     // Rings over NVLink pairs (DGX-1): pairs without NVLink may lack P2P, the ring does not use them.
     out.per_gpu = fewest_links * nvl;
     // Two GPUs: the ring runs over their own links (a bridge's 4); more: a ring through

@@ -368,6 +368,47 @@ TEST(NcclGraph, PlantedBugNvlinkCountedOutsideTheCommunicatorIsCaught) {
   EXPECT_NE(bridge_violation(), "");
 }
 
+// Invariant: with every GPU bridged to one other (pairs 0-1 and 2-3 of four, as PCIe cards
+// with NVLink bridges), the NVLink pairs close no ring through all four: NCCL's 4-GPU ring
+// crosses PCIe between the pairs, so its graph is the PCIe one (channels, bandwidth, no
+// LL128, PCI latencies), while each bridged pair alone rings over its bridge. The planted
+// bug (every GPU's having a link taken for an NVLink ring) gave the 4-GPU ring NVLink's
+// protocols and latencies over a PCIe bottleneck.
+std::string bridged_pairs_violation() {
+  HardwareSpec bridged = load_hardware("l40s-4x-pcie4", kHardwareLibrary);
+  NvlinkSpec nv;
+  nv.generation = 3;
+  nv.link_bandwidth = 25e9;
+  nv.latency_s = 1e-6;
+  nv.pairs = {{0, 1, 4}, {2, 3, 4}};
+  bridged.nvlink = nv;
+  validate_hardware(bridged);
+  const HardwareSpec plain = load_hardware("l40s-4x-pcie4", kHardwareLibrary);
+  const NcclGraph four = nccl_graph(bridged, 4, 1, true), four_plain = nccl_graph(plain, 4, 1, true);
+  if (four.intra_nvlink || four.ll128 != four_plain.ll128 || four.ring_channels != four_plain.ring_channels ||
+      four.ring_bw_gbs != four_plain.ring_bw_gbs)
+    return fmt::format("4 GPUs in bridged pairs: {} x {} GB/s (NVLink {}, LL128 {}), PCIe alone {} x {} GB/s (LL128 {})",
+                       four.ring_channels, four.ring_bw_gbs, four.intra_nvlink, four.ll128, four_plain.ring_channels,
+                       four_plain.ring_bw_gbs, four_plain.ll128);
+  for (std::vector<int> pair : {std::vector<int>{0, 1}, std::vector<int>{2, 3}})
+    if (!nccl_graph(bridged, 2, 1, true, -1, pair).intra_nvlink)
+      return fmt::format("GPUs {}, {} (bridged) not on NVLink", pair[0], pair[1]);
+  if (nccl_graph(bridged, 2, 1, true, -1, {1, 2}).intra_nvlink) return "GPUs 1, 2 (no bridge) on NVLink";
+  // Four GPUs whose pairs do close a ring (0-1-2-3-0) ring over NVLink.
+  HardwareSpec ring = bridged;
+  ring.nvlink->pairs = {{0, 1, 2}, {1, 2, 2}, {2, 3, 2}, {3, 0, 2}};
+  validate_hardware(ring);
+  if (!nccl_graph(ring, 4, 1, true).intra_nvlink) return "a closed NVLink ring 0-1-2-3-0 not on NVLink";
+  return "";
+}
+
+TEST(NcclGraph, BridgedPairsRingOverPcieBetweenThePairs) { EXPECT_EQ(bridged_pairs_violation(), ""); }
+
+TEST(NcclGraph, PlantedBugBridgedPairsTakenForAnNvlinkRingIsCaught) {
+  ScopedFault f(Fault::nvlink_pairs_ring_closed);
+  EXPECT_NE(bridged_pairs_violation(), "");
+}
+
 namespace {
 // Bus bandwidth of a 64 MiB all-reduce on both GPUs of the RTX 4090 desktop (PCIe Gen4
 // x8 per GPU, no PCIe switch, Intel CPU), with P2P on or off. Its host-staged rate is set
@@ -446,6 +487,46 @@ TEST(NcclTransports, PlantedBugFreeDuplexIsCaught) {
   const Bytes s = 64 * kMiB;
   const double busbw = busbw_all_reduce(s, 2, run_one(desktop_staged(false), all_reduce_bytes(s)).time_s);
   EXPECT_GT(busbw, kStagedBothWays * 1.05);
+}
+
+namespace {
+// The 4x L40S server with P2P off (every hop SHM) and the test's staged rate.
+HardwareSpec l40s_shm_staged() {
+  HardwareSpec hw = load_hardware("l40s-4x-pcie4", kHardwareLibrary);
+  hw.pcie.peer_to_peer = false;
+  hw.pcie.staged_bidirectional = kStagedBothWays;
+  validate_hardware(hw);
+  return hw;
+}
+// Bus bandwidth of a 64 MiB broadcast (nccl-tests: busbw = algbw) or all_gather (64 MiB
+// of output; busbw = algbw x (n-1)/n) on it.
+double l40s_shm_busbw(CollectiveOp op) {
+  const Bytes s = 64 * kMiB;
+  CollectiveCall c = all_reduce_bytes(s);
+  c.op = op;
+  c.root = 0;
+  const double t = run_one(l40s_shm_staged(), c).time_s;
+  return op == CollectiveOp::broadcast ? s / t : s / t * 3.0 / 4.0;
+}
+}  // namespace
+
+// Invariant: in a chain of four ranks over SHM the two middle ranks receive each piece
+// from host memory while they send the one before into it, so their links carry staged
+// traffic both ways, as a ring's do: a 64 MiB broadcast's bus bandwidth is at most the
+// staged bidirectional rate, like all_gather's, and at least 90 % of it. (A two-rank
+// broadcast, one way, runs past it: StagedBidirectionalRateSparesP2pAndOneWayTraffic.) The
+// chain had run at the one-way rate, 1.8x all_gather's bus bandwidth on the same links.
+TEST(NcclTransports, ShmChainOfFourBoundByStagedBidirectionalRate) {
+  for (CollectiveOp op : {CollectiveOp::broadcast, CollectiveOp::all_gather}) {
+    const double busbw = l40s_shm_busbw(op);
+    EXPECT_LE(busbw, kStagedBothWays * (1 + 1e-6)) << collective_op_name(op);
+    EXPECT_GE(busbw, 0.9 * kStagedBothWays) << collective_op_name(op);
+  }
+}
+
+TEST(NcclTransports, PlantedBugFreeDuplexOnAChainIsCaught) {
+  ScopedFault f(Fault::nccl_shm_duplex_cap_omitted);
+  EXPECT_GT(l40s_shm_busbw(CollectiveOp::broadcast), 1.05 * kStagedBothWays);
 }
 
 namespace {
