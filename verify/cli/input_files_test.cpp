@@ -140,22 +140,22 @@ std::string h100_with(const std::string& from, const std::string& to) {
 TEST(InputFiles, ProbeFindingsThroughTheExecutable) {
   const std::vector<FileCase> cases = {
       {"int64max", h100_with("dispatch_cost: 10 us", "dispatch_cost: 9223372036854775807"),
-       "h.yaml:51: host.dispatch_cost: '9223372036854775807' has no unit; a time needs one"},
+       "h.yaml:59: host.dispatch_cost: '9223372036854775807' has no unit; a time needs one"},
       {"binary", h100_with("cpu: \"2x Intel Xeon Platinum 8480C\"", "cpu: !!binary AAAA"),
-       "h.yaml:46: host.cpu: YAML tag '!!binary' is not supported"},
+       "h.yaml:54: host.cpu: YAML tag '!!binary' is not supported"},
       {"duplicate", h100_with("peer_to_peer: true", "peer_to_peer: true\n  peer_to_peer: true"),
-       "h.yaml:34: pcie.peer_to_peer: duplicate key (first given at line 33)"},
+       "h.yaml:42: pcie.peer_to_peer: duplicate key (first given at line 41)"},
       {"links2e32", h100_with("links_per_gpu: 18", "links_per_gpu: 4294967296"),
-       "h.yaml:41: nvswitch.links_per_gpu: 4294967296 is outside 1 .. 64"},
+       "h.yaml:49: nvswitch.links_per_gpu: 4294967296 is outside 1 .. 64"},
       {"nodes2e32", h100_with("nodes: 1", "nodes: 4294967297"), "h.yaml:8: nodes: 4294967297 is outside 1 .. 4096"},
       {"latency1e300", h100_with("latency: 1 us", "latency: 1e300 s"),
-       "h.yaml:32: pcie.latency: 1e300 s is outside 1 ns .. 1 s"},
+       "h.yaml:40: pcie.latency: 1e300 s is outside 1 ns .. 1 s"},
       {"latency1e20", h100_with("latency: 1 us", "latency: 1e20 s"),
-       "h.yaml:32: pcie.latency: 1e20 s is outside 1 ns .. 1 s"},
+       "h.yaml:40: pcie.latency: 1e20 s is outside 1 ns .. 1 s"},
       {"latency1e30", h100_with("latency: 1 us", "latency: 1e30 s"),
-       "h.yaml:32: pcie.latency: 1e30 s is outside 1 ns .. 1 s"},
+       "h.yaml:40: pcie.latency: 1e30 s is outside 1 ns .. 1 s"},
       {"bandwidth1e-300", h100_with("nic_bandwidth: 400 Gb/s", "nic_bandwidth: 1e-300 B/s"),
-       "h.yaml:55: network.nic_bandwidth: 1e-300 B/s is outside 125 KB/s .. 12.5 TB/s"},
+       "h.yaml:63: network.nic_bandwidth: 1e-300 B/s is outside 125 KB/s .. 12.5 TB/s"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
