@@ -115,6 +115,7 @@ const std::vector<Fault>& all_faults() {
       Fault::sdpa_tf32_allowed,
       Fault::master_weights_free,
       Fault::nvlink_pairs_ring_closed,
+      Fault::calibrate_fits_below_plateau,
   };
   return faults;
 }
@@ -217,6 +218,7 @@ const char* fault_name(Fault f) {
     case Fault::sdpa_tf32_allowed: return "sdpa-tf32-allowed";
     case Fault::master_weights_free: return "master-weights-free";
     case Fault::nvlink_pairs_ring_closed: return "nvlink-pairs-ring-closed";
+    case Fault::calibrate_fits_below_plateau: return "calibrate-fits-below-plateau";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -53,6 +53,8 @@ double& bounding_field(sim::HardwareSpec& hw, const NcclTestsLog& log, std::stri
 const double kFitTolerance = std::log1p(0.01);
 // The bandwidth fit's size: the twin's latency under this share of its time there.
 constexpr double kMaxLatencyShare = 0.10;
+// A bandwidth fit's size: the twin's bus bandwidth there at least this share of its plateau.
+constexpr double kMinPlateauShare = 0.90;
 // How far a log may beat the twin at a field's most (efficiency 1, the link's raw rate) and still
 // be capped there rather than refused: a few per cent is a datasheet's rounding; 25 % more is
 // another machine.
@@ -369,27 +371,46 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
       return a.size_bytes < b.size_bytes;
     });
     // Only where the twin's bandwidth term dominates does the size say anything about a
-    // link's efficiency: its latency (its time at one float per rank) under 10 % of its time.
+    // link's efficiency: its latency (its time at one float per rank) under 10 % of its time,
+    // and its bus bandwidth on its plateau: within 10 % of its bus bandwidth at 16x the size
+    // (up to 4 GiB). Below the plateau the ring still ramps (pipeline fill, smaller chunks, a
+    // protocol switch), and a link rate fitted there takes the ramp into the rate: a log
+    // ending at 2 MiB on 8 PCIe H100s had set their staged rate 1.6-2x the one its larger
+    // sizes give (found by an outside-user review).
     const double latency_share =
         row.size_bytes <= 4 * log.ranks ? 1.0
                                         : twin_time(out.spec, log, 4 * log.ranks) / twin_time(out.spec, log, row.size_bytes);
-    if (latency_share >= kMaxLatencyShare) {
+    constexpr Bytes kPlateauProbeMax = Bytes{4} << 30;
+    double plateau_share = 1.0;
+    if (latency_share < kMaxLatencyShare && row.size_bytes < kPlateauProbeMax / 16 &&
+        !fault_active(Fault::calibrate_fits_below_plateau)) {
+      const Bytes probe = std::min(kPlateauProbeMax, row.size_bytes * 16);
+      plateau_share = twin_busbw(out.spec, log.collective, log.ranks, row.size_bytes) /
+                      twin_busbw(out.spec, log.collective, log.ranks, probe);
+    }
+    if (latency_share >= kMaxLatencyShare || plateau_share < kMinPlateauShare) {
       sim::HardwareSpec probe = out.spec;
       NcclFieldCalibration fc = field_from(log, row);
       double most = 1.0;
       fc.before = fc.after = bounding_field(probe, log, fc.field, most);
       fc.fitted = fc.reached = false;
-      fc.bound = fmt::format("{} has no bandwidth-bound size: at its largest, {} B (line {}), latency is {:.0f} % of "
-                             "the twin's time (a bandwidth fit needs under {:.0f} %); log larger sizes (nccl-tests -e)",
-                             log.where, row.size_bytes, row.line, 100 * latency_share, 100 * kMaxLatencyShare);
+      fc.bound =
+          latency_share >= kMaxLatencyShare
+              ? fmt::format("{} has no bandwidth-bound size: at its largest, {} B (line {}), latency is {:.0f} % of "
+                            "the twin's time (a bandwidth fit needs under {:.0f} %); log larger sizes (nccl-tests -e)",
+                            log.where, row.size_bytes, row.line, 100 * latency_share, 100 * kMaxLatencyShare)
+              : fmt::format("{} has no bandwidth-bound size: at its largest, {} B (line {}), the twin's bus bandwidth "
+                            "is {:.0f} % of its bandwidth at 16x the size (a bandwidth fit needs {:.0f} %: the ring "
+                            "still ramps there); log larger sizes (nccl-tests -e)",
+                            log.where, row.size_bytes, row.line, 100 * plateau_share, 100 * kMinPlateauShare);
       out.fields.push_back(fc);
       const size_t before = out.fields.size();
       fit_latency(out.spec, log, date, comments, out.fields);
       if (out.fields.size() == before)
         throw std::invalid_argument(fmt::format("{}: calibrates nothing: no bandwidth-bound size (the largest, {} B, "
-                                                "is {:.0f} % latency in the twin) and no latency-bound size "
-                                                "(up to 64 KiB)",
-                                                log.where, row.size_bytes, 100 * latency_share));
+                                                "is {:.0f} % latency and {:.0f} % of the plateau in the twin) and no "
+                                                "latency-bound size (up to 64 KiB)",
+                                                log.where, row.size_bytes, 100 * latency_share, 100 * plateau_share));
       continue;
     }
     const NcclTestsTiming& t = log.timing(row);  // right results: require_sound_log

@@ -235,6 +235,14 @@ Source parse_source(const std::string& text, const std::string& file) {
   // duplicate keys, unsupported tags, depth and size, each named by file, line and key path.
   const YAML::Node root = sim::yaml_load_string(text, file);
   if (!root.IsMap()) throw std::invalid_argument(fmt::format("{}:1: expected a mapping (schema_version, source, entries)", file));
+  // Every top-level YAML of the folder is read as a source; a hardware file placed beside
+  // the sources (it has gpu: and nodes:) gets told where it belongs.
+  if (root["gpu"] && root["gpus_per_node"] && !root["entries"])
+    throw std::invalid_argument(fmt::format(
+        "{}:1: this is a hardware file, not a fidelity source: every .yaml at the top of the folder is read as a "
+        "source (schema_version, source, entries); put hardware files in a subfolder (as hardware/ in "
+        "scenarios/measured/public/) and name them in an entry's hardware_file (hardware/NAME.yaml)",
+        file));
   r.check_keys(root, "", {"schema_version", "source", "entries"});
   if (r.whole(r.required(root, "schema_version", "schema_version"), "schema_version", 1, 1000) != 1)
     r.fail(root["schema_version"], "schema_version", "only schema_version 1 is known");

@@ -1,6 +1,9 @@
 #include "scenarios/scenario/predict_runner.hpp"
 
+#include <algorithm>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "engine/optim/grad_scaler.hpp"
 #include "engine/optim/master_weights.hpp"
@@ -70,6 +73,13 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
   r.tokens_per_sample = tokens_per_sample_of(p.model);
   r.optimizer = optimizer_kind_name(p.optimizer);
   if (!p.measured_costs_note.empty()) r.warnings.push_back(p.measured_costs_note);
+  // channels_last only changes convolutions: on a model without any, say so rather than
+  // print "Tensor Core convolutions run NHWC" as if it did something.
+  if (p.memory_format == MemoryFormat::channels_last &&
+      std::none_of(p.model.layers.begin(), p.model.layers.end(),
+                   [](const LayerDescription& l) { return layer_op_class(l) == OpClass::conv; }))
+    r.warnings.push_back(fmt::format("memory format channels_last changes nothing here: {} has no convolutions",
+                                     p.model.name));
   return r;
 }
 

@@ -73,6 +73,10 @@ TEST(FidelityTable, ValidSourceParses) {
 
 TEST(FidelityTable, ErrorsNameFileLineAndKey) {
   expect_error("schema_version: 1\nsources: {}\n", "t.yaml:2: sources: ", "unknown key");
+  // A hardware file put beside the sources is named for what it is (found by an outside-user
+  // review: it had read "name: unknown key").
+  expect_error("name: mine\nnodes: 1\ngpus_per_node: 8\ngpu: {name: X}\n", "t.yaml:1: ",
+               "this is a hardware file, not a fidelity source");
   expect_error(source_text(kCollective).replace(0, 17, "schema_version: 2"), "t.yaml:1: schema_version: ",
                "only schema_version 1");
   expect_error(source_text(kCollective, "ftp://example.org"), "t.yaml:3: source.url: ", "not an http(s) URL");

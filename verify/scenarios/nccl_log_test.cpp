@@ -351,6 +351,43 @@ double worst_error(const sim::HardwareSpec& hw, const NcclTestsLog& log) {
 
 // Two logs that both fit a field are refused naming both (the second had silently
 // replaced the first's value, so the result depended on the order of --from).
+// Invariant: a link rate is fitted only at a size on the twin's plateau (its bus bandwidth
+// within 10 % of its bandwidth at 16x the size). The 4-GPU L40S log cut after its 2 MiB row:
+// the twin's SHM ring is at under 90 % of its plateau there (pipeline fill), so the staged
+// rate is left unset, the result says why, and the latency term is still fitted. The
+// planted bug (fit at any size past the latency share) sets the rate from that row,
+// further from the full log's fit than 10 %.
+std::optional<double> staged_rate_from_log_cut_at_2mib(std::string* bound) {
+  const std::string text = slurp(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  const auto row = text.find("     2097152");
+  EXPECT_NE(row, std::string::npos);
+  std::istringstream in(text.substr(0, text.find('\n', row) + 1));
+  const auto log = parse_nccl_tests_log(in, "cut.log");
+  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kHardwareLibrary);
+  const NcclCalibrationResult r = calibrate_from_nccl_logs(base, {log}, "2026-12-07T09:00:00Z");
+  EXPECT_GE(r.fields.size(), 1u);
+  if (bound && !r.fields.empty()) *bound = r.fields[0].bound;
+  return r.spec.pcie.staged_bidirectional;
+}
+
+TEST(NcclCalibration, ALinkRateIsFittedOnlyOnTheTwinsPlateau) {
+  std::string bound;
+  EXPECT_FALSE(staged_rate_from_log_cut_at_2mib(&bound).has_value());
+  EXPECT_NE(bound.find("the ring still ramps there"), std::string::npos) << bound;
+}
+
+TEST(NcclCalibration, PlantedBugFittingBelowThePlateauIsCaught) {
+  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kHardwareLibrary);
+  const NcclCalibrationResult full = calibrate_from_nccl_logs(
+      base, {read_nccl_tests_log(data_path("l40s-4gpu-pcie-all_reduce.log"))}, "2026-12-07T09:00:00Z");
+  ASSERT_TRUE(full.spec.pcie.staged_bidirectional.has_value());
+  const ScopedFault planted(Fault::calibrate_fits_below_plateau);
+  const auto cut = staged_rate_from_log_cut_at_2mib(nullptr);
+  ASSERT_TRUE(cut.has_value());
+  EXPECT_GT(std::abs(*cut / *full.spec.pcie.staged_bidirectional - 1.0), 0.10)
+      << *cut << " against " << *full.spec.pcie.staged_bidirectional;
+}
+
 TEST(NcclCalibration, TwoLogsFittingOneFieldAreRefusedNamingBoth) {
   const sim::HardwareSpec base = sim::load_hardware("dgx-a100", kHardwareLibrary);
   const auto log = read_nccl_tests_log(data_path("dgx-a100-8gpu-all_reduce-v2.log"));

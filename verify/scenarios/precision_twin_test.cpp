@@ -390,6 +390,20 @@ TEST(PrecisionTwin, ChannelsLastSparesTensorCoreConvolutionsTheirTransposes) {
   const StepReport f32_nchw = step("dgx1-v100", "f32", "");
   const StepReport f32_nhwc = step("dgx1-v100", "f32", "memory_format: channels_last\n");
   EXPECT_NEAR(*f32_nhwc.step_time_s, *f32_nchw.step_time_s, 1e-9);
+  // On a model without convolutions channels_last changes nothing, and the prediction says so
+  // (found by an outside-user review: GPT-2 printed "Tensor Core convolutions run NHWC").
+  {
+    scenario::Scenario s = scenario::parse_scenario(
+        "schema_version: 1\nhardware: dgx-a100\nmodel: gpt2-124m\nstrategy: single\ndevices: 1\n"
+        "batch_per_device: 1\nprecision: f16-amp\nmemory_format: channels_last\n",
+        "g.yaml", kScenarios);
+    const StepReport g = scenario::predict_point(scenario::resolve_point(s, s.base, lib), "");
+    bool warned = false;
+    for (const auto& w : g.warnings) warned = warned || w.find("channels_last changes nothing here") != std::string::npos;
+    EXPECT_TRUE(warned);
+    EXPECT_FALSE(std::any_of(nhwc.warnings.begin(), nhwc.warnings.end(),
+                             [](const std::string& w) { return w.find("changes nothing") != std::string::npos; }));
+  }
   try {
     scenario::parse_scenario(fmt::format(fmt::runtime(base), "dgx-a100", "f16-amp") + "memory_format: nhwc\n", "bad.yaml",
                              kScenarios);

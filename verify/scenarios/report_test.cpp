@@ -246,7 +246,7 @@ TEST(Text, SweepTableAndStepSummary) {
       "    optimizer              1.00 ms\n"
       "    interference           0\n"
       "  throughput               12,400 samples/s\n"
-      "  scaling efficiency       97 % (one GPU: 20.0 ms per step)\n"
+      "  scaling efficiency       97 % of 8 x one GPU's throughput (one GPU: 20.0 ms per step of 32)\n"
       "  peak memory sim:gpu0     10.00 GiB of 80.00 GiB\n"
       "  peak memory sim:gpu1     10.00 GiB of 80.00 GiB\n"
       "  peak memory sim:gpu7     10.00 GiB of 80.00 GiB\n"
