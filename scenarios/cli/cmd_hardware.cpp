@@ -13,6 +13,7 @@
 #include "scenarios/cli/json_output.hpp"
 #include "scenarios/cli/library_dir.hpp"
 #include "sim/net/hardware.hpp"
+#include "hardware_schema_text.hpp"  // generated: kHardwareSchemaText
 
 namespace dpt::cli::cmd_hardware {  // a namespace per command: unity batches join anonymous ones
 namespace {
@@ -52,6 +53,12 @@ int run_show(const std::string& name) {
   return kExitOk;
 }
 
+// The schema as the loader documents it (sim/net/hardware.hpp's opening comment).
+int run_schema() {
+  std::cout << kHardwareSchemaText;
+  return kExitOk;
+}
+
 RunFn setup(CLI::App& parent) {
   auto name = std::make_shared<std::string>();
   auto json = std::make_shared<bool>(false);
@@ -61,12 +68,15 @@ RunFn setup(CLI::App& parent) {
   list->add_flag("--json", *json, "print the list as JSON");
   CLI::App* show = app->add_subcommand("show", "Print a hardware file (library name or path) with its sources.");
   show->add_option("name", *name, "library name (dgx-h100) or path to a hardware YAML file")->required();
-  app->footer("Examples:\n  dptwin hardware list\n  dptwin hardware show dgx-h100 > my-node.yaml   "
+  CLI::App* schema = app->add_subcommand(
+      "schema", "Print the hardware file schema: every key, its unit, whether it is optional, and its default.");
+  app->footer("Examples:\n  dptwin hardware list\n  dptwin hardware schema\n  dptwin hardware show dgx-h100 > my-node.yaml   "
               "# edit, then --hardware my-node.yaml\n\n" +
               exit_codes_help());
-  return [list, show, name, json] {
+  return [list, show, schema, name, json] {
     if (list->parsed()) return run_list(*json);
     if (show->parsed()) return run_show(*name);
+    if (schema->parsed()) return run_schema();
     return static_cast<int>(kExitUsage);
   };
 }

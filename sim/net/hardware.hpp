@@ -25,9 +25,17 @@
 //     kernel_launch_latency: 4 us
 //     sm_count: 132                    # optional: streaming multiprocessors (interference with NCCL)
 //     compute_capability: 9.0          # optional: CUDA's (NCCL's algorithms and tuning); else read off the name
-//     op_efficiency: {conv: {f32: 0.83}, norm: 0.8}  # optional, per op class (OpEfficiencySpec: gemm, conv,
-//                                      #   attention, norm, elementwise, embedding, loss, optimizer, sdpa), each in
-//                                      #   (0, 1]: one fraction, or one per compute type (f32, tf32, bf16, f16, f64)
+//     op_efficiency:                   # optional, per op class (OpEfficiencySpec), each in (0, 1]: one fraction,
+//                                      #   or one per compute type ({f32: .., tf32: .., bf16: .., f16: .., f64: ..})
+//       gemm: {tf32: 0.744, f16: 0.737}  # fraction of the type's peak (a microbenchmark's; default efficiency.gemm)
+//       conv: {f32: 0.733}             # cuDNN convolutions (default efficiency.gemm)
+//       attention: 0.74                # eager attention's batched matmuls (default efficiency.gemm)
+//       sdpa: {f16: 0.55}              # fused attention, FlashAttention's FLOP count (default efficiency.gemm)
+//       norm: 0.8                      # memory-bound classes: fraction of memory bandwidth
+//       elementwise: 0.8               #   (default efficiency.memory_bandwidth)
+//       embedding: 0.8
+//       loss: 0.8
+//       optimizer: 0.8
 //   pcie:
 //     generation: 5                    # 1..6; per-lane rate from the PCI-SIG spec
 //     lanes: 16                        # lanes of each GPU's (and NIC's) link
@@ -60,6 +68,7 @@
 //   network:                           # required when nodes > 1 (optional otherwise)
 //     nics_per_node: 8
 //     nic_bandwidth: 400 Gb/s          # per NIC, per direction
+//     gpu_direct_rdma: true            # optional (default true): false stages NET traffic through host memory
 //     latency: 2 us                    # NIC-to-NIC through one switch
 //     topology: single_switch | fat_tree
 //     nodes_per_leaf: 16               # fat_tree only
