@@ -116,6 +116,7 @@ const std::vector<Fault>& all_faults() {
       Fault::master_weights_free,
       Fault::nvlink_pairs_ring_closed,
       Fault::calibrate_fits_below_plateau,
+      Fault::comm_hook_recasts_half_buckets,
   };
   return faults;
 }
@@ -219,6 +220,7 @@ const char* fault_name(Fault f) {
     case Fault::master_weights_free: return "master-weights-free";
     case Fault::nvlink_pairs_ring_closed: return "nvlink-pairs-ring-closed";
     case Fault::calibrate_fits_below_plateau: return "calibrate-fits-below-plateau";
+    case Fault::comm_hook_recasts_half_buckets: return "comm-hook-recasts-half-buckets";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -126,6 +126,10 @@ std::vector<scenario::Scenario> plan_from_flags(const PlanArgs& a, const scenari
       throw std::invalid_argument(fmt::format("--precision: {}", e.what()));
     }
   }
+  if (a.dtype && q.precision && precision_parameter_dtype(*q.precision) != q.dtype)
+    throw std::invalid_argument(fmt::format("--precision {} keeps parameters in {}, but --dtype is {}",
+                                            *a.precision, dtype_name(precision_parameter_dtype(*q.precision)),
+                                            *a.dtype));
   if (a.bucket_cap_mb) q.bucket_cap_mb = *a.bucket_cap_mb;
   if (a.optimizer) {
     scenario::PointConfig scratch;
@@ -219,6 +223,20 @@ int run_plan(const PlanArgs& a) {
         a.within_hours || a.tokens_per_sample)
       throw std::invalid_argument("give a plan file or --model/--hardware/target flags (--tokens-per-sample and "
                                   "--within-hours included: the file's target says them), not both");
+    // The file's plan and base keys set its candidates' training: a flag that would be
+    // ignored is refused, naming it (they had been ignored silently, exit 0; found by an
+    // outside-user review).
+    for (const auto& [given, flag] : std::vector<std::pair<bool, const char*>>{
+             {!a.strategies.empty(), "--strategies"}, {a.max_gpus.has_value(), "--max-gpus"},
+             {a.batch_per_device.has_value(), "--batch-per-device"}, {a.global_batch.has_value(), "--global-batch"},
+             {a.dtype.has_value(), "--dtype"}, {a.precision.has_value(), "--precision"},
+             {a.optimizer.has_value(), "--optimizer"}, {a.bucket_cap_mb.has_value(), "--bucket-cap-mb"}})
+      if (given)
+        throw std::invalid_argument(fmt::format(
+            "{}: a plan file sets its candidates' training in its own keys (plan: and the base keys: strategies, "
+            "max_gpus, batch_per_device, global_batch, dtype, precision, optimizer, bucket_cap_mb); give it there, "
+            "or plan from flags without the file",
+            flag));
     plan_scenarios = scenario::plan_scenarios_from_file(scenario::load_scenario_file(a.plan_file), lib);
   } else {
     plan_scenarios = plan_from_flags(a, lib);

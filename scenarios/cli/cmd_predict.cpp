@@ -102,7 +102,9 @@ int run_predict(const PredictArgs& a) {
     p.strategy = strategy_kind_name(point.strategy);
     p.devices = point.devices;
     p.nodes = point.nodes;
-    p.batch_global = point.batch_global;
+    // Samples per optimizer step, as sweep's points count them (K micro-batches under
+    // accumulation; the report had said one micro-batch's, found by an outside-user review).
+    p.batch_global = point.batch_global * point.accumulate;
     p.batch_per_device = point.batch_per_device;
     p.dtype = std::string(dtype_name(point.dtype));
     p.bucket_cap_mb = point.bucket_cap_mb;

@@ -288,6 +288,10 @@ std::string board_of(const std::string& name) {
   const std::string u = upper_case(name);
   for (const char* board : {"PCIE", "NVL", "SXM"})
     if (u.find(board) != std::string::npos) return board;
+  // CUDA names the H100 SXM5 "NVIDIA H100 80GB HBM3" (its PCIe and NVL boards say so in
+  // theirs): HBM3 with no board named is the SXM part (an SXM5 log had calibrated an H100
+  // PCIe file; found by an outside-user review).
+  if (u.find("HBM3") != std::string::npos) return "SXM";
   return "";
 }
 }  // namespace

@@ -93,7 +93,9 @@ std::vector<Scenario> plan_scenarios(const PlanRequest& q, const Library& lib) {
   root["model"] = q.model;
   root["batch_per_device"] = q.batch_per_device;
   if (q.global_batch) root["global_batch"] = *q.global_batch;
-  root["dtype"] = std::string(dtype_name(q.dtype));
+  // The dtype only where no precision stores the parameters otherwise (a precision implies
+  // its dtype; the flags' f32 default would contradict f16-master or bf16).
+  if (!q.precision || precision_parameter_dtype(*q.precision) == q.dtype) root["dtype"] = std::string(dtype_name(q.dtype));
   if (q.precision) root["precision"] = std::string(precision_name(*q.precision));
   root["optimizer"] = optimizer_kind_name(q.optimizer);
   root["bucket_cap_mb"] = q.bucket_cap_mb;

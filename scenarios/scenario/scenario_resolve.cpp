@@ -74,7 +74,16 @@ void resolve_training(const PointConfig& c, const Library& lib, const PointWhere
                              "or newer GPU; {} is compute capability {}.{}; give the model sdpa (hf:...:attn=sdpa)",
                              r.model.name, r.hardware.gpu.name, cc / 10, cc % 10));
   }
-  if (c.precision && c.where.count("dtype") && r.dtype != c.dtype)
+  // A precision given on the command line takes the place of a dtype that a file (or the
+  // embedded default scenario) states: `sweep FILE --precision f16-master` over a file with
+  // `dtype: f32` means the flag (found by an outside-user review: every shipped what-if file
+  // refused the f16 precisions). Both from flags, or both from one file, must agree.
+  auto from_flag = [&](const char* field) {
+    const auto it = c.where.find(field);
+    return it != c.where.end() && it->second.rfind("--", 0) == 0;
+  };
+  const bool flag_overrides_file = from_flag("precision") && !from_flag("dtype");
+  if (c.precision && c.where.count("dtype") && r.dtype != c.dtype && !flag_overrides_file)
     throw std::invalid_argument(where("precision") + fmt::format("precision {} keeps parameters in {}, but dtype is {}",
                                                                  precision_name(r.precision), dtype_name(r.dtype),
                                                                  dtype_name(c.dtype)));

@@ -133,6 +133,20 @@ GpuSpec read_gpu(MapReader r) {
   g.peak_flops.tf32 = pf.opt_flops_in("tf32", 1 * kGflops, 100 * kPflops);
   g.peak_flops.bf16 = pf.opt_flops_in("bf16", 1 * kGflops, 100 * kPflops);
   g.peak_flops.f16 = pf.opt_flops_in("f16", 1 * kGflops, 100 * kPflops);
+  // Tensor Core rates (TF32, BF16, F16) are at least the FP32 CUDA-core rate on every GPU
+  // that has them (GeForce Ampere's TF32 equals it): one below it is a typo or a swapped
+  // field (an outside-user review's f32 of 512 TFLOPS above tf32's 378 loaded).
+  for (const auto& [key, v] : {std::pair{"tf32", g.peak_flops.tf32}, std::pair{"bf16", g.peak_flops.bf16},
+                               std::pair{"f16", g.peak_flops.f16}})
+    if (v && *v < g.peak_flops.f32)
+      pf.fail(key, fmt::format("{} TFLOPS is below f32's {} TFLOPS: Tensor Core rates are at least the FP32 rate "
+                               "on every GPU that has them (check both figures against the datasheet's dense column)",
+                               *v / 1e12, g.peak_flops.f32 / 1e12));
+  // TF32 runs at half the dense F16 rate, or less, on every GPU that has both.
+  if (g.peak_flops.tf32 && g.peak_flops.f16 && *g.peak_flops.tf32 > *g.peak_flops.f16)
+    pf.fail("tf32", fmt::format("{} TFLOPS is above f16's {} TFLOPS: TF32 Tensor Cores run at most at the F16 rate "
+                                "(half of it on datacenter parts; check the datasheet's dense column)",
+                                *g.peak_flops.tf32 / 1e12, *g.peak_flops.f16 / 1e12));
   pf.finish();
   // Device memory: 1 MiB .. 64 TiB (today's largest GPUs hold under 0.5 TiB).
   g.memory_bytes = r.get_bytes_in("memory", kMiB, 64 * 1024 * kGiB);

@@ -226,7 +226,11 @@ void drive(SimBackend& b, const PredictConfig& c, const ModelBuilder& build_mode
       return ddp_accumulated_step(dynamic_cast<DistributedDataParallel&>(*strategy), c.accumulate, xs, ys);
     };
     batch *= c.accumulate;
-    Tensor x = Tensor::empty(b.host_memory(), {batch, c.input_features}, c.dtype, MemoryCategory::inputs);
+    // The batch as the data loader hands it over: in the model's dtype, except under
+    // f16-master, whose model.half() leaves the inputs f32 (apex amp O2 casts them inside
+    // forward, on the GPU, after the copy; found by an outside-user review).
+    const DType input_dtype = c.precision && precision_uses_master_weights(*c.precision) ? DType::f32 : c.dtype;
+    Tensor x = Tensor::empty(b.host_memory(), {batch, c.input_features}, input_dtype, MemoryCategory::inputs);
     Tensor y = Tensor::empty(b.host_memory(), {batch}, DType::i64, MemoryCategory::inputs);
     if (b.options().numeric) {
       // Deterministic inputs: the values matter only for the numerics, not the time.
@@ -383,6 +387,11 @@ StepReport report_of_config(const sim::HardwareSpec& hw, const PredictConfig& c,
         "runs each bucket's Q phase (orthogonalise P, Q = M^T P, all-reduce Q) after backward, not as P's "
         "all-reduce completes",
         comm_hook_name(c.comm_hook)));
+  else if (const DType grads = c.precision ? precision_parameter_dtype(*c.precision) : c.dtype;
+           c.comm_hook.kind != CommHook::none && *comm_hook_wire_dtype(c.comm_hook.kind) == grads)
+    r.warnings.push_back(fmt::format("comm hook {}: the buckets are {} already, so the hook only divides them in "
+                                     "place (no cast, no copy): it changes nothing on the wire",
+                                     comm_hook_name(c.comm_hook), dtype_name(grads)));
   else if (c.comm_hook.kind != CommHook::none)
     r.warnings.push_back(fmt::format("comm hook {}: buckets all-reduced in {} with a cast kernel before and after",
                                      comm_hook_name(c.comm_hook), dtype_name(*comm_hook_wire_dtype(c.comm_hook.kind))));

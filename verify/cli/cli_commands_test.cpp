@@ -219,6 +219,50 @@ TEST(CliHardware, SchemaDocumentsEveryKeyTheShippedFilesUse) {
   EXPECT_NE(r.out.find("staged_bidirectional:"), std::string::npos);
 }
 
+// Found by an outside-user review: flags a plan file would ignore were ignored silently
+// (exit 0, the file's f32 answer under --precision f16-master); a --precision flag could not
+// take the place of a file's dtype: f32 (every shipped what-if file refused f16-master); and
+// predict's report counted one micro-batch of an accumulated step.
+TEST(CliPlanAndPrecision, FlagsAreAppliedOrRefusedNeverIgnored) {
+  const fs::path dir = fresh_dir("plan_flags");
+  const std::string plan = (kSource / "scenarios" / "whatif" / "plan-resnet50.yaml").string();
+  for (const std::vector<std::string>& flag :
+       {std::vector<std::string>{"--precision", "f16-master"}, {"--max-gpus", "2"}, {"--optimizer", "sgd"}}) {
+    std::vector<std::string> args{"plan", plan, "-j", "1"};
+    args.insert(args.end(), flag.begin(), flag.end());
+    const CliResult r = run_dptwin(args, dir);
+    EXPECT_EQ(r.exit_code, 2) << flag[0] << "\n" << r.err;
+    EXPECT_NE(r.err.find(flag[0] + ": a plan file sets its candidates' training"), std::string::npos) << r.err;
+  }
+  write(dir / "s.yaml", "schema_version: 1\nhardware: dgx-a100\nmodel: gpt2-124m\nstrategy: ddp\ndevices: 2\n"
+                        "batch_per_device: 2\ndtype: f32\n");
+  const CliResult flag = run_dptwin({"predict", "s.yaml", "--precision", "f16-master", "--json"}, dir);
+  ASSERT_EQ(flag.exit_code, 0) << flag.err;
+  EXPECT_EQ(nlohmann::json::parse(flag.out).at("precision"), "f16-master");
+  // Both in one file still have to agree.
+  write(dir / "both.yaml", "schema_version: 1\nhardware: dgx-a100\nmodel: gpt2-124m\nstrategy: ddp\ndevices: 2\n"
+                           "batch_per_device: 2\ndtype: f32\nprecision: f16-master\n");
+  const CliResult both = run_dptwin({"predict", "both.yaml"}, dir);
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  EXPECT_NE(both.err.find("precision f16-master keeps parameters in f16, but dtype is f32"), std::string::npos) << both.err;
+  // The report's batch is the step's: 2 micro-batches of 2 per GPU on 2 GPUs.
+  const CliResult acc = run_dptwin({"predict", "s.yaml", "--accumulate", "2", "--report", "rep"}, dir);
+  ASSERT_EQ(acc.exit_code, 0) << acc.err;
+  const std::string csv = slurp(dir / "rep" / "points.csv");
+  const std::string header = csv.substr(0, csv.find('\n')), row = csv.substr(csv.find('\n') + 1);
+  auto column = [](const std::string& line, int i) {
+    std::istringstream in(line);
+    std::string cell;
+    for (int k = 0; k <= i; ++k) std::getline(in, cell, ',');
+    return cell;
+  };
+  int batch_col = -1;
+  for (int i = 0; i < 40; ++i)
+    if (column(header, i) == "batch_global") batch_col = i;
+  ASSERT_GE(batch_col, 0) << header;
+  EXPECT_EQ(column(row, batch_col), "8") << csv;
+}
+
 TEST(CliHardware, ShowPrintsTheFileAsItIs) {
   const fs::path file = kSource / "scenarios" / "hardware" / "dgx-h100.yaml";
   const CliResult r = run_dptwin({"hardware", "show", "dgx-h100"}, fresh_dir("hardware_show"));

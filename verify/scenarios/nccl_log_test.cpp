@@ -490,6 +490,11 @@ TEST(NcclCalibration, ALogOfOtherGpusIsRefused) {
     }
   }
   EXPECT_NO_THROW(require_same_gpus(h100, {"NVIDIA H100 80GB HBM3"}, "h100.log"));
+  // ... and that name is the SXM5 board's: it does not calibrate an H100 PCIe file.
+  sim::HardwareSpec pcie = h100;
+  pcie.gpu.name = "H100-PCIe-80GB";
+  EXPECT_THROW(require_same_gpus(pcie, {"NVIDIA H100 80GB HBM3"}, "h100.log"), std::invalid_argument);
+  EXPECT_NO_THROW(require_same_gpus(pcie, {"NVIDIA H100 PCIe"}, "h100.log"));
   EXPECT_THROW(require_same_gpus(sim::load_hardware("dgx-a100", kHardwareLibrary), {"NVIDIA A100 80GB PCIe"}, "a.log"),
                std::invalid_argument);
   // A CPU bench file's devices are no GPU of a GPU machine's file.

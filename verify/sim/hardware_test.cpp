@@ -142,6 +142,20 @@ TEST(HardwareErrors, UnknownKeyNamesFileLineAndKey) {
   EXPECT_EQ(error_of(extra).rfind("bad.yaml:9: gpu.memroy: unknown key (allowed: ", 0), 0u) << error_of(extra);
 }
 
+// A Tensor Core rate below the FP32 rate is a typo or swapped fields (an outside-user review's
+// file loaded with f32 512 TFLOPS over tf32 378); equal, as GeForce Ampere's TF32, loads.
+TEST(HardwareErrors, TensorCoreRateBelowFp32IsRejected) {
+  const std::string text = replace_line(kGood, 5, "  peak_flops: {f32: 10 TFLOPS, f64: 5 TFLOPS, tf32: 8 TFLOPS}");
+  const std::string err = error_of(text);
+  EXPECT_EQ(err.rfind("bad.yaml:5: gpu.peak_flops.tf32: 8 TFLOPS is below f32's 10 TFLOPS", 0), 0u) << err;
+  EXPECT_NO_THROW(parse_hardware_yaml(replace_line(kGood, 5, "  peak_flops: {f32: 10 TFLOPS, f64: 5 TFLOPS, tf32: 10 TFLOPS}"),
+                                      "ok.yaml"));
+  // And TF32 above F16 (a tf32 of 41,750 TFLOPS over an f16 of 989 had loaded).
+  const std::string tf32_high = error_of(
+      replace_line(kGood, 5, "  peak_flops: {f32: 10 TFLOPS, f64: 5 TFLOPS, tf32: 400 TFLOPS, f16: 200 TFLOPS}"));
+  EXPECT_EQ(tf32_high.rfind("bad.yaml:5: gpu.peak_flops.tf32: 400 TFLOPS is above f16's 200 TFLOPS", 0), 0u) << tf32_high;
+}
+
 TEST(HardwareErrors, NegativeBandwidthIsRejected) {
   const std::string text = replace_line(kGood, 7, "  memory_bandwidth: -900 GB/s");
   EXPECT_EQ(error_of(text), "bad.yaml:7: gpu.memory_bandwidth: -900 GB/s is outside 1 MB/s .. 1 PB/s");

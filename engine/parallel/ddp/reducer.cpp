@@ -159,10 +159,21 @@ void charge(Device& d, const char* name, OpKind kind, double flops, Bytes read, 
 
 }  // namespace
 
+namespace {
+// Whether a compress hook casts this bucket: not when it is in the hook's dtype already.
+// Planted fault: it casts (and holds a half copy) all the same.
+bool hook_casts(const Tensor& bucket, DType half) {
+  return bucket.dtype() != half || fault_active(Fault::comm_hook_recasts_half_buckets);
+}
+}  // namespace
+
 void Reducer::allocate_hook_buffers(Runtime& rt, size_t b) {
   Device& d = rt.flat.device();
   const CommHookSpec& h = options_.comm_hook;
   if (auto half = comm_hook_wire_dtype(h.kind)) {
+    // A bucket already in the hook's dtype (f16 gradients under f16-master with
+    // fp16_compress): bucket.buffer().to(float16) returns the bucket itself, no copy.
+    if (!hook_casts(rt.flat, *half)) return;
     rt.wire = Tensor::empty(d, {rt.flat.numel()}, *half, MemoryCategory::buckets);
   } else if (h.kind == CommHook::powersgd) {
     std::vector<Shape> shapes;
@@ -187,6 +198,12 @@ void Reducer::launch_bucket(size_t b) {
     rt.work = comm_.all_reduce(rt.flat, sum);
   } else if (auto half = comm_hook_wire_dtype(h.kind); half && d.computes()) {
     comm_hook_compress_in_place(rt.flat, *half, world);
+    rt.work = comm_.all_reduce(rt.flat, sum);
+  } else if (half && !hook_casts(rt.flat, *half)) {
+    // The hook's .div_(world_size) in place on the bucket, all-reduced as it is; its
+    // copy_ back is a copy onto itself, which PyTorch skips.
+    charge(d, "half_compress", OpKind::memory, static_cast<double>(rt.flat.numel()), rt.flat.size_bytes(),
+           rt.flat.size_bytes());
     rt.work = comm_.all_reduce(rt.flat, sum);
   } else if (half) {
     charge(d, "half_compress", OpKind::memory, static_cast<double>(rt.flat.numel()), rt.flat.size_bytes(),
@@ -215,6 +232,8 @@ void Reducer::finish_bucket(size_t b) {
   if (h.kind == CommHook::none) return;
   if (auto half = comm_hook_wire_dtype(h.kind); half && d.computes()) {
     comm_hook_decompress_in_place(rt.flat, *half);
+  } else if (half && !hook_casts(rt.flat, *half)) {
+    return;  // the all-reduce ran on the bucket itself
   } else if (half) {
     charge(d, "half_decompress", OpKind::memory, static_cast<double>(rt.flat.numel()), rt.wire.size_bytes(),
            rt.flat.size_bytes());
