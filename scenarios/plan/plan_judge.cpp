@@ -179,7 +179,19 @@ std::string plan_answer(const PlanResult& plan) {
     const PointResult* bp = nullptr;
     for (const auto& p : plan.sweep.points)
       if (p.status == PointStatus::ok && (!bp || thr(p) > thr(*bp))) bp = &p;
-    if (!bp) return fmt::format("No candidate configuration meets the target of {}: none could be predicted.", target);
+    if (!bp) {
+      // Every candidate out of memory is an answer too: none fits (an outside-user review read
+      // "none could be predicted" over a table of out-of-memory verdicts).
+      const bool all_oom = !plan.sweep.points.empty() &&
+                           std::all_of(plan.sweep.points.begin(), plan.sweep.points.end(), [](const PointResult& p) {
+                             return p.status == PointStatus::out_of_memory;
+                           });
+      if (all_oom)
+        return fmt::format("No candidate configuration meets the target of {}: the model does not fit in GPU "
+                           "memory in any of them (see each verdict).",
+                           target);
+      return fmt::format("No candidate configuration meets the target of {}: none could be predicted.", target);
+    }
     return fmt::format("No candidate configuration meets the target of {}; the fastest, {}x {} with {}, reaches {} samples/s.",
                        target, bp->gpus(), bp->gpu_name, report::strategy_display_name(bp->strategy),
                        report::format_figure(thr(*bp)));

@@ -86,6 +86,10 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
                        : o == "sgd_momentum" ? " (torch.optim.SGD with momentum: one state tensor per parameter)"
                        : o == "adamw"        ? " (torch.optim.AdamW: two state tensors per parameter)"
                                              : "");
+    // f16-master's optimizer also holds f32 master weights and master gradients (in the
+    // memory breakdown's optimizer state and gradients), whatever optimizer it wraps.
+    if (r.precision && *r.precision == "f16-master")
+      out += "    (f16-master: plus f32 master weights, master gradients, and the state in f32)\n";
   }
   if (r.memory_format)
     out += fmt::format("  memory format: {} (Tensor Core convolutions run NHWC without transposes)\n",

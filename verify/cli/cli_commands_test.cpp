@@ -261,6 +261,22 @@ TEST(CliPlanAndPrecision, FlagsAreAppliedOrRefusedNeverIgnored) {
     if (column(header, i) == "batch_global") batch_col = i;
   ASSERT_GE(batch_col, 0) << header;
   EXPECT_EQ(column(row, batch_col), "8") << csv;
+  // The summary names f16-master's f32 masters next to the optimizer it wraps.
+  const CliResult summary = run_dptwin({"predict", "s.yaml", "--precision", "f16-master", "--optimizer", "sgd"}, dir);
+  ASSERT_EQ(summary.exit_code, 0) << summary.err;
+  EXPECT_NE(summary.out.find("f16-master: plus f32 master weights"), std::string::npos) << summary.out;
+  // compare of steps with different global batches answers in throughput.
+  write(dir / "big.yaml", "schema_version: 1\nhardware: dgx-a100\nmodel: gpt2-124m\nstrategy: ddp\ndevices: 4\n"
+                          "batch_per_device: 2\n");
+  const CliResult cmp = run_dptwin({"compare", "s.yaml", "big.yaml", "--report", "cmp"}, dir);
+  ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
+  EXPECT_NE(slurp(dir / "cmp" / "report.md").find("big trains "), std::string::npos) << slurp(dir / "cmp" / "report.md");
+  // A plan whose every candidate is out of memory says so.
+  const CliResult oom = run_dptwin({"plan", "--model", "llama-2-7b", "--target-samples-per-s", "1", "--hardware",
+                                    "l40s-4x-pcie4:1.1", "--strategies", "ddp", "--batch-per-device", "1",
+                                    "--optimizer", "adamw", "-j", "1"},
+                                   dir);
+  EXPECT_NE(oom.out.find("does not fit in GPU memory in any of them"), std::string::npos) << oom.out << oom.err;
 }
 
 TEST(CliHardware, ShowPrintsTheFileAsItIs) {
