@@ -10,6 +10,7 @@
 #include "scenarios/cli/command.hpp"
 #include "scenarios/cli/json_output.hpp"
 #include "scenarios/scenario/predict_runner.hpp"
+#include "scenarios/report/report_assumptions.hpp"
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/report/report_text.hpp"
 #include "scenarios/cli/flag_limits.hpp"
@@ -113,7 +114,11 @@ int run_predict(const PredictArgs& a) {
     p.reason = r.out_of_memory ? r.out_of_memory->message : "";
     p.report = r;
     sr.points.push_back(p);
-    report::write_report(report::build_sweep_report(sr, {a.report_dir, "dptwin predict", s.text}), a.report_dir);
+    // With its Assumptions section, as sweep's and report's reports (predict's had none;
+    // found by an outside-user review).
+    report::SweepReportOptions options{a.report_dir, "dptwin predict", s.text, std::nullopt};
+    options.assumptions = report::assumptions_input(sr, &s, lib);
+    report::write_report(report::build_sweep_report(sr, options), a.report_dir);
   }
   if (a.json) print_json(step_report_to_json(r));
   else std::cout << report::step_summary_text(r, point.hardware.gpu.name);

@@ -261,6 +261,7 @@ TEST(CliPlanAndPrecision, FlagsAreAppliedOrRefusedNeverIgnored) {
     if (column(header, i) == "batch_global") batch_col = i;
   ASSERT_GE(batch_col, 0) << header;
   EXPECT_EQ(column(row, batch_col), "8") << csv;
+  EXPECT_NE(slurp(dir / "rep" / "report.md").find("## Assumptions"), std::string::npos);  // as sweep's reports
   // The summary names f16-master's f32 masters next to the optimizer it wraps.
   const CliResult summary = run_dptwin({"predict", "s.yaml", "--precision", "f16-master", "--optimizer", "sgd"}, dir);
   ASSERT_EQ(summary.exit_code, 0) << summary.err;
