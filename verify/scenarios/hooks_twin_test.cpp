@@ -167,11 +167,20 @@ TEST(HooksTwin, SegmentsOfTheWholeModelCheckpointNothingAndSaySo) {
     EXPECT_NE(r.warnings.back().find("has no effect here: the model's 14 layers make one segment"), std::string::npos)
         << r.warnings.back();
   }
-  k.checkpoint_layers = 4;
-  // 14 layers in segments of 4: checkpoint_sequential(..., segments=4), the PyTorch call's own
-  // argument (ceil(14 / 4)), said beside dptwin's layers per segment.
-  EXPECT_NE(predict(k).warnings.back().find("4 layer(s) per segment: checkpoint_sequential(functions, segments=4) over "
+  k.checkpoint_layers = 7;
+  // 14 layers in segments of 7: checkpoint_sequential(..., segments=2), the PyTorch call's own
+  // argument, said beside dptwin's layers per segment.
+  EXPECT_NE(predict(k).warnings.back().find("7 layer(s) per segment: checkpoint_sequential(functions, segments=2) over "
                                             "the model's 14 layers (torch.utils.checkpoint"),
+            std::string::npos)
+      << predict(k).warnings.back();
+  // 14 layers in segments of 4 (4 + 4 + 4 + 2): checkpoint_sequential(..., segments=4)
+  // checkpoints 3 segments of 14 // 4 = 3 and runs the last 5, another split, so the warning
+  // names no call as equal (it had named segments=4; found by an outside-user review).
+  k.checkpoint_layers = 4;
+  EXPECT_NE(predict(k).warnings.back().find("4 layer(s) per segment: the model's 14 layers make segments of 4 and a "
+                                            "last of 2, which torch.utils.checkpoint.checkpoint_sequential does not "
+                                            "run (segments=4 checkpoints 3 of 3 and runs the last 5)"),
             std::string::npos)
       << predict(k).warnings.back();
 }
