@@ -367,7 +367,8 @@ StepReport report_of_config(const sim::HardwareSpec& hw, const PredictConfig& c,
         "segment, and torch.utils.checkpoint.checkpoint_sequential runs its last segment without checkpointing; "
         "use fewer layers per segment",
         c.checkpoint_layers, m.model_layers));
-  else if (const size_t n = static_cast<size_t>(c.checkpoint_layers), segments = (m.model_layers + n - 1) / n;
+  else if (const size_t n = std::max<size_t>(1, static_cast<size_t>(c.checkpoint_layers)),  // 0: no checkpointing
+                        segments = (m.model_layers + n - 1) / n;
            c.checkpoint_layers > 0 && m.model_layers > 0 && m.model_layers % n != 0)
     // checkpoint_sequential(functions, S) checkpoints S - 1 segments of floor(layers / S) and
     // runs the rest last: a segment length that does not divide the layers (13 + 1 of 14)
