@@ -66,4 +66,12 @@ std::unique_ptr<Optimizer> wrap_with_master_weights(const OptimizerFactory& make
   return std::make_unique<MasterWeights>(make_inner, std::move(params));
 }
 
+OptimizerFactory optimizer_for_precision(OptimizerFactory inner, Precision p) {
+  if (precision_uses_grad_scaler(p))
+    return [inner](std::vector<NamedParameter> params) { return wrap_with_grad_scaler(inner(params), params); };
+  if (precision_uses_master_weights(p))
+    return [inner](std::vector<NamedParameter> params) { return wrap_with_master_weights(inner, std::move(params)); };
+  return inner;
+}
+
 }  // namespace dpt

@@ -21,6 +21,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/core/precision.hpp"
 #include "engine/optim/grad_scaler.hpp"
 
 namespace dpt {
@@ -38,8 +39,6 @@ class MasterWeights final : public Optimizer {
   std::string name() const override { return inner_->name() + "+f32 master weights"; }
   int state_tensors_per_parameter() const override { return inner_->state_tensors_per_parameter(); }
   double loss_scale() const override { return scale_; }
-  // The f32 masters, in the model's parameter order.
-  const std::vector<Parameter>& masters() const { return masters_; }
 
  private:
   std::vector<NamedParameter> params_;
@@ -53,5 +52,9 @@ class MasterWeights final : public Optimizer {
 // make_inner's optimizer on f32 masters of `params` (precision f16-master).
 std::unique_ptr<Optimizer> wrap_with_master_weights(const OptimizerFactory& make_inner,
                                                     std::vector<NamedParameter> params);
+
+// `inner` as training in precision `p` runs it: wrapped in a GradScaler (f16-amp) or
+// stepping f32 masters of the f16 weights (f16-master); as it is otherwise.
+OptimizerFactory optimizer_for_precision(OptimizerFactory inner, Precision p);
 
 }  // namespace dpt

@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include "engine/optim/grad_scaler.hpp"
 #include "engine/optim/master_weights.hpp"
 #include "engine/optim/optim.hpp"
 #include "sim/twin/predict.hpp"
@@ -52,15 +51,8 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
       c.optimizer = [](std::vector<NamedParameter> params) { return make_adamw(std::move(params), AdamWOptions{}); };
       break;
   }
-  if (precision_uses_grad_scaler(p.precision))
-    c.optimizer = [inner = c.optimizer](std::vector<NamedParameter> params) {
-      return wrap_with_grad_scaler(inner(params), params);
-    };
-  // f16-master: the optimizer steps f32 masters of the f16 weights (apex amp O2, DeepSpeed fp16).
-  if (precision_uses_master_weights(p.precision))
-    c.optimizer = [inner = c.optimizer](std::vector<NamedParameter> params) {
-      return wrap_with_master_weights(inner, std::move(params));
-    };
+  // f16-amp: a GradScaler around it; f16-master: it steps f32 masters of the f16 weights.
+  c.optimizer = optimizer_for_precision(c.optimizer, p.precision);
   // A profiled model's times were fitted to this GPU by resolve_point (measured_costs_note).
   const ModelDescription& model = p.model;
   const Precision precision = p.precision;

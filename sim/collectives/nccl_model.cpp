@@ -350,13 +350,16 @@ struct NvlinkCounts {
   std::vector<int> per_gpu;
   int first_pair = 0;
 };
+// The position of `gpu` among `local` (node-local GPU indices), or -1.
+static int local_slot(const std::vector<int>& local, int gpu) {
+  const auto it = std::find(local.begin(), local.end(), gpu);
+  return it == local.end() ? -1 : static_cast<int>(it - local.begin());
+}
+
 static NvlinkCounts nvlink_counts(const HardwareSpec& hw, const std::vector<int>& local) {
   NvlinkCounts c;
   c.per_gpu.assign(local.size(), 0);
-  auto slot = [&](int gpu) {
-    const auto it = std::find(local.begin(), local.end(), gpu);
-    return it == local.end() ? -1 : static_cast<int>(it - local.begin());
-  };
+  auto slot = [&](int gpu) { return local_slot(local, gpu); };
   for (const auto& pr : hw.nvlink->pairs) {
     const int a = slot(pr.a), b = slot(pr.b);
     if (a < 0 || b < 0) continue;  // a link to a GPU outside the communicator carries none of its rings
@@ -377,10 +380,7 @@ static bool nvlink_closes_a_ring(const HardwareSpec& hw, const std::vector<int>&
   const int n = static_cast<int>(local.size());
   if (n < 2 || !hw.nvlink) return false;
   std::vector<std::vector<bool>> adj(static_cast<size_t>(n), std::vector<bool>(static_cast<size_t>(n), false));
-  auto slot = [&](int gpu) {
-    const auto it = std::find(local.begin(), local.end(), gpu);
-    return it == local.end() ? -1 : static_cast<int>(it - local.begin());
-  };
+  auto slot = [&](int gpu) { return local_slot(local, gpu); };
   for (const auto& pr : hw.nvlink->pairs) {
     const int a = slot(pr.a), b = slot(pr.b);
     if (a < 0 || b < 0 || a == b || pr.links < 1) continue;

@@ -12,7 +12,6 @@
 
 #include "engine/core/fault_injection.hpp"
 #include "engine/host/host_backend.hpp"
-#include "engine/optim/grad_scaler.hpp"
 #include "engine/optim/master_weights.hpp"
 #include "engine/optim/optim.hpp"
 #include "scenarios/report/report_assumptions.hpp"
@@ -41,7 +40,10 @@ struct Case {
   std::int64_t batch_per_device = 1;
 };
 
-StepReport predict(const Case& k, Precision p, int accumulate = 1, bool baseline = false) {
+// The twin's step of case `k` in precision `p`, with `c` as `configure` leaves it (the
+// optimizer, a comm hook, ...): strategy, GPUs, batch, precision and model are the case's.
+template <typename Configure>
+StepReport predict_with(const Case& k, Precision p, Configure configure) {
   const sim::HardwareSpec hw = sim::load_hardware(k.hardware, kScenarios / "hardware");
   const ModelDescription m = load_model(k.model, kScenarios / "models");
   PredictConfig c;
@@ -53,9 +55,15 @@ StepReport predict(const Case& k, Precision p, int accumulate = 1, bool baseline
   c.model_name = m.name;
   c.input_features = m.input_features;
   c.output_features = model_output_features(m);
-  c.single_device_baseline = baseline;
-  c.accumulate = accumulate;
+  configure(c);
   return predict_step(hw, [m, p](Device& d) { return make_cost_only_model(m, d, p); }, c);
+}
+
+StepReport predict(const Case& k, Precision p, int accumulate = 1, bool baseline = false) {
+  return predict_with(k, p, [&](PredictConfig& c) {
+    c.single_device_baseline = baseline;
+    c.accumulate = accumulate;
+  });
 }
 
 Bytes wire_bytes(const StepReport& r) {
@@ -188,30 +196,12 @@ Bytes nvswitch_bytes(const StepReport& r) {
 }
 
 // A DDP step with AdamW, as predict runs one: f16-amp wraps it in a GradScaler, f16-master
-// steps it on f32 masters (wrap_with_master_weights).
+// steps it on f32 masters (optimizer_for_precision).
 StepReport predict_adamw(const Case& k, Precision p) {
-  const sim::HardwareSpec hw = sim::load_hardware(k.hardware, kScenarios / "hardware");
-  const ModelDescription m = load_model(k.model, kScenarios / "models");
-  PredictConfig c;
-  c.strategy = k.strategy;
-  c.devices = k.devices;
-  c.batch_per_device = k.batch_per_device;
-  c.precision = p;
-  c.dtype = precision_parameter_dtype(p);
-  c.model_name = m.name;
-  c.input_features = m.input_features;
-  c.output_features = model_output_features(m);
-  const OptimizerBuilder adamw = [](std::vector<NamedParameter> params) {
-    return make_adamw(std::move(params), AdamWOptions{});
-  };
-  c.optimizer = adamw;
-  if (precision_uses_grad_scaler(p))
-    c.optimizer = [adamw](std::vector<NamedParameter> params) { return wrap_with_grad_scaler(adamw(params), params); };
-  if (precision_uses_master_weights(p))
-    c.optimizer = [adamw](std::vector<NamedParameter> params) {
-      return wrap_with_master_weights(adamw, std::move(params));
-    };
-  return predict_step(hw, [m, p](Device& d) { return make_cost_only_model(m, d, p); }, c);
+  return predict_with(k, p, [p](PredictConfig& c) {
+    c.optimizer = optimizer_for_precision(
+        [](std::vector<NamedParameter> params) { return make_adamw(std::move(params), AdamWOptions{}); }, p);
+  });
 }
 
 Bytes category_bytes(const StepReport& r, const char* category) {
@@ -257,20 +247,9 @@ TEST(PrecisionTwin, PlantedBugMastersKeptInF16IsCaught) {
 // step here, so within 2 %). The planted bug (cast and copy
 // all the same) holds a second copy of every bucket.
 void expect_fp16_hook_on_f16_buckets_copies_nothing(bool planted) {
-  const sim::HardwareSpec hw = sim::load_hardware("dgx-a100", kScenarios / "hardware");
-  const ModelDescription m = load_model("gpt2-124m", kScenarios / "models");
+  const Case k{"dgx-a100", "gpt2-124m", StrategyKind::ddp, 4, 2};
   auto run = [&](CommHook hook) {
-    PredictConfig c;
-    c.strategy = StrategyKind::ddp;
-    c.devices = 4;
-    c.batch_per_device = 2;
-    c.precision = Precision::f16_master;
-    c.dtype = DType::f16;
-    c.model_name = m.name;
-    c.input_features = m.input_features;
-    c.output_features = model_output_features(m);
-    c.comm_hook.kind = hook;
-    return predict_step(hw, [m](Device& d) { return make_cost_only_model(m, d, Precision::f16_master); }, c);
+    return predict_with(k, Precision::f16_master, [hook](PredictConfig& c) { c.comm_hook.kind = hook; });
   };
   const StepReport none = run(CommHook::none), fp16 = run(CommHook::fp16_compress);
   const bool same = category_bytes(fp16, "buckets") == category_bytes(none, "buckets") &&
