@@ -100,6 +100,7 @@ const std::vector<Fault>& all_faults() {
       Fault::op_class_breakdown_drops_memory_bound,
       Fault::tf32_convs_forced,
       Fault::resident_inputs_copied,
+      Fault::host_copy_counted_as_collective,
       Fault::init_wrapper_prefix_kept,
       Fault::accumulation_baseline_one_micro_batch,
       Fault::nccl_net_path_line_rate,
@@ -212,6 +213,7 @@ const char* fault_name(Fault f) {
     case Fault::plan_ranks_by_hourly_price: return "plan-ranks-by-hourly-price";
     case Fault::merge_ignores_run_settings: return "merge-ignores-run-settings";
     case Fault::resident_inputs_copied: return "resident-inputs-copied";
+    case Fault::host_copy_counted_as_collective: return "host-copy-counted-as-collective";
     case Fault::nccl_ll_ceiling_per_channel: return "nccl-ll-ceiling-per-channel";
     case Fault::sdpa_causal_blocks_charged: return "sdpa-causal-blocks-charged";
     case Fault::sdpa_backward_no_recompute: return "sdpa-backward-no-recompute";

@@ -93,6 +93,7 @@ enum class Fault : unsigned {
   op_class_breakdown_drops_memory_bound,  // "op-class-breakdown-drops-memory-bound": the step report's kernel time by op class leaves out memory-bound kernels
   tf32_convs_forced,                // "tf32-convs-forced": an f32 convolution always runs on TF32 Tensor Cores with the NCHW transposes, even where cuDNN's FP32 kernels are faster
   resident_inputs_copied,           // "resident-inputs-copied": a batch resident on the device (StrategyOptions::inputs_resident) is copied from the host every step all the same
+  host_copy_counted_as_collective,  // "host-copy-counted-as-collective": the twin's breakdown counts host<->device copies as collective time (no exposed_host_copy)
   init_wrapper_prefix_kept,         // "init-wrapper-prefix-kept": dp and ddp load a DataParallel/DDP checkpoint given as --init with its 'module.' keys, into the unwrapped module
   accumulation_baseline_one_micro_batch,  // "accumulation-baseline-one-micro-batch": scaling efficiency under accumulation against one GPU's one-micro-batch step
   nccl_net_path_line_rate,          // "nccl-net-path-line-rate": NCCL's search takes a GPU's path to its NIC at the NIC's line rate, past the PCIe link between them

@@ -356,9 +356,10 @@ Registration reg{"train", [](CLI::App& parent) -> RunFn {
                                "on the host"),
                {"f32", "bf16-amp", "f16-amp"})
       ->capture_default_str();
-  app->add_option("--activation-checkpointing", flags->activation_checkpointing,
-                  "Recompute activations in backward as checkpoint_sequential: none, every (each layer a segment) or "
-                  "N layers per segment (the scenario key checkpoint:)")
+  with_choices(app->add_option("--activation-checkpointing", flags->activation_checkpointing,
+                               "Recompute activations in backward as checkpoint_sequential: none, every (each layer a "
+                               "segment) or N layers per segment (the scenario key checkpoint:)"),
+               {"none", "every"})
       ->capture_default_str();
   app->add_option("--checkpoint", flags->checkpoint,
                   "Write the final state dict here (safetensors; dp and ddp names carry the 'module.' prefix)");
@@ -378,8 +379,9 @@ Registration reg{"train", [](CLI::App& parent) -> RunFn {
   app->add_option("--bucket-cap-mb", flags->bucket_cap_mb, "DDP gradient bucket cap in MiB [25, as PyTorch]");
   app->add_option("--accumulate", flags->accumulate,
                   "DDP gradient accumulation: K micro-batches of --batch per step, no_sync for K-1 [1]");
-  app->add_option("--comm-hook", flags->comm_hook,
-                  "DDP comm hook: none, fp16_compress or bf16_compress (real numerics on the host) [none]");
+  with_choices(app->add_option("--comm-hook", flags->comm_hook,
+                               "DDP comm hook: none, fp16_compress or bf16_compress (real numerics on the host) [none]"),
+               {"none", "fp16_compress", "bf16_compress"});
   app->add_option("--uneven", flags->uneven, "DDP with uneven local batches: pytorch (average of per-rank means, as "
                                              "PyTorch) or weighted (the full-batch gradient) [pytorch]")
       ->check(CLI::IsMember({"pytorch", "weighted"}));

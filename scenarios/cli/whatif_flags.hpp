@@ -84,10 +84,14 @@ inline void add_point_flags(CLI::App* app, PointFlags& f) {
   app->add_option("--global-batch", f.global_batch,
                   "DDP: reach this global batch by accumulation, K = global / (batch-per-device x GPUs)")
       ->group(g);
-  app->add_option("--checkpoint", f.checkpoint,
-                  "activation checkpointing: none | every (each layer) | N (layers per segment)")
+  // Completion offers the named values (N and powersgd's rank are typed).
+  with_choices(app->add_option("--checkpoint", f.checkpoint,
+                               "activation checkpointing: none | every (each layer) | N (layers per segment)"),
+               {"none", "every"})
       ->group(g);
-  app->add_option("--comm-hook", f.comm_hook, "DDP comm hook: none | fp16_compress | bf16_compress | powersgd[:R]")
+  with_choices(app->add_option("--comm-hook", f.comm_hook,
+                               "DDP comm hook: none | fp16_compress | bf16_compress | powersgd[:R]"),
+               {"none", "fp16_compress", "bf16_compress", "powersgd"})
       ->group(g);
   app->add_option("--bucket-cap-mb", f.bucket_cap_mb, "DDP bucket size in MiB (PyTorch's default 25)")->group(g);
   with_choices(app->add_option("--optimizer", f.optimizer, "sgd | sgd_momentum | adamw"), {"sgd", "sgd_momentum", "adamw"})

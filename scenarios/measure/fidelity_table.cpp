@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "engine/core/closest_name.hpp"
 #include "engine/io/input_file.hpp"
 #include "engine/core/precision.hpp"
 #include "scenarios/measure/fidelity.hpp"
@@ -41,7 +42,9 @@ struct Reader {
       if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
         std::string list;
         for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-        fail(kv.first, key.empty() ? name : key + "." + name, fmt::format("unknown key (allowed: {})", list));
+        const auto near = closest_name(name, allowed);
+        fail(kv.first, key.empty() ? name : key + "." + name,
+             fmt::format("unknown key{} (allowed: {})", near ? fmt::format("; did you mean '{}'?", *near) : "", list));
       }
     }
   }

@@ -150,7 +150,7 @@ GpuSpec read_gpu(MapReader r) {
   pf.finish();
   // Device memory: 1 MiB .. 64 TiB (today's largest GPUs hold under 0.5 TiB).
   g.memory_bytes = r.get_bytes_in("memory", kMiB, 64 * 1024 * kGiB);
-  g.memory_bandwidth = r.get_bandwidth_in("memory_bandwidth", kBandwidthLo, kBandwidthHi);
+  g.memory_bandwidth = r.get_byte_bandwidth_in("memory_bandwidth", kBandwidthLo, kBandwidthHi);
   g.kernel_launch_latency_s = r.get_time_in("kernel_launch_latency", kOpCostLo, kOpCostHi);
   // Streaming multiprocessors: 1 .. 1024 (today's GPUs have 20 to 160).
   if (auto sms = r.opt_int("sm_count")) {
@@ -204,7 +204,7 @@ PcieSpec read_pcie(MapReader r) {
 NvlinkSpec read_nvlink(MapReader r) {
   NvlinkSpec n;
   n.generation = int_in(r, "generation", 1, 5);
-  n.link_bandwidth = r.get_bandwidth_in("link_bandwidth", kBandwidthLo, 10 * kTBps);
+  n.link_bandwidth = r.get_byte_bandwidth_in("link_bandwidth", kBandwidthLo, 10 * kTBps);
   n.latency_s = r.get_time_in("latency", kLinkLatencyLo, kLinkLatencyHi);
   const YAML::Node pairs = r.node("pairs");
   if (!pairs.IsSequence()) r.fail("pairs", "expected a list of [gpu_a, gpu_b, links]");
@@ -235,7 +235,7 @@ NvswitchSpec read_nvswitch(MapReader r) {
   NvswitchSpec s;
   s.generation = int_in(r, "generation", 1, 4);
   s.links_per_gpu = int_in(r, "links_per_gpu", 1, 64);
-  s.link_bandwidth = r.get_bandwidth_in("link_bandwidth", kBandwidthLo, 10 * kTBps);
+  s.link_bandwidth = r.get_byte_bandwidth_in("link_bandwidth", kBandwidthLo, 10 * kTBps);
   s.latency_s = r.get_time_in("latency", kLinkLatencyLo, kLinkLatencyHi);
   s.in_switch_reduction = r.get_bool("in_switch_reduction");
   r.finish();
@@ -247,9 +247,9 @@ HostSpec read_host(MapReader r) {
   h.cpu = r.get_string("cpu");
   h.sockets = int_in(r, "sockets", 1, 16);
   h.cores = int_in(r, "cores", 1, 65536);
-  h.memory_bandwidth = r.get_bandwidth_in("memory_bandwidth", kBandwidthLo, kBandwidthHi);
+  h.memory_bandwidth = r.get_byte_bandwidth_in("memory_bandwidth", kBandwidthLo, kBandwidthHi);
   if (h.sockets > 1 || r.has("inter_socket_bandwidth"))
-    h.inter_socket_bandwidth = r.get_bandwidth_in("inter_socket_bandwidth", kBandwidthLo, kBandwidthHi);
+    h.inter_socket_bandwidth = r.get_byte_bandwidth_in("inter_socket_bandwidth", kBandwidthLo, kBandwidthHi);
   h.dispatch_cost_s = r.get_time_in("dispatch_cost", kOpCostLo, kOpCostHi);
   h.gil = r.get_bool("gil");
   r.finish();

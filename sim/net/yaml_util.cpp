@@ -433,6 +433,20 @@ BytesPerSecond MapReader::get_bandwidth_in(const std::string& key, BytesPerSecon
   check_in(key, v, lo, hi, format_bandwidth_bound(lo), format_bandwidth_bound(hi));
   return v;
 }
+BytesPerSecond MapReader::get_byte_bandwidth_in(const std::string& key, BytesPerSecond lo, BytesPerSecond hi) {
+  const YAML::Node v = child(key);
+  if (v.IsScalar()) {
+    const std::string text = trim(v.Scalar());
+    for (const char* bits : {"Mb/s", "Gb/s", "Tb/s"}) {
+      const std::string_view unit(bits);
+      if (text.size() > unit.size() && text.compare(text.size() - unit.size(), unit.size(), unit) == 0)
+        fail(key, fmt::format("'{}' is in bits per second ({} GB/s); this bandwidth is quoted in bytes per "
+                              "second (GB/s, TB/s): write the datasheet's byte figure",
+                              text, fmt::format("{:.6g}", parse_bandwidth_quantity(text, where(key)) / 1e9)));
+    }
+  }
+  return get_bandwidth_in(key, lo, hi);
+}
 FlopsPerSecond MapReader::get_flops_in(const std::string& key, FlopsPerSecond lo, FlopsPerSecond hi) {
   const FlopsPerSecond v = get_flops(key);
   check_in(key, v, lo, hi, format_flops_bound(lo), format_flops_bound(hi));
@@ -474,8 +488,10 @@ void MapReader::finish() const {
     if (read_.count(key) || asked_.count(key)) continue;
     std::string allowed;
     for (const auto& a : asked_) allowed += allowed.empty() ? a : ", " + a;
-    throw std::invalid_argument(yaml_where(file_, it->first) + key_path(key) +
-                                fmt::format(": unknown key (allowed: {})", allowed));
+    const auto near = closest_name(key, std::vector<std::string>(asked_.begin(), asked_.end()));
+    throw std::invalid_argument(yaml_where(file_, it->first) + key_path(key) + ": unknown key" +
+                                (near ? fmt::format("; did you mean '{}'?", *near) : std::string()) +
+                                fmt::format(" (allowed: {})", allowed));
   }
 }
 

@@ -115,6 +115,10 @@ class MapReader {
   std::optional<double> opt_double_in(const std::string& key, double lo, double hi);
   Bytes get_bytes_in(const std::string& key, Bytes lo, Bytes hi);
   BytesPerSecond get_bandwidth_in(const std::string& key, BytesPerSecond lo, BytesPerSecond hi);
+  // A bandwidth datasheets quote in bytes per second (memory, NVLink, NVSwitch, PCIe, CPU
+  // links): a value in bits per second (Mb/s, Gb/s, Tb/s) is refused as the likely typo it
+  // is ("2 Tb/s" of HBM is 250 GB/s), naming the byte figure; NIC line rates keep bits.
+  BytesPerSecond get_byte_bandwidth_in(const std::string& key, BytesPerSecond lo, BytesPerSecond hi);
   FlopsPerSecond get_flops_in(const std::string& key, FlopsPerSecond lo, FlopsPerSecond hi);
   std::optional<FlopsPerSecond> opt_flops_in(const std::string& key, FlopsPerSecond lo, FlopsPerSecond hi);
   Seconds get_time_in(const std::string& key, Seconds lo, Seconds hi);

@@ -452,7 +452,7 @@ void add_step_timing(StepReport& r, const Measured& m, const sim::Platform& p, b
     return a.compute_busy_s + a.optimizer_busy_s < b.compute_busy_s + b.optimizer_busy_s;
   });
   r.breakdown_s = {busiest->compute_busy_s, busiest->exposed_comm_s, busiest->idle_other_s, busiest->optimizer_busy_s,
-                   interference};
+                   interference, busiest->exposed_host_copy_s};
   if (!with_links) return;
   for (const auto& u : p.link_usage()) r.links.push_back({u.link, u.bytes, u.busy_s, std::min(1.0, u.busy_s / step)});
 }
@@ -558,6 +558,23 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
   if (c.accumulate < 1 || (c.accumulate > 1 && c.strategy != StrategyKind::ddp))
     throw std::invalid_argument(fmt::format("predict: accumulate {} needs strategy ddp and K >= 1 (got {})", c.accumulate,
                                             strategy_kind_name(c.strategy)));
+  if (c.precision) {
+    // Each op class's compute type under the precision needs its datasheet peak: named by
+    // file and key here, before a device is built (whose error knows only the GPU model).
+    const bool has_tf32 = hw.gpu.peak_flops.tf32.has_value();
+    for (OpClass k : {OpClass::other, OpClass::matmul, OpClass::conv}) {
+      const ComputeType t = precision_compute_type(*c.precision, k, has_tf32);
+      try {
+        (void)sim::peak_flops(hw.gpu, t);
+      } catch (const std::invalid_argument&) {
+        throw std::invalid_argument(fmt::format(
+            "{}: gpu.peak_flops.{} is not set, and precision {} runs on it: add the datasheet's dense {} "
+            "rate there, or choose a precision this GPU has",
+            hw.source_file.empty() ? "hardware '" + hw.name + "'" : hw.source_file, compute_type_label(t),
+            precision_name(*c.precision), compute_type_label(t)));
+      }
+    }
+  }
   PredictDetail detail = simulate_config(hw, build_model, c);
   StepReport& r = detail.report;
   if (c.single_device_baseline && r.step_time_s) {

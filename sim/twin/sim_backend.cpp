@@ -273,7 +273,10 @@ void SimBackend::copy(const Tensor& src, Tensor& dst) {
     add_communication_time(e - b);
     for (SimDevice* d : {from, to}) {
       if (d->index() < 0) continue;
-      d->note_communication(b, e);
+      if (from->index() < 0 || to->index() < 0)
+        d->note_host_copy(b, e);
+      else
+        d->note_communication(b, e);
       if (options_.trace)
         options_.trace->add({"copy", "copy", trace_pid(d->index()), trace_copy_row(d->index(), b, e), b, e - b,
                              {{"path", path}, {"from", from->name()}, {"to", to->name()}},

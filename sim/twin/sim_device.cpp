@@ -375,8 +375,13 @@ void SimDevice::stream_wait_until(SimStream stream, Seconds t) {
 }
 
 void SimDevice::note_communication(Seconds start, Seconds end, Bytes nccl_hbm_bytes) {
-  if (end > start) comm_intervals_.emplace_back(start, end);
+  if (end > start) comm_intervals_.push_back({start, end, false});
   if (end > start && nccl_hbm_bytes > 0) window_collectives_.push_back({start, end, nccl_hbm_bytes});
+}
+
+void SimDevice::note_host_copy(Seconds start, Seconds end) {
+  // Planted fault: host copies recorded as collectives are (the breakdown cannot tell them apart).
+  if (end > start) comm_intervals_.push_back({start, end, !fault_active(Fault::host_copy_counted_as_collective)});
 }
 
 Seconds sim_interference_s(const std::vector<SimKernelSpan>& kernels, const std::vector<SimCollectiveSpan>& collectives,
@@ -430,24 +435,32 @@ void SimDevice::synchronize() { backend_.host_advance_to(all_streams_ready()); }
 void SimDevice::attribute_gap(Seconds from, Seconds to) {
   from = std::max(from, window_start_);
   if (!(to > from)) return;
-  std::vector<std::pair<Seconds, Seconds>> parts;
-  for (const auto& [b, e] : comm_intervals_) {
-    const Seconds lo = std::max(b, from), hi = std::min(e, to);
-    if (hi > lo) parts.emplace_back(lo, hi);
-  }
-  std::sort(parts.begin(), parts.end());
-  Seconds covered = 0, reach = from;
-  for (const auto& [b, e] : parts) {
-    const Seconds lo = std::max(b, reach);
-    if (e > lo) {
-      covered += e - lo;
-      reach = e;
+  // The length of the union of the intervals (all, or only those not host copies) in [from, to).
+  auto covered_by = [&](bool with_host_copies) {
+    std::vector<std::pair<Seconds, Seconds>> parts;
+    for (const auto& iv : comm_intervals_) {
+      if (iv.host_copy && !with_host_copies) continue;
+      const Seconds lo = std::max(iv.start, from), hi = std::min(iv.end, to);
+      if (hi > lo) parts.emplace_back(lo, hi);
     }
-  }
+    std::sort(parts.begin(), parts.end());
+    Seconds covered = 0, reach = from;
+    for (const auto& [b, e] : parts) {
+      const Seconds lo = std::max(b, reach);
+      if (e > lo) {
+        covered += e - lo;
+        reach = e;
+      }
+    }
+    return covered;
+  };
+  const Seconds covered = covered_by(true);
   account_.exposed_comm_s += covered;
+  // What host copies alone covered: a collective running beside a copy counts as the collective's.
+  account_.exposed_host_copy_s += covered - covered_by(false);
   account_.idle_other_s += (to - from) - covered;
   // Later gaps start at or after `to`: intervals that ended before it are done with.
-  std::erase_if(comm_intervals_, [&](const auto& iv) { return iv.second <= to; });
+  std::erase_if(comm_intervals_, [&](const auto& iv) { return iv.end <= to; });
 }
 
 void SimDevice::begin_window(Seconds t0) {

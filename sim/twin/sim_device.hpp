@@ -180,6 +180,7 @@ struct SimDeviceAccount {
   Seconds compute_busy_s = 0;    // non-optimizer kernels
   Seconds optimizer_busy_s = 0;  // optimizer kernels
   Seconds exposed_comm_s = 0;    // compute stream idle while a copy or collective of this device ran
+  Seconds exposed_host_copy_s = 0;  // the part of exposed_comm_s when only host<->device copies ran
   Seconds idle_other_s = 0;      // compute stream idle otherwise (waiting for the host)
   Seconds interference_s = 0;    // extra compute time from NCCL kernels' SMs and bandwidth (sim_interference_s)
   std::int64_t kernels = 0;
@@ -222,6 +223,9 @@ class SimDevice : public Device {
   // nccl_hbm_bytes > 0: an NCCL kernel that moved that much through this GPU's memory
   // (it interferes with the compute it overlaps); 0: a copy-engine copy.
   void note_communication(Seconds start, Seconds end, Bytes nccl_hbm_bytes = 0);
+  // Records [start, end] as a copy between this GPU and host memory (the batch's
+  // x.to(device), a .cpu()): communication the breakdown names apart from the collectives.
+  void note_host_copy(Seconds start, Seconds end);
   // Time when every stream is done (waiting for pending activities).
   Seconds all_streams_ready();
 
@@ -250,7 +254,11 @@ class SimDevice : public Device {
   Seconds window_start_ = 0;
   Seconds compute_last_end_ = 0;  // end of the last kernel on the compute stream
   // Communication intervals not yet entirely in the past of the compute stream.
-  std::vector<std::pair<Seconds, Seconds>> comm_intervals_;
+  struct CommInterval {
+    Seconds start = 0, end = 0;
+    bool host_copy = false;  // a copy to or from host memory (note_host_copy)
+  };
+  std::vector<CommInterval> comm_intervals_;
   // The measured window's compute kernels and NCCL kernels, for the interference model.
   bool window_open_ = false;
   std::vector<SimKernelSpan> window_kernels_;

@@ -159,7 +159,8 @@ json step_report_to_json(const StepReport& r) {
                 {"exposed_communication", r.breakdown_s.exposed_communication},
                 {"dispatch", r.breakdown_s.dispatch},
                 {"optimizer", r.breakdown_s.optimizer},
-                {"interference", r.breakdown_s.interference}}},
+                {"interference", r.breakdown_s.interference},
+                {"exposed_host_copy", r.breakdown_s.exposed_host_copy}}},
               {"throughput_samples_per_s", optional_number(r.throughput_samples_per_s)},
               {"tokens_per_sample", optional_number(r.tokens_per_sample)},
               {"single_device_step_time_s", optional_number(r.single_device_step_time_s)},
@@ -196,6 +197,8 @@ StepBreakdown read_breakdown(Reader& in) {
   out.optimizer = b.num("optimizer");
   // Absent from reports written before the interference model (and from measured ones).
   if (b.has("interference")) out.interference = b.num("interference");
+  // Absent from reports written before host copies were told apart.
+  if (b.has("exposed_host_copy")) out.exposed_host_copy = b.num("exposed_host_copy");
   b.reject_unknown();
   return out;
 }

@@ -27,6 +27,9 @@ struct StepBreakdown {
   Seconds dispatch = 0;               // host-side dispatch not hidden behind device work
   Seconds optimizer = 0;              // the optimizer's update kernels
   Seconds interference = 0;           // compute slowed by the NCCL kernels it overlapped (SMs, bandwidth)
+  // The part of exposed_communication when only copies between host memory and the GPU ran
+  // (the batch's x.to(device)), no collective: not all-reduce time.
+  Seconds exposed_host_copy = 0;
 };
 
 struct DeviceReport {

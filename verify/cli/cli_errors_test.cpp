@@ -87,7 +87,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "dptwin predict: error: give a scenario file, or --hardware, --model, --strategy and --batch or "
                 "--batch-per-device\n"},
         CliCase{"UnknownKeyInFile", {"predict", "bad.yaml"}, {{"bad.yaml", kGoodScenario + "devcies: 8\n"}}, 2,
-                "dptwin predict: error: bad.yaml:7: devcies: unknown key (allowed: accumulate, batch, batch_per_device, "
+                "dptwin predict: error: bad.yaml:7: devcies: unknown key; did you mean 'devices'? (allowed: accumulate, batch, batch_per_device, "
                 "bucket_cap_mb, checkpoint, comm_hook, devices, dtype, global_batch, gpus, hardware, inputs, memory_format, model, "
                 "name, nodes, optimizer, overrides, plan, precision, question, schema_version, strategy, sweep, target)\n"},
         CliCase{"WrongTypeInFile", {"predict", "bad.yaml"}, {{"bad.yaml", kGoodScenario + "nodes: [1]\n"}}, 2,

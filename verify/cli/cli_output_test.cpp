@@ -33,7 +33,7 @@ TEST(CliOutput, PredictPrintsTheSummaryAndWritesReportAndTrace) {
       "  optimizer: sgd_momentum (torch.optim.SGD with momentum: one state tensor per parameter)\n"
       "  step time                %duration\n"
       "    compute                %duration\n"
-      "    exposed communication  %duration\n"
+      "    exposed communication  %duration (%duration of it host-to-device copies of the batch, no collective running)\n"
       "    dispatch               %duration\n"
       "    optimizer              %duration\n"
       "    interference           %duration\n"
@@ -226,7 +226,10 @@ TEST(CliOutput, CompareLaysTwoScenariosSideBySide) {
       "batch (global/per GPU)  256/32  256/32\n"
       "step time  %duration  %duration\n"
       "  vs first  %float %\n"
-      "%any\n%any\n%any\n"
+      "compute  %duration  %duration\n"
+      "exposed communication  %duration  %duration\n"
+      "  of it host copies  %duration  %duration\n"  // the batch's x.to(device), both strategies
+      "dispatch  %duration  %duration\n"
       "interference  0  %duration\n"  // DataParallel reduces after backward: nothing overlaps
       "%any\n"
       "samples/s  %float  %float\n"

@@ -54,6 +54,9 @@ expect ddp dptwin train --strategy ""
 expect bf16-amp dptwin predict --precision bf
 expect LL128 dptwin bench --proto LL
 expect correctness dptwin verify --only ""
+expect fp16_compress dptwin predict --comm-hook fp16
+expect every dptwin predict --checkpoint ev
+expect bf16_compress dptwin train --comm-hook bf
 (cd "$tmp" && offers results-file.json dptwin train --strategy "") && fail "--strategy offers files"
 grep -q -- "--strategy\[single | dp | ddp\]:value:(single dp ddp)" "$tmp/_dptwin" || fail "zsh does not list --strategy's values"
 # No flag of another command leaks in.

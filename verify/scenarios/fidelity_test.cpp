@@ -82,7 +82,7 @@ TEST(FidelityTable, ErrorsNameFileLineAndKey) {
   expect_error(source_text(kCollective, "ftp://example.org"), "t.yaml:3: source.url: ", "not an http(s) URL");
   expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: all_reduce, bytes: 8, gpus: "
                            "8}\n    mesured: {busbw_GB_per_s: 1}\n"),
-               "t.yaml:11: entries[0].mesured: ", "unknown key");
+               "t.yaml:11: entries[0].mesured: ", "unknown key; did you mean 'measured'?");
   expect_error(source_text("  - id: a\n    hardware_file: dgx-a100\n    collective: {op: all_reduce, bytes: 8, gpus: "
                            "8}\n"),
                "t.yaml:8: entries[0]: ", "missing key 'measured'");

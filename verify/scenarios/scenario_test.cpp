@@ -178,7 +178,7 @@ std::string replaced(const std::string& from, const std::string& to) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadScenario,
     ::testing::Values(
-        BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key (allowed: accumulate, batch, batch_per_device, bucket_cap_mb, checkpoint, "
+        BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key; did you mean 'devices'? (allowed: accumulate, batch, batch_per_device, bucket_cap_mb, checkpoint, "
                 "comm_hook, devices, dtype, global_batch, gpus, hardware, inputs, memory_format, model, name, nodes, optimizer, overrides, "
                 "plan, precision, question, schema_version, strategy, sweep, target)"},
         BadCase{"WrongType", replaced("devices: 8", "devices: eight"),

@@ -139,7 +139,7 @@ TEST(HardwareErrors, UnknownKeyNamesFileLineAndKey) {
   EXPECT_EQ(error_of(text), "bad.yaml:6: gpu.memroy: unknown key; did you mean 'memory'? (gpu.memory is required)");
   // With the required key present, the extra key is what fails, on its own line.
   const std::string extra = replace_line(kGood, 8, "  kernel_launch_latency: 5 us\n  memroy: 16 GiB");
-  EXPECT_EQ(error_of(extra).rfind("bad.yaml:9: gpu.memroy: unknown key (allowed: ", 0), 0u) << error_of(extra);
+  EXPECT_EQ(error_of(extra).rfind("bad.yaml:9: gpu.memroy: unknown key; did you mean 'memory'? (allowed: ", 0), 0u) << error_of(extra);
 }
 
 // A Tensor Core rate below the FP32 rate is a typo or swapped fields (an outside-user review's
@@ -159,6 +159,16 @@ TEST(HardwareErrors, TensorCoreRateBelowFp32IsRejected) {
 TEST(HardwareErrors, NegativeBandwidthIsRejected) {
   const std::string text = replace_line(kGood, 7, "  memory_bandwidth: -900 GB/s");
   EXPECT_EQ(error_of(text), "bad.yaml:7: gpu.memory_bandwidth: -900 GB/s is outside 1 MB/s .. 1 PB/s");
+}
+
+// A memory bandwidth in bits per second is a typo for bytes (HBM "2.0 Tb/s" read as 250 GB/s
+// had loaded): refused at its line, naming the byte figure it would have been. NIC line rates
+// keep their bits.
+TEST(HardwareErrors, MemoryBandwidthInBitsIsRefused) {
+  const std::string err = error_of(replace_line(kGood, 7, "  memory_bandwidth: 2.0 Tb/s"));
+  EXPECT_EQ(err.rfind("bad.yaml:7: gpu.memory_bandwidth: '2.0 Tb/s' is in bits per second (250 GB/s)", 0), 0u) << err;
+  EXPECT_EQ(error_of(replace_line(kGood, 7, "  memory_bandwidth: 2.0 TB/s")), "(no error)");
+  EXPECT_DOUBLE_EQ(parse_bandwidth_quantity("400 Gb/s", ""), 50e9);
 }
 
 TEST(HardwareErrors, ZeroLanesAreRejected) {

@@ -426,6 +426,16 @@ auto resident_inputs_property() {
       RC_ASSERT(static_cast<int>(host_copies.size()) == c.devices);
       RC_ASSERT(device_copies.empty());
     }
+    // Invariant: the breakdown's host-copy part is the exposed communication that only host
+    // copies covered: none with the batch resident (single, DDP), all of it on one GPU with
+    // the batch copied (no collective there), never more than the exposed communication.
+    RC_ASSERT(h.breakdown_s.exposed_host_copy <= h.breakdown_s.exposed_communication * (1 + 1e-12));
+    RC_ASSERT(d.breakdown_s.exposed_host_copy <= d.breakdown_s.exposed_communication * (1 + 1e-12));
+    if (c.strategy != StrategyKind::data_parallel) RC_ASSERT(d.breakdown_s.exposed_host_copy == 0.0);
+    if (c.strategy == StrategyKind::single) {
+      RC_ASSERT(h.breakdown_s.exposed_communication > 0.0);
+      RC_ASSERT(h.breakdown_s.exposed_host_copy == h.breakdown_s.exposed_communication);
+    }
   };
 }
 
@@ -434,6 +444,11 @@ TEST(SimPredict, ResidentInputsSpareTheStepItsHostCopies) { expect_property_hold
 TEST(SimPredict, PlantedBugCopiesResidentInputsEveryStep) {
   const ScopedFault fault(Fault::resident_inputs_copied);
   EXPECT_TRUE(property_fails(resident_inputs_property(), 10));
+}
+
+TEST(SimPredict, PlantedBugCountsHostCopiesAsCollectives) {
+  const ScopedFault fault(Fault::host_copy_counted_as_collective);
+  EXPECT_TRUE(property_fails(resident_inputs_property(), 20));
 }
 
 TEST(SimPredict, ResidentInputsTrainOnTheSameBatch) {

@@ -26,7 +26,7 @@ StepReport sample_report() {
   r.batch_global = 256;
   r.batch_per_device = 32;
   r.step_time_s = 0.125;
-  r.breakdown_s = {0.1, 0.01, 0.005, 0.01, 0.002};
+  r.breakdown_s = {0.1, 0.01, 0.005, 0.01, 0.002, 0.004};
   r.throughput_samples_per_s = 2048.0;
   r.single_device_step_time_s = 0.115;
   r.scaling_efficiency = 0.92;
@@ -58,6 +58,10 @@ TEST(StepReport, RoundTripKeepsEveryField) {
   nlohmann::json old = j;
   old.erase("tokens_per_sample");
   EXPECT_FALSE(step_report_from_json(old).tokens_per_sample.has_value());
+  // The host-copy part of exposed communication reads back; a report written before it reads 0.
+  EXPECT_DOUBLE_EQ(back.breakdown_s.exposed_host_copy, 0.004);
+  old["breakdown_s"].erase("exposed_host_copy");
+  EXPECT_EQ(step_report_from_json(old).breakdown_s.exposed_host_copy, 0.0);
 }
 
 // A report written before the op-class breakdown (no kernel_time_by_class_s) still reads,
