@@ -156,6 +156,13 @@ Result predict_training(const Entry& e, const scenario::Library& lib, const std:
 Result predict_entry(const Entry& e, const scenario::Library& lib, const std::filesystem::path& source_dir) {
   Result r = e.collective ? predict_collective(e, lib, source_dir) : predict_training(e, lib, source_dir);
   r.error = (r.predicted - e.measured) / e.measured;
+  // A measured figure 4x off the twin's either way is more often a typo than a miss: a
+  // Gb/s figure typed as GB/s is 8x, a per-rank count for a total 8x on 8 GPUs (an
+  // outside-user review's Gb/s row printed -85 % and nothing else).
+  if (r.predicted > 0 && (r.predicted > 4 * e.measured || 4 * r.predicted < e.measured))
+    r.detail += fmt::format("; measured {:.3g}x the twin's: check the figure, its unit (GB/s, not Gb/s) and the "
+                            "configuration",
+                            e.measured / r.predicted);
   return r;
 }
 

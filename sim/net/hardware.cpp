@@ -164,6 +164,14 @@ GpuSpec read_gpu(MapReader r) {
     if (!(cc >= 3.0 && cc <= 15.0)) r.fail("compute_capability", fmt::format("{} is outside 3.0 .. 15.0", cc));
     g.compute_capability = static_cast<int>(std::lround(cc * 10));
   }
+  // TF32 and BF16 Tensor Cores came with compute capability 8.0 (Ampere): a GPU stated, or
+  // known by name, to be older has neither (a V100 file with a bf16 peak had loaded).
+  if (const auto cc = g.compute_capability ? g.compute_capability : known_compute_capability(g.name); cc && *cc < 80)
+    for (const auto& [key, v] : {std::pair{"tf32", g.peak_flops.tf32}, std::pair{"bf16", g.peak_flops.bf16}})
+      if (v)
+        pf.fail(key, fmt::format("{} has compute capability {}.{}, which has no {} Tensor Cores (compute capability "
+                                 "8.0, Ampere, introduced them): remove the figure, or correct compute_capability",
+                                 g.name, *cc / 10, *cc % 10, key == std::string("tf32") ? "TF32" : "BF16"));
   r.finish();
   return g;
 }

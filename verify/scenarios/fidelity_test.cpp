@@ -458,6 +458,27 @@ TEST(FidelityCli, AnEntryTheTwinCallsOutOfMemoryIsAMissedRow) {
   EXPECT_NE(r.err.find("llama-oom misses by"), std::string::npos) << r.err;
 }
 
+// A measured figure 4x or more off the twin's is flagged as a likely typo (a Gb/s figure
+// typed as GB/s: 1,850 for DGX A100's ~230 GB/s 1 GiB all-reduce); one near it is not.
+TEST(FidelityCli, AFigureFourTimesOffTheTwinsIsFlagged) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "fidelity_test" / "typo";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "s.yaml") << source_text(
+      "  - id: bits-as-bytes\n    hardware_file: dgx-a100\n"
+      "    collective: {op: all_reduce, bytes: 1073741824, gpus: 8}\n"
+      "    measured: {busbw_GB_per_s: 1850}\n"
+      "  - id: near\n    hardware_file: dgx-a100\n"
+      "    collective: {op: all_reduce, bytes: 1073741824, gpus: 8}\n"
+      "    measured: {busbw_GB_per_s: 230}\n");
+  const auto r = test::run_dptwin({"fidelity", dir.string(), "--json"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["entries"].size(), 2u);
+  EXPECT_NE(j["entries"][0].dump().find("its unit (GB/s, not Gb/s)"), std::string::npos) << j["entries"][0].dump();
+  EXPECT_EQ(j["entries"][1].dump().find("its unit"), std::string::npos) << j["entries"][1].dump();
+}
+
 // predict_entries with a stand-in predictor (no simulation): entry i is predicted as
 // 100 + i after sleeping (n - i) x 40 ms, so with every entry running at once they finish
 // last-first. `fail` names entries whose prediction throws, `kill` one whose worker dies.

@@ -156,6 +156,23 @@ TEST(HardwareErrors, TensorCoreRateBelowFp32IsRejected) {
   EXPECT_EQ(tf32_high.rfind("bad.yaml:5: gpu.peak_flops.tf32: 400 TFLOPS is above f16's 200 TFLOPS", 0), 0u) << tf32_high;
 }
 
+// TF32 and BF16 Tensor Cores came with Ampere (8.0): a Volta file with a bf16 peak, or a GPU
+// named a V100 with a tf32 one, is refused at the figure (it had loaded; an outside-user review).
+TEST(HardwareErrors, TensorCoreTypesOlderThanAmpereAreRejected) {
+  const std::string stated = error_of(
+      replace_line(kGood, 5, "  peak_flops: {f32: 15.7 TFLOPS, f64: 7.8 TFLOPS, bf16: 125 TFLOPS}\n  compute_capability: 7.0"));
+  EXPECT_EQ(stated.rfind("bad.yaml:5: gpu.peak_flops.bf16: test-gpu has compute capability 7.0, which has no BF16", 0), 0u)
+      << stated;
+  const std::string named = error_of(replace_line(
+      replace_line(kGood, 4, "  name: Tesla-V100-SXM2"), 5, "  peak_flops: {f32: 15.7 TFLOPS, f64: 7.8 TFLOPS, tf32: 60 TFLOPS}"));
+  EXPECT_NE(named.find("gpu.peak_flops.tf32: Tesla-V100-SXM2 has compute capability 7.0, which has no TF32"), std::string::npos)
+      << named;
+  // Ampere stated: the same figures load.
+  EXPECT_EQ(error_of(replace_line(kGood, 5,
+                                  "  peak_flops: {f32: 19.5 TFLOPS, f64: 9.7 TFLOPS, bf16: 312 TFLOPS}\n  compute_capability: 8.0")),
+            "(no error)");
+}
+
 TEST(HardwareErrors, NegativeBandwidthIsRejected) {
   const std::string text = replace_line(kGood, 7, "  memory_bandwidth: -900 GB/s");
   EXPECT_EQ(error_of(text), "bad.yaml:7: gpu.memory_bandwidth: -900 GB/s is outside 1 MB/s .. 1 PB/s");
