@@ -27,9 +27,15 @@ struct CompareArgs {
   bool json = false;
 };
 
-StepReport load_input(const std::string& path, const scenario::Library& lib) {
-  if (std::filesystem::path(path).extension() == ".json") return read_step_report(path);
+// `overrides` gets the scenario's hardware overrides, labelled; a step report records none.
+StepReport load_input(const std::string& path, const scenario::Library& lib, std::vector<std::string>& overrides) {
+  if (std::filesystem::path(path).extension() == ".json") {
+    overrides.push_back(fmt::format("{}: not recorded in a step report", std::filesystem::path(path).stem().string()));
+    return read_step_report(path);
+  }
   scenario::Scenario s = scenario::load_scenario_file(path);
+  for (const auto& o : scenario::override_descriptions(s))
+    overrides.push_back(fmt::format("{}: {}", std::filesystem::path(path).stem().string(), o));
   if (!s.sweep.empty())
     throw std::invalid_argument(fmt::format("{}: sweep: compare takes scenarios of one configuration (this one sweeps; "
                                             "use dptwin report)", path));
@@ -41,7 +47,8 @@ StepReport load_input(const std::string& path, const scenario::Library& lib) {
   }
 }
 
-report::ReportDocument compare_document(const std::vector<std::string>& labels, const std::vector<StepReport>& reps) {
+report::ReportDocument compare_document(const std::vector<std::string>& labels, const std::vector<StepReport>& reps,
+                                        const scenario::Library& lib, const std::vector<std::string>& overrides) {
   using namespace report;
   ReportDocument doc;
   doc.title = "dptwin compare";
@@ -77,45 +84,35 @@ report::ReportDocument compare_document(const std::vector<std::string>& labels, 
   }
   c.series = {compute, comm, dispatch, interference, optim};
   c.caption = "Each bar is one input, in the order given.";
-  ReportTable t{"Side by side", {}, {}, {}};
-  t.headers.push_back("");
-  for (const auto& l : labels) t.headers.push_back(l);
-  auto add = [&](const std::string& name, auto get) {
-    std::vector<std::string> row = {name};
-    for (const auto& r : reps) row.push_back(get(r));
-    t.rows.push_back(row);
-  };
-  add("source", [](const StepReport& r) { return r.source; });
-  add("hardware", [](const StepReport& r) { return r.hardware; });
-  add("model", [](const StepReport& r) { return r.model; });
-  add("precision", [](const StepReport& r) { return r.precision.value_or(r.dtype); });
-  // The optimizer's state is part of every GPU's memory: reports that differ in it alone
-  // differ in nothing else shown here.
-  add("optimizer type", [](const StepReport& r) { return r.optimizer.value_or("-"); });
-  // Scenarios that differ in the memory format or where the batch lives differ in step
-  // time for that reason alone (an outside-user review saw 93.5 against 133 ms under
-  // identical rows).
-  add("memory format", [](const StepReport& r) { return r.memory_format.value_or("contiguous"); });
-  add("inputs", [](const StepReport& r) { return std::string(r.inputs ? "on the GPUs" : "copied from the host"); });
-  add("strategy", [](const StepReport& r) { return strategy_display_name(r.strategy); });
-  add("GPUs", [](const StepReport& r) { return std::to_string(r.devices); });
-  add("step time", [](const StepReport& r) { return r.step_time_s ? format_duration(*r.step_time_s) : "n/a"; });
-  add("samples/s", [](const StepReport& r) {
-    return r.throughput_samples_per_s ? format_figure(*r.throughput_samples_per_s) : std::string("n/a");
-  });
-  add("scaling efficiency", [](const StepReport& r) {
-    return r.scaling_efficiency ? format_percent(*r.scaling_efficiency) : std::string("n/a");
-  });
-  add("GPU 0 peak memory", [](const StepReport& r) {
-    // A run out of memory has no peak: what was live when it failed is no fit.
-    if (r.out_of_memory) return std::string("n/a (out of memory)");
-    return r.devices_detail.empty() ? std::string("n/a") : format_gib(r.devices_detail[0].peak_memory_bytes);
-  });
-  // The answer says "the table says which" input ran out of memory: this row does.
-  add("out of memory", [](const StepReport& r) { return r.out_of_memory ? r.out_of_memory->device : std::string("no"); });
+  // The terminal table's rows (report_text.cpp), so the report drops none of them.
+  auto rows = compare_rows(labels, reps);
+  ReportTable t{"Side by side", rows.front(), {rows.begin() + 1, rows.end()}, {}};
   t.right_aligned.assign(t.headers.size(), true);
   t.right_aligned[0] = false;
   doc.sections.push_back({"Step time", {}, {c}, {t}, {}});
+  // The Assumptions section, as predict's, sweep's and report's reports have it (compare's
+  // had none; an outside-user review): built from what each step report records.
+  scenario::SweepResult sr;
+  for (const auto& r : reps) {
+    scenario::PointResult p;
+    p.index = sr.points.size();
+    p.hardware = r.hardware;
+    p.model = r.model;
+    p.strategy = r.strategy;
+    p.devices = r.devices;
+    p.nodes = r.nodes;
+    p.batch_global = r.batch_global;
+    p.batch_per_device = r.batch_per_device;
+    p.dtype = r.dtype;
+    p.precision = r.precision.value_or(r.dtype);
+    p.bucket_cap_mb = r.bucket_cap_mb.value_or(0);
+    p.optimizer = r.optimizer.value_or("");
+    p.status = r.out_of_memory ? scenario::PointStatus::out_of_memory : scenario::PointStatus::ok;
+    p.report = r;
+    sr.points.push_back(std::move(p));
+  }
+  sr.overrides = overrides;
+  doc.sections.push_back(assumptions_section(sr, assumptions_input(sr, nullptr, lib)));
   return doc;
 }
 
@@ -124,9 +121,10 @@ int run_compare(const CompareArgs& a) {
   const auto lib = whatif::library();
   std::vector<std::string> labels;
   std::vector<StepReport> reports;
+  std::vector<std::string> overrides;
   for (const auto& in : a.inputs) {
     labels.push_back(std::filesystem::path(in).stem().string());
-    reports.push_back(load_input(in, lib));
+    reports.push_back(load_input(in, lib, overrides));
   }
   {
     std::vector<limits::FileFlag> inputs;
@@ -134,7 +132,7 @@ int run_compare(const CompareArgs& a) {
     limits::refuse_in_report_dir(a.report_dir, {}, inputs, false);
   }
   const ReportDirLock lock("--report", a.report_dir);
-  if (!a.report_dir.empty()) report::write_report(compare_document(labels, reports), a.report_dir);
+  if (!a.report_dir.empty()) report::write_report(compare_document(labels, reports, lib, overrides), a.report_dir);
   if (a.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (size_t i = 0; i < reports.size(); ++i)

@@ -110,10 +110,26 @@ ReportSection assumptions_section(const scenario::SweepResult& r, const Assumpti
                     }) + " (the global batch is the per-GPU batch times the GPU count, times the micro-batches "
                          "of an accumulated step)"});
   const bool any_ddp = std::any_of(r.points.begin(), r.points.end(), [](const PointResult& p) { return p.strategy == "ddp"; });
-  if (any_ddp)
+  if (any_ddp) {
     t.rows.push_back({"DDP bucket size", distinct(r, [](const PointResult& p) {
-                        return p.strategy == "ddp" ? fmt::format("{:g} MiB", p.bucket_cap_mb) : std::string();
+                        if (p.strategy != "ddp") return std::string();
+                        // 0: a step report that did not record it (written before bucket_cap_mb).
+                        return p.bucket_cap_mb > 0 ? fmt::format("{:g} MiB", p.bucket_cap_mb) : std::string("not recorded");
                       })});
+    t.rows.push_back({"DDP comm hook", distinct(r, [](const PointResult& p) {
+                        if (p.strategy != "ddp" || !p.report) return std::string();
+                        return p.report->comm_hook ? *p.report->comm_hook
+                                                   : std::string("none (gradients all-reduced in their own dtype)");
+                      })});
+  }
+  t.rows.push_back({"activation checkpointing", distinct(r, [](const PointResult& p) {
+                      if (!p.report) return std::string();
+                      return p.report->checkpoint_layers
+                                 ? fmt::format("checkpoint_sequential, {} layers per segment (forward recomputed in "
+                                               "backward)",
+                                               *p.report->checkpoint_layers)
+                                 : std::string("none");
+                    })});
   // A profiled model's measured times: used as measured, scaled by op class, or kept unscaled.
   const std::string measured = distinct(r, [](const PointResult& p) {
     std::string notes;

@@ -200,7 +200,8 @@ std::string sweep_table_text(const scenario::SweepResult& r) {
   return out;
 }
 
-std::string compare_table_text(const std::vector<std::string>& labels, const std::vector<StepReport>& reports) {
+std::vector<std::vector<std::string>> compare_rows(const std::vector<std::string>& labels,
+                                                  const std::vector<StepReport>& reports) {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> header = {""};
   for (const auto& l : labels) header.push_back(l);
@@ -236,6 +237,14 @@ std::string compare_table_text(const std::vector<std::string>& labels, const std
   row("strategy", [](const StepReport& r) { return strategy_display_name(r.strategy); });
   row("GPUs", [](const StepReport& r) { return std::to_string(r.devices); });
   row("batch (global/per GPU)", [](const StepReport& r) { return fmt::format("{}/{}", r.batch_global, r.batch_per_device); });
+  // Training choices that change the step besides the rows above (absent: PyTorch's default).
+  row("accumulation", [](const StepReport& r) {
+    return r.accumulate ? fmt::format("{} micro-batches", *r.accumulate) : std::string("none");
+  });
+  row("comm hook", [](const StepReport& r) { return r.comm_hook.value_or("none"); });
+  row("activation checkpointing", [](const StepReport& r) {
+    return r.checkpoint_layers ? fmt::format("{} layers per segment", *r.checkpoint_layers) : std::string("none");
+  });
   row("step time", [](const StepReport& r) { return opt_duration(r.step_time_s); });
   relative("  vs first", [](const StepReport& r) -> std::optional<double> { return r.step_time_s; });
   // A step that ran out of memory has no time, so no breakdown of it: n/a, as its step time.
@@ -261,7 +270,11 @@ std::string compare_table_text(const std::vector<std::string>& labels, const std
     return r.devices_detail.empty() ? std::string("n/a") : format_gib(r.devices_detail[0].peak_memory_bytes);
   });
   row("out of memory", [](const StepReport& r) { return r.out_of_memory ? r.out_of_memory->device : std::string("no"); });
-  return text_table(rows);
+  return rows;
+}
+
+std::string compare_table_text(const std::vector<std::string>& labels, const std::vector<StepReport>& reports) {
+  return text_table(compare_rows(labels, reports));
 }
 
 }  // namespace dpt::report

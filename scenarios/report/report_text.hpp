@@ -16,6 +16,9 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name);
 std::string sweep_table_text(const scenario::SweepResult& r);
 // Reports side by side, each column labelled; relative differences against the first.
 std::string compare_table_text(const std::vector<std::string>& labels, const std::vector<StepReport>& reports);
+// Its rows (the first the header: "" then the labels), which compare's report lays out too.
+std::vector<std::vector<std::string>> compare_rows(const std::vector<std::string>& labels,
+                                                  const std::vector<StepReport>& reports);
 
 // Fixed-width text table: the first row is the header; columns of numbers (after the first) are
 // right-aligned, the others left-aligned.

@@ -358,6 +358,9 @@ StepReport report_of_config(const sim::HardwareSpec& hw, const PredictConfig& c,
   if (c.inputs_resident) r.inputs = "device";
   r.batch_global = batch_global * c.accumulate;
   if (c.accumulate > 1) r.accumulate = c.accumulate;
+  if (c.comm_hook.kind != CommHook::none) r.comm_hook = comm_hook_name(c.comm_hook);
+  if (c.checkpoint_layers > 0) r.checkpoint_layers = static_cast<std::int64_t>(c.checkpoint_layers);
+  if (c.strategy == StrategyKind::ddp) r.bucket_cap_mb = c.bucket_cap_mb;
   r.batch_per_device = batch_per_device;
   r.out_of_memory = m.oom;
   r.warnings = m.warnings;

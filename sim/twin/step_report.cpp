@@ -151,6 +151,9 @@ json step_report_to_json(const StepReport& r) {
               {"optimizer", r.optimizer ? json(*r.optimizer) : json(nullptr)},
               {"inputs", r.inputs ? json(*r.inputs) : json(nullptr)},
               {"accumulate", r.accumulate ? json(*r.accumulate) : json(nullptr)},
+              {"comm_hook", r.comm_hook ? json(*r.comm_hook) : json(nullptr)},
+              {"checkpoint_layers", r.checkpoint_layers ? json(*r.checkpoint_layers) : json(nullptr)},
+              {"bucket_cap_mb", r.bucket_cap_mb ? json(*r.bucket_cap_mb) : json(nullptr)},
               {"batch_global", r.batch_global},
               {"batch_per_device", r.batch_per_device},
               {"step_time_s", optional_number(r.step_time_s)},
@@ -273,6 +276,20 @@ void read_configuration(Reader& in, StepReport& r) {
     if (!in.at("accumulate").is_number_integer() || in.at("accumulate").get<int>() < 2)
       in.fail("accumulate", "must be null or an integer >= 2");
     r.accumulate = in.at("accumulate").get<int>();
+  }
+  if (in.has("comm_hook") && !in.at("comm_hook").is_null()) {
+    if (!in.at("comm_hook").is_string()) in.fail("comm_hook", "must be null or a string");
+    r.comm_hook = in.at("comm_hook").get<std::string>();
+  }
+  if (in.has("checkpoint_layers") && !in.at("checkpoint_layers").is_null()) {
+    if (!in.at("checkpoint_layers").is_number_integer() || in.at("checkpoint_layers").get<std::int64_t>() < 1)
+      in.fail("checkpoint_layers", "must be null or an integer >= 1");
+    r.checkpoint_layers = in.at("checkpoint_layers").get<std::int64_t>();
+  }
+  if (in.has("bucket_cap_mb") && !in.at("bucket_cap_mb").is_null()) {
+    if (!in.at("bucket_cap_mb").is_number() || !(in.at("bucket_cap_mb").get<double>() > 0))
+      in.fail("bucket_cap_mb", "must be null or a positive number");
+    r.bucket_cap_mb = in.at("bucket_cap_mb").get<double>();
   }
   r.batch_global = in.integer("batch_global");
   r.batch_per_device = in.integer("batch_per_device");

@@ -90,6 +90,13 @@ struct StepReport {
   // DDP gradient accumulation: micro-batches per step (batch_global counts them all).
   // Null: none. Optional in the JSON (absent = null).
   std::optional<int> accumulate;
+  // DDP comm hook ("fp16_compress", "powersgd:4"). Null: none. Optional in the JSON.
+  std::optional<std::string> comm_hook;
+  // Activation checkpointing: layers per checkpoint_sequential segment (1: every layer).
+  // Null: none. Optional in the JSON.
+  std::optional<std::int64_t> checkpoint_layers;
+  // DDP's bucket cap in MiB (bucket_cap_mb). Null: not DDP, or a report written before it.
+  std::optional<double> bucket_cap_mb;
   std::int64_t batch_global = 0;      // samples in one step over all devices
   std::int64_t batch_per_device = 0;  // the largest per-device batch (DataParallel chunk, DDP rank batch)
   // Null when the step did not run (out of memory).

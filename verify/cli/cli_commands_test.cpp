@@ -271,7 +271,26 @@ TEST(CliPlanAndPrecision, FlagsAreAppliedOrRefusedNeverIgnored) {
                           "batch_per_device: 2\n");
   const CliResult cmp = run_dptwin({"compare", "s.yaml", "big.yaml", "--report", "cmp"}, dir);
   ASSERT_EQ(cmp.exit_code, 0) << cmp.err;
-  EXPECT_NE(slurp(dir / "cmp" / "report.md").find("big trains "), std::string::npos) << slurp(dir / "cmp" / "report.md");
+  const std::string cmp_md = slurp(dir / "cmp" / "report.md");
+  EXPECT_NE(cmp_md.find("big trains "), std::string::npos) << cmp_md;
+  // compare's report has the terminal table's rows (it dropped the batch and breakdown rows)
+  // and an Assumptions section, as predict's and sweep's (found by an outside-user review).
+  for (const char* md_row : {"| batch (global/per GPU) |", "| exposed communication |", "|   of it host copies |",
+                          "| comm hook |", "| activation checkpointing |", "## Assumptions", "| DDP bucket size | 25 MiB |"})
+    EXPECT_NE(cmp_md.find(md_row), std::string::npos) << md_row << "\n" << cmp_md;
+  // The comm hook and checkpointing a scenario ran with are in both.
+  write(dir / "hooked.yaml", "schema_version: 1\nhardware: dgx-a100\nmodel: gpt2-124m\nstrategy: ddp\ndevices: 4\n"
+                             "batch_per_device: 2\ncomm_hook: fp16_compress\ncheckpoint: every\n"
+                             "overrides: {gpu.memory: 40 GiB}\n");
+  const CliResult hooked = run_dptwin({"compare", "big.yaml", "hooked.yaml", "--report", "cmp2"}, dir);
+  ASSERT_EQ(hooked.exit_code, 0) << hooked.err;
+  const std::string hooked_md = slurp(dir / "cmp2" / "report.md");
+  EXPECT_NE(hooked_md.find("| comm hook | none | fp16_compress |"), std::string::npos) << hooked_md;
+  EXPECT_NE(hooked_md.find("| activation checkpointing | none | 1 layers per segment |"), std::string::npos) << hooked_md;
+  EXPECT_NE(hooked_md.find("| DDP comm hook | none (gradients all-reduced in their own dtype), fp16_compress |"),
+            std::string::npos)
+      << hooked_md;
+  EXPECT_NE(hooked_md.find("hooked: gpu.memory"), std::string::npos) << hooked_md;
   // A plan whose every candidate is out of memory says so.
   const CliResult oom = run_dptwin({"plan", "--model", "llama-2-7b", "--target-samples-per-s", "1", "--hardware",
                                     "l40s-4x-pcie4:1.1", "--strategies", "ddp", "--batch-per-device", "1",

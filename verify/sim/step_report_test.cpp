@@ -35,6 +35,9 @@ StepReport sample_report() {
   r.links.push_back({"nvlink:gpu0:up", 1 << 20, 0.002, 0.4});
   r.trace = "trace.json";
   r.inputs = "device";
+  r.comm_hook = "powersgd:4";
+  r.checkpoint_layers = 2;
+  r.bucket_cap_mb = 25.0;
   r.warnings = {"uneven batch"};
   return r;
 }
@@ -50,6 +53,9 @@ TEST(StepReport, RoundTripKeepsEveryField) {
   EXPECT_DOUBLE_EQ(back.devices_detail.at(0).kernel_time_by_class_s.at("conv"), 0.08);
   EXPECT_DOUBLE_EQ(*back.scaling_efficiency, 0.92);
   EXPECT_EQ(back.inputs, std::optional<std::string>("device"));
+  EXPECT_EQ(back.comm_hook, std::optional<std::string>("powersgd:4"));
+  EXPECT_EQ(back.checkpoint_layers, std::optional<std::int64_t>(2));
+  EXPECT_EQ(back.bucket_cap_mb, std::optional<double>(25.0));
   // A sequence model's tokens per sample reads back; a report written before the key, or
   // of a model whose sample is no sequence, has none.
   StepReport tokens = r;
