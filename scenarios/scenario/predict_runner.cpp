@@ -64,6 +64,24 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
   r.hardware = p.hardware_name;
   r.tokens_per_sample = tokens_per_sample_of(p.model);
   r.optimizer = optimizer_kind_name(p.optimizer);
+  // A step that ran out of memory before its optimizer.step() holds none of the optimizer's
+  // state (PyTorch allocates it lazily, at the first step): say what would come on top, so
+  // the breakdown is not read as the whole need (an outside-user review).
+  if (r.out_of_memory && !r.out_of_memory->memory_breakdown_bytes.count("optimizer_state")) {
+    const auto n = static_cast<Bytes>(model_parameter_count(p.model));
+    const int k = optimizer_state_tensors(p.optimizer);
+    // f16-master: f32 master weights, f32 master gradients and f32 state; else the state in
+    // the parameters' dtype.
+    const Bytes state = precision_uses_master_weights(p.precision)
+                            ? n * dtype_size_bytes(DType::f32) * (2 + k)
+                            : n * dtype_size_bytes(precision_parameter_dtype(p.precision)) * k;
+    if (state > 0)
+      r.out_of_memory->message += fmt::format(
+          "; not yet allocated when it failed: {} {} of {} state per GPU, which the first optimizer step adds",
+          fmt::format("{:.3f} GiB", static_cast<double>(state) / static_cast<double>(kGiB)),
+          precision_uses_master_weights(p.precision) ? "(f32 master weights, master gradients and state)" : "more",
+          optimizer_kind_name(p.optimizer));
+  }
   if (!p.measured_costs_note.empty()) r.warnings.push_back(p.measured_costs_note);
   // channels_last only changes convolutions: on a model without any, say so rather than
   // print "Tensor Core convolutions run NHWC" as if it did something.

@@ -506,6 +506,31 @@ TEST(CliExitCodes, StandardOutputThatCannotBeWrittenFailsTheRun) {
 // twin's own out of memory and for the one found before the step (parameters, gradients
 // and optimizer state alone too big), which printed nothing for --json and wrote no --out.
 // A sweep whose every point failed (exit 3) leaves an earlier -o file as it was.
+// A step out of memory before its first optimizer step holds none of the optimizer's state
+// (PyTorch allocates it then): the message says what comes on top, AdamW's two tensors per
+// parameter, twice the parameters' bytes in its own breakdown; SGD without momentum has none.
+TEST(CliPredict, OutOfMemoryNamesTheOptimizerStateStillToCome) {
+  const fs::path dir = fresh_dir("predict-oom-state");
+  const std::vector<std::string> flags = {"predict", "--hardware", "dgx-a100", "--model", "gpt2-1.5b", "--strategy",
+                                          "ddp", "--devices", "8", "--batch-per-device", "16", "--optimizer"};
+  auto with = [&](const char* optimizer) {
+    auto f = flags;
+    f.push_back(optimizer);
+    return run_dptwin(f, dir);
+  };
+  const CliResult adamw = with("adamw");
+  ASSERT_EQ(adamw.exit_code, 1) << adamw.err;
+  std::smatch params, state;
+  ASSERT_TRUE(std::regex_search(adamw.out, params, std::regex("parameters=([0-9.]+) GiB"))) << adamw.out;
+  ASSERT_TRUE(std::regex_search(adamw.out, state,
+                                std::regex("not yet allocated when it failed: ([0-9.]+) GiB more of adamw state per GPU")))
+      << adamw.out;
+  EXPECT_NEAR(std::stod(state[1]), 2 * std::stod(params[1]), 0.002) << adamw.out;
+  const CliResult sgd = with("sgd");
+  ASSERT_EQ(sgd.exit_code, 1) << sgd.err;
+  EXPECT_EQ(sgd.out.find("not yet allocated"), std::string::npos) << sgd.out;
+}
+
 // A configuration that runs out of memory has no step, so compare shows no breakdown of
 // one: every time row reads n/a in its column, not 0 (which read as a free step).
 TEST(CliCompare, OutOfMemoryColumnHasNoBreakdown) {
