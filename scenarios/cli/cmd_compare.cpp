@@ -27,15 +27,9 @@ struct CompareArgs {
   bool json = false;
 };
 
-// `overrides` gets the scenario's hardware overrides, labelled; a step report records none.
-StepReport load_input(const std::string& path, const scenario::Library& lib, std::vector<std::string>& overrides) {
-  if (std::filesystem::path(path).extension() == ".json") {
-    overrides.push_back(fmt::format("{}: not recorded in a step report", std::filesystem::path(path).stem().string()));
-    return read_step_report(path);
-  }
+StepReport load_input(const std::string& path, const scenario::Library& lib) {
+  if (std::filesystem::path(path).extension() == ".json") return read_step_report(path);
   scenario::Scenario s = scenario::load_scenario_file(path);
-  for (const auto& o : scenario::override_descriptions(s))
-    overrides.push_back(fmt::format("{}: {}", std::filesystem::path(path).stem().string(), o));
   if (!s.sweep.empty())
     throw std::invalid_argument(fmt::format("{}: sweep: compare takes scenarios of one configuration (this one sweeps; "
                                             "use dptwin report)", path));
@@ -47,8 +41,28 @@ StepReport load_input(const std::string& path, const scenario::Library& lib, std
   }
 }
 
+// Column labels: each input's file stem, or its file name where two different inputs share
+// a stem (A.yaml against A.json), or its path where they share that too. One file given
+// twice keeps its stem.
+std::vector<std::string> compare_labels(const std::vector<std::string>& inputs) {
+  auto unique = [&inputs](const std::vector<std::string>& v) {
+    for (size_t i = 0; i < v.size(); ++i)
+      for (size_t j = i + 1; j < v.size(); ++j)
+        if (v[i] == v[j] && inputs[i] != inputs[j]) return false;
+    return true;
+  };
+  std::vector<std::string> stems, names;
+  for (const auto& in : inputs) {
+    stems.push_back(std::filesystem::path(in).stem().string());
+    names.push_back(std::filesystem::path(in).filename().string());
+  }
+  if (unique(stems)) return stems;
+  if (unique(names)) return names;
+  return inputs;
+}
+
 report::ReportDocument compare_document(const std::vector<std::string>& labels, const std::vector<StepReport>& reps,
-                                        const scenario::Library& lib, const std::vector<std::string>& overrides) {
+                                        const scenario::Library& lib) {
   using namespace report;
   ReportDocument doc;
   doc.title = "dptwin compare";
@@ -111,7 +125,13 @@ report::ReportDocument compare_document(const std::vector<std::string>& labels, 
     p.report = r;
     sr.points.push_back(std::move(p));
   }
-  sr.overrides = overrides;
+  // Each input's overrides, by its label (a step report written before they were recorded,
+  // or a measured one, says so).
+  for (size_t i = 0; i < reps.size(); ++i) {
+    if (!reps[i].hardware_overrides) sr.overrides.push_back(fmt::format("{}: not recorded in its step report", labels[i]));
+    else
+      for (const auto& o : *reps[i].hardware_overrides) sr.overrides.push_back(fmt::format("{}: {}", labels[i], o));
+  }
   doc.sections.push_back(assumptions_section(sr, assumptions_input(sr, nullptr, lib)));
   return doc;
 }
@@ -121,18 +141,15 @@ int run_compare(const CompareArgs& a) {
   const auto lib = whatif::library();
   std::vector<std::string> labels;
   std::vector<StepReport> reports;
-  std::vector<std::string> overrides;
-  for (const auto& in : a.inputs) {
-    labels.push_back(std::filesystem::path(in).stem().string());
-    reports.push_back(load_input(in, lib, overrides));
-  }
+  for (const auto& in : a.inputs) reports.push_back(load_input(in, lib));
+  labels = compare_labels(a.inputs);
   {
     std::vector<limits::FileFlag> inputs;
     for (const auto& in : a.inputs) inputs.push_back({"input", in});
     limits::refuse_in_report_dir(a.report_dir, {}, inputs, false);
   }
   const ReportDirLock lock("--report", a.report_dir);
-  if (!a.report_dir.empty()) report::write_report(compare_document(labels, reports, lib, overrides), a.report_dir);
+  if (!a.report_dir.empty()) report::write_report(compare_document(labels, reports, lib), a.report_dir);
   if (a.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (size_t i = 0; i < reports.size(); ++i)

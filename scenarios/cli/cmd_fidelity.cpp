@@ -49,8 +49,10 @@ std::string config_text(const fidelity::Entry& e) {
                        c.algorithm ? " algo " + *c.algorithm : "");
   }
   const auto& t = *e.training;
-  return fmt::format("{} {} {}x{} b{} {}{}", t.model, t.strategy, t.nodes, t.gpus, t.batch_per_device,
-                     t.measured_precision, t.accumulation_steps > 1 ? fmt::format(" acc{}", t.accumulation_steps) : "");
+  // The memory format where it is not the default: NCHW and NHWC rows of one source read alike.
+  return fmt::format("{} {} {}x{} b{} {}{}{}", t.model, t.strategy, t.nodes, t.gpus, t.batch_per_device,
+                     t.measured_precision, t.memory_format == "contiguous" ? "" : " " + t.memory_format,
+                     t.accumulation_steps > 1 ? fmt::format(" acc{}", t.accumulation_steps) : "");
 }
 
 void print_table(const std::vector<fidelity::Result>& results, const std::vector<fidelity::ClassSummary>& sums) {

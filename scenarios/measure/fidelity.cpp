@@ -159,10 +159,13 @@ Result predict_entry(const Entry& e, const scenario::Library& lib, const std::fi
   // A measured figure 4x off the twin's either way is more often a typo than a miss: a
   // Gb/s figure typed as GB/s is 8x, a per-rank count for a total 8x on 8 GPUs (an
   // outside-user review's Gb/s row printed -85 % and nothing else).
-  if (r.predicted > 0 && (r.predicted > 4 * e.measured || 4 * r.predicted < e.measured))
-    r.detail += fmt::format("; measured {:.3g}x the twin's: check the figure, its unit (GB/s, not Gb/s) and the "
-                            "configuration",
-                            e.measured / r.predicted);
+  if (r.predicted > 0 && (r.predicted > 4 * e.measured || 4 * r.predicted < e.measured)) {
+    const char* unit = e.metric == Metric::samples_per_s ? "samples/s of all GPUs together (not tokens/s, not per GPU)"
+                       : e.metric == Metric::time_us     ? "microseconds"
+                                                         : "GB/s, not Gb/s";
+    r.detail += fmt::format("; measured {:.3g}x the twin's: check the figure, its unit ({}) and the configuration",
+                            e.measured / r.predicted, unit);
+  }
   return r;
 }
 

@@ -14,6 +14,25 @@
 namespace dpt::scenario {
 namespace {
 
+// What was live on the device that ran out, largest first, and what it asked for (a plan's
+// verdict had said "out of memory on sim:gpu0" and nothing a planner could act on).
+std::string out_of_memory_reason(const OutOfMemoryReport& o) {
+  std::vector<std::pair<Bytes, std::string>> live;
+  for (const auto& [category, bytes] : o.memory_breakdown_bytes)
+    if (bytes > 0) live.emplace_back(bytes, category);
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;  // largest first, then by name
+  });
+  std::string parts;
+  for (const auto& [bytes, category] : live)
+    parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", category, report::format_gib(bytes));
+  std::string out = fmt::format("out of memory on {}", o.device);
+  if (!parts.empty()) out += fmt::format(": {} live", parts);
+  if (o.capacity_bytes) out += fmt::format(" of {}", report::format_gib(*o.capacity_bytes));
+  if (o.requested_bytes > 0) out += fmt::format(", {} more asked", report::format_gib(o.requested_bytes));
+  return out;
+}
+
 double exposed_fraction(const StepReport& r) {
   const double step = r.step_time_s.value_or(0);
   if (step <= 0) return 0;
@@ -42,7 +61,7 @@ void judge_point(PlanVerdict& v, const PointResult& p, double need) {
       return;
     case PointStatus::out_of_memory:
       v.kind = PlanVerdictKind::out_of_memory;
-      v.reason = p.report && p.report->out_of_memory ? fmt::format("out of memory on {}", p.report->out_of_memory->device)
+      v.reason = p.report && p.report->out_of_memory ? out_of_memory_reason(*p.report->out_of_memory)
                  : p.reason.rfind("out of memory", 0) == 0 ? p.reason
                                                            : fmt::format("out of memory: {}", p.reason);
       return;

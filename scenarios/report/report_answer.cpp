@@ -41,6 +41,17 @@ std::string config_phrase(const PointResult& p) {
                      strategy_display_name(p.strategy));
 }
 
+// config_phrase and the point's values of the swept fields the phrase does not name ("8x
+// A100 with DDP at batch_per_device 4"): a memory answer over a swept batch had named every
+// point "8x A100 with DDP", and never which batch fits.
+std::string config_phrase_with_axes(const PointResult& p) {
+  std::string at;
+  for (const auto& [axis, value] : p.axes)
+    if (axis != "gpus" && axis != "devices" && axis != "nodes" && axis != "strategy" && axis != "hardware")
+      at += fmt::format("{}{} {}", at.empty() ? " at " : ", ", axis, value);
+  return config_phrase(p) + at;
+}
+
 const PointResult* fastest(const SweepResult& r) {
   const PointResult* best = nullptr;
   for (const auto& p : r.points)
@@ -141,7 +152,7 @@ std::string memory_answer(const SweepResult& r) {
                                                      format_percent(static_cast<double>(dev.peak_memory_bytes) /
                                                                     static_cast<double>(*dev.capacity_bytes)))
                                        : std::string(),
-                    top_device, config_phrase(*top));
+                    top_device, config_phrase_with_axes(*top));
     // DataParallel's GPU 0 against the busiest other GPU: the lesson's claim.
     const PointResult* dp = nullptr;
     Bytes extra = 0;
@@ -160,7 +171,7 @@ std::string memory_answer(const SweepResult& r) {
   }
   if (!oom.empty()) {
     const PointResult& p = *oom.front();
-    s += fmt::format("; {} runs out of memory", config_phrase(p));
+    s += fmt::format("; {} runs out of memory", config_phrase_with_axes(p));
     if (!p.report && !p.reason.empty()) s += ": " + p.reason;  // before any step: what does not fit
     if (p.report && p.report->out_of_memory) {
       const auto& o = *p.report->out_of_memory;

@@ -125,9 +125,11 @@ ReportSection assumptions_section(const scenario::SweepResult& r, const Assumpti
   t.rows.push_back({"activation checkpointing", distinct(r, [](const PointResult& p) {
                       if (!p.report) return std::string();
                       return p.report->checkpoint_layers
-                                 ? fmt::format("checkpoint_sequential, {} layers per segment (forward recomputed in "
+                                 ? fmt::format("checkpoint_sequential, {} per segment (forward recomputed in "
                                                "backward)",
-                                               *p.report->checkpoint_layers)
+                                               *p.report->checkpoint_layers == 1
+                                                   ? std::string("one layer")
+                                                   : fmt::format("{} layers", *p.report->checkpoint_layers))
                                  : std::string("none");
                     })});
   // A profiled model's measured times: used as measured, scaled by op class, or kept unscaled.

@@ -243,7 +243,14 @@ std::vector<std::vector<std::string>> compare_rows(const std::vector<std::string
   });
   row("comm hook", [](const StepReport& r) { return r.comm_hook.value_or("none"); });
   row("activation checkpointing", [](const StepReport& r) {
-    return r.checkpoint_layers ? fmt::format("{} layers per segment", *r.checkpoint_layers) : std::string("none");
+    if (!r.checkpoint_layers) return std::string("none");
+    return *r.checkpoint_layers == 1 ? std::string("every layer") : fmt::format("{} layers per segment", *r.checkpoint_layers);
+  });
+  row("hardware overrides", [](const StepReport& r) {
+    if (!r.hardware_overrides) return std::string("not recorded");
+    std::string out;
+    for (const auto& o : *r.hardware_overrides) out += (out.empty() ? "" : "; ") + o;
+    return out.empty() ? std::string("none") : out;
   });
   row("step time", [](const StepReport& r) { return opt_duration(r.step_time_s); });
   relative("  vs first", [](const StepReport& r) -> std::optional<double> { return r.step_time_s; });

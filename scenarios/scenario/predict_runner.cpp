@@ -7,6 +7,9 @@
 
 #include "engine/optim/master_weights.hpp"
 #include "engine/optim/optim.hpp"
+#include "scenarios/scenario/sweep.hpp"
+#include "sim/collectives/nccl_model.hpp"
+#include "sim/net/hardware.hpp"
 #include "sim/twin/predict.hpp"
 
 namespace dpt::scenario {
@@ -64,6 +67,8 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
   r.hardware = p.hardware_name;
   r.tokens_per_sample = tokens_per_sample_of(p.model);
   r.optimizer = optimizer_kind_name(p.optimizer);
+  r.hardware_overrides.emplace();
+  for (const auto& o : p.config.overrides) r.hardware_overrides->push_back(override_description(o));
   // A step that ran out of memory before its optimizer.step() holds none of the optimizer's
   // state (PyTorch allocates it lazily, at the first step): say what would come on top, so
   // the breakdown is not read as the whole need (an outside-user review).
@@ -83,6 +88,27 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
           optimizer_kind_name(p.optimizer));
   }
   if (!p.measured_costs_note.empty()) r.warnings.push_back(p.measured_costs_note);
+  // A link made faster than NCCL's per-link figure for the GPU's compute capability: NCCL
+  // plans its rings (channels, bandwidth) with its figure, and the twin's collectives run at
+  // it, so only copies gain (an outside-user review: nvswitch.link_bandwidth 25 -> 100 GB/s
+  // changed nothing and said nothing).
+  for (const auto& o : p.config.overrides) {
+    const bool nvswitch = o.path == "nvswitch.link_bandwidth", nvlink = o.path == "nvlink.link_bandwidth";
+    if (!nvswitch && !nvlink) continue;
+    const auto& hw = p.hardware;
+    const BytesPerSecond link = nvswitch && hw.nvswitch ? hw.nvswitch->link_bandwidth
+                                : nvlink && hw.nvlink   ? hw.nvlink->link_bandwidth
+                                                        : 0.0;
+    const int cc = sim::gpu_compute_capability_of(hw.gpu);
+    const double nccl_gbs = sim::nccl_nvlink_link_bw_gbs(cc);
+    if (link > nccl_gbs * 1e9)
+      r.warnings.push_back(fmt::format(
+          "{} {:g} GB/s is above NCCL's {:g} GB/s per link for compute capability {}.{} (src/graph/topo.h): NCCL "
+          "plans and runs its collectives at its own figure, so only copies (DataParallel's scatter and gather, "
+          "peer copies) use the faster link; a new NVLink generation comes with a new compute capability "
+          "(gpu.compute_capability)",
+          o.path, link / 1e9, nccl_gbs, cc / 10, cc % 10));
+  }
   // channels_last only changes convolutions: on a model without any, say so rather than
   // print "Tensor Core convolutions run NHWC" as if it did something.
   if (p.memory_format == MemoryFormat::channels_last &&

@@ -353,9 +353,11 @@ std::string run_settings_digest(const Scenario& s, const Library& lib, const std
   return text_digest(text);
 }
 
+std::string override_description(const Override& o) { return fmt::format("{} = {}", o.path, YAML::Dump(o.value)); }
+
 std::vector<std::string> override_descriptions(const Scenario& s) {
   std::vector<std::string> out;
-  for (const auto& o : s.base.overrides) out.push_back(fmt::format("{} = {}", o.path, YAML::Dump(o.value)));
+  for (const auto& o : s.base.overrides) out.push_back(override_description(o));
   for (const auto& a : s.sweep)
     if (a.name.rfind("overrides.", 0) == 0) {
       std::string values;

@@ -75,6 +75,8 @@ struct SweepResult {
 
 // The hardware overrides of a scenario as SweepResult::overrides states them.
 std::vector<std::string> override_descriptions(const Scenario& s);
+// One override as the reports write it: "gpu.memory = 40 GiB".
+std::string override_description(const Override& o);
 
 nlohmann::json sweep_result_to_json(const SweepResult& r);
 // Throws std::invalid_argument naming `where` and the key on a malformed result.

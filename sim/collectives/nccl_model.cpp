@@ -199,6 +199,8 @@ int proto_index(NcclProtocol p) { return static_cast<int>(p); }
 
 }  // namespace
 
+double nccl_nvlink_link_bw_gbs(int compcap) { return nvlink_bw_gbs(compcap); }
+
 const char* nccl_protocol_name(NcclProtocol p) {
   switch (p) {
     case NcclProtocol::ll: return "LL";

@@ -80,6 +80,10 @@ struct NcclGraph {
 // -1: min(ranks per node, NICs per node). `local_gpus`: the node-local indices of one
 // node's GPUs in the communicator (NCCL searches the graph of those GPUs alone); empty:
 // the first ranks/nodes GPUs.
+// NVLink bandwidth per link as NCCL's topology counts it, by compute capability (GB/s,
+// src/graph/topo.h SM*_NVLINK_BW): NCCL plans with this figure, not the link's line rate.
+double nccl_nvlink_link_bw_gbs(int compcap);
+
 NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int nvls_heads = -1,
                      std::vector<int> local_gpus = {});
 

@@ -570,6 +570,15 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
       try {
         (void)sim::peak_flops(hw.gpu, t);
       } catch (const std::invalid_argument&) {
+        // TF32 and BF16 need Ampere (8.0): adding a figure to an older GPU's file is refused,
+        // so the advice there is another precision (it had sent the user round in a circle).
+        const int cc = sim::gpu_compute_capability_of(hw.gpu);
+        if ((t == ComputeType::tf32 || t == ComputeType::bf16) && cc < 80)
+          throw std::invalid_argument(fmt::format(
+              "{}: {} has compute capability {}.{}, which has no {} Tensor Cores, and precision {} runs on them: "
+              "choose f16-amp or f32",
+              hw.source_file.empty() ? "hardware '" + hw.name + "'" : hw.source_file, hw.gpu.name, cc / 10, cc % 10,
+              t == ComputeType::tf32 ? "TF32" : "BF16", precision_name(*c.precision)));
         throw std::invalid_argument(fmt::format(
             "{}: gpu.peak_flops.{} is not set, and precision {} runs on it: add the datasheet's dense {} "
             "rate there, or choose a precision this GPU has",

@@ -154,6 +154,7 @@ json step_report_to_json(const StepReport& r) {
               {"comm_hook", r.comm_hook ? json(*r.comm_hook) : json(nullptr)},
               {"checkpoint_layers", r.checkpoint_layers ? json(*r.checkpoint_layers) : json(nullptr)},
               {"bucket_cap_mb", r.bucket_cap_mb ? json(*r.bucket_cap_mb) : json(nullptr)},
+              {"hardware_overrides", r.hardware_overrides ? json(*r.hardware_overrides) : json(nullptr)},
               {"batch_global", r.batch_global},
               {"batch_per_device", r.batch_per_device},
               {"step_time_s", optional_number(r.step_time_s)},
@@ -290,6 +291,12 @@ void read_configuration(Reader& in, StepReport& r) {
     if (!in.at("bucket_cap_mb").is_number() || !(in.at("bucket_cap_mb").get<double>() > 0))
       in.fail("bucket_cap_mb", "must be null or a positive number");
     r.bucket_cap_mb = in.at("bucket_cap_mb").get<double>();
+  }
+  if (in.has("hardware_overrides") && !in.at("hardware_overrides").is_null()) {
+    const json& o = in.at("hardware_overrides");
+    if (!o.is_array() || !std::all_of(o.begin(), o.end(), [](const json& v) { return v.is_string(); }))
+      in.fail("hardware_overrides", "must be null or an array of strings");
+    r.hardware_overrides = o.get<std::vector<std::string>>();
   }
   r.batch_global = in.integer("batch_global");
   r.batch_per_device = in.integer("batch_per_device");

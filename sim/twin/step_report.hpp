@@ -97,6 +97,9 @@ struct StepReport {
   std::optional<std::int64_t> checkpoint_layers;
   // DDP's bucket cap in MiB (bucket_cap_mb). Null: not DDP, or a report written before it.
   std::optional<double> bucket_cap_mb;
+  // The hardware overrides the prediction ran with ("nvswitch.link_bandwidth = 10 GB/s");
+  // empty: none. Null: not recorded (a measured report, or one written before the key).
+  std::optional<std::vector<std::string>> hardware_overrides;
   std::int64_t batch_global = 0;      // samples in one step over all devices
   std::int64_t batch_per_device = 0;  // the largest per-device batch (DataParallel chunk, DDP rank batch)
   // Null when the step did not run (out of memory).

@@ -286,7 +286,17 @@ TEST(CliPlanAndPrecision, FlagsAreAppliedOrRefusedNeverIgnored) {
   ASSERT_EQ(hooked.exit_code, 0) << hooked.err;
   const std::string hooked_md = slurp(dir / "cmp2" / "report.md");
   EXPECT_NE(hooked_md.find("| comm hook | none | fp16_compress |"), std::string::npos) << hooked_md;
-  EXPECT_NE(hooked_md.find("| activation checkpointing | none | 1 layers per segment |"), std::string::npos) << hooked_md;
+  EXPECT_NE(hooked_md.find("| activation checkpointing | none | every layer |"), std::string::npos) << hooked_md;
+  EXPECT_NE(hooked_md.find("| hardware overrides | none | gpu.memory = 40 GiB |"), std::string::npos) << hooked_md;
+  // A step report written by predict --out records its overrides too; two inputs of one stem
+  // are told apart by their file names.
+  ASSERT_EQ(run_dptwin({"predict", "hooked.yaml", "--out", "hooked.json"}, dir).exit_code, 0);
+  const CliResult same_stem = run_dptwin({"compare", "hooked.yaml", "hooked.json"}, dir);
+  ASSERT_EQ(same_stem.exit_code, 0) << same_stem.err;
+  EXPECT_NE(same_stem.out.find("hooked.yaml"), std::string::npos) << same_stem.out;
+  EXPECT_NE(same_stem.out.find("hooked.json"), std::string::npos) << same_stem.out;
+  const std::string overrides_line = same_stem.out.substr(same_stem.out.find("hardware overrides"));
+  EXPECT_EQ(overrides_line.substr(0, overrides_line.find('\n')).find("none"), std::string::npos) << same_stem.out;
   EXPECT_NE(hooked_md.find("| DDP comm hook | none (gradients all-reduced in their own dtype), fp16_compress |"),
             std::string::npos)
       << hooked_md;
@@ -529,6 +539,29 @@ TEST(CliPredict, OutOfMemoryNamesTheOptimizerStateStillToCome) {
   const CliResult sgd = with("sgd");
   ASSERT_EQ(sgd.exit_code, 1) << sgd.err;
   EXPECT_EQ(sgd.out.find("not yet allocated"), std::string::npos) << sgd.out;
+}
+
+// NCCL plans and runs its collectives at its own per-link NVLink figure (20 GB/s on SM80):
+// an override above it speeds nothing NCCL does, and the prediction says so (a review's
+// nvswitch.link_bandwidth 25 -> 100 GB/s changed nothing and said nothing); one below it
+// slows the collectives, without the warning.
+TEST(CliPredict, ALinkFasterThanNcclsFigureIsWarnedAbout) {
+  const fs::path dir = fresh_dir("predict-fast-link");
+  auto with = [&](const char* rate) {
+    return run_dptwin({"predict", "--hardware", "dgx-a100", "--model", "gpt2-124m", "--strategy", "ddp", "--devices",
+                       "8", "--batch-per-device", "4", "--json", "--override",
+                       std::string("nvswitch.link_bandwidth=") + rate},
+                      dir);
+  };
+  const CliResult fast = with("100 GB/s"), slow = with("10 GB/s");
+  ASSERT_EQ(fast.exit_code, 0) << fast.err;
+  ASSERT_EQ(slow.exit_code, 0) << slow.err;
+  const auto f = nlohmann::json::parse(fast.out), s = nlohmann::json::parse(slow.out);
+  EXPECT_NE(f.at("warnings").dump().find("above NCCL's 20 GB/s per link for compute capability 8.0"), std::string::npos)
+      << f.at("warnings").dump();
+  EXPECT_EQ(s.at("warnings").dump().find("above NCCL's"), std::string::npos) << s.at("warnings").dump();
+  EXPECT_EQ(f.at("hardware_overrides"), nlohmann::json::array({"nvswitch.link_bandwidth = 100 GB/s"}));
+  EXPECT_GT(s.at("step_time_s").get<double>(), f.at("step_time_s").get<double>());
 }
 
 // A configuration that runs out of memory has no step, so compare shows no breakdown of

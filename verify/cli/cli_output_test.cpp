@@ -227,6 +227,7 @@ TEST(CliOutput, CompareLaysTwoScenariosSideBySide) {
       "accumulation  none  none\n"
       "comm hook  none  none\n"
       "activation checkpointing  none  none\n"
+      "hardware overrides  none  none\n"
       "step time  %duration  %duration\n"
       "  vs first  %float %\n"
       "compute  %duration  %duration\n"

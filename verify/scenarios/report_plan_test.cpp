@@ -111,8 +111,8 @@ TEST(Answer, MemoryQuestionsAreAnsweredWithMemory) {
                                                         {{"activations", 47 * kGiB}}, 48 * kGiB};
   EXPECT_EQ(sweep_answer(r),
             "3 of 4 configurations fit in GPU memory; the highest peak is 12.00 GiB of 48.00 GiB (25 %) on GPU 0 of 4x "
-            "L40S with DDP; 4x L40S with DDP runs out of memory on sim:gpu0 (47.00 GiB live of 48.00 GiB when 1.00 GiB "
-            "more was asked for).");
+            "L40S with DDP at bucket_cap_mb 1; 4x L40S with DDP at bucket_cap_mb 100 runs out of memory on sim:gpu0 "
+            "(47.00 GiB live of 48.00 GiB when 1.00 GiB more was asked for).");  // the swept values named
   // A target stays part of the question where memory frames the answer: a sweep with an
   // out-of-memory point and a target said nothing of the target (found by an outside-user
   // review).

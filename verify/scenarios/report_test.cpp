@@ -258,7 +258,9 @@ TEST(Plan, CheapestConfigurationMeetingTheTargetWinsAndTheOthersSayWhy) {
   SweepResult s = h100_sweep();
   // An out-of-memory point and a communication-bound one, written by hand.
   s.points[0].status = PointStatus::out_of_memory;
-  s.points[0].report->out_of_memory = OutOfMemoryReport{"sim:gpu0", "out of memory on sim:gpu0", 0, {}, std::nullopt};
+  s.points[0].report->out_of_memory =
+      OutOfMemoryReport{"sim:gpu0", "out of memory on sim:gpu0", kGiB,
+                        {{"parameters", 2 * kGiB}, {"activations", 76 * kGiB}, {"gradients", 2 * kGiB}}, 80 * kGiB};
   s.points[0].report->step_time_s.reset();
   s.points[0].report->throughput_samples_per_s.reset();
   auto& slow = *s.points[2].report;  // DP on 4 GPUs: 4,300 samples/s, mostly communication
@@ -273,7 +275,10 @@ TEST(Plan, CheapestConfigurationMeetingTheTargetWinsAndTheOthersSayWhy) {
             "The cheapest configuration that meets 5,000 samples/s is 4x H100-SXM5-80GB (dgx-h100) with DDP, at 6,200 "
             "samples/s for 18.00 per hour.");
   EXPECT_EQ(plan.verdicts[0].kind, scenario::PlanVerdictKind::out_of_memory);
-  EXPECT_EQ(plan.verdicts[0].reason, "out of memory on sim:gpu0");
+  // What was live, largest first, and what was asked: what a planner acts on.
+  EXPECT_EQ(plan.verdicts[0].reason,
+            "out of memory on sim:gpu0: activations 76.00 GiB, gradients 2.00 GiB, parameters 2.00 GiB live of 80.00 "
+            "GiB, 1.00 GiB more asked");
   EXPECT_EQ(plan.verdicts[1].kind, scenario::PlanVerdictKind::too_slow);
   EXPECT_EQ(plan.verdicts[1].reason, "too slow: 2,800 < 5,000 samples/s");
   EXPECT_EQ(plan.verdicts[2].kind, scenario::PlanVerdictKind::communication_bound);
