@@ -26,7 +26,7 @@ LibraryNames library_names() {
 RunFn setup_completion(CLI::App& parent) {
   auto shell = std::make_shared<std::string>();
   CLI::App* app = parent.add_subcommand("completion", "Print the shell completion script for bash or zsh.");
-  app->add_option("shell", *shell, "bash or zsh")->required()->check(CLI::IsMember({"bash", "zsh"}));
+  with_choices(app->add_option("shell", *shell, "bash or zsh")->check(CLI::IsMember({"bash", "zsh"})), {"bash", "zsh"});
   app->footer("Examples:\n"
               "  source <(dptwin completion bash)                       # this shell\n"
               "  dptwin completion bash > ~/.local/share/bash-completion/completions/dptwin\n"
@@ -35,6 +35,8 @@ RunFn setup_completion(CLI::App& parent) {
               exit_codes_help());
   CLI::App* root = &parent;
   return [root, shell] {
+    // Checked here rather than by CLI11's "shell is required", which names neither choice.
+    if (shell->empty()) throw std::invalid_argument("completion: give the shell: dptwin completion bash, or zsh");
     const LibraryNames n = library_names();
     std::cout << (*shell == "bash" ? bash_completion(*root, n.hardware, n.models)
                                    : zsh_completion(*root, n.hardware, n.models));

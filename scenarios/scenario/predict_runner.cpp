@@ -88,6 +88,7 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
           optimizer_kind_name(p.optimizer));
   }
   if (!p.measured_costs_note.empty()) r.warnings.push_back(p.measured_costs_note);
+  r.warnings.insert(r.warnings.end(), p.resolve_warnings.begin(), p.resolve_warnings.end());
   // A link made faster than NCCL's per-link figure for the GPU's compute capability: NCCL
   // plans its rings (channels, bandwidth) with its figure, and the twin's collectives run at
   // it, so only copies gain (an outside-user review: nvswitch.link_bandwidth 25 -> 100 GB/s

@@ -182,6 +182,9 @@ struct ResolvedPoint {
   std::string hardware_name;   // as the scenario names it
   ModelDescription model;  // a profiled model's times already fit the hardware (resolve_measured_costs)
   std::string measured_costs_note;  // what was done with them; empty without a profile
+  // Warnings about how the point was read (e.g. nodes given without GPUs per node), which
+  // its step report carries.
+  std::vector<std::string> resolve_warnings;
   StrategyKind strategy = StrategyKind::ddp;
   int devices = 1;             // GPUs used per node
   int nodes = 1;

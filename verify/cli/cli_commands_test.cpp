@@ -564,6 +564,27 @@ TEST(CliPredict, ALinkFasterThanNcclsFigureIsWarnedAbout) {
   EXPECT_GT(s.at("step_time_s").get<double>(), f.at("step_time_s").get<double>());
 }
 
+// Nodes without GPUs per node run one GPU per node (the documented default), and the
+// prediction says how to fill the nodes; with --devices or --gpus it says nothing.
+TEST(CliPredict, NodesWithoutDevicesSayOneGpuPerNode) {
+  const fs::path dir = fresh_dir("predict-nodes");
+  const std::vector<std::string> base = {"predict",  "--hardware", "dgx-h100-cluster", "--model", "gpt2-124m",
+                                         "--strategy", "ddp",       "--batch-per-device", "4", "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    auto f = base;
+    f.insert(f.end(), extra.begin(), extra.end());
+    return run_dptwin(f, dir);
+  };
+  const CliResult bare = with({"--nodes", "4"}), filled = with({"--nodes", "4", "--devices", "8"});
+  ASSERT_EQ(bare.exit_code, 0) << bare.err;
+  ASSERT_EQ(filled.exit_code, 0) << filled.err;
+  const auto b = nlohmann::json::parse(bare.out), f = nlohmann::json::parse(filled.out);
+  EXPECT_EQ(b.at("devices"), 4);
+  EXPECT_NE(b.at("warnings").dump().find("4 nodes of 1 GPU each"), std::string::npos) << b.at("warnings").dump();
+  EXPECT_NE(b.at("warnings").dump().find("gpus: 32"), std::string::npos) << b.at("warnings").dump();
+  EXPECT_EQ(f.at("warnings").dump().find("nodes of 1 GPU"), std::string::npos) << f.at("warnings").dump();
+}
+
 // A configuration that runs out of memory has no step, so compare shows no breakdown of
 // one: every time row reads n/a in its column, not 0 (which read as a free step).
 TEST(CliCompare, OutOfMemoryColumnHasNoBreakdown) {

@@ -148,6 +148,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "dptwin plan: error: p.yaml: plan: missing key (dptwin plan needs a plan section)\n"},
         CliCase{"CompareOneInput", {"compare", "a.yaml"}, {{"a.yaml", kGoodScenario}}, 2,
                 "dptwin compare: error: compare: give at least two inputs\n"},
+        // It said CLI11's "shell is required", naming neither shell.
+        CliCase{"CompletionWithoutShell", {"completion"}, {}, 2,
+                "dptwin completion: error: completion: give the shell: dptwin completion bash, or zsh\n"},
         CliCase{"BenchSimWithoutHardware", {"bench", "--backend", "sim"}, {}, 2,
                 "dptwin bench: error: --hardware is required with --backend sim\n"},
         CliCase{"BenchUnknownBackend", {"bench", "--backend", "gpu"}, {}, 2,
