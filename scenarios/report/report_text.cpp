@@ -260,7 +260,10 @@ std::vector<std::vector<std::string>> compare_rows(const std::vector<std::string
   };
   row("compute", part(&StepBreakdown::compute));
   row("exposed communication", part(&StepBreakdown::exposed_communication));
-  row("  of it host copies", part(&StepBreakdown::exposed_host_copy));
+  // Measured reports do not split it out: n/a there, not 0.
+  row("  of it host copies", [](const StepReport& r) {
+    return r.step_time_s && r.source != "measured" ? format_duration(r.breakdown_s.exposed_host_copy) : std::string("n/a");
+  });
   row("dispatch", part(&StepBreakdown::dispatch));
   row("interference", part(&StepBreakdown::interference));
   row("optimizer", part(&StepBreakdown::optimizer));

@@ -146,6 +146,18 @@ TEST(CliJson, EveryJsonOutputNamesTheBuild) {
   }
   const CliResult c = run_dptwin({"compare", "predicted.json", "predicted.json"}, dir);
   EXPECT_EQ(c.exit_code, 0) << c.err;
+  // A measured report does not split host copies out of its exposed communication: its
+  // column reads n/a there, not 0 (an outside-user review); the predicted one has a time.
+  {
+    auto measured = nlohmann::json::parse(std::ifstream(dir / "predicted.json"));
+    measured["source"] = "measured";
+    std::ofstream(dir / "measured.json") << measured.dump();
+    const CliResult m = run_dptwin({"compare", "predicted.json", "measured.json"}, dir);
+    ASSERT_EQ(m.exit_code, 0) << m.err;
+    const std::string line = m.out.substr(m.out.find("  of it host copies"), m.out.find('\n', m.out.find("  of it host copies")) - m.out.find("  of it host copies"));
+    EXPECT_EQ(line.substr(line.size() - 3), "n/a") << line;
+    EXPECT_EQ(line.find("n/a"), line.size() - 3) << line;
+  }
   // compare --json: the inputs, in order, under "reports", each with its label
   // (the file's stem) and the step report read back from the file.
   const CliResult cj = run_dptwin({"compare", "predicted.json", "predicted.json", "--json"}, dir);
