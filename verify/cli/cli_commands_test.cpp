@@ -154,7 +154,9 @@ TEST(CliJson, EveryJsonOutputNamesTheBuild) {
     std::ofstream(dir / "measured.json") << measured.dump();
     const CliResult m = run_dptwin({"compare", "predicted.json", "measured.json"}, dir);
     ASSERT_EQ(m.exit_code, 0) << m.err;
-    const std::string line = m.out.substr(m.out.find("  of it host copies"), m.out.find('\n', m.out.find("  of it host copies")) - m.out.find("  of it host copies"));
+    const auto at = m.out.find("  of it host copies");
+    ASSERT_NE(at, std::string::npos) << m.out;
+    const std::string line = m.out.substr(at, m.out.find('\n', at) - at);
     EXPECT_EQ(line.substr(line.size() - 3), "n/a") << line;
     EXPECT_EQ(line.find("n/a"), line.size() - 3) << line;
   }
