@@ -55,6 +55,7 @@ const std::vector<Fault>& all_faults() {
       Fault::large_n_repeat_owner_unshifted,
       Fault::grad_scaler_steps_on_inf,
       Fault::autocast_output_unrounded,
+      Fault::autocast_bias_unrounded,
       Fault::gloo_one_segment_per_rank,
       Fault::profile_scale_ignored,
       Fault::schedule_memo_ignores_channels,
@@ -160,6 +161,7 @@ const char* fault_name(Fault f) {
     case Fault::large_n_repeat_owner_unshifted: return "repeat-owner-unshifted";
     case Fault::grad_scaler_steps_on_inf: return "grad-scaler-steps-on-inf";
     case Fault::autocast_output_unrounded: return "autocast-output-unrounded";
+    case Fault::autocast_bias_unrounded: return "autocast-bias-unrounded";
     case Fault::gloo_one_segment_per_rank: return "gloo-one-segment-per-rank";
     case Fault::profile_scale_ignored: return "profile-scale-ignored";
     case Fault::schedule_memo_ignores_channels: return "schedule-memo-ignores-channels";

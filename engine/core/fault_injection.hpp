@@ -48,6 +48,7 @@ enum class Fault : unsigned {
   large_n_repeat_owner_unshifted,   // "repeat-owner-unshifted": a repeated incidence's copies owned by copy 0's transfers
   grad_scaler_steps_on_inf,         // "grad-scaler-steps-on-inf": GradScaler steps on an inf/NaN gradient and keeps its scale
   autocast_output_unrounded,        // "autocast-output-unrounded": autocast Linear outputs left in f32, not rounded to bf16/f16
+  autocast_bias_unrounded,          // "autocast-bias-unrounded": autocast Linear adds its f32 bias, not the bf16/f16 cast autocast makes
   gloo_one_segment_per_rank,        // "gloo-one-segment-per-rank": gloo's ring cut into N segments, not at least 2N
   profile_scale_ignored,            // "profile-scale-ignored": measured layer times not scaled to another GPU kind
   schedule_memo_ignores_channels,   // "schedule-memo-ignores-channels": schedule_latency's memo keyed without channels

@@ -8,6 +8,7 @@
 
 #include "engine/core/fault_injection.hpp"
 #include "engine/core/kernels.hpp"
+#include "engine/core/tensor.hpp"
 
 namespace dpt {
 namespace {
@@ -45,9 +46,18 @@ void kernel_linear_forward_autocast(DType low, const Tensor& x, const Tensor& w,
     d.kernels().gemm_autocast(low, false, true, m, n, k, 1.0, x.data_as<float>(), w.data_as<float>(), 0.0,
                               y.data_as<float>());
   });
-  if (b)
+  if (b) {
+    // Autocast casts every floating argument of linear, the bias too: its low copy is added
+    // to the f32 accumulation before the output is rounded (an outside-user review matched
+    // PyTorch's loss only with the bias rounded). Planted fault: the f32 bias added as is.
+    Tensor b_low = Tensor::empty(d, b->shape(), DType::f32);  // the low copy's values, held in f32
+    d.submit({"autocast_cast", OpKind::memory, static_cast<double>(n), n * 4, n * lo}, [&] {
+      d.kernels().copy(n * 4, b->data(), b_low.data());
+      if (!fault_active(Fault::autocast_bias_unrounded)) d.kernels().round_to(low, n, b_low.data_as<float>());
+    });
     d.submit({"bias_add", OpKind::memory, static_cast<double>(m * n), (m * n + n) * 4, m * n * 4},
-             [&] { d.kernels().add_row_bias(DType::f32, m, n, b->data(), y.data()); });
+             [&] { d.kernels().add_row_bias(DType::f32, m, n, b_low.data(), y.data()); });
+  }
   if (fault_active(Fault::autocast_output_unrounded)) return;  // planted fault: y left in f32
   d.submit({"autocast_round", OpKind::memory, static_cast<double>(m * n), m * n * 4, m * n * 4},
            [&] { d.kernels().round_to(low, m * n, y.data_as<float>()); });

@@ -57,6 +57,28 @@ TEST(Autocast, PlantedUnroundedOutputIsCaught) {
   DPT_EXPECT_COUNTEREXAMPLE("autocast output left in f32", 50, [] { outputs_are_low_type_values(); });
 }
 
+// Autocast casts linear's bias to the low type too, before it meets the f32 accumulation.
+// Worked by hand for bf16 (8 significant bits; spacing 2^-7 just above 1): x = 1, W = 1 and
+// b = 2^-8 (1 + 2^-9). The bias's bf16 cast is 2^-8, so 1 + 2^-8 is the midpoint between 1
+// and 1 + 2^-7 and rounds to even: y = 1. The f32 bias lies above the midpoint: y = 1 + 2^-7.
+TEST(Autocast, LinearAddsTheBiasAutocastCast) {
+  auto y_of = [] {
+    HostBackend backend(1);
+    Device& d = backend.device(0);
+    Generator gen(1);
+    Linear lin(d, 1, 1, DType::f32, gen);
+    lin.set_autocast(DType::bf16);
+    lin.weight().value.data_as<float>()[0] = 1.0f;
+    lin.bias().value.data_as<float>()[0] = static_cast<float>(std::ldexp(1.0, -8) * (1 + std::ldexp(1.0, -9)));
+    Tensor x = Tensor::empty(d, {1, 1}, DType::f32, MemoryCategory::inputs);
+    x.data_as<float>()[0] = 1.0f;
+    return static_cast<double>(lin.forward(x).data_as<float>()[0]);
+  };
+  EXPECT_EQ(y_of(), 1.0);
+  const ScopedFault planted(Fault::autocast_bias_unrounded);
+  EXPECT_EQ(y_of(), 1.0 + std::ldexp(1.0, -7));  // the planted f32 bias is caught
+}
+
 // Invariant: one step's gradients under bf16-amp and f16-amp (with its GradScaler)
 // are within amp_tolerance(low, depth, kappa) of the f32 step's (amp_cases.hpp states the
 // bound), relative to the sum of |per-sample terms|.
