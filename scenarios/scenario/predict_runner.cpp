@@ -1,10 +1,13 @@
 #include "scenarios/scenario/predict_runner.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
 
+#include "engine/core/closest_name.hpp"
 #include "engine/optim/master_weights.hpp"
 #include "engine/optim/optim.hpp"
 #include "scenarios/scenario/sweep.hpp"
@@ -13,6 +16,55 @@
 #include "sim/twin/predict.hpp"
 
 namespace dpt::scenario {
+
+namespace {
+
+// Module class names the cost model reads (cost_model.cpp, cost_layer.cpp) and the
+// library's models use. A layer type part within a typo of one of them, and not one of
+// them, is charged as a GEMM layer by its FLOPs: likely a misspelling that moves the layer
+// to another op class (an outside-user review's "BottleNeck" ran ResNet-50 1.87x slower,
+// silently). A real module of that name stays allowed; the warning says what it costs as.
+const std::vector<std::string>& known_module_names() {
+  static const std::vector<std::string> names = {
+      "Bottleneck", "BasicBlock", "Conv1d", "Conv2d", "Conv3d", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "RMSNorm",
+      "GroupNorm", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Dropout", "Flatten", "Identity", "MaxPool2d",
+      "AvgPool2d", "AdaptiveAvgPool2d", "Linear", "TiedLinear", "Embedding", "GPT2Block", "GPT2Embeddings",
+      "BertLayer", "BertEmbeddings", "BertPooler", "BertOnlyMLMHead", "BertPreTrainingHeads", "LlamaDecoderLayer",
+      "ViTLayer", "ViTEmbeddings", "MultiheadAttention"};
+  return names;
+}
+
+std::vector<std::string> layer_type_warnings(const ModelDescription& m) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  const auto& known = known_module_names();
+  for (const auto& l : m.layers) {
+    std::string_view type = l.type;
+    while (!type.empty()) {
+      const size_t plus = type.find('+');
+      const std::string part(type.substr(0, plus));
+      type = plus == std::string_view::npos ? std::string_view() : type.substr(plus + 1);
+      if (part.empty() || std::find(known.begin(), known.end(), part) != known.end() || !seen.insert(part).second)
+        continue;
+      std::optional<std::string> near = closest_name(part, known);
+      for (const auto& k : known)  // "bottleneck": the same name but for its case
+        if (!near && std::equal(part.begin(), part.end(), k.begin(), k.end(),
+                                [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
+          near = k;
+      if (!near) continue;
+      const OpClass c = layer_op_class(l);
+      out.push_back(fmt::format("layer type '{}' ({} and every layer of that type) is no module dptwin knows; did you "
+                                "mean '{}'? Such a layer is charged as {}",
+                                part, l.name, *near,
+                                c == OpClass::conv     ? "a convolution"
+                                : c == OpClass::matmul ? "a GEMM layer by its FLOPs (op class gemm)"
+                                                       : "memory-bound work"));
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_path, bool every_rank, bool link_usage) {
   PredictConfig c;
@@ -89,6 +141,7 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
   }
   if (!p.measured_costs_note.empty()) r.warnings.push_back(p.measured_costs_note);
   r.warnings.insert(r.warnings.end(), p.resolve_warnings.begin(), p.resolve_warnings.end());
+  for (auto& w : layer_type_warnings(p.model)) r.warnings.push_back(std::move(w));
   // A link made faster than NCCL's per-link figure for the GPU's compute capability: NCCL
   // plans its rings (channels, bandwidth) with its figure, and the twin's collectives run at
   // it, so only copies gain (an outside-user review: nvswitch.link_bandwidth 25 -> 100 GB/s
