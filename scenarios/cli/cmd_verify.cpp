@@ -258,6 +258,15 @@ int run_verify(const VerifyFlags& f) {
                              nominal ? ", hardware " + nominal->spec.name : "");
   if (!f.json && f.backend != "cuda")  // the host backend and the twin's numerics run the host kernels
     std::cout << "host GEMM: " << host_gemm_info().summary() << "\n";
+  // The sim backend without --as-measured measures the twin of the very file it predicts
+  // with: its performance checks can only agree (an outside-user review read "95 passed" as
+  // a node's verdict). Say so before the checks, and in the JSON.
+  if (f.backend == "sim" && f.as_measured.empty() && run_performance) {
+    run.note = "backend sim without --as-measured: the 'measured' figures are the twin's own, simulated from the same "
+               "hardware file, so the performance checks test the harness, not a machine; --as-measured FILE (a "
+               "hardware file with faults:) stands in for a degraded node";
+    if (!f.json) std::cout << "note: " << run.note << "\n";
+  }
 
   if (run_correctness) {
     CorrectnessOptions co;

@@ -67,6 +67,9 @@ struct VerifyRun {
   int cases = 0;           // RapidCheck cases per property
   std::string timestamp;   // ISO 8601 UTC, when the run started
   std::string hostname;
+  // What the verdict does not cover (the sim backend measuring the twin of its own file);
+  // empty when nothing needs saying.
+  std::string note;
   std::vector<CheckResult> results;
 
   CheckCounts counts(std::optional<CheckKind> kind = std::nullopt) const;

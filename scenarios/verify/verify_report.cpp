@@ -43,10 +43,11 @@ std::string console_line(const CheckResult& r) {
 
 std::string console_summary(const VerifyRun& run) {
   const CheckCounts c = run.counts();
-  return fmt::format("verify: {} check{}, {} passed, {} failed, {} error{}, {} skipped in {:.2f} s: {}", c.total,
+  return fmt::format("verify: {} check{}, {} passed, {} failed, {} error{}, {} skipped in {:.2f} s: {}{}", c.total,
                      c.total == 1 ? "" : "s", c.passed, c.failed, c.errors, c.errors == 1 ? "" : "s", c.skipped,
                      c.duration_s,
-                     !run.passed() ? "FAILED" : c.total > 0 && c.skipped == c.total ? "SKIPPED" : "PASSED");
+                     !run.passed() ? "FAILED" : c.total > 0 && c.skipped == c.total ? "SKIPPED" : "PASSED",
+                     run.note.empty() ? "" : " (the twin against its own file: no machine was measured)");
 }
 
 void write_console_report(const VerifyRun& run, std::ostream& os) {
@@ -80,6 +81,7 @@ nlohmann::json verify_run_to_json(const VerifyRun& run) {
               {"cases", run.cases},
               {"timestamp", run.timestamp},
               {"hostname", run.hostname},
+              {"note", run.note.empty() ? nlohmann::json(nullptr) : nlohmann::json(run.note)},
               {"passed", run.passed()},
               {"counts", counts_json(run.counts())},
               {"checks", checks}};

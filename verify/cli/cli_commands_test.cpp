@@ -737,6 +737,16 @@ TEST(CliReadme, SamplesAreShippedAndRun) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;  // the planted slow link fails its checks
   EXPECT_NE(r.out.find("FAIL  performance.peer_bandwidth.gpu1->gpu2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("0.40 of predicted"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("no machine was measured"), std::string::npos) << r.out;  // a degraded twin stands in
+  // Without --as-measured the sim backend measures the twin of its own file: it says so
+  // before the checks, in the verdict and in the JSON (it had read as a node's PASSED).
+  const CliResult self = run_dptwin({"verify", "--backend", "sim", "--hardware", "dgx1-v100", "--devices", "2",
+                                     "--only", "performance"},
+                                    fresh_dir("sim_self"));
+  EXPECT_EQ(self.exit_code, 0) << self.out << self.err;
+  EXPECT_NE(self.out.find("note: backend sim without --as-measured"), std::string::npos) << self.out;
+  EXPECT_NE(self.out.find("PASSED (the twin against its own file: no machine was measured)"), std::string::npos)
+      << self.out;
 }
 
 // A fault file names its machine with `base:`; anything else beside `faults:` is an
