@@ -71,6 +71,7 @@ void from_logs(const sim::HardwareSpec& base, const std::vector<NcclTestsLog>& l
                                       fc.measured_busbw_Bps / 1e9, fc.predicted_before_Bps / 1e9,
                                       fc.predicted_after_Bps / 1e9,
                                       fc.reached ? "" : " (cannot reach: " + fc.bound + ")"));
+    if (!fc.note.empty()) out.changes.push_back("note: " + fc.note);
     // An efficiency this low is a machine running another way than its file says (SHM where
     // the file has P2P, a link trained down, a throttled GPU) more often than a slow link:
     // written, but said.

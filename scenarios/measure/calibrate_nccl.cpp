@@ -237,9 +237,20 @@ void fit_latency(sim::HardwareSpec& hw, const NcclTestsLog& log, const std::stri
   }
   fc.after = field;
   fc.predicted_after_Bps = static_cast<double>(small->size_bytes) * factor / predicted;
-  comments[fc.field] = fmt::format("calibrated {} from {} line {} ({} on {} ranks, {} B: time {:.4g} us; was {:.4g}){}",
+  // A -g G log: one thread launched each call on its G GPUs, so its small sizes hold those
+  // launches, and so does the scale fitted to them; DDP (one process per GPU) then pays them
+  // too. Said, not corrected: the twin's bench -g launch charge (G x kernel_launch_latency)
+  // is slower than real -g logs' small sizes (the 4-GPU L40S log: 13.05 us at 16 B, the
+  // twin's launches alone 16 us), so it cannot be taken out (an outside-user review).
+  if (log.gpus_per_thread > 1)
+    fc.note = fmt::format("the log ran -g {} (one thread launching each call on {} GPUs): its {} B time holds those "
+                          "launches and so does this scale, which DDP predictions (one process per GPU) then pay; a "
+                          "log of one GPU per process (mpirun -np {} ... -g 1) measures NCCL's latency alone",
+                          log.gpus_per_thread, log.gpus_per_thread, small->size_bytes, log.ranks);
+  comments[fc.field] = fmt::format("calibrated {} from {} line {} ({} on {} ranks, {} B: time {:.4g} us; was {:.4g}){}{}",
                                    date, log.where, small->line, log.collective, log.ranks, small->size_bytes,
-                                   t.time_s * 1e6, fc.before, fc.reached ? "" : "; cannot reach: " + fc.bound);
+                                   t.time_s * 1e6, fc.before, fc.reached ? "" : "; cannot reach: " + fc.bound,
+                                   log.gpus_per_thread > 1 ? fmt::format("; the log ran -g {}", log.gpus_per_thread) : "");
   fields.push_back(fc);
 }
 }  // namespace

@@ -49,6 +49,7 @@ struct NcclFieldCalibration {
   bool fitted = true;                    // false: the field was left as it was (`bound` says why)
   bool reached = true;                   // the calibrated twin reproduces the log's figure within 1 %
   std::string bound;                     // when not: why no value of the field gets there
+  std::string note;                      // what the fitted value also holds (a -g log's launches); may be empty
 };
 
 struct NcclCalibrationResult {

@@ -351,6 +351,12 @@ NcclTestsLog parse_nccl_tests_log(std::istream& in, const std::string& where,
       // that their product fits an int.
       per_process_ranks = static_cast<int>(parse_int_in(tokens[1], where, line, "nThread", 1, 1 << 16) *
                                            parse_int_in(tokens[3], where, line, "nGpus", 1, 1 << 10));
+      // -g: one thread launches each call on its G GPUs, one after another (its launches
+      // show in small sizes' times; calibrate simulates them as bench -g does).
+      log.gpus_per_thread = static_cast<int>(parse_int_in(tokens[3], where, line, "nGpus", 1, 1 << 10));
+      for (size_t i = 1; i + 1 < tokens.size(); ++i)  // "warmup iters: 5 iters: 20 agg iters: 1"
+        if (tokens[i] == "iters:" && tokens[i - 1] != "warmup" && tokens[i - 1] != "agg")
+          log.iters = static_cast<int>(parse_int_in(tokens[i + 1], where, line, "iters", 1, 1 << 20));
     } else if (tokens[0] == "Rank" && tokens.size() >= 2) {
       const int rank = static_cast<int>(parse_int_in(tokens[1], where, line, "Rank", 0, 1 << 24));
       const auto on = std::find(tokens.begin(), tokens.end(), "on");

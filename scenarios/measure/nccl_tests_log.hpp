@@ -51,6 +51,8 @@ struct NcclTestsLog {
   std::string collective;              // "all_reduce", "all_gather", "reduce_scatter", ...
   std::string program;                 // "all_reduce_perf" when the log names it
   int ranks = 0;                       // total ranks (GPUs) in the collective
+  int gpus_per_thread = 1;             // nGpus of the "# nThread N nGpus G" line (nccl-tests -g)
+  std::optional<int> iters;            // its "iters: N" (timed calls per size), when it says
   std::vector<std::string> device_names;  // from "# Using devices", one per rank listed
   std::vector<std::string> hosts;         // distinct host names of the listed ranks
   std::vector<NcclTestsRow> rows;         // in file order

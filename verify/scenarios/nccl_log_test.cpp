@@ -455,6 +455,26 @@ TEST(NcclCalibration, LatencyFieldReproducesTheSmallestSize) {
   EXPECT_TRUE(latency_fit_reproduces_log(why)) << why;
 }
 
+// The log's "# nThread 1 nGpus 4 ... iters: 20" is read (-g 4, 20 timed calls), and a latency
+// fitted from a -g log says that it holds the log's launches, which DDP then pays; a log of
+// one GPU per thread (nGpus 1) has no such note (an outside-user review: calibrate ignored -g).
+TEST(NcclCalibration, ALatencyFittedFromAGLogSaysItHoldsItsLaunches) {
+  const sim::HardwareSpec base = sim::load_hardware("l40s-4x-pcie4", kHardwareLibrary);
+  const std::string text = slurp(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  std::istringstream g4(text), g1(replace_once(text, "nThread 1 nGpus 4", "nThread 4 nGpus 1"));
+  const auto log4 = parse_nccl_tests_log(g4, "g4.log"), log1 = parse_nccl_tests_log(g1, "g1.log");
+  EXPECT_EQ(log4.gpus_per_thread, 4);
+  EXPECT_EQ(log4.iters, std::optional<int>(20));
+  EXPECT_EQ(log1.gpus_per_thread, 1);
+  const auto latency_note = [&](const NcclTestsLog& log) {
+    for (const auto& f : calibrate_from_nccl_logs(base, {log}, "2026-12-07T12:00:00Z").fields)
+      if (f.field == "efficiency.nccl_latency") return f.note;
+    return std::string("no latency field");
+  };
+  EXPECT_NE(latency_note(log4).find("the log ran -g 4"), std::string::npos) << latency_note(log4);
+  EXPECT_EQ(latency_note(log1), "");
+}
+
 // With NCCL's latency term dropped from the twin the scale has nothing to act on.
 TEST(NcclCalibration, PlantedBugNoLatencyTermIsCaught) {
   ScopedFault f(Fault::nccl_latency_omitted);
