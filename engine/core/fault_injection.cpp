@@ -56,6 +56,7 @@ const std::vector<Fault>& all_faults() {
       Fault::grad_scaler_steps_on_inf,
       Fault::autocast_output_unrounded,
       Fault::autocast_bias_unrounded,
+      Fault::calibrate_fits_nvls,
       Fault::gloo_one_segment_per_rank,
       Fault::profile_scale_ignored,
       Fault::schedule_memo_ignores_channels,
@@ -162,6 +163,7 @@ const char* fault_name(Fault f) {
     case Fault::grad_scaler_steps_on_inf: return "grad-scaler-steps-on-inf";
     case Fault::autocast_output_unrounded: return "autocast-output-unrounded";
     case Fault::autocast_bias_unrounded: return "autocast-bias-unrounded";
+    case Fault::calibrate_fits_nvls: return "calibrate-fits-nvls";
     case Fault::gloo_one_segment_per_rank: return "gloo-one-segment-per-rank";
     case Fault::profile_scale_ignored: return "profile-scale-ignored";
     case Fault::schedule_memo_ignores_channels: return "schedule-memo-ignores-channels";

@@ -49,6 +49,7 @@ enum class Fault : unsigned {
   grad_scaler_steps_on_inf,         // "grad-scaler-steps-on-inf": GradScaler steps on an inf/NaN gradient and keeps its scale
   autocast_output_unrounded,        // "autocast-output-unrounded": autocast Linear outputs left in f32, not rounded to bf16/f16
   autocast_bias_unrounded,          // "autocast-bias-unrounded": autocast Linear adds its f32 bias, not the bf16/f16 cast autocast makes
+  calibrate_fits_nvls,              // "calibrate-fits-nvls": calibrate fits a link efficiency to an all-reduce size the twin runs with NVLS
   gloo_one_segment_per_rank,        // "gloo-one-segment-per-rank": gloo's ring cut into N segments, not at least 2N
   profile_scale_ignored,            // "profile-scale-ignored": measured layer times not scaled to another GPU kind
   schedule_memo_ignores_channels,   // "schedule-memo-ignores-channels": schedule_latency's memo keyed without channels

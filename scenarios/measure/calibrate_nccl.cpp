@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/fault_injection.hpp"
+#include "scenarios/measure/bench_sim.hpp"
 #include "scenarios/measure/twin_figures.hpp"
 #include "sim/collectives/collectives.hpp"
 #include "sim/collectives/nccl_model.hpp"
@@ -402,6 +403,33 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
       const Bytes probe = std::min(kPlateauProbeMax, row.size_bytes * 16);
       plateau_share = twin_busbw(out.spec, log.collective, log.ranks, row.size_bytes) /
                       twin_busbw(out.spec, log.collective, log.ranks, probe);
+    }
+    // NVLS at that size: its bus bandwidth is NCCL's NVLS model (channels x bandwidth x
+    // nvlsEfficiency), not the links' efficiency, so fitting a link field to it cuts the links
+    // for every other algorithm (an outside-user review: a 15 % NVLS shortfall set p2p 0.9 ->
+    // 0.52, and ring all_gather fell 355 -> 229 GB/s). Planted fault: fitted all the same.
+    std::string nvls_algorithm;
+    if (log.collective == "all_reduce" && !fault_active(Fault::calibrate_fits_nvls)) {
+      SimBenchRun probe_run;
+      for (int i = 0; i < log.ranks; ++i) probe_run.ranks.push_back(i);
+      probe_run.calls = {CollectiveCall{CollectiveOp::all_reduce,
+                                        std::max<Elements>(log.ranks, row.size_bytes / 4 / log.ranks * log.ranks), 4, 0}};
+      const std::string a = run_bench_sim(out.spec, probe_run).at(0).algorithm;
+      if (a.rfind("nvls", 0) == 0) nvls_algorithm = a;
+    }
+    if (!nvls_algorithm.empty()) {
+      sim::HardwareSpec probe = out.spec;
+      NcclFieldCalibration fc = field_from(log, row);
+      double most = 1.0;
+      fc.before = fc.after = bounding_field(probe, log, fc.field, most);
+      fc.fitted = fc.reached = false;
+      fc.bound = fmt::format("the twin runs {} at {} B (line {}), whose bus bandwidth is NCCL's NVLS model, not the "
+                             "links' efficiency: left as it is; a ring log (NCCL_ALGO=Ring all_reduce_perf, or "
+                             "all_gather_perf) calibrates it",
+                             nvls_algorithm, row.size_bytes, row.line);
+      out.fields.push_back(fc);
+      fit_latency(out.spec, log, date, comments, out.fields);
+      continue;
     }
     if (latency_share >= kMaxLatencyShare || plateau_share < kMinPlateauShare) {
       sim::HardwareSpec probe = out.spec;

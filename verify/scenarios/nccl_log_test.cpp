@@ -306,6 +306,46 @@ TEST(NcclCalibration, NvswitchLogBoundByNcclsChannelsLeavesTheP2pEfficiency) {
   EXPECT_NEAR(r.fields[0].predicted_after_Bps / r.fields[0].measured_busbw_Bps, 1.0, 0.02);
 }
 
+// An all_reduce log whose largest size the twin runs with NVLS (8 H100s, 8 GiB) calibrates
+// no link efficiency: NVLS's bus bandwidth is NCCL's NVLS model, and fitting p2p to a 15 %
+// shortfall cut it 0.9 -> 0.52 for every ring (an outside-user review). The latency regime
+// is still fitted. Planted fault: the link fitted all the same.
+NcclCalibrationResult calibrate_nvls_log() {
+  std::string text = "# nThread 1 nGpus 8 minBytes 64 maxBytes 8589934592 step: 8(factor) warmup iters: 5 iters: 20\n"
+                     "#\n# Using devices\n";
+  for (int r = 0; r < 8; ++r)
+    text += fmt::format("#   Rank  {} Pid   4242 on dgxh100-01 device  {} [0x{:02x}] NVIDIA H100 80GB HBM3\n", r, r, r);
+  text += "#\n#       size         count      type   redop    root     time   algbw   busbw   error     time   algbw   "
+          "busbw   error\n"
+          "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  "
+          "(GB/s)\n";
+  // Times from the bus bandwidths by nccl-tests' factor 2 (n - 1) / n = 1.75: 1 GiB at 400 GB/s
+  // is 4697.6 us (algbw 228.57), 8 GiB at 402 GB/s 37394 us (229.71).
+  text += "          64            16     float     sum      -1    20.00    0.00    0.01   0e+00    20.00    0.00    0.01   0e+00\n"
+          "  1073741824     268435456     float     sum      -1   4697.6  228.57  400.00   0e+00   4697.6  228.57  400.00   0e+00\n"
+          "  8589934592    2147483648     float     sum      -1    37394  229.71  402.00   0e+00    37394  229.71  402.00   0e+00\n";
+  std::istringstream in(text);
+  const auto log = parse_nccl_tests_log(in, "nvls.log");
+  return calibrate_from_nccl_logs(sim::load_hardware("dgx-h100", kHardwareLibrary), {log}, "2026-12-07T12:00:00Z");
+}
+
+TEST(NcclCalibration, AnNvlsSizeCalibratesNoLinkEfficiency) {
+  const NcclCalibrationResult r = calibrate_nvls_log();
+  ASSERT_GE(r.fields.size(), 2u);
+  EXPECT_EQ(r.fields[0].field, "efficiency.p2p");
+  EXPECT_FALSE(r.fields[0].fitted);
+  EXPECT_DOUBLE_EQ(r.spec.efficiency.p2p, sim::load_hardware("dgx-h100", kHardwareLibrary).efficiency.p2p);
+  EXPECT_NE(r.fields[0].bound.find("the twin runs nvls"), std::string::npos) << r.fields[0].bound;
+  EXPECT_EQ(r.fields[1].field, "efficiency.nccl_latency");
+}
+
+TEST(NcclCalibration, PlantedBugFittingNvlsIsCaught) {
+  const ScopedFault f(Fault::calibrate_fits_nvls);
+  const NcclCalibrationResult r = calibrate_nvls_log();
+  ASSERT_GE(r.fields.size(), 1u);
+  EXPECT_LT(r.spec.efficiency.p2p, 0.85);  // the planted fit cuts the links
+}
+
 // Invariant: a fit the result calls reached reproduces the log's figure within 1 %, read
 // back from the written file. The DGX A100 log's 231.2 GB/s at 1 GiB is below the twin's
 // 238 GB/s, which NCCL's channels (12 x 20 GB/s), not the link, bound at p2p 0.9: a
