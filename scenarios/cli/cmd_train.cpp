@@ -263,11 +263,14 @@ int run_train(const TrainFlags& f) {
                        {"samples_per_device", s.result->samples_per_device}});
     } else {
       if (s.step == 1)
-        std::cout << fmt::format("batch {} on {} device(s), strategy {}{}\n", batch_text(c.batch * c.strategy.accumulate, first_split),
+        std::cout << fmt::format("batch {} on {} device(s), strategy {}{}{}\n", batch_text(c.batch * c.strategy.accumulate, first_split),
                                  devices, f.strategy,
                                  c.strategy.accumulate > 1
                                      ? fmt::format(", {} micro-batches of {} per step (no_sync for {})",
                                                    c.strategy.accumulate, c.batch, c.strategy.accumulate - 1)
+                                     : "",
+                                 c.strategy.comm_hook.kind != CommHook::none
+                                     ? ", comm hook " + comm_hook_name(c.strategy.comm_hook)
                                      : "");
       if (s.step == 1 && c.autocast)
         std::cout << fmt::format("precision {}: Linear in {} with f32 accumulation, f32 master weights and "
@@ -299,6 +302,11 @@ int run_train(const TrainFlags& f) {
         {"batch", c.batch},
         {"accumulate", c.strategy.accumulate},
         {"comm_hook", comm_hook_name(c.strategy.comm_hook)},
+        // DDP's uneven-batch loss (pytorch: the mean of per-rank means) and the data order:
+        // both change the losses (an outside-user review found neither in the JSON).
+        {"uneven", f.strategy == "ddp" ? nlohmann::json(c.strategy.uneven == UnevenMode::weighted ? "weighted" : "pytorch")
+                                       : nlohmann::json(nullptr)},
+        {"shuffle", c.shuffle},
         {"batch_per_device", micro_split},
         {"dtype", dtype_name(r.dtype)},
         {"precision", f.precision},

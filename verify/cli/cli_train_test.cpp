@@ -56,6 +56,18 @@ TEST(CliTrain, AccumulatedJsonBatchFieldsAreOneMicroBatch) {
   EXPECT_EQ(j.at("batch"), 8);
   EXPECT_EQ(j.at("accumulate"), 2);
   EXPECT_EQ(j.at("batch_per_device"), nlohmann::json({4, 4})) << r.out;
+  // The settings that change the losses are in the JSON: DDP's uneven mode and the shuffle.
+  EXPECT_EQ(j.at("uneven"), "pytorch");
+  EXPECT_EQ(j.at("shuffle"), false);
+  const CliRun w = dptwin("--model mlp:4-8-2 --strategy ddp --devices 2 --batch 8 --steps 1 --uneven weighted --shuffle "
+                          "--comm-hook bf16_compress --json");
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  const auto jw = nlohmann::json::parse(w.out);
+  EXPECT_EQ(jw.at("uneven"), "weighted");
+  EXPECT_EQ(jw.at("shuffle"), true);
+  const CliRun text = dptwin("--model mlp:4-8-2 --strategy ddp --devices 2 --batch 8 --steps 1 --comm-hook bf16_compress");
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_NE(text.out.find(", comm hook bf16_compress"), std::string::npos) << text.out;  // the header names it
 }
 
 // A safetensors file with `n` samples: x [n, 4] and y [n, 2], f32, written by hand in the
