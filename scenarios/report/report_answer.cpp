@@ -87,7 +87,9 @@ std::string target_clause(const SweepResult& r) {
 std::string throughput_answer(const SweepResult& r) {
   const PointResult* best = fastest(r);
   if (!best) return none_predicted(r);
-  std::string s = fmt::format("{} reach{} {} samples/s", config_phrase(*best), best->gpus() == 1 ? "es" : "",
+  // The fastest point's swept values too (GPUs and a bucket size swept together: the answer
+  // named no bucket; an outside-user review).
+  std::string s = fmt::format("{} reach{} {} samples/s", config_phrase_with_axes(*best), best->gpus() == 1 ? "es" : "",
                               format_figure(point_throughput(*best)));
   if (best->report->scaling_efficiency && best->gpus() > 1)
     s += fmt::format(" at {} scaling efficiency", format_percent(*best->report->scaling_efficiency));

@@ -102,6 +102,14 @@ TEST(Answer, ANameThatStartsTheAnswerKeepsItsSpelling) {
   EXPECT_EQ(hf.rfind("hf:cfg/config.json is fastest", 0), 0u) << hf;
 }
 
+// A throughput answer names the fastest point's swept values besides GPUs and strategy
+// (GPU counts and bucket sizes swept together: it named no bucket; an outside-user review).
+TEST(Answer, ThroughputAnswerNamesTheFastestPointsSweptValues) {
+  const SweepResult r = bucket_sweep();  // 1 MiB is the fastest, 5,600 samples/s
+  const std::string answer = sweep_answer(r, QuestionKind::throughput);
+  EXPECT_EQ(answer.rfind("4x L40S with DDP at bucket_cap_mb 1 reach 5,600 samples/s", 0), 0u) << answer;
+}
+
 TEST(Answer, MemoryQuestionsAreAnsweredWithMemory) {
   SweepResult r = bucket_sweep();
   r.question = "Does it fit?";
