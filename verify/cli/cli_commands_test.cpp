@@ -144,6 +144,10 @@ TEST(CliJson, EveryJsonOutputNamesTheBuild) {
       EXPECT_EQ(j.at("claims")[0].at("verdict"), "PASS") << r.out;
     }
   }
+  // lesson's text verdict names the lesson's claims its checks cover and where the rest are checked.
+  const CliResult lesson = run_dptwin({"lesson", "--only", "split-64-on-2"}, dir);
+  ASSERT_EQ(lesson.exit_code, 0) << lesson.err;
+  EXPECT_NE(lesson.out.find("1 of 1 checks hold, of the lesson's claims 1; claims 2-4"), std::string::npos) << lesson.out;
   const CliResult c = run_dptwin({"compare", "predicted.json", "predicted.json"}, dir);
   EXPECT_EQ(c.exit_code, 0) << c.err;
   // A measured report does not split host copies out of its exposed communication: its
