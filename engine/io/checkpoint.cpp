@@ -52,7 +52,7 @@ void load_state_dict(const std::vector<NamedParameter>& params, const Safetensor
     model_keys.insert(np.name);
     auto it = by_key.find(np.name);
     if (it == by_key.end()) {
-      missing.push_back(np.name);
+      missing.push_back(options.report_prefix + np.name);
       continue;
     }
     const SafetensorsTensor& st = *it->second;
@@ -60,17 +60,17 @@ void load_state_dict(const std::vector<NamedParameter>& params, const Safetensor
     if (st.shape != v.shape())
       mismatches.push_back(fmt::format(
           "size mismatch for {}: copying a param with shape {} from checkpoint, the shape in current model is {}.",
-          np.name, torch_size(st.shape), torch_size(v.shape())));
+          options.report_prefix + np.name, torch_size(st.shape), torch_size(v.shape())));
     else if (st.dtype != v.dtype())
       mismatches.push_back(fmt::format("dtype mismatch for {}: the checkpoint holds {} (tensor '{}'), the parameter "
                                        "in current model is {}.",
-                                       np.name, dtype_safetensors_name(st.dtype), st.name,
+                                       options.report_prefix + np.name, dtype_safetensors_name(st.dtype), st.name,
                                        dtype_safetensors_name(v.dtype())));
     else if (v.numel() > 0 && v.device().computes() && !device_is_cpu_readable(v.device()))
       needs_backend = true;
   }
   for (const auto& k : file_keys)
-    if (!model_keys.count(k)) unexpected.push_back(k);
+    if (!model_keys.count(k)) unexpected.push_back(options.report_prefix.empty() ? k : by_key.at(k)->name);
 
   // torch.nn.Module.load_state_dict's order: missing, unexpected, then per-tensor errors.
   std::vector<std::string> errors;

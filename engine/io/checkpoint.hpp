@@ -27,6 +27,10 @@ struct LoadOptions {
   std::string strip_prefix;
   // The class name in the error text ("Error(s) in loading state_dict for Sequential").
   std::string module_name = "Sequential";
+  // Loading through a wrapper (DataParallel, DDP: module_name says which): the model's keys
+  // are named with this prefix ("module.") in the error text, and the file's as the file has
+  // them, as the wrapper's load_state_dict names both.
+  std::string report_prefix;
 };
 
 // (prefix + name, parameter value) in registration order; tensors share the parameters' storage.

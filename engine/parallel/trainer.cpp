@@ -251,6 +251,13 @@ bool every_key_has(const SafetensorsFile& file, const std::string& prefix) {
 // (every key "module.") loads into the wrapper, i.e. into its module without the prefix.
 LoadOptions init_load_options(const TrainConfig& config, const SafetensorsFile& init) {
   LoadOptions o;
+  // dp and ddp load into the wrapper: its class and its "module." keys in the error text, as
+  // PyTorch's wrapper.load_state_dict writes them (they read "for Sequential" without the
+  // prefix; an outside-user review).
+  if (config.strategy.kind != StrategyKind::single) {
+    o.module_name = config.strategy.kind == StrategyKind::ddp ? "DistributedDataParallel" : "DataParallel";
+    o.report_prefix = kWrapperPrefix;
+  }
   if (!config.init_strip_prefix.empty())
     o.strip_prefix = config.init_strip_prefix;
   else if (config.strategy.kind != StrategyKind::single && every_key_has(init, kWrapperPrefix) &&

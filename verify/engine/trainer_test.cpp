@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <set>
@@ -202,6 +203,36 @@ TEST(Trainer, WrappedCheckpointResumesUnderDpAndDdpAndSingleWithTheStrippedPrefi
   std::map<std::string, std::string> stripped;
   for (const auto& [name, bytes] : saved) stripped[name.substr(7)] = bytes;
   EXPECT_EQ(tensor_bytes(out), stripped);
+
+  // A wrapper's checkpoint with a tensor the model lacks, loaded by ddp: the error names
+  // the wrapper and the keys as the wrapper's load_state_dict does ("module.extra", as the
+  // file has it; it read "for Sequential" and "extra"; an outside-user review).
+  {
+    SafetensorsFile file = read_safetensors(wrapped);
+    std::vector<SafetensorsTensor> tensors = file.tensors;
+    SafetensorsTensor extra = tensors.front();
+    extra.name = "module.extra";
+    tensors.push_back(extra);
+    const std::string with_extra = temp_path("with_extra.safetensors");
+    {
+      const auto bytes = encode_safetensors(tensors);
+      std::ofstream(with_extra, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                         static_cast<std::streamsize>(bytes.size()));
+    }
+    TrainConfig resume = small_config(LossKind::mse);
+    resume.steps = 0;
+    resume.strategy.kind = StrategyKind::ddp;
+    resume.init_path = with_extra;
+    try {
+      train(backend, resume);
+      ADD_FAILURE() << "a checkpoint with an unexpected key loaded strictly";
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("Error(s) in loading state_dict for DistributedDataParallel:"), std::string::npos) << what;
+      EXPECT_NE(what.find("Unexpected key(s) in state_dict: \"module.extra\""), std::string::npos) << what;
+    }
+    std::filesystem::remove(with_extra);
+  }
 
   // Planted: dp and ddp keep the prefix, so the wrapper's own checkpoint fails to load.
   {
