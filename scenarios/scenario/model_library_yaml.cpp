@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/closest_name.hpp"
 #include "engine/nn/model_transformer.hpp"
 #include "scenarios/scenario/model_hf_config.hpp"
 #include "sim/net/library_files.hpp"
@@ -417,12 +418,15 @@ ModelDescription load_model(const std::string& name_or_path, const std::filesyst
   const auto file = library_dir / (name_or_path + ".yaml");
   if (!std::filesystem::exists(file, ec)) {
     std::string known;
-    for (const auto& n : list_models(library_dir)) known += fmt::format("{}{}", known.empty() ? "" : ", ", n);
-    throw std::invalid_argument(fmt::format("unknown model '{}' (library: {}; or a path to a .yaml file, or "
+    const auto names = list_models(library_dir);
+    for (const auto& n : names) known += fmt::format("{}{}", known.empty() ? "" : ", ", n);
+    const auto near = closest_name(name_or_path, names);
+    throw std::invalid_argument(fmt::format("unknown model '{}'{} (library: {}; or a path to a .yaml file, or "
                                             "mlp:IN-H-...-OUT, "
                                             "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied][,attn=sdpa], "
                                             "hf:PATH/config.json)",
-                                            name_or_path, known));
+                                            name_or_path, near ? fmt::format("; did you mean '{}'?", *near) : "",
+                                            known));
   }
   return load_model_file(file);
 }

@@ -1,3 +1,4 @@
+#include "engine/core/closest_name.hpp"
 #include "engine/io/input_file.hpp"
 #include "scenarios/scenario/scenario.hpp"
 
@@ -412,8 +413,12 @@ sim::HardwareSpec load_hardware_with_overrides(const std::string& name_or_path, 
   } else {
     file = lib.hardware_dir / (name_or_path + ".yaml");
     if (!fs::exists(file, ec))
-      fail_at(where, fmt::format("unknown hardware '{}' (library: {}; or a path to a .yaml file)", name_or_path,
-                                 join(sim::list_hardware(lib.hardware_dir))));
+    {
+      const auto known = sim::list_hardware(lib.hardware_dir);
+      const auto near = closest_name(name_or_path, known);
+      fail_at(where, fmt::format("unknown hardware '{}'{} (library: {}; or a path to a .yaml file)", name_or_path,
+                                 near ? fmt::format("; did you mean '{}'?", *near) : "", join(known)));
+    }
   }
   // The file on its own first, so its own errors cite its own lines.
   sim::HardwareSpec hw = sim::load_hardware_file(file);

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/closest_name.hpp"
 #include "sim/net/library_files.hpp"
 #include "sim/net/yaml_util.hpp"
 
@@ -502,8 +503,11 @@ HardwareSpec load_hardware(std::string_view name_or_path, const std::filesystem:
   const auto file = library_dir / (std::string(name_or_path) + ".yaml");
   if (!std::filesystem::exists(file, ec)) {
     std::string names;
-    for (const auto& s : list_hardware(library_dir)) names += names.empty() ? s : ", " + s;
-    throw std::invalid_argument(fmt::format("unknown hardware '{}' (library {}: {})", name_or_path,
+    const auto known = list_hardware(library_dir);
+    for (const auto& s : known) names += names.empty() ? s : ", " + s;
+    const auto near = closest_name(std::string(name_or_path), known);
+    throw std::invalid_argument(fmt::format("unknown hardware '{}'{} (library {}: {})", name_or_path,
+                                            near ? fmt::format("; did you mean '{}'?", *near) : "",
                                             library_dir.string(), names.empty() ? "empty" : names));
   }
   return load_hardware_file(file);

@@ -198,11 +198,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "bad.yaml:4: strategy: unknown strategy 'fsdp' (allowed: single, dp, ddp)"},
         BadCase{"BothBatches", with("batch: 256\n"), "bad.yaml:7: batch: give batch (global) or batch_per_device, not both"},
         BadCase{"UnknownHardware", replaced("hardware: dgx-a100", "hardware: dgx-z100"),
-                "bad.yaml:2: hardware: unknown hardware 'dgx-z100' (library: desktop-2gpu-pcie-nop2p, "
+                "bad.yaml:2: hardware: unknown hardware 'dgx-z100'; did you mean 'dgx-a100'? (library: desktop-2gpu-pcie-nop2p, "
                 "desktop-2gpu-pcie-p2p, dgx-a100, dgx-a100-cluster, dgx-h100, dgx-h100-cluster, dgx1-v100, h200-1x, "
                 "host-cpu-gloo, l40s-4x-pcie4; or a path to a .yaml file)"},
         BadCase{"UnknownModel", replaced("model: resnet50", "model: resnet51"),
-                "bad.yaml:3: model: unknown model 'resnet51' (library: bert-large, bert-large-dle-phase2, gpt2-1.5b, "
+                "bad.yaml:3: model: unknown model 'resnet51'; did you mean 'resnet50'? (library: bert-large, bert-large-dle-phase2, "
+                "gpt2-1.5b, "
                 "gpt2-124m, llama-2-7b, resnet101, resnet152, resnet50; or a path to a .yaml file, or mlp:IN-H-...-OUT, "
                 "transformer:layers=L,hidden=H,heads=A,seq=S,vocab=V[,mlp=F][,tied][,attn=sdpa], hf:PATH/config.json)"},
         BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
