@@ -245,7 +245,13 @@ std::string batch_text(std::int64_t batch, const std::vector<std::int64_t>& per_
   bool even = true;
   for (auto n : per_device) even = even && n == per_device[0];
   if (even) return fmt::format("{} ({} per device x {})", batch, per_device[0], per_device.size());
-  return fmt::format("{} ({} over {} devices)", batch, fmt::join(per_device, "+"), per_device.size());
+  // torch.chunk can leave devices without a sample (5 on 4: 2+2+1, and DataParallel runs 3
+  // replicas): say how many computed (an outside-user review read "on 4 device(s)").
+  const auto used = std::count_if(per_device.begin(), per_device.end(), [](std::int64_t n) { return n > 0; });
+  return fmt::format("{} ({} over {} devices{})", batch, fmt::join(per_device, "+"), per_device.size(),
+                     used < static_cast<std::ptrdiff_t>(per_device.size())
+                         ? fmt::format(", {} with samples: torch.chunk gives {} chunks", used, used)
+                         : "");
 }
 
 int run_train(const TrainFlags& f) {

@@ -46,6 +46,15 @@ TEST(CliTrain, JsonHasEveryStepAndBothBatchFigures) {
   EXPECT_NE(r.out.find("\"step\": 3"), std::string::npos) << r.out;
 }
 
+// torch.chunk of 5 on 4 devices gives 3 chunks (2+2+1): the header says 3 devices computed.
+TEST(CliTrain, AChunkedBatchSaysHowManyDevicesGotSamples) {
+  const CliRun r = dptwin("--model mlp:4-8-2 --strategy dp --devices 4 --batch 5 --steps 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("batch 5 (2+2+1+0 over 4 devices, 3 with samples: torch.chunk gives 3 chunks)"),
+            std::string::npos)
+      << r.out;
+}
+
 // Invariant: the JSON's batch fields describe one micro-batch, as the README says: with
 // --accumulate K the per-device split is one micro-batch's torch.chunk of --batch (the step
 // takes K x --batch samples), not the step's sum.
