@@ -456,8 +456,11 @@ void SimDevice::attribute_gap(Seconds from, Seconds to) {
   };
   const Seconds covered = covered_by(true);
   account_.exposed_comm_s += covered;
-  // What host copies alone covered: a collective running beside a copy counts as the collective's.
-  account_.exposed_host_copy_s += covered - covered_by(false);
+  // What host copies alone covered: a collective running beside a copy counts as the
+  // collective's. The second union only where a host copy is among the intervals, and never
+  // below zero (the two unions round apart).
+  if (std::any_of(comm_intervals_.begin(), comm_intervals_.end(), [](const auto& iv) { return iv.host_copy; }))
+    account_.exposed_host_copy_s += std::max(0.0, covered - covered_by(false));
   account_.idle_other_s += (to - from) - covered;
   // Later gaps start at or after `to`: intervals that ended before it are done with.
   std::erase_if(comm_intervals_, [&](const auto& iv) { return iv.end <= to; });

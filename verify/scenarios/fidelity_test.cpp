@@ -428,22 +428,28 @@ TEST(FidelityCli, ExitCodesAndJson) {
   EXPECT_EQ(j["classes"][0]["entries"], 1);
 }
 
+// A fresh folder fidelity_test/NAME holding one source file, s.yaml, with `text`.
+fs::path fresh_source_dir(const std::string& name, const std::string& text) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "fidelity_test" / name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "s.yaml") << text;
+  return dir;
+}
+
 // A published training run the twin says does not fit is the twin's miss, not bad input:
 // its row predicts 0 samples/s (-100 %) and says "out of memory", and the table goes on to
 // the next entry (one such entry had ended the whole table, exit 1, found by an outside-user
 // review). Llama-2 7B with AdamW in f32 needs 112 GiB of weights, gradients and state per GPU.
 TEST(FidelityCli, AnEntryTheTwinCallsOutOfMemoryIsAMissedRow) {
-  const fs::path dir = fs::path(DPT_BINARY_DIR) / "fidelity_test" / "oom";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  std::ofstream(dir / "s.yaml") << source_text(
+  const fs::path dir = fresh_source_dir("oom", source_text(
       "  - id: llama-oom\n    hardware_file: dgx-a100\n"
       "    training: {model: llama-2-7b, strategy: ddp, gpus: 8, nodes: 1, batch_per_device: 1,\n"
       "               measured_precision: fp32, precision: f32, optimizer: adamw}\n"
       "    measured: {samples_per_s: 10}\n"
       "  - id: fits\n    hardware_file: dgx-a100\n"
       "    collective: {op: all_reduce, bytes: 1048576, gpus: 2}\n"
-      "    measured: {busbw_GB_per_s: 10}\n");
+      "    measured: {busbw_GB_per_s: 10}\n"));
   auto r = test::run_dptwin({"fidelity", dir.string(), "--json"}, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -461,16 +467,13 @@ TEST(FidelityCli, AnEntryTheTwinCallsOutOfMemoryIsAMissedRow) {
 // A measured figure 4x or more off the twin's is flagged as a likely typo (a Gb/s figure
 // typed as GB/s: 1,850 for DGX A100's ~230 GB/s 1 GiB all-reduce); one near it is not.
 TEST(FidelityCli, AFigureFourTimesOffTheTwinsIsFlagged) {
-  const fs::path dir = fs::path(DPT_BINARY_DIR) / "fidelity_test" / "typo";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  std::ofstream(dir / "s.yaml") << source_text(
+  const fs::path dir = fresh_source_dir("typo", source_text(
       "  - id: bits-as-bytes\n    hardware_file: dgx-a100\n"
       "    collective: {op: all_reduce, bytes: 1073741824, gpus: 8}\n"
       "    measured: {busbw_GB_per_s: 1850}\n"
       "  - id: near\n    hardware_file: dgx-a100\n"
       "    collective: {op: all_reduce, bytes: 1073741824, gpus: 8}\n"
-      "    measured: {busbw_GB_per_s: 230}\n");
+      "    measured: {busbw_GB_per_s: 230}\n"));
   const auto r = test::run_dptwin({"fidelity", dir.string(), "--json"}, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
