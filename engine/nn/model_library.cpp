@@ -113,8 +113,8 @@ ModelDescription describe_mlp(const MlpSpec& spec) {
   for (size_t i = 0; i < spec.widths.size(); ++i) m.name += fmt::format("{}{}", i ? "-" : "", spec.widths[i]);
   m.sample = "one feature vector";
   m.input_features = spec.widths.front();
-  m.sources = {"engine/model.hpp make_mlp: nn.Sequential(Linear, [LayerNorm], activation, ..., Linear); FLOPs as "
-               "engine/kernels.cpp states them"};
+  m.sources = {"engine/nn/model.hpp make_mlp: nn.Sequential(Linear, [LayerNorm], activation, ..., Linear); FLOPs as "
+               "engine/core/kernels.cpp states them"};
   // Layer indices follow make_mlp's registration, so names match Sequential's "i.weight".
   int index = 0;
   for (size_t i = 0; i + 1 < spec.widths.size(); ++i) {

@@ -56,6 +56,7 @@ void from_logs(const sim::HardwareSpec& base, const std::vector<NcclTestsLog>& l
   const NcclCalibrationResult r = calibrate_from_nccl_logs(base, logs, date);
   out.spec = r.spec;
   out.yaml = r.yaml;
+  for (const auto& note : r.notes) out.changes.push_back("note: " + note);
   for (const auto& fc : r.fields) {
     // The host-staged rate is in bytes per second (shown in GB/s); the others are fractions.
     const bool rate = fc.field == "pcie.staged_bidirectional";

@@ -378,6 +378,11 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
       throw std::invalid_argument(fmt::format("{}: {} ranks, but hardware '{}' has {} GPUs (and a collective needs 2)",
                                               log.where, log.ranks, base.name, base.gpu_count()));
     require_same_gpus(base, log.device_names, log.where);
+    // No '# Using devices' list (a log cut to its table): nothing says which GPUs ran it.
+    if (log.device_names.empty() && !gpu_model_token(base.gpu.name).empty())
+      out.notes.push_back(fmt::format("{}: no '# Using devices' list, so the GPUs it ran on are unchecked against "
+                                      "hardware '{}' ({}): calibrate with the log nccl-tests wrote, header and all",
+                                      log.where, base.name, base.gpu.name));
     require_sound_log(log);
     if (static_cast<int>(log.hosts.size()) > base.nodes)
       throw std::invalid_argument(fmt::format("{}: ranks on {} hosts, but hardware '{}' has {} node(s)", log.where,
@@ -450,10 +455,14 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
       const size_t before = out.fields.size();
       fit_latency(out.spec, log, date, comments, out.fields);
       if (out.fields.size() == before)
-        throw std::invalid_argument(fmt::format("{}: calibrates nothing: no bandwidth-bound size (the largest, {} B, "
-                                                "is {:.0f} % latency and {:.0f} % of the plateau in the twin) and no "
-                                                "latency-bound size (up to 64 KiB)",
-                                                log.where, row.size_bytes, 100 * latency_share, 100 * plateau_share));
+        throw std::invalid_argument(fmt::format(
+            "{}: calibrates nothing: no bandwidth-bound size (the largest, {} B, {}) and no latency-bound size "
+            "from {} B (one 4-byte element per rank, the least the twin runs on {} ranks) to 64 KiB",
+            log.where, row.size_bytes,
+            latency_share >= kMaxLatencyShare
+                ? fmt::format("is {:.0f} % latency in the twin", 100 * latency_share)
+                : fmt::format("reaches {:.0f} % of the twin's bus bandwidth at 16x the size", 100 * plateau_share),
+            4 * log.ranks, log.ranks));
       continue;
     }
     const NcclTestsTiming& t = log.timing(row);  // right results: require_sound_log

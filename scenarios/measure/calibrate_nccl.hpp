@@ -56,6 +56,7 @@ struct NcclCalibrationResult {
   sim::HardwareSpec spec;
   std::vector<NcclFieldCalibration> fields;
   std::string yaml;  // the calibrated hardware file, fields marked with the log and date
+  std::vector<std::string> notes;  // what was not checked (a log that names no GPUs)
 };
 
 // Throws std::invalid_argument naming the log for a collective other than

@@ -253,7 +253,14 @@ YAML::Node MapReader::child(const std::string& key) {
                                     fmt::format(": unknown key; did you mean '{}'? ({} is required)", key,
                                                 key_path(key)));
     }
-    throw std::invalid_argument(yaml_where(file_, node_) + key_path(key) + ": missing key");
+    // A typo too far from the key to suggest (peer2peer for peer_to_peer) is still on the
+    // page: name what the map holds so the reader sees it beside the key asked for.
+    std::string present;
+    if (node_.IsMap())
+      for (auto it = node_.begin(); it != node_.end(); ++it)
+        if (it->first.IsScalar()) present += (present.empty() ? "" : ", ") + it->first.Scalar();
+    throw std::invalid_argument(yaml_where(file_, node_) + key_path(key) + ": missing key" +
+                                (present.empty() ? std::string() : fmt::format(" (this map has: {})", present)));
   }
   read_.insert(key);
   return v;

@@ -619,6 +619,45 @@ TEST(NcclCalibration, BrokenOrImpossibleLogsAreRefusedNamingTheLine) {
   EXPECT_EQ(calibrate_error(text), "");  // the sound log calibrates
 }
 
+// A log whose only size is below one element per rank calibrates nothing, and says why
+// without contradicting itself (it read "8 B is 100 % latency and 100 % of the plateau ...
+// and no latency-bound size" of an 8 B row).
+TEST(NcclCalibration, ALogOfOnlyEightBytesSaysTheTwinNeedsOneElementPerRank) {
+  const std::string text = slurp(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  const size_t first_row = text.find("           8             2");
+  const std::string only8 = text.substr(0, text.find('\n', first_row) + 1);
+  const std::string e = calibrate_error(only8);
+  EXPECT_NE(e.find("calibrates nothing: no bandwidth-bound size (the largest, 8 B, is 100 % latency in the twin)"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("no latency-bound size from 16 B (one 4-byte element per rank, the least the twin runs on 4 ranks)"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(e.find("plateau"), std::string::npos) << e;
+}
+
+// A log cut to its table names no GPUs: it calibrates (nGpus says how many ranks), and the
+// result says the GPU model went unchecked; the whole log says nothing of the kind.
+TEST(NcclCalibration, ALogWithoutItsDeviceListSaysTheGpusWentUnchecked) {
+  const std::string text = slurp(data_path("l40s-4gpu-pcie-all_reduce.log"));
+  std::string cut;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("#  Rank", 0) != 0 && line.rfind("# Using devices", 0) != 0) cut += line + "\n";
+  const auto run = [](const std::string& t) {
+    std::istringstream in(t);
+    return calibrate_from_nccl_logs(sim::load_hardware("l40s-4x-pcie4", kHardwareLibrary),
+                                    {parse_nccl_tests_log(in, "cut.log")}, "now");
+  };
+  const NcclCalibrationResult r = run(cut);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("cut.log: no '# Using devices' list, so the GPUs it ran on are unchecked against "
+                            "hardware 'l40s-4x-pcie4'"),
+            std::string::npos)
+      << r.notes[0];
+  EXPECT_TRUE(run(text).notes.empty());
+}
+
 TEST(NcclCalibration, PlantedBugTrustingBrokenLogsIsCaught) {
   const ScopedFault f(Fault::calibrate_trusts_broken_logs);
   const std::string text = slurp(data_path("l40s-4gpu-pcie-all_reduce.log"));

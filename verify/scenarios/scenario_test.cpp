@@ -218,7 +218,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "batch: 64\n",
                 "bad.yaml:4: strategy: DataParallel runs in one process on one node, but 2 nodes are asked for"},
         BadCase{"GpusAndDevices", with("gpus: 16\n"), "bad.yaml:5: devices: give gpus (total) or devices and nodes, not both"},
-        BadCase{"MissingSchemaVersion", kGoodScenario.substr(18), "bad.yaml:1: schema_version: missing key"},
+        BadCase{"MissingSchemaVersion", kGoodScenario.substr(18), "bad.yaml:1: schema_version: missing key (this map has: hardware, model, strategy, devices, batch_per_device)"},
         BadCase{"UnknownOverrideSection", with("overrides:\n  tpu.memory: 16 GiB\n"),
                 "bad.yaml:8: overrides.tpu.memory: hardware dgx-a100 has no section 'tpu'"},
         // The node count is the scenario's: an override of the file's changed nothing.

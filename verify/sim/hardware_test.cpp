@@ -7,6 +7,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -206,8 +207,14 @@ TEST(HardwareErrors, AMisspelledRequiredKeyIsNamedAtItsLine) {
   EXPECT_EQ(error_of(replace_line(kGood, 8, "  kernel_launch_latancy: 5 us")),
             "bad.yaml:8: gpu.kernel_launch_latancy: unknown key; did you mean 'kernel_launch_latency'? "
             "(gpu.kernel_launch_latency is required)");
-  // Without a near key the key is missing, at its map's line.
-  EXPECT_EQ(error_of(replace_line(kGood, 8, "  launch: 5 us")), "bad.yaml:4: gpu.kernel_launch_latency: missing key");
+  // Without a near key the key is missing, at its map's line, and the map's keys are listed
+  // so a far typo (launch, peer2peer) is seen beside the key asked for.
+  EXPECT_EQ(error_of(replace_line(kGood, 8, "  launch: 5 us")),
+            "bad.yaml:4: gpu.kernel_launch_latency: missing key (this map has: name, peak_flops, memory, "
+            "memory_bandwidth, launch)");
+  EXPECT_THAT(error_of(replace_line(kGood, 13, "  peer2peer: true")),
+              ::testing::AllOf(::testing::HasSubstr("pcie.peer_to_peer: missing key (this map has: "),
+                               ::testing::HasSubstr("peer2peer")));
 }
 
 TEST(HardwareErrors, WrongTypeIsRejected) {
