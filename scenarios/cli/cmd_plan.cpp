@@ -206,12 +206,7 @@ void print_plan(const scenario::PlanResult& plan, bool json) {
                     std::string(scenario::plan_verdict_name(v.kind))});
   }
   std::cout << report::text_table(rows) << "\n";
-  for (const auto& v : plan.verdicts) {
-    if (v.kind == scenario::PlanVerdictKind::winner) continue;
-    const auto& p = plan.sweep.points[v.point];
-    std::cout << fmt::format("{} {} x{}: {}\n", p.hardware, report::strategy_display_name(p.strategy),
-                             scenario::plan_point_gpus(p), v.reason);
-  }
+  for (const auto& line : scenario::plan_reason_lines(plan)) std::cout << line << "\n";
   std::cout << "\n" << scenario::plan_answer(plan) << "\n";
 }
 

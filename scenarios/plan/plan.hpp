@@ -85,6 +85,9 @@ int plan_point_gpus(const PointResult& p);
 
 // The one-sentence answer.
 std::string plan_answer(const PlanResult& plan);
+// Why each configuration but the winner lost, in sweep order: "HARDWARE STRATEGY xN: reason",
+// GPU counts of one hardware and strategy that lost for the same reason on one line.
+std::vector<std::string> plan_reason_lines(const PlanResult& plan);
 report::ReportDocument build_plan_report(const PlanResult& plan, const std::string& generated_by,
                                          const std::optional<report::AssumptionsInput>& assumptions = std::nullopt);
 

@@ -192,6 +192,29 @@ PlanResult judge_plan(const SweepResult& sweep, const Target& target, const Plan
   return plan;
 }
 
+std::vector<std::string> plan_reason_lines(const PlanResult& plan) {
+  // Verdicts in sweep order; a run of GPU counts of one hardware and strategy that lost for
+  // the same reason is one line ("dgx-a100 DDP x1, x2, x4: out of memory ..."), not one per
+  // count (found by an outside-user review: 16 identical out-of-memory lines).
+  std::vector<std::string> lines;
+  std::string last_key, last_reason, counts;
+  auto flush = [&] {
+    if (!counts.empty()) lines.push_back(fmt::format("{} {}: {}", last_key, counts, last_reason));
+    counts.clear();
+  };
+  for (const auto& v : plan.verdicts) {
+    if (v.kind == PlanVerdictKind::winner) continue;
+    const auto& p = plan.sweep.points[v.point];
+    const std::string key = fmt::format("{} {}", p.hardware, report::strategy_display_name(p.strategy));
+    if (key != last_key || v.reason != last_reason) flush();
+    last_key = key;
+    last_reason = v.reason;
+    counts += fmt::format("{}x{}", counts.empty() ? "" : ", ", plan_point_gpus(p));
+  }
+  flush();
+  return lines;
+}
+
 std::string plan_answer(const PlanResult& plan) {
   const std::string target = plan.target.describe();
   if (!plan.winner) {
@@ -201,14 +224,18 @@ std::string plan_answer(const PlanResult& plan) {
     if (!bp) {
       // Every candidate out of memory is an answer too: none fits (an outside-user review read
       // "none could be predicted" over a table of out-of-memory verdicts).
-      const bool all_oom = !plan.sweep.points.empty() &&
-                           std::all_of(plan.sweep.points.begin(), plan.sweep.points.end(), [](const PointResult& p) {
-                             return p.status == PointStatus::out_of_memory;
-                           });
-      if (all_oom)
+      // Configurations that cannot run at all (DataParallel across nodes) do not hide that
+      // every one that can ran out of memory.
+      const auto oom = std::count_if(plan.sweep.points.begin(), plan.sweep.points.end(),
+                                     [](const PointResult& p) { return p.status == PointStatus::out_of_memory; });
+      const auto infeasible = std::count_if(plan.sweep.points.begin(), plan.sweep.points.end(),
+                                            [](const PointResult& p) { return p.status == PointStatus::skipped; });
+      if (oom > 0 && oom + infeasible == static_cast<long>(plan.sweep.points.size()))
         return fmt::format("No candidate configuration meets the target of {}: the model does not fit in GPU "
-                           "memory in any of them (see each verdict).",
-                           target);
+                           "memory in any of them{} (see each verdict); a smaller --batch-per-device, activation "
+                           "checkpointing or GPUs with more memory may fit.",
+                           target,
+                           infeasible ? fmt::format(" that can run ({} cannot: infeasible)", infeasible) : "");
       return fmt::format("No candidate configuration meets the target of {}: none could be predicted.", target);
     }
     return fmt::format("No candidate configuration meets the target of {}; the fastest, {}x {} with {}, reaches {} samples/s.",

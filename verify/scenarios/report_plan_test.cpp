@@ -327,6 +327,41 @@ TEST(Plan, TiesAreAlternativesNotMoreExpensive) {
 // and 16,000 samples/s train 36e6 samples in 0.625 h for 5.00 USD, 4 GPUs at 4.00 USD per
 // hour and 6,000 samples/s in 1.67 h for 6.67 USD (worked by hand). Planted
 // `plan-ranks-by-hourly-price` picks the 4 GPUs.
+// GPU counts of one hardware and strategy that lost for the same reason read as one line;
+// a different reason or strategy starts a new one. Where every configuration that can run
+// is out of memory (the rest infeasible), the answer says so and what may fit (it read
+// "none could be predicted" when one DataParallel count spanned nodes).
+TEST(Plan, ReasonsRepeatedOverGpuCountsAreOneLineAndAllOutOfMemorySaysWhatMayFit) {
+  SweepResult r;
+  for (int g : {1, 2, 4}) {
+    PointResult p = point(static_cast<size_t>(g), {{"gpus", std::to_string(g)}}, 0, "ddp", g);
+    p.status = PointStatus::out_of_memory;
+    p.reason = "out of memory on sim:gpu0: activations 20.95 GiB live of 48.00 GiB, 10.25 GiB more asked";
+    r.points.push_back(p);
+  }
+  PointResult skipped;
+  skipped.index = 9;
+  skipped.axes = {{"gpus", "8"}};
+  skipped.hardware = "l40s-4x-pcie4";
+  skipped.strategy = "dp";
+  skipped.status = PointStatus::skipped;
+  skipped.reason = "DataParallel runs in one process: 8 GPUs span 2 nodes";
+  r.points.push_back(skipped);
+  scenario::PlanSpec spec;
+  spec.candidates = {{"l40s-4x-pcie4", 1.0, ""}};
+  const auto plan = scenario::judge_plan(r, scenario::Target{5000.0, std::nullopt, std::nullopt}, spec);
+  const auto lines = scenario::plan_reason_lines(plan);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].rfind("l40s-4x-pcie4 DDP x1, x2, x4: out of memory on sim:gpu0: activations 20.95 GiB", 0), 0u)
+      << lines[0];
+  EXPECT_EQ(lines[1].rfind("l40s-4x-pcie4 DataParallel x8: infeasible: DataParallel runs in one process", 0), 0u)
+      << lines[1];
+  EXPECT_EQ(scenario::plan_answer(plan),
+            "No candidate configuration meets the target of 5,000 samples/s: the model does not fit in GPU memory in "
+            "any of them that can run (1 cannot: infeasible) (see each verdict); a smaller --batch-per-device, "
+            "activation checkpointing or GPUs with more memory may fit.");
+}
+
 scenario::PlanResult plan_of_two_with_train_samples() {
   SweepResult two = plan_sweep();
   two.points.erase(two.points.begin() + 1);  // 4 GPUs at 6,000/s and 8 GPUs at 16,000/s
