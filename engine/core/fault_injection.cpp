@@ -62,6 +62,7 @@ const std::vector<Fault>& all_faults() {
       Fault::schedule_memo_ignores_channels,
       Fault::ring_lock_step_latency,
       Fault::op_efficiency_ignores_compute_type,
+      Fault::staged_copies_at_link_rate,
       Fault::conv_nchw_transposes_free,
       Fault::memory_bound_traffic_ignored,
       Fault::platform_route_node0_links,
@@ -169,6 +170,7 @@ const char* fault_name(Fault f) {
     case Fault::schedule_memo_ignores_channels: return "schedule-memo-ignores-channels";
     case Fault::ring_lock_step_latency: return "ring-lock-step-latency";
     case Fault::op_efficiency_ignores_compute_type: return "op-efficiency-ignores-type";
+    case Fault::staged_copies_at_link_rate: return "staged-copies-at-link-rate";
     case Fault::conv_nchw_transposes_free: return "conv-nchw-transposes-free";
     case Fault::memory_bound_traffic_ignored: return "memory-bound-traffic-ignored";
     case Fault::platform_route_node0_links: return "route-node0-links";

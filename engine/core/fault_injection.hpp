@@ -55,6 +55,7 @@ enum class Fault : unsigned {
   schedule_memo_ignores_channels,   // "schedule-memo-ignores-channels": schedule_latency's memo keyed without channels
   ring_lock_step_latency,           // "ring-lock-step-latency": a ring's steps each pay its slowest hop, not its path's
   op_efficiency_ignores_compute_type,  // "op-efficiency-ignores-type": per-compute-type op-class fractions ignored
+  staged_copies_at_link_rate,  // "staged-copies-at-link-rate": GPU-to-GPU copies without P2P run at the links' rate
   conv_nchw_transposes_free,        // "conv-nchw-transposes-free": Tensor Core convs on NCHW pay no layout transposes
   memory_bound_traffic_ignored,     // "memory-bound-traffic-ignored": a layer's counted memory-bound traffic ignored
   platform_route_node0_links,       // "route-node0-links": a node's route carried over from node 0 keeps node 0's links

@@ -231,6 +231,10 @@ std::string time_answer(const SweepResult& r) {
   return s + ".";
 }
 
+std::string join_and(const std::vector<std::string>& items);
+// Values of a swept field whose throughput is within this share of the fastest's.
+constexpr double kTieShare = 0.02;
+
 std::string best_value_answer(const SweepResult& r) {
   const auto fields = extra_swept_fields(r);
   if (fields.empty()) return throughput_answer(r);
@@ -255,11 +259,22 @@ std::string best_value_answer(const SweepResult& r) {
     if (gain < 0.01)
       clause = fmt::format("{} makes less than 1 % difference ({} to {} samples/s)", swept_field_label(f.axis, {}),
                            format_figure(point_throughput(*lo)), format_figure(point_throughput(*hi)));
-    else
+    else {
       clause = fmt::format("{} is fastest at {} samples/s, {} above {} ({} samples/s)",
                            field_value_text(f.axis, axis_value(*hi, f.axis)), format_figure(point_throughput(*hi)),
                            format_percent(gain), field_value_text(f.axis, axis_value(*lo, f.axis)),
                            format_figure(point_throughput(*lo)));
+      // Values within kTieShare of the fastest are a tie at the twin's accuracy: named, so a
+      // default (25 MiB buckets) that ties is not read as a loser (an outside-user review).
+      std::vector<std::string> ties;
+      for (const auto& p : r.points)
+        if (&p != hi && point_ok(p) && series_label(p, f.axis) == label &&
+            point_throughput(p) >= (1 - kTieShare) * point_throughput(*hi))
+          ties.push_back(field_value_text(f.axis, axis_value(p, f.axis)));
+      if (!ties.empty())
+        clause += fmt::format(", but {} {} within {} of it, a tie at the twin's accuracy", join_and(ties),
+                              ties.size() == 1 ? "is" : "are", format_percent(kTieShare));
+    }
     s += (s.empty() ? "" : "; ") + (order.size() > 1 ? "with " + label + ", " : "") + clause;
   }
   // A sentence that starts with a name as written (a model or hardware value: "gpt2-124m",

@@ -57,7 +57,7 @@ std::string format_gib(Bytes b) { return fmt::format("{:.2f} GiB", static_cast<d
 
 std::string format_duration(Seconds s) {
   if (!std::isfinite(s)) return "n/a";
-  if (s == 0) return "0";
+  if (s == 0) return "0 s";  // with its unit, as every other duration ("interference 0" read as unitless)
   if (s < 1e-3) return format_figure(s * 1e6) + " us";
   if (s < 1.0) return format_figure(s * 1e3) + " ms";
   return format_figure(s) + " s";

@@ -262,12 +262,13 @@ std::string sweep_csv(const SweepResult& r) {
       "index,hardware,gpu,model,strategy,devices_per_node,nodes,gpus,batch_global,batch_per_device,dtype,"
       "bucket_cap_mb,optimizer,status,step_time_s,compute_s,exposed_communication_s,dispatch_s,optimizer_s,"
       "throughput_samples_per_s,single_device_step_time_s,scaling_efficiency,gpu0_peak_memory_bytes,"
-      "max_other_gpu_peak_memory_bytes,trace,reason,interference_s,precision";
+      "max_other_gpu_peak_memory_bytes,trace,reason,interference_s,precision,tokens_per_s,exposed_host_copy_s,"
+      "accumulate,comm_hook,checkpoint_layers";
   // Swept fields without a column above (hardware overrides, memory_format, inputs,
   // checkpoint, comm_hook, ...): one each, named as the scenario names it, so that every
   // point's row says what it ran.
-  const std::set<std::string> has_column = {"model",         "batch",     "batch_per_device", "dtype",
-                                            "bucket_cap_mb", "optimizer", "precision"};
+  const std::set<std::string> has_column = {"model",     "batch",      "batch_per_device", "dtype",     "bucket_cap_mb",
+                                            "optimizer", "precision",  "accumulate",       "comm_hook", "checkpoint"};
   std::vector<std::string> override_axes;
   for (const auto& f : extra_swept_fields(r))
     if (!has_column.count(f.axis)) {
@@ -299,6 +300,19 @@ std::string sweep_csv(const SweepResult& r) {
     // Appended, so that the columns before it keep their places for existing readers.
     f.push_back(has && p.report->step_time_s ? fmt::format("{:.9g}", p.report->breakdown_s.interference) : "");
     f.push_back(!p.precision.empty() ? p.precision : has && p.report->precision ? *p.report->precision : "");
+    // Appended too: tokens/s for token models, the batch's host copy apart from the exposed
+    // communication, and the DDP settings a point ran with (the swept value where the
+    // point has no report: out of memory, skipped).
+    f.push_back(has && p.report->throughput_samples_per_s && p.report->tokens_per_sample
+                    ? fmt::format("{:.9g}", *p.report->throughput_samples_per_s * *p.report->tokens_per_sample)
+                    : "");
+    f.push_back(has && p.report->step_time_s ? fmt::format("{:.9g}", p.report->breakdown_s.exposed_host_copy) : "");
+    const auto setting = [&](const std::string& axis, const std::string& from_report) {
+      return has ? from_report : axis_value(p, axis);
+    };
+    f.push_back(setting("accumulate", has ? std::to_string(p.report->accumulate.value_or(1)) : ""));
+    f.push_back(setting("comm_hook", has ? p.report->comm_hook.value_or("none") : ""));
+    f.push_back(setting("checkpoint", has ? std::to_string(p.report->checkpoint_layers.value_or(0)) : ""));
     for (const auto& axis : override_axes) f.push_back(axis_value(p, axis));
     std::string line;
     for (size_t i = 0; i < f.size(); ++i) line += fmt::format("{}{}", i ? "," : "", csv_field(f[i]));

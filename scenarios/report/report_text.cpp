@@ -137,7 +137,11 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
                     r.devices > 1
                         ? fmt::format("{} of {} x one GPU's throughput (one GPU: {} per step of {})",
                                       format_percent(*r.scaling_efficiency), r.devices,
-                                      opt_duration(r.single_device_step_time_s), r.batch_per_device)
+                                      opt_duration(r.single_device_step_time_s),
+                                      // With K micro-batches one GPU's step runs all K.
+                                      r.accumulate && *r.accumulate > 1
+                                          ? fmt::format("{} micro-batches of {}", *r.accumulate, r.batch_per_device)
+                                          : std::to_string(r.batch_per_device))
                         : fmt::format("{} (one GPU: {} per step)", format_percent(*r.scaling_efficiency),
                                       opt_duration(r.single_device_step_time_s))});
   for (size_t i = 0; i < r.devices_detail.size(); ++i) {

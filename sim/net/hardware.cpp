@@ -64,6 +64,11 @@ BytesPerSecond staged_bidirectional_rate(const HardwareSpec& hw) {
   return kStagedBidirectionalLinkShare * pcie_lane_bandwidth(hw.pcie.generation) * hw.pcie.lanes;
 }
 
+BytesPerSecond staged_unidirectional_rate(const HardwareSpec& hw) {
+  if (hw.pcie.staged_unidirectional) return *hw.pcie.staged_unidirectional;
+  return kStagedUnidirectionalLinkShare * pcie_lane_bandwidth(hw.pcie.generation) * hw.pcie.lanes;
+}
+
 FlopsPerSecond peak_flops(const GpuSpec& gpu, ComputeType t) {
   std::optional<FlopsPerSecond> v;
   switch (t) {
@@ -188,6 +193,8 @@ PcieSpec read_pcie(MapReader r) {
   p.peer_to_peer = r.get_bool("peer_to_peer");
   p.staged_bidirectional = r.opt_bandwidth("staged_bidirectional");
   if (p.staged_bidirectional) r.require_range("staged_bidirectional", *p.staged_bidirectional, kMBps, kPBps);
+  p.staged_unidirectional = r.opt_bandwidth("staged_unidirectional");
+  if (p.staged_unidirectional) r.require_range("staged_unidirectional", *p.staged_unidirectional, kMBps, kPBps);
   if (r.has("switches")) {
     for (MapReader s : r.map_list("switches")) {
       PcieSwitchSpec sw;

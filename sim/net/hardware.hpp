@@ -44,6 +44,9 @@
 //     staged_bidirectional: 3.05 GB/s  # optional: per-direction rate of host-staged GPU<->GPU copies
 //                                      #   running both ways at once (p2pBandwidthLatencyTest);
 //                                      #   unset: 0.41 of the GPU link's raw rate (kStagedBidirectionalLinkShare)
+//     staged_unidirectional: 9.6 GB/s  # optional: rate of a host-staged GPU->GPU copy one way
+//                                      #   ("Unidirectional P2P=Disabled"); unset: 0.64 of the raw
+//                                      #   rate (kStagedUnidirectionalLinkShare)
 //     switches:                        # optional; GPUs on no switch hang off socket 0's root complex
 //       - {socket: 0, gpus: [0, 1], nics: [0, 1], uplink_lanes: 16}
 //   nvlink:                            # optional: direct GPU-GPU links
@@ -185,6 +188,12 @@ struct PcieSpec {
   // counts both directions, so this is half its figure. Unset: kStagedBidirectionalLinkShare
   // of the GPU link's raw per-direction rate (see staged_bidirectional_rate).
   std::optional<BytesPerSecond> staged_bidirectional;
+  // The rate of a GPU-to-GPU copy staged through host memory one way (cudaMemcpyPeer
+  // without peer access: the driver pipelines device-to-host and host-to-device through
+  // pinned buffers), as DataParallel's copies and broadcasts run without P2P.
+  // p2pBandwidthLatencyTest's "Unidirectional P2P=Disabled". Unset:
+  // kStagedUnidirectionalLinkShare of the GPU link's raw per-direction rate.
+  std::optional<BytesPerSecond> staged_unidirectional;
   std::vector<PcieSwitchSpec> switches;
 };
 
@@ -339,6 +348,22 @@ inline constexpr double kStagedBidirectionalLinkShare = 0.41;
 // pcie.staged_bidirectional, else kStagedBidirectionalLinkShare of the GPU link's raw rate
 // (pcie_lane_bandwidth(generation) x lanes). NCCL's SHM rings run at most at this rate.
 BytesPerSecond staged_bidirectional_rate(const HardwareSpec& hw);
+// One-way host-staged GPU-to-GPU copies, as a share of the GPU link's raw per-direction rate,
+// for machines whose file gives no figure of its own: p2pBandwidthLatencyTest's
+// "Unidirectional P2P=Disabled" on machines with x16 links of known generation:
+//   8x H100 SXM, Gen5 (NVIDIA/nccl issue 1264): 36.3-38.1 GB/s of 63.0, 0.59;
+//   2x RTX 5090, Gen5 (NVIDIA/nccl-tests issue 287, 2025-02-20): 38.2-38.9 GB/s, 0.61;
+//   6x RTX 4090, Gen4, 16 GT/s x16 in NCCL's topology dump (NVIDIA/nccl issue 814): 20.0-22.4
+//   of 31.5 GB/s, 0.67;
+//   4x A100 80GB PCIe, Gen4 (sushruta.github.io, 2024-03-30): 21.4-21.8 GB/s, 0.69.
+// Their median, 0.64. Three more reports whose origin could not be traced (8x H100 Gen5, 8x
+// A100 SXM Gen4, 8x TITAN RTX Gen3) fall in 0.60-0.68. Two GPUs sharing one switch's uplink
+// reach less (2x RTX 2080 Ti behind a Gen3 switch, the autodl machine: 5.7 GB/s, 0.36): a
+// machine's own figure belongs in the field.
+inline constexpr double kStagedUnidirectionalLinkShare = 0.64;
+// The rate of one-way host-staged copies: the file's pcie.staged_unidirectional, else
+// kStagedUnidirectionalLinkShare of the GPU link's raw rate.
+BytesPerSecond staged_unidirectional_rate(const HardwareSpec& hw);
 // Dense peak of a compute type; throws std::invalid_argument naming the GPU when the
 // datasheet gives none (e.g. tf32 on V100).
 FlopsPerSecond peak_flops(const GpuSpec& gpu, ComputeType t);

@@ -111,6 +111,8 @@ void emit_pcie(Emitter& e, const PcieSpec& p) {
   e.line(2, "pcie.peer_to_peer", "peer_to_peer", p.peer_to_peer ? "true" : "false");
   if (p.staged_bidirectional)
     e.line(2, "pcie.staged_bidirectional", "staged_bidirectional", bandwidth(*p.staged_bidirectional));
+  if (p.staged_unidirectional)
+    e.line(2, "pcie.staged_unidirectional", "staged_unidirectional", bandwidth(*p.staged_unidirectional));
   if (p.switches.empty()) return;
   e.line(2, "pcie.switches", "switches", "");
   for (const auto& s : p.switches)

@@ -136,6 +136,7 @@ SimMachine sim_machine_from_platform(sim::Platform& platform, const std::vector<
     return platform.peer_to_peer(gpus[static_cast<size_t>(a)], gpus[static_cast<size_t>(b)]);
   };
   m.transfer_async = [&platform](s4u::Host* a, s4u::Host* b, Bytes n) { return platform.transfer_async(a, b, n); };
+  if (!fault_active(Fault::staged_copies_at_link_rate)) m.staged_copy_Bps = sim::staged_unidirectional_rate(hw);
   m.make_collective_group = [&platform, gpus](const std::vector<int>& devices) {
     std::vector<int> global;
     for (int d : devices) global.push_back(gpus[static_cast<size_t>(d)]);
@@ -589,6 +590,28 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
   }
   PredictDetail detail = simulate_config(hw, build_model, c);
   StepReport& r = detail.report;
+  // A peak within kMemoryHeadroomShare of the GPU's memory fits in the twin, which counts
+  // tensors only: the CUDA context, cuBLAS and cuDNN workspaces and the caching allocator's
+  // fragmentation are not counted, so PyTorch may run out of memory there (an outside-user
+  // review found a 99 % full L40S called fitting, without a word). The fullest GPU is named.
+  const DeviceReport* fullest = nullptr;
+  for (const auto& d : r.devices_detail)
+    if (d.capacity_bytes && *d.capacity_bytes > 0 &&
+        (!fullest || static_cast<double>(d.peak_memory_bytes) / static_cast<double>(*d.capacity_bytes) >
+                         static_cast<double>(fullest->peak_memory_bytes) / static_cast<double>(*fullest->capacity_bytes)))
+      fullest = &d;
+  if (!r.out_of_memory && fullest &&
+      static_cast<double>(fullest->peak_memory_bytes) >=
+          (1.0 - kMemoryHeadroomShare) * static_cast<double>(*fullest->capacity_bytes))
+    r.warnings.push_back(fmt::format(
+        "peak memory on {} is {:.2f} GiB of its {:.2f} GiB ({:.0f} %): the twin counts tensors only, and the CUDA "
+        "context, cuBLAS and cuDNN workspaces and the caching allocator's fragmentation take some of the rest, so "
+        "PyTorch may run out of memory here; leave more than {:.0f} % free (a smaller batch, activation "
+        "checkpointing)",
+        fullest->device, static_cast<double>(fullest->peak_memory_bytes) / static_cast<double>(kGiB),
+        static_cast<double>(*fullest->capacity_bytes) / static_cast<double>(kGiB),
+        100.0 * static_cast<double>(fullest->peak_memory_bytes) / static_cast<double>(*fullest->capacity_bytes),
+        100 * kMemoryHeadroomShare));
   if (c.single_device_baseline && r.step_time_s) {
     PredictConfig one = c;
     one.strategy = StrategyKind::single;

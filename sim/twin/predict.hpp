@@ -87,6 +87,10 @@ std::pair<std::int64_t, std::int64_t> predict_batches(const PredictConfig& c);
 // Runs the prediction (forks twice: the configuration and its single-device
 // baseline). Throws std::invalid_argument for an impossible configuration (more
 // GPUs than the hardware has, devices not a multiple of nodes, ...).
+// A fitting step whose fullest GPU has less than this share of its memory free gets a
+// warning: the twin counts tensors, not the CUDA context, library workspaces or the caching
+// allocator's fragmentation (a judgement of the margin they need, not a measured figure).
+inline constexpr double kMemoryHeadroomShare = 0.05;
 StepReport predict_step(const sim::HardwareSpec& hw, const ModelBuilder& build_model, const PredictConfig& c);
 
 // The report and the totals behind the step-time bounds the tests check.

@@ -72,6 +72,10 @@ struct SimMachine {
   Seconds worker_start_cost_s = 0;  // starting one parallel_for worker, charged on the caller
   // Whether GPU a copies to GPU b directly (otherwise staged through host memory).
   std::function<bool(int, int)> peer_to_peer;
+  // The rate of a GPU-to-GPU copy staged through host memory (no peer access): the
+  // driver's pipelined staging reaches less than either leg's link (sim::staged_unidirectional_rate).
+  // 0: only the legs' links bound it.
+  BytesPerSecond staged_copy_Bps = 0;
   // Starts a transfer of n bytes between two endpoints as a SimGrid comm.
   std::function<simgrid::s4u::CommPtr(simgrid::s4u::Host*, simgrid::s4u::Host*, Bytes)> transfer_async;
   // The collective timer for ranks on these GPUs (rank r on gpus[r]).

@@ -154,7 +154,7 @@ INSTANTIATE_TEST_SUITE_P(
         LimitCase{"BenchSimBeyondGpuMemory", {"bench", "--backend", "sim", "--hardware", kSimBench, "-b", "1G", "-e",
                                               "1024G", "-n", "1", "-w", "0"}, {},
                   "dptwin bench: error: -e 1024G: 1099511627776 B of all_reduce needs 2199023255552 bytes of send and "
-                  "receive buffers on a GPU, more than its memory (RTX-A6000-48GB has 51539607552 bytes)\n"},
+                  "receive buffers on a GPU, more than its memory (RTX-A6000-48GB has 51041533952 bytes)\n"},
         LimitCase{"BenchSimTooManyCollectives", {"bench", "--backend", "sim", "--hardware", kSimBench, "-b", "8", "-e",
                                                  "128M", "-n", "100000", "-w", "0"}, {},
                   "dptwin bench: error: -n 100000 -w 0: 25 sizes x 100000 iterations = 2500000 collectives to "

@@ -78,7 +78,7 @@ TEST(CliOutput, PredictWithResidentInputsSaysSoAndCopiesNothing) {
       "  inputs: on the GPUs (the batch stays there across steps: no host-to-device copy per step)\n"
       "  step time                %duration\n"
       "    compute                %duration\n"
-      "    exposed communication  0\n";
+      "    exposed communication  0 s\n";
   // The summary's head: the rest is the usual breakdown, throughput and memory.
   const std::vector<std::string> lines = split_lines(r.out);
   ASSERT_GE(lines.size(), 7u) << r.out;
@@ -115,11 +115,11 @@ TEST(CliOutput, SweepShardsMergeAndReport) {
   const CliResult m = run_dptwin({"merge", "shard-0.json", "shard-1.json", "-o", "all.json"}, dir);
   ASSERT_EQ(m.exit_code, 0) << m.err;
   const std::string expected =
-      "#  hardware                 strategy      GPUs  batch  step time  samples/s  efficiency  status\n"
-      "0  desktop-2gpu-pcie-p2p    DataParallel     2  64/32  %duration  %float  %percent  ok\n"
-      "1  desktop-2gpu-pcie-p2p    DDP              2  64/32  %duration  %float  %percent  ok\n"
-      "2  desktop-2gpu-pcie-nop2p  DataParallel     2  64/32  %duration  %float  %percent  ok\n"
-      "3  desktop-2gpu-pcie-nop2p  DDP              2  64/32  %duration  %float  %percent  ok\n"
+      "#  hardware               strategy      GPUs  pcie.peer_to_peer  batch  step time  samples/s  efficiency  status\n"
+      "0  desktop-2gpu-pcie-p2p  DataParallel     2  true               64/32  %duration  %float  %percent  ok\n"
+      "1  desktop-2gpu-pcie-p2p  DataParallel     2  false              64/32  %duration  %float  %percent  ok\n"
+      "2  desktop-2gpu-pcie-p2p  DDP              2  true               64/32  %duration  %float  %percent  ok\n"
+      "3  desktop-2gpu-pcie-p2p  DDP              2  false              64/32  %duration  %float  %percent  ok\n"
       "\n"
       "%any\n"
       "merged 2 shards into all.json\n";
@@ -234,7 +234,7 @@ TEST(CliOutput, CompareLaysTwoScenariosSideBySide) {
       "exposed communication  %duration  %duration\n"
       "  of it host copies  %duration  %duration\n"  // the batch's x.to(device), both strategies
       "dispatch  %duration  %duration\n"
-      "interference  0  %duration\n"  // DataParallel reduces after backward: nothing overlaps
+      "interference  0 s  %duration\n"  // DataParallel reduces after backward: nothing overlaps
       "%any\n"
       "samples/s  %float  %float\n"
       "  vs first  %float %\n"

@@ -69,8 +69,17 @@ TEST(QuestionKind, FollowsTheQuestionAndTheSweep) {
 }
 
 TEST(Answer, BestValueOfTheSweptFieldWithItsUnit) {
-  // 5,600 / 4,510 - 1 = 24.2 %: the 1 MiB bucket against the 100 MiB one.
+  // 5,600 / 4,510 - 1 = 24.2 %: the 1 MiB bucket against the 100 MiB one. 5 MiB (5,560) and
+  // 25 MiB (5,500) are within 2 % of 5,600 (5,488): named as a tie.
   EXPECT_EQ(sweep_answer(bucket_sweep()),
+            "DDP bucket size 1 MiB is fastest at 5,600 samples/s, 24 % above DDP bucket size 100 MiB (4,510 "
+            "samples/s), but DDP bucket size 5 MiB and DDP bucket size 25 MiB are within 2 % of it, a tie at the "
+            "twin's accuracy.");
+  // Apart by more than 2 %: no tie is named.
+  SweepResult apart = bucket_sweep();
+  apart.points[1].report->throughput_samples_per_s = 5400;
+  apart.points[2].report->throughput_samples_per_s = 5300;
+  EXPECT_EQ(sweep_answer(apart),
             "DDP bucket size 1 MiB is fastest at 5,600 samples/s, 24 % above DDP bucket size 100 MiB (4,510 samples/s).");
 }
 
@@ -80,7 +89,8 @@ TEST(Answer, BestValueAnswerSaysWhetherTheTargetIsMet) {
   SweepResult r = bucket_sweep();
   r.target = scenario::Target{6000.0, std::nullopt, std::nullopt};
   const std::string missed = sweep_answer(r);
-  EXPECT_NE(missed.find("(4,510 samples/s); no configuration meets the target of 6,000 samples/s."), std::string::npos)
+  EXPECT_NE(missed.find("a tie at the twin's accuracy; no configuration meets the target of 6,000 samples/s."),
+            std::string::npos)
       << missed;
   r.target = scenario::Target{5550.0, std::nullopt, std::nullopt};
   const std::string met = sweep_answer(r);

@@ -38,6 +38,7 @@ TEST(Format, FiguresHaveThreeSignificantDigitsAndThousandsSeparators) {
   EXPECT_EQ(format_gib(3 * kGiB / 2), "1.50 GiB");
   EXPECT_EQ(format_duration(0.0123), "12.3 ms");
   EXPECT_EQ(format_duration(0.00085), "850 us");
+  EXPECT_EQ(format_duration(0.0), "0 s");
   EXPECT_EQ(format_duration(1.5), "1.50 s");
   EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
   EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
@@ -105,16 +106,42 @@ TEST(Csv, OneRowPerPointWithEveryColumn) {
   const auto columns = std::count(lines[0].begin(), lines[0].end(), ',');
   for (const auto& l : lines) EXPECT_EQ(std::count(l.begin(), l.end(), ','), columns) << l;
   EXPECT_EQ(lines[8].substr(0, 52), "7,dgx-h100,H100-SXM5-80GB,resnet50,ddp,8,1,8,256,32,");
-  // The training precision has a column (the last, appended for existing readers): the
-  // point's own, else its report's (results written before points carried it).
-  EXPECT_EQ(lines[0].substr(lines[0].rfind(',') + 1), "precision");
+  // Columns appended for existing readers, after the reason: interference, the training
+  // precision, tokens/s, the host copy, and the DDP settings.
+  EXPECT_NE(lines[0].find(",reason,interference_s,precision,tokens_per_s,exposed_host_copy_s,accumulate,comm_hook,"
+                          "checkpoint_layers"),
+            std::string::npos)
+      << lines[0];
+  const auto cell = [](const std::string& header, const std::string& row, const std::string& column) {
+    std::vector<std::string> names, cells;
+    for (auto* v : {&names, &cells}) v->clear();
+    std::stringstream h(header), r(row);
+    for (std::string x; std::getline(h, x, ',');) names.push_back(x);
+    for (std::string x; std::getline(r, x, ',');) cells.push_back(x);
+    const size_t i = static_cast<size_t>(std::find(names.begin(), names.end(), column) - names.begin());
+    return i < cells.size() ? cells[i] : std::string("(no column)");
+  };
+  // The precision: the point's own, else its report's (results written before points
+  // carried it).
   SweepResult r = h100_sweep();
   r.points[0].precision = "bf16-amp";
   r.points[1].precision.clear();
   r.points[1].report->precision = "f16-amp";
+  // tokens/s: samples/s x tokens per sample, for token models only (12,400 x 1,024).
+  r.points[7].report->throughput_samples_per_s = 12400;
+  r.points[7].report->tokens_per_sample = 1024;
+  r.points[7].report->accumulate = 4;
+  r.points[7].report->comm_hook = "bf16_compress";
   const auto with = test::split_lines(sweep_csv(r));
-  EXPECT_EQ(with[1].substr(with[1].rfind(',') + 1), "bf16-amp");
-  EXPECT_EQ(with[2].substr(with[2].rfind(',') + 1), "f16-amp");
+  EXPECT_EQ(cell(with[0], with[1], "precision"), "bf16-amp");
+  EXPECT_EQ(cell(with[0], with[2], "precision"), "f16-amp");
+  EXPECT_EQ(cell(with[0], with[8], "tokens_per_s"), "12697600");
+  EXPECT_EQ(cell(with[0], with[1], "tokens_per_s"), "");
+  EXPECT_EQ(cell(with[0], with[8], "accumulate"), "4");
+  EXPECT_EQ(cell(with[0], with[1], "accumulate"), "1");
+  EXPECT_EQ(cell(with[0], with[8], "comm_hook"), "bf16_compress");
+  EXPECT_EQ(cell(with[0], with[1], "comm_hook"), "none");
+  EXPECT_EQ(cell(with[0], with[1], "checkpoint_layers"), "0");
 }
 
 // Every swept field without a column of its own (an override, memory_format, inputs) gets
@@ -242,9 +269,9 @@ TEST(Text, SweepTableAndStepSummary) {
       "  step time                %duration\n"
       "    compute                18.0 ms\n"
       "    exposed communication  %duration\n"
-      "    dispatch               0\n"
+      "    dispatch               0 s\n"
       "    optimizer              1.00 ms\n"
-      "    interference           0\n"
+      "    interference           0 s\n"
       "  throughput               12,400 samples/s\n"
       "  scaling efficiency       97 % of 8 x one GPU's throughput (one GPU: 20.0 ms per step of 32)\n"
       "  peak memory sim:gpu0     10.00 GiB of 80.00 GiB\n"
@@ -252,6 +279,12 @@ TEST(Text, SweepTableAndStepSummary) {
       "  peak memory sim:gpu7     10.00 GiB of 80.00 GiB\n"
       "  trace                    out/traces/point-7.json\n";
   EXPECT_EQ(test::match_text(expected_summary, summary), "");
+  // With K micro-batches one GPU's step runs all K: said so (it read "per step of 32").
+  StepReport accumulated = *h100_sweep().points[7].report;
+  accumulated.accumulate = 4;
+  EXPECT_NE(step_summary_text(accumulated, "H100-SXM5-80GB").find("(one GPU: 20.0 ms per step of 4 micro-batches of 32)"),
+            std::string::npos)
+      << step_summary_text(accumulated, "H100-SXM5-80GB");
 }
 
 TEST(Plan, CheapestConfigurationMeetingTheTargetWinsAndTheOthersSayWhy) {

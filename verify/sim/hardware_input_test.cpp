@@ -113,7 +113,7 @@ TEST(HardwareInput, AbsurdRatesAreOutsideTheirBounds) {
   EXPECT_NE(yaml_error_of(h100_with(R"(bf16: 989.4 TFLOPS)", "bf16: 1e30 TFLOPS"))
                 .find("gpu.peak_flops.bf16: 1e30 TFLOPS is outside 1 GFLOPS .. 100 PFLOPS"),
             std::string::npos);
-  EXPECT_NE(yaml_error_of(h100_with(R"(memory: 80 GiB)", "memory: 1 B")).find("gpu.memory: 1 B is outside 1 MiB .. 64 TiB"),
+  EXPECT_NE(yaml_error_of(h100_with(R"(memory: 81559 MiB)", "memory: 1 B")).find("gpu.memory: 1 B is outside 1 MiB .. 64 TiB"),
             std::string::npos);
   EXPECT_NE(yaml_error_of(h100_with(R"(dispatch_cost: 10 us)", "dispatch_cost: 1 s"))
                 .find("host.dispatch_cost: 1 s is outside 1 ns .. 100 ms"),

@@ -103,7 +103,7 @@ TEST(HardwareLibrary, ClustersScaleTo128Nodes) {
 
 TEST(HardwareLibrary, DatasheetFiguresReadInTheirUnits) {
   const HardwareSpec h100 = load_hardware("dgx-h100", kHardwareLibrary);
-  EXPECT_EQ(h100.gpu.memory_bytes, 80 * kGiB);                 // "80 GiB"
+  EXPECT_EQ(h100.gpu.memory_bytes, 81559 * kMiB);              // "81559 MiB", what CUDA reports
   EXPECT_DOUBLE_EQ(h100.gpu.memory_bandwidth, 3.35e12);        // "3.35 TB/s"
   EXPECT_DOUBLE_EQ(h100.network->nic_bandwidth, 400e9 / 8);    // "400 Gb/s" are bits
   EXPECT_DOUBLE_EQ(*h100.gpu.peak_flops.bf16, 989.4e12);       // "989.4 TFLOPS"

@@ -111,6 +111,14 @@ TEST(SimBackend, CopiesCostLatencyPlusBytesOverBandwidth) {
   EXPECT_NEAR(elapsed(true), 2e-6 + n / 10e9, 1e-9);
   // Staged: gpu0 -> cpu and cpu -> gpu1 share the cpu's link l2 (two flows): n / (B/2).
   EXPECT_NEAR(elapsed(false), 2e-6 + n / 5e9, 1e-9);
+  // Invariant: a staged copy takes at least n over the machine's staged one-way rate (the
+  // driver's pipelined staging, below the links' rate); a rate above the links' leaves the
+  // links' time, and a peer copy is not bounded by it.
+  o.staged_copy_rate = 2e9;
+  EXPECT_NEAR(elapsed(false), n / 2e9, 1e-9);
+  EXPECT_NEAR(elapsed(true), 2e-6 + n / 10e9, 1e-9);
+  o.staged_copy_rate = 20e9;
+  EXPECT_NEAR(elapsed(false), 2e-6 + n / 5e9, 1e-9);
 }
 
 TEST(SimBackend, AllocationBeyondCapacityNamesTheDevice) {

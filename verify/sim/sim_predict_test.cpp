@@ -258,6 +258,86 @@ TEST(SimPredict, ReportWithoutLinkUsageIsTheFullReportLessItsLinks) {
   EXPECT_EQ(step_report_to_json(full).dump(), step_report_to_json(bare).dump());
 }
 
+// Invariant: without peer-to-peer, DataParallel's parameter broadcast, gradient reduce,
+// scatter and gather are copies staged through host memory, each lasting at least its
+// bytes over the machine's staged one-way rate (0.64 of the link's raw rate by default),
+// below the rate its two legs' links alone allow; the step is slower than with P2P. Read
+// off the trace's copy events. Planted staged-copies-at-link-rate (the legs at their links'
+// rate, as before: "--override pcie.peer_to_peer=false changes nothing") is caught.
+struct StagedCopies {
+  int copies = 0, faster_than_the_bound = 0;
+  Seconds slowdown = 0;
+};
+StagedCopies dp_staged_copies() {
+  sim::HardwareSpec hw = test_node(2);
+  hw.nvswitch.reset();  // PCIe only: P2P within the socket, or staged when off
+  MlpCase c;
+  c.spec.widths = {1024, 4096, 1024};  // 8.4 M parameters: 33.6 MB broadcast, 33.6 MB reduced
+  c.strategy = StrategyKind::data_parallel;
+  c.batch_per_device = 8;
+  const Seconds on = *real_predict(hw, c).report.step_time_s;
+  hw.pcie.peer_to_peer = false;
+  const auto path = (std::filesystem::temp_directory_path() / fmt::format("dpt_staged_{}.json", ::getpid())).string();
+  PredictConfig p = config_of(c);
+  p.trace_path = path;
+  const StepReport off = predict_step(hw, mlp_builder(c.spec), p);
+  std::ifstream in(path);
+  const auto j = nlohmann::json::parse(in);
+  std::filesystem::remove(path);
+  StagedCopies out;
+  out.slowdown = *off.step_time_s - on;
+  const double rate = sim::kStagedUnidirectionalLinkShare * (8e9 * 128 / 130 / 8 * 16);  // Gen3 x16: 8 GT/s, 128b/130b
+  for (const auto& e : j.at("traceEvents")) {
+    if (e.at("ph") != "X" || e.at("name") != "copy" || e.at("args").value("path", "") != "peer, staged through host memory")
+      continue;
+    ++out.copies;
+    const double bytes = e.at("args").at("bytes").get<double>();
+    if (e.at("dur").get<double>() * 1e-6 < bytes / rate * (1 - 1e-9)) ++out.faster_than_the_bound;
+  }
+  return out;
+}
+
+TEST(SimPredict, DataParallelWithoutP2pStagesItsCopiesAtTheStagedRate) {
+  const StagedCopies s = dp_staged_copies();
+  EXPECT_GE(s.copies, 4);  // broadcast, scatter, gather, reduce (each on both GPUs' rows)
+  EXPECT_EQ(s.faster_than_the_bound, 0);
+  EXPECT_GT(s.slowdown, 0.0);
+}
+
+TEST(SimPredict, PlantedBugStagedCopiesAtLinkRateIsCaught) {
+  const ScopedFault f(Fault::staged_copies_at_link_rate);
+  EXPECT_GT(dp_staged_copies().faster_than_the_bound, 0);
+}
+
+// A step that fits with less than 5 % of the fullest GPU's memory free says PyTorch may
+// not fit it (context, workspaces, fragmentation are not counted); one with room says
+// nothing. The capacity is set from the step's own peak, so the case is exact.
+TEST(SimPredict, APeakWithinFivePercentOfMemoryWarns) {
+  MlpCase c;
+  c.spec.widths = {512, 1024, 10};
+  c.strategy = StrategyKind::data_parallel;
+  c.batch_per_device = 64;
+  const auto warning = [&](const StepReport& r) {
+    for (const auto& w : r.warnings)
+      if (w.find("the twin counts tensors only") != std::string::npos) return w;
+    return std::string();
+  };
+  const StepReport roomy = real_predict(test_node(2), c).report;  // 16 GiB for a few MiB
+  ASSERT_FALSE(roomy.out_of_memory.has_value());
+  EXPECT_EQ(warning(roomy), "");
+  const Bytes peak = roomy.devices_detail.at(0).peak_memory_bytes;  // GPU 0: DataParallel's fullest
+  sim::HardwareSpec tight = test_node(2);
+  tight.gpu.memory_bytes = peak + peak / 50;  // 98 % full
+  const StepReport full = real_predict(tight, c).report;
+  ASSERT_FALSE(full.out_of_memory.has_value());
+  EXPECT_EQ(full.devices_detail.at(0).peak_memory_bytes, peak);
+  EXPECT_NE(warning(full).find("peak memory on sim:gpu0 is "), std::string::npos) << warning(full);
+  EXPECT_NE(warning(full).find("(98 %)"), std::string::npos) << warning(full);
+  sim::HardwareSpec ample = test_node(2);
+  ample.gpu.memory_bytes = peak + peak / 10;  // 91 % full: room enough
+  EXPECT_EQ(warning(real_predict(ample, c).report), "");
+}
+
 TEST(SimPredict, OutOfMemoryIsAReportEntryNamingTheDevice) {
   sim::HardwareSpec hw = test_node(2);
   hw.gpu.memory_bytes = 4 * kMiB;

@@ -150,6 +150,7 @@ struct TestMachineOptions {
   bool gil = false;
   std::optional<Bytes> capacity;
   bool peer_to_peer = true;
+  BytesPerSecond staged_copy_rate = 0;  // SimMachine::staged_copy_Bps (0: only the links bound it)
 };
 
 inline SimMachine test_machine(const TestPlatform& p, const TestMachineOptions& o) {
@@ -171,6 +172,7 @@ inline SimMachine test_machine(const TestPlatform& p, const TestMachineOptions& 
   }
   const bool p2p = o.peer_to_peer;
   m.peer_to_peer = [p2p](int, int) { return p2p; };
+  m.staged_copy_Bps = o.staged_copy_rate;
   std::vector<s4u::Host*> gpu_hosts = p.gpus;
   m.make_collective_group = [gpu_hosts](const std::vector<int>& devices) {
     std::vector<s4u::Host*> hosts;
