@@ -151,6 +151,22 @@ MlpSpec parse_mlp_spec(const std::string& spec) {
   if (out.widths.size() < 2)
     throw std::invalid_argument(
         fmt::format("model spec '{}': needs at least two widths, input and output (e.g. mlp:4-2)", spec));
+  // A Linear's weight of in x out elements, counted in 64 bits, and the FLOPs built from it,
+  // must not wrap: mlp:1-4294967296-4294967296-1 had 2^64 weights read as 0 and predicted a
+  // step (an outside-user review). The model files' bound: 10^13 elements per tensor.
+  constexpr std::int64_t kMaxWeightElements = 10'000'000'000'000;
+  std::int64_t total = 0;
+  for (size_t i = 0; i + 1 < out.widths.size(); ++i) {
+    if (out.widths[i] > kMaxWeightElements / out.widths[i + 1])
+      throw std::invalid_argument(fmt::format(
+          "model spec '{}': Linear({}, {}) has {:.4g} weights, more than a tensor may hold here ({:.0e})", spec,
+          out.widths[i], out.widths[i + 1], static_cast<double>(out.widths[i]) * static_cast<double>(out.widths[i + 1]),
+          static_cast<double>(kMaxWeightElements)));
+    total += out.widths[i] * out.widths[i + 1];
+    if (total > kMaxWeightElements)
+      throw std::invalid_argument(fmt::format("model spec '{}': more than {:.0e} weights in all", spec,
+                                              static_cast<double>(kMaxWeightElements)));
+  }
   return out;
 }
 

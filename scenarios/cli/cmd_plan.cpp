@@ -1,6 +1,7 @@
 // dptwin plan: the cheapest configuration that meets a throughput or time target.
 #include <iostream>
 #include <memory>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -61,6 +62,9 @@ scenario::PlanCandidate parse_candidate(const std::string& text) {
   if (c.hardware.empty() || used != price.size() || !(v >= 0))
     throw std::invalid_argument(fmt::format("--hardware {}: expected NAME or NAME:PRICE_PER_GPU_HOUR, e.g. dgx-a100:2.40",
                                             text));
+  // The plan file's bound on price_per_gpu_hour (1e308 printed "inf" per hour).
+  if (v > 1e6)
+    throw std::invalid_argument(fmt::format("--hardware {}: price {} per GPU-hour is above 1e6", text, price));
   c.price_per_gpu_hour = v;
   return c;
 }
@@ -77,6 +81,15 @@ scenario::Target target_from_flags(const PlanArgs& a) {
                                      {"--tokens-per-sample", a.tokens_per_sample}};
   for (const auto& [flag, v] : numbers)
     if (v && !(*v > 0)) throw std::invalid_argument(fmt::format("{} {}: must be positive", flag, *v));
+  // The plan file's plausibility bounds (scenario.cpp, target), named by flag here: an
+  // infinite target was named at a line of the plan generated from the flags.
+  const std::vector<std::tuple<const char*, std::optional<double>, double, double>> bounds = {
+      {"--target-samples-per-s", a.samples_per_s, 1.0 / 3600, 1e12}, {"--samples", a.samples, 1, 1e15},
+      {"--within-hours", a.within_hours, 1.0 / 3600, 1e6},            {"--target-tokens-per-s", a.tokens_per_s, 1.0 / 3600, 1e15},
+      {"--tokens", a.tokens, 1, 1e18},                               {"--tokens-per-sample", a.tokens_per_sample, 1, 1e9}};
+  for (const auto& [flag, v, lo, hi] : bounds)
+    if (v && !(*v >= lo && *v <= hi))
+      throw std::invalid_argument(fmt::format("{} {}: must be in {:g} .. {:g}", flag, *v, lo, hi));
   if ((a.samples || a.tokens) != a.within_hours.has_value())
     throw std::invalid_argument(a.within_hours ? "--within-hours: goes with --samples or --tokens"
                                                : fmt::format("{}: needs --within-hours", a.samples ? "--samples" : "--tokens"));
@@ -95,10 +108,19 @@ std::vector<scenario::Scenario> plan_from_flags(const PlanArgs& a, const scenari
   q.model = *a.model;
   q.target = target_from_flags(a);
   if (a.hardware.empty()) throw std::invalid_argument("--hardware: give at least one candidate, e.g. --hardware dgx-a100:2.40");
-  for (const auto& h : a.hardware) q.spec.candidates.push_back(parse_candidate(h));
+  for (const auto& h : a.hardware) {
+    q.spec.candidates.push_back(parse_candidate(h));
+    // One candidate per hardware: a second price would silently replace the first.
+    for (size_t i = 0; i + 1 < q.spec.candidates.size(); ++i)
+      if (q.spec.candidates[i].hardware == q.spec.candidates.back().hardware)
+        throw std::invalid_argument(fmt::format("--hardware {}: '{}' is already a candidate ({}); give each hardware once",
+                                                h, q.spec.candidates.back().hardware,
+                                                q.spec.candidates[i].where.substr(0, q.spec.candidates[i].where.size() - 2)));
+  }
   if (!a.strategies.empty()) q.spec.strategies = a.strategies;
   if (a.max_gpus) {
-    if (*a.max_gpus < 1) throw std::invalid_argument(fmt::format("--max-gpus {}: must be at least 1", *a.max_gpus));
+    if (*a.max_gpus < 1 || *a.max_gpus > 65536)
+      throw std::invalid_argument(fmt::format("--max-gpus {}: must be in 1 .. 65536 (the plan file's bound)", *a.max_gpus));
     q.spec.max_gpus = *a.max_gpus;
   }
   if (a.batch_per_device) {
@@ -151,8 +173,8 @@ std::vector<scenario::Scenario> plan_from_flags(const PlanArgs& a, const scenari
 void apply_plan_flags(std::vector<scenario::Scenario>& plan, const PlanArgs& a) {
   if (a.tie_margin && !(*a.tie_margin >= 0 && *a.tie_margin <= 1))
     throw std::invalid_argument(fmt::format("--tie-margin {}: must be a fraction in [0, 1] (0.02 is 2 %)", *a.tie_margin));
-  if (a.train_samples && !(*a.train_samples > 0))
-    throw std::invalid_argument(fmt::format("--train-samples {}: must be positive", *a.train_samples));
+  if (a.train_samples && !(*a.train_samples >= 1 && *a.train_samples <= 1e15))
+    throw std::invalid_argument(fmt::format("--train-samples {}: must be in 1 .. 1e15", *a.train_samples));
   if (a.currency && !scenario::valid_currency_code(*a.currency))
     throw std::invalid_argument(
         fmt::format("--currency '{}': expected a currency code of 1 to 8 letters such as USD or EUR", *a.currency));

@@ -98,6 +98,15 @@ void refuse_empty_values(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) refuse_empty_values(*sub);
 }
 
+// An error message that echoes a huge bad value (a 1 MB scenario value, a 100 KB log field)
+// is cut in the middle: its head names what was wrong and where, its tail how to fix it.
+std::string bounded_message(const std::string& m) {
+  constexpr size_t kHead = 2048, kTail = 1024;
+  if (m.size() <= kHead + kTail + 256) return m;
+  return m.substr(0, kHead) + fmt::format(" [... {} bytes of the message left out ...] ", m.size() - kHead - kTail) +
+         m.substr(m.size() - kTail);
+}
+
 }  // namespace
 }  // namespace dpt::cli
 
@@ -135,14 +144,14 @@ int main(int argc, char** argv) {
       std::cerr << "dptwin " << sub->get_name() << ": out of memory: " << e.what() << "\n";
       return kExitFailure;
     } catch (const std::invalid_argument& e) {
-      std::cerr << "dptwin " << sub->get_name() << ": error: " << e.what() << "\n";
+      std::cerr << "dptwin " << sub->get_name() << ": error: " << bounded_message(e.what()) << "\n";
       return kExitUsage;
     } catch (const dpt::sim::Interrupted& e) {
       // As a shell reports a process ended by the signal.
       std::cerr << "dptwin " << sub->get_name() << ": " << e.what() << "\n";
       return 128 + e.signal();
     } catch (const std::exception& e) {
-      std::cerr << "dptwin " << sub->get_name() << ": error: " << e.what() << "\n";
+      std::cerr << "dptwin " << sub->get_name() << ": error: " << bounded_message(e.what()) << "\n";
       return kExitRuntimeError;
     }
   }

@@ -1,4 +1,5 @@
 #include "scenarios/measure/device_bench.hpp"
+#include "sim/twin/json_file.hpp"
 
 #include <unistd.h>
 
@@ -435,6 +436,7 @@ class Reader {
 
 DeviceBenchResult device_bench_from_json(const nlohmann::json& j, const std::string& where) {
   Reader top(j, where, "");
+  require_document_kind(j, kBenchSchema, where, "a bench result");
   // `bench --backend sim --out` writes the twin's own sweep: a prediction, not a measurement.
   if (j.is_object() && j.contains("backend") && j["backend"] == "sim")
     throw std::invalid_argument(fmt::format("{}: a bench of --backend sim is the twin's own prediction, not a "

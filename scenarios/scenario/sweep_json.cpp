@@ -130,6 +130,7 @@ json sweep_result_to_json(const SweepResult& r) {
 
 SweepResult sweep_result_from_json(const json& j, const std::string& where) {
   if (!j.is_object()) throw std::invalid_argument(fmt::format("sweep result {}: must be a JSON object", where));
+  require_document_kind(j, kSweepSchema, where, "a sweep result");
   only_keys(j, {"schema", "scenario", "total_points", "shard", "points", "dptwin"}, where);  // dptwin: the build (--json)
   const std::string schema = str(j, "schema", where);
   if (schema != kSweepSchema) bad(where, "schema", fmt::format("is '{}', expected '{}'", schema, kSweepSchema));

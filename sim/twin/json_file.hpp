@@ -28,4 +28,22 @@ inline nlohmann::json read_json_file(const std::string& path, const std::string&
   }
 }
 
+// A dptwin document of another kind than `expected` ("dptwin.sweep/1") said for what it is
+// and where it goes: a step report given to `report` read "key 'accumulate' is not a known
+// key" (an outside-user review). Throws std::invalid_argument naming `where`; returns when
+// `j` has no dptwin schema of another kind (the caller's own checks follow).
+inline void require_document_kind(const nlohmann::json& j, const std::string& expected, const std::string& where,
+                                  const std::string& expected_what) {
+  if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string()) return;
+  const std::string schema = j["schema"].get<std::string>();
+  const std::string kind = schema.substr(0, schema.find('/'));
+  // Another version of the same kind is the caller's to name ("this dptwin reads ...").
+  if (kind == expected.substr(0, expected.find('/')) || schema.rfind("dptwin.", 0) != 0) return;
+  const char* what = kind == "dptwin.step_report" ? "a step report (predict --out, train --json): compare reads it"
+                     : kind == "dptwin.sweep"     ? "a sweep result (sweep --out, merge): report and merge read it"
+                     : kind == "dptwin.bench"     ? "a bench result (bench --backend host|cuda --out): calibrate reads it"
+                                                  : "another dptwin document";
+  throw std::invalid_argument(fmt::format("{}: schema '{}' is {}, not {}", where, schema, what, expected_what));
+}
+
 }  // namespace dpt

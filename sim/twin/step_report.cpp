@@ -204,6 +204,10 @@ StepBreakdown read_breakdown(Reader& in) {
   // Absent from reports written before host copies were told apart.
   if (b.has("exposed_host_copy")) out.exposed_host_copy = b.num("exposed_host_copy");
   b.reject_unknown();
+  for (const auto& [key, v] : {std::pair{"compute", out.compute}, {"exposed_communication", out.exposed_communication},
+                               {"dispatch", out.dispatch}, {"optimizer", out.optimizer},
+                               {"interference", out.interference}, {"exposed_host_copy", out.exposed_host_copy}})
+    if (!(v >= 0) || !std::isfinite(v)) b.fail(key, fmt::format("is {} s; a part of a step is a time >= 0", v));
   return out;
 }
 
@@ -300,6 +304,28 @@ void read_configuration(Reader& in, StepReport& r) {
   }
   r.batch_global = in.integer("batch_global");
   r.batch_per_device = in.integer("batch_per_device");
+  if (r.batch_global < 1) in.fail("batch_global", fmt::format("is {}; a step trains at least one sample", r.batch_global));
+  if (r.batch_per_device < 0) in.fail("batch_per_device", fmt::format("is {}; must be >= 0", r.batch_per_device));
+}
+
+// The figures a report states must be ones a run could give: an edited file with a
+// negative step time or 1e308 samples/s was compared and reported as if measured (an
+// outside-user review). Throughput is the step's samples over its time.
+void check_figures(Reader& in, const StepReport& r) {
+  for (const auto& [key, v] : {std::pair{"step_time_s", r.step_time_s},
+                               {"single_device_step_time_s", r.single_device_step_time_s}})
+    if (v && (!(*v > 0) || !std::isfinite(*v))) in.fail(key, fmt::format("is {}; a step takes a time > 0 s", *v));
+  if (r.throughput_samples_per_s && (!(*r.throughput_samples_per_s >= 0) || !std::isfinite(*r.throughput_samples_per_s)))
+    in.fail("throughput_samples_per_s", fmt::format("is {}; must be >= 0", *r.throughput_samples_per_s));
+  if (r.scaling_efficiency && (!(*r.scaling_efficiency >= 0) || !std::isfinite(*r.scaling_efficiency)))
+    in.fail("scaling_efficiency", fmt::format("is {}; must be >= 0", *r.scaling_efficiency));
+  if (r.step_time_s && r.throughput_samples_per_s) {
+    const double expected = static_cast<double>(r.batch_global) / *r.step_time_s;
+    if (std::abs(*r.throughput_samples_per_s - expected) > 0.01 * expected)
+      in.fail("throughput_samples_per_s",
+              fmt::format("is {:.6g}, but batch_global {} over step_time_s {:.6g} is {:.6g} samples/s",
+                          *r.throughput_samples_per_s, r.batch_global, *r.step_time_s, expected));
+  }
 }
 
 }  // namespace
@@ -318,6 +344,7 @@ StepReport step_report_from_json(const json& j, const std::string& where) {
   if (in.has("tokens_per_sample")) r.tokens_per_sample = in.opt_num("tokens_per_sample");
   r.single_device_step_time_s = in.opt_num("single_device_step_time_s");
   r.scaling_efficiency = in.opt_num("scaling_efficiency");
+  check_figures(in, r);
   r.devices_detail = read_objects<DeviceReport>(in, "devices_detail", read_device);
   if (in.has("simulated_devices")) {
     const json& v = in.at("simulated_devices");

@@ -228,6 +228,51 @@ TEST(CliCalibrate, OutputNeverReplacesAnInput) {
   EXPECT_EQ(run_dptwin({"calibrate", "--from", "a.log", "--hardware", "hw.yaml", "-o", "fitted.yaml"}, dir).exit_code, 0);
 }
 
+// A dptwin document of another kind names what it is and which command reads it (a step
+// report given to report read "key 'accumulate' is not a known key"; to calibrate, "a bench
+// of --backend sim is the twin's own prediction").
+TEST(CliInputs, ADocumentOfAnotherKindSaysWhatItIs) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_errors" / "document_kinds";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_EQ(run_dptwin({"predict", "--hardware", "dgx-a100", "--model", "mlp:4-8-2", "--strategy", "single",
+                        "--batch-per-device", "4", "--out", "sr.json"},
+                       dir)
+                .exit_code,
+            0);
+  const CliResult report = run_dptwin({"report", "sr.json", "--report", "rep"}, dir);
+  EXPECT_EQ(report.exit_code, 2);
+  EXPECT_NE(report.err.find("sr.json: schema 'dptwin.step_report/1' is a step report (predict --out, train --json): "
+                            "compare reads it, not a sweep result"),
+            std::string::npos)
+      << report.err;
+  const CliResult calibrate = run_dptwin({"calibrate", "--from", "sr.json", "--hardware", "dgx-a100"}, dir);
+  EXPECT_EQ(calibrate.exit_code, 2);
+  EXPECT_NE(calibrate.err.find("schema 'dptwin.step_report/1' is a step report (predict --out, train --json): compare "
+                               "reads it, not a bench result"),
+            std::string::npos)
+      << calibrate.err;
+}
+
+// An error that echoes a huge bad value is cut in its middle: a 100,000-character strategy
+// printed 100 KB to stderr. The head still names the file, line and key.
+TEST(CliInputs, AHugeBadValueIsNotEchoedWhole) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_errors" / "huge_value";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string text = kGoodScenario;
+  const size_t at = text.find("strategy: ddp");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, std::string("strategy: ddp").size(), "strategy: " + std::string(100000, 'x'));
+  std::ofstream(dir / "s.yaml") << text;
+  const CliResult r = run_dptwin({"predict", "s.yaml"}, dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_LT(r.err.size(), 4000u) << r.err.size();
+  EXPECT_NE(r.err.find("s.yaml:"), std::string::npos) << r.err.substr(0, 300);
+  EXPECT_NE(r.err.find("strategy"), std::string::npos) << r.err.substr(0, 300);
+  EXPECT_NE(r.err.find("bytes of the message left out"), std::string::npos) << r.err.substr(0, 300);
+}
+
 TEST(CliHelp, EveryWhatIfCommandHasAnExampleAndItsExitCodes) {
   for (const char* cmd : {"predict", "sweep", "merge", "report", "plan", "compare", "bench"}) {
     const CliResult r = run_dptwin({cmd, "--help"}, fs::path(DPT_BINARY_DIR) / "cli_errors" / "help");

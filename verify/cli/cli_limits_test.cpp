@@ -96,11 +96,17 @@ INSTANTIATE_TEST_SUITE_P(
         LimitCase{"SplitNegativeSeed", {"split", "--batch", "8", "--devices", "2", "--strategy", "ddp", "--seed", "-1"},
                   {}, "dptwin split: error: --seed must not be negative, got -1\n"},
         // train: refused before allocating, with the bytes needed and available.
-        LimitCase{"TrainModelTooLarge", {"train", "--model", "mlp:100000000-100000000"}, {},
-                  "dptwin train: error: --model mlp:100000000-100000000 with --batch 32 on 1 device(s): parameters, "
-                  "gradients, optimizer state, activations and data need 7.28e+04 TiB (8e+16 bytes), this "
-                  "machine has ",
+        // 9e12 weights and their gradients, 4 bytes each: 7.2e13 bytes, 65.5 TiB (the rest adds
+        // under 0.1 %, past the figures compared).
+        LimitCase{"TrainModelTooLarge", {"train", "--model", "mlp:3000000-3000000"}, {},
+                  "dptwin train: error: --model mlp:3000000-3000000 with --batch 32 on 1 device(s): parameters, "
+                  "gradients, optimizer state, activations and data need 65.5 TiB (7.2",
                   " available\n"},
+        // 1e16 weights in one Linear: beyond a tensor's bound (2^32 x 2^32 wrapped to 0 before).
+        LimitCase{"TrainModelBeyondATensor", {"train", "--model", "mlp:100000000-100000000"}, {},
+                  "dptwin train: error: --model: model spec 'mlp:100000000-100000000': Linear(100000000, 100000000) "
+                  "has 1e+16 weights, more than a tensor may hold here (1e+13)\n",
+                  ""},
         LimitCase{"TrainInfiniteLr", {"train", "--model", "mlp:4-2", "--lr", "inf"}, {},
                   "dptwin train: error: --lr inf: must be a finite number in 0..1000000\n"},
         LimitCase{"TrainInfiniteMomentum", {"train", "--model", "mlp:4-2", "--momentum", "inf"}, {},
@@ -306,7 +312,26 @@ INSTANTIATE_TEST_SUITE_P(
         // plan: an unknown strategy names the flag it came from.
         LimitCase{"PlanUnknownStrategy", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
                                           "--hardware", "dgx-a100:2.40", "--strategies", "-1"}, {},
-                  "dptwin plan: error: --strategies: unknown strategy '-1': expected single, dp or ddp\n"}),
+                  "dptwin plan: error: --strategies: unknown strategy '-1': expected single, dp or ddp\n"},
+        // plan flags hold the plan file's bounds, named by flag (an outside-user review: 100,000
+        // GPUs ran 10 minutes without a word; inf was named at a generated file's line; a
+        // 1e308 price printed inf; a second price for one hardware replaced the first).
+        LimitCase{"PlanMaxGpusBeyondThePlanFilesBound", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
+                                                         "--hardware", "dgx-a100:2.40", "--max-gpus", "100000"}, {},
+                  "dptwin plan: error: --max-gpus 100000: must be in 1 .. 65536 (the plan file's bound)\n"},
+        LimitCase{"PlanInfiniteTarget", {"plan", "--model", "resnet50", "--target-samples-per-s", "inf",
+                                         "--hardware", "dgx-a100:2.40"}, {},
+                  "dptwin plan: error: --target-samples-per-s inf: must be in 0.000277778 .. 1e+12\n"},
+        LimitCase{"PlanPriceBeyondItsBound", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
+                                              "--hardware", "dgx-a100:1e308"}, {},
+                  "dptwin plan: error: --hardware dgx-a100:1e308: price 1e308 per GPU-hour is above 1e6\n"},
+        LimitCase{"PlanHardwareGivenTwice", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
+                                             "--hardware", "dgx-a100:2", "--hardware", "dgx-a100:3"}, {},
+                  "dptwin plan: error: --hardware dgx-a100:3: 'dgx-a100' is already a candidate (--hardware "
+                  "dgx-a100:2); give each hardware once\n"},
+        LimitCase{"PlanTrainSamplesBeyondItsBound", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
+                                                     "--hardware", "dgx-a100:2", "--train-samples", "1e300"}, {},
+                  "dptwin plan: error: --train-samples 1e+300: must be in 1 .. 1e15\n"}),
     [](const ::testing::TestParamInfo<LimitCase>& case_info) { return std::string(case_info.param.name); });
 
 // The twin's bench writes --out as the host bench does (it wrote nothing and exited 0).

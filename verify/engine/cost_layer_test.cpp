@@ -166,6 +166,24 @@ TEST(ModelDescription, DescribeMlpCountsLinearParametersAndFlops) {
 }
 
 
+// Widths whose products would wrap 64 bits (2^32 x 2^32 weights read as 0) are refused,
+// naming the layer; a large but sound MLP is not.
+TEST(ModelDescription, MlpSpecsBeyondATensorsBoundAreRefused) {
+  const auto error = [](const std::string& spec) {
+    try {
+      (void)parse_mlp_spec(spec);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(error("mlp:1-4294967296-4294967296-1").find("Linear(4294967296, 4294967296) has 1.845e+19 weights"),
+            std::string::npos)
+      << error("mlp:1-4294967296-4294967296-1");
+  EXPECT_NE(error("mlp:3037000500-3037000500-3037000500").find("Linear(3037000500, 3037000500)"), std::string::npos);
+  EXPECT_EQ(error("mlp:65536-65536-10"), "(accepted)");  // 4.3e9 weights
+}
+
 // Invariant: every repository file a built-in description names as its source exists
 // (a layout move once left "engine/model.hpp" in `model show mlp:` for a year of stops).
 TEST(ModelDescription, SourcesNameFilesThatExist) {

@@ -52,6 +52,16 @@ std::string yaml_error_of(const std::string& text) {
 }  // namespace
 
 // The fuzzer's crash (SIGSEGV): a bare INT64_MAX where a duration is required.
+// PCIe switches that place some GPUs must place every one: a DGX H100 file with
+// gpus_per_node raised to 16 and its switches left at GPUs 0-7 ran 16 GPUs, 8 of them on
+// links the file never describes, without a word.
+TEST(HardwareInput, SwitchesThatPlaceSomeGpusPlaceThemAll) {
+  EXPECT_NE(yaml_error_of(h100_with("gpus_per_node: 8", "gpus_per_node: 16"))
+                .find("pcie.switches: GPU 8 of gpus_per_node 16 is on no switch (the switches place 8 GPUs)"),
+            std::string::npos)
+      << yaml_error_of(h100_with("gpus_per_node: 8", "gpus_per_node: 16"));
+}
+
 TEST(HardwareInput, BareIntegerDispatchCostNeedsAUnit) {
   const std::string text = h100_with(R"(dispatch_cost: 10 us)", "dispatch_cost: 9223372036854775807");
   EXPECT_EQ(yaml_error_of(text), fmt::format("h.yaml:{}: host.dispatch_cost: '9223372036854775807' has no unit; a time "

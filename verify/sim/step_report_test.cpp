@@ -128,6 +128,24 @@ TEST(StepReport, RejectsWrongSchemaUnknownAndMistypedKeys) {
   bad = j;
   bad["inputs"] = "gpu";
   expect_error(bad, "key 'inputs' must be null or \"device\"");
+  // Figures no run gives (an outside-user review edited these into files that compare and
+  // report then showed): a negative or zero step, a negative part of it, no samples, a
+  // throughput that is not the step's samples over its time (2,048 for 256 in 0.125 s).
+  bad = j;
+  bad["step_time_s"] = -0.04;
+  expect_error(bad, "'step_time_s' is -0.04; a step takes a time > 0 s");
+  bad = j;
+  bad["breakdown_s"]["dispatch"] = -1.0;
+  expect_error(bad, "'dispatch' is -1 s; a part of a step is a time >= 0");
+  bad = j;
+  bad["batch_global"] = -3;
+  expect_error(bad, "'batch_global' is -3; a step trains at least one sample");
+  bad = j;
+  bad["throughput_samples_per_s"] = 1e308;
+  expect_error(bad, "'throughput_samples_per_s' is 1e+308, but batch_global 256 over step_time_s 0.125 is 2048 samples/s");
+  bad = j;
+  bad["throughput_samples_per_s"] = 2050.0;  // within 1 %: rounding, accepted
+  EXPECT_NO_THROW(step_report_from_json(bad, "r.json"));
 }
 
 TEST(StepReport, WriteIsAtomicAndReadable) {
