@@ -40,6 +40,8 @@ TEST(CliOutput, PredictPrintsTheSummaryAndWritesReportAndTrace) {
       "    kernels by op class    conv %duration (%percent), norm %duration (%percent), %any on sim:gpu0\n"
       "  throughput               %float samples/s\n"
       "  scaling efficiency       %percent of 8 x one GPU's throughput (one GPU: %duration per step of 32)\n"
+      "  over one GPU's step      %duration: %duration exposed collectives, %duration the rest (DDP's bucket "
+      "copies, hooks and their dispatch)\n"
       "  peak memory sim:gpu0     %gib of 80.00 GiB\n"
       "  peak memory sim:gpu1     %gib of 80.00 GiB\n"
       "  peak memory sim:gpu7     %gib of 80.00 GiB\n"

@@ -274,11 +274,25 @@ TEST(Text, SweepTableAndStepSummary) {
       "    interference           0 s\n"
       "  throughput               12,400 samples/s\n"
       "  scaling efficiency       97 % of 8 x one GPU's throughput (one GPU: 20.0 ms per step of 32)\n"
+      "  over one GPU's step      %duration: %duration exposed collectives, %duration the rest (DDP's bucket copies, "
+      "hooks and their dispatch)\n"
       "  peak memory sim:gpu0     10.00 GiB of 80.00 GiB\n"
       "  peak memory sim:gpu1     10.00 GiB of 80.00 GiB\n"
       "  peak memory sim:gpu7     10.00 GiB of 80.00 GiB\n"
       "  trace                    out/traces/point-7.json\n";
   EXPECT_EQ(test::match_text(expected_summary, summary), "");
+  // The time over one GPU's step, split by hand: 20.6 - 20.0 ms = 600 us, of which the
+  // exposed communication less its host copy (500 - 100 us) is collectives, 200 us the rest.
+  StepReport split = *h100_sweep().points[7].report;
+  split.step_time_s = 0.0206;
+  split.single_device_step_time_s = 0.0200;
+  split.breakdown_s.exposed_communication = 0.0005;
+  split.breakdown_s.exposed_host_copy = 0.0001;
+  EXPECT_NE(step_summary_text(split, "H100-SXM5-80GB")
+                .find("  over one GPU's step      600 us: 400 us exposed collectives, 200 us the rest (DDP's bucket "
+                      "copies, hooks and their dispatch)\n"),
+            std::string::npos)
+      << step_summary_text(split, "H100-SXM5-80GB");
   // With K micro-batches one GPU's step runs all K: said so (it read "per step of 32").
   StepReport accumulated = *h100_sweep().points[7].report;
   accumulated.accumulate = 4;
