@@ -17,8 +17,10 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "scenarios/cli/command.hpp"
@@ -36,6 +38,7 @@ struct FidelityArgs {
   std::optional<double> max_abs_error_pct;
   std::vector<std::string> max_median_error;  // CLASS=PCT, CLASS one of small, mid, large, training
   std::string only;                     // run the entries whose id contains this
+  std::string hardware;                 // run the entries of this hardware file (its name)
   int jobs = whatif::default_jobs();    // entries predicted at once, each in its own process
 };
 
@@ -66,10 +69,12 @@ void print_table(const std::vector<fidelity::Result>& results, const std::vector
                std::filesystem::path(e.hardware_file).stem().string(), config_text(e), fidelity::metric_name(e.metric),
                e.measured, r.predicted, r.error * 100, r.detail);
   }
-  fmt::print("\n{:<32} {:>7} {:>14} {:>11}  {}\n", "class", "entries", "median |error|", "max |error|", "worst");
+  // The signed median says which way a class leans (a throughput predicted high is > 0).
+  fmt::print("\n{:<32} {:>7} {:>14} {:>11} {:>12}  {}\n", "class", "entries", "median |error|", "max |error|",
+             "median error", "worst");
   for (const auto& s : sums)
-    fmt::print("{:<32} {:>7} {:>13.1f}% {:>10.1f}%  {}\n", fidelity::entry_class_name(s.cls), s.count,
-               s.median_abs_error * 100, s.max_abs_error * 100, s.worst_id);
+    fmt::print("{:<32} {:>7} {:>13.1f}% {:>10.1f}% {:>+11.1f}%  {}\n", fidelity::entry_class_name(s.cls), s.count,
+               s.median_abs_error * 100, s.max_abs_error * 100, s.median_error * 100, s.worst_id);
 }
 
 nlohmann::json to_json(const std::vector<fidelity::Source>& sources, const std::vector<fidelity::Result>& results,
@@ -100,6 +105,7 @@ nlohmann::json to_json(const std::vector<fidelity::Source>& sources, const std::
     j["classes"].push_back({{"class", fidelity::entry_class_name(s.cls)},
                             {"entries", s.count},
                             {"median_abs_error", s.median_abs_error},
+                            {"median_error", s.median_error},
                             {"max_abs_error", s.max_abs_error},
                             {"worst", s.worst_id}});
   return j;
@@ -154,8 +160,18 @@ int run_fidelity(const FidelityArgs& a) {
   std::vector<fidelity::Job> jobs;
   for (const auto& s : sources)
     for (const auto& e : s.entries)
-      if (a.only.empty() || e.id.find(a.only) != std::string::npos)
+      if ((a.only.empty() || e.id.find(a.only) != std::string::npos) &&
+          (a.hardware.empty() || std::filesystem::path(e.hardware_file).stem().string() == a.hardware))
         jobs.push_back({&e, std::filesystem::path(s.file).parent_path(), fidelity::cost_hint(e)});
+  if (jobs.empty() && !a.hardware.empty()) {
+    // Name the hardware files the table has, so a planner sees what was measured.
+    std::set<std::string> names;
+    for (const auto& s : sources)
+      for (const auto& e : s.entries) names.insert(std::filesystem::path(e.hardware_file).stem().string());
+    throw std::invalid_argument(fmt::format("--hardware {}: no entry{} runs on it; the table's hardware: {}", a.hardware,
+                                            a.only.empty() ? "" : " with '" + a.only + "' in its id",
+                                            fmt::join(names, ", ")));
+  }
   if (jobs.empty()) throw std::invalid_argument(fmt::format("--only {}: no entry id contains it", a.only));
   // A gate on a class with no entry would pass whatever the model does (a typo in --only).
   for (const auto& [cls, pct] : median_limits)
@@ -209,10 +225,13 @@ RunFn setup(CLI::App& parent) {
                   "CLASS=PCT (small, mid, large, training; repeatable): exit 1 when that class's median |error| "
                   "exceeds PCT percent");
   app->add_option("--only", a->only, "run only the entries whose id contains this text");
+  app->add_option("--hardware", a->hardware,
+                  "run only the entries of this hardware file (e.g. dgx-h100): how the twin fares on the machine you "
+                  "plan for");
   app->add_option("-j,--jobs", a->jobs,
                   "entries predicted at once, each in its own process (default: the CPUs this process may use: taskset, a Slurm allocation); the table is "
                   "the same for any value");
-  app->footer("Examples:\n  dptwin fidelity\n  dptwin fidelity scenarios/measured/public --json\n  dptwin fidelity --only lambda-rn50 --jobs 4\n\n" + exit_codes_help() +
+  app->footer("Examples:\n  dptwin fidelity\n  dptwin fidelity scenarios/measured/public --json\n  dptwin fidelity --only lambda-rn50 --jobs 4\n  dptwin fidelity --hardware dgx-h100\n\n" + exit_codes_help() +
               " Exit 1 here: an entry misses by more than --max-abs-error, or a class's median by more than "
               "--max-median-error.");
   return [a] { return run_fidelity(*a); };

@@ -316,11 +316,12 @@ std::vector<ClassSummary> summarise(const std::vector<Result>& results) {
   for (EntryClass c : {EntryClass::collective_small, EntryClass::collective_mid, EntryClass::collective_large,
                        EntryClass::training}) {
     ClassSummary s{c};
-    std::vector<double> abs_errors;
+    std::vector<double> abs_errors, errors;
     for (const auto& r : results) {
       if (classify(*r.entry) != c) continue;
       const double a = std::abs(r.error);
       abs_errors.push_back(a);
+      errors.push_back(r.error);
       if (a >= s.max_abs_error) {
         s.max_abs_error = a;
         s.worst_id = r.entry->id;
@@ -328,6 +329,7 @@ std::vector<ClassSummary> summarise(const std::vector<Result>& results) {
     }
     s.count = static_cast<int>(abs_errors.size());
     s.median_abs_error = median(abs_errors);
+    s.median_error = median(errors);
     if (s.count > 0) out.push_back(s);
   }
   return out;

@@ -159,6 +159,7 @@ struct ClassSummary {
   EntryClass cls;
   int count = 0;
   double median_abs_error = 0;
+  double median_error = 0;   // signed: > 0 where the twin runs fast (throughput) or reads high
   double max_abs_error = 0;
   std::string worst_id;
 };

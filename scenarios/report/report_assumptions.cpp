@@ -146,6 +146,18 @@ ReportSection assumptions_section(const scenario::SweepResult& r, const Assumpti
   for (const auto& o : in.overrides) overrides += (overrides.empty() ? "" : "; ") + o;
   t.rows.push_back({"hardware overrides", overrides.empty() ? "none" : overrides});
   for (const auto& [name, description] : in.hardware) t.rows.push_back({"hardware " + name, description});
+  // How far to trust simulated figures on this hardware: the twin against published
+  // measurements of it (an outside-user review: the reports gave H100 figures with no word
+  // of the twin running 11-45 % fast there).
+  if (source == "predicted") {
+    std::string commands;
+    for (const auto& [name, description] : in.hardware)
+      commands += fmt::format("{}`dptwin fidelity --hardware {}`", commands.empty() ? "" : ", ", name);
+    t.rows.push_back({"accuracy", "the twin against published measurements of real machines, with the signed median "
+                                  "error per class: " +
+                                      (commands.empty() ? std::string("`dptwin fidelity`") : commands) +
+                                      " (README, Fidelity)"});
+  }
   t.rows.push_back({"dptwin", fmt::format("version {}, git revision {}", dptwin_version(), dptwin_git_revision())});
   t.rows.push_back({"date", in.date.empty() ? "unknown" : in.date});
   return {"Assumptions", {"What the figures above rest on; a reader forwarding this report needs these."}, {}, {t}, {}};

@@ -247,6 +247,9 @@ TEST(FidelityClasses, MedianAndMaxOfAbsoluteErrors) {
   EXPECT_DOUBLE_EQ(sums[1].median_abs_error, 0.2);  // |0.1| and |-0.3|
   EXPECT_DOUBLE_EQ(sums[1].max_abs_error, 0.3);
   EXPECT_EQ(sums[1].worst_id, "mb");
+  // The signed median says which way the class leans: (0.1 - 0.3) / 2.
+  EXPECT_DOUBLE_EQ(sums[1].median_error, -0.1);
+  EXPECT_DOUBLE_EQ(sums[0].median_error, -0.5);
 }
 
 Entry collective_entry(sim::CollectiveOp op, Bytes bytes, int gpus, const std::string& hardware, Metric metric) {
@@ -426,6 +429,15 @@ TEST(FidelityCli, ExitCodesAndJson) {
   EXPECT_GT(j["entries"][0]["error"].get<double>(), 1e3);  // predicted far above a micro-GB/s
   ASSERT_EQ(j["classes"].size(), 1u);
   EXPECT_EQ(j["classes"][0]["entries"], 1);
+  EXPECT_GT(j["classes"][0]["median_error"].get<double>(), 1e3);  // signed: the twin reads high
+  // --hardware keeps the entries of one hardware file; one the table lacks names those it has.
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--hardware", "dgx-a100", "--json"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["entries"].size(), 1u);
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--hardware", "dgx-h100"}, dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--hardware dgx-h100: no entry runs on it; the table's hardware: dgx-a100"), std::string::npos)
+      << r.err;
 }
 
 // A fresh folder fidelity_test/NAME holding one source file, s.yaml, with `text`.

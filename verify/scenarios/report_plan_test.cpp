@@ -199,7 +199,10 @@ TEST(Assumptions, NameSourcePrecisionVersionAndDate) {
   for (const std::string row : {"| figures | simulated by the dptwin twin", "| precision | f32 (",
                                 "| optimizer | sgd_momentum |", "| batch | 32 per GPU", "| hardware overrides | gpu.memory = 40 GiB |",
                                 "| hardware l40s-4x-pcie4 | 4x L40S (file) |", "| dptwin | version ",
-                                "| date | 2026-01-02T03:04:05Z |"})
+                                "| date | 2026-01-02T03:04:05Z |",
+                                // How far to trust the twin there: the command that says.
+                                "| accuracy | the twin against published measurements of real machines, with the "
+                                "signed median error per class: `dptwin fidelity --hardware l40s-4x-pcie4`"})
     EXPECT_NE(md.find(row), std::string::npos) << row;
 }
 
