@@ -17,6 +17,15 @@
 
 namespace dpt {
 namespace {
+// A line quoted in an error, as text: bytes outside printable ASCII as \xNN (a binary file's
+// first line printed a NUL and ended the message there), at most `n` characters.
+std::string printable_excerpt(const std::string& s, size_t n) {
+  std::string out;
+  for (unsigned char c : s.substr(0, n))
+    out += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c)) : fmt::format("\\x{:02x}", c);
+  return s.size() > n ? out + "..." : out;
+}
+
 
 std::vector<std::string> split_ws(const std::string& s) {
   std::vector<std::string> out;
@@ -337,7 +346,7 @@ NcclTestsLog parse_nccl_tests_log(std::istream& in, const std::string& where,
         throw std::invalid_argument(fmt::format(
             "{}: '{}' is not a comment and comes before the column header ('#  size  count  type ...'): "
             "not an nccl-tests log, or its header was cut off",
-            at(where, line), s.substr(0, 60)));
+            at(where, line), printable_excerpt(s, 60)));
       log.rows.push_back(parse_row(*header, split_ws(s), where, line));
       continue;
     }

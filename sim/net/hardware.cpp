@@ -516,6 +516,9 @@ HardwareSpec load_hardware(std::string_view name_or_path, const std::filesystem:
     if (!std::filesystem::exists(as_path, ec))
       throw std::invalid_argument(fmt::format("hardware file '{}' {}", name_or_path,
                                               ec ? "cannot be read: " + ec.message() : "does not exist"));
+    // A folder read as YAML said "document: expected a mapping" (an outside-user review).
+    if (std::filesystem::is_directory(as_path, ec))
+      throw std::invalid_argument(fmt::format("hardware file '{}' is a directory, not a YAML file", name_or_path));
     return load_hardware_file(as_path);
   }
   const auto file = library_dir / (std::string(name_or_path) + ".yaml");

@@ -200,6 +200,10 @@ TEST(NcclTestsLog, MalformedLogsNameTheLine) {
   // Text that is not a comment before the table: not an nccl-tests log.
   err = parse_error("mpirun: command not found\n" + text);
   EXPECT_NE(err.find("edited.log:1:"), std::string::npos) << err;
+  // A binary file's first line is quoted as text: its bytes as \xNN, so the message does not
+  // end at a NUL (it read "bin.log:1: '").
+  err = parse_error(std::string("\x00\x01\x02" "abc" "\x00\n", 8) + text);
+  EXPECT_NE(err.find("edited.log:1: '\\x00\\x01\\x02abc\\x00' is not a comment"), std::string::npos) << err;
 
   // Junk between rows.
   err = parse_error(replace_once(text, "     1048576        262144", "Segmentation fault\n     1048576        262144"));

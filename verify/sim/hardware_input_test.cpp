@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "sim/net/hardware.hpp"
 #include "sim/net/yaml_util.hpp"
@@ -52,6 +53,20 @@ std::string yaml_error_of(const std::string& text) {
 }  // namespace
 
 // The fuzzer's crash (SIGSEGV): a bare INT64_MAX where a duration is required.
+// A hardware path that is a folder says so (it read "document: expected a mapping").
+TEST(HardwareInput, AFolderGivenAsTheHardwareFileSaysSo) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("dpt_hw_dir_{}", ::getpid());
+  fs::create_directories(dir / "box");
+  try {
+    load_hardware((dir / "box").string(), kHardwareLibrary);
+    ADD_FAILURE() << "a folder was read as a hardware file";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), fmt::format("hardware file '{}' is a directory, not a YAML file",
+                                                 (dir / "box").string()));
+  }
+  fs::remove_all(dir);
+}
+
 // PCIe switches that place some GPUs must place every one: a DGX H100 file with
 // gpus_per_node raised to 16 and its switches left at GPUs 0-7 ran 16 GPUs, 8 of them on
 // links the file never describes, without a word.
