@@ -316,6 +316,19 @@ void require_same_gpus(const sim::HardwareSpec& hw, const std::vector<std::strin
   for (const auto& device : device_names) {
     // A bench file's CUDA devices are named "cuda:N" alone: nothing to compare.
     if (device.find(' ') == std::string::npos && device.find(':') != std::string::npos) continue;
+    // A host bench's devices are CPU workers ("host:0 Intel(R) Xeon(R) Processor"), which a
+    // host platform's file (host-cpu-gloo: "GPUs" named host-cpu-...) describes: its CPU
+    // vendor is compared with the file's host.cpu (it read "has host-cpu-1-thread GPUs", an
+    // outside-user review). A GPU machine's file refuses them below, as other GPUs.
+    if (device.rfind("host:", 0) == 0 && hw.gpu.name.rfind("host-", 0) == 0) {
+      const std::string cpu = device.find(' ') == std::string::npos ? "" : device.substr(device.find(' ') + 1);
+      const std::string vendor = upper_case(cpu.substr(0, cpu.find_first_of(" (")));
+      if (!vendor.empty() && upper_case(hw.host.cpu).find(vendor) != std::string::npos) continue;
+      throw std::invalid_argument(fmt::format(
+          "{}: measured on CPU '{}', but hardware '{}' describes host.cpu '{}': a measurement of another CPU would "
+          "calibrate another machine (copy the file, set host.cpu to this CPU, and calibrate the copy)",
+          where, cpu, hw.name, hw.host.cpu));
+    }
     const std::string other_board = board_of(device);
     const bool other_model = upper_case(device).find(model) == std::string::npos;
     // Another board of the same model has other clocks, power and links (H100 PCIe: 350 W,

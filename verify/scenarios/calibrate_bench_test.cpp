@@ -158,3 +158,30 @@ TEST(CalibrateBench, TheEntryPointTellsBenchJsonFromLogs) {
         << e.what();
   }
 }
+
+// A host bench (CPU workers "host:N CPU MODEL") calibrates the host platform's file, whose
+// "GPUs" are those workers: the GPU-model check has nothing to compare (it refused the
+// README's `bench --backend host --out` then `calibrate --from`: "has host-cpu-1-thread
+// GPUs"). A GPU bench of another model is still refused.
+TEST(CalibrateBench, AHostBenchCalibratesTheHostPlatform) {
+  const auto path = kHardwareLibrary / "host-cpu-gloo.yaml";
+  const sim::HardwareSpec hw = sim::load_hardware_file(path);  // host.cpu "AMD EPYC (family 26), ..."
+  DeviceBenchResult b = bench_at(hw, 0.5, 0.8, 0.7, 1e9);
+  b.backend = "host";
+  b.device_names = {"host:0 AMD EPYC 9B14 96-Core Processor", "host:1 AMD EPYC 9B14 96-Core Processor"};
+  EXPECT_NO_THROW(calibrate_from_bench(hw, slurp(path), b, "hb.json"));
+  // Another vendor's CPU is another machine: refused, naming both CPUs and the way out.
+  b.device_names = {"host:0 Intel(R) Xeon(R) Processor", "host:1 Intel(R) Xeon(R) Processor"};
+  try {
+    calibrate_from_bench(hw, slurp(path), b, "hb.json");
+    ADD_FAILURE() << "an Intel bench calibrated an AMD host file";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("measured on CPU 'Intel(R) Xeon(R) Processor', but hardware 'host-cpu-gloo' "
+                                         "describes host.cpu 'AMD EPYC"),
+              std::string::npos)
+        << e.what();
+  }
+  b.device_names = {"NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB"};
+  const sim::HardwareSpec h100 = sim::load_hardware_file(kHardwareLibrary / "dgx-h100.yaml");
+  EXPECT_THROW(calibrate_from_bench(h100, slurp(kHardwareLibrary / "dgx-h100.yaml"), b, "b.json"), std::invalid_argument);
+}
