@@ -35,6 +35,16 @@ struct CalibrateFlags {
 
 int run_calibrate(const CalibrateFlags& f) {
   limits::require_output_file("--out", f.out);  // refused before the work, not at the write
+  // One log given twice (or by two names of one file) was read twice, as two measurements.
+  for (size_t i = 0; i < f.from.size(); ++i)
+    for (size_t j = i + 1; j < f.from.size(); ++j) {
+      std::error_code ec;
+      if (f.from[i] == f.from[j] || (std::filesystem::is_regular_file(f.from[i], ec) &&
+                                     std::filesystem::is_regular_file(f.from[j], ec) &&
+                                     limits::same_file(f.from[i], f.from[j])))
+        throw std::invalid_argument(
+            fmt::format("--from {}: the same file as --from {}; give each measurement once", f.from[j], f.from[i]));
+    }
   const auto library = scenarios_dir() / "hardware";
   const sim::HardwareSpec base = sim::load_hardware(f.hardware, library);
   // The output never replaces an input: the hardware file it calibrates (a library file,

@@ -540,6 +540,13 @@ NcclCalibrationResult calibrate_from_nccl_logs(const sim::HardwareSpec& base, co
                                                 "one log per field (the machine's bounding collective)",
                                                 a.field, a.log, a.line, a.after, b.log, b.line, b.after));
     }
+  // Nothing fitted: no file to write (an NVLS-only log wrote a "calibrated" file with no
+  // field calibrated and its sources' comments gone; an outside-user review).
+  if (std::none_of(out.fields.begin(), out.fields.end(), [](const NcclFieldCalibration& f) { return f.fitted; })) {
+    std::string why;
+    for (const auto& f : out.fields) why += fmt::format("; {}: {}", f.field, f.bound);
+    throw std::invalid_argument(fmt::format("calibrates nothing: no field of hardware '{}' is fitted{}", base.name, why));
+  }
   out.yaml = sim::hardware_yaml(
       out.spec, comments,
       verify::calibration_header(

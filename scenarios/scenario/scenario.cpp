@@ -375,6 +375,12 @@ Scenario parse_scenario(const std::string& text, const std::string& file_label, 
         // Check the value's type now, on a scratch config, so a bad value fails at load.
         PointConfig scratch;
         set_point_field(scratch, axis.name, v, where);
+        // A value given twice ran twice, the same point under two indices (an outside-user
+        // review): scalars are compared as written.
+        if (v.IsScalar())
+          for (size_t k = 0; k < axis.values.size(); ++k)
+            if (axis.values[k].IsScalar() && axis.values[k].Scalar() == v.Scalar())
+              fail_at(where, fmt::format("'{}' is already {}[{}]; give each value once", v.Scalar(), axis.name, k));
         axis.values.push_back(v);
         axis.where.push_back(where);
       }

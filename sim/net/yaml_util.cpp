@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <vector>
 #include <stdexcept>
 #include <utility>
 
@@ -143,7 +144,14 @@ YAML::Node yaml_load_file(const std::string& path) {
 YAML::Node yaml_load_string(const std::string& text, const std::string& file_label) {
   YAML::Node doc;
   try {
-    doc = YAML::Load(text);
+    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    // A second document ('---') was ignored without a word (an outside-user review).
+    if (docs.size() > 1) {
+      const int line = docs[1].Mark().line;
+      throw std::invalid_argument(fmt::format("{}{}: a second YAML document ('---'): a dptwin file holds one",
+                                              file_label, line >= 0 ? fmt::format(":{}", line + 1) : ""));
+    }
+    if (!docs.empty()) doc = docs[0];
   } catch (const YAML::ParserException& e) {
     throw std::invalid_argument(fmt::format("{}:{}: YAML syntax error: {}", file_label, e.mark.line + 1, e.msg));
   } catch (const YAML::Exception& e) {

@@ -301,6 +301,11 @@ INSTANTIATE_TEST_SUITE_P(
                   {{"a.log", "# nothing\n"}},
                   "dptwin calibrate: error: --out " + std::string(300, 'n') +
                       ".yaml: the file name is too long for the file system\n"},
+        // One log given twice was read as two measurements (an outside-user review).
+        LimitCase{"CalibrateTheSameLogTwice", {"calibrate", "--from", "a.log", "./a.log", "--hardware", "dgx-a100"},
+                  {{"a.log", "# nothing\n"}},
+                  "dptwin calibrate: error: --from ./a.log: the same file as --from a.log; give each measurement "
+                  "once\n"},
         LimitCase{"SweepTraceDirIsALinkLoop", {"sweep", "s.yaml", "--trace-dir", "loop"},
                   {{"s.yaml", kGoodScenario + "sweep:\n  devices: [1, 2]\n"}, {"loop", "<loop>"}},
                   "dptwin sweep: error: --trace-dir loop: a symbolic-link loop\n"},

@@ -178,6 +178,12 @@ std::string replaced(const std::string& from, const std::string& to) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadScenario,
     ::testing::Values(
+        // A sweep value given twice ran the same point twice; a second YAML document was
+        // ignored (an outside-user review).
+        BadCase{"SweepValueTwice", with("sweep:\n  devices: [1, 2, 1]\n"),
+                "bad.yaml:8: sweep.devices[2]: '1' is already devices[0]; give each value once"},
+        BadCase{"SecondYamlDocument", with("---\nschema_version: 1\n"),
+                "bad.yaml:8: a second YAML document ('---'): a dptwin file holds one"},
         BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key; did you mean 'devices'? (allowed: accumulate, batch, batch_per_device, bucket_cap_mb, checkpoint, "
                 "comm_hook, devices, dtype, global_batch, gpus, hardware, inputs, memory_format, model, name, nodes, optimizer, overrides, "
                 "plan, precision, question, schema_version, strategy, sweep, target)"},
