@@ -261,8 +261,10 @@ int run_train(const TrainFlags& f) {
   Backend& backend = device.backend();
   nlohmann::json steps = nlohmann::json::array();
   std::vector<std::int64_t> first_split;
+  int nonfinite_step = 0;  // the first step whose loss is NaN or inf
   const TrainResult r = train(backend, c, [&](const StepLog& s) {
     device.after_step(s, c.steps);
+    if (!std::isfinite(s.loss) && nonfinite_step == 0) nonfinite_step = s.step;
     if (s.step == 1) first_split = s.result->samples_per_device;
     if (f.json) {
       steps.push_back({{"step", s.step}, {"loss", s.loss}, {"step_s", s.step_s},
@@ -284,10 +286,21 @@ int run_train(const TrainFlags& f) {
                                  f.precision, dtype_name(*c.autocast),
                                  *c.autocast == DType::f16 ? ", GradScaler" : "",
                                  f.device.backend == "host" ? " (bf16/f16 rounding emulated on the CPU)" : "");
-      std::cout << fmt::format("step {} loss {:.9g}\n", s.step, s.loss) << std::flush;
+      // NaN as PyTorch prints it ("nan", not fmt's sign-carrying "-nan").
+      std::cout << fmt::format("step {} loss {}\n", s.step,
+                               std::isnan(s.loss) ? std::string("nan") : fmt::format("{:.9g}", s.loss))
+                << std::flush;
     }
   });
   device.finish(c, f.model, f.strategy, devices, first_split, r.dtype);
+  // A run whose loss went NaN or inf ends as PyTorch's would (exit 0, the same numbers), but
+  // says so and where to look (an outside-user review: NaN weights in --init printed "loss
+  // nan" ten times and nothing else).
+  std::vector<std::string> warnings = r.warnings;
+  if (nonfinite_step > 0)
+    warnings.push_back(fmt::format(
+        "the loss is not finite from step {} on: check --init and --data for NaN or inf values, or lower --lr ({:g})",
+        nonfinite_step, c.optimizer == OptimizerKind::sgd ? c.sgd.lr : c.adamw.lr));
   if (f.json) {
     // One micro-batch's split, as "batch" is one micro-batch's (the K equal micro-batches of
     // an accumulated step split alike; the step's result sums them).
@@ -322,14 +335,14 @@ int run_train(const TrainFlags& f) {
         {"data_samples", r.data_samples},
         {"init", c.init_path ? nlohmann::json(*c.init_path) : nlohmann::json(nullptr)},
         {"checkpoint", c.checkpoint_path ? nlohmann::json(*c.checkpoint_path) : nlohmann::json(nullptr)},
-        {"warnings", r.warnings},
+        {"warnings", warnings},
         {"grad_scaler", r.loss_scale ? nlohmann::json{{"scale", *r.loss_scale}, {"skipped_steps", r.skipped_steps}}
                                      : nlohmann::json(nullptr)},
         {"steps", steps},
     };
     print_json(doc);
   } else {
-    for (auto& w : r.warnings) std::cerr << "warning: " << w << "\n";
+    for (auto& w : warnings) std::cerr << "warning: " << w << "\n";
     if (r.loss_scale)
       std::cout << fmt::format("GradScaler: loss scale {:g}, {} step(s) skipped on inf/NaN gradients\n", *r.loss_scale,
                                r.skipped_steps);

@@ -38,6 +38,21 @@ TEST(CliTrain, PrintsOneLossPerStepAndLearns) {
   EXPECT_LT(l.back(), 0.5 * l.front()) << r.out;
 }
 
+// A loss that turns NaN or inf says from which step and where to look (it printed "loss
+// -nan" and nothing else); NaN prints as PyTorch prints it. SGD at lr 1e6 diverges by step 3.
+TEST(CliTrain, ALossThatTurnsNanSaysFromWhichStep) {
+  const CliRun r = dptwin("--model mlp:4-8-2 --lr 1000000 --steps 4 --batch 8");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("step 3 loss nan\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("-nan"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("warning: the loss is not finite from step 3 on: check --init and --data for NaN or inf "
+                       "values, or lower --lr (1e+06)"),
+            std::string::npos)
+      << r.out;
+  const CliRun fine = dptwin("--model mlp:4-8-2 --steps 3");
+  EXPECT_EQ(fine.out.find("not finite"), std::string::npos) << fine.out;
+}
+
 TEST(CliTrain, JsonHasEveryStepAndBothBatchFigures) {
   const CliRun r = dptwin("--model mlp:4-8-2 --steps 3 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
