@@ -107,7 +107,11 @@ void bash_case(std::ostringstream& out, const std::string& path, const CLI::App&
   std::vector<std::string> valued;
   for (const CLI::Option* o : app.get_options())
     if (o->nonpositional() && takes_value(o) && !is_hardware_option(o) && !is_model_option(o))
+    {
       for (const auto& l : o->get_lnames()) valued.push_back("--" + l);
+      // -o FILE, -j N: a short name takes its value too (`-o <TAB>` offered the commands' words).
+      for (const auto& s : o->get_snames()) valued.push_back("-" + s);
+    }
   out << fmt::format("    '{}') words='{}'; valued='{}'; choices='{}' ;;\n", path, join(words), join(valued),
                      join(choice_words(app)));
   for (const CLI::App* s : subcommands(app)) bash_case(out, path.empty() ? s->get_name() : path + " " + s->get_name(), *s);
@@ -224,6 +228,17 @@ std::string bash_completion(const CLI::App& root, const std::vector<std::string>
       << "    _dptwin_words \"${path:+$path }$w\" && path=\"${path:+$path }$w\"\n"
       << "  done\n"
       << "  _dptwin_words \"$path\"\n"
+      << "  # The NAME of `hardware show` and `model show`: the library's names, or a file.\n"
+      << "  if [[ \"$cur\" != -* && \"$prev\" == show ]]; then\n"
+      << "    case \"$path\" in\n"
+      << "      'hardware show') COMPREPLY=($(compgen -W '" << join(hardware_names) << "' -- \"$cur\")) ;;\n"
+      << "      'model show') COMPREPLY=($(compgen -W '" << join(model_names) << "' -- \"$cur\")) ;;\n"
+      << "      *) COMPREPLY=() ;;\n"
+      << "    esac\n"
+      << "    if [[ \"$path\" == 'hardware show' || \"$path\" == 'model show' ]]; then\n"
+      << "      compopt -o filenames 2>/dev/null; COMPREPLY+=($(compgen -f -- \"$cur\")); return\n"
+      << "    fi\n"
+      << "  fi\n"
       << "  case \"$prev\" in\n"
       << "    --hardware) COMPREPLY=($(compgen -W '" << join(hardware_names) << "' -- \"$cur\")); "
       << "compopt -o filenames 2>/dev/null; COMPREPLY+=($(compgen -f -- \"$cur\")); return ;;\n"

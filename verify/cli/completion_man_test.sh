@@ -48,6 +48,11 @@ expect --shard dptwin sweep S.yaml --sh
 # A flag's value is a file, not a flag: after -o the candidates are files.
 touch "$tmp/results-file.json"
 (cd "$tmp" && offers results-file.json dptwin sweep S.yaml -o results-) || fail "-o does not complete files"
+# ... only files: a short name takes its value as its long name does (-o and -j offered flags).
+(cd "$tmp" && offers --json dptwin sweep S.yaml -o "") && fail "-o offers flags"
+# The NAME of hardware show and model show: the library's names (they offered nothing).
+expect dgx-h100 dptwin hardware show dgx-h1
+expect resnet50 dptwin model show res
 # A flag whose values are a fixed set completes them, not file names (it listed files;
 # found by an outside-user review): from with_choices and from CLI11's IsMember alike.
 expect ddp dptwin train --strategy ""
