@@ -68,6 +68,17 @@ Faults parse_faults(const YAML::Node& list, const std::string& file, const sim::
         if (pair.size() != 2 || pair[0] == pair[1])
           r.fail("link", "expected two different GPU indices, like [1, 2], or a link name");
         lf.gpus = std::pair{read_gpu(r, "link", pair[0], hw), read_gpu(r, "link", pair[1], hw)};
+        // A pair names a link only where one joins them (an NVLink pair): elsewhere the route
+        // crosses links other pairs share (a GPU's PCIe link, a switch uplink, an NVSwitch
+        // port), and [1, 2] on a PCIe machine slowed every pair of GPUs 1 and 2, and more
+        // (an outside-user review). A named link or a GPU fault says what is meant.
+        const int g = hw.gpus_per_node, a = lf.gpus->first, b = lf.gpus->second;
+        if (a / g != b / g || !hw.nvlink || hw.nvlink->links_between(a % g, b % g) == 0)
+          r.fail("link", fmt::format("GPUs {} and {} have no direct link on hardware '{}' (no NVLink pair joins them): "
+                                     "their route crosses links other GPUs share (PCIe links and switches, NVSwitch "
+                                     "ports); fault a named link instead (e.g. n0.gpu{}.pcie; names as in "
+                                     "sim/platform.hpp)",
+                                     a, b, hw.name, a % g));
       } else {
         lf.link = r.get_string("link");
       }

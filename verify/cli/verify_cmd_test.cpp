@@ -265,6 +265,12 @@ TEST(VerifyTwinFaults, DegradedFilesAreValidatedWithTheirLine) {
   EXPECT_NE(e.find("speed"), std::string::npos) << e;
   e = error_of("  - {gpu: 1, straggle: -2 ms}\n");
   EXPECT_NE(e.find("straggle"), std::string::npos) << e;
+  // A pair with no NVLink between them (DGX-1's GPUs 0 and 5) names no link: its route's
+  // links are other pairs' too (on a PCIe machine [1, 2] slowed every pair of 1 and 2).
+  e = error_of("  - {link: [0, 5], bandwidth_factor: 0.5}\n");
+  EXPECT_NE(e.find("GPUs 0 and 5 have no direct link on hardware 'dgx1-v100' (no NVLink pair joins them)"),
+            std::string::npos)
+      << e;
 }
 
 TEST(VerifyCalibrate, MeasuredFiguresBecomeALoadableHardwareFile) {
