@@ -590,6 +590,20 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
   }
   PredictDetail detail = simulate_config(hw, build_model, c);
   StepReport& r = detail.report;
+  // Fused attention without a figure of its own runs at efficiency.gemm (0.8 by default),
+  // about 4x what FlashAttention-2 reaches in PyTorch (an outside-user review: an H100 PCIe
+  // file without op_efficiency.sdpa came out faster than a DGX H100). Said, not guessed.
+  const bool ran_sdpa = std::any_of(r.devices_detail.begin(), r.devices_detail.end(), [](const DeviceReport& d) {
+    const auto it = d.kernel_time_by_class_s.find(sim_op_class_name(SimOpClass::sdpa));
+    return it != d.kernel_time_by_class_s.end() && it->second > 0;
+  });
+  const auto& sdpa_by_type = hw.gpu.op_efficiency.by_type[static_cast<size_t>(SimOpClass::sdpa)];
+  if (ran_sdpa && !hw.gpu.op_efficiency.sdpa && sdpa_by_type.empty())
+    r.warnings.push_back(fmt::format(
+        "{} gives no gpu.op_efficiency.sdpa: fused attention (scaled_dot_product_attention) ran at efficiency.gemm's "
+        "{:g}, which FlashAttention-2 does not reach (0.187 of the bf16 peak on H100 in PyTorch's own benchmark, "
+        "dgx-h100.yaml's source); set it from a measurement of this GPU",
+        hw.source_file.empty() ? "hardware '" + hw.name + "'" : hw.source_file, hw.efficiency.gemm));
   // A peak within kMemoryHeadroomShare of the GPU's memory fits in the twin, which counts
   // tensors only: the CUDA context, cuBLAS and cuDNN workspaces and the caching allocator's
   // fragmentation are not counted, so PyTorch may run out of memory there (an outside-user

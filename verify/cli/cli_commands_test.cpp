@@ -582,6 +582,29 @@ TEST(CliPredict, ALinkFasterThanNcclsFigureIsWarnedAbout) {
   EXPECT_GT(s.at("step_time_s").get<double>(), f.at("step_time_s").get<double>());
 }
 
+// Fused attention on a hardware file without op_efficiency.sdpa runs at efficiency.gemm,
+// about 4x FlashAttention-2's measured fraction: said (a hand-written H100 PCIe file came out
+// faster than a DGX H100, silently). A file with the figure (dgx-a100) says nothing.
+TEST(CliPredict, FusedAttentionWithoutItsOwnFigureIsWarnedAbout) {
+  const fs::path dir = fresh_dir("predict-sdpa-default");
+  auto on = [&](const char* hardware) {
+    return run_dptwin({"predict", "--hardware", hardware, "--model",
+                       "transformer:layers=2,hidden=256,heads=4,seq=512,vocab=1000,attn=sdpa", "--strategy", "single",
+                       "--batch-per-device", "2", "--precision", "bf16-amp", "--json"},
+                      dir);
+  };
+  const CliResult l40s = on("l40s-4x-pcie4"), a100 = on("dgx-a100");
+  ASSERT_EQ(l40s.exit_code, 0) << l40s.err;
+  ASSERT_EQ(a100.exit_code, 0) << a100.err;
+  EXPECT_NE(nlohmann::json::parse(l40s.out).at("warnings").dump().find(
+                "gives no gpu.op_efficiency.sdpa: fused attention (scaled_dot_product_attention) ran at "
+                "efficiency.gemm's 0.8"),
+            std::string::npos)
+      << l40s.out;
+  EXPECT_EQ(nlohmann::json::parse(a100.out).at("warnings").dump().find("op_efficiency.sdpa"), std::string::npos)
+      << a100.out;
+}
+
 // Nodes without GPUs per node run one GPU per node (the documented default), and the
 // prediction says how to fill the nodes; with --devices or --gpus it says nothing.
 TEST(CliPredict, NodesWithoutDevicesSayOneGpuPerNode) {
