@@ -3,6 +3,9 @@
 #include "scenarios/cli/version.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -73,6 +76,21 @@ AssumptionsInput assumptions_input(const scenario::SweepResult& r, const scenari
       in.hardware[name] = "hardware file not found when the report was written";
     }
   }
+  // The fidelity table's entries per hardware file (its stem), read off the sources' text:
+  // each entry names its machine with one `hardware_file:` line.
+  std::error_code ec;
+  const auto table = lib.hardware_dir.parent_path() / "measured" / "public";
+  if (std::filesystem::is_directory(table, ec))
+    for (const auto& f : std::filesystem::directory_iterator(table, ec)) {
+      if (f.path().extension() != ".yaml") continue;
+      std::ifstream text(f.path());
+      static const std::regex line(R"(^\s*hardware_file:\s*"?([^\s"#]+))");
+      for (std::string l; std::getline(text, l);)
+        if (std::smatch m; std::regex_search(l, m, line)) {
+          const std::string stem = std::filesystem::path(m[1].str()).stem().string();
+          if (names.count(stem)) ++in.fidelity_entries[stem];
+        }
+    }
   return in;
 }
 
@@ -150,13 +168,23 @@ ReportSection assumptions_section(const scenario::SweepResult& r, const Assumpti
   // measurements of it (an outside-user review: the reports gave H100 figures with no word
   // of the twin running 11-45 % fast there).
   if (source == "predicted") {
-    std::string commands;
-    for (const auto& [name, description] : in.hardware)
-      commands += fmt::format("{}`dptwin fidelity --hardware {}`", commands.empty() ? "" : ", ", name);
-    t.rows.push_back({"accuracy", "the twin against published measurements of real machines, with the signed median "
-                                  "error per class: " +
-                                      (commands.empty() ? std::string("`dptwin fidelity`") : commands) +
-                                      " (README, Fidelity)"});
+    // Only where the table has entries on the hardware: elsewhere the command has nothing
+    // to run (it exited 2, an outside-user review), so the row says the table lacks it.
+    std::string commands, without;
+    for (const auto& [name, description] : in.hardware) {
+      const auto it = in.fidelity_entries.find(name);
+      if (it != in.fidelity_entries.end() && it->second > 0)
+        commands += fmt::format("{}`dptwin fidelity --hardware {}` ({} entries)", commands.empty() ? "" : ", ", name,
+                                it->second);
+      else
+        without += (without.empty() ? "" : ", ") + name;
+    }
+    std::string text = "the twin against published measurements of real machines, with the signed median error per "
+                       "class: " +
+                       (commands.empty() ? std::string("`dptwin fidelity`") : commands);
+    if (!without.empty())
+      text += fmt::format("; the table has no measurement of {} (`dptwin fidelity` covers the others)", without);
+    t.rows.push_back({"accuracy", text + " (README, Fidelity)"});
   }
   t.rows.push_back({"dptwin", fmt::format("version {}, git revision {}", dptwin_version(), dptwin_git_revision())});
   t.rows.push_back({"date", in.date.empty() ? "unknown" : in.date});

@@ -24,6 +24,9 @@ struct AssumptionsInput {
   std::vector<std::string> overrides;                  // "gpu.memory = 40 GiB", from the scenario and flags
   std::map<std::string, std::string> hardware;         // hardware name -> its file's description and path
   std::string date;                                    // when the figures were produced (utc_now_iso8601())
+  // Per hardware name: the fidelity table's entries on it (scenarios/measured/public), so the
+  // accuracy row names `dptwin fidelity --hardware NAME` only where it has something to run.
+  std::map<std::string, int> fidelity_entries;
 };
 
 // The overrides and hardware descriptions of a scenario (hardware files that cannot

@@ -17,6 +17,8 @@
 #include "scenarios/report/report_document.hpp"
 #include "scenarios/report/report_sweep.hpp"
 #include "verify/support/report_points.hpp"
+#include "verify/support/test_files.hpp"
+#include "scenarios/report/report_assumptions.hpp"
 
 namespace dpt::report {
 namespace {
@@ -200,10 +202,28 @@ TEST(Assumptions, NameSourcePrecisionVersionAndDate) {
                                 "| optimizer | sgd_momentum |", "| batch | 32 per GPU", "| hardware overrides | gpu.memory = 40 GiB |",
                                 "| hardware l40s-4x-pcie4 | 4x L40S (file) |", "| dptwin | version ",
                                 "| date | 2026-01-02T03:04:05Z |",
-                                // How far to trust the twin there: the command that says.
+                                // How far to trust the twin there: where the table has no
+                                // entry on the hardware, it says so (the command had exited 2).
                                 "| accuracy | the twin against published measurements of real machines, with the "
-                                "signed median error per class: `dptwin fidelity --hardware l40s-4x-pcie4`"})
+                                "signed median error per class: `dptwin fidelity`; the table has no measurement of "
+                                "l40s-4x-pcie4"})
     EXPECT_NE(md.find(row), std::string::npos) << row;
+  // Where it has entries, the command that runs them.
+  o.assumptions->fidelity_entries["l40s-4x-pcie4"] = 3;
+  const std::string with = render_markdown(build_sweep_report(bucket_sweep(), o));
+  EXPECT_NE(with.find("error per class: `dptwin fidelity --hardware l40s-4x-pcie4` (3 entries) (README, Fidelity)"),
+            std::string::npos)
+      << with.substr(with.find("| accuracy"), 300);
+}
+
+// The fidelity table's entries per hardware, read off its sources: the library's table
+// has DGX H100 entries and none on the L40S server.
+TEST(Assumptions, CountTheFidelityTablesEntriesPerHardware) {
+  SweepResult r = bucket_sweep();  // l40s-4x-pcie4
+  r.points[0].hardware = "dgx-h100";
+  const auto in = assumptions_input(r, nullptr, scenario::Library::at(test::kScenarios));
+  EXPECT_GT(in.fidelity_entries.count("dgx-h100") ? in.fidelity_entries.at("dgx-h100") : 0, 20);
+  EXPECT_EQ(in.fidelity_entries.count("l40s-4x-pcie4"), 0u);
 }
 
 // Invariant: the Assumptions' precision is what the points with figures ran: a skipped
