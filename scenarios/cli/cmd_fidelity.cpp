@@ -158,12 +158,17 @@ int run_fidelity(const FidelityArgs& a) {
   const auto sources = fidelity::load_table(dir);
   const auto lib = whatif::library();
   std::vector<fidelity::Job> jobs;
+  // A hardware file given as a path stands for its name (entries name files by stem).
+  const std::string hardware =
+      a.hardware.find('/') != std::string::npos || std::filesystem::path(a.hardware).extension() == ".yaml"
+          ? std::filesystem::path(a.hardware).stem().string()
+          : a.hardware;
   for (const auto& s : sources)
     for (const auto& e : s.entries)
       if ((a.only.empty() || e.id.find(a.only) != std::string::npos) &&
-          (a.hardware.empty() || std::filesystem::path(e.hardware_file).stem().string() == a.hardware))
+          (hardware.empty() || std::filesystem::path(e.hardware_file).stem().string() == hardware))
         jobs.push_back({&e, std::filesystem::path(s.file).parent_path(), fidelity::cost_hint(e)});
-  if (jobs.empty() && !a.hardware.empty()) {
+  if (jobs.empty() && !hardware.empty()) {
     // Name the hardware files the table has, so a planner sees what was measured.
     std::set<std::string> names;
     for (const auto& s : sources)

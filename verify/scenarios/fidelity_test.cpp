@@ -434,6 +434,10 @@ TEST(FidelityCli, ExitCodesAndJson) {
   r = test::run_dptwin({"fidelity", (dir / "far").string(), "--hardware", "dgx-a100", "--json"}, dir);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(nlohmann::json::parse(r.out)["entries"].size(), 1u);
+  // A path to the file stands for its name.
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--hardware", "some/dir/dgx-a100.yaml", "--json"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["entries"].size(), 1u);
   r = test::run_dptwin({"fidelity", (dir / "far").string(), "--hardware", "dgx-h100"}, dir);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--hardware dgx-h100: no entry runs on it; the table's hardware: dgx-a100"), std::string::npos)
