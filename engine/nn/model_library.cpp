@@ -101,9 +101,14 @@ std::string apply_measured_costs(ModelDescription& m, const std::string& gpu_mod
     l.measured_forward_s_per_sample.reset();
     l.measured_backward_s_per_sample.reset();
   }
+  // How to make them apply: the profile names its device by the GPU model of the hardware
+  // file it is for (dptwin_profile --gpu-model), in the dtype predicted (an outside-user
+  // review profiled on the host and was not told --gpu-model host-cpu-1-thread fixes it).
   return fmt::format("model {}: measured on {}, predicted on {} in {}: the measured times do not apply (another "
-                     "device kind or dtype); the layers cost their FLOPs and bytes on {}",
-                     m.name, where, gpu_model, dtype, gpu_model);
+                     "device kind or dtype); the layers cost their FLOPs and bytes on {}. To use them, profile "
+                     "with `dptwin_profile --gpu-model {}`{}",
+                     m.name, where, gpu_model, dtype, gpu_model, gpu_model,
+                     p.dtype == dtype ? "" : fmt::format(", your model built in {}", dtype));
 }
 
 ModelDescription describe_mlp(const MlpSpec& spec) {

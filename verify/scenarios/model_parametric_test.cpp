@@ -866,6 +866,13 @@ TEST(Measured, TimesApplyOnlyOnTheGpuKindAndDtypeMeasured) {
   EXPECT_FALSE(on("H100-SXM5-80GB", "bf16"));  // another dtype
   EXPECT_FALSE(on("A100-SXM4-80GB", "f32"));   // another GPU
   EXPECT_FALSE(on("H10-PCIE", "f32"));         // a prefix of a word is not the word
+  // Where they do not apply, the note says how to make them: profile for that GPU model.
+  ModelDescription other = parse_model_yaml(text, "p.yaml");
+  const std::string note = apply_measured_costs(other, "host-cpu-1-thread", "bf16");
+  EXPECT_NE(note.find("To use them, profile with `dptwin_profile --gpu-model host-cpu-1-thread`, your model built in "
+                      "bf16"),
+            std::string::npos)
+      << note;
   ModelDescription library_model = library("gpt2-124m");
   EXPECT_EQ(apply_measured_costs(library_model, "H100-SXM5-80GB", "f32"), "");
 }
