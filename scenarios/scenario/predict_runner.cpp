@@ -60,6 +60,25 @@ std::vector<std::string> layer_type_warnings(const ModelDescription& m) {
                                 : c == OpClass::matmul ? "a GEMM layer by its FLOPs (op class gemm)"
                                                        : "memory-bound work"));
     }
+    // A hand-written Linear whose FLOPs are below one row's: nn.Linear(in, out) does
+    // 2 x in x out per row, plus out for the bias (an outside-user review wrote 8,192 for
+    // Linear(10, 4096), whose one row is 86,016, and was told nothing).
+    if (l.type == "Linear") {
+      const auto w = std::find_if(l.parameters.begin(), l.parameters.end(),
+                                  [](const ParameterDescription& p) { return p.name.ends_with("weight"); });
+      const bool bias = std::any_of(l.parameters.begin(), l.parameters.end(),
+                                    [](const ParameterDescription& p) { return p.name.ends_with("bias"); });
+      if (w != l.parameters.end() && w->shape.size() == 2) {
+        const double row = 2.0 * static_cast<double>(w->shape[0]) * static_cast<double>(w->shape[1]) +
+                           (bias ? static_cast<double>(w->shape[0]) : 0.0);
+        if (l.forward_flops_per_sample < 0.99 * row)
+          out.push_back(fmt::format("layer '{}' (Linear, weight [{}, {}]) states forward_flops_per_sample {:g}, less "
+                                    "than one row's 2 x {} x {}{} = {:g}: nn.Linear does 2 x in x out FLOPs per row "
+                                    "(plus out for the bias), times the rows of a sample",
+                                    l.name, w->shape[0], w->shape[1], l.forward_flops_per_sample, w->shape[1],
+                                    w->shape[0], bias ? fmt::format(" + {}", w->shape[0]) : "", row));
+      }
+    }
   }
   return out;
 }
@@ -119,6 +138,16 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
   r.hardware = p.hardware_name;
   r.tokens_per_sample = tokens_per_sample_of(p.model);
   r.optimizer = optimizer_kind_name(p.optimizer);
+  // A profiled model names the optimizer its step ran; a prediction with another (predict's
+  // default is sgd) is said, so its optimizer figure is not read as the profile's (an
+  // outside-user review's adamw profile ran sgd silently).
+  if (p.model.measured && !p.model.measured->optimizer.empty() &&
+      p.model.measured->optimizer != optimizer_kind_name(p.optimizer) &&
+      !(p.model.measured->optimizer == "sgd" && p.optimizer == OptimizerKind::sgd_momentum))
+    r.warnings.push_back(fmt::format("model {} was profiled stepping {}; this prediction steps {} (--optimizer {} "
+                                     "matches the profile)",
+                                     p.model.name, p.model.measured->optimizer, optimizer_kind_name(p.optimizer),
+                                     p.model.measured->optimizer));
   r.hardware_overrides.emplace();
   for (const auto& o : p.config.overrides) r.hardware_overrides->push_back(override_description(o));
   // A step that ran out of memory before its optimizer.step() holds none of the optimizer's

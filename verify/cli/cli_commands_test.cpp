@@ -652,6 +652,94 @@ TEST(CliPredict, AMisspelledLayerTypeIsNamed) {
   EXPECT_EQ(warnings("ok.yaml").find("no module dptwin knows"), std::string::npos);
 }
 
+// A hand-written Linear whose FLOPs are below one row's (8,192 for Linear(10, 4096), whose
+// row is 2 x 10 x 4096 + 4096 = 86,016) is named; the right count says nothing.
+TEST(CliPredict, ALinearBelowOneRowsFlopsIsNamed) {
+  const fs::path dir = fresh_dir("predict-linear-flops");
+  const CliResult show = run_dptwin({"model", "show", "mlp:10-4096-2"}, dir);
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  std::string text = show.out;
+  write(dir / "ok.yaml", text);
+  auto replace = [&](const std::string& from, const std::string& to) {
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  };
+  replace("forward_flops_per_sample: 86016", "forward_flops_per_sample: 8192");
+  replace("forward_flops_per_sample: 106498", "forward_flops_per_sample: 28674");  // the totals follow
+  write(dir / "low.yaml", text);
+  auto warnings = [&](const char* file) {
+    const CliResult r = run_dptwin({"predict", "--hardware", "dgx-a100", "--model", file, "--strategy", "single",
+                                    "--batch", "8", "--json"},
+                                   dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out).at("warnings").dump();
+  };
+  EXPECT_NE(warnings("low.yaml").find("layer '0' (Linear, weight [4096, 10]) states forward_flops_per_sample 8192, "
+                                      "less than one row's 2 x 10 x 4096 + 4096 = 86016"),
+            std::string::npos)
+      << warnings("low.yaml");
+  EXPECT_EQ(warnings("ok.yaml").find("less than one row"), std::string::npos);
+}
+
+// A profiled model names the optimizer its step ran: a prediction stepping another says so
+// (predict's default sgd had run an adamw profile silently); the profile's own says nothing.
+TEST(CliPredict, AnOptimizerOtherThanTheProfilesIsSaid) {
+  const fs::path dir = fresh_dir("predict-profile-optimizer");
+  write(dir / "p.yaml", R"(schema_version: 1
+name: "Net"
+sample: "one sample"
+input_features: 8
+sources: ["dptwin_profile"]
+totals: {parameters: 36, forward_flops_per_sample: 72, activation_elements_per_sample: 12}
+measured:
+  device: "NVIDIA H100 80GB HBM3"
+  device_kind: cuda
+  torch: "2.3.0"
+  dtype: f32
+  batch: 4
+  optimizer: adamw
+  steps: 10
+  warmup_steps: 3
+  step_s: 0.01
+  forward_s: 0.004
+  backward_s: 0.005
+  optimizer_step_s: 0.001
+layers:
+  - name: "0"
+    type: Linear
+    forward_flops_per_sample: 72
+    activation_elements_per_sample: 8
+    output_features: 4
+    forward_s: 0.002
+    backward_s: 0.003
+    parameters:
+      - {name: weight, shape: [4, 8]}
+      - {name: bias, shape: [4]}
+  - name: "1"
+    type: ReLU
+    forward_flops_per_sample: 0
+    activation_elements_per_sample: 4
+    output_features: 4
+    forward_s: 0.001
+    backward_s: 0.001
+    parameters: []
+)");
+  auto warnings = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {"predict", "--hardware", "dgx-h100", "--model", "p.yaml", "--strategy", "single",
+                                     "--batch", "4", "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_dptwin(args, dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out).at("warnings").dump();
+  };
+  EXPECT_NE(warnings({}).find("model Net was profiled stepping adamw; this prediction steps sgd (--optimizer adamw "
+                              "matches the profile)"),
+            std::string::npos)
+      << warnings({});
+  EXPECT_EQ(warnings({"--optimizer", "adamw"}).find("was profiled stepping"), std::string::npos);
+}
+
 // A configuration that runs out of memory has no step, so compare shows no breakdown of
 // one: every time row reads n/a in its column, not 0 (which read as a free step).
 TEST(CliCompare, OutOfMemoryColumnHasNoBreakdown) {
