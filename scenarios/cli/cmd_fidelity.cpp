@@ -75,6 +75,20 @@ void print_table(const std::vector<fidelity::Result>& results, const std::vector
   for (const auto& s : sums)
     fmt::print("{:<32} {:>7} {:>13.1f}% {:>10.1f}% {:>+11.1f}%  {}\n", fidelity::entry_class_name(s.cls), s.count,
                s.median_abs_error * 100, s.max_abs_error * 100, s.median_error * 100, s.worst_id);
+  // Training by hardware file: which machines the twin reads high or low on, for a planner
+  // choosing between them (`--hardware NAME` shows one file's rows).
+  std::map<std::string, std::vector<double>> by_hardware;
+  for (const auto& r : results)
+    if (fidelity::classify(*r.entry) == fidelity::EntryClass::training)
+      by_hardware[std::filesystem::path(r.entry->hardware_file).stem().string()].push_back(r.error);
+  if (by_hardware.size() < 2) return;
+  fmt::print("\n{:<32} {:>7} {:>14} {:>12}\n", "training by hardware", "entries", "median |error|", "median error");
+  for (const auto& [name, errors] : by_hardware) {
+    std::vector<double> abs_errors;
+    for (double e : errors) abs_errors.push_back(std::abs(e));
+    fmt::print("{:<32} {:>7} {:>13.1f}% {:>+11.1f}%\n", name, errors.size(), fidelity::median(abs_errors) * 100,
+               fidelity::median(errors) * 100);
+  }
 }
 
 nlohmann::json to_json(const std::vector<fidelity::Source>& sources, const std::vector<fidelity::Result>& results,

@@ -457,6 +457,22 @@ fs::path fresh_source_dir(const std::string& name, const std::string& text) {
 // its row predicts 0 samples/s (-100 %) and says "out of memory", and the table goes on to
 // the next entry (one such entry had ended the whole table, exit 1, found by an outside-user
 // review). Llama-2 7B with AdamW in f32 needs 112 GiB of weights, gradients and state per GPU.
+// Training entries on more than one hardware file get a per-file summary: entries, median
+// |error| and signed median. The library's Lambda ResNet-50 rows on the three consumer or
+// workstation cards: two each (FP32 and AMP).
+TEST(FidelityCli, TrainingIsSummarisedByHardwareFile) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "fidelity_test" / "by_hardware";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const auto r = test::run_dptwin({"fidelity", "--only", "lambda-rn50-rtx", "--jobs", "2"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t at = r.out.find("\ntraining by hardware             entries median |error| median error\n");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string tail = r.out.substr(at);
+  for (const char* hw : {"desktop-2gpu-pcie-p2p", "rtx3090-1x-pcie4", "rtx4090-1x-pcie4"})
+    EXPECT_NE(tail.find(fmt::format("\n{:<32} {:>7} ", hw, 2)), std::string::npos) << hw << "\n" << tail;
+}
+
 TEST(FidelityCli, AnEntryTheTwinCallsOutOfMemoryIsAMissedRow) {
   const fs::path dir = fresh_source_dir("oom", source_text(
       "  - id: llama-oom\n    hardware_file: dgx-a100\n"
