@@ -1,4 +1,5 @@
 // dptwin plan: the cheapest configuration that meets a throughput or time target.
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <tuple>
@@ -158,12 +159,17 @@ std::vector<scenario::Scenario> plan_from_flags(const PlanArgs& a, const scenari
     scenario::set_point_field(scratch, "optimizer", YAML::Node(*a.optimizer), "--optimizer: ");
     q.optimizer = scratch.optimizer;
   }
-  for (const auto& s : q.spec.strategies) {
+  for (size_t i = 0; i < q.spec.strategies.size(); ++i) {
+    const auto& s = q.spec.strategies[i];
     try {
       strategy_kind_from_name(s);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(fmt::format("--strategies: {}", e.what()));
     }
+    // Named by the flag, not at a line of the plan generated from it.
+    if (std::find(q.spec.strategies.begin(), q.spec.strategies.begin() + static_cast<long>(i), s) !=
+        q.spec.strategies.begin() + static_cast<long>(i))
+      throw std::invalid_argument(fmt::format("--strategies: '{}' given twice; give each strategy once", s));
   }
   return scenario::plan_scenarios(q, lib);
 }

@@ -322,8 +322,12 @@ void require_same_gpus(const sim::HardwareSpec& hw, const std::vector<std::strin
     // outside-user review). A GPU machine's file refuses them below, as other GPUs.
     if (device.rfind("host:", 0) == 0 && hw.gpu.name.rfind("host-", 0) == 0) {
       const std::string cpu = device.find(' ') == std::string::npos ? "" : device.substr(device.find(' ') + 1);
-      const std::string vendor = upper_case(cpu.substr(0, cpu.find_first_of(" (")));
-      if (!vendor.empty() && upper_case(hw.host.cpu).find(vendor) != std::string::npos) continue;
+      // The vendor as a known word anywhere in the name ("13th Gen Intel(R) Core(TM) ...");
+      // a name with none (an ARM host's "unknown CPU") has nothing to compare.
+      std::string vendor;
+      for (const char* v : {"INTEL", "AMD", "ARM", "NEOVERSE", "GRACE", "AMPERE", "GRAVITON", "POWER", "ZHAOXIN"})
+        if (vendor.empty() && upper_case(cpu).find(v) != std::string::npos) vendor = v;
+      if (vendor.empty() || upper_case(hw.host.cpu).find(vendor) != std::string::npos) continue;
       throw std::invalid_argument(fmt::format(
           "{}: measured on CPU '{}', but hardware '{}' describes host.cpu '{}': a measurement of another CPU would "
           "calibrate another machine (copy the file, set host.cpu to this CPU, and calibrate the copy)",

@@ -76,9 +76,9 @@ Faults parse_faults(const YAML::Node& list, const std::string& file, const sim::
         if (a / g != b / g || !hw.nvlink || hw.nvlink->links_between(a % g, b % g) == 0)
           r.fail("link", fmt::format("GPUs {} and {} have no direct link on hardware '{}' (no NVLink pair joins them): "
                                      "their route crosses links other GPUs share (PCIe links and switches, NVSwitch "
-                                     "ports); fault a named link instead (e.g. n0.gpu{}.pcie; names as in "
-                                     "sim/platform.hpp)",
-                                     a, b, hw.name, a % g));
+                                     "ports); fault a named link instead (e.g. n{}.gpu{}.pcie; names as in "
+                                     "sim/net/platform.hpp)",
+                                     a, b, hw.name, a / g, a % g));
       } else {
         lf.link = r.get_string("link");
       }

@@ -3,7 +3,7 @@
 // loader, sim/hardware.hpp) plus a `faults:` list:
 //
 //   faults:
-//     - {link: [1, 2], bandwidth_factor: 0.4}        # GPUs 1 and 2: every link on their route, both ways
+//     - {link: [1, 2], bandwidth_factor: 0.4}        # GPUs 1 and 2: their NVLink link, both ways (a pair without one is refused)
 //     - {link: n0.gpu3.pcie, bandwidth_factor: 0.25} # one platform link by name (sim/platform.hpp names)
 //     - {gpu: 3, flops_factor: 0.5}                  # GPU 3 computes at half its rate
 //     - {gpu: 2, straggle: 2 ms}                     # GPU 2's worker starts every step 2 ms late

@@ -312,7 +312,12 @@ std::string sweep_csv(const SweepResult& r) {
     };
     f.push_back(setting("accumulate", has ? std::to_string(p.report->accumulate.value_or(1)) : ""));
     f.push_back(setting("comm_hook", has ? p.report->comm_hook.value_or("none") : ""));
-    f.push_back(setting("checkpoint", has ? std::to_string(p.report->checkpoint_layers.value_or(0)) : ""));
+    // Layers per checkpointed segment, as the report records them: a swept "none" is 0,
+    // "every" 1 (each layer its own segment), so the column holds numbers only.
+    std::string checkpoint = setting("checkpoint", has ? std::to_string(p.report->checkpoint_layers.value_or(0)) : "");
+    if (checkpoint == "none") checkpoint = "0";
+    if (checkpoint == "every") checkpoint = "1";
+    f.push_back(checkpoint);
     for (const auto& axis : override_axes) f.push_back(axis_value(p, axis));
     std::string line;
     for (size_t i = 0; i < f.size(); ++i) line += fmt::format("{}{}", i ? "," : "", csv_field(f[i]));

@@ -150,14 +150,18 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
   // copies and hooks cost most of it, on one GPU as on 64).
   if (r.devices > 1 && r.step_time_s && r.single_device_step_time_s && *r.step_time_s > *r.single_device_step_time_s) {
     const Seconds over = *r.step_time_s - *r.single_device_step_time_s;
-    const Seconds collectives = std::max(0.0, r.breakdown_s.exposed_communication - r.breakdown_s.exposed_host_copy);
-    const std::string own = r.strategy == "dp"    ? "DataParallel's replicate, scatter, gather and their dispatch"
+    // The exposed communication less the batch's host copies: DDP's all-reduces; under
+    // DataParallel its peer copies (broadcast, scatter, gather, reduce), none a collective.
+    const Seconds exposed = std::max(0.0, r.breakdown_s.exposed_communication - r.breakdown_s.exposed_host_copy);
+    const bool dp = r.strategy == "dp";
+    const std::string what = dp ? "exposed peer copies (broadcast, scatter, gather, reduce)" : "exposed collectives";
+    const std::string own = dp                    ? "DataParallel's dispatch under one process and its copy kernels"
                             : r.strategy == "ddp" ? "DDP's bucket copies, hooks and their dispatch"
                                                   : "the strategy's own work";
     rows.push_back({"  over one GPU's step",
-                    fmt::format("{}: {} exposed collectives, {} the rest ({})", format_duration(over),
-                                format_duration(std::min(collectives, over)),
-                                format_duration(std::max(0.0, over - collectives)), own)});
+                    fmt::format("{}: {} {}, {} the rest ({})", format_duration(over),
+                                format_duration(std::min(exposed, over)), what,
+                                format_duration(std::max(0.0, over - exposed)), own)});
   }
   for (size_t i = 0; i < r.devices_detail.size(); ++i) {
     const auto& d = r.devices_detail[i];

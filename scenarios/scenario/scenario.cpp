@@ -126,6 +126,8 @@ PlanSpec parse_plan(MapReader r) {
     for (const auto& v : s) {
       const std::string name = as_string(v, r.where("strategies"));
       strategy_kind_from_name(name);
+      if (std::find(p.strategies.begin(), p.strategies.end(), name) != p.strategies.end())
+        r.fail("strategies", fmt::format("'{}' given twice; give each strategy once", name));
       p.strategies.push_back(name);
     }
   }

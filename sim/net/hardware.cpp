@@ -476,10 +476,11 @@ void validate_hardware(const HardwareSpec& hw) {
         bad(fmt::format("pcie.switches[{}].nics: NIC {} is not in 0..{} (network.nics_per_node)", i, nic, nics - 1));
     }
   }
-  // Switches that place some GPUs place them all: gpus_per_node raised from 8 to 16 with the
-  // switches left alone ran 8 GPUs on root ports the file never describes, without a word
-  // (an outside-user review).
-  if (!hw.pcie.switches.empty() && static_cast<int>(on_switch.size()) < n)
+  // Switches that place some GPUs place them all (with none placed, every GPU hangs off
+  // socket 0's root complex; switches of NICs alone are fine): gpus_per_node raised from 8
+  // to 16 with the switches left alone ran 8 GPUs on root ports the file never describes,
+  // without a word (an outside-user review).
+  if (!on_switch.empty() && static_cast<int>(on_switch.size()) < n)
     for (int g = 0; g < n; ++g)
       if (!on_switch.count(g)) {
         bad(fmt::format("pcie.switches: GPU {} of gpus_per_node {} is on no switch (the switches place {} GPUs): "

@@ -47,7 +47,8 @@
 //     staged_unidirectional: 9.6 GB/s  # optional: rate of a host-staged GPU->GPU copy one way
 //                                      #   ("Unidirectional P2P=Disabled"); unset: 0.64 of the raw
 //                                      #   rate (kStagedUnidirectionalLinkShare)
-//     switches:                        # optional; GPUs on no switch hang off socket 0's root complex
+//     switches:                        # optional; placing GPUs, they place every GPU (none placed:
+//                                      #   all hang off socket 0's root complex)
 //       - {socket: 0, gpus: [0, 1], nics: [0, 1], uplink_lanes: 16}
 //   nvlink:                            # optional: direct GPU-GPU links
 //     generation: 2

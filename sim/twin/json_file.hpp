@@ -34,12 +34,15 @@ inline nlohmann::json read_json_file(const std::string& path, const std::string&
 // `j` has no dptwin schema of another kind (the caller's own checks follow).
 inline void require_document_kind(const nlohmann::json& j, const std::string& expected, const std::string& where,
                                   const std::string& expected_what) {
+  if (j.is_object() && !j.contains("schema") && j.contains("command") && j["command"] == "train")
+    throw std::invalid_argument(fmt::format("{}: this is `dptwin train --json` output (a training run's losses), not {}",
+                                            where, expected_what));
   if (!j.is_object() || !j.contains("schema") || !j["schema"].is_string()) return;
   const std::string schema = j["schema"].get<std::string>();
   const std::string kind = schema.substr(0, schema.find('/'));
   // Another version of the same kind is the caller's to name ("this dptwin reads ...").
   if (kind == expected.substr(0, expected.find('/')) || schema.rfind("dptwin.", 0) != 0) return;
-  const char* what = kind == "dptwin.step_report" ? "a step report (predict --out, train --json): compare reads it"
+  const char* what = kind == "dptwin.step_report" ? "a step report (predict --out or --json): compare reads it"
                      : kind == "dptwin.sweep"     ? "a sweep result (sweep --out, merge): report and merge read it"
                      : kind == "dptwin.bench"     ? "a bench result (bench --backend host|cuda --out): calibrate reads it"
                                                   : "another dptwin document";

@@ -597,8 +597,14 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
     const auto it = d.kernel_time_by_class_s.find(sim_op_class_name(SimOpClass::sdpa));
     return it != d.kernel_time_by_class_s.end() && it->second > 0;
   });
+  // The compute type fused attention ran in: its precision's for matmul-class ops, else the
+  // dtype's; a per-type figure for another type leaves it at efficiency.gemm too.
   const auto& sdpa_by_type = hw.gpu.op_efficiency.by_type[static_cast<size_t>(SimOpClass::sdpa)];
-  if (ran_sdpa && !hw.gpu.op_efficiency.sdpa && sdpa_by_type.empty())
+  const ComputeType sdpa_type = c.precision ? precision_compute_type(*c.precision, OpClass::matmul,
+                                                                     hw.gpu.peak_flops.tf32.has_value())
+                                : c.dtype == DType::f64 ? ComputeType::f64
+                                                        : ComputeType::f32;
+  if (ran_sdpa && !hw.gpu.op_efficiency.sdpa && !sdpa_by_type.count(sdpa_type))
     r.warnings.push_back(fmt::format(
         "{} gives no gpu.op_efficiency.sdpa: fused attention (scaled_dot_product_attention) ran at efficiency.gemm's "
         "{:g}, which FlashAttention-2 does not reach (0.187 of the bf16 peak on H100 in PyTorch's own benchmark, "

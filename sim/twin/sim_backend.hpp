@@ -172,6 +172,9 @@ class SimBackend : public Backend {
   // scatter from GPU 0) get rows of their own, as CUDA streams would.
   std::map<int, std::vector<std::vector<std::pair<Seconds, Seconds>>>> copy_rows_;
   int trace_copy_row(int device, Seconds begin, Seconds end);
+  // Per GPU, when its host-staged copies are done at the staged rate: staged copies through
+  // one GPU share that rate (DataParallel's broadcast to 3 GPUs at once), not each its own.
+  std::map<int, Seconds> staged_free_;
   std::unordered_map<int, simgrid::s4u::MutexPtr> gils_;  // by process
   int next_process_ = 1;
   Seconds dispatch_total_s_ = 0;

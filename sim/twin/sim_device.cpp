@@ -461,7 +461,9 @@ void SimDevice::attribute_gap(Seconds from, Seconds to) {
   // below zero (the two unions round apart).
   if (std::any_of(comm_intervals_.begin(), comm_intervals_.end(), [](const auto& iv) { return iv.host_copy; }))
     account_.exposed_host_copy_s += std::max(0.0, covered - covered_by(false));
-  account_.idle_other_s += (to - from) - covered;
+  // Never below zero: the union of a gap wholly covered can round a hair past it, and a
+  // report read back refuses a negative part of a step.
+  account_.idle_other_s += std::max(0.0, (to - from) - covered);
   // Later gaps start at or after `to`: intervals that ended before it are done with.
   std::erase_if(comm_intervals_, [&](const auto& iv) { return iv.end <= to; });
 }

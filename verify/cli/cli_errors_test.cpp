@@ -242,16 +242,26 @@ TEST(CliInputs, ADocumentOfAnotherKindSaysWhatItIs) {
             0);
   const CliResult report = run_dptwin({"report", "sr.json", "--report", "rep"}, dir);
   EXPECT_EQ(report.exit_code, 2);
-  EXPECT_NE(report.err.find("sr.json: schema 'dptwin.step_report/1' is a step report (predict --out, train --json): "
+  EXPECT_NE(report.err.find("sr.json: schema 'dptwin.step_report/1' is a step report (predict --out or --json): "
                             "compare reads it, not a sweep result"),
             std::string::npos)
       << report.err;
   const CliResult calibrate = run_dptwin({"calibrate", "--from", "sr.json", "--hardware", "dgx-a100"}, dir);
   EXPECT_EQ(calibrate.exit_code, 2);
-  EXPECT_NE(calibrate.err.find("schema 'dptwin.step_report/1' is a step report (predict --out, train --json): compare "
+  EXPECT_NE(calibrate.err.find("schema 'dptwin.step_report/1' is a step report (predict --out or --json): compare "
                                "reads it, not a bench result"),
             std::string::npos)
       << calibrate.err;
+  // train --json output has no schema: it is named by its "command".
+  const CliResult train = run_dptwin({"train", "--model", "mlp:4-8-2", "--steps", "1", "--json"}, dir);
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  std::ofstream(dir / "train.json") << train.out;
+  const CliResult merge = run_dptwin({"report", "train.json", "--report", "rep2"}, dir);
+  EXPECT_EQ(merge.exit_code, 2);
+  EXPECT_NE(merge.err.find("train.json: this is `dptwin train --json` output (a training run's losses), not a sweep "
+                           "result"),
+            std::string::npos)
+      << merge.err;
 }
 
 // An error that echoes a huge bad value is cut in its middle: a 100,000-character strategy

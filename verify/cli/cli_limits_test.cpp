@@ -334,6 +334,9 @@ INSTANTIATE_TEST_SUITE_P(
                                              "--hardware", "dgx-a100:2", "--hardware", "dgx-a100:3"}, {},
                   "dptwin plan: error: --hardware dgx-a100:3: 'dgx-a100' is already a candidate (--hardware "
                   "dgx-a100:2); give each hardware once\n"},
+        LimitCase{"PlanStrategyGivenTwice", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
+                                             "--hardware", "dgx-a100:2", "--strategies", "ddp", "ddp"}, {},
+                  "dptwin plan: error: --strategies: 'ddp' given twice; give each strategy once\n"},
         LimitCase{"PlanTrainSamplesBeyondItsBound", {"plan", "--model", "resnet50", "--target-samples-per-s", "1000",
                                                      "--hardware", "dgx-a100:2", "--train-samples", "1e300"}, {},
                   "dptwin plan: error: --train-samples 1e+300: must be in 1 .. 1e15\n"}),

@@ -170,7 +170,10 @@ TEST(CalibrateBench, AHostBenchCalibratesTheHostPlatform) {
   b.backend = "host";
   b.device_names = {"host:0 AMD EPYC 9B14 96-Core Processor", "host:1 AMD EPYC 9B14 96-Core Processor"};
   EXPECT_NO_THROW(calibrate_from_bench(hw, slurp(path), b, "hb.json"));
-  // Another vendor's CPU is another machine: refused, naming both CPUs and the way out.
+  // Another vendor's CPU is another machine: refused, naming both CPUs and the way out; the
+  // vendor is found anywhere in the name ("13th Gen Intel(R) Core(TM) ...").
+  b.device_names = {"host:0 13th Gen Intel(R) Core(TM) i9-13900K", "host:1 13th Gen Intel(R) Core(TM) i9-13900K"};
+  EXPECT_THROW(calibrate_from_bench(hw, slurp(path), b, "hb.json"), std::invalid_argument);
   b.device_names = {"host:0 Intel(R) Xeon(R) Processor", "host:1 Intel(R) Xeon(R) Processor"};
   try {
     calibrate_from_bench(hw, slurp(path), b, "hb.json");

@@ -293,6 +293,13 @@ TEST(Text, SweepTableAndStepSummary) {
                       "copies, hooks and their dispatch)\n"),
             std::string::npos)
       << step_summary_text(split, "H100-SXM5-80GB");
+  // DataParallel's exposed communication is its peer copies, none a collective.
+  split.strategy = "dp";
+  EXPECT_NE(step_summary_text(split, "H100-SXM5-80GB")
+                .find("600 us: 400 us exposed peer copies (broadcast, scatter, gather, reduce), 200 us the rest "
+                      "(DataParallel's dispatch under one process and its copy kernels)"),
+            std::string::npos)
+      << step_summary_text(split, "H100-SXM5-80GB");
   // With K micro-batches one GPU's step runs all K: said so (it read "per step of 32").
   StepReport accumulated = *h100_sweep().points[7].report;
   accumulated.accumulate = 4;

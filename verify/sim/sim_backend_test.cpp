@@ -121,6 +121,28 @@ TEST(SimBackend, CopiesCostLatencyPlusBytesOverBandwidth) {
   EXPECT_NEAR(elapsed(false), 2e-6 + n / 5e9, 1e-9);
 }
 
+// Invariant: staged copies through one GPU share its staged rate: two copies out of GPU 0
+// at once (DataParallel's broadcast to two replicas) end after 2n over the rate, not n
+// (each had been capped alone while the links carried both at their own rate).
+TEST(SimBackend, StagedCopiesThroughOneGpuShareItsStagedRate) {
+  TestMachineOptions o;
+  o.gpus = 3;
+  o.peer_to_peer = false;
+  o.staged_copy_rate = 2e9;
+  const Bytes n = 64 * kMiB;
+  const double elapsed = parse_double(simulate(o, {.numeric = true}, [&](SimBackend& b) {
+    Tensor a = Tensor::zeros(b.device(0), {n / 4}, DType::f32);
+    std::vector<Tensor> to;
+    for (int d : {1, 2}) to.push_back(Tensor::empty(b.device(d), {n / 4}, DType::f32));
+    b.device(0).synchronize();
+    const Seconds t0 = b.now();
+    b.parallel_for(2, [&](int i) { b.copy(a, to[static_cast<size_t>(i)]); });
+    for (int d : {1, 2}) b.device(d).synchronize();
+    return fmt::format("{:.17g}", b.now() - t0);
+  }));
+  EXPECT_NEAR(elapsed, 2.0 * n / 2e9, 1e-6);
+}
+
 TEST(SimBackend, AllocationBeyondCapacityNamesTheDevice) {
   TestMachineOptions o;
   o.capacity = 1 * kMiB;
