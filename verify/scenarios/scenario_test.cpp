@@ -183,7 +183,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"SweepValueTwice", with("sweep:\n  devices: [1, 2, 1]\n"),
                 "bad.yaml:8: sweep.devices[2]: '1' is already devices[0]; give each value once"},
         BadCase{"SecondYamlDocument", with("---\nschema_version: 1\n"),
-                "bad.yaml:8: a second YAML document ('---'): a dptwin file holds one"},
+                "bad.yaml:7: a second YAML document ('---'): a dptwin file holds one"},
+        BadCase{"ContentAfterDocumentEnd", with("...\nschema_version: 1\n"),
+                "bad.yaml:7: a second YAML document (after '...'): a dptwin file holds one"},
+        // The one document's explicit start is fine (here with an unknown key after it, to
+        // show the file was read past the marker).
+        BadCase{"ExplicitDocumentStart", "# a scenario\n---\n" + with("devcies: 8\n"),
+                "bad.yaml:9: devcies: unknown key; did you mean 'devices'? (allowed: accumulate, batch, "
+                "batch_per_device, bucket_cap_mb, checkpoint, comm_hook, devices, dtype, global_batch, gpus, hardware, "
+                "inputs, memory_format, model, name, nodes, optimizer, overrides, plan, precision, question, "
+                "schema_version, strategy, sweep, target)"},
         BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key; did you mean 'devices'? (allowed: accumulate, batch, batch_per_device, bucket_cap_mb, checkpoint, "
                 "comm_hook, devices, dtype, global_batch, gpus, hardware, inputs, memory_format, model, name, nodes, optimizer, overrides, "
                 "plan, precision, question, schema_version, strategy, sweep, target)"},
