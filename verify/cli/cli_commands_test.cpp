@@ -22,6 +22,7 @@
 
 #include "engine/core/closest_name.hpp"
 #include "verify/support/cli_run.hpp"
+#include "verify/support/profile_text.hpp"
 #include "verify/support/test_files.hpp"
 
 namespace dpt::test {
@@ -626,6 +627,18 @@ TEST(CliPredict, NodesWithoutDevicesSayOneGpuPerNode) {
   EXPECT_EQ(f.at("warnings").dump().find("nodes of 1 GPU"), std::string::npos) << f.at("warnings").dump();
 }
 
+// The warnings of `dptwin predict --json` for a model file in `dir`, one GPU, on `hardware`,
+// with `extra` flags; the prediction must succeed.
+std::string predict_warnings(const fs::path& dir, const std::string& model, const std::string& hardware,
+                             const std::string& batch, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"predict", "--hardware", hardware, "--model", model, "--strategy", "single",
+                                   "--batch", batch, "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CliResult r = run_dptwin(args, dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.exit_code == 0 ? nlohmann::json::parse(r.out).at("warnings").dump() : std::string();
+}
+
 // A layer type within a typo of a module dptwin knows ("BottleNeck", "GPT2Blok") is charged
 // as a GEMM layer, not as the module meant (a review's ResNet-50 ran 1.87x slower, silently):
 // the prediction names it with the module meant; the library's own file has no such warning.
@@ -639,13 +652,7 @@ TEST(CliPredict, AMisspelledLayerTypeIsNamed) {
   for (size_t at = text.find("type: Bottleneck"); at != std::string::npos; at = text.find("type: Bottleneck", at))
     text.replace(at, 16, "type: BottleNeck");
   write(dir / "typo.yaml", text);
-  auto warnings = [&](const char* file) {
-    const CliResult r = run_dptwin({"predict", "--hardware", "dgx-a100", "--model", file, "--strategy", "single",
-                                    "--batch", "8", "--json"},
-                                   dir);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return nlohmann::json::parse(r.out).at("warnings").dump();
-  };
+  auto warnings = [&](const char* file) { return predict_warnings(dir, file, "dgx-a100", "8"); };
   const std::string typo = warnings("typo.yaml");
   EXPECT_NE(typo.find("layer type 'BottleNeck'"), std::string::npos) << typo;
   EXPECT_NE(typo.find("did you mean 'Bottleneck'? Such a layer is charged as a GEMM layer"), std::string::npos) << typo;
@@ -668,13 +675,7 @@ TEST(CliPredict, ALinearBelowOneRowsFlopsIsNamed) {
   replace("forward_flops_per_sample: 86016", "forward_flops_per_sample: 8192");
   replace("forward_flops_per_sample: 106498", "forward_flops_per_sample: 28674");  // the totals follow
   write(dir / "low.yaml", text);
-  auto warnings = [&](const char* file) {
-    const CliResult r = run_dptwin({"predict", "--hardware", "dgx-a100", "--model", file, "--strategy", "single",
-                                    "--batch", "8", "--json"},
-                                   dir);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return nlohmann::json::parse(r.out).at("warnings").dump();
-  };
+  auto warnings = [&](const char* file) { return predict_warnings(dir, file, "dgx-a100", "8"); };
   EXPECT_NE(warnings("low.yaml").find("layer '0' (Linear, weight [4096, 10]) states forward_flops_per_sample 8192, "
                                       "less than one row's 2 x 10 x 4096 + 4096 = 86016"),
             std::string::npos)
@@ -686,52 +687,10 @@ TEST(CliPredict, ALinearBelowOneRowsFlopsIsNamed) {
 // (predict's default sgd had run an adamw profile silently); the profile's own says nothing.
 TEST(CliPredict, AnOptimizerOtherThanTheProfilesIsSaid) {
   const fs::path dir = fresh_dir("predict-profile-optimizer");
-  write(dir / "p.yaml", R"(schema_version: 1
-name: "Net"
-sample: "one sample"
-input_features: 8
-sources: ["dptwin_profile"]
-totals: {parameters: 36, forward_flops_per_sample: 72, activation_elements_per_sample: 12}
-measured:
-  device: "NVIDIA H100 80GB HBM3"
-  device_kind: cuda
-  torch: "2.3.0"
-  dtype: f32
-  batch: 4
-  optimizer: adamw
-  steps: 10
-  warmup_steps: 3
-  step_s: 0.01
-  forward_s: 0.004
-  backward_s: 0.005
-  optimizer_step_s: 0.001
-layers:
-  - name: "0"
-    type: Linear
-    forward_flops_per_sample: 72
-    activation_elements_per_sample: 8
-    output_features: 4
-    forward_s: 0.002
-    backward_s: 0.003
-    parameters:
-      - {name: weight, shape: [4, 8]}
-      - {name: bias, shape: [4]}
-  - name: "1"
-    type: ReLU
-    forward_flops_per_sample: 0
-    activation_elements_per_sample: 4
-    output_features: 4
-    forward_s: 0.001
-    backward_s: 0.001
-    parameters: []
-)");
-  auto warnings = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"predict", "--hardware", "dgx-h100", "--model", "p.yaml", "--strategy", "single",
-                                     "--batch", "4", "--json"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    const CliResult r = run_dptwin(args, dir);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return nlohmann::json::parse(r.out).at("warnings").dump();
+  // The library's test profile (measured with adamw), with times for its ReLU layer too.
+  write(dir / "p.yaml", profile_yaml("", "    forward_s: 0.001\n    backward_s: 0.001\n"));
+  auto warnings = [&](const std::vector<std::string>& extra) {
+    return predict_warnings(dir, "p.yaml", "dgx-h100", "4", extra);
   };
   EXPECT_NE(warnings({}).find("model Net was profiled stepping adamw; this prediction steps sgd (--optimizer adamw "
                               "matches the profile)"),

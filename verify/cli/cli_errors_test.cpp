@@ -34,11 +34,17 @@ struct CliCase {
 
 class CliError : public ::testing::TestWithParam<CliCase> {};
 
-TEST_P(CliError, ExactMessageAndExitCode) {
-  const CliCase& c = GetParam();
-  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_errors" / c.name;
+// An empty scratch folder cli_errors/NAME under the build tree.
+fs::path fresh_case_dir(const std::string& name) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_errors" / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
+  return dir;
+}
+
+TEST_P(CliError, ExactMessageAndExitCode) {
+  const CliCase& c = GetParam();
+  const fs::path dir = fresh_case_dir(c.name);
   for (const auto& [name, text] : c.files) std::ofstream(dir / name) << text;
   const CliResult r = run_dptwin(c.args, dir);
   EXPECT_EQ(r.err, c.err);
@@ -205,9 +211,7 @@ INSTANTIATE_TEST_SUITE_P(
 // calibrates, whose sources and comments the calibrated file does not keep, or a
 // measurement): exit 2 naming --out and the input, both files left byte for byte.
 TEST(CliCalibrate, OutputNeverReplacesAnInput) {
-  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_errors" / "calibrate_inputs";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_case_dir("calibrate_inputs");
   fs::copy_file(fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware" / "dgx-a100.yaml", dir / "hw.yaml");
   fs::copy_file(fs::path(DPT_SOURCE_DIR) / "verify" / "data" / "nccl-tests" / "dgx-a100-8gpu-all_reduce-v2.log",
                 dir / "a.log");
@@ -232,9 +236,7 @@ TEST(CliCalibrate, OutputNeverReplacesAnInput) {
 // report given to report read "key 'accumulate' is not a known key"; to calibrate, "a bench
 // of --backend sim is the twin's own prediction").
 TEST(CliInputs, ADocumentOfAnotherKindSaysWhatItIs) {
-  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_errors" / "document_kinds";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_case_dir("document_kinds");
   ASSERT_EQ(run_dptwin({"predict", "--hardware", "dgx-a100", "--model", "mlp:4-8-2", "--strategy", "single",
                         "--batch-per-device", "4", "--out", "sr.json"},
                        dir)
@@ -267,9 +269,7 @@ TEST(CliInputs, ADocumentOfAnotherKindSaysWhatItIs) {
 // An error that echoes a huge bad value is cut in its middle: a 100,000-character strategy
 // printed 100 KB to stderr. The head still names the file, line and key.
 TEST(CliInputs, AHugeBadValueIsNotEchoedWhole) {
-  const fs::path dir = fs::path(DPT_BINARY_DIR) / "cli_errors" / "huge_value";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = fresh_case_dir("huge_value");
   std::string text = kGoodScenario;
   const size_t at = text.find("strategy: ddp");
   ASSERT_NE(at, std::string::npos);

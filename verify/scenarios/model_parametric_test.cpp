@@ -18,8 +18,10 @@
 #include "scenarios/scenario/model_hf_config.hpp"
 #include "scenarios/scenario/model_library_yaml.hpp"
 #include "sim/twin/sim_device.hpp"
+#include "verify/support/profile_text.hpp"
 
 namespace dpt {
+using test::profile_yaml;
 namespace {
 
 namespace fs = std::filesystem;
@@ -777,46 +779,6 @@ TEST(ModelYaml, TransformerLayersListTheirWeightGemms) {
 
 // ---- measured profiles (dptwin_profile's files) ----------------------------------
 
-// A two-layer profile as dptwin_profile writes it: times for the batch of 4.
-std::string profile_yaml(const std::string& measured_extra, const std::string& layer_extra) {
-  return R"(schema_version: 1
-name: "Net"
-sample: "one sample"
-input_features: 8
-sources: ["dptwin_profile"]
-totals: {parameters: 36, forward_flops_per_sample: 72, activation_elements_per_sample: 12}
-measured:
-  device: "NVIDIA H100 80GB HBM3"
-  device_kind: cuda
-  torch: "2.3.0"
-  dtype: f32
-  batch: 4
-  optimizer: adamw
-  steps: 10
-  warmup_steps: 3
-  step_s: 0.01
-  forward_s: 0.004
-  backward_s: 0.005
-  optimizer_step_s: 0.001
-)" + measured_extra + R"(layers:
-  - name: "0"
-    type: Linear
-    forward_flops_per_sample: 72
-    activation_elements_per_sample: 8
-    output_features: 4
-    forward_s: 0.002
-    backward_s: 0.003
-    parameters:
-      - {name: weight, shape: [4, 8], requires_grad: false}
-      - {name: bias, shape: [4]}
-  - name: "1"
-    type: ReLU
-    forward_flops_per_sample: 0
-    activation_elements_per_sample: 4
-    output_features: 4
-    parameters: []
-)" + layer_extra;
-}
 
 TEST(Measured, ProfileFileReadsPerSampleTimesAndFrozenParameters) {
   const auto m = parse_model_yaml(profile_yaml("", "    forward_s: 0.002\n    backward_s: 0.002\n"), "p.yaml");
