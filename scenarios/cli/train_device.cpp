@@ -51,15 +51,7 @@ void TrainDevice::finish(const TrainConfig& c, const std::string& model, const s
   if (!last_) return;
   if (flags_.trace) measured_trace(*last_).write(*flags_.trace);
   if (!flags_.report) return;
-  StepReport r;
-  r.backend = flags_.backend;
-  r.hardware = "measured";
-  r.model = model;
-  r.strategy = strategy;
-  r.devices = devices;
-  r.dtype = std::string(dtype_name(dtype));
-  r.batch_global = c.batch;
-  r.batch_per_device = per_device.empty() ? c.batch : *std::max_element(per_device.begin(), per_device.end());
+  StepReport r = measured_run_report(c, flags_.backend, model, strategy, devices, per_device, dtype);
   for (int d = 0; d < backend_->device_count(); ++d) {
     r.devices_detail.push_back(device_memory_report(backend_->device(d)));
   }

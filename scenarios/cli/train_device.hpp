@@ -25,6 +25,7 @@ struct TrainDeviceFlags {
 
 void add_train_device_flags(CLI::App* cmd, TrainDeviceFlags& flags);
 
+
 // Owns the backend of a training run and measures its last step when asked.
 class TrainDevice {
  public:

@@ -105,4 +105,22 @@ ChromeTrace measured_trace(const MeasuredStep& step) {
   return trace;
 }
 
+StepReport measured_run_report(const TrainConfig& c, const std::string& backend, const std::string& model,
+                               const std::string& strategy, int devices, const std::vector<std::int64_t>& per_device,
+                               DType dtype) {
+  const int k = std::max(1, c.strategy.accumulate);
+  StepReport r;
+  r.backend = backend;
+  r.hardware = "measured";
+  r.model = model;
+  r.strategy = strategy;
+  r.devices = devices;
+  r.dtype = std::string(dtype_name(dtype));
+  r.batch_global = c.batch * k;
+  if (k > 1) r.accumulate = k;
+  const std::int64_t most = per_device.empty() ? c.batch * k : *std::max_element(per_device.begin(), per_device.end());
+  r.batch_per_device = most / k;
+  return r;
+}
+
 }  // namespace dpt

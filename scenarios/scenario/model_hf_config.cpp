@@ -1,6 +1,7 @@
 #include "engine/io/input_file.hpp"
 #include "scenarios/scenario/model_hf_config.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/nn/model_transformer.hpp"
@@ -191,7 +193,27 @@ ModelDescription llama_from(const ConfigReader& c, const std::string& name, std:
   s.vocab = c.get_int("vocab_size");
   s.tied = c.get_bool("tie_word_embeddings", false);
   s.attn = attention_from(c, attn);
-  return describe_llama(s, name);
+  ModelDescription m = describe_llama(s, name);
+  // hidden_act: the gate's activation in act(gate) * up. Every elementwise activation
+  // transformers' ACT2FN names for it reads the gate once and writes once, the traffic the
+  // block is costed by (memory-bound on every GPU here), so another one costs as SiLU does;
+  // a name transformers would not know is refused (it was read as SiLU whatever it said).
+  if (c.has("hidden_act")) {
+    const json& v = c.raw("hidden_act");
+    static const std::vector<std::string> known = {"silu",         "swish",      "gelu",       "gelu_new",
+                                                   "gelu_fast",    "gelu_pytorch_tanh", "gelu_accurate",
+                                                   "quick_gelu",   "relu",       "relu2",      "relu6",
+                                                   "leaky_relu",   "mish",       "sigmoid",    "tanh"};
+    if (!v.is_string() || std::find(known.begin(), known.end(), v.get<std::string>()) == known.end())
+      c.fail("hidden_act", fmt::format("{} is not an activation this reader knows ({})", v.dump(),
+                                       fmt::join(known, ", ")));
+    const std::string act = v.get<std::string>();
+    if (act != "silu" && act != "swish")
+      m.sources.push_back(fmt::format("hidden_act {}: costed as SiLU is (one read of the gate and one write per "
+                                      "element; its FLOPs do not bound the kernel)",
+                                      act));
+  }
+  return m;
 }
 
 // The classes of a classification head: id2label's size, else num_labels, else

@@ -117,3 +117,31 @@ TEST(MeasuredReport, UnionLengthPropertyCatchesSummedOverlaps) {
   };
   DPT_EXPECT_COUNTEREXAMPLE("summed span lengths", 300, [&] { union_property(summed); });
 }
+
+// train -o with --accumulate K: the measured step is one optimizer step of K micro-batches,
+// so the report counts all K in batch_global (as predict does) and one micro-batch per GPU;
+// its throughput is then the step's samples over the step's time. Caught: the report
+// recorded one micro-batch as batch_global (throughput K times too low).
+TEST(MeasuredReport, AnAccumulatedStepCountsEveryMicroBatch) {
+  TrainConfig c;
+  c.batch = 64;  // one micro-batch of the whole run, 32 per GPU on 2 GPUs
+  c.strategy.kind = StrategyKind::ddp;
+  c.strategy.accumulate = 4;
+  StepReport r = measured_run_report(c, "cuda", "mlp:4-8-2", "ddp", 2, {128, 128}, DType::f32);
+  EXPECT_EQ(r.batch_global, 256);
+  EXPECT_EQ(r.batch_per_device, 32);
+  ASSERT_TRUE(r.accumulate.has_value());
+  EXPECT_EQ(*r.accumulate, 4);
+  MeasuredStep m;
+  m.device_names = {"cuda:0", "cuda:1"};
+  m.step_time_s = 2.0;
+  fill_measured_report(r, m);
+  ASSERT_TRUE(r.throughput_samples_per_s.has_value());
+  EXPECT_DOUBLE_EQ(*r.throughput_samples_per_s, 128.0);  // 4 x 64 samples in 2 s
+
+  c.strategy.accumulate = 1;
+  StepReport one = measured_run_report(c, "cuda", "mlp:4-8-2", "ddp", 2, {32, 32}, DType::f32);
+  EXPECT_EQ(one.batch_global, 64);
+  EXPECT_EQ(one.batch_per_device, 32);
+  EXPECT_FALSE(one.accumulate.has_value());
+}

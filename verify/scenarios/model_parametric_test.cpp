@@ -471,6 +471,37 @@ TEST(HfConfig, GroupedQueryAttentionNarrowsKeyAndValue) {
   EXPECT_EQ(m.layers[1].parameters[2].shape, (Shape{1024, 4096}));
 }
 
+// hidden_act: a name transformers' ACT2FN knows runs as act(gate) * up with the same bytes per
+// element, so it costs as SiLU does and says so in the sources; a name it does not know is
+// refused, naming the key (it was read as SiLU whatever it said).
+TEST(HfConfig, LlamaActivationIsReadNotAssumed) {
+  const std::string base = R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 64, "vocab_size": 100)";
+  const auto silu = parse_hf_config(base + R"(, "hidden_act": "silu"})", "a.json", "a");
+  const auto gelu = parse_hf_config(base + R"(, "hidden_act": "gelu_pytorch_tanh"})", "b.json", "b");
+  const auto plain = parse_hf_config(base + "}", "c.json", "c");
+  ASSERT_EQ(gelu.layers.size(), silu.layers.size());
+  for (size_t i = 0; i < gelu.layers.size(); ++i) {
+    EXPECT_EQ(gelu.layers[i].memory_bound_forward_elements_per_sample,
+              silu.layers[i].memory_bound_forward_elements_per_sample);
+    EXPECT_EQ(gelu.layers[i].forward_flops_per_sample, silu.layers[i].forward_flops_per_sample);
+  }
+  EXPECT_EQ(gelu.sources.size(), silu.sources.size() + 1);
+  EXPECT_NE(gelu.sources.back().find("hidden_act gelu_pytorch_tanh: costed as SiLU"), std::string::npos);
+  EXPECT_EQ(plain.sources.size(), silu.sources.size());
+  for (const std::string bad : {R"("swiglu")", R"(7)", R"("Silu")"}) {
+    try {
+      parse_hf_config(base + R"(, "hidden_act": )" + bad + "}", "d.json", "d");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("d.json: hidden_act: " + bad + " is not an activation this reader knows (silu, swish"),
+                std::string::npos)
+          << what;
+    }
+  }
+}
+
 TEST(HfConfig, BadConfigsNameTheFileAndTheKey) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
       {R"({"model_type": "t5", "d_model": 512})", {"cfg.json", "model_type", "'t5' is not a family", "gpt2, llama"}},
