@@ -152,6 +152,20 @@ void refuse_unmodelled(const ConfigReader& c) {
   }
 }
 
+// An activation key (Llama's and BERT's hidden_act, GPT-2's activation_function): a name
+// transformers' ACT2FN knows, else an error naming the key (it was read as the family's
+// usual activation whatever it said). None when the config does not set it.
+std::optional<std::string> activation_from(const ConfigReader& c, const std::string& key) {
+  if (!c.has(key)) return std::nullopt;
+  static const std::vector<std::string> known = {
+      "silu", "swish", "gelu",  "gelu_new",   "gelu_fast", "gelu_pytorch_tanh", "gelu_accurate", "quick_gelu",
+      "relu", "relu2", "relu6", "leaky_relu", "mish",      "sigmoid",           "tanh"};
+  const json& v = c.raw(key);
+  if (!v.is_string() || std::find(known.begin(), known.end(), v.get<std::string>()) == known.end())
+    c.fail(key, fmt::format("{} is not an activation this reader knows ({})", v.dump(), fmt::join(known, ", ")));
+  return v.get<std::string>();
+}
+
 ModelDescription gpt2_from(const ConfigReader& c, const std::string& name, std::optional<std::int64_t> seq,
                            std::optional<AttentionImpl> attn) {
   require_class(c, "GPT2LMHeadModel");
@@ -167,6 +181,7 @@ ModelDescription gpt2_from(const ConfigReader& c, const std::string& name, std::
   if (c.has("n_inner")) s.mlp = c.get_int("n_inner");
   s.tied = c.get_bool("tie_word_embeddings", true);
   s.attn = attention_from(c, attn);
+  (void)activation_from(c, "activation_function");  // gelu_new's traffic whichever: known names only
   return describe_transformer(s, name);
 }
 
@@ -195,24 +210,12 @@ ModelDescription llama_from(const ConfigReader& c, const std::string& name, std:
   s.attn = attention_from(c, attn);
   ModelDescription m = describe_llama(s, name);
   // hidden_act: the gate's activation in act(gate) * up. Every elementwise activation
-  // transformers' ACT2FN names for it reads the gate once and writes once, the traffic the
-  // block is costed by (memory-bound on every GPU here), so another one costs as SiLU does;
-  // a name transformers would not know is refused (it was read as SiLU whatever it said).
-  if (c.has("hidden_act")) {
-    const json& v = c.raw("hidden_act");
-    static const std::vector<std::string> known = {"silu",         "swish",      "gelu",       "gelu_new",
-                                                   "gelu_fast",    "gelu_pytorch_tanh", "gelu_accurate",
-                                                   "quick_gelu",   "relu",       "relu2",      "relu6",
-                                                   "leaky_relu",   "mish",       "sigmoid",    "tanh"};
-    if (!v.is_string() || std::find(known.begin(), known.end(), v.get<std::string>()) == known.end())
-      c.fail("hidden_act", fmt::format("{} is not an activation this reader knows ({})", v.dump(),
-                                       fmt::join(known, ", ")));
-    const std::string act = v.get<std::string>();
-    if (act != "silu" && act != "swish")
-      m.sources.push_back(fmt::format("hidden_act {}: costed as SiLU is (one read of the gate and one write per "
-                                      "element; its FLOPs do not bound the kernel)",
-                                      act));
-  }
+  // transformers knows reads the gate once and writes once, the traffic the block is costed
+  // by (memory-bound on every GPU here), so another one costs as SiLU does.
+  if (const auto act = activation_from(c, "hidden_act"); act && *act != "silu" && *act != "swish")
+    m.sources.push_back(fmt::format("hidden_act {}: costed as SiLU is (one read of the gate and one write per "
+                                    "element; its FLOPs do not bound the kernel)",
+                                    *act));
   return m;
 }
 
@@ -263,6 +266,7 @@ ModelDescription bert_from(const ConfigReader& c, const std::string& name, std::
   s.head = bert_head_from(c);
   if (s.head == BertHead::classification) s.labels = labels_from(c);
   s.attn = attention_from(c, attn);
+  (void)activation_from(c, "hidden_act");  // GELU's traffic whichever: known names only
   return describe_bert(s, name);
 }
 

@@ -519,6 +519,13 @@ TEST(HfConfig, BadConfigsNameTheFileAndTheKey) {
            "intermediate_size": 3072, "max_position_embeddings": 512, "vocab_size": 30522})",
        {"cfg.json", "num_hidden_layers must be positive"}},
       {"{not json", {"cfg.json", "not valid JSON"}},
+      // GPT-2's and BERT's activation keys: known names only (a typo was read as GELU).
+      {R"({"model_type": "gpt2", "activation_function": "gelu_neww", "n_layer": 1, "n_embd": 64, "n_head": 4,
+           "n_positions": 64, "vocab_size": 100})",
+       {"cfg.json", "activation_function", "\"gelu_neww\" is not an activation this reader knows"}},
+      {R"({"model_type": "bert", "hidden_act": "geglu", "hidden_size": 64, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 64, "vocab_size": 100})",
+       {"cfg.json", "hidden_act", "\"geglu\" is not an activation this reader knows"}},
       // Another transformers class than the one built: refused, not built with the wrong head
       // (LlamaModel has no LM head; read as LlamaForCausalLM it counted and charged one).
       {R"({"model_type": "llama", "architectures": ["LlamaModel"], "num_hidden_layers": 2, "hidden_size": 64,
