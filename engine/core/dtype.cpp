@@ -41,8 +41,10 @@ DType dtype_from_safetensors_name(std::string_view name) {
   if (name == "F64") return DType::f64;
   if (name == "I64") return DType::i64;
   if (name == "I32") return DType::i32;
+  if (name == "F16") return DType::f16;
+  if (name == "BF16") return DType::bf16;
   throw std::invalid_argument("unsupported safetensors dtype '" + std::string(name) +
-                              "' (dptwin reads F32, F64, I64, I32)");
+                              "' (dptwin reads F32, F64, F16, BF16, I64, I32)");
 }
 
 }  // namespace dpt

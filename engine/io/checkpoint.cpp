@@ -1,6 +1,9 @@
 #include "engine/io/checkpoint.hpp"
 
+#include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -28,6 +31,51 @@ std::string quoted_list(const std::vector<std::string>& keys) {
 }
 
 }  // namespace
+
+bool widens_exactly(DType from, DType to) {
+  return (from == DType::f16 || from == DType::bf16) && (to == DType::f32 || to == DType::f64);
+}
+
+double half_bits_to_double(std::uint16_t bits, DType t) {
+  if (t == DType::bf16) {
+    const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;  // bf16 is f32's upper half
+    float f;
+    std::memcpy(&f, &wide, sizeof f);
+    return f;
+  }
+  if (t != DType::f16) throw std::invalid_argument("half_bits_to_double: not f16 or bf16");
+  // IEEE binary16: 1 sign bit, 5 exponent bits (bias 15), 10 fraction bits.
+  const double sign = (bits & 0x8000) ? -1.0 : 1.0;
+  const int exponent = (bits >> 10) & 0x1f;
+  const int fraction = bits & 0x3ff;
+  if (exponent == 0x1f) return fraction ? std::numeric_limits<double>::quiet_NaN() : sign * HUGE_VAL;
+  if (exponent == 0) return sign * std::ldexp(fraction, -24);  // zero and subnormals: fraction x 2^-24
+  return sign * std::ldexp(1024 + fraction, exponent - 25);
+}
+
+SafetensorsTensor widened(const SafetensorsTensor& st, DType to) {
+  if (!widens_exactly(st.dtype, to))
+    throw std::invalid_argument(fmt::format("tensor '{}': {} does not widen exactly to {}", st.name,
+                                            dtype_safetensors_name(st.dtype), dtype_safetensors_name(to)));
+  SafetensorsTensor out;
+  out.name = st.name;
+  out.dtype = to;
+  out.shape = st.shape;
+  const size_t n = st.data.size() / 2;
+  out.data.resize(n * static_cast<size_t>(dtype_size_bytes(to)));
+  for (size_t i = 0; i < n; ++i) {
+    std::uint16_t bits;
+    std::memcpy(&bits, st.data.data() + 2 * i, 2);  // little-endian, as the file and this host
+    const double v = half_bits_to_double(bits, st.dtype);
+    if (to == DType::f32) {
+      const float f = static_cast<float>(v);  // exact: every f16 and bf16 value is an f32 value
+      std::memcpy(out.data.data() + 4 * i, &f, 4);
+    } else {
+      std::memcpy(out.data.data() + 8 * i, &v, 8);
+    }
+  }
+  return out;
+}
 
 void load_state_dict(const std::vector<NamedParameter>& params, const SafetensorsFile& file,
                      const LoadOptions& options, Backend* backend) {
@@ -61,7 +109,7 @@ void load_state_dict(const std::vector<NamedParameter>& params, const Safetensor
       mismatches.push_back(fmt::format(
           "size mismatch for {}: copying a param with shape {} from checkpoint, the shape in current model is {}.",
           options.report_prefix + np.name, torch_size(st.shape), torch_size(v.shape())));
-    else if (st.dtype != v.dtype())
+    else if (st.dtype != v.dtype() && !widens_exactly(st.dtype, v.dtype()))
       mismatches.push_back(fmt::format("dtype mismatch for {}: the checkpoint holds {} (tensor '{}'), the parameter "
                                        "in current model is {}.",
                                        options.report_prefix + np.name, dtype_safetensors_name(st.dtype), st.name,
@@ -95,6 +143,18 @@ void load_state_dict(const std::vector<NamedParameter>& params, const Safetensor
     const SafetensorsTensor& st = *it->second;
     Tensor& v = np.param->value;
     if (v.numel() == 0 || !v.device().computes()) continue;
+    if (st.dtype != v.dtype()) {
+      // f16/bf16 into an f32/f64 parameter: widened on the host, then copied as any other.
+      const SafetensorsTensor wide = widened(st, v.dtype());
+      if (device_is_cpu_readable(v.device())) {
+        v.device().synchronize();
+        std::memcpy(v.data(), wide.data.data(), wide.data.size());
+      } else {
+        Tensor host = tensor_from_safetensors(wide, backend->host_memory(), MemoryCategory::workspace);
+        backend->copy(host, v);
+      }
+      continue;
+    }
     if (device_is_cpu_readable(v.device())) {
       v.device().synchronize();
       std::memcpy(v.data(), st.data.data(), st.data.size());

@@ -5,6 +5,7 @@
 // (a Sequential, a strategy's replicas) can be saved and loaded; the Sequential
 // overloads are thin inline wrappers.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,7 +37,16 @@ struct LoadOptions {
 // (prefix + name, parameter value) in registration order; tensors share the parameters' storage.
 StateDict state_dict_of(const std::vector<NamedParameter>& params, const std::string& prefix = "");
 
-// Copies the file's tensors into the parameters. Everything is checked before any
+// Whether a file tensor of dtype `from` loads into a parameter of dtype `to` by widening,
+// exactly: f16 or bf16 into f32 or f64 (torch's load_state_dict copies with a cast; every
+// half value is an f32 value). f64 into f32 rounds and stays a dtype mismatch here.
+bool widens_exactly(DType from, DType to);
+// One f16 (IEEE binary16) or bf16 value from its bits; zero, subnormals, inf and NaN kept.
+double half_bits_to_double(std::uint16_t bits, DType t);
+// The tensor in dtype `to` (widens_exactly(st.dtype, to) must hold; throws otherwise).
+SafetensorsTensor widened(const SafetensorsTensor& st, DType to);
+
+// Copies the file's tensors into the parameters (f16/bf16 ones widened, widens_exactly). Everything is checked before any
 // parameter is written, so a failed load leaves the model as it was. Throws
 // std::invalid_argument with PyTorch's text for missing/unexpected keys (strict)
 // followed by a line naming the file, and naming the file and tensor for a shape or

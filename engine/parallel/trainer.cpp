@@ -51,6 +51,11 @@ Tensor take_rows(Backend& backend, const Tensor& t, const std::vector<std::int64
 DType resolve_dtype(const TrainConfig& c, const std::optional<SafetensorsFile>& init) {
   if (!init) return c.dtype.value_or(DType::f32);
   const DType file_dtype = state_dict_dtype(*init);
+  // A half-precision state dict (model.half().state_dict(), a bf16 checkpoint) loads into
+  // the f32 model (or --dtype f64), widened exactly, as torch's load_state_dict copies it
+  // into a float model; train has no f16 or bf16 weights of its own (--precision *-amp
+  // keeps f32 masters).
+  if (file_dtype == DType::f16 || file_dtype == DType::bf16) return c.dtype.value_or(DType::f32);
   if (c.dtype && *c.dtype != file_dtype)
     throw std::invalid_argument(fmt::format("--dtype {} but --init {} holds {} parameters (omit --dtype to use the "
                                             "file's dtype)",
@@ -76,6 +81,12 @@ void check_dataset(const Dataset& d, const MlpSpec& spec, LossKind loss, DType d
     throw std::invalid_argument(fmt::format("{}: tensor 'x' must be [samples >= 1, {}] for the model's input "
                                             "width {}, got {}",
                                             where, in, in, shape_to_string(d.x.shape())));
+  for (const auto& [name, t] : {std::pair<const char*, const Tensor*>{"x", &d.x}, {"y", &d.y}})
+    if (t->dtype() == DType::f16 || t->dtype() == DType::bf16)
+      throw std::invalid_argument(fmt::format("{}: tensor '{}' is {}; train reads f32 or f64 data (a PyTorch model "
+                                              "in {} refuses {} inputs too): convert it, {}.float()",
+                                              where, name, dtype_name(t->dtype()), dtype_name(dtype),
+                                              dtype_name(t->dtype()), name));
   if (d.x.dtype() != dtype)
     throw std::invalid_argument(fmt::format("{}: tensor 'x' is {} but the run's dtype is {} (set --dtype {} or "
                                             "convert the data)",
@@ -224,7 +235,7 @@ std::vector<std::int64_t> batch_indices(std::int64_t step, std::int64_t batch, s
 DType state_dict_dtype(const SafetensorsFile& file) {
   const SafetensorsTensor* first = nullptr;
   for (auto& t : file.tensors) {
-    if (!dtype_is_floating(t.dtype)) continue;
+    if (!dtype_is_floating(t.dtype) && !dtype_is_half(t.dtype)) continue;
     if (!first) first = &t;
     else if (t.dtype != first->dtype)
       throw std::invalid_argument(fmt::format("{}: tensors '{}' ({}) and '{}' ({}) differ in dtype; a model has one "
@@ -339,6 +350,11 @@ TrainResult train_on(Backend& backend, const TrainConfig& config, const Dataset&
   result.dtype = dtype;
   result.data_samples = data.samples();
   result.parameters = strategy->module().parameter_count();
+  if (init && state_dict_dtype(*init) != dtype)
+    result.warnings.push_back(fmt::format("--init {} holds {} parameters: loaded into the {} model widened exactly, "
+                                          "as torch's load_state_dict casts them; training and --checkpoint are {}",
+                                          init->path, dtype_name(state_dict_dtype(*init)), dtype_name(dtype),
+                                          dtype_name(dtype)));
   // A step larger than the dataset takes some samples twice within it, which a DataLoader
   // never does (it yields a short batch): said once, since the losses then differ from one.
   if (config.data_path && config.batch * config.strategy.accumulate > data.samples())

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -152,6 +153,67 @@ TEST(CliTrain, CheckpointIsWrittenAndInitReproducesTheRun) {
   const CliRun data = dptwin("--model mlp:4-8-2 --steps 1 --data " + init);
   EXPECT_EQ(data.exit_code, 2) << data.out;
   EXPECT_NE(data.out.find("--data " + init + ": no tensor named 'x' (the file holds "), std::string::npos) << data.out;
+  std::filesystem::remove_all(dir);
+}
+
+// mlp:4-8-2's state dict with value 1 + (i % 64) / 128 - 0.75 at element i of each tensor
+// (exact in bf16, f16 and f32), written by hand in the given safetensors dtype.
+void write_mlp_4_8_2(const std::string& path, const std::string& dtype) {
+  const std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors = {
+      {"0.weight", {8, 4}}, {"0.bias", {8}}, {"2.weight", {2, 8}}, {"2.bias", {2}}};
+  std::string header = "{", data;
+  for (const auto& [name, shape] : tensors) {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    const size_t begin = data.size();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float v = 1.0f + static_cast<float>(i % 64) / 128.0f - 0.75f;
+      std::uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      if (dtype == "F32") {
+        data.append(reinterpret_cast<const char*>(&bits), 4);
+      } else {  // BF16: f32's upper half (exact for these values)
+        const auto half = static_cast<std::uint16_t>(bits >> 16);
+        data.append(reinterpret_cast<const char*>(&half), 2);
+      }
+    }
+    header += (header.size() > 1 ? "," : "") + std::string("\"") + name + "\":{\"dtype\":\"" + dtype +
+              "\",\"shape\":[" + std::to_string(shape[0]) + (shape.size() > 1 ? "," + std::to_string(shape[1]) : "") +
+              "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
+  }
+  header += "}";
+  std::ofstream f(path, std::ios::binary);
+  const std::uint64_t n = header.size();
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f << header << data;
+}
+
+// A bf16 state dict (a model.to(torch.bfloat16) checkpoint) loads into the f32 model as
+// torch's load_state_dict casts it: the run is the same run as from an f32 file holding the
+// same values, says so, and checkpoints f32. Before: "unsupported safetensors dtype 'BF16'".
+TEST(CliTrain, ABf16InitLoadsIntoTheF32ModelWidened) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dptwin_cli_train_bf16_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string half = (dir / "bf16.safetensors").string(), full = (dir / "f32.safetensors").string();
+  write_mlp_4_8_2(half, "BF16");
+  write_mlp_4_8_2(full, "F32");
+  const CliRun a = dptwin("--model mlp:4-8-2 --steps 3 --seed 5 --init " + full);
+  const std::string out = (dir / "after.safetensors").string();
+  const CliRun b = dptwin("--model mlp:4-8-2 --steps 3 --seed 5 --init " + half + " --checkpoint " + out);
+  ASSERT_EQ(a.exit_code, 0) << a.out;
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  EXPECT_EQ(losses(a.out), losses(b.out));
+  EXPECT_EQ(losses(b.out).size(), 3u);
+  EXPECT_NE(b.out.find("warning: --init " + half + " holds bf16 parameters: loaded into the f32 model widened "
+                       "exactly"),
+            std::string::npos)
+      << b.out;
+  std::ifstream saved(out, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"dtype\":\"F32\""), std::string::npos);
+  EXPECT_EQ(text.find("BF16"), std::string::npos);
+  // --dtype f64 widens it further; data in bf16 is refused as a float model refuses it.
+  EXPECT_EQ(dptwin("--model mlp:4-8-2 --steps 1 --dtype f64 --init " + half).exit_code, 0);
   std::filesystem::remove_all(dir);
 }
 

@@ -1,6 +1,9 @@
 // State dicts: save/load round trips, PyTorch's strict-load error text, prefix
 // stripping, and shape/dtype mismatches that name the file and tensor.
+#include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -10,6 +13,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include "engine/core/half_round.hpp"
 #include "engine/io/checkpoint.hpp"
 #include "engine/host/host_backend.hpp"
 #include "verify/support/test_files.hpp"
@@ -172,6 +176,77 @@ TEST(Checkpoint, WrongDtypeNamesFileAndTensor) {
             std::string::npos)
       << msg;
   EXPECT_NE(msg.find("(checkpoint file: " + path + ")"), std::string::npos) << msg;
+}
+
+// Half-precision values from their bits, against values read off the formats' definitions
+// (IEEE 754 binary16; bfloat16 as f32's upper 16 bits), not computed by the decoder.
+TEST(Checkpoint, HalfBitsDecodeAsTheFormatsDefineThem) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<std::pair<std::uint16_t, double>> f16 = {
+      {0x3c00, 1.0},          {0xc000, -2.0},          {0x7bff, 65504.0},     {0x0400, 6.103515625e-05},
+      {0x0001, 5.960464477539063e-08}, {0x03ff, 6.097555160522461e-05}, {0x3555, 0.333251953125},
+      {0x7c00, inf},          {0xfc00, -inf},          {0x0000, 0.0}};
+  for (const auto& [bits, value] : f16) EXPECT_EQ(half_bits_to_double(bits, DType::f16), value) << std::hex << bits;
+  EXPECT_TRUE(std::signbit(half_bits_to_double(0x8000, DType::f16)));
+  EXPECT_TRUE(std::isnan(half_bits_to_double(0x7e00, DType::f16)));
+  const std::vector<std::pair<std::uint16_t, double>> bf16 = {
+      {0x3f80, 1.0}, {0xc000, -2.0}, {0x4049, 3.140625}, {0x7f7f, 3.3895313892515355e38},
+      {0x0080, 1.1754943508222875e-38}, {0x0001, 9.183549615799121e-41}, {0x7f80, inf}};
+  for (const auto& [bits, value] : bf16) EXPECT_EQ(half_bits_to_double(bits, DType::bf16), value) << std::hex << bits;
+  EXPECT_TRUE(std::isnan(half_bits_to_double(0x7fc0, DType::bf16)));
+  EXPECT_THROW(half_bits_to_double(0x3c00, DType::f32), std::invalid_argument);
+}
+
+// Invariant: every finite f16 and bf16 pattern decodes to a value of that format (rounding
+// it to the format, engine/core/half_round.hpp, leaves it), and distinct patterns to distinct
+// values (but +0 and -0), ascending with the pattern among the positive ones.
+TEST(Checkpoint, EveryHalfPatternDecodesToItsOwnValue) {
+  for (DType t : {DType::f16, DType::bf16}) {
+    const std::uint16_t first_nonfinite = t == DType::f16 ? 0x7c00 : 0x7f80;
+    double previous = -1;
+    for (std::uint32_t bits = 0; bits < first_nonfinite; ++bits) {
+      const double v = half_bits_to_double(static_cast<std::uint16_t>(bits), t);
+      ASSERT_EQ(round_to_format(v, low_format(t)), v) << dtype_name(t) << " " << bits;
+      ASSERT_GT(v, previous) << dtype_name(t) << " " << bits;
+      ASSERT_EQ(half_bits_to_double(static_cast<std::uint16_t>(bits | 0x8000), t), -v);
+      previous = v;
+    }
+  }
+}
+
+// An f16 or bf16 state dict loads into f32 and f64 parameters, each value widened exactly;
+// f64 into f32 (which rounds) stays a dtype mismatch.
+TEST(Checkpoint, HalfStateDictWidensIntoFloatParameters) {
+  HostDevice dev(0, DeviceKind::host_worker);
+  for (DType target : {DType::f32, DType::f64}) {
+    auto params = mlp_params(dev, target, 0);
+    SafetensorsFile file;
+    file.path = "half.safetensors";
+    std::vector<double> expected;
+    for (const auto& np : params.named) {
+      SafetensorsTensor t;
+      t.name = np.name;
+      t.dtype = DType::bf16;
+      t.shape = np.param->value.shape();
+      const Elements n = np.param->value.numel();
+      for (Elements i = 0; i < n; ++i) {
+        // 1 + i/128 (i < 128) is exact in bf16: 0x3f80 + i
+        const auto bits = static_cast<std::uint16_t>(0x3f80 + (i % 128));
+        t.data.push_back(static_cast<std::byte>(bits & 0xff));
+        t.data.push_back(static_cast<std::byte>(bits >> 8));
+        expected.push_back(1.0 + static_cast<double>(i % 128) / 128.0);
+      }
+      file.tensors.push_back(std::move(t));
+    }
+    load_state_dict(params.named, file);
+    std::vector<double> loaded;
+    for (const auto& np : params.named)
+      for (double v : tensor_to_f64_vector(np.param->value)) loaded.push_back(v);
+    EXPECT_EQ(loaded, expected) << dtype_name(target);
+  }
+  EXPECT_TRUE(widens_exactly(DType::f16, DType::f32));
+  EXPECT_FALSE(widens_exactly(DType::f64, DType::f32));
+  EXPECT_FALSE(widens_exactly(DType::f32, DType::f16));
 }
 
 TEST(Checkpoint, StripCollisionIsAnError) {

@@ -120,6 +120,13 @@ Tensor ckpt_input(Device& dev) {
   return x;
 }
 
+Tensor ckpt_input_f32(Device& dev) {
+  Generator gen(4243);
+  Tensor x = Tensor::empty(dev, {6, 5}, DType::f32, MemoryCategory::inputs);
+  init_uniform(x, 2.0, gen);
+  return x;
+}
+
 // The jobs this file sends to the oracle.
 void add_jobs(JobSet& jobs, const std::string& dir) {
   HostDevice dev(0, DeviceKind::host_worker);
@@ -155,6 +162,14 @@ void add_jobs(JobSet& jobs, const std::string& dir) {
   // A checkpoint torch writes with its own initialisation, for dptwin to load.
   jobs.jobs.push_back({{"kind", "save_checkpoint"}, {"name", "save_torch"}, {"model", model}, {"seed", 1234},
                        {"path", dir + "/torch.safetensors"}});
+  // Half-precision state dicts of an f32 model (F16, BF16), for dptwin's f32 model to load.
+  const Tensor x32 = ckpt_input_f32(dev);
+  for (const char* st : {"F16", "BF16"}) {
+    const std::string name = std::string("save_torch_") + st;
+    jobs.add(name + "/x", x32);
+    jobs.jobs.push_back({{"kind", "save_checkpoint"}, {"name", name}, {"model", model_json(kCkptSpec, DType::f32)},
+                         {"seed", 4321}, {"save_dtype", st}, {"path", dir + "/" + name + ".safetensors"}});
+  }
 }
 [[maybe_unused]] const bool registered = register_job_provider(add_jobs);
 
@@ -250,6 +265,28 @@ TEST_F(TorchOracle, TorchCheckpointLoadsInDptwin) {
   Tensor out = m.forward(ckpt_input(dev));
   // Invariant: dptwin, loaded from torch's file, computes torch's output.
   EXPECT_LE(max_rel_error(tensor_to_f64_vector(out), values_of(result("save_torch/out"))), 1e-12);
+}
+
+// torch's load_state_dict casts a half-precision state dict into a float model; dptwin's
+// load widens F16 and BF16 exactly. Invariant: dptwin's f32 model loaded from torch's
+// model.half() / bfloat16 state dict computes what torch's f32 model loaded from it does.
+// (Caught: bits read as the other half format, or F16 exponents off by one.)
+TEST_F(TorchOracle, HalfPrecisionStateDictLoadsIntoAFloatModel) {
+  for (const std::string st : {"F16", "BF16"}) {
+    SCOPED_TRACE(st);
+    HostDevice dev(0, DeviceKind::host_worker);
+    Sequential m = make_mlp(kCkptSpec, dev, DType::f32, 999);
+    auto file = read_safetensors(state().dir + "/save_torch_" + st + ".safetensors");
+    ASSERT_FALSE(file.tensors.empty());
+    EXPECT_EQ(dtype_safetensors_name(file.tensors.front().dtype), st);
+    load_state_dict(m, file);
+    Tensor out = m.forward(ckpt_input_f32(dev));
+    EXPECT_LE(max_rel_error(tensor_to_f64_vector(out), values_of(result("save_torch_" + st + "/out"))), 1e-6);
+    // Every loaded weight is exactly torch's after its cast (widening is exact).
+    for (const auto& np : m.named_parameters())
+      EXPECT_EQ(tensor_to_f64_vector(np.param->value), values_of(result("save_torch_" + st + "/param/" + np.name)))
+          << np.name;
+  }
 }
 
 // The comparison itself has teeth: a planted off-by-one-step error (AdamW run for

@@ -44,7 +44,8 @@ import tempfile
 import torch
 import torch.nn as nn
 
-ST_DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32}
+ST_DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32,
+             "F16": torch.float16, "BF16": torch.bfloat16}
 ST_NAMES = {v: k for k, v in ST_DTYPES.items()}
 TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64}
 
@@ -89,7 +90,9 @@ def write_safetensors(path, tensors, metadata=None):
     offset = 0
     for name, t in tensors.items():
         t = t.detach().contiguous().cpu()
-        blob = t.numpy().tobytes() if t.numel() else b""
+        # numpy has no bfloat16: 2-byte types go out as their bits
+        bits = t.view(torch.int16) if t.element_size() == 2 else t
+        blob = bits.numpy().tobytes() if t.numel() else b""
         header[name] = {"dtype": ST_NAMES[t.dtype], "shape": list(t.shape),
                         "data_offsets": [offset, offset + len(blob)]}
         blobs.append(blob)
@@ -202,7 +205,17 @@ def run_save_checkpoint(job, tensors, out):
                 mod.weight.uniform_(0.5, 1.5)
                 mod.bias.uniform_(-0.5, 0.5)
         out[name + "/out"] = m(tensors[name + "/x"])
-    write_safetensors(job["path"], m.state_dict(), {"format": "pt"})
+    state = m.state_dict()
+    if "save_dtype" in job:
+        # A half-precision state dict (model.half().state_dict(), a bf16 checkpoint); the
+        # output is the float model's after load_state_dict casts it back in.
+        state = {k: v.to(ST_DTYPES[job["save_dtype"]]) for k, v in state.items()}
+        m.load_state_dict(state, strict=True)
+        with torch.no_grad():
+            out[name + "/out"] = m(tensors[name + "/x"])
+        for k, v in m.state_dict().items():
+            out[name + "/param/" + k] = v
+    write_safetensors(job["path"], state, {"format": "pt"})
 
 
 def run_chunk_table(job, tables):
