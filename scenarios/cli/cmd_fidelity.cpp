@@ -39,6 +39,7 @@ struct FidelityArgs {
   std::vector<std::string> max_median_error;  // CLASS=PCT, CLASS one of small, mid, large, training
   std::string only;                     // run the entries whose id contains this
   std::string hardware;                 // run the entries of this hardware file (its name)
+  std::string gpu;                      // run the entries on this GPU model (gpu.name), in any hardware file
   int jobs = whatif::default_jobs();    // entries predicted at once, each in its own process
 };
 
@@ -177,11 +178,28 @@ int run_fidelity(const FidelityArgs& a) {
       a.hardware.find('/') != std::string::npos || std::filesystem::path(a.hardware).extension() == ".yaml"
           ? std::filesystem::path(a.hardware).stem().string()
           : a.hardware;
+  // --gpu: the GPU model each entry's hardware file names (one load per distinct file).
+  std::map<std::pair<std::filesystem::path, std::string>, std::string> gpu_of;
+  std::set<std::string> gpus;
+  const auto gpu_name = [&](const fidelity::Entry& e, const std::filesystem::path& source_dir) {
+    const auto key = std::make_pair(source_dir, e.hardware_file + (e.overrides.empty() ? "" : "+" + e.id));
+    auto it = gpu_of.find(key);
+    if (it == gpu_of.end()) it = gpu_of.emplace(key, fidelity::entry_gpu_name(e, lib, source_dir)).first;
+    return it->second;
+  };
   for (const auto& s : sources)
-    for (const auto& e : s.entries)
+    for (const auto& e : s.entries) {
+      const auto source_dir = std::filesystem::path(s.file).parent_path();
+      if (!a.gpu.empty()) gpus.insert(gpu_name(e, source_dir));
       if ((a.only.empty() || e.id.find(a.only) != std::string::npos) &&
-          (hardware.empty() || std::filesystem::path(e.hardware_file).stem().string() == hardware))
-        jobs.push_back({&e, std::filesystem::path(s.file).parent_path(), fidelity::cost_hint(e)});
+          (hardware.empty() || std::filesystem::path(e.hardware_file).stem().string() == hardware) &&
+          (a.gpu.empty() || gpu_name(e, source_dir) == a.gpu))
+        jobs.push_back({&e, source_dir, fidelity::cost_hint(e)});
+    }
+  if (jobs.empty() && !a.gpu.empty())
+    throw std::invalid_argument(fmt::format("--gpu {}: no entry{} runs on it; the table's GPUs: {}", a.gpu,
+                                            a.only.empty() && hardware.empty() ? "" : " matching --only/--hardware",
+                                            fmt::join(gpus, ", ")));
   if (jobs.empty() && !hardware.empty()) {
     // Name the hardware files the table has, so a planner sees what was measured.
     std::set<std::string> names;
@@ -247,10 +265,13 @@ RunFn setup(CLI::App& parent) {
   app->add_option("--hardware", a->hardware,
                   "run only the entries of this hardware file (e.g. dgx-h100): how the twin fares on the machine you "
                   "plan for");
+  app->add_option("--gpu", a->gpu,
+                  "run only the entries on this GPU model, in any hardware file (the gpu.name that `dptwin hardware "
+                  "show` prints, e.g. H100-SXM5-80GB): how the twin fares on the GPU you plan for");
   app->add_option("-j,--jobs", a->jobs,
                   "entries predicted at once, each in its own process (default: the CPUs this process may use: taskset, a Slurm allocation); the table is "
                   "the same for any value");
-  app->footer("Examples:\n  dptwin fidelity\n  dptwin fidelity scenarios/measured/public --json\n  dptwin fidelity --only lambda-rn50 --jobs 4\n  dptwin fidelity --hardware dgx-h100\n\n" + exit_codes_help() +
+  app->footer("Examples:\n  dptwin fidelity\n  dptwin fidelity scenarios/measured/public --json\n  dptwin fidelity --only lambda-rn50 --jobs 4\n  dptwin fidelity --hardware dgx-h100\n  dptwin fidelity --gpu H100-SXM5-80GB\n\n" + exit_codes_help() +
               " Exit 1 here: an entry misses by more than --max-abs-error, or a class's median by more than "
               "--max-median-error.");
   return [a] { return run_fidelity(*a); };

@@ -122,6 +122,10 @@ struct Result {
   std::string detail;                // what the twin ran (algorithm, step time, ...)
 };
 
+// The GPU model (the hardware file's gpu.name, overrides applied) an entry ran on; its
+// hardware_file is a library name or a path relative to `source_dir`. Throws as loading does.
+std::string entry_gpu_name(const Entry& e, const scenario::Library& lib, const std::filesystem::path& source_dir);
+
 // The twin's prediction of one entry, in the entry's metric. `source_dir` resolves a
 // relative hardware_file. Forks one simulation (call from a single-threaded process).
 Result predict_entry(const Entry& e, const scenario::Library& lib, const std::filesystem::path& source_dir);

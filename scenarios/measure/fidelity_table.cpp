@@ -317,4 +317,9 @@ EntryClass classify(const Entry& e) {
   return EntryClass::collective_mid;
 }
 
+std::string entry_gpu_name(const Entry& e, const scenario::Library& lib, const std::filesystem::path& source_dir) {
+  const std::string where = fmt::format("{}:{}: hardware_file: ", e.file, e.line);
+  return scenario::load_hardware_with_overrides(e.hardware_file, e.overrides, lib, source_dir, where).gpu.name;
+}
+
 }  // namespace dpt::fidelity

@@ -9,11 +9,13 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "engine/core/precision.hpp"
 #include "engine/core/timestamp.hpp"
 #include <yaml-cpp/yaml.h>
 
+#include "scenarios/measure/fidelity.hpp"
 #include "scenarios/report/report_axes.hpp"
 #include "scenarios/report/report_sweep.hpp"
 #include "scenarios/scenario/measured_scaling.hpp"
@@ -72,25 +74,43 @@ AssumptionsInput assumptions_input(const scenario::SweepResult& r, const scenari
       const auto hw = sim::load_hardware(name, lib.hardware_dir);
       in.hardware[name] = fmt::format("{} ({})", hw.description.empty() ? hw.gpu.name : hw.description,
                                       hw.source_file.empty() ? "built in" : hw.source_file);
+      in.gpu_of[name] = hw.gpu.name;
     } catch (const std::exception&) {
       in.hardware[name] = "hardware file not found when the report was written";
     }
   }
-  // The fidelity table's entries per hardware file (its stem), read off the sources' text:
-  // each entry names its machine with one `hardware_file:` line.
+  // The fidelity table's entries per GPU model: each entry's hardware file loaded once (a
+  // table that cannot be read leaves the counts empty: the row then names `dptwin fidelity`).
+  std::set<std::string> gpus;
+  for (const auto& [name, gpu] : in.gpu_of) gpus.insert(gpu);
   std::error_code ec;
   const auto table = lib.hardware_dir.parent_path() / "measured" / "public";
-  if (std::filesystem::is_directory(table, ec))
-    for (const auto& f : std::filesystem::directory_iterator(table, ec)) {
-      if (f.path().extension() != ".yaml") continue;
-      std::ifstream text(f.path());
-      static const std::regex line(R"(^\s*hardware_file:\s*"?([^\s"#]+))");
-      for (std::string l; std::getline(text, l);)
-        if (std::smatch m; std::regex_search(l, m, line)) {
-          const std::string stem = std::filesystem::path(m[1].str()).stem().string();
-          if (names.count(stem)) ++in.fidelity_entries[stem];
+  if (!gpus.empty() && std::filesystem::is_directory(table, ec)) {
+    try {
+      std::map<std::pair<std::filesystem::path, std::string>, std::string> gpu_of_file;
+      for (const auto& source : fidelity::load_table(table))
+        for (const auto& e : source.entries) {
+          const auto dir = std::filesystem::path(source.file).parent_path();
+          const auto key = std::make_pair(dir, e.hardware_file + (e.overrides.empty() ? "" : "+" + e.id));
+          auto it = gpu_of_file.find(key);
+          if (it == gpu_of_file.end()) {
+            std::string gpu;
+            try {
+              gpu = fidelity::entry_gpu_name(e, lib, dir);
+            } catch (const std::exception&) {
+            }
+            it = gpu_of_file.emplace(key, gpu).first;
+          }
+          if (!gpus.count(it->second)) continue;
+          auto& count = in.fidelity_by_gpu[it->second];
+          ++count.entries;
+          if (fidelity::classify(e) == fidelity::EntryClass::training) ++count.training;
+          count.hardware.insert(std::filesystem::path(e.hardware_file).stem().string());
         }
+    } catch (const std::exception&) {
+      in.fidelity_by_gpu.clear();
     }
+  }
   return in;
 }
 
@@ -171,13 +191,20 @@ ReportSection assumptions_section(const scenario::SweepResult& r, const Assumpti
     // Only where the table has entries on the hardware: elsewhere the command has nothing
     // to run (it exited 2, an outside-user review), so the row says the table lacks it.
     std::string commands, without;
+    std::set<std::string> seen;
     for (const auto& [name, description] : in.hardware) {
-      const auto it = in.fidelity_entries.find(name);
-      if (it != in.fidelity_entries.end() && it->second > 0)
-        commands += fmt::format("{}`dptwin fidelity --hardware {}` ({} entries)", commands.empty() ? "" : ", ", name,
-                                it->second);
-      else
-        without += (without.empty() ? "" : ", ") + name;
+      const auto g = in.gpu_of.find(name);
+      const auto it = g == in.gpu_of.end() ? in.fidelity_by_gpu.end() : in.fidelity_by_gpu.find(g->second);
+      if (it != in.fidelity_by_gpu.end() && it->second.entries > 0) {
+        if (!seen.insert(it->first).second) continue;
+        const auto& c = it->second;
+        commands += fmt::format("{}`dptwin fidelity --gpu {}` ({} entr{}, {} of them training, on {})",
+                                commands.empty() ? "" : ", ", it->first, c.entries, c.entries == 1 ? "y" : "ies",
+                                c.training, fmt::join(c.hardware, ", "));
+      } else {
+        without += (without.empty() ? "" : ", ") +
+                   (g == in.gpu_of.end() ? name : fmt::format("{} (hardware {})", g->second, name));
+      }
     }
     std::string text = "the twin against published measurements of real machines, with the signed median error per "
                        "class: " +

@@ -4,6 +4,7 @@
 // file's description, the dptwin version, its git revision and the date.
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,9 +25,18 @@ struct AssumptionsInput {
   std::vector<std::string> overrides;                  // "gpu.memory = 40 GiB", from the scenario and flags
   std::map<std::string, std::string> hardware;         // hardware name -> its file's description and path
   std::string date;                                    // when the figures were produced (utc_now_iso8601())
-  // Per hardware name: the fidelity table's entries on it (scenarios/measured/public), so the
-  // accuracy row names `dptwin fidelity --hardware NAME` only where it has something to run.
-  std::map<std::string, int> fidelity_entries;
+  // Per hardware name: its GPU model (gpu.name), where the file loads.
+  std::map<std::string, std::string> gpu_of;
+  // Per GPU model: the fidelity table's entries on it (scenarios/measured/public), in any
+  // hardware file, so the accuracy row names `dptwin fidelity --gpu NAME` only where it has
+  // something to run (an outside-user review: a plan on dgx-h100-cluster pointed at that
+  // file's 4 collective entries, where the same GPUs' 28 training entries are on dgx-h100).
+  struct FidelityCount {
+    int entries = 0;
+    int training = 0;
+    std::set<std::string> hardware;  // the files they ran on (stems)
+  };
+  std::map<std::string, FidelityCount> fidelity_by_gpu;
 };
 
 // The overrides and hardware descriptions of a scenario (hardware files that cannot

@@ -442,6 +442,16 @@ TEST(FidelityCli, ExitCodesAndJson) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--hardware dgx-h100: no entry runs on it; the table's hardware: dgx-a100"), std::string::npos)
       << r.err;
+  // --gpu keeps the entries on one GPU model, whichever hardware file names it; one the table
+  // lacks names the GPU models it has.
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--gpu", "A100-SXM4-80GB", "--json"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["entries"].size(), 1u);
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--gpu", "H100-SXM5-80GB"}, dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--gpu H100-SXM5-80GB: no entry runs on it; the table's GPUs: A100-SXM4-80GB"),
+            std::string::npos)
+      << r.err;
 }
 
 // A fresh folder fidelity_test/NAME holding one source file, s.yaml, with `text`.

@@ -208,22 +208,36 @@ TEST(Assumptions, NameSourcePrecisionVersionAndDate) {
                                 "signed median error per class: `dptwin fidelity`; the table has no measurement of "
                                 "l40s-4x-pcie4"})
     EXPECT_NE(md.find(row), std::string::npos) << row;
-  // Where it has entries, the command that runs them.
-  o.assumptions->fidelity_entries["l40s-4x-pcie4"] = 3;
+  // Where it has entries on the GPU model, the command that runs them, with what they are.
+  o.assumptions->gpu_of["l40s-4x-pcie4"] = "L40S";
+  o.assumptions->fidelity_by_gpu["L40S"] = {3, 2, {"l40s-4x-pcie4", "l40s-8x"}};
   const std::string with = render_markdown(build_sweep_report(bucket_sweep(), o));
-  EXPECT_NE(with.find("error per class: `dptwin fidelity --hardware l40s-4x-pcie4` (3 entries) (README, Fidelity)"),
+  EXPECT_NE(with.find("error per class: `dptwin fidelity --gpu L40S` (3 entries, 2 of them training, on "
+                      "l40s-4x-pcie4, l40s-8x) (README, Fidelity)"),
             std::string::npos)
       << with.substr(with.find("| accuracy"), 300);
+  // Without: the GPU is named with its hardware file.
+  o.assumptions->fidelity_by_gpu.clear();
+  const std::string without = render_markdown(build_sweep_report(bucket_sweep(), o));
+  EXPECT_NE(without.find("the table has no measurement of L40S (hardware l40s-4x-pcie4)"), std::string::npos)
+      << without.substr(without.find("| accuracy"), 300);
 }
 
-// The fidelity table's entries per hardware, read off its sources: the library's table
-// has DGX H100 entries and none on the L40S server.
-TEST(Assumptions, CountTheFidelityTablesEntriesPerHardware) {
+// The fidelity table's entries per GPU model, in any hardware file: the library's table has
+// H100 SXM training entries (on dgx-h100) that a dgx-h100-cluster report counts too, and none
+// on the L40S server's GPU.
+TEST(Assumptions, CountTheFidelityTablesEntriesPerGpuModel) {
   SweepResult r = bucket_sweep();  // l40s-4x-pcie4
-  r.points[0].hardware = "dgx-h100";
+  r.points[0].hardware = "dgx-h100-cluster";
   const auto in = assumptions_input(r, nullptr, scenario::Library::at(test::kScenarios));
-  EXPECT_GT(in.fidelity_entries.count("dgx-h100") ? in.fidelity_entries.at("dgx-h100") : 0, 20);
-  EXPECT_EQ(in.fidelity_entries.count("l40s-4x-pcie4"), 0u);
+  ASSERT_EQ(in.gpu_of.at("dgx-h100-cluster"), "H100-SXM5-80GB");
+  ASSERT_TRUE(in.fidelity_by_gpu.count("H100-SXM5-80GB"));
+  const auto& h100 = in.fidelity_by_gpu.at("H100-SXM5-80GB");
+  EXPECT_GT(h100.training, 20);
+  EXPECT_GT(h100.entries, h100.training);
+  EXPECT_TRUE(h100.hardware.count("dgx-h100"));
+  EXPECT_TRUE(h100.hardware.count("dgx-h100-cluster"));
+  EXPECT_EQ(in.fidelity_by_gpu.count(in.gpu_of.at("l40s-4x-pcie4")), 0u);
 }
 
 // Invariant: the Assumptions' precision is what the points with figures ran: a skipped
