@@ -155,6 +155,23 @@ GpuSpec read_gpu(MapReader r) {
                                 *g.peak_flops.tf32 / 1e12, *g.peak_flops.f16 / 1e12));
   pf.finish();
   // Device memory: 1 MiB .. 64 TiB (today's largest GPUs hold under 0.5 TiB).
+  // In binary units: a GPU's memory is binary-sized (an "80GB" H100 has 80 GiB of HBM3 and CUDA
+  // reports 81,559 MiB of it), so the decimal reading of a datasheet's "40GB" (37.25 GiB, 6 %
+  // short of the 39.6 GiB CUDA reports on an A100 40GB) is refused as the slip it is (an
+  // outside-user review wrote `memory: 40 GB` and planned with 37.25 GiB).
+  if (r.has("memory") && r.node("memory").IsScalar()) {
+    const std::string text = r.node("memory").Scalar();
+    for (const char* unit : {"kB", "KB", "MB", "GB", "TB"})
+      if (text.size() > 2 && text.ends_with(unit)) {
+        const Bytes bytes = parse_bytes_quantity(text, r.where("memory"));
+        r.fail("memory", fmt::format("'{}' is decimal ({:.4g} GiB): GPU memory is binary-sized, and a datasheet's "
+                                     "\"{}\" card holds {} {}iB; write what CUDA reports (nvidia-smi's "
+                                     "memory.total, e.g. 81559 MiB on an H100 80GB) or the GiB figure",
+                                     text, static_cast<double>(bytes) / static_cast<double>(kGiB),
+                                     text.substr(0, text.find_first_of(" kKMGT")) + unit,
+                                     text.substr(0, text.find_first_of(" kKMGT")), std::string(1, unit[0] == 'k' ? 'K' : unit[0])));
+      }
+  }
   g.memory_bytes = r.get_bytes_in("memory", kMiB, 64 * 1024 * kGiB);
   g.memory_bandwidth = r.get_byte_bandwidth_in("memory_bandwidth", kBandwidthLo, kBandwidthHi);
   g.kernel_launch_latency_s = r.get_time_in("kernel_launch_latency", kOpCostLo, kOpCostHi);

@@ -20,7 +20,7 @@
 //   gpu:
 //     name: H100-SXM5-80GB
 //     peak_flops: {f32: 66.9 TFLOPS, tf32: 494.7 TFLOPS, bf16: ..., f16: ..., f64: ...}  # dense; tf32/bf16/f16 optional
-//     memory: 80 GiB
+//     memory: 81559 MiB                # binary units (MiB, GiB): what CUDA reports; "80 GB" is refused
 //     memory_bandwidth: 3.35 TB/s
 //     kernel_launch_latency: 4 us
 //     sm_count: 132                    # optional: streaming multiprocessors (interference with NCCL)

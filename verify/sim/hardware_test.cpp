@@ -189,6 +189,19 @@ TEST(HardwareErrors, MemoryBandwidthInBitsIsRefused) {
   EXPECT_DOUBLE_EQ(parse_bandwidth_quantity("400 Gb/s", ""), 50e9);
 }
 
+// GPU memory in decimal units is the datasheet's "40GB" read as 40e9 bytes (37.25 GiB, where
+// the card has 40 GiB): refused with both readings; binary units and bytes stay fine.
+TEST(HardwareErrors, GpuMemoryInDecimalUnitsIsRefused) {
+  EXPECT_EQ(error_of(replace_line(kGood, 6, "  memory: 40 GB")),
+            "bad.yaml:6: gpu.memory: '40 GB' is decimal (37.25 GiB): GPU memory is binary-sized, and a datasheet's "
+            "\"40GB\" card holds 40 GiB; write what CUDA reports (nvidia-smi's memory.total, e.g. 81559 MiB on an "
+            "H100 80GB) or the GiB figure");
+  EXPECT_NE(error_of(replace_line(kGood, 6, "  memory: 16000MB")).find("'16000MB' is decimal (14.9 GiB)"),
+            std::string::npos);
+  for (const char* fine : {"  memory: 40 GiB", "  memory: 40536 MiB", "  memory: 42949672960 B"})
+    EXPECT_EQ(error_of(replace_line(kGood, 6, fine)), "(no error)") << fine;
+}
+
 TEST(HardwareErrors, ZeroLanesAreRejected) {
   const std::string text = replace_line(kGood, 11, "  lanes: 0");
   EXPECT_EQ(error_of(text), "bad.yaml:11: pcie.lanes: 0 is outside 1 .. 32");
