@@ -477,10 +477,13 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
     // The masked-LM head on every position: dense, GELU, LayerNorm, then the decoder tied to
     // word_embeddings with its own bias (cls.predictions.bias, registered first).
     const double ph = sd * hd;
-    add_layer(m, "cls", "BertOnlyMLMHead",
-              {{"cls.predictions.bias", {v}}, {"cls.predictions.transform.dense.weight", {h, h}},
-               {"cls.predictions.transform.dense.bias", {h}}, {"cls.predictions.transform.LayerNorm.weight", {h}},
-               {"cls.predictions.transform.LayerNorm.bias", {h}}},
+    std::vector<ParameterDescription> params = {
+        {"cls.predictions.bias", {v}}, {"cls.predictions.transform.dense.weight", {h, h}},
+        {"cls.predictions.transform.dense.bias", {h}}, {"cls.predictions.transform.LayerNorm.weight", {h}},
+        {"cls.predictions.transform.LayerNorm.bias", {h}}};
+    // Untied: the decoder's own weight, after the transform (its bias is cls.predictions.bias).
+    if (!spec.tied) params.push_back({"cls.predictions.decoder.weight", {v, h}});
+    add_layer(m, "cls", "BertOnlyMLMHead", std::move(params),
               2 * sd * hd * hd + kGelu * sd * hd + kLayerNorm * sd * hd + 2 * sd * hd * vd, 4 * sd * hd + sd * vd,
               s * v);
     m.layers.back().gemms = {{s, h, h}, {s, v, h}};  // transform dense, decoder
@@ -492,11 +495,14 @@ ModelDescription describe_bert(const BertSpec& spec, const std::string& name) {
   // tied to word_embeddings with its own bias.
   const std::int64_t p = spec.mlm_positions.value_or(s);
   const double pd = static_cast<double>(p), ph = pd * hd;
-  add_layer(m, "pooler+heads", "BertPreTrainingHeads",
-            {{"pooler.dense.weight", {h, h}}, {"pooler.dense.bias", {h}}, {"cls.predictions.bias", {v}},
-             {"cls.predictions.transform.dense.weight", {h, h}}, {"cls.predictions.transform.dense.bias", {h}},
-             {"cls.predictions.transform.LayerNorm.weight", {h}}, {"cls.predictions.transform.LayerNorm.bias", {h}},
-             {"cls.seq_relationship.weight", {2, h}}, {"cls.seq_relationship.bias", {2}}},
+  std::vector<ParameterDescription> heads = {
+      {"pooler.dense.weight", {h, h}}, {"pooler.dense.bias", {h}}, {"cls.predictions.bias", {v}},
+      {"cls.predictions.transform.dense.weight", {h, h}}, {"cls.predictions.transform.dense.bias", {h}},
+      {"cls.predictions.transform.LayerNorm.weight", {h}}, {"cls.predictions.transform.LayerNorm.bias", {h}}};
+  if (!spec.tied) heads.push_back({"cls.predictions.decoder.weight", {v, h}});
+  heads.push_back({"cls.seq_relationship.weight", {2, h}});
+  heads.push_back({"cls.seq_relationship.bias", {2}});
+  add_layer(m, "pooler+heads", "BertPreTrainingHeads", std::move(heads),
             2 * hd * hd + 2 * hd * 2 + 2 * pd * hd * hd + kGelu * pd * hd + kLayerNorm * pd * hd + 2 * pd * hd * vd,
             4 * pd * hd + pd * vd, p * v + 2);
   m.layers.back().gemms = {{1, h, h}, {p, h, h}, {p, v, h}};  // pooler, transform dense, decoder

@@ -102,6 +102,9 @@ struct BertSpec {
   // BertForSequenceClassification's classes (num_labels).
   std::int64_t labels = 2;
   AttentionImpl attn = AttentionImpl::eager;  // sdpa: not with `fused` (NVFuser's own kernels)
+  // The masked-LM decoder shares word_embeddings (tie_word_embeddings, transformers' default);
+  // false gives it a weight of its own, cls.predictions.decoder.weight [vocab, hidden].
+  bool tied = true;
 };
 ModelDescription describe_bert(const BertSpec& s, const std::string& name);
 

@@ -264,6 +264,7 @@ ModelDescription bert_from(const ConfigReader& c, const std::string& name, std::
   s.vocab = c.get_int("vocab_size");
   s.type_vocab = c.get_int("type_vocab_size", 2);
   s.head = bert_head_from(c);
+  s.tied = c.get_bool("tie_word_embeddings", true);  // the masked-LM decoder's weight (an outside-user review)
   if (s.head == BertHead::classification) s.labels = labels_from(c);
   s.attn = attention_from(c, attn);
   (void)activation_from(c, "hidden_act");  // GELU's traffic whichever: known names only

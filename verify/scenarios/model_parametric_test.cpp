@@ -4,6 +4,7 @@
 // implementation) wrote from the same hyperparameters.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -500,6 +501,40 @@ TEST(HfConfig, LlamaActivationIsReadNotAssumed) {
           << what;
     }
   }
+}
+
+// tie_word_embeddings: false gives BERT's masked-LM decoder a weight of its own, as
+// transformers builds it: vocab x hidden more parameters (30,522 x 768 on BERT-base), named
+// cls.predictions.decoder.weight after the transform; the pooler-only model has no decoder.
+// It was ignored: 109,514,298 for the untied BertForMaskedLM (an outside-user review).
+TEST(HfConfig, BertUntiedDecoderHasItsOwnWeight) {
+  const std::string base = R"({"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
+      "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512, "vocab_size": 30522,
+      "type_vocab_size": 2)";
+  const auto count = [](const ModelDescription& m) {
+    std::int64_t n = 0;
+    for (const auto& l : m.layers)
+      for (const auto& p : l.parameters) n += shape_numel(p.shape);
+    return n;
+  };
+  for (const char* cls : {"BertForMaskedLM", "BertForPreTraining"}) {
+    SCOPED_TRACE(cls);
+    const std::string arch = std::string(R"(, "architectures": [")") + cls + "\"]";
+    const auto tied = parse_hf_config(base + arch + "}", "t.json", "t");
+    const auto untied = parse_hf_config(base + arch + R"(, "tie_word_embeddings": false})", "u.json", "u");
+    EXPECT_EQ(count(untied) - count(tied), 30522 * 768);
+    const auto& head = untied.layers.back().parameters;
+    const auto it = std::find_if(head.begin(), head.end(),
+                                 [](const auto& p) { return p.name == "cls.predictions.decoder.weight"; });
+    ASSERT_NE(it, head.end());
+    EXPECT_EQ(it->shape, (Shape{30522, 768}));
+    EXPECT_EQ((it - 1)->name, "cls.predictions.transform.LayerNorm.bias");
+  }
+  EXPECT_EQ(count(parse_hf_config(base + R"(, "architectures": ["BertForMaskedLM"], "tie_word_embeddings": false})",
+                                  "u.json", "u")),
+            132955194);  // transformers' BertForMaskedLM(config).num_parameters() with the key false
+  EXPECT_EQ(count(parse_hf_config(base + R"(, "tie_word_embeddings": false})", "p.json", "p")),
+            count(parse_hf_config(base + "}", "p.json", "p")));
 }
 
 TEST(HfConfig, BadConfigsNameTheFileAndTheKey) {
