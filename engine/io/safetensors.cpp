@@ -163,6 +163,19 @@ SafetensorsFile parse_safetensors(const std::vector<std::byte>& bytes, const std
   auto bad = [&](const std::string& what) { return std::invalid_argument(fmt::format("{}: {}", path, what)); };
   if (bytes.size() < 8)
     throw bad(fmt::format("truncated: {} bytes, too short for the 8-byte header length", bytes.size()));
+  // torch.save's file (a zip archive since PyTorch 1.6; pickle before) read as safetensors
+  // gave only "header length 578712552184433488 bytes exceeds the limit" (an outside-user review).
+  const auto starts_with = [&](std::initializer_list<unsigned char> magic) {
+    size_t i = 0;
+    for (unsigned char c : magic)
+      if (std::to_integer<unsigned char>(bytes[i++]) != c) return false;
+    return true;
+  };
+  // Only a file that is no safetensors anyway (whose header does not open with '{').
+  const bool not_json = bytes.size() < 9 || bytes[8] != std::byte{'{'};
+  if (not_json && (starts_with({'P', 'K', 3, 4}) || starts_with({0x80, 0x02})))
+    throw bad("a torch.save file (zip or pickle), not safetensors: write the state dict with safetensors' "
+              "save_file, or verify/oracle/torch_oracle.py's write_safetensors (README, Training on the host)");
   std::uint64_t header_bytes = 0;
   std::memcpy(&header_bytes, bytes.data(), 8);
   if (header_bytes > static_cast<std::uint64_t>(kSafetensorsMaxHeaderBytes))

@@ -371,7 +371,16 @@ HfReference parse_hf_reference(const std::string& reference) {
 }
 
 ModelDescription load_hf_config(const std::string& reference) {
-  const auto [path, seq, attn] = parse_hf_reference(reference);
+  auto [path, seq, attn] = parse_hf_reference(reference);
+  // A model folder, as from_pretrained takes it: its config.json (an outside-user review gave
+  // the folder and read "cannot be read (no such file, or not a file)").
+  if (std::error_code dir_ec; std::filesystem::is_directory(path, dir_ec)) {
+    if (!std::filesystem::exists(path / "config.json", dir_ec))
+      throw std::invalid_argument(fmt::format("hf:{}: {} is a folder without a config.json (give the config file, or "
+                                              "the folder from_pretrained reads)",
+                                              reference, path.string()));
+    path /= "config.json";
+  }
   // A suffix other than :seq=N reads as part of the file name: say so where it is missing.
   std::error_code ec;
   const std::string name = path.string();

@@ -77,6 +77,13 @@ std::vector<std::string> layer_type_warnings(const ModelDescription& m) {
                                     "(plus out for the bias), times the rows of a sample",
                                     l.name, w->shape[0], w->shape[1], l.forward_flops_per_sample, w->shape[1],
                                     w->shape[0], bias ? fmt::format(" + {}", w->shape[0]) : "", row));
+        // Its output is `out` features per row, so a sample's are a multiple of out (an
+        // outside-user review's weight [12, 64] with output_features 10 passed silently).
+        if (w->shape[0] > 0 && l.output_features % w->shape[0] != 0)
+          out.push_back(fmt::format("layer '{}' (Linear, weight [{}, {}]) states output_features {}, not a multiple of "
+                                    "its {} output features per row: the next layer's input and this layer's "
+                                    "activations are counted from it",
+                                    l.name, w->shape[0], w->shape[1], l.output_features, w->shape[0]));
       }
     }
   }

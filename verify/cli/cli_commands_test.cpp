@@ -681,6 +681,17 @@ TEST(CliPredict, ALinearBelowOneRowsFlopsIsNamed) {
             std::string::npos)
       << warnings("low.yaml");
   EXPECT_EQ(warnings("ok.yaml").find("less than one row"), std::string::npos);
+  // Output features that are no multiple of the weight's rows contradict it (a review's
+  // weight [12, 64] with output_features 10 passed silently); the right count says nothing.
+  text = show.out;
+  replace("output_features: 4096\n    parameters:\n      - {name: weight, shape: [4096, 10]}",
+          "output_features: 4000\n    parameters:\n      - {name: weight, shape: [4096, 10]}");
+  write(dir / "out.yaml", text);
+  EXPECT_NE(warnings("out.yaml").find("layer '0' (Linear, weight [4096, 10]) states output_features 4000, not a "
+                                      "multiple of its 4096 output features per row"),
+            std::string::npos)
+      << warnings("out.yaml");
+  EXPECT_EQ(warnings("ok.yaml").find("not a multiple"), std::string::npos);
 }
 
 // A profiled model names the optimizer its step ran: a prediction stepping another says so

@@ -238,6 +238,25 @@ TEST(SafetensorsErrors, HugeHeaderLength) {
   EXPECT_NE(parse_error(b).find("exceeds the limit"), std::string::npos);
 }
 
+// torch.save's zip (PyTorch >= 1.6) or pickle file given as safetensors says what it is; a
+// real safetensors file whose header length starts with the same bytes stays one.
+TEST(SafetensorsErrors, ATorchSaveFileSaysWhatItIs) {
+  std::vector<std::byte> zip(64, std::byte{0});
+  for (size_t i = 0; i < 4; ++i) zip[i] = std::byte{static_cast<unsigned char>("PK\x03\x04"[i])};
+  EXPECT_NE(parse_error(zip).find("f.safetensors: a torch.save file (zip or pickle), not safetensors"),
+            std::string::npos);
+  std::vector<std::byte> pickle(64, std::byte{0x7d});
+  pickle[0] = std::byte{0x80};
+  pickle[1] = std::byte{0x02};
+  EXPECT_NE(parse_error(pickle).find("a torch.save file"), std::string::npos);
+  // A 640-byte header (0x0280: the pickle opcode's bytes) of a valid file parses.
+  std::string header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  header.resize(640, ' ');
+  const auto ok = raw_file(header, 4);
+  ASSERT_EQ(ok[0], std::byte{0x80});
+  EXPECT_EQ(parse_safetensors(ok, "ok.safetensors").tensors.size(), 1u);
+}
+
 TEST(SafetensorsErrors, HeaderNotJson) {
   EXPECT_NE(parse_error(raw_file("{\"w\": {\"dtype\": ", 0)).find("header is not valid JSON"), std::string::npos);
   EXPECT_NE(parse_error(raw_file("[1, 2]", 0)).find("header is not a JSON object"), std::string::npos);

@@ -507,6 +507,22 @@ TEST(HfConfig, LlamaActivationIsReadNotAssumed) {
 // transformers builds it: vocab x hidden more parameters (30,522 x 768 on BERT-base), named
 // cls.predictions.decoder.weight after the transform; the pooler-only model has no decoder.
 // It was ignored: 109,514,298 for the untied BertForMaskedLM (an outside-user review).
+// A model folder reads its config.json, as from_pretrained(folder) does; a folder without one
+// says so (it said "no such file, or not a file").
+TEST(HfConfig, AModelFolderReadsItsConfig) {
+  const auto dir = kModels / "hf" / "gpt2";
+  const auto by_folder = load_model("hf:" + dir.string() + ":seq=128", kModels);
+  const auto by_file = load_model("hf:" + (dir / "config.json").string() + ":seq=128", kModels);
+  EXPECT_EQ(model_parameter_count(by_folder), model_parameter_count(by_file));
+  EXPECT_EQ(model_forward_flops_per_sample(by_folder), model_forward_flops_per_sample(by_file));
+  try {
+    load_model("hf:" + (kModels / "hf").string(), kModels);
+    ADD_FAILURE() << "a folder without config.json was read";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("is a folder without a config.json"), std::string::npos) << e.what();
+  }
+}
+
 TEST(HfConfig, BertUntiedDecoderHasItsOwnWeight) {
   const std::string base = R"({"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12,
       "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512, "vocab_size": 30522,
