@@ -19,6 +19,7 @@
 #include "scenarios/cli/report_lock.hpp"
 #include "scenarios/cli/sweep_output.hpp"
 #include "scenarios/cli/whatif_flags.hpp"
+#include "sim/net/hardware.hpp"
 
 namespace dpt::cli::cmd_plan {  // a namespace per command: unity batches join anonymous ones
 namespace {
@@ -281,7 +282,8 @@ int run_plan(const PlanArgs& a) {
   o.progress = whatif::stderr_is_terminal() && !a.json;
   const auto sweep = scenario::run_plan_sweeps(plan_scenarios, lib, scenario::predict_point, o);
   const auto& first = plan_scenarios.front();
-  const auto plan = scenario::judge_plan(sweep, *first.target, *first.plan);
+  auto plan = scenario::judge_plan(sweep, *first.target, *first.plan);
+  for (const auto& c : first.plan->candidates) plan.file_nodes[c.hardware] = sim::load_hardware(c.hardware, lib.hardware_dir).nodes;
   if (!a.out.empty()) write_sweep_file(sweep, a.out);
   if (!a.report_dir.empty()) {
     auto doc = scenario::build_plan_report(plan, a.plan_file.empty() ? "dptwin plan" : "dptwin plan " + a.plan_file,

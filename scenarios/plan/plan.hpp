@@ -7,6 +7,7 @@
 // every other configuration why it lost (out of memory on a GPU, communication-
 // bound, too slow, more expensive, infeasible).
 #pragma once
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,6 +70,10 @@ struct PlanResult {
   PlanSpec spec;
   std::vector<PlanVerdict> verdicts;  // one per sweep point, same order
   std::optional<std::size_t> winner;  // index into verdicts
+  // Per candidate hardware: the nodes its file describes (`nodes:`, the default size, which
+  // the plan may exceed on hardware with a network). Filled by the caller that loaded the
+  // files; the answer says when the winner needs more nodes than that.
+  std::map<std::string, int> file_nodes;
 };
 
 // Judges a finished plan sweep: the cheapest configuration meeting the target wins

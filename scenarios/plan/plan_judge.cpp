@@ -248,6 +248,11 @@ std::string plan_answer(const PlanResult& plan) {
                               p.gpus(), p.gpu_name, p.hardware, report::strategy_display_name(p.strategy),
                               report::format_figure(thr(p)));
   if (w.price_per_hour) s += fmt::format(" for {} per hour", plan_money(plan.spec, *w.price_per_hour));
+  // More nodes than the hardware file describes: right for a cloud that rents more, not for a
+  // cluster of that size (an outside-user review's 2-node file got a 4-node answer silently).
+  if (const auto it = plan.file_nodes.find(p.hardware); it != plan.file_nodes.end() && p.nodes > it->second)
+    s += fmt::format(" ({} nodes, more than the {} its hardware file describes; --max-gpus {} keeps within them)",
+                     p.nodes, it->second, it->second * p.devices);
   const auto priced = std::count_if(plan.spec.candidates.begin(), plan.spec.candidates.end(),
                                     [](const PlanCandidate& c) { return c.price_per_gpu_hour.has_value(); });
   if (priced > 0 && priced < static_cast<long>(plan.spec.candidates.size()))

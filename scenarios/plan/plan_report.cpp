@@ -65,8 +65,9 @@ report::ReportDocument build_plan_report(const PlanResult& plan, const std::stri
   if (!plan.sweep.points.empty())
     notes.push_back("GPU counts: 1, 2, 4, ... within a node, then every whole number of nodes of each candidate.");
   if (plan.spec.train_samples || plan.target.samples)
+    // The count as given, as the Answer gives it (three figures said 9,770,000 beside its 9,765,625).
     notes.push_back(fmt::format("Time to train and total cost are for {} samples.",
-                                format_figure(plan.target.samples ? *plan.target.samples : *plan.spec.train_samples)));
+                                format_count(plan.target.samples ? *plan.target.samples : *plan.spec.train_samples)));
   notes.push_back(fmt::format("Configurations costing at most {} more than the winner are alternatives.",
                               format_percent(plan.spec.tie_margin)));
   doc.sections.insert(doc.sections.begin(), ReportSection{"Verdicts", notes, {}, {t}, {}});

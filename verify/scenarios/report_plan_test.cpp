@@ -431,6 +431,32 @@ TEST(Plan, TrainSamplesRankByTheRunsTotalCost) {
             "samples/s for 8.00 USD per hour; training 36,000,000 samples takes 0.625 h and costs 5.00 USD.");
 }
 
+// The report's note gives the samples to train as the Answer does, exactly (it gave
+// 115,000,000 for ResNet-50's 115,305,030 beside the Answer's count: an outside-user review).
+TEST(Plan, TheReportCountsTheSamplesAsTheAnswerDoes) {
+  auto plan = plan_of_two_with_train_samples();
+  plan.spec.train_samples = 115305030;
+  const std::string md = report::render_markdown(scenario::build_plan_report(plan, "test"));
+  EXPECT_NE(md.find("Time to train and total cost are for 115,305,030 samples."), std::string::npos) << md;
+}
+
+// A winner on more nodes than its hardware file describes says so, with the --max-gpus that
+// keeps within them (a review's 2-node file got a 4-node answer silently); within them, nothing.
+TEST(Plan, AWinnerBeyondTheFilesNodesSaysSo) {
+  auto plan = plan_of_two_with_train_samples();  // the winner: 8 GPUs on l40s-4x-pcie4
+  ASSERT_TRUE(plan.winner.has_value());
+  auto& p = plan.sweep.points[plan.verdicts[*plan.winner].point];
+  p.devices = 4;
+  p.nodes = 2;
+  plan.file_nodes["l40s-4x-pcie4"] = 1;
+  EXPECT_NE(scenario::plan_answer(plan).find(
+                "(2 nodes, more than the 1 its hardware file describes; --max-gpus 4 keeps within them)"),
+            std::string::npos)
+      << scenario::plan_answer(plan);
+  plan.file_nodes["l40s-4x-pcie4"] = 2;
+  EXPECT_EQ(scenario::plan_answer(plan).find("its hardware file describes"), std::string::npos);
+}
+
 TEST(Plan, PlantedBugRankingByHourlyPriceIsCaught) {
   ScopedFault f(Fault::plan_ranks_by_hourly_price);
   const auto plan = plan_of_two_with_train_samples();
