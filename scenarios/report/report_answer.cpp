@@ -119,6 +119,27 @@ std::string throughput_answer(const SweepResult& r) {
     s += fmt::format("; DataParallel reaches {} of DDP's throughput on {}x {}",
                      format_percent(point_throughput(*dp) / point_throughput(*ddp)), dp->gpus(),
                      dp->gpu_name.empty() ? dp->hardware : dp->gpu_name);
+  // Hardware against hardware ("what does 8x H100 buy over 4x L40S?"): each machine's fastest
+  // point and its share of the fastest machine's (an outside-user review's answer named the
+  // H100 alone, never the 8x between them).
+  std::map<std::string, const PointResult*> per_hardware;
+  for (const auto& p : r.points)
+    if (point_ok(p) && (!per_hardware.count(p.hardware) || point_throughput(p) > point_throughput(*per_hardware[p.hardware])))
+      per_hardware[p.hardware] = &p;
+  if (per_hardware.size() > 1) {
+    std::vector<const PointResult*> order;
+    for (const auto& [name, p] : per_hardware) order.push_back(p);
+    std::stable_sort(order.begin(), order.end(),
+                     [](const PointResult* a, const PointResult* b) { return point_throughput(*a) > point_throughput(*b); });
+    s += "; the fastest on each hardware: ";
+    for (size_t i = 0; i < order.size(); ++i) {
+      const PointResult& p = *order[i];
+      s += fmt::format("{}{} {} samples/s ({})", i ? ", " : "", p.hardware, format_figure(point_throughput(p)),
+                       config_phrase(p));
+      if (i > 0)
+        s += fmt::format(", {}'s is {:.3g}x", order[0]->hardware, point_throughput(*order[0]) / point_throughput(p));
+    }
+  }
   return s + ".";
 }
 

@@ -122,6 +122,24 @@ TEST(Answer, ThroughputAnswerNamesTheFastestPointsSweptValues) {
   EXPECT_EQ(answer.rfind("4x L40S with DDP at bucket_cap_mb 1 reach 5,600 samples/s", 0), 0u) << answer;
 }
 
+// A sweep over machines answers machine against machine: each one's fastest point, and how
+// many times the fastest machine's throughput is each other's (8,000 / 2,000 = 4x here).
+TEST(Answer, HardwareAgainstHardwareGivesTheRatio) {
+  SweepResult r;
+  r.points.push_back(point(0, {{"hardware", "l40s-4x-pcie4"}}, 2000));
+  r.points.push_back(point(1, {{"hardware", "dgx-h100"}}, 8000, "ddp", 8));
+  r.points.push_back(point(2, {{"hardware", "dgx-h100"}}, 4200, "ddp", 4));
+  r.points[1].hardware = r.points[2].hardware = "dgx-h100";
+  r.points[1].gpu_name = r.points[2].gpu_name = "H100";
+  const std::string a = sweep_answer(r, QuestionKind::throughput);
+  EXPECT_NE(a.find("; the fastest on each hardware: dgx-h100 8,000 samples/s (8x H100 with DDP), l40s-4x-pcie4 "
+                   "2,000 samples/s (4x L40S with DDP), dgx-h100's is 4x."),
+            std::string::npos)
+      << a;
+  r.points.erase(r.points.begin());  // one machine: no comparison
+  EXPECT_EQ(sweep_answer(r, QuestionKind::throughput).find("on each hardware"), std::string::npos);
+}
+
 TEST(Answer, MemoryQuestionsAreAnsweredWithMemory) {
   SweepResult r = bucket_sweep();
   r.question = "Does it fit?";
