@@ -4,6 +4,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/io/atomic_file.hpp"
@@ -45,9 +46,19 @@ int run_predict(const PredictArgs& a) {
   const auto lib = whatif::library();
   scenario::Scenario s;
   if (a.scenario_file.empty()) {
-    if (!a.flags.hardware || !a.flags.model || !a.flags.strategy || !(a.flags.batch || a.flags.batch_per_device))
+    if (!a.flags.hardware || !a.flags.model || !a.flags.strategy || !(a.flags.batch || a.flags.batch_per_device)) {
+      // Name what is missing (only the batch left out read as the whole list; an outside-user review).
+      std::vector<std::string> missing;
+      if (!a.flags.hardware) missing.push_back("--hardware");
+      if (!a.flags.model) missing.push_back("--model");
+      if (!a.flags.strategy) missing.push_back("--strategy");
+      if (!(a.flags.batch || a.flags.batch_per_device)) missing.push_back("--batch or --batch-per-device");
+      const bool none = missing.size() == 4;
       throw std::invalid_argument(
-          "give a scenario file, or --hardware, --model, --strategy and --batch or --batch-per-device");
+          none ? std::string("give a scenario file, or --hardware, --model, --strategy and --batch or --batch-per-device")
+               : fmt::format("without a scenario file, predict also needs {} (the flags name the whole configuration)",
+                             fmt::join(missing, ", ")));
+    }
     s = whatif::scenario_from_flags(a.flags, "predict");
   } else {
     s = scenario::load_scenario_file(a.scenario_file);

@@ -103,7 +103,7 @@ std::vector<Scenario> plan_scenarios(const PlanRequest& q, const Library& lib) {
   YAML::Node probe = YAML::Clone(root);
   probe["hardware"] = q.spec.candidates.front().hardware;
   probe["strategy"] = "ddp";
-  Scenario base = parse_scenario(emit(probe), "<plan>");
+  Scenario base = parse_scenario(emit(probe), "plan flags");
   base.target = q.target;
   auto out = scenarios_for(root, base, q.spec, lib);
   for (auto& s : out)

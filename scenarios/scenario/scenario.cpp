@@ -413,7 +413,8 @@ sim::HardwareSpec load_hardware_with_overrides(const std::string& name_or_path, 
   fs::path file;
   std::error_code ec;  // a name too long for a file name is just not there
   if (is_path) {
-    file = fs::path(name_or_path).is_absolute() ? fs::path(name_or_path) : dir / name_or_path;
+    // Relative to the working directory: as given (joined to "." it read "././bad.yaml").
+    file = fs::path(name_or_path).is_absolute() || dir == "." ? fs::path(name_or_path) : dir / name_or_path;
     if (!fs::exists(file, ec))
       fail_at(where, fmt::format("hardware file {} does not exist{}", name_or_path,
                                  file.string() == name_or_path || dir == "." ? ""

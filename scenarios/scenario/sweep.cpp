@@ -194,7 +194,8 @@ Target target_in_samples_for(const Scenario& s, const Library& lib) {
     }
     if (!own)
       throw std::invalid_argument(fmt::format("{}: target: the model {} does not say its tokens per sample (its sample "
-                                              "is \"{}\"); add tokens_per_sample to the target, or tokens_per_sample: N to the model file",
+                                              "is \"{}\"); add tokens_per_sample to the target (--tokens-per-sample), or tokens_per_sample: N to the "
+                                              "model file",
                                               s.file, model.name, model.sample));
     if (tokens && std::abs(*tokens - static_cast<double>(*own)) > 0.5)
       throw std::invalid_argument(fmt::format(

@@ -92,6 +92,16 @@ INSTANTIATE_TEST_SUITE_P(
         CliCase{"PredictWithNothing", {"predict"}, {}, 2,
                 "dptwin predict: error: give a scenario file, or --hardware, --model, --strategy and --batch or "
                 "--batch-per-device\n"},
+        // Some flags given: the error names the missing ones only.
+        CliCase{"PredictWithoutABatch",
+                {"predict", "--hardware", "dgx-a100", "--model", "resnet50", "--strategy", "ddp"}, {}, 2,
+                "dptwin predict: error: without a scenario file, predict also needs --batch or --batch-per-device (the "
+                "flags name the whole configuration)\n"},
+        // A hardware path relative to the working directory is named as given (it read
+        // "././missing.yaml").
+        CliCase{"PredictHardwarePathAsGiven",
+                {"predict", "--hardware", "./missing.yaml", "--model", "resnet50", "--strategy", "ddp", "--batch", "8"},
+                {}, 2, "dptwin predict: error: --hardware: hardware file ./missing.yaml does not exist\n"},
         CliCase{"UnknownKeyInFile", {"predict", "bad.yaml"}, {{"bad.yaml", kGoodScenario + "devcies: 8\n"}}, 2,
                 "dptwin predict: error: bad.yaml:7: devcies: unknown key; did you mean 'devices'? (allowed: accumulate, batch, batch_per_device, "
                 "bucket_cap_mb, checkpoint, comm_hook, devices, dtype, global_batch, gpus, hardware, inputs, memory_format, model, "
