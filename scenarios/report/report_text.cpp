@@ -190,7 +190,12 @@ std::string sweep_table_text(const scenario::SweepResult& r) {
   const auto extra = extra_swept_fields(r);
   std::vector<std::string> header = {"#", "hardware", "strategy", "GPUs"};
   for (const auto& f : extra) header.push_back(f.label);
-  for (const char* h : {"batch", "step time", "samples/s", "efficiency", "status"}) header.push_back(h);
+  // A target in tokens: tokens/s beside samples/s (it was in points.csv and predict only;
+  // an outside-user review).
+  const bool tokens = r.target && r.target->in_tokens();
+  for (const char* h : {"batch", "step time", "samples/s"}) header.push_back(h);
+  if (tokens) header.push_back("tokens/s");
+  for (const char* h : {"efficiency", "status"}) header.push_back(h);
   std::vector<std::vector<std::string>> rows = {header};
   for (const auto& p : r.points) {
     const bool ok = p.status == scenario::PointStatus::ok && p.report;
@@ -203,8 +208,15 @@ std::string sweep_table_text(const scenario::SweepResult& r) {
     for (auto cell : {p.batch_global ? fmt::format("{}/{}", p.batch_global, p.batch_per_device) : "-",
                       ok ? opt_duration(p.report->step_time_s) : "-",
                       ok && p.report->throughput_samples_per_s ? format_figure(*p.report->throughput_samples_per_s)
-                                                               : "-",
-                      ok && p.report->scaling_efficiency ? format_percent(*p.report->scaling_efficiency) : "-",
+                                                               : "-"})
+      row.push_back(cell);
+    if (tokens) {
+      const auto per_sample = ok && p.report->tokens_per_sample ? p.report->tokens_per_sample : r.target->tokens_per_sample;
+      row.push_back(ok && p.report->throughput_samples_per_s && per_sample
+                        ? format_figure(*p.report->throughput_samples_per_s * *per_sample)
+                        : "-");
+    }
+    for (auto cell : {ok && p.report->scaling_efficiency ? format_percent(*p.report->scaling_efficiency) : "-",
                       ok ? "ok" : fmt::format("{}: {}", scenario::point_status_name(p.status), p.reason)})
       row.push_back(cell);
     rows.push_back(row);

@@ -263,6 +263,17 @@ TEST(Text, SweepTableAndStepSummary) {
       "%any\n%any\n%any\n%any\n%any\n%any\n"
       "7  dgx-h100  DDP              8  256/32  %duration     12,400        97 %  ok\n";
   EXPECT_EQ(test::match_text(expected, table), "");
+  // A target in tokens adds tokens/s beside samples/s: 12,400 samples/s x 1,024 tokens.
+  auto in_tokens = h100_sweep();
+  in_tokens.target = scenario::Target{};
+  in_tokens.target->tokens_per_s = 1e7;
+  in_tokens.target->tokens_per_sample = 1024;
+  const std::string with_tokens = sweep_table_text(in_tokens);
+  EXPECT_EQ(test::match_text("#  hardware  strategy      GPUs   batch  step time  samples/s    tokens/s  efficiency  status\n"
+                             "%any\n%any\n%any\n%any\n%any\n%any\n%any\n"
+                             "7  dgx-h100  DDP              8  256/32  %duration     12,400  12,700,000        97 %  ok\n",
+                             with_tokens),
+            "");
   const std::string summary = step_summary_text(*h100_sweep().points[7].report, "H100-SXM5-80GB");
   const std::string expected_summary =
       "resnet50 on dgx-h100 (H100-SXM5-80GB), DDP on 8 GPUs (1 node), batch 256 (32 per GPU), f32\n"
