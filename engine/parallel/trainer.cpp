@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <numeric>
 #include <stdexcept>
 
@@ -277,6 +279,50 @@ LoadOptions init_load_options(const TrainConfig& config, const SafetensorsFile& 
   return o;
 }
 
+// The `mlp:` spec whose state dict the file holds, when it is one make_mlp builds (its keys
+// and shapes exactly, after `prefix`): "mlp:8-32-2 --layernorm". None otherwise.
+std::optional<std::string> mlp_spec_of(const SafetensorsFile& file, const std::string& prefix) {
+  std::map<int, const SafetensorsTensor*> weights;
+  for (const auto& t : file.tensors) {
+    if (!t.name.starts_with(prefix) || !t.name.ends_with(".weight")) continue;
+    const std::string index = t.name.substr(prefix.size(), t.name.size() - prefix.size() - 7);
+    if (index.empty() || index.size() > 6 || index.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    weights[std::stoi(index)] = &t;
+  }
+  if (weights.empty() || weights.begin()->second->shape.size() != 2) return std::nullopt;
+  MlpSpec spec;
+  spec.widths.push_back(weights.begin()->second->shape[1]);
+  for (const auto& [i, w] : weights) {
+    if (w->shape.size() == 2) spec.widths.push_back(w->shape[0]);
+    else spec.layernorm = true;
+  }
+  if (spec.widths.size() < 2) return std::nullopt;
+  // make_mlp's own names and shapes for that spec: the hint only where they are the file's.
+  std::map<std::string, Shape> expected;
+  int index = 0;
+  for (size_t l = 0; l + 1 < spec.widths.size(); ++l) {
+    const std::int64_t in = spec.widths[l], out = spec.widths[l + 1];
+    expected[fmt::format("{}{}.weight", prefix, index)] = {out, in};
+    expected[fmt::format("{}{}.bias", prefix, index)] = {out};
+    ++index;
+    if (l + 2 == spec.widths.size()) break;
+    if (spec.layernorm) {
+      expected[fmt::format("{}{}.weight", prefix, index)] = {out};
+      expected[fmt::format("{}{}.bias", prefix, index)] = {out};
+      ++index;
+    }
+    ++index;  // the activation
+  }
+  if (expected.size() != file.tensors.size()) return std::nullopt;
+  for (const auto& t : file.tensors) {
+    const auto it = expected.find(t.name);
+    if (it == expected.end() || it->second != t.shape) return std::nullopt;
+  }
+  std::string text = "mlp:";
+  for (size_t i = 0; i < spec.widths.size(); ++i) text += (i ? "-" : "") + std::to_string(spec.widths[i]);
+  return spec.layernorm ? text + " --layernorm" : text;
+}
+
 // The strict load; a single-device run given a wrapper's checkpoint fails as PyTorch's
 // unwrapped load_state_dict does, and the error says how to start from it.
 void load_init(Sequential& m, const SafetensorsFile& init, const LoadOptions& options, const TrainConfig& config,
@@ -284,7 +330,19 @@ void load_init(Sequential& m, const SafetensorsFile& init, const LoadOptions& op
   try {
     load_state_dict(m, init, options, &backend);
   } catch (const std::invalid_argument& e) {
-    if (!options.strip_prefix.empty() || !every_key_has(init, kWrapperPrefix)) throw;
+    if (!options.strip_prefix.empty() || !every_key_has(init, kWrapperPrefix)) {
+      // The file is another MLP's: say which --model loads it (an outside-user review left
+      // out --layernorm and read only PyTorch's key lists).
+      const auto file_spec = mlp_spec_of(init, options.strip_prefix);
+      std::string own = "mlp:";
+      for (size_t i = 0; i < config.model.widths.size(); ++i)
+        own += (i ? "-" : "") + std::to_string(config.model.widths[i]);
+      if (config.model.layernorm) own += " --layernorm";
+      if (!file_spec || *file_spec == own) throw;
+      throw std::invalid_argument(fmt::format("{}\n--init: {} holds the state dict of --model {} (the activation is "
+                                              "not in a state dict: --activation as trained)",
+                                              e.what(), init.path, *file_spec));
+    }
     throw std::invalid_argument(fmt::format(
         "{}\n--init: every key of {} starts with '{}': it was saved from a DataParallel/DDP wrapper; start "
         "--strategy {} from it with --init-strip-prefix {} (as consume_prefix_in_state_dict_if_present), or train "

@@ -217,6 +217,34 @@ TEST(CliTrain, ABf16InitLoadsIntoTheF32ModelWidened) {
   std::filesystem::remove_all(dir);
 }
 
+// An --init of another MLP names the --model that loads it (an outside-user review left out
+// --layernorm and read only PyTorch's key lists): read off the file's names and shapes, for
+// dptwin's checkpoints, through a wrapper's prefix, and for a state dict written by hand.
+TEST(CliTrain, AnotherMlpsStateDictNamesTheModelThatLoadsIt) {
+  const auto dir = std::filesystem::temp_directory_path() / ("dptwin_cli_train_spec_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string ln = (dir / "ln.safetensors").string(), dp = (dir / "dp.safetensors").string();
+  ASSERT_EQ(dptwin("--model mlp:8-32-2 --layernorm --steps 0 --checkpoint " + ln).exit_code, 0);
+  ASSERT_EQ(dptwin("--model mlp:8-16-16-3 --strategy dp --devices 2 --steps 0 --checkpoint " + dp).exit_code, 0);
+  const CliRun a = dptwin("--model mlp:8-32-2 --steps 1 --init " + ln);
+  EXPECT_EQ(a.exit_code, 2);
+  EXPECT_NE(a.out.find("--init: " + ln + " holds the state dict of --model mlp:8-32-2 --layernorm"), std::string::npos)
+      << a.out;
+  // Through a wrapper: the module. keys are read past their prefix.
+  const CliRun b = dptwin("--model mlp:8-16-2 --strategy ddp --devices 2 --steps 1 --init " + dp);
+  EXPECT_EQ(b.exit_code, 2);
+  EXPECT_NE(b.out.find("holds the state dict of --model mlp:8-16-16-3 ("), std::string::npos) << b.out;
+  // Loading it as what it is works.
+  EXPECT_EQ(dptwin("--model mlp:8-32-2 --layernorm --steps 1 --init " + ln).exit_code, 0);
+  // Written by hand (write_mlp_4_8_2, as PyTorch names nn.Sequential's parameters).
+  const std::string odd = (dir / "odd.safetensors").string();
+  write_mlp_4_8_2(odd, "F32");
+  const CliRun c = dptwin("--model mlp:4-8-3 --steps 1 --init " + odd);
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.out.find("holds the state dict of --model mlp:4-8-2 ("), std::string::npos) << c.out;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliTrain, BadFlagsExitTwoNamingTheFlag) {
   const std::vector<std::pair<std::string, std::string>> cases{
       {"--model mlp:4-2 --no-such-flag", "--no-such-flag"},
