@@ -29,7 +29,7 @@ struct PlanArgs {
   std::optional<std::string> model;
   std::optional<double> samples_per_s, samples, within_hours, tokens_per_s, tokens, tokens_per_sample;
   std::optional<std::string> currency;
-  std::optional<double> train_samples, tie_margin;
+  std::optional<double> train_samples, tie_margin, headroom;
   std::vector<std::string> overrides;  // PATH=VALUE
   std::vector<std::string> hardware;  // NAME or NAME:PRICE
   std::vector<std::string> strategies;
@@ -180,6 +180,8 @@ std::vector<scenario::Scenario> plan_from_flags(const PlanArgs& a, const scenari
 void apply_plan_flags(std::vector<scenario::Scenario>& plan, const PlanArgs& a) {
   if (a.tie_margin && !(*a.tie_margin >= 0 && *a.tie_margin <= 1))
     throw std::invalid_argument(fmt::format("--tie-margin {}: must be a fraction in [0, 1] (0.02 is 2 %)", *a.tie_margin));
+  if (a.headroom && !(*a.headroom >= 0 && *a.headroom <= 10))
+    throw std::invalid_argument(fmt::format("--headroom {}: must be a fraction in [0, 10] (0.3 is 30 %)", *a.headroom));
   if (a.train_samples && !(*a.train_samples >= 1 && *a.train_samples <= 1e15))
     throw std::invalid_argument(fmt::format("--train-samples {}: must be in 1 .. 1e15", *a.train_samples));
   if (a.currency && !scenario::valid_currency_code(*a.currency))
@@ -189,6 +191,7 @@ void apply_plan_flags(std::vector<scenario::Scenario>& plan, const PlanArgs& a) 
     if (a.currency) s.plan->currency = *a.currency;
     if (a.train_samples) s.plan->train_samples = a.train_samples;
     if (a.tie_margin) s.plan->tie_margin = *a.tie_margin;
+    if (a.headroom) s.plan->headroom = *a.headroom;
     for (const auto& o : a.overrides) {
       const auto eq = o.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == o.size())
@@ -217,6 +220,7 @@ void print_plan(const scenario::PlanResult& plan, bool json) {
                                {"target_samples_per_s", plan.target.required_samples_per_s()},
                                {"currency", spec.currency.empty() ? nlohmann::json(nullptr) : nlohmann::json(spec.currency)},
                                {"tie_margin", spec.tie_margin},
+                               {"headroom", spec.headroom},
                                {"winner", plan.winner ? nlohmann::json(*plan.winner) : nlohmann::json(nullptr)},
                                {"verdicts", verdicts}});
     return;
@@ -318,6 +322,9 @@ RunFn setup(CLI::App& parent) {
   app->add_option("--currency", a->currency, "currency of the prices, printed with them (e.g. USD)");
   app->add_option("--tie-margin", a->tie_margin, "configurations costing at most this fraction more than the "
                                                  "cheapest are shown as alternatives (default 0.02)");
+  app->add_option("--headroom", a->headroom,
+                  "predicted throughput must exceed the target by this fraction (0.3 is 30 %): room for the twin's "
+                  "error on the hardware, which `dptwin fidelity --gpu NAME` shows (default 0)");
   app->add_option("--override", a->overrides, "hardware field PATH=VALUE for every candidate, e.g. --override "
                                                "'gpu.memory=40 GiB'");
   app->add_option("--hardware", a->hardware, "candidate NAME or NAME:PRICE_PER_GPU_HOUR (repeat for each)");

@@ -47,6 +47,13 @@ std::optional<double> run_samples(const Target& t, const PlanSpec& spec) {
   return spec.train_samples;
 }
 
+// " with 30 % headroom (1,950 samples/s predicted)": the margin a plan asked of the twin.
+std::string headroom_text(const PlanResult& plan) {
+  if (!(plan.spec.headroom > 0)) return "";
+  return fmt::format(" with {} headroom ({} samples/s predicted)", report::format_percent(plan.spec.headroom),
+                     report::format_figure(plan.target.required_samples_per_s() * (1 + plan.spec.headroom)));
+}
+
 std::string hours_text(double h) { return h < 48 ? report::format_figure(h) + " h" : report::format_figure(h / 24) + " days"; }
 
 void judge_point(PlanVerdict& v, const PointResult& p, double need) {
@@ -114,8 +121,9 @@ PlanResult judge_plan(const SweepResult& sweep, const Target& target, const std:
 }
 
 PlanResult judge_plan(const SweepResult& sweep, const Target& target, const PlanSpec& spec) {
-  PlanResult plan{sweep, target, spec, {}, std::nullopt};
-  const double need = target.required_samples_per_s();
+  PlanResult plan{sweep, target, spec, {}, std::nullopt, {}};
+  // With headroom, a configuration must be predicted that much above the target.
+  const double need = target.required_samples_per_s() * (1 + spec.headroom);
   const auto samples = run_samples(target, spec);
   const bool all_priced = std::all_of(spec.candidates.begin(), spec.candidates.end(),
                                       [](const PlanCandidate& c) { return c.price_per_gpu_hour.has_value(); });
@@ -238,15 +246,15 @@ std::string plan_answer(const PlanResult& plan) {
                            infeasible ? fmt::format(" that can run ({} cannot: infeasible)", infeasible) : "");
       return fmt::format("No candidate configuration meets the target of {}: none could be predicted.", target);
     }
-    return fmt::format("No candidate configuration meets the target of {}; the fastest, {}x {} with {}, reaches {} samples/s.",
-                       target, bp->gpus(), bp->gpu_name, report::strategy_display_name(bp->strategy),
+    return fmt::format("No candidate configuration meets the target of {}{}; the fastest, {}x {} with {}, reaches {} samples/s.",
+                       target, headroom_text(plan), bp->gpus(), bp->gpu_name, report::strategy_display_name(bp->strategy),
                        report::format_figure(thr(*bp)));
   }
   const auto& w = plan.verdicts[*plan.winner];
   const auto& p = plan.sweep.points[w.point];
-  std::string s = fmt::format("The cheapest configuration that meets {} is {}x {} ({}) with {}, at {} samples/s", target,
-                              p.gpus(), p.gpu_name, p.hardware, report::strategy_display_name(p.strategy),
-                              report::format_figure(thr(p)));
+  std::string s = fmt::format("The cheapest configuration that meets {}{} is {}x {} ({}) with {}, at {} samples/s",
+                              target, headroom_text(plan), p.gpus(), p.gpu_name, p.hardware,
+                              report::strategy_display_name(p.strategy), report::format_figure(thr(p)));
   if (w.price_per_hour) s += fmt::format(" for {} per hour", plan_money(plan.spec, *w.price_per_hour));
   // More nodes than the hardware file describes: right for a cloud that rents more, not for a
   // cluster of that size (an outside-user review's 2-node file got a 4-node answer silently).

@@ -70,6 +70,10 @@ report::ReportDocument build_plan_report(const PlanResult& plan, const std::stri
                                 format_count(plan.target.samples ? *plan.target.samples : *plan.spec.train_samples)));
   notes.push_back(fmt::format("Configurations costing at most {} more than the winner are alternatives.",
                               format_percent(plan.spec.tie_margin)));
+  if (plan.spec.headroom > 0)
+    notes.push_back(fmt::format("A configuration meets the target only when its predicted throughput is at least {} "
+                                "above it (headroom for the twin's error).",
+                                format_percent(plan.spec.headroom)));
   doc.sections.insert(doc.sections.begin(), ReportSection{"Verdicts", notes, {}, {t}, {}});
   return doc;
 }

@@ -139,6 +139,7 @@ PlanSpec parse_plan(MapReader r) {
   }
   p.train_samples = r.opt_double_in("train_samples", 1, 1e15);
   if (auto m = r.opt_double_in("tie_margin", 0, 1)) p.tie_margin = *m;
+  if (auto h = r.opt_double_in("headroom", 0, 10)) p.headroom = *h;
   r.finish();
   return p;
 }

@@ -150,6 +150,9 @@ struct PlanSpec {
   std::string currency;                  // "USD": printed with every price (empty: none given; see valid_currency_code)
   std::optional<double> train_samples;   // samples one training run needs (time to train, total cost)
   double tie_margin = 0.02;              // costs within this fraction of the cheapest are alternatives
+  // The twin's predicted throughput must exceed the target by this fraction (0.3: 30 %),
+  // for the twin's own error on the hardware (`dptwin fidelity --gpu NAME`); 0: none.
+  double headroom = 0;
 };
 
 struct Scenario {
