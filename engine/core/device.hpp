@@ -89,6 +89,12 @@ struct OpCost {
   // roofline (a 1x1 convolution can be memory-bound where the 3x3 beside it is not).
   // Empty: one kernel.
   std::vector<RooflinePart> parts;
+  // The kernel launches the op stands for, each paying the host's dispatch and the GPU's
+  // launch latency in the twin: 1 for one kernel; a PyTorch optimizer implementation's own
+  // (engine/optim/optim.hpp OptimizerImpl: a for-loop's several kernels per parameter, or
+  // foreach's multi-tensor launches over all parameters, charged on one parameter's op and
+  // 0 on the others, whose bytes then run within those launches). Real devices ignore it.
+  int launches = 1;
 };
 
 class Device;

@@ -64,6 +64,7 @@ const std::vector<Fault>& all_faults() {
       Fault::op_efficiency_ignores_compute_type,
       Fault::staged_copies_at_link_rate,
       Fault::conv_nchw_transposes_free,
+      Fault::foreach_one_launch_per_op,
       Fault::memory_bound_traffic_ignored,
       Fault::platform_route_node0_links,
       Fault::gloo_cache_warm_rate,
@@ -172,6 +173,7 @@ const char* fault_name(Fault f) {
     case Fault::op_efficiency_ignores_compute_type: return "op-efficiency-ignores-type";
     case Fault::staged_copies_at_link_rate: return "staged-copies-at-link-rate";
     case Fault::conv_nchw_transposes_free: return "conv-nchw-transposes-free";
+    case Fault::foreach_one_launch_per_op: return "foreach-one-launch-per-op";
     case Fault::memory_bound_traffic_ignored: return "memory-bound-traffic-ignored";
     case Fault::platform_route_node0_links: return "route-node0-links";
     case Fault::gloo_cache_warm_rate: return "gloo-cache-warm-rate";

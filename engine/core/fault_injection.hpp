@@ -57,6 +57,7 @@ enum class Fault : unsigned {
   op_efficiency_ignores_compute_type,  // "op-efficiency-ignores-type": per-compute-type op-class fractions ignored
   staged_copies_at_link_rate,  // "staged-copies-at-link-rate": GPU-to-GPU copies without P2P run at the links' rate
   conv_nchw_transposes_free,        // "conv-nchw-transposes-free": Tensor Core convs on NCHW pay no layout transposes
+  foreach_one_launch_per_op,        // "foreach-one-launch-per-op": a foreach optimizer op charged one launch, not multi_tensor_apply's
   memory_bound_traffic_ignored,     // "memory-bound-traffic-ignored": a layer's counted memory-bound traffic ignored
   platform_route_node0_links,       // "route-node0-links": a node's route carried over from node 0 keeps node 0's links
   gloo_cache_warm_rate,             // "gloo-cache-warm-rate": gloo's TCP rate ignores the buffer's size (cache-warm for all)

@@ -161,15 +161,29 @@ double kernel_cross_entropy(const Tensor& logits, const Tensor& labels, double d
   return loss;
 }
 
+namespace {
+OpCost optimizer_cost(const char* name, double flops_per_element, const Tensor& param, Bytes read, Bytes written,
+                      const std::optional<OptimizerCharge>& charge) {
+  OpCost c{name, OpKind::memory, flops_per_element * static_cast<double>(param.numel()), read, written};
+  if (charge) {
+    const double tensor = static_cast<double>(param.size_bytes());
+    c.bytes_read = static_cast<Bytes>(charge->tensors_read * tensor);
+    c.bytes_written = static_cast<Bytes>(charge->tensors_written * tensor);
+    c.launches = charge->launches;
+  }
+  return c;
+}
+}  // namespace
+
 void kernel_sgd_step(const SgdOptions& o, bool first_step, Tensor& param, const Tensor& grad,
-                     Tensor* momentum_buffer) {
+                     Tensor* momentum_buffer, const std::optional<OptimizerCharge>& charge) {
   require(param.numel() == grad.numel(), "sgd_step", "parameter and gradient sizes differ");
   Device& d = param.device();
   // Reads the parameter and its gradient and writes the parameter; with momentum it also
   // reads and writes the momentum buffer (torch.optim.SGD's update, one pass per tensor).
   const Bytes buffer_bytes = momentum_buffer ? param.size_bytes() : 0;
-  d.submit({"sgd_step", OpKind::memory, 5.0 * param.numel(), 2 * param.size_bytes() + buffer_bytes,
-            param.size_bytes() + buffer_bytes},
+  d.submit(optimizer_cost("sgd_step", 5.0, param, 2 * param.size_bytes() + buffer_bytes,
+                          param.size_bytes() + buffer_bytes, charge),
            [&] {
     d.kernels().sgd_step(param.dtype(), param.numel(), o, first_step, param.data(), grad.data(),
                          momentum_buffer ? momentum_buffer->data() : nullptr);
@@ -177,10 +191,10 @@ void kernel_sgd_step(const SgdOptions& o, bool first_step, Tensor& param, const 
 }
 
 void kernel_adamw_step(const AdamWOptions& o, std::int64_t step, Tensor& param, const Tensor& grad,
-                       Tensor& exp_avg, Tensor& exp_avg_sq) {
+                       Tensor& exp_avg, Tensor& exp_avg_sq, const std::optional<OptimizerCharge>& charge) {
   require(param.numel() == grad.numel(), "adamw_step", "parameter and gradient sizes differ");
   Device& d = param.device();
-  d.submit({"adamw_step", OpKind::memory, 14.0 * param.numel(), 4 * param.size_bytes(), 3 * param.size_bytes()},
+  d.submit(optimizer_cost("adamw_step", 14.0, param, 4 * param.size_bytes(), 3 * param.size_bytes(), charge),
            [&] {
              d.kernels().adamw_step(param.dtype(), param.numel(), o, step, param.data(), grad.data(), exp_avg.data(),
                                     exp_avg_sq.data());

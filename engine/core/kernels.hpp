@@ -9,6 +9,7 @@
 //    and submit it through Device::submit, so the twin charges exactly this work.
 //    Layers, losses and optimizers call only these.
 #pragma once
+#include <optional>
 #include <cstdint>
 
 #include "engine/core/dtype.hpp"
@@ -109,10 +110,20 @@ void kernel_layernorm_backward(const Tensor& x, const Tensor& gamma, const Tenso
                                const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
 double kernel_mse(const Tensor& pred, const Tensor& target, double divisor, Tensor* grad);
 double kernel_cross_entropy(const Tensor& logits, const Tensor& labels, double divisor, Tensor* grad);
+// What one parameter's update charges its device: tensors of the parameter's size read and
+// written, and kernel launches (OpCost::launches). Unset: dptwin's own kernel, one launch
+// (SGD reads the parameter and its gradient, with momentum its buffer too, and writes the
+// parameter and buffer; AdamW reads 4 tensors and writes 3). An optimizer implementation of
+// PyTorch's charges its own (engine/optim/optim.hpp, OptimizerImpl); the numerics are the same.
+struct OptimizerCharge {
+  double tensors_read = 0;
+  double tensors_written = 0;
+  int launches = 1;
+};
 void kernel_sgd_step(const SgdOptions& o, bool first_step, Tensor& param, const Tensor& grad,
-                     Tensor* momentum_buffer);
+                     Tensor* momentum_buffer, const std::optional<OptimizerCharge>& charge = std::nullopt);
 void kernel_adamw_step(const AdamWOptions& o, std::int64_t step, Tensor& param, const Tensor& grad,
-                       Tensor& exp_avg, Tensor& exp_avg_sq);
+                       Tensor& exp_avg, Tensor& exp_avg_sq, const std::optional<OptimizerCharge>& charge = std::nullopt);
 double kernel_sum(const Tensor& x);
 
 // A generic cost-only op: charges `cost` on `device` and computes nothing. Used by

@@ -4,12 +4,122 @@
 #include "engine/optim/optim.hpp"
 
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "engine/core/fault_injection.hpp"
+
 namespace dpt {
+
+int multi_tensor_launches(const std::vector<std::int64_t>& numels, int depth) {
+  // aten/src/ATen/native/cuda/MultiTensorApply.cuh (the classic limits, without the large
+  // kernel arguments of CUDA 12.1+ on Volta and later).
+  static constexpr int kMaxTensors[5] = {110, 64, 48, 36, 30};
+  static constexpr int kMaxBlocks = 320;
+  static constexpr std::int64_t kChunk = 65536;
+  if (depth < 1 || depth > 5) throw std::invalid_argument(fmt::format("multi_tensor_launches: depth {}", depth));
+  int launches = 0, tensors = 0, blocks = 0;
+  for (size_t t = 0; t < numels.size(); ++t) {
+    if (numels[t] <= 0) continue;  // empty tensors are skipped
+    ++tensors;
+    const std::int64_t chunks = (numels[t] + kChunk - 1) / kChunk;
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      ++blocks;
+      const bool last_chunk_of_tensor = c == chunks - 1;
+      const bool tensors_full = tensors == kMaxTensors[depth - 1] && last_chunk_of_tensor;
+      const bool blocks_full = blocks == kMaxBlocks;
+      if (tensors_full || blocks_full) {
+        ++launches;
+        blocks = 0;
+        tensors = last_chunk_of_tensor ? 0 : 1;  // a tensor cut mid-way carries over
+      }
+    }
+  }
+  if (blocks > 0) ++launches;
+  return launches;
+}
+
+const char* optimizer_impl_name(OptimizerImpl i) {
+  switch (i) {
+    case OptimizerImpl::per_parameter: return "per_parameter";
+    case OptimizerImpl::for_loop: return "for_loop";
+    case OptimizerImpl::foreach: return "foreach";
+    case OptimizerImpl::fused: return "fused";
+  }
+  return "?";
+}
+
+OptimizerImpl parse_optimizer_impl(const std::string& name) {
+  for (auto i : {OptimizerImpl::per_parameter, OptimizerImpl::for_loop, OptimizerImpl::foreach, OptimizerImpl::fused})
+    if (name == optimizer_impl_name(i)) return i;
+  throw std::invalid_argument(
+      fmt::format("unknown optimizer implementation '{}' (allowed: foreach, for_loop, fused, per_parameter)", name));
+}
+
 namespace {
+
+// One kernel of an update, in tensors of a parameter's size; for foreach, its tensor lists.
+struct UpdateOp {
+  double read = 0, written = 0;
+  int depth = 1;
+};
+
+// Each parameter's charge for an update made of `ops`: for_loop launches every op per
+// parameter; foreach launches each op over all parameters (multi_tensor_launches), the
+// launches charged on the first non-empty parameter and its bytes on each. Planted fault:
+// foreach charged one launch per op, whatever the tensor lists.
+std::vector<std::optional<OptimizerCharge>> update_charges(const std::vector<NamedParameter>& params,
+                                                           const std::vector<UpdateOp>& ops, OptimizerImpl impl) {
+  std::vector<std::optional<OptimizerCharge>> out(params.size());
+  if (impl == OptimizerImpl::per_parameter) return out;
+  double read = 0, written = 0;
+  for (const auto& op : ops) {
+    read += op.read;
+    written += op.written;
+  }
+  std::vector<std::int64_t> numels;
+  for (const auto& p : params) numels.push_back(p.param->value.numel());
+  int launches = 0;
+  if (impl != OptimizerImpl::for_loop)
+    for (const auto& op : ops)
+      launches += fault_active(Fault::foreach_one_launch_per_op) ? 1 : multi_tensor_launches(numels, op.depth);
+  bool first = true;
+  for (size_t i = 0; i < params.size(); ++i) {
+    OptimizerCharge c{read, written, 0};
+    if (impl == OptimizerImpl::for_loop) c.launches = static_cast<int>(ops.size());
+    else if (first && numels[i] > 0) c.launches = launches, first = false;
+    out[i] = c;
+  }
+  return out;
+}
+
+// torch.optim.SGD's kernels (1.13 _single_tensor_sgd / _multi_tensor_sgd with every momentum
+// buffer allocated, the steady state): weight decay's add, momentum's mul_ and add_,
+// nesterov's add_, then the parameter's add_; fused: one kernel over the lists it touches.
+std::vector<UpdateOp> sgd_ops(const SgdOptions& o, OptimizerImpl impl) {
+  const bool momentum = o.momentum != 0;
+  if (impl == OptimizerImpl::fused) return {{momentum ? 3.0 : 2.0, momentum ? 2.0 : 1.0, momentum ? 3 : 2}};
+  std::vector<UpdateOp> ops;
+  if (o.weight_decay != 0) ops.push_back({2, 1, 3});  // grads = _foreach_add(grads, params): a new list
+  if (momentum) {
+    ops.push_back({1, 1, 1});  // buf.mul_(momentum)
+    ops.push_back({2, 1, 2});  // buf.add_(d_p)
+    if (o.nesterov) ops.push_back({2, 1, 2});  // d_p.add_(buf, alpha=momentum)
+  }
+  ops.push_back({2, 1, 2});  // param.add_(d_p, alpha=-lr)
+  return ops;
+}
+
+// torch.optim.AdamW's kernels (1.13 _single_tensor_adamw / _multi_tensor_adamw): decay
+// mul_, exp_avg mul_ and add_, exp_avg_sq mul_ and addcmul_(grad, grad), sqrt (a new
+// list), div_ by sqrt(bias_correction2), add eps (a new list), addcdiv_ into the
+// parameters; fused: one kernel over parameters, gradients and both moments.
+std::vector<UpdateOp> adamw_ops(OptimizerImpl impl) {
+  if (impl == OptimizerImpl::fused) return {{4, 3, 4}};
+  return {{1, 1, 1}, {1, 1, 1}, {2, 1, 2}, {1, 1, 1}, {3, 1, 3}, {1, 1, 2}, {1, 1, 1}, {1, 1, 2}, {3, 1, 3}};
+}
 
 void require_grads(const std::vector<NamedParameter>& params, const char* optimizer) {
   for (auto& p : params) {
@@ -21,7 +131,8 @@ void require_grads(const std::vector<NamedParameter>& params, const char* optimi
 
 class Sgd : public Optimizer {
  public:
-  Sgd(std::vector<NamedParameter> params, const SgdOptions& o) : params_(std::move(params)), o_(o) {
+  Sgd(std::vector<NamedParameter> params, const SgdOptions& o, OptimizerImpl impl)
+      : params_(std::move(params)), o_(o), impl_(impl) {
     // The same checks and messages as torch.optim.SGD's constructor.
     if (!(o.lr >= 0)) throw std::invalid_argument(fmt::format("SGD: invalid learning rate {}", o.lr));
     if (!(o.momentum >= 0)) throw std::invalid_argument(fmt::format("SGD: invalid momentum value {}", o.momentum));
@@ -35,6 +146,7 @@ class Sgd : public Optimizer {
 
   void step() override {
     const bool first = !started_;
+    const auto charges = update_charges(params_, sgd_ops(o_, impl_), impl_);
     for (size_t i = 0; i < params_.size(); ++i) {
       Parameter& p = *params_[i].param;
       Tensor* buf = nullptr;
@@ -45,7 +157,7 @@ class Sgd : public Optimizer {
                                       MemoryCategory::optimizer_state);
         buf = &buffers_[i];
       }
-      kernel_sgd_step(o_, first, p.value, p.grad, buf);
+      kernel_sgd_step(o_, first, p.value, p.grad, buf, charges[i]);
     }
     started_ = true;
   }
@@ -55,13 +167,15 @@ class Sgd : public Optimizer {
  private:
   std::vector<NamedParameter> params_;
   SgdOptions o_;
+  OptimizerImpl impl_;
   std::vector<Tensor> buffers_;
   bool started_ = false;
 };
 
 class AdamW : public Optimizer {
  public:
-  AdamW(std::vector<NamedParameter> params, const AdamWOptions& o) : params_(std::move(params)), o_(o) {
+  AdamW(std::vector<NamedParameter> params, const AdamWOptions& o, OptimizerImpl impl)
+      : params_(std::move(params)), o_(o), impl_(impl) {
     if (!(o.lr >= 0)) throw std::invalid_argument(fmt::format("AdamW: invalid learning rate {}", o.lr));
     if (!(o.eps >= 0)) throw std::invalid_argument(fmt::format("AdamW: invalid epsilon value {}", o.eps));
     if (!(o.beta1 >= 0 && o.beta1 < 1))
@@ -77,6 +191,7 @@ class AdamW : public Optimizer {
 
   void step() override {
     ++step_;  // PyTorch increments state['step'] before the update, so the first step is 1
+    const auto charges = update_charges(params_, adamw_ops(impl_), impl_);
     for (size_t i = 0; i < params_.size(); ++i) {
       Parameter& p = *params_[i].param;
       if (!exp_avg_[i].defined()) {
@@ -85,7 +200,7 @@ class AdamW : public Optimizer {
         exp_avg_sq_[i] = Tensor::zeros(p.value.device(), p.value.shape(), p.value.dtype(),
                                        MemoryCategory::optimizer_state);
       }
-      kernel_adamw_step(o_, step_, p.value, p.grad, exp_avg_[i], exp_avg_sq_[i]);
+      kernel_adamw_step(o_, step_, p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], charges[i]);
     }
   }
   std::string name() const override { return "adamw"; }
@@ -94,18 +209,19 @@ class AdamW : public Optimizer {
  private:
   std::vector<NamedParameter> params_;
   AdamWOptions o_;
+  OptimizerImpl impl_;
   std::vector<Tensor> exp_avg_, exp_avg_sq_;
   std::int64_t step_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<Optimizer> make_sgd(std::vector<NamedParameter> params, const SgdOptions& o) {
-  return std::make_unique<Sgd>(std::move(params), o);
+std::unique_ptr<Optimizer> make_sgd(std::vector<NamedParameter> params, const SgdOptions& o, OptimizerImpl impl) {
+  return std::make_unique<Sgd>(std::move(params), o, impl);
 }
 
-std::unique_ptr<Optimizer> make_adamw(std::vector<NamedParameter> params, const AdamWOptions& o) {
-  return std::make_unique<AdamW>(std::move(params), o);
+std::unique_ptr<Optimizer> make_adamw(std::vector<NamedParameter> params, const AdamWOptions& o, OptimizerImpl impl) {
+  return std::make_unique<AdamW>(std::move(params), o, impl);
 }
 
 const char* optimizer_kind_name(OptimizerKind k) {

@@ -47,7 +47,7 @@ inline bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
 struct PointFlags {
   std::optional<std::string> hardware, model, strategy, dtype, precision, memory_format, inputs, optimizer, comm_hook,
-      checkpoint;
+      checkpoint, optimizer_impl;
   std::optional<int> devices, nodes, gpus, accumulate;
   std::optional<long long> batch, batch_per_device, global_batch;
   std::optional<double> bucket_cap_mb;
@@ -95,6 +95,12 @@ inline void add_point_flags(CLI::App* app, PointFlags& f) {
       ->group(g);
   app->add_option("--bucket-cap-mb", f.bucket_cap_mb, "DDP bucket size in MiB (PyTorch's default 25)")->group(g);
   with_choices(app->add_option("--optimizer", f.optimizer, "sgd | sgd_momentum | adamw"), {"sgd", "sgd_momentum", "adamw"})
+      ->group(g);
+  with_choices(app->add_option("--optimizer-impl", f.optimizer_impl,
+                               "the optimizer's kernels as PyTorch runs them: foreach (default: torch.optim on CUDA "
+                               "since 2.0) | for_loop (before 2.0, hand-written loops such as BertAdam) | fused "
+                               "(fused=True, apex FusedAdam)"),
+               {"foreach", "for_loop", "fused"})
       ->group(g);
   app->add_option("--override", f.overrides, "hardware field PATH=VALUE, e.g. --override 'gpu.memory=40 GiB'")->group(g);
 }
@@ -186,6 +192,7 @@ inline void apply_point_flags(scenario::Scenario& s, const PointFlags& f) {
   if (f.checkpoint) set_flag(s, "checkpoint", *f.checkpoint, "--checkpoint");
   if (f.bucket_cap_mb) set_flag(s, "bucket_cap_mb", *f.bucket_cap_mb, "--bucket-cap-mb");
   if (f.optimizer) set_flag(s, "optimizer", *f.optimizer, "--optimizer");
+  if (f.optimizer_impl) set_flag(s, "optimizer_impl", *f.optimizer_impl, "--optimizer-impl");
   for (const auto& o : f.overrides) {
     const auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == o.size())

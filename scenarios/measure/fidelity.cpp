@@ -111,6 +111,7 @@ Result predict_training(const Entry& e, const scenario::Library& lib, const std:
   scenario::set_point_value(s.base, "memory_format", t.memory_format, where);
   scenario::set_point_value(s.base, "inputs", t.inputs, where);
   scenario::set_point_value(s.base, "optimizer", t.optimizer, where);
+  scenario::set_point_value(s.base, "optimizer_impl", t.optimizer_impl, where);
   s.base.overrides = e.overrides;
   scenario::check_scenario_fields(s);
   // A measured run that the twin says does not fit is a miss of the twin's, not bad input:

@@ -81,6 +81,9 @@ struct TrainingConfig {
   // Where the source's batch lived: "host" (a DataLoader's batch copied each step) or
   // "device" (resident: a synthetic benchmark's on-GPU batch, DALI's GPU pipeline).
   std::string inputs = "host";
+  // Its kernels as the source's PyTorch ran them: for_loop (torch.optim before 2.0, BertAdam),
+  // foreach (torch.optim on CUDA since 2.0), fused (apex FusedAdam/FusedLAMB, fused=True).
+  std::string optimizer_impl = "foreach";
 };
 
 struct Entry {

@@ -132,7 +132,7 @@ TrainingConfig parse_training(const Reader& r, const YAML::Node& n, const std::s
   r.require_map(n, key);
   r.check_keys(n, key, {"model", "strategy", "gpus", "nodes", "batch_per_device", "measured_precision", "precision",
                         "twin_dtype", "memory_format", "inputs",
-                        "optimizer", "accumulation_steps", "dp_loss"});
+                        "optimizer", "optimizer_impl", "accumulation_steps", "dp_loss"});
   TrainingConfig t;
   t.model = r.text(r.required(n, "model", key), key + ".model");
   t.strategy = r.text(r.required(n, "strategy", key), key + ".strategy");
@@ -163,6 +163,12 @@ TrainingConfig parse_training(const Reader& r, const YAML::Node& n, const std::s
   named("memory_format", t.memory_format, [](const std::string& v) { return memory_format_from_name(v); });
   named("inputs", t.inputs, [](const std::string& v) { return scenario::inputs_resident_from_name(v); });
   if (n["optimizer"]) t.optimizer = r.text(n["optimizer"], key + ".optimizer");
+  named("optimizer_impl", t.optimizer_impl, [](const std::string& v) {
+    const auto impl = parse_optimizer_impl(v);
+    if (impl == OptimizerImpl::per_parameter)
+      throw std::invalid_argument("'per_parameter' is dptwin's own kernel: give foreach, for_loop or fused");
+    return impl;
+  });
   if (n["accumulation_steps"])
     t.accumulation_steps = static_cast<int>(r.whole(n["accumulation_steps"], key + ".accumulation_steps", 1, 1 << 16));
   if (n["dp_loss"]) {

@@ -138,7 +138,10 @@ ReportSection assumptions_section(const scenario::SweepResult& r, const Assumpti
                                  ? std::string("resident on the GPUs (no host-to-device copy per step)")
                                  : std::string("copied from host memory every step (x.to(device))");
                     })});
-  t.rows.push_back({"optimizer", distinct(r, [](const PointResult& p) { return p.optimizer; })});
+  t.rows.push_back({"optimizer", distinct(r, [](const PointResult& p) {
+                      return p.report && p.report->optimizer_impl ? p.optimizer + " (" + *p.report->optimizer_impl + ")"
+                                                                  : p.optimizer;
+                    })});
   t.rows.push_back({"batch", distinct(r, [](const PointResult& p) {
                       if (!p.batch_per_device) return std::string();
                       const int k = p.report && p.report->accumulate ? *p.report->accumulate : 1;

@@ -94,6 +94,14 @@ std::string step_summary_text(const StepReport& r, const std::string& gpu_name) 
                        : o == "sgd_momentum" ? " (torch.optim.SGD with momentum: one state tensor per parameter)"
                        : o == "adamw"        ? " (torch.optim.AdamW: two state tensors per parameter)"
                                              : "");
+    if (r.optimizer_impl)
+      out += fmt::format("    kernels: {}\n",
+                         *r.optimizer_impl == "foreach"
+                             ? "foreach (torch._foreach_* over all parameters: PyTorch's default on CUDA since 2.0)"
+                         : *r.optimizer_impl == "for_loop"
+                             ? "for_loop (a few kernels per parameter: PyTorch's default before 2.0)"
+                         : *r.optimizer_impl == "fused" ? "fused (one multi-tensor kernel: fused=True, apex)"
+                                                        : *r.optimizer_impl);
     // f16-master's optimizer also holds f32 master weights and master gradients (in the
     // memory breakdown's optimizer state and gradients), whatever optimizer it wraps.
     if (r.precision && *r.precision == "f16-master")

@@ -117,19 +117,22 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
   c.model_name = p.model.name;
   c.input_features = p.model.input_features;
   c.output_features = model_output_features(p.model);
+  const OptimizerImpl impl = p.optimizer_impl;
   switch (p.optimizer) {
     case OptimizerKind::sgd:
-      c.optimizer = [](std::vector<NamedParameter> params) { return make_sgd(std::move(params), SgdOptions{}); };
+      c.optimizer = [impl](std::vector<NamedParameter> params) { return make_sgd(std::move(params), SgdOptions{}, impl); };
       break;
     case OptimizerKind::sgd_momentum:
-      c.optimizer = [](std::vector<NamedParameter> params) {
+      c.optimizer = [impl](std::vector<NamedParameter> params) {
         SgdOptions o;
         o.momentum = 0.9;  // the torchvision ImageNet recipe's momentum
-        return make_sgd(std::move(params), o);
+        return make_sgd(std::move(params), o, impl);
       };
       break;
     case OptimizerKind::adamw:
-      c.optimizer = [](std::vector<NamedParameter> params) { return make_adamw(std::move(params), AdamWOptions{}); };
+      c.optimizer = [impl](std::vector<NamedParameter> params) {
+        return make_adamw(std::move(params), AdamWOptions{}, impl);
+      };
       break;
   }
   // f16-amp: a GradScaler around it; f16-master: it steps f32 masters of the f16 weights.
@@ -145,6 +148,7 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
   r.hardware = p.hardware_name;
   r.tokens_per_sample = tokens_per_sample_of(p.model);
   r.optimizer = optimizer_kind_name(p.optimizer);
+  r.optimizer_impl = optimizer_impl_name(p.optimizer_impl);
   // A profiled model names the optimizer its step ran; a prediction with another (predict's
   // default is sgd) is said, so its optimizer figure is not read as the profile's (an
   // outside-user review's adamw profile ran sgd silently).
@@ -229,6 +233,7 @@ StepReport out_of_memory_before_step(const Scenario& s, const ModelDoesNotFit& e
     if (p->accumulate > 1) r.accumulate = p->accumulate;
     r.tokens_per_sample = tokens_per_sample_of(p->model);
     r.optimizer = optimizer_kind_name(p->optimizer);
+    r.optimizer_impl = optimizer_impl_name(p->optimizer_impl);
   }
   r.out_of_memory = OutOfMemoryReport{"every GPU", e.reason(), 0, {}, std::nullopt};
   return r;

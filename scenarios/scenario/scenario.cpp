@@ -194,7 +194,7 @@ const std::vector<std::string>& sweepable_fields() {
                                                   "nodes",    "gpus",    "batch",         "batch_per_device",
                                                   "dtype",    "precision", "memory_format", "inputs", "accumulate", "global_batch", "comm_hook",
                                                   "checkpoint",
-                                                  "bucket_cap_mb", "optimizer"};
+                                                  "bucket_cap_mb", "optimizer", "optimizer_impl"};
   return fields;
 }
 
@@ -215,7 +215,8 @@ void set_point_field(PointConfig& c, const std::string& field, const YAML::Node&
   else if (field == "bucket_cap_mb")
     set_point_value(c, field, as_double(v, where), where);
   else if (field == "hardware" || field == "model" || field == "strategy" || field == "dtype" || field == "precision" ||
-           field == "memory_format" || field == "inputs" || field == "optimizer" || field == "comm_hook" || field == "checkpoint")
+           field == "memory_format" || field == "inputs" || field == "optimizer" || field == "optimizer_impl" ||
+           field == "comm_hook" || field == "checkpoint")
     set_point_value(c, field, as_string(v, where), where);
   else fail_at(where, fmt::format("unknown field (allowed: {}, overrides.<hardware field>)", join(sweepable_fields())));
 }
@@ -306,6 +307,17 @@ void set_point_value(PointConfig& c, const std::string& field, const PointValue&
       fail_at(where, fmt::format("{} MiB is outside {} .. {} MiB (1 byte .. 1 TiB)", mb, kMinBucketCapMb, kMaxBucketCapMb));
     c.bucket_cap_mb = mb;
   } else if (field == "optimizer") c.optimizer = optimizer_from_name(text(), where);
+  else if (field == "optimizer_impl") {
+    // per_parameter is the engine's own kernel, not a PyTorch implementation to predict.
+    try {
+      c.optimizer_impl = parse_optimizer_impl(text());
+    } catch (const std::invalid_argument& e) {
+      fail_at(where, e.what());
+    }
+    if (c.optimizer_impl == OptimizerImpl::per_parameter)
+      fail_at(where, "'per_parameter' is dptwin's own kernel; a prediction takes PyTorch's: foreach (2.0 and later), "
+                     "for_loop (before 2.0) or fused (fused=True, apex)");
+  }
   else fail_at(where, fmt::format("unknown field (allowed: {}, overrides.<hardware field>)", join(sweepable_fields())));
 }
 

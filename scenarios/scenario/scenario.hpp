@@ -24,6 +24,7 @@
 //   comm_hook: fp16_compress          # DDP comm hook: none | fp16_compress | bf16_compress | powersgd[:R]
 //   bucket_cap_mb: 25                 # DDP bucket size (PyTorch's default 25)
 //   optimizer: sgd_momentum           # sgd | sgd_momentum | adamw
+//   optimizer_impl: foreach           # foreach (PyTorch >= 2.0 default) | for_loop (before 2.0) | fused
 //   overrides:                        # any hardware field by its dotted path
 //     gpu.memory: 40 GiB
 //     host.gil: false
@@ -67,6 +68,7 @@ struct Library {
 // The engine's optimizer names (engine/optim/optim.hpp).
 using dpt::OptimizerKind;
 using dpt::optimizer_kind_name;
+using dpt::OptimizerImpl;
 using dpt::optimizer_state_tensors;
 
 // What a result is measured against: a throughput, or a number of samples to
@@ -126,6 +128,9 @@ struct PointConfig {
   int checkpoint_layers = 0;  // activation checkpointing: layers per segment (every: 1); 0: none
   double bucket_cap_mb = 25.0;
   OptimizerKind optimizer = OptimizerKind::sgd;
+  // Its kernels as PyTorch runs them (OptimizerImpl): foreach, torch.optim's default on CUDA
+  // since 2.0; for_loop before 2.0; fused for fused=True and apex.
+  OptimizerImpl optimizer_impl = OptimizerImpl::foreach;
   std::vector<Override> overrides;
   std::map<std::string, std::string> where;  // field -> "FILE:LINE: key: "
 };
@@ -202,6 +207,7 @@ struct ResolvedPoint {
   CommHookSpec comm_hook;
   double bucket_cap_mb = 25.0;
   OptimizerKind optimizer = OptimizerKind::sgd;
+  OptimizerImpl optimizer_impl = OptimizerImpl::foreach;  // PointConfig::optimizer_impl
   // DataParallel: the module computes its loss in each replica (StrategyOptions::dp_loss_per_replica).
   bool dp_loss_per_replica = false;
   // Parameters, gradients and optimizer state on one GPU: a lower bound on its memory.

@@ -106,6 +106,7 @@ void resolve_training(const PointConfig& c, const Library& lib, const PointWhere
                                                   "(no_sync), which strategy {} does not have",
                                                   c.strategy.value()));
   r.optimizer = c.optimizer;
+  r.optimizer_impl = c.optimizer_impl;
 }
 
 // GPUs per node and nodes (from gpus, or devices and nodes), checked against the

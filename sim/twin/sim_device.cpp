@@ -159,7 +159,7 @@ Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, ComputeType 
                              : rates.ridge_exponent;
   if (c != SimOpClass::conv) {
     const Seconds t_flops = cost.flops > 0 ? cost.flops / (peak() * compute_fraction) : 0.0;
-    return sim_ridge_time_s(t_flops, t_bytes, ridge_p) + rates.launch_latency_s;
+    return sim_ridge_time_s(t_flops, t_bytes, ridge_p) + rates.launch_latency_s * cost.launches;
   }
   // Planted faults: Tensor Core convolutions on NCHW tensors charged no layout transposes;
   // on channels_last (NHWC) tensors, which need none, charged them all the same.
@@ -198,7 +198,7 @@ Seconds kernel_time_s(const OpCost& cost, const SimGpuRates& rates, ComputeType 
   } else {
     t_kernels = conv_kernel(cost.flops, static_cast<double>(bytes));
   }
-  return t_kernels + rates.launch_latency_s;
+  return t_kernels + rates.launch_latency_s * cost.launches;
 }
 }  // namespace
 
@@ -298,7 +298,7 @@ void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
   const KernelLabel label = backend_.trace() ? KernelLabel{taken.layer ? taken.layer : "",
                                                            taken.op_class ? taken.op_class : "", taken.pass ? taken.pass : ""}
                                              : KernelLabel{};
-  backend_.host_dispatch(1);
+  backend_.host_dispatch(cost.launches);
   if (index_ >= 0) {
     const Seconds duration =
         precision_ ? sim_kernel_time_s(cost, rates_, *precision_) : sim_kernel_time_s(cost, rates_, dtype_);
@@ -314,7 +314,7 @@ void SimDevice::submit(const OpCost& cost, const std::function<void()>& fn) {
       const SimOpClass op_class = sim_op_class(cost);
       if (!(sim_op_class_memory_bound(op_class) && fault_active(Fault::op_class_breakdown_drops_memory_bound)))
         account_.kernel_s_by_class[static_cast<size_t>(op_class)] += duration;
-      ++account_.kernels;
+      account_.kernels += cost.launches;
       if (backend_.options().synchronous) backend_.host_advance_to(start + duration);
     }
   }

@@ -149,6 +149,7 @@ json step_report_to_json(const StepReport& r) {
               {"precision", r.precision ? json(*r.precision) : json(nullptr)},
               {"memory_format", r.memory_format ? json(*r.memory_format) : json(nullptr)},
               {"optimizer", r.optimizer ? json(*r.optimizer) : json(nullptr)},
+              {"optimizer_impl", r.optimizer_impl ? json(*r.optimizer_impl) : json(nullptr)},
               {"inputs", r.inputs ? json(*r.inputs) : json(nullptr)},
               {"accumulate", r.accumulate ? json(*r.accumulate) : json(nullptr)},
               {"comm_hook", r.comm_hook ? json(*r.comm_hook) : json(nullptr)},
@@ -267,6 +268,10 @@ void read_configuration(Reader& in, StepReport& r) {
   if (in.has("optimizer") && !in.at("optimizer").is_null()) {
     if (!in.at("optimizer").is_string()) in.fail("optimizer", "must be null or a string");
     r.optimizer = in.at("optimizer").get<std::string>();
+  }
+  if (in.has("optimizer_impl") && !in.at("optimizer_impl").is_null()) {
+    if (!in.at("optimizer_impl").is_string()) in.fail("optimizer_impl", "must be null or a string");
+    r.optimizer_impl = in.at("optimizer_impl").get<std::string>();
   }
   if (in.has("memory_format") && !in.at("memory_format").is_null()) {
     if (!in.at("memory_format").is_string()) in.fail("memory_format", "must be null or a string");

@@ -83,6 +83,9 @@ struct StepReport {
   // The optimizer a prediction stepped ("sgd", "sgd_momentum", "adamw": its state is part of
   // every GPU's memory). Null for measured reports. Optional in the JSON (absent = null).
   std::optional<std::string> optimizer;
+  // Its kernels as PyTorch runs them ("foreach", "for_loop", "fused"; OptimizerImpl); null in
+  // reports written before 2026-12-07 and in measured ones.
+  std::optional<std::string> optimizer_impl;
   // Where the input batch lives when not copied from the host each step ("device": resident
   // on the GPUs, as a synthetic benchmark's or DALI's batch). Null: copied every step, or a
   // measured report. Optional in the JSON (absent = null).

@@ -659,6 +659,40 @@ TEST(CliPredict, AMisspelledLayerTypeIsNamed) {
   EXPECT_EQ(warnings("ok.yaml").find("no module dptwin knows"), std::string::npos);
 }
 
+// The optimizer's kernels as PyTorch runs them (--optimizer-impl). Invariant: the same AdamW
+// update costs most as a for-loop (9 kernels a parameter, each dispatched), less as foreach
+// (the same 23 tensor passes in multi-tensor launches), least fused (7 passes); foreach is the
+// default and the step report names it; dptwin's own per-parameter kernel is no choice here.
+TEST(CliPredict, OptimizerImplementationsChargeTheirKernels) {
+  const fs::path dir = fresh_dir("predict-optimizer-impl");
+  auto optimizer_s = [&](const std::vector<std::string>& extra, std::string* impl = nullptr) {
+    std::vector<std::string> args = {"predict", "--hardware", "dgx-a100", "--model", "gpt2-124m", "--strategy",
+                                     "single", "--devices", "1", "--batch-per-device", "1", "--optimizer", "adamw",
+                                     "--json"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliResult r = run_dptwin(args, dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (r.exit_code != 0) return 0.0;
+    const auto j = nlohmann::json::parse(r.out);
+    if (impl) *impl = j.at("optimizer_impl").get<std::string>();
+    return j.at("breakdown_s").at("optimizer").get<double>();
+  };
+  std::string impl;
+  const double by_default = optimizer_s({}, &impl);
+  EXPECT_EQ(impl, "foreach");
+  const double loop = optimizer_s({"--optimizer-impl", "for_loop"});
+  const double each = optimizer_s({"--optimizer-impl", "foreach"});
+  const double fused = optimizer_s({"--optimizer-impl", "fused"});
+  EXPECT_EQ(by_default, each);
+  EXPECT_GT(loop, each);
+  EXPECT_GT(each, 2.5 * fused);  // 23 tensor passes against 7, less the launches they share
+  const CliResult own = run_dptwin({"predict", "--hardware", "dgx-a100", "--model", "gpt2-124m", "--strategy",
+                                    "single", "--devices", "1", "--batch-per-device", "1", "--optimizer-impl",
+                                    "per_parameter"},
+                                   dir);
+  EXPECT_EQ(own.exit_code, 2);
+}
+
 // A hand-written Linear whose FLOPs are below one row's (8,192 for Linear(10, 4096), whose
 // row is 2 x 10 x 4096 + 4096 = 86,016) is named; the right count says nothing.
 TEST(CliPredict, ALinearBelowOneRowsFlopsIsNamed) {

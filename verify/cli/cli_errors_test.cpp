@@ -105,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(
         CliCase{"UnknownKeyInFile", {"predict", "bad.yaml"}, {{"bad.yaml", kGoodScenario + "devcies: 8\n"}}, 2,
                 "dptwin predict: error: bad.yaml:7: devcies: unknown key; did you mean 'devices'? (allowed: accumulate, batch, batch_per_device, "
                 "bucket_cap_mb, checkpoint, comm_hook, devices, dtype, global_batch, gpus, hardware, inputs, memory_format, model, "
-                "name, nodes, optimizer, overrides, plan, precision, question, schema_version, strategy, sweep, target)\n"},
+                "name, nodes, optimizer, optimizer_impl, overrides, plan, precision, question, schema_version, strategy, sweep, target)\n"},
         CliCase{"WrongTypeInFile", {"predict", "bad.yaml"}, {{"bad.yaml", kGoodScenario + "nodes: [1]\n"}}, 2,
                 "dptwin predict: error: bad.yaml:7: nodes: expected an integer, got '<not a scalar>'\n"},
         CliCase{"MoreGpusThanTheHardwareHas", predict_with({{"--devices", "16"}}), {}, 2,

@@ -31,6 +31,7 @@ TEST(CliOutput, PredictPrintsTheSummaryAndWritesReportAndTrace) {
       "resnet50 on dgx-a100 (A100-SXM4-80GB), DDP on 8 GPUs (1 node), batch 256 (32 per GPU), f32\n"
       "  precision: f32 (PyTorch defaults: convolutions on TF32 on Ampere and later, matmul in f32)\n"
       "  optimizer: sgd_momentum (torch.optim.SGD with momentum: one state tensor per parameter)\n"
+      "    kernels: foreach (torch._foreach_* over all parameters: PyTorch's default on CUDA since 2.0)\n"
       "  step time                %duration\n"
       "    compute                %duration\n"
       "    exposed communication  %duration (%duration of it host-to-device copies of the batch, no collective running)\n"
@@ -77,15 +78,16 @@ TEST(CliOutput, PredictWithResidentInputsSaysSoAndCopiesNothing) {
       "resnet50 on dgx-a100 (A100-SXM4-80GB), single on 1 GPU (1 node), batch 64 (64 per GPU), f32\n"
       "  precision: f32 (PyTorch defaults: convolutions on TF32 on Ampere and later, matmul in f32)\n"
       "  optimizer: sgd (torch.optim.SGD, momentum 0: no optimizer state)\n"
+      "    kernels: foreach (torch._foreach_* over all parameters: PyTorch's default on CUDA since 2.0)\n"
       "  inputs: on the GPUs (the batch stays there across steps: no host-to-device copy per step)\n"
       "  step time                %duration\n"
       "    compute                %duration\n"
       "    exposed communication  0 s\n";
   // The summary's head: the rest is the usual breakdown, throughput and memory.
   const std::vector<std::string> lines = split_lines(r.out);
-  ASSERT_GE(lines.size(), 7u) << r.out;
+  ASSERT_GE(lines.size(), 8u) << r.out;
   std::string head;
-  for (size_t i = 0; i < 7; ++i) head += lines[i] + "\n";
+  for (size_t i = 0; i < 8; ++i) head += lines[i] + "\n";
   EXPECT_EQ(match_text(expected, head), "");
 }
 

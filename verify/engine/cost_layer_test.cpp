@@ -261,6 +261,84 @@ TEST(SgdStep, ChargesTheBuffersTorchsUpdateTouches) {
   EXPECT_EQ(dev.ops[1].bytes_written, 80);
 }
 
+// multi_tensor_apply's launches, counted by hand from MultiTensorApply.cuh's rules: chunks of
+// 65,536 elements, a launch at 320 queued chunks, or when the depth's tensor limit (110, 64,
+// 48, 36, 30) is reached at a tensor's last chunk, or at the end.
+TEST(OptimizerImpl, MultiTensorLaunchesFollowPyTorchsLimits) {
+  EXPECT_EQ(multi_tensor_launches({}, 1), 0);
+  EXPECT_EQ(multi_tensor_launches({65536LL * 320}, 1), 1);      // exactly 320 chunks
+  EXPECT_EQ(multi_tensor_launches({65536LL * 320 + 1}, 1), 2);  // one chunk more
+  EXPECT_EQ(multi_tensor_launches(std::vector<std::int64_t>(110, 10), 1), 1);
+  EXPECT_EQ(multi_tensor_launches(std::vector<std::int64_t>(111, 10), 1), 2);
+  EXPECT_EQ(multi_tensor_launches(std::vector<std::int64_t>(200, 10), 3), 5);  // 48 a launch: 4 full and 8 left
+  EXPECT_EQ(multi_tensor_launches({10, 0, 10}, 4), 1);                         // empty tensors are skipped
+  EXPECT_THROW(multi_tensor_launches({10}, 6), std::invalid_argument);
+}
+
+struct ChargedStep {
+  std::vector<OpCost> updates;  // the adamw_step/sgd_step ops, one per parameter
+  int launches = 0;
+};
+
+// One optimizer step on a recording device over parameters of these element counts.
+ChargedStep charged_step(const std::vector<std::int64_t>& numels, OptimizerImpl impl, bool adamw) {
+  RecordingDevice dev;
+  std::vector<Parameter> ps(numels.size());
+  std::vector<NamedParameter> named;
+  for (size_t i = 0; i < numels.size(); ++i) {
+    ps[i].value = Tensor::empty(dev, {numels[i]}, DType::f32, MemoryCategory::parameters);
+    ps[i].grad = Tensor::empty(dev, {numels[i]}, DType::f32, MemoryCategory::gradients);
+    named.push_back({"p" + std::to_string(i), &ps[i]});
+  }
+  SgdOptions momentum;
+  momentum.momentum = 0.9;
+  auto opt = adamw ? make_adamw(named, AdamWOptions{}, impl) : make_sgd(named, momentum, impl);
+  opt->step();
+  ChargedStep out;
+  for (const auto& op : dev.ops)
+    if (std::string(op.name) == (adamw ? "adamw_step" : "sgd_step")) {
+      out.updates.push_back(op);
+      out.launches += op.launches;
+    }
+  return out;
+}
+
+// Invariant: each implementation charges PyTorch's kernels for the same numerics: per
+// parameter of n f32 elements, AdamW for_loop 9 launches reading 14 x 4n bytes and writing
+// 9 x 4n (torch 1.13 _single_tensor_adamw's mul_, mul_, add_, mul_, addcmul_, sqrt, div,
+// add_, addcdiv_), foreach the same bytes in multi_tensor_apply's launches over all the
+// parameters (9 ops, one launch each for these three small lists), fused 4n x 4 read and
+// 3 x 4n written in one launch; dptwin's own kernel 4 and 3, one launch per parameter. SGD
+// with momentum: for_loop 3 launches, 5 read and 3 written. Caught: the planted
+// foreach-one-launch-per-op (9 launches where 200 small tensors need 30).
+TEST(OptimizerImpl, EachImplementationChargesPyTorchsKernels) {
+  const std::vector<std::int64_t> n = {10, 70000, 30};  // 1, 2 and 1 chunks
+  auto bytes = [](const ChargedStep& c, size_t i) { return std::pair{c.updates[i].bytes_read, c.updates[i].bytes_written}; };
+  const auto own = charged_step(n, OptimizerImpl::per_parameter, true);
+  ASSERT_EQ(own.updates.size(), 3u);
+  EXPECT_EQ(own.launches, 3);
+  EXPECT_EQ(bytes(own, 1), (std::pair<Bytes, Bytes>{4 * 4 * 70000, 3 * 4 * 70000}));
+  const auto loop = charged_step(n, OptimizerImpl::for_loop, true);
+  EXPECT_EQ(loop.launches, 27);
+  EXPECT_EQ(bytes(loop, 1), (std::pair<Bytes, Bytes>{14 * 4 * 70000, 9 * 4 * 70000}));
+  const auto each = charged_step(n, OptimizerImpl::foreach, true);
+  EXPECT_EQ(each.launches, 9);
+  EXPECT_EQ(each.updates[0].launches, 9);  // all on the first parameter's op
+  EXPECT_EQ(each.updates[2].launches, 0);
+  EXPECT_EQ(bytes(each, 1), bytes(loop, 1));
+  const auto fused = charged_step(n, OptimizerImpl::fused, true);
+  EXPECT_EQ(fused.launches, 1);
+  EXPECT_EQ(bytes(fused, 1), bytes(own, 1));
+  const auto sgd = charged_step(n, OptimizerImpl::for_loop, false);
+  EXPECT_EQ(sgd.launches, 9);
+  EXPECT_EQ(bytes(sgd, 0), (std::pair<Bytes, Bytes>{5 * 40, 3 * 40}));
+  // 200 tensors: AdamW's op depths 1, 1, 2, 1, 3, 2, 1, 2, 3 launch 2, 2, 4, 2, 5, 4, 2, 4, 5.
+  const std::vector<std::int64_t> many(200, 10);
+  EXPECT_EQ(charged_step(many, OptimizerImpl::foreach, true).launches, 30);
+  ScopedFault f(Fault::foreach_one_launch_per_op);
+  EXPECT_NE(charged_step(many, OptimizerImpl::foreach, true).launches, 30);
+}
+
 // A profiled layer (dptwin_profile): frozen weight, measured times per sample.
 LayerDescription profiled_block() {
   LayerDescription l = block();

@@ -191,10 +191,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"ExplicitDocumentStart", "# a scenario\n---\n" + with("devcies: 8\n"),
                 "bad.yaml:9: devcies: unknown key; did you mean 'devices'? (allowed: accumulate, batch, "
                 "batch_per_device, bucket_cap_mb, checkpoint, comm_hook, devices, dtype, global_batch, gpus, hardware, "
-                "inputs, memory_format, model, name, nodes, optimizer, overrides, plan, precision, question, "
+                "inputs, memory_format, model, name, nodes, optimizer, optimizer_impl, overrides, plan, precision, question, "
                 "schema_version, strategy, sweep, target)"},
         BadCase{"UnknownKey", with("devcies: 8\n"), "bad.yaml:7: devcies: unknown key; did you mean 'devices'? (allowed: accumulate, batch, batch_per_device, bucket_cap_mb, checkpoint, "
-                "comm_hook, devices, dtype, global_batch, gpus, hardware, inputs, memory_format, model, name, nodes, optimizer, overrides, "
+                "comm_hook, devices, dtype, global_batch, gpus, hardware, inputs, memory_format, model, name, nodes, optimizer, optimizer_impl, overrides, "
                 "plan, precision, question, schema_version, strategy, sweep, target)"},
         BadCase{"WrongType", replaced("devices: 8", "devices: eight"),
                 "bad.yaml:5: devices: expected an integer, got 'eight'"},
@@ -224,7 +224,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"UnknownSweepAxis", with("sweep:\n  colour: [red]\n"),
                 "bad.yaml:8: sweep.colour: unknown sweep axis (allowed: hardware, model, strategy, devices, nodes, "
                 "gpus, batch, batch_per_device, dtype, precision, memory_format, inputs, accumulate, global_batch, comm_hook, checkpoint, "
-                "bucket_cap_mb, optimizer, "
+                "bucket_cap_mb, optimizer, optimizer_impl, "
                 "overrides.<hardware field>)"},
         BadCase{"EmptySweepAxis", with("sweep:\n  devices: []\n"),
                 "bad.yaml:8: sweep.devices: expected a non-empty list of values"},
