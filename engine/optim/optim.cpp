@@ -3,6 +3,7 @@
 // step, as PyTorch creates it lazily, and counted as MemoryCategory::optimizer_state.
 #include "engine/optim/optim.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <stdexcept>
@@ -13,32 +14,45 @@
 
 namespace dpt {
 
-int multi_tensor_launches(const std::vector<std::int64_t>& numels, int depth) {
+std::vector<int> multi_tensor_launches_by_tensor(const std::vector<std::int64_t>& numels, int depth,
+                                                bool scalar_list) {
   // aten/src/ATen/native/cuda/MultiTensorApply.cuh (the classic limits, without the large
-  // kernel arguments of CUDA 12.1+ on Volta and later).
+  // kernel arguments of CUDA 12.1+ on Volta and later): depth_to_max_tensors, and
+  // depth_to_max_tensors_scalarlist for an op that takes a list of scalars.
   static constexpr int kMaxTensors[5] = {110, 64, 48, 36, 30};
+  static constexpr int kMaxTensorsScalarList[5] = {96, 64, 48, 36, 30};
   static constexpr int kMaxBlocks = 320;
   static constexpr std::int64_t kChunk = 65536;
   if (depth < 1 || depth > 5) throw std::invalid_argument(fmt::format("multi_tensor_launches: depth {}", depth));
-  int launches = 0, tensors = 0, blocks = 0;
+  const int max_tensors = (scalar_list ? kMaxTensorsScalarList : kMaxTensors)[depth - 1];
+  std::vector<int> out(numels.size(), 0);
+  int tensors = 0, blocks = 0;
+  size_t last = numels.size();
   for (size_t t = 0; t < numels.size(); ++t) {
     if (numels[t] <= 0) continue;  // empty tensors are skipped
+    last = t;
     ++tensors;
     const std::int64_t chunks = (numels[t] + kChunk - 1) / kChunk;
     for (std::int64_t c = 0; c < chunks; ++c) {
       ++blocks;
       const bool last_chunk_of_tensor = c == chunks - 1;
-      const bool tensors_full = tensors == kMaxTensors[depth - 1] && last_chunk_of_tensor;
+      const bool tensors_full = tensors == max_tensors && last_chunk_of_tensor;
       const bool blocks_full = blocks == kMaxBlocks;
       if (tensors_full || blocks_full) {
-        ++launches;
+        ++out[t];
         blocks = 0;
         tensors = last_chunk_of_tensor ? 0 : 1;  // a tensor cut mid-way carries over
       }
     }
   }
-  if (blocks > 0) ++launches;
-  return launches;
+  if (blocks > 0) ++out[last];
+  return out;
+}
+
+int multi_tensor_launches(const std::vector<std::int64_t>& numels, int depth, bool scalar_list) {
+  int n = 0;
+  for (int k : multi_tensor_launches_by_tensor(numels, depth, scalar_list)) n += k;
+  return n;
 }
 
 const char* optimizer_impl_name(OptimizerImpl i) {
@@ -60,16 +74,19 @@ OptimizerImpl parse_optimizer_impl(const std::string& name) {
 
 namespace {
 
-// One kernel of an update, in tensors of a parameter's size; for foreach, its tensor lists.
+// One kernel of an update, in tensors of a parameter's size; for foreach, its tensor lists
+// and whether it takes a list of scalars (a lower tensor limit at depth 1).
 struct UpdateOp {
   double read = 0, written = 0;
   int depth = 1;
+  bool scalar_list = false;
 };
 
 // Each parameter's charge for an update made of `ops`: for_loop launches every op per
-// parameter; foreach launches each op over all parameters (multi_tensor_launches), the
-// launches charged on the first non-empty parameter and its bytes on each. Planted fault:
-// foreach charged one launch per op, whatever the tensor lists.
+// non-empty parameter; foreach launches each op over all parameters as multi_tensor_apply
+// does, each launch charged on the parameter whose chunk fires it (so the GPU starts on the
+// first launch while the host dispatches the next), the bytes on each parameter. Planted
+// fault: foreach charged one launch per op, whatever the tensor lists.
 std::vector<std::optional<OptimizerCharge>> update_charges(const std::vector<NamedParameter>& params,
                                                            const std::vector<UpdateOp>& ops, OptimizerImpl impl) {
   std::vector<std::optional<OptimizerCharge>> out(params.size());
@@ -81,17 +98,19 @@ std::vector<std::optional<OptimizerCharge>> update_charges(const std::vector<Nam
   }
   std::vector<std::int64_t> numels;
   for (const auto& p : params) numels.push_back(p.param->value.numel());
-  int launches = 0;
-  if (impl != OptimizerImpl::for_loop)
-    for (const auto& op : ops)
-      launches += fault_active(Fault::foreach_one_launch_per_op) ? 1 : multi_tensor_launches(numels, op.depth);
-  bool first = true;
-  for (size_t i = 0; i < params.size(); ++i) {
-    OptimizerCharge c{read, written, 0};
-    if (impl == OptimizerImpl::for_loop) c.launches = static_cast<int>(ops.size());
-    else if (first && numels[i] > 0) c.launches = launches, first = false;
-    out[i] = c;
+  std::vector<int> launches(params.size(), 0);
+  if (impl == OptimizerImpl::for_loop) {
+    for (size_t i = 0; i < params.size(); ++i) launches[i] = numels[i] > 0 ? static_cast<int>(ops.size()) : 0;
+  } else if (fault_active(Fault::foreach_one_launch_per_op)) {
+    const auto first = std::find_if(numels.begin(), numels.end(), [](std::int64_t n) { return n > 0; });
+    if (first != numels.end()) launches[static_cast<size_t>(first - numels.begin())] = static_cast<int>(ops.size());
+  } else {
+    for (const auto& op : ops) {
+      const auto by = multi_tensor_launches_by_tensor(numels, op.depth, op.scalar_list);
+      for (size_t i = 0; i < params.size(); ++i) launches[i] += by[i];
+    }
   }
+  for (size_t i = 0; i < params.size(); ++i) out[i] = OptimizerCharge{read, written, launches[i]};
   return out;
 }
 
@@ -118,7 +137,11 @@ std::vector<UpdateOp> sgd_ops(const SgdOptions& o, OptimizerImpl impl) {
 // parameters; fused: one kernel over parameters, gradients and both moments.
 std::vector<UpdateOp> adamw_ops(OptimizerImpl impl) {
   if (impl == OptimizerImpl::fused) return {{4, 3, 4}};
-  return {{1, 1, 1}, {1, 1, 1}, {2, 1, 2}, {1, 1, 1}, {3, 1, 3}, {1, 1, 2}, {1, 1, 1}, {1, 1, 2}, {3, 1, 3}};
+  return {{1, 1, 1},       {1, 1, 1}, {2, 1, 2}, {1, 1, 1},      {3, 1, 3},
+          {1, 1, 2},       // sqrt
+          {1, 1, 1, true}, // div_ by the list of sqrt(bias_correction2)
+          {1, 1, 2},       // add eps
+          {3, 1, 3, true}};  // addcdiv_ with the list of step sizes
 }
 
 void require_grads(const std::vector<NamedParameter>& params, const char* optimizer) {

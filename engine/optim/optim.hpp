@@ -43,7 +43,12 @@ OptimizerImpl parse_optimizer_impl(const std::string& name);
 // over tensors of these element counts, in order: a launch when 320 chunks of 65,536
 // elements are queued, when the depth's tensor limit is reached at a tensor's last chunk,
 // or at the end (a tensor cut by the block limit carries over to the next launch).
-int multi_tensor_launches(const std::vector<std::int64_t>& numels, int depth);
+// `scalar_list`: an op taking a list of scalars (depth_to_max_tensors_scalarlist: 96 at depth 1).
+int multi_tensor_launches(const std::vector<std::int64_t>& numels, int depth, bool scalar_list = false);
+// The same launches, each counted on the tensor whose chunk fires it (the final one on the
+// last non-empty tensor); they sum to multi_tensor_launches.
+std::vector<int> multi_tensor_launches_by_tensor(const std::vector<std::int64_t>& numels, int depth,
+                                                 bool scalar_list = false);
 
 class Optimizer {
  public:

@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 #include <optional>
 #include <numeric>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "engine/core/fault_injection.hpp"
 #include "engine/io/checkpoint.hpp"
@@ -235,17 +237,29 @@ std::vector<std::int64_t> batch_indices(std::int64_t step, std::int64_t batch, s
 }
 
 DType state_dict_dtype(const SafetensorsFile& file) {
+  // Half tensors beside f32 ones (f16 weights with f32 norms, as some checkpoints keep them)
+  // load into an f32 model, each widened exactly: the file counts as f32. f64 beside any
+  // other dtype is refused (narrowing it rounds).
   const SafetensorsTensor* first = nullptr;
+  const SafetensorsTensor* widest = nullptr;
+  auto rank = [](DType t) { return t == DType::f64 ? 3 : t == DType::f32 ? 2 : 1; };
   for (auto& t : file.tensors) {
     if (!dtype_is_floating(t.dtype) && !dtype_is_half(t.dtype)) continue;
-    if (!first) first = &t;
-    else if (t.dtype != first->dtype)
+    if (!first) first = widest = &t;
+    if (t.dtype == first->dtype) continue;
+    if (t.dtype == DType::f64 || first->dtype == DType::f64)
       throw std::invalid_argument(fmt::format("{}: tensors '{}' ({}) and '{}' ({}) differ in dtype; a model has one "
                                               "dtype",
                                               file.path, first->name, dtype_name(first->dtype), t.name,
                                               dtype_name(t.dtype)));
+    if (rank(t.dtype) > rank(widest->dtype)) widest = &t;
   }
   if (!first) throw std::invalid_argument(fmt::format("{}: no floating-point tensors, so no parameters", file.path));
+  // f16 beside bf16: neither holds the other, f32 holds both.
+  if (widest->dtype != first->dtype || std::any_of(file.tensors.begin(), file.tensors.end(), [&](const auto& t) {
+        return dtype_is_half(t.dtype) && t.dtype != first->dtype;
+      }))
+    return rank(widest->dtype) >= 2 ? widest->dtype : DType::f32;
   return first->dtype;
 }
 
@@ -408,11 +422,16 @@ TrainResult train_on(Backend& backend, const TrainConfig& config, const Dataset&
   result.dtype = dtype;
   result.data_samples = data.samples();
   result.parameters = strategy->module().parameter_count();
-  if (init && state_dict_dtype(*init) != dtype)
-    result.warnings.push_back(fmt::format("--init {} holds {} parameters: loaded into the {} model widened exactly, "
-                                          "as torch's load_state_dict casts them; training and --checkpoint are {}",
-                                          init->path, dtype_name(state_dict_dtype(*init)), dtype_name(dtype),
-                                          dtype_name(dtype)));
+  if (init) {
+    std::set<std::string> halves;
+    for (const auto& t : init->tensors)
+      if (dtype_is_half(t.dtype)) halves.insert(std::string(dtype_name(t.dtype)));
+    if (!halves.empty())
+      result.warnings.push_back(fmt::format("--init {} holds {} parameters: loaded into the {} model widened exactly, "
+                                            "as torch's load_state_dict casts them; training and --checkpoint are {}",
+                                            init->path, fmt::join(halves, " and "), dtype_name(dtype),
+                                            dtype_name(dtype)));
+  }
   // A step larger than the dataset takes some samples twice within it, which a DataLoader
   // never does (it yields a short batch): said once, since the losses then differ from one.
   if (config.data_path && config.batch * config.strategy.accumulate > data.samples())

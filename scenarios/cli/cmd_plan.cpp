@@ -36,7 +36,7 @@ struct PlanArgs {
   std::optional<int> max_gpus;
   std::optional<long long> batch_per_device;
   std::optional<long long> global_batch;
-  std::optional<std::string> dtype, precision, optimizer;
+  std::optional<std::string> dtype, precision, optimizer, optimizer_impl;
   std::optional<double> bucket_cap_mb;
   int jobs = whatif::default_jobs();
   std::string report_dir;
@@ -160,6 +160,11 @@ std::vector<scenario::Scenario> plan_from_flags(const PlanArgs& a, const scenari
     scenario::set_point_field(scratch, "optimizer", YAML::Node(*a.optimizer), "--optimizer: ");
     q.optimizer = scratch.optimizer;
   }
+  if (a.optimizer_impl) {
+    scenario::PointConfig scratch;
+    scenario::set_point_field(scratch, "optimizer_impl", YAML::Node(*a.optimizer_impl), "--optimizer-impl: ");
+    q.optimizer_impl = scratch.optimizer_impl;
+  }
   for (size_t i = 0; i < q.spec.strategies.size(); ++i) {
     const auto& s = q.spec.strategies[i];
     try {
@@ -258,11 +263,13 @@ int run_plan(const PlanArgs& a) {
              {!a.strategies.empty(), "--strategies"}, {a.max_gpus.has_value(), "--max-gpus"},
              {a.batch_per_device.has_value(), "--batch-per-device"}, {a.global_batch.has_value(), "--global-batch"},
              {a.dtype.has_value(), "--dtype"}, {a.precision.has_value(), "--precision"},
-             {a.optimizer.has_value(), "--optimizer"}, {a.bucket_cap_mb.has_value(), "--bucket-cap-mb"}})
+             {a.optimizer.has_value(), "--optimizer"}, {a.optimizer_impl.has_value(), "--optimizer-impl"},
+             {a.bucket_cap_mb.has_value(), "--bucket-cap-mb"}})
       if (given)
         throw std::invalid_argument(fmt::format(
             "{}: a plan file sets its candidates' training in its own keys (plan: and the base keys: strategies, "
-            "max_gpus, batch_per_device, global_batch, dtype, precision, optimizer, bucket_cap_mb); give it there, "
+            "max_gpus, batch_per_device, global_batch, dtype, precision, optimizer, optimizer_impl, bucket_cap_mb); "
+            "give it there, "
             "or plan from flags without the file",
             flag));
     plan_scenarios = scenario::plan_scenarios_from_file(scenario::load_scenario_file(a.plan_file), lib);
@@ -287,8 +294,15 @@ int run_plan(const PlanArgs& a) {
   const auto sweep = scenario::run_plan_sweeps(plan_scenarios, lib, scenario::predict_point, o);
   const auto& first = plan_scenarios.front();
   auto plan = scenario::judge_plan(sweep, *first.target, *first.plan);
-  for (const auto& c : first.plan->candidates) plan.file_nodes[c.hardware] = sim::load_hardware(c.hardware, lib.hardware_dir).nodes;
   if (!a.out.empty()) write_sweep_file(sweep, a.out);
+  // The nodes each candidate's file describes, its path resolved as the sweep resolved it
+  // (relative to the plan file's folder); a file that cannot be read again only loses the note.
+  for (const auto& c : first.plan->candidates) {
+    try {
+      plan.file_nodes[c.hardware] = scenario::load_hardware_with_overrides(c.hardware, {}, lib, first.dir, "").nodes;
+    } catch (const std::exception&) {
+    }
+  }
   if (!a.report_dir.empty()) {
     auto doc = scenario::build_plan_report(plan, a.plan_file.empty() ? "dptwin plan" : "dptwin plan " + a.plan_file,
                                            report::assumptions_input(sweep, &first, lib));
@@ -340,6 +354,9 @@ RunFn setup(CLI::App& parent) {
                {"f32", "tf32", "bf16-amp", "f16-amp", "bf16", "f16-master", "f64"});
   with_choices(app->add_option("--optimizer", a->optimizer, "sgd | sgd_momentum | adamw (default sgd_momentum)"),
                {"sgd", "sgd_momentum", "adamw"});
+  with_choices(app->add_option("--optimizer-impl", a->optimizer_impl,
+                               "the optimizer's kernels as PyTorch runs them: foreach (default) | for_loop | fused"),
+               {"foreach", "for_loop", "fused"});
   app->add_option("--bucket-cap-mb", a->bucket_cap_mb, "DDP bucket size in MiB (default 25)");
   app->add_option("-j,--jobs", a->jobs, "configurations predicted at once (default: the CPUs this process may use: taskset, a Slurm allocation)");
   app->add_option("-o,--out", a->out, "write every configuration's prediction here (JSON, dptwin.sweep/1)");

@@ -98,6 +98,7 @@ std::vector<Scenario> plan_scenarios(const PlanRequest& q, const Library& lib) {
   if (!q.precision || precision_parameter_dtype(*q.precision) == q.dtype) root["dtype"] = std::string(dtype_name(q.dtype));
   if (q.precision) root["precision"] = std::string(precision_name(*q.precision));
   root["optimizer"] = optimizer_kind_name(q.optimizer);
+  root["optimizer_impl"] = optimizer_impl_name(q.optimizer_impl);
   root["bucket_cap_mb"] = q.bucket_cap_mb;
   // The base scenario (the model, the target) without sweep axes.
   YAML::Node probe = YAML::Clone(root);

@@ -30,6 +30,7 @@ struct PlanRequest {
   DType dtype = DType::f32;
   std::optional<Precision> precision;  // none: the dtype's
   OptimizerKind optimizer = OptimizerKind::sgd_momentum;
+  OptimizerImpl optimizer_impl = OptimizerImpl::foreach;  // --optimizer-impl
   double bucket_cap_mb = 25.0;
 };
 

@@ -47,10 +47,10 @@ std::optional<double> run_samples(const Target& t, const PlanSpec& spec) {
   return spec.train_samples;
 }
 
-// " with 30 % headroom (1,950 samples/s predicted)": the margin a plan asked of the twin.
+// " with 30 % headroom (a prediction of at least 1,950 samples/s)": the margin a plan asked of the twin.
 std::string headroom_text(const PlanResult& plan) {
   if (!(plan.spec.headroom > 0)) return "";
-  return fmt::format(" with {} headroom ({} samples/s predicted)", report::format_percent(plan.spec.headroom),
+  return fmt::format(" with {} headroom (a prediction of at least {} samples/s)", report::format_percent(plan.spec.headroom),
                      report::format_figure(plan.target.required_samples_per_s() * (1 + plan.spec.headroom)));
 }
 

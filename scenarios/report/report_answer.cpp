@@ -136,8 +136,13 @@ std::string throughput_answer(const SweepResult& r) {
       const PointResult& p = *order[i];
       s += fmt::format("{}{} {} samples/s ({})", i ? ", " : "", p.hardware, format_figure(point_throughput(p)),
                        config_phrase(p));
-      if (i > 0)
+      if (i > 0) {
         s += fmt::format(", {}'s is {:.3g}x", order[0]->hardware, point_throughput(*order[0]) / point_throughput(p));
+        // On as many GPUs the two ratios are one; else per GPU too, what a price per GPU-hour meets.
+        if (order[0]->gpus() != p.gpus() && order[0]->gpus() > 0 && p.gpus() > 0)
+          s += fmt::format(" ({:.3g}x per GPU)", (point_throughput(*order[0]) / order[0]->gpus()) /
+                                                    (point_throughput(p) / p.gpus()));
+      }
     }
   }
   return s + ".";

@@ -127,6 +127,10 @@ class Predictor {
     // ResNet-50's DDP on 8 A100s at 94.2 % where predict said 89.9 %.)
     const Precision precision = precision_of_dtype(DType::f32);
     p.precision = precision;
+    // predict's default optimizer too: torch.optim.SGD with PyTorch 2.x's foreach kernels.
+    p.optimizer = [](std::vector<NamedParameter> params) {
+      return make_sgd(std::move(params), SgdOptions{}, OptimizerImpl::foreach);
+    };
     const ModelDescription desc = model_;
     StepReport r = predict_step(
         hw_, [desc, precision](Device& d) { return make_cost_only_model(desc, d, precision, MemoryFormat::contiguous); },

@@ -157,9 +157,11 @@ void refuse_unmodelled(const ConfigReader& c) {
 // usual activation whatever it said). None when the config does not set it.
 std::optional<std::string> activation_from(const ConfigReader& c, const std::string& key) {
   if (!c.has(key)) return std::nullopt;
+  // transformers' ACT2FN names but prelu (nn.PReLU holds a weight of its own).
   static const std::vector<std::string> known = {
-      "silu", "swish", "gelu",  "gelu_new",   "gelu_fast", "gelu_pytorch_tanh", "gelu_accurate", "quick_gelu",
-      "relu", "relu2", "relu6", "leaky_relu", "mish",      "sigmoid",           "tanh"};
+      "silu", "swish", "gelu",   "gelu_new",   "gelu_fast", "gelu_pytorch_tanh", "gelu_accurate", "gelu_python",
+      "gelu_10", "quick_gelu", "laplace", "linear", "relu", "relu2", "relu6", "leaky_relu", "mish", "sigmoid",
+      "tanh"};
   const json& v = c.raw(key);
   if (!v.is_string() || std::find(known.begin(), known.end(), v.get<std::string>()) == known.end())
     c.fail(key, fmt::format("{} is not an activation this reader knows ({})", v.dump(), fmt::join(known, ", ")));

@@ -158,11 +158,12 @@ TEST(CliTrain, CheckpointIsWrittenAndInitReproducesTheRun) {
 
 // mlp:4-8-2's state dict with value 1 + (i % 64) / 128 - 0.75 at element i of each tensor
 // (exact in bf16, f16 and f32), written by hand in the given safetensors dtype.
-void write_mlp_4_8_2(const std::string& path, const std::string& dtype) {
+void write_mlp_4_8_2(const std::string& path, const std::string& weight_dtype, const std::string& bias_dtype = "") {
   const std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensors = {
       {"0.weight", {8, 4}}, {"0.bias", {8}}, {"2.weight", {2, 8}}, {"2.bias", {2}}};
   std::string header = "{", data;
   for (const auto& [name, shape] : tensors) {
+    const std::string dtype = shape.size() == 1 && !bias_dtype.empty() ? bias_dtype : weight_dtype;
     std::int64_t n = 1;
     for (auto d : shape) n *= d;
     const size_t begin = data.size();
@@ -212,8 +213,15 @@ TEST(CliTrain, ABf16InitLoadsIntoTheF32ModelWidened) {
   const std::string text((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("\"dtype\":\"F32\""), std::string::npos);
   EXPECT_EQ(text.find("BF16"), std::string::npos);
-  // --dtype f64 widens it further; data in bf16 is refused as a float model refuses it.
+  // --dtype f64 widens it further.
   EXPECT_EQ(dptwin("--model mlp:4-8-2 --steps 1 --dtype f64 --init " + half).exit_code, 0);
+  // BF16 weights beside F32 biases (as checkpoints keeping norms in f32 hold them): the same run.
+  const std::string mixed = (dir / "mixed.safetensors").string();
+  write_mlp_4_8_2(mixed, "BF16", "F32");
+  const CliRun m = dptwin("--model mlp:4-8-2 --steps 3 --seed 5 --init " + mixed);
+  ASSERT_EQ(m.exit_code, 0) << m.out;
+  EXPECT_EQ(losses(m.out), losses(a.out));
+  EXPECT_NE(m.out.find("holds bf16 parameters"), std::string::npos) << m.out;
   std::filesystem::remove_all(dir);
 }
 

@@ -3,6 +3,7 @@
 // Device interface the numeric layers use.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 #include <string>
@@ -272,7 +273,15 @@ TEST(OptimizerImpl, MultiTensorLaunchesFollowPyTorchsLimits) {
   EXPECT_EQ(multi_tensor_launches(std::vector<std::int64_t>(111, 10), 1), 2);
   EXPECT_EQ(multi_tensor_launches(std::vector<std::int64_t>(200, 10), 3), 5);  // 48 a launch: 4 full and 8 left
   EXPECT_EQ(multi_tensor_launches({10, 0, 10}, 4), 1);                         // empty tensors are skipped
+  EXPECT_EQ(multi_tensor_launches(std::vector<std::int64_t>(110, 10), 1, true), 2);  // a scalar list: 96 a launch
   EXPECT_THROW(multi_tensor_launches({10}, 6), std::invalid_argument);
+  // Each launch on the tensor whose chunk fires it: the 110th tensor fills the list, the
+  // 111th ends it; a tensor of 321 chunks fires one at its 320th chunk and the last at its end.
+  const auto by = multi_tensor_launches_by_tensor(std::vector<std::int64_t>(111, 10), 1);
+  EXPECT_EQ(by[109], 1);
+  EXPECT_EQ(by[110], 1);
+  EXPECT_EQ(std::count(by.begin(), by.end(), 0), 109);
+  EXPECT_EQ(multi_tensor_launches_by_tensor({10, 65536LL * 321, 0}, 2), (std::vector<int>{0, 2, 0}));
 }
 
 struct ChargedStep {
@@ -307,10 +316,10 @@ ChargedStep charged_step(const std::vector<std::int64_t>& numels, OptimizerImpl 
 // parameter of n f32 elements, AdamW for_loop 9 launches reading 14 x 4n bytes and writing
 // 9 x 4n (torch 1.13 _single_tensor_adamw's mul_, mul_, add_, mul_, addcmul_, sqrt, div,
 // add_, addcdiv_), foreach the same bytes in multi_tensor_apply's launches over all the
-// parameters (9 ops, one launch each for these three small lists), fused 4n x 4 read and
+// parameters (9 ops, one launch each for these three small lists, fired at the last one), fused 4n x 4 read and
 // 3 x 4n written in one launch; dptwin's own kernel 4 and 3, one launch per parameter. SGD
 // with momentum: for_loop 3 launches, 5 read and 3 written. Caught: the planted
-// foreach-one-launch-per-op (9 launches where 200 small tensors need 30).
+// foreach-one-launch-per-op (9 launches where 200 small tensors need 31).
 TEST(OptimizerImpl, EachImplementationChargesPyTorchsKernels) {
   const std::vector<std::int64_t> n = {10, 70000, 30};  // 1, 2 and 1 chunks
   auto bytes = [](const ChargedStep& c, size_t i) { return std::pair{c.updates[i].bytes_read, c.updates[i].bytes_written}; };
@@ -323,8 +332,8 @@ TEST(OptimizerImpl, EachImplementationChargesPyTorchsKernels) {
   EXPECT_EQ(bytes(loop, 1), (std::pair<Bytes, Bytes>{14 * 4 * 70000, 9 * 4 * 70000}));
   const auto each = charged_step(n, OptimizerImpl::foreach, true);
   EXPECT_EQ(each.launches, 9);
-  EXPECT_EQ(each.updates[0].launches, 9);  // all on the first parameter's op
-  EXPECT_EQ(each.updates[2].launches, 0);
+  EXPECT_EQ(each.updates[0].launches, 0);
+  EXPECT_EQ(each.updates[2].launches, 9);  // each list's one launch fires at its last tensor
   EXPECT_EQ(bytes(each, 1), bytes(loop, 1));
   const auto fused = charged_step(n, OptimizerImpl::fused, true);
   EXPECT_EQ(fused.launches, 1);
@@ -332,11 +341,14 @@ TEST(OptimizerImpl, EachImplementationChargesPyTorchsKernels) {
   const auto sgd = charged_step(n, OptimizerImpl::for_loop, false);
   EXPECT_EQ(sgd.launches, 9);
   EXPECT_EQ(bytes(sgd, 0), (std::pair<Bytes, Bytes>{5 * 40, 3 * 40}));
-  // 200 tensors: AdamW's op depths 1, 1, 2, 1, 3, 2, 1, 2, 3 launch 2, 2, 4, 2, 5, 4, 2, 4, 5.
+  // 200 tensors: AdamW's op depths 1, 1, 2, 1, 3, 2, 1 (a scalar list: 96), 2, 3 launch
+  // 2, 2, 4, 2, 5, 4, 3, 4, 5.
   const std::vector<std::int64_t> many(200, 10);
-  EXPECT_EQ(charged_step(many, OptimizerImpl::foreach, true).launches, 30);
+  EXPECT_EQ(charged_step(many, OptimizerImpl::foreach, true).launches, 31);
+  // An empty parameter launches nothing in a loop (PyTorch skips empty tensors).
+  EXPECT_EQ(charged_step({10, 0}, OptimizerImpl::for_loop, true).launches, 9);
   ScopedFault f(Fault::foreach_one_launch_per_op);
-  EXPECT_NE(charged_step(many, OptimizerImpl::foreach, true).launches, 30);
+  EXPECT_NE(charged_step(many, OptimizerImpl::foreach, true).launches, 31);
 }
 
 // A profiled layer (dptwin_profile): frozen weight, measured times per sample.

@@ -133,7 +133,7 @@ TEST(Answer, HardwareAgainstHardwareGivesTheRatio) {
   r.points[1].gpu_name = r.points[2].gpu_name = "H100";
   const std::string a = sweep_answer(r, QuestionKind::throughput);
   EXPECT_NE(a.find("; the fastest on each hardware: dgx-h100 8,000 samples/s (8x H100 with DDP), l40s-4x-pcie4 "
-                   "2,000 samples/s (4x L40S with DDP), dgx-h100's is 4x."),
+                   "2,000 samples/s (4x L40S with DDP), dgx-h100's is 4x (2x per GPU)."),
             std::string::npos)
       << a;
   r.points.erase(r.points.begin());  // one machine: no comparison
@@ -488,7 +488,7 @@ TEST(Plan, HeadroomAsksThatMuchAboveTheTarget) {
   EXPECT_EQ(plan.verdicts[*plan.winner].point, 1u);  // 12,000 samples/s on 4 GPUs
   EXPECT_EQ(plan.verdicts[0].kind, scenario::PlanVerdictKind::too_slow);
   EXPECT_EQ(plan.verdicts[0].reason, "too slow: 6,000 < 7,500 samples/s");
-  EXPECT_NE(scenario::plan_answer(plan).find("meets 5,000 samples/s with 50 % headroom (7,500 samples/s predicted) is "),
+  EXPECT_NE(scenario::plan_answer(plan).find("meets 5,000 samples/s with 50 % headroom (a prediction of at least 7,500 samples/s) is "),
             std::string::npos)
       << scenario::plan_answer(plan);
   const std::string md = report::render_markdown(scenario::build_plan_report(plan, "test"));
