@@ -71,7 +71,8 @@ AssumptionsInput assumptions_input(const scenario::SweepResult& r, const scenari
   for (const auto& p : r.points) names.insert(p.hardware);
   for (const auto& name : names) {
     try {
-      const auto hw = sim::load_hardware(name, lib.hardware_dir);
+      // A path relative to the scenario's folder, as its points resolved it.
+      const auto hw = scenario::load_hardware_with_overrides(name, {}, lib, s ? s->dir : std::filesystem::path("."), "");
       in.hardware[name] = fmt::format("{} ({})", hw.description.empty() ? hw.gpu.name : hw.description,
                                       hw.source_file.empty() ? "built in" : hw.source_file);
       in.gpu_of[name] = hw.gpu.name;

@@ -238,6 +238,25 @@ TEST(CliHardware, SchemaDocumentsEveryKeyTheShippedFilesUse) {
   EXPECT_NE(r.out.find("staged_bidirectional:"), std::string::npos);
 }
 
+// A plan file's candidate given as a path relative to the file, run from another folder:
+// the plan resolves it there for the sweep and for the answer's node note alike (the note
+// read it from the working directory and failed after the whole sweep: a code review).
+TEST(CliPlan, AHardwarePathRelativeToThePlanFile) {
+  const fs::path dir = fresh_dir("plan-relative-hardware");
+  fs::create_directories(dir / "p");
+  fs::copy_file(kSource / "scenarios" / "hardware" / "dgx-a100-cluster.yaml", dir / "p" / "mybox.yaml");
+  write(dir / "p" / "plan.yaml",
+        "schema_version: 1\nmodel: resnet50\nbatch_per_device: 32\noptimizer: sgd_momentum\n"
+        "target:\n  samples_per_s: 40000\nplan:\n  candidates:\n    - {hardware: mybox.yaml, price_per_gpu_hour: 2}\n"
+        "  strategies: [ddp]\n  max_gpus: 64\n");
+  const CliResult r = run_dptwin({"plan", "p/plan.yaml", "-o", "out.json", "--report", "rep"}, dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("more than the 4 its hardware file describes"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "out.json"));
+  // The report's Assumptions describe the file, not "not found".
+  EXPECT_EQ(slurp(dir / "rep" / "report.md").find("hardware file not found"), std::string::npos);
+}
+
 // Found by an outside-user review: flags a plan file would ignore were ignored silently
 // (exit 0, the file's f32 answer under --precision f16-master); a --precision flag could not
 // take the place of a file's dtype: f32 (every shipped what-if file refused f16-master); and
