@@ -14,12 +14,16 @@ namespace {
 
 // Multiplies g by inv_scale on its device and reports whether every element is
 // finite. One op: the twin charges what torch's fused unscale-and-check kernel does.
-bool unscale_and_check(Tensor& g, double inv_scale) {
+// `launches`: the multi-tensor launches of torch's _amp_foreach_non_finite_check_and_unscale_
+// that this gradient's chunks fire (multi_tensor_launches_by_tensor, one list: depth 1).
+bool unscale_and_check(Tensor& g, double inv_scale, int launches) {
   Device& d = g.device();
   bool finite = true;
   // The name ends in _step: the twin counts it with the optimizer, as the profiler does.
-  d.submit({"amp_unscale_step", OpKind::compute, 2.0 * static_cast<double>(g.numel()), g.size_bytes(),
-            g.size_bytes()},
+  OpCost cost{"amp_unscale_step", OpKind::compute, 2.0 * static_cast<double>(g.numel()), g.size_bytes(),
+              g.size_bytes()};
+  cost.launches = launches;
+  d.submit(cost,
            [&] {
              Kernels& k = d.kernels();
              k.scale(g.dtype(), g.numel(), inv_scale, g.data());
@@ -52,8 +56,11 @@ GradScaler::GradScaler(std::unique_ptr<Optimizer> inner, std::vector<NamedParame
 void GradScaler::step() {
   bool found_inf = false;
   const double inv_scale = 1.0 / scale_;
-  for (const auto& p : params_)
-    if (!unscale_and_check(p.param->grad, inv_scale)) found_inf = true;
+  std::vector<std::int64_t> numels;
+  for (const auto& p : params_) numels.push_back(p.param->grad.numel());
+  const std::vector<int> launches = multi_tensor_launches_by_tensor(numels, 1);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (!unscale_and_check(params_[i].param->grad, inv_scale, launches[i])) found_inf = true;
   if (fault_active(Fault::grad_scaler_steps_on_inf)) found_inf = false;  // planted fault
   last_skipped_ = found_inf;
   if (found_inf) {

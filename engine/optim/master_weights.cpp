@@ -40,20 +40,27 @@ MasterWeights::MasterWeights(const OptimizerFactory& make_inner, std::vector<Nam
 void MasterWeights::step() {
   // 1. f16 gradient -> f32 master gradient, times 1/scale, with the inf/NaN check. In the
   // shape-only mode nothing is computed and no step is skipped.
+  // Both copies are apex's multi_tensor_scale over two lists (f16 and f32): multi-tensor
+  // launches, each charged on the tensor whose chunk fires it.
+  std::vector<std::int64_t> numels;
+  for (const auto& p : params_) numels.push_back(p.param->value.numel());
+  const std::vector<int> launches = multi_tensor_launches_by_tensor(numels, 2);
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Tensor& g = params_[i].param->grad;
     Device& d = g.device();
-    d.submit({"amp_master_unscale_step", OpKind::compute, 2.0 * static_cast<double>(g.numel()), g.size_bytes(),
-              masters_[i].grad.size_bytes()},
-             [] {});
+    OpCost cost{"amp_master_unscale_step", OpKind::compute, 2.0 * static_cast<double>(g.numel()), g.size_bytes(),
+                masters_[i].grad.size_bytes()};
+    cost.launches = launches[i];
+    d.submit(cost, [] {});
   }
   inner_->step();
   // 3. f32 master -> f16 weight.
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Tensor& w = params_[i].param->value;
     Device& d = w.device();
-    d.submit({"amp_master_to_model_step", OpKind::memory, 0.0, masters_[i].value.size_bytes(), w.size_bytes()},
-             [] {});
+    OpCost cost{"amp_master_to_model_step", OpKind::memory, 0.0, masters_[i].value.size_bytes(), w.size_bytes()};
+    cost.launches = launches[i];
+    d.submit(cost, [] {});
   }
   if (++growth_tracker_ == options_.growth_interval) {
     scale_ *= options_.growth_factor;

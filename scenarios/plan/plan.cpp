@@ -51,7 +51,7 @@ std::vector<Scenario> scenarios_for(const YAML::Node& base_root, const Scenario&
   for (const auto& c : spec.candidates) {
     // A path relative to the plan file's folder, as its points resolve it (from another
     // working directory it read "does not exist").
-    const auto hw = load_hardware_with_overrides(c.hardware, {}, lib, base.dir, c.where.empty() ? "" : c.where);
+    const auto hw = load_hardware_with_overrides(c.hardware, {}, lib, base.dir, "");
     YAML::Node root = YAML::Clone(base_root);
     root["target"] = target_node(target);
     // Hardware with a network section takes any number of its nodes, as predict does (its

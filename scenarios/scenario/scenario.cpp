@@ -3,6 +3,7 @@
 #include "scenarios/scenario/scenario.hpp"
 
 #include <algorithm>
+#include <system_error>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -428,7 +429,11 @@ sim::HardwareSpec load_hardware_with_overrides(const std::string& name_or_path, 
   if (is_path) {
     // Relative to the working directory: as given (joined to "." it read "././bad.yaml").
     file = fs::path(name_or_path).is_absolute() || dir == "." ? fs::path(name_or_path) : dir / name_or_path;
-    if (!fs::exists(file, ec))
+    const bool there = fs::exists(file, ec);
+    // A path that cannot be looked at (a link loop, a component that is a file) says why.
+    if (!there && ec && ec != std::errc::no_such_file_or_directory)
+      fail_at(where, fmt::format("hardware file '{}' cannot be read: {}", name_or_path, ec.message()));
+    if (!there)
       fail_at(where, fmt::format("hardware file {} does not exist{}", name_or_path,
                                  file.string() == name_or_path || dir == "." ? ""
                                                                              : fmt::format(" (looked for {})", file.string())));

@@ -14,6 +14,7 @@
 #include "engine/host/host_backend.hpp"
 #include "engine/core/kernels.hpp"
 #include "engine/nn/model_library.hpp"
+#include "engine/optim/grad_scaler.hpp"
 #include "engine/optim/optim.hpp"
 #include "engine/parallel/strategy.hpp"
 
@@ -349,6 +350,30 @@ TEST(OptimizerImpl, EachImplementationChargesPyTorchsKernels) {
   EXPECT_EQ(charged_step({10, 0}, OptimizerImpl::for_loop, true).launches, 9);
   ScopedFault f(Fault::foreach_one_launch_per_op);
   EXPECT_NE(charged_step(many, OptimizerImpl::foreach, true).launches, 31);
+}
+
+// GradScaler's unscale is torch's _amp_foreach_non_finite_check_and_unscale_, one
+// multi-tensor op over the gradients: 200 small gradients take 2 launches (110 a list),
+// not 200 (it charged one per parameter).
+TEST(OptimizerImpl, GradScalersUnscaleIsOneMultiTensorOp) {
+  RecordingDevice dev;
+  std::vector<Parameter> ps(200);
+  std::vector<NamedParameter> named;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    ps[i].value = Tensor::empty(dev, {10}, DType::f32, MemoryCategory::parameters);
+    ps[i].grad = Tensor::empty(dev, {10}, DType::f32, MemoryCategory::gradients);
+    named.push_back({"p" + std::to_string(i), &ps[i]});
+  }
+  GradScaler scaler(make_sgd(named, SgdOptions{}, OptimizerImpl::fused), named, GradScalerOptions{});
+  scaler.step();
+  int unscale_launches = 0, unscale_ops = 0;
+  for (const auto& op : dev.ops)
+    if (std::string(op.name) == "amp_unscale_step") {
+      unscale_launches += op.launches;
+      ++unscale_ops;
+    }
+  EXPECT_EQ(unscale_ops, 200);  // each gradient's bytes
+  EXPECT_EQ(unscale_launches, 2);
 }
 
 // A profiled layer (dptwin_profile): frozen weight, measured times per sample.
