@@ -182,6 +182,14 @@ StepReport predict_point_with(const ResolvedPoint& p, const std::string& trace_p
   if (!p.measured_costs_note.empty()) r.warnings.push_back(p.measured_costs_note);
   r.warnings.insert(r.warnings.end(), p.resolve_warnings.begin(), p.resolve_warnings.end());
   for (auto& w : layer_type_warnings(p.model)) r.warnings.push_back(std::move(w));
+  // A Hugging Face config read without :seq=: its sample is the config's position count,
+  // often far past what training runs (Llama 3's 131,072 tokens: an outside-user review's
+  // 1B model ran out of memory and nothing named the length).
+  if (p.model.name.rfind("hf:", 0) == 0 && p.model.name.find(":seq=") == std::string::npos)
+    if (const auto tokens = tokens_per_sample_of(p.model); tokens && *tokens > 8192)
+      r.warnings.push_back(fmt::format("{} runs samples of {:.0f} tokens, its config's position count "
+                                       "(max_position_embeddings); name the sequence you train with {}:seq=N",
+                                       p.model.name, *tokens, p.model.name));
   // A link made faster than NCCL's per-link figure for the GPU's compute capability: NCCL
   // plans its rings (channels, bandwidth) with its figure, and the twin's collectives run at
   // it, so only copies gain (an outside-user review: nvswitch.link_bandwidth 25 -> 100 GB/s

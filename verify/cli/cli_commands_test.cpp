@@ -658,6 +658,20 @@ std::string predict_warnings(const fs::path& dir, const std::string& model, cons
   return r.exit_code == 0 ? nlohmann::json::parse(r.out).at("warnings").dump() : std::string();
 }
 
+// A Hugging Face config read without :seq= runs its position count as the sample: past 8,192
+// tokens the prediction says so and how to name the training length; with :seq= it does not.
+TEST(CliPredict, ALongDefaultSequenceIsNamed) {
+  const fs::path dir = fresh_dir("predict-long-seq");
+  write(dir / "cfg.json", R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1,
+      "num_attention_heads": 4, "intermediate_size": 128, "max_position_embeddings": 131072, "vocab_size": 100})");
+  const std::string w = predict_warnings(dir, "hf:cfg.json", "dgx-h100", "1");
+  EXPECT_NE(w.find("hf:cfg.json runs samples of 131072 tokens, its config's position count (max_position_embeddings); "
+                   "name the sequence you train with hf:cfg.json:seq=N"),
+            std::string::npos)
+      << w;
+  EXPECT_EQ(predict_warnings(dir, "hf:cfg.json:seq=4096", "dgx-h100", "1").find("position count"), std::string::npos);
+}
+
 // A layer type within a typo of a module dptwin knows ("BottleNeck", "GPT2Blok") is charged
 // as a GEMM layer, not as the module meant (a review's ResNet-50 ran 1.87x slower, silently):
 // the prediction names it with the module meant; the library's own file has no such warning.
