@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -140,21 +141,12 @@ void load_state_dict(const std::vector<NamedParameter>& params, const Safetensor
   for (const auto& np : params) {
     auto it = by_key.find(np.name);
     if (it == by_key.end()) continue;
-    const SafetensorsTensor& st = *it->second;
     Tensor& v = np.param->value;
     if (v.numel() == 0 || !v.device().computes()) continue;
-    if (st.dtype != v.dtype()) {
-      // f16/bf16 into an f32/f64 parameter: widened on the host, then copied as any other.
-      const SafetensorsTensor wide = widened(st, v.dtype());
-      if (device_is_cpu_readable(v.device())) {
-        v.device().synchronize();
-        std::memcpy(v.data(), wide.data.data(), wide.data.size());
-      } else {
-        Tensor host = tensor_from_safetensors(wide, backend->host_memory(), MemoryCategory::workspace);
-        backend->copy(host, v);
-      }
-      continue;
-    }
+    // f16/bf16 into an f32/f64 parameter: widened on the host, then copied as any other.
+    std::optional<SafetensorsTensor> wide;
+    if (it->second->dtype != v.dtype()) wide = widened(*it->second, v.dtype());
+    const SafetensorsTensor& st = wide ? *wide : *it->second;
     if (device_is_cpu_readable(v.device())) {
       v.device().synchronize();
       std::memcpy(v.data(), st.data.data(), st.data.size());

@@ -237,30 +237,24 @@ std::vector<std::int64_t> batch_indices(std::int64_t step, std::int64_t batch, s
 }
 
 DType state_dict_dtype(const SafetensorsFile& file) {
-  // Half tensors beside f32 ones (f16 weights with f32 norms, as some checkpoints keep them)
-  // load into an f32 model, each widened exactly: the file counts as f32. f64 beside any
-  // other dtype is refused (narrowing it rounds).
+  // Half tensors beside f32 ones (f16 weights with f32 norms, as some checkpoints keep them),
+  // or f16 beside bf16, load into an f32 model, each widened exactly: the file counts as f32.
+  // f64 beside any other dtype is refused (narrowing it rounds).
   const SafetensorsTensor* first = nullptr;
-  const SafetensorsTensor* widest = nullptr;
-  auto rank = [](DType t) { return t == DType::f64 ? 3 : t == DType::f32 ? 2 : 1; };
+  bool mixed = false;
   for (auto& t : file.tensors) {
     if (!dtype_is_floating(t.dtype) && !dtype_is_half(t.dtype)) continue;
-    if (!first) first = widest = &t;
+    if (!first) first = &t;
     if (t.dtype == first->dtype) continue;
     if (t.dtype == DType::f64 || first->dtype == DType::f64)
       throw std::invalid_argument(fmt::format("{}: tensors '{}' ({}) and '{}' ({}) differ in dtype; a model has one "
                                               "dtype",
                                               file.path, first->name, dtype_name(first->dtype), t.name,
                                               dtype_name(t.dtype)));
-    if (rank(t.dtype) > rank(widest->dtype)) widest = &t;
+    mixed = true;
   }
   if (!first) throw std::invalid_argument(fmt::format("{}: no floating-point tensors, so no parameters", file.path));
-  // f16 beside bf16: neither holds the other, f32 holds both.
-  if (widest->dtype != first->dtype || std::any_of(file.tensors.begin(), file.tensors.end(), [&](const auto& t) {
-        return dtype_is_half(t.dtype) && t.dtype != first->dtype;
-      }))
-    return rank(widest->dtype) >= 2 ? widest->dtype : DType::f32;
-  return first->dtype;
+  return mixed ? DType::f32 : first->dtype;
 }
 
 namespace {
@@ -291,6 +285,17 @@ LoadOptions init_load_options(const TrainConfig& config, const SafetensorsFile& 
            !fault_active(Fault::init_wrapper_prefix_kept))
     o.strip_prefix = kWrapperPrefix;
   return o;
+}
+
+// "mlp:8-32-2 --layernorm": the --model (and flag) that builds `spec`.
+std::string mlp_model_text(const MlpSpec& spec) {
+  std::string text = "mlp:";
+  for (size_t i = 0; i < spec.widths.size(); ++i) {
+    if (i) text += '-';
+    text += std::to_string(spec.widths[i]);
+  }
+  if (spec.layernorm) text += " --layernorm";
+  return text;
 }
 
 // The `mlp:` spec whose state dict the file holds, when it is one make_mlp builds (its keys
@@ -332,9 +337,7 @@ std::optional<std::string> mlp_spec_of(const SafetensorsFile& file, const std::s
     const auto it = expected.find(t.name);
     if (it == expected.end() || it->second != t.shape) return std::nullopt;
   }
-  std::string text = "mlp:";
-  for (size_t i = 0; i < spec.widths.size(); ++i) text += (i ? "-" : "") + std::to_string(spec.widths[i]);
-  return spec.layernorm ? text + " --layernorm" : text;
+  return mlp_model_text(spec);
 }
 
 // The strict load; a single-device run given a wrapper's checkpoint fails as PyTorch's
@@ -348,11 +351,7 @@ void load_init(Sequential& m, const SafetensorsFile& init, const LoadOptions& op
       // The file is another MLP's: say which --model loads it (an outside-user review left
       // out --layernorm and read only PyTorch's key lists).
       const auto file_spec = mlp_spec_of(init, options.strip_prefix);
-      std::string own = "mlp:";
-      for (size_t i = 0; i < config.model.widths.size(); ++i)
-        own += (i ? "-" : "") + std::to_string(config.model.widths[i]);
-      if (config.model.layernorm) own += " --layernorm";
-      if (!file_spec || *file_spec == own) throw;
+      if (!file_spec || *file_spec == mlp_model_text(config.model)) throw;
       throw std::invalid_argument(fmt::format("{}\n--init: {} holds the state dict of --model {} (the activation is "
                                               "not in a state dict: --activation as trained)",
                                               e.what(), init.path, *file_spec));

@@ -179,13 +179,10 @@ int run_fidelity(const FidelityArgs& a) {
           ? std::filesystem::path(a.hardware).stem().string()
           : a.hardware;
   // --gpu: the GPU model each entry's hardware file names (one load per distinct file).
-  std::map<std::pair<std::filesystem::path, std::string>, std::string> gpu_of;
+  fidelity::EntryGpuNames gpu_names(lib);
   std::set<std::string> gpus;
   const auto gpu_name = [&](const fidelity::Entry& e, const std::filesystem::path& source_dir) {
-    const auto key = std::make_pair(source_dir, e.hardware_file + (e.overrides.empty() ? "" : "+" + e.id));
-    auto it = gpu_of.find(key);
-    if (it == gpu_of.end()) it = gpu_of.emplace(key, fidelity::entry_gpu_name(e, lib, source_dir)).first;
-    return it->second;
+    return gpu_names.of(e, source_dir);
   };
   for (const auto& s : sources)
     for (const auto& e : s.entries) {

@@ -33,6 +33,7 @@
 #pragma once
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -128,6 +129,18 @@ struct Result {
 // The GPU model (the hardware file's gpu.name, overrides applied) an entry ran on; its
 // hardware_file is a library name or a path relative to `source_dir`. Throws as loading does.
 std::string entry_gpu_name(const Entry& e, const scenario::Library& lib, const std::filesystem::path& source_dir);
+
+// entry_gpu_name over a table, each hardware file (with an entry's overrides, that entry's
+// own) loaded once. Throws as loading does (nothing is kept for a file that failed).
+class EntryGpuNames {
+ public:
+  explicit EntryGpuNames(const scenario::Library& lib) : lib_(lib) {}
+  const std::string& of(const Entry& e, const std::filesystem::path& source_dir);
+
+ private:
+  const scenario::Library& lib_;
+  std::map<std::pair<std::filesystem::path, std::string>, std::string> names_;
+};
 
 // The twin's prediction of one entry, in the entry's metric. `source_dir` resolves a
 // relative hardware_file. Forks one simulation (call from a single-threaded process).

@@ -323,6 +323,13 @@ EntryClass classify(const Entry& e) {
   return EntryClass::collective_mid;
 }
 
+const std::string& EntryGpuNames::of(const Entry& e, const std::filesystem::path& source_dir) {
+  auto key = std::make_pair(source_dir, e.hardware_file + (e.overrides.empty() ? "" : "+" + e.id));
+  auto it = names_.find(key);
+  if (it == names_.end()) it = names_.emplace(std::move(key), entry_gpu_name(e, lib_, source_dir)).first;
+  return it->second;
+}
+
 std::string entry_gpu_name(const Entry& e, const scenario::Library& lib, const std::filesystem::path& source_dir) {
   const std::string where = fmt::format("{}:{}: hardware_file: ", e.file, e.line);
   return scenario::load_hardware_with_overrides(e.hardware_file, e.overrides, lib, source_dir, where).gpu.name;

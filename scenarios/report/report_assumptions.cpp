@@ -88,22 +88,17 @@ AssumptionsInput assumptions_input(const scenario::SweepResult& r, const scenari
   const auto table = lib.hardware_dir.parent_path() / "measured" / "public";
   if (!gpus.empty() && std::filesystem::is_directory(table, ec)) {
     try {
-      std::map<std::pair<std::filesystem::path, std::string>, std::string> gpu_of_file;
+      fidelity::EntryGpuNames gpu_names(lib);
       for (const auto& source : fidelity::load_table(table))
         for (const auto& e : source.entries) {
-          const auto dir = std::filesystem::path(source.file).parent_path();
-          const auto key = std::make_pair(dir, e.hardware_file + (e.overrides.empty() ? "" : "+" + e.id));
-          auto it = gpu_of_file.find(key);
-          if (it == gpu_of_file.end()) {
-            std::string gpu;
-            try {
-              gpu = fidelity::entry_gpu_name(e, lib, dir);
-            } catch (const std::exception&) {
-            }
-            it = gpu_of_file.emplace(key, gpu).first;
+          std::string gpu;
+          try {
+            gpu = gpu_names.of(e, std::filesystem::path(source.file).parent_path());
+          } catch (const std::exception&) {
+            continue;  // an entry whose hardware file does not load counts for no GPU
           }
-          if (!gpus.count(it->second)) continue;
-          auto& count = in.fidelity_by_gpu[it->second];
+          if (!gpus.count(gpu)) continue;
+          auto& count = in.fidelity_by_gpu[gpu];
           ++count.entries;
           if (fidelity::classify(e) == fidelity::EntryClass::training) ++count.training;
           count.hardware.insert(std::filesystem::path(e.hardware_file).stem().string());
