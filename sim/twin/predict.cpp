@@ -590,7 +590,7 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
   }
   PredictDetail detail = simulate_config(hw, build_model, c);
   StepReport& r = detail.report;
-  // Fused attention without a figure of its own runs at efficiency.gemm (0.8 by default),
+  // Fused attention without a figure of its own runs at efficiency.gemm (0.74 by default),
   // about 4x what FlashAttention-2 reaches in PyTorch (an outside-user review: an H100 PCIe
   // file without op_efficiency.sdpa came out faster than a DGX H100). Said, not guessed.
   const bool ran_sdpa = std::any_of(r.devices_detail.begin(), r.devices_detail.end(), [](const DeviceReport& d) {

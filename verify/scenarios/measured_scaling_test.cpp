@@ -27,9 +27,10 @@ const fs::path kHardware = fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware";
 // and the fraction of it a streaming kernel reaches, each file's efficiency.memory_bandwidth
 // (Azure/AI-benchmarking-guide's BabelStream runs on those parts: 0.81 and 0.88); and the
 // fraction of the FP32 peak an f32 GEMM reaches: the A100 file states none for f32 (the
-// default efficiency.gemm, 0.8), the H100 file a public 8192^2 matmul run's 0.774.
+// default efficiency.gemm, 0.74 since 2026-12-07), the H100 file a public 8192^2 matmul run's
+// 0.774.
 constexpr double kA100F32Flops = 19.5e12, kH100F32Flops = 66.9e12;
-constexpr double kA100GemmFraction = 0.8, kH100GemmFraction = 0.774;
+constexpr double kA100GemmFraction = 0.74, kH100GemmFraction = 0.774;
 constexpr double kA100BytesPerS = 2039e9, kH100BytesPerS = 3.35e12;
 constexpr double kA100StreamFraction = 0.81, kH100StreamFraction = 0.88;
 constexpr double kBatch = 8192;

@@ -281,7 +281,7 @@ TEST(OpComputeType, HardwareFileReadsAndWritesPerTypeFractions) {
   const SimGpuRates rates = sim_gpu_rates(hw);
   EXPECT_EQ(sim_op_efficiency(rates, SimOpClass::conv, ComputeType::tf32), 0.4);
   EXPECT_EQ(sim_op_efficiency(rates, SimOpClass::conv, ComputeType::f32), 0.7);
-  // bf16 is not listed: the class's default (efficiency.gemm, 0.8 unless the file says).
+  // bf16 is not listed: the class's default (efficiency.gemm, 0.74 unless the file says).
   EXPECT_EQ(sim_op_efficiency(rates, SimOpClass::conv, ComputeType::bf16), rates.compute_efficiency);
   const sim::HardwareSpec back = sim::parse_hardware_yaml(sim::hardware_yaml(hw), "back.yaml");
   EXPECT_EQ(back.gpu.op_efficiency.by_type[conv], hw.gpu.op_efficiency.by_type[conv]);
