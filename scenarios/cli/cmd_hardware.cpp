@@ -1,6 +1,7 @@
 // dptwin hardware: the library's hardware files. `list` names each with its
 // size and one-line description; `show NAME` prints the file as it is (its
 // sources in comments), after checking that it loads.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -20,25 +21,43 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// One table per folder: the library's files, then the fidelity table's machines (single GPUs
+// and servers of published measurements), which --hardware also takes by name.
 int run_list(bool json) {
   const fs::path dir = scenarios_dir() / "hardware";
-  nlohmann::json rows = nlohmann::json::array();
-  if (!json)
-    std::cout << fmt::format("{:<26} {:>5} {:>6}  {:<20} {}\n", "hardware", "nodes", "GPUs", "GPU", "description");
-  for (const auto& name : sim::list_hardware(dir)) {
-    const sim::HardwareSpec hw = sim::load_hardware(name, dir);
-    if (json) {
-      rows.push_back({{"name", name}, {"nodes", hw.nodes}, {"gpus_per_node", hw.gpus_per_node},
-                      {"gpu", hw.gpu.name}, {"description", hw.description},
-                      {"file", (dir / (name + ".yaml")).string()}});
-    } else {
-      std::cout << fmt::format("{:<26} {:>5} {:>6}  {:<20} {}\n", name, hw.nodes, hw.gpu_count(), hw.gpu.name,
-                               hw.description);
+  const fs::path measured = sim::measured_hardware_dir(dir);
+  auto rows_of = [&](const std::vector<std::string>& names, const fs::path& folder) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& name : names) {
+      const sim::HardwareSpec hw = sim::load_hardware_file(folder / (name + ".yaml"));
+      if (json) {
+        rows.push_back({{"name", name}, {"nodes", hw.nodes}, {"gpus_per_node", hw.gpus_per_node},
+                        {"gpu", hw.gpu.name}, {"description", hw.description},
+                        {"file", (folder / (name + ".yaml")).string()}});
+      } else {
+        std::cout << fmt::format("{:<28} {:>5} {:>6}  {:<20} {}\n", name, hw.nodes, hw.gpu_count(), hw.gpu.name,
+                                 hw.description);
+      }
     }
+    return rows;
+  };
+  const auto library_names = sim::list_hardware(dir);
+  std::vector<std::string> measured_names;  // a machine named as a library file is reached as the library's
+  for (const auto& m : sim::list_measured_hardware(dir))
+    if (std::find(library_names.begin(), library_names.end(), m) == library_names.end()) measured_names.push_back(m);
+  if (!json)
+    std::cout << fmt::format("{:<28} {:>5} {:>6}  {:<20} {}\n", "hardware", "nodes", "GPUs", "GPU", "description");
+  const nlohmann::json library_rows = rows_of(library_names, dir);
+  if (!json && !measured_names.empty())
+    std::cout << fmt::format("\nthe fidelity table's machines ({}):\n", measured.string());
+  const nlohmann::json measured_rows = rows_of(measured_names, measured);
+  if (json) {
+    print_json({{"library", dir.string()}, {"hardware", library_rows}, {"measured_machines_dir", measured.string()},
+                {"measured_machines", measured_rows}});
+  } else {
+    std::cout << "\nlibrary: " << dir.string() << "\n(dptwin hardware show NAME prints a file; --hardware takes "
+              << "a NAME of either list or a path to your own file)\n";
   }
-  if (json) print_json({{"library", dir.string()}, {"hardware", rows}});
-  else std::cout << "\nlibrary: " << dir.string() << "\n(dptwin hardware show NAME prints a file; --hardware takes "
-                 << "a NAME or a path to your own file)\n";
   return kExitOk;
 }
 

@@ -438,14 +438,12 @@ sim::HardwareSpec load_hardware_with_overrides(const std::string& name_or_path, 
                                  file.string() == name_or_path || dir == "." ? ""
                                                                              : fmt::format(" (looked for {})", file.string())));
   } else {
-    file = lib.hardware_dir / (name_or_path + ".yaml");
-    if (!fs::exists(file, ec))
-    {
-      const auto known = sim::list_hardware(lib.hardware_dir);
-      const auto near = closest_name(name_or_path, known);
-      fail_at(where, fmt::format("unknown hardware '{}'{} (library: {}; or a path to a .yaml file)", name_or_path,
-                                 near ? fmt::format("; did you mean '{}'?", *near) : "", join(known)));
-    }
+    // The library's file, else the fidelity table's machine of that name.
+    const auto found = sim::find_hardware_file(name_or_path, lib.hardware_dir);
+    if (!found)
+      fail_at(where, fmt::format("unknown hardware '{}'{}; or a path to a .yaml file)", name_or_path,
+                                 sim::unknown_hardware_hint(name_or_path, lib.hardware_dir)));
+    file = *found;
   }
   // The file on its own first, so its own errors cite its own lines.
   sim::HardwareSpec hw = sim::load_hardware_file(file);

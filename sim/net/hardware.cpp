@@ -527,6 +527,42 @@ std::vector<std::string> list_hardware(const std::filesystem::path& library_dir)
   return yaml_file_stems(library_dir);
 }
 
+std::filesystem::path measured_hardware_dir(const std::filesystem::path& library_dir) {
+  return library_dir.parent_path() / "measured" / "public" / "hardware";
+}
+
+std::vector<std::string> list_measured_hardware(const std::filesystem::path& library_dir) {
+  std::error_code ec;
+  const auto dir = measured_hardware_dir(library_dir);
+  if (!std::filesystem::is_directory(dir, ec)) return {};
+  return yaml_file_stems(dir);
+}
+
+std::optional<std::filesystem::path> find_hardware_file(const std::string& name,
+                                                        const std::filesystem::path& library_dir) {
+  std::error_code ec;
+  for (const auto& dir : {library_dir, measured_hardware_dir(library_dir)}) {
+    const auto file = dir / (name + ".yaml");
+    if (std::filesystem::is_regular_file(file, ec)) return file;
+  }
+  return std::nullopt;
+}
+
+std::string unknown_hardware_hint(const std::string& name, const std::filesystem::path& library_dir) {
+  const auto library = list_hardware(library_dir);
+  const auto measured = list_measured_hardware(library_dir);
+  std::vector<std::string> all = library;
+  all.insert(all.end(), measured.begin(), measured.end());
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& s : v) out += out.empty() ? s : ", " + s;
+    return out.empty() ? std::string("none") : out;
+  };
+  const auto near = closest_name(name, all);
+  return fmt::format("{} (library: {}{}", near ? fmt::format("; did you mean '{}'?", *near) : "", join(library),
+                     measured.empty() ? "" : "; the fidelity table's machines: " + join(measured));
+}
+
 HardwareSpec load_hardware(std::string_view name_or_path, const std::filesystem::path& library_dir) {
   const std::filesystem::path as_path(name_or_path);
   std::error_code ec;  // a name too long or a symbolic-link loop is bad input, not an internal error
@@ -539,17 +575,12 @@ HardwareSpec load_hardware(std::string_view name_or_path, const std::filesystem:
       throw std::invalid_argument(fmt::format("hardware file '{}' is a directory, not a YAML file", name_or_path));
     return load_hardware_file(as_path);
   }
-  const auto file = library_dir / (std::string(name_or_path) + ".yaml");
-  if (!std::filesystem::exists(file, ec)) {
-    std::string names;
-    const auto known = list_hardware(library_dir);
-    for (const auto& s : known) names += names.empty() ? s : ", " + s;
-    const auto near = closest_name(std::string(name_or_path), known);
-    throw std::invalid_argument(fmt::format("unknown hardware '{}'{} (library {}: {})", name_or_path,
-                                            near ? fmt::format("; did you mean '{}'?", *near) : "",
-                                            library_dir.string(), names.empty() ? "empty" : names));
-  }
-  return load_hardware_file(file);
+  const auto file = find_hardware_file(std::string(name_or_path), library_dir);
+  if (!file)
+    throw std::invalid_argument(fmt::format("unknown hardware '{}'{}; in {})", name_or_path,
+                                            unknown_hardware_hint(std::string(name_or_path), library_dir),
+                                            library_dir.string()));
+  return load_hardware_file(*file);
 }
 
 HardwareSpec with_nodes(const HardwareSpec& hw, int nodes) {

@@ -380,11 +380,25 @@ FlopsPerSecond peak_flops(const GpuSpec& gpu, ComputeType t);
 HardwareSpec load_hardware_file(const std::filesystem::path& path);
 // Same from YAML text; `file_label` names the source in errors.
 HardwareSpec parse_hardware_yaml(const std::string& text, const std::string& file_label);
-// NAME (a file NAME.yaml in `library_dir`) or a path to a .yaml file. An unknown name
-// throws std::invalid_argument listing the library's names.
+// NAME (a file NAME.yaml in `library_dir`, else one of the fidelity table's machines, see
+// measured_hardware_dir) or a path to a .yaml file. An unknown name throws
+// std::invalid_argument listing both sets of names.
 HardwareSpec load_hardware(std::string_view name_or_path, const std::filesystem::path& library_dir);
 // Names of the library's hardware files (stems of library_dir/*.yaml), sorted.
 std::vector<std::string> list_hardware(const std::filesystem::path& library_dir);
+// The fidelity table's machine files beside a library (LIBRARY/../measured/public/hardware:
+// the single GPUs and servers of published measurements, each written from its datasheets and
+// microbenchmarks), which a name also reaches where the library has no file of that name.
+std::filesystem::path measured_hardware_dir(const std::filesystem::path& library_dir);
+// Their names (stems), sorted; empty where the folder is absent.
+std::vector<std::string> list_measured_hardware(const std::filesystem::path& library_dir);
+// The file NAME resolves to: library_dir/NAME.yaml, else the fidelity table's machine of that
+// name; nullopt when neither exists.
+std::optional<std::filesystem::path> find_hardware_file(const std::string& name,
+                                                        const std::filesystem::path& library_dir);
+// "; did you mean 'X'? (library: a, b; the fidelity table's machines: c, d" for an unknown
+// NAME: the closest of both sets, then each set (the caller closes the parenthesis).
+std::string unknown_hardware_hint(const std::string& name, const std::filesystem::path& library_dir);
 
 // Cross-field checks (GPU indices in range, each GPU on at most one switch, NVLink
 // pairs distinct, network present for nodes > 1, ...). Throws std::invalid_argument

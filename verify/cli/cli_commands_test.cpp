@@ -206,6 +206,55 @@ TEST(CliHardware, ListNamesEveryLibraryFileWithItsDescription) {
   EXPECT_GE(files, 8);
 }
 
+// The fidelity table's machines (single GPUs and servers of published measurements) are
+// hardware a user can name: `hardware list` shows each in a table of its own with its
+// description, --json lists them apart from the library's, and --hardware NAME predicts on the
+// same file as its path does (planted bug it catches: the fallback dropped, or the file of
+// another machine loaded). A name in neither set suggests the nearest of both.
+TEST(CliHardware, TheFidelityTablesMachinesAreNamedAndListed) {
+  const fs::path dir = fresh_dir("hardware_measured");
+  const fs::path measured = kSource / "scenarios" / "measured" / "public" / "hardware";
+  const CliResult r = run_dptwin({"hardware", "list"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t section = r.out.find("\nthe fidelity table's machines (");
+  ASSERT_NE(section, std::string::npos) << r.out;
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(measured)) {
+    if (e.path().extension() != ".yaml") continue;
+    ++files;
+    const std::string name = e.path().stem().string();
+    const std::string description = YAML::LoadFile(e.path().string())["description"].as<std::string>();
+    const auto at = r.out.find("\n" + name + " ", section);
+    ASSERT_NE(at, std::string::npos) << name << "\n" << r.out;
+    const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+    EXPECT_NE(line.find(description), std::string::npos) << line;
+  }
+  EXPECT_GE(files, 10);
+  const CliResult j = run_dptwin({"hardware", "list", "--json"}, dir);
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto listed = nlohmann::json::parse(j.out);
+  EXPECT_EQ(static_cast<int>(listed.at("measured_machines").size()), files);
+  for (const auto& row : listed.at("hardware")) EXPECT_NE(row.at("name"), "h100-pcie-1x");
+
+  auto step_s = [&](const std::string& hardware) {
+    const CliResult p = run_dptwin({"predict", "--hardware", hardware, "--model", "resnet50", "--strategy", "single",
+                                    "--batch-per-device", "64", "--json"},
+                                   dir);
+    EXPECT_EQ(p.exit_code, 0) << p.err;
+    const auto report = nlohmann::json::parse(p.out);
+    return report.at("step_time_s").get<double>();
+  };
+  EXPECT_DOUBLE_EQ(step_s("h100-pcie-1x"), step_s((measured / "h100-pcie-1x.yaml").string()));
+
+  const CliResult typo = run_dptwin({"predict", "--hardware", "h100-pcie", "--model", "resnet50", "--strategy", "single",
+                                     "--batch-per-device", "64"},
+                                    dir);
+  EXPECT_EQ(typo.exit_code, 2) << typo.err;
+  EXPECT_NE(typo.err.find("unknown hardware 'h100-pcie'; did you mean 'h100-pcie-1x'?"), std::string::npos)
+      << typo.err;
+  EXPECT_NE(typo.err.find("; the fidelity table's machines: a10-1x, "), std::string::npos) << typo.err;
+}
+
 // Every key of every hardware file the project ships (the library's and the fidelity
 // table's own) is documented by `dptwin hardware schema`, which an installed binary carries
 // (an outside-user review found the schema only in a source header, which is not installed;
