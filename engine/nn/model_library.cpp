@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/core/gpu_names.hpp"
 
 namespace dpt {
 
@@ -78,15 +79,10 @@ void validate_model_description(const ModelDescription& m) {
 bool measured_on_gpu_kind(const MeasuredProfile& p, const std::string& gpu_model) {
   if (p.gpu_model) return *p.gpu_model == gpu_model;
   if (p.device_kind != "cuda" || gpu_model.empty()) return false;
-  // The GPU's short name (before the first '-') as a whole word of the device's name.
-  const std::string kind = gpu_model.substr(0, gpu_model.find('-'));
-  for (size_t at = p.device.find(kind); at != std::string::npos; at = p.device.find(kind, at + 1)) {
-    const size_t end = at + kind.size();
-    const bool starts = at == 0 || !std::isalnum(static_cast<unsigned char>(p.device[at - 1]));
-    const bool ends = end == p.device.size() || !std::isalnum(static_cast<unsigned char>(p.device[end]));
-    if (starts && ends) return true;
-  }
-  return false;
+  // The model, board and memory size as same_gpu_kind reads them: a profile of an "NVIDIA
+  // GeForce RTX 3090" is not one of an RTX 4090 (the first word, "RTX", had matched every RTX
+  // card: a code review), nor an "NVIDIA H100 PCIe" one of the SXM5 part.
+  return same_gpu_kind(p.device, gpu_model);
 }
 
 std::string apply_measured_costs(ModelDescription& m, const std::string& gpu_model, const std::string& dtype) {

@@ -382,7 +382,7 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
                                "host and cuda also measure GEMM rate, memory, host-device and peer copy bandwidth"),
                {"sim", "host", "cuda"})
       ->capture_default_str();
-  cmd->add_option("--hardware", o->hardware, "sim: hardware library name (scenarios/hardware/NAME.yaml) or a YAML file");
+  cmd->add_option("--hardware", o->hardware, "sim: hardware name (dptwin hardware list) or a YAML file");
   cmd->add_option("--devices", o->devices, "Ranks, one per GPU from GPU 0 (default: every GPU)");
   cmd->add_option("--nodes", o->nodes, "sim: number of nodes, overriding the hardware file (needs its network section)");
   cmd->add_option("-b,--minbytes", o->min_bytes, "Smallest size (K/M/G = 1024^k bytes)")->capture_default_str();

@@ -1,7 +1,6 @@
 // dptwin completion bash|zsh and dptwin man: shell completion and the man page,
 // generated from the command line's own definitions (cli_docs.hpp). The build
 // runs them once to install the files; a user may also run them directly.
-#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -23,8 +22,7 @@ LibraryNames library_names() {
   const auto dir = scenarios_dir();
   // The library's hardware and the fidelity table's machines: --hardware takes either name.
   auto hardware = sim::list_hardware(dir / "hardware");
-  for (auto& m : sim::list_measured_hardware(dir / "hardware"))
-    if (std::find(hardware.begin(), hardware.end(), m) == hardware.end()) hardware.push_back(std::move(m));
+  for (auto& m : sim::list_measured_hardware(dir / "hardware")) hardware.push_back(std::move(m));
   return {std::move(hardware), list_models(dir / "models")};
 }
 

@@ -59,6 +59,13 @@ std::string config_text(const fidelity::Entry& e) {
                      t.accumulation_steps > 1 ? fmt::format(" acc{}", t.accumulation_steps) : "");
 }
 
+// The precision the twin ran a training entry in (the source's label is in the configuration:
+// an "fp32" BERT row runs tf32, NGC's TF32 override; an outside-user review found it nowhere);
+// null for a collective.
+nlohmann::json twin_precision(const fidelity::Entry& e) {
+  return e.training ? nlohmann::json(e.training->precision) : nlohmann::json(nullptr);
+}
+
 void print_table(const std::vector<fidelity::Result>& results, const std::vector<fidelity::ClassSummary>& sums) {
   fmt::print("# dptwin fidelity: the twin against published measurements (error = (predicted - measured) / measured)\n");
   fmt::print("{:<38} {:<27} {:<46} {:<15} {:>10} {:>10} {:>8}  {}\n", "id", "hardware", "configuration", "metric",
@@ -109,6 +116,7 @@ nlohmann::json to_json(const std::vector<fidelity::Source>& sources, const std::
                             {"hardware_file", e.hardware_file},
                             {"class", fidelity::entry_class_name(fidelity::classify(e))},
                             {"configuration", config_text(e)},
+                            {"twin_precision", twin_precision(e)},
                             {"metric", fidelity::metric_name(e.metric)},
                             {"measured", e.measured},
                             {"predicted", r.predicted},

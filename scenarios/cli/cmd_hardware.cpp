@@ -1,7 +1,6 @@
 // dptwin hardware: the library's hardware files. `list` names each with its
 // size and one-line description; `show NAME` prints the file as it is (its
 // sources in comments), after checking that it loads.
-#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -42,9 +41,7 @@ int run_list(bool json) {
     return rows;
   };
   const auto library_names = sim::list_hardware(dir);
-  std::vector<std::string> measured_names;  // a machine named as a library file is reached as the library's
-  for (const auto& m : sim::list_measured_hardware(dir))
-    if (std::find(library_names.begin(), library_names.end(), m) == library_names.end()) measured_names.push_back(m);
+  const auto measured_names = sim::list_measured_hardware(dir);
   if (!json)
     std::cout << fmt::format("{:<28} {:>5} {:>6}  {:<20} {}\n", "hardware", "nodes", "GPUs", "GPU", "description");
   const nlohmann::json library_rows = rows_of(library_names, dir);
@@ -52,11 +49,12 @@ int run_list(bool json) {
     std::cout << fmt::format("\nthe fidelity table's machines ({}):\n", measured.string());
   const nlohmann::json measured_rows = rows_of(measured_names, measured);
   if (json) {
-    print_json({{"library", dir.string()}, {"hardware", library_rows}, {"measured_machines_dir", measured.string()},
-                {"measured_machines", measured_rows}});
+    nlohmann::json out = {{"library", dir.string()}, {"hardware", library_rows}, {"measured_machines", measured_rows}};
+    if (!measured_names.empty()) out["measured_machines_dir"] = measured.string();
+    print_json(out);
   } else {
     std::cout << "\nlibrary: " << dir.string() << "\n(dptwin hardware show NAME prints a file; --hardware takes "
-              << "a NAME of either list or a path to your own file)\n";
+              << (measured_names.empty() ? "a NAME" : "a NAME of either table") << " or a path to your own file)\n";
   }
   return kExitOk;
 }
@@ -85,8 +83,8 @@ RunFn setup(CLI::App& parent) {
   app->require_subcommand(1);
   CLI::App* list = app->add_subcommand("list", "List the library's hardware files: name, size, GPU and description.");
   list->add_flag("--json", *json, "print the list as JSON");
-  CLI::App* show = app->add_subcommand("show", "Print a hardware file (library name or path) with its sources.");
-  show->add_option("name", *name, "library name (dgx-h100) or path to a hardware YAML file")->required();
+  CLI::App* show = app->add_subcommand("show", "Print a hardware file (a name of `hardware list` or a path) with its sources.");
+  show->add_option("name", *name, "a name of `hardware list` (dgx-h100, h100-pcie-1x) or a path to a hardware YAML file")->required();
   CLI::App* schema = app->add_subcommand(
       "schema", "Print the hardware file schema: every key, its unit, whether it is optional, and its default.");
   app->footer("Examples:\n  dptwin hardware list\n  dptwin hardware schema\n  dptwin hardware show dgx-h100 > my-node.yaml   "

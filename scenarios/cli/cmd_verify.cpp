@@ -240,8 +240,8 @@ int run_verify(const VerifyFlags& f) {
   const int devices = real ? real->device_count() : f.devices.value_or(nominal->spec.gpu_count());
   if (devices < 1) throw std::invalid_argument(fmt::format("--devices {}: must be at least 1", devices));
   if (!real && devices > nominal->spec.gpu_count())  // refused before the header is printed
-    throw std::invalid_argument(fmt::format("--devices {}: hardware '{}' has {} GPUs", devices, nominal->spec.name,
-                                            nominal->spec.gpu_count()));
+    throw std::invalid_argument(fmt::format("--devices {}: hardware '{}' has {} GPU{}", devices, nominal->spec.name,
+                                            nominal->spec.gpu_count(), nominal->spec.gpu_count() == 1 ? "" : "s"));
 
   VerifyRun run;
   run.backend = f.backend;
@@ -301,7 +301,7 @@ Registration reg{"verify", [](CLI::App& parent) -> RunFn {
   app->add_option("--devices", flags->devices,
                   "Devices to use (default: host 2; cuda all visible GPUs; sim every GPU of the hardware file)");
   app->add_option("--hardware", flags->hardware,
-                  "Hardware file (library name or path) the twin predicts with; required for sim and for the "
+                  "Hardware file (a name of `dptwin hardware list` or a path) the twin predicts with; required for sim and for the "
                   "performance part on cuda; on host, default: a host twin calibrated from microbenchmarks");
   app->add_option("--cases", flags->cases, "RapidCheck cases per correctness property")->capture_default_str();
   app->add_option("--seed", flags->seed, "RapidCheck seed (default: random, printed; a failure prints it)");

@@ -56,7 +56,7 @@ struct PointFlags {
 
 inline void add_point_flags(CLI::App* app, PointFlags& f) {
   const char* g = "Scenario fields (override the file and its sweep axes)";
-  app->add_option("--hardware", f.hardware, "hardware library name or YAML path (scenarios/hardware/)")->group(g);
+  app->add_option("--hardware", f.hardware, "hardware name (dptwin hardware list: the library and the fidelity table's machines) or YAML path")->group(g);
   app->add_option("--model", f.model, "model library name, YAML path, mlp:IN-H-...-OUT, transformer:..., or hf:PATH/config.json[:seq=N][:attn=eager|sdpa] (dptwin model list)")->group(g);
   with_choices(app->add_option("--strategy", f.strategy, "single | dp | ddp"), {"single", "dp", "ddp"})->group(g);
   app->add_option("--devices", f.devices, "GPUs per node")->group(g);

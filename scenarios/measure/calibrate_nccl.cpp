@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engine/core/fault_injection.hpp"
+#include "engine/core/gpu_names.hpp"
 #include "scenarios/measure/bench_sim.hpp"
 #include "scenarios/measure/twin_figures.hpp"
 #include "sim/collectives/collectives.hpp"
@@ -334,7 +335,9 @@ void require_same_gpus(const sim::HardwareSpec& hw, const std::vector<std::strin
           where, cpu, hw.name, hw.host.cpu));
     }
     const std::string other_board = board_of(device);
-    const bool other_model = upper_case(device).find(model) == std::string::npos;
+    // The model as whole words ("NVIDIA A100-SXM4-80GB" is not an A10: a substring search had
+    // taken it for one).
+    const bool other_model = !same_gpu_model(device, hw.gpu.name);
     // Another board of the same model has other clocks, power and links (H100 PCIe: 350 W,
     // no NVSwitch): its figures would calibrate another machine too.
     const bool other_form = !board.empty() && !other_board.empty() && other_board != board;

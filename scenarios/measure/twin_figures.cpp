@@ -65,8 +65,8 @@ Figures simulate_part(const sim::HardwareSpec& hw, const Faults& faults, const M
 Figures simulate_figures(const sim::HardwareSpec& hw, const Faults& faults, const MeasureConfig& config,
                          const MeasureParts& parts) {
   if (config.devices > hw.gpu_count())
-    throw std::invalid_argument(fmt::format("--devices {}: hardware '{}' has {} GPUs", config.devices, hw.name,
-                                            hw.gpu_count()));
+    throw std::invalid_argument(fmt::format("--devices {}: hardware '{}' has {} GPU{}", config.devices, hw.name,
+                                            hw.gpu_count(), hw.gpu_count() == 1 ? "" : "s"));
   MeasureParts main_parts = parts;
   main_parts.dp = false;
   Figures f;

@@ -205,8 +205,10 @@ ReportSection assumptions_section(const scenario::SweepResult& r, const Assumpti
                    (g == in.gpu_of.end() ? name : fmt::format("{} (hardware {})", g->second, name));
       }
     }
-    std::string text = "the twin against published measurements of real machines, with the signed median error per "
-                       "class: " +
+    // The commands, not their figures: each prints predicted against measured and the signed
+    // median error per class (an outside-user review read the row as promising the figures).
+    std::string text = "the twin against published measurements of real machines; these print each entry and the "
+                       "signed median error per class: " +
                        (commands.empty() ? std::string("`dptwin fidelity`") : commands);
     if (!without.empty())
       text += fmt::format("; the table has no measurement of {} (`dptwin fidelity` covers the others)", without);

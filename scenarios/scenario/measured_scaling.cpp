@@ -34,9 +34,14 @@ Seconds layer_roofline_s(const LayerDescription& l, std::int64_t input_features,
 
 namespace {
 
-// The first library hardware file whose GPU is the kind the profile was measured on.
+// The first hardware file whose GPU is the kind the profile was measured on: the library's,
+// then the fidelity table's machines (single A10s, RTX cards, PCIe A100s and H100s).
 std::optional<sim::HardwareSpec> find_source_gpu(const MeasuredProfile& p, const std::filesystem::path& hardware_dir) {
   for (const auto& name : sim::list_hardware(hardware_dir)) {
+    sim::HardwareSpec hw = sim::load_hardware(name, hardware_dir);
+    if (measured_on_gpu_kind(p, hw.gpu.name)) return hw;
+  }
+  for (const auto& name : sim::list_measured_hardware(hardware_dir)) {
     sim::HardwareSpec hw = sim::load_hardware(name, hardware_dir);
     if (measured_on_gpu_kind(p, hw.gpu.name)) return hw;
   }

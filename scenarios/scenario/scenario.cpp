@@ -441,8 +441,9 @@ sim::HardwareSpec load_hardware_with_overrides(const std::string& name_or_path, 
     // The library's file, else the fidelity table's machine of that name.
     const auto found = sim::find_hardware_file(name_or_path, lib.hardware_dir);
     if (!found)
-      fail_at(where, fmt::format("unknown hardware '{}'{}; or a path to a .yaml file)", name_or_path,
-                                 sim::unknown_hardware_hint(name_or_path, lib.hardware_dir)));
+      fail_at(where,
+              fmt::format("unknown hardware '{}'{}", name_or_path,
+                          sim::unknown_hardware_hint(name_or_path, lib.hardware_dir, false, "; or a path to a .yaml file")));
     file = *found;
   }
   // The file on its own first, so its own errors cite its own lines.

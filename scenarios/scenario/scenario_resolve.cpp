@@ -144,8 +144,8 @@ void resolve_gpu_count(const PointConfig& c, const PointWhere& where, ResolvedPo
   // (its `nodes` is a default); one without is a single machine.
   if (r.nodes > hw.nodes && !hw.network)
     infeasible(where(c.gpus ? "gpus" : "nodes"),
-               fmt::format("{} nodes ({} GPUs), but {} is one machine of {} GPUs (no network section)", r.nodes,
-                           r.world(), r.hardware_name, hw.gpu_count()));
+               fmt::format("{} GPUs on {} nodes, but {} is one machine of {} GPU{} (no network section)", r.world(),
+                           r.nodes, r.hardware_name, hw.gpu_count(), hw.gpu_count() == 1 ? "" : "s"));
   if (r.strategy == StrategyKind::single && r.world() > 1)
     infeasible(where("strategy"), fmt::format("single runs on one GPU, but {} are asked for", r.world()));
   if (r.strategy == StrategyKind::data_parallel && r.nodes > 1)

@@ -37,8 +37,8 @@ CheckResult result_from_json(const nlohmann::json& j) {
 std::vector<CheckResult> run_correctness_in_twin(const sim::HardwareSpec& hw, const CorrectnessOptions& options,
                                                  const CheckObserver& observer) {
   if (options.devices > hw.gpu_count())
-    throw std::invalid_argument(fmt::format("--devices {}: hardware '{}' has {} GPUs", options.devices, hw.name,
-                                            hw.gpu_count()));
+    throw std::invalid_argument(fmt::format("--devices {}: hardware '{}' has {} GPU{}", options.devices, hw.name,
+                                            hw.gpu_count(), hw.gpu_count() == 1 ? "" : "s"));
   std::vector<int> gpus;
   for (int g = 0; g < options.devices; ++g) gpus.push_back(g);
   const std::string text = sim::run_in_child_process([&]() -> std::string {

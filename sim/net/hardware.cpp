@@ -528,14 +528,22 @@ std::vector<std::string> list_hardware(const std::filesystem::path& library_dir)
 }
 
 std::filesystem::path measured_hardware_dir(const std::filesystem::path& library_dir) {
-  return library_dir.parent_path() / "measured" / "public" / "hardware";
+  // "scenarios/hardware/" (a trailing separator) is the folder "scenarios/hardware" too.
+  std::filesystem::path library = library_dir.lexically_normal();
+  if (!library.has_filename()) library = library.parent_path();
+  return library.parent_path() / "measured" / "public" / "hardware";
 }
 
 std::vector<std::string> list_measured_hardware(const std::filesystem::path& library_dir) {
   std::error_code ec;
   const auto dir = measured_hardware_dir(library_dir);
   if (!std::filesystem::is_directory(dir, ec)) return {};
-  return yaml_file_stems(dir);
+  // A machine named as a library file is reached as the library's: not listed.
+  const auto library = list_hardware(library_dir);
+  std::vector<std::string> out;
+  for (auto& name : yaml_file_stems(dir))
+    if (std::find(library.begin(), library.end(), name) == library.end()) out.push_back(std::move(name));
+  return out;
 }
 
 std::optional<std::filesystem::path> find_hardware_file(const std::string& name,
@@ -548,7 +556,8 @@ std::optional<std::filesystem::path> find_hardware_file(const std::string& name,
   return std::nullopt;
 }
 
-std::string unknown_hardware_hint(const std::string& name, const std::filesystem::path& library_dir) {
+std::string unknown_hardware_hint(const std::string& name, const std::filesystem::path& library_dir, bool with_dirs,
+                                  const std::string& tail) {
   const auto library = list_hardware(library_dir);
   const auto measured = list_measured_hardware(library_dir);
   std::vector<std::string> all = library;
@@ -556,11 +565,15 @@ std::string unknown_hardware_hint(const std::string& name, const std::filesystem
   auto join = [](const std::vector<std::string>& v) {
     std::string out;
     for (const auto& s : v) out += out.empty() ? s : ", " + s;
-    return out.empty() ? std::string("none") : out;
+    return out.empty() ? std::string("empty") : out;
   };
   const auto near = closest_name(name, all);
-  return fmt::format("{} (library: {}{}", near ? fmt::format("; did you mean '{}'?", *near) : "", join(library),
-                     measured.empty() ? "" : "; the fidelity table's machines: " + join(measured));
+  auto in = [&](const std::filesystem::path& dir) { return with_dirs ? " " + dir.string() : std::string(); };
+  return fmt::format("{} (library{}: {}{}{})", near ? fmt::format("; did you mean '{}'?", *near) : "",
+                     in(library_dir), join(library),
+                     measured.empty() ? "" : fmt::format("; the fidelity table's machines{}: {}",
+                                                         in(measured_hardware_dir(library_dir)), join(measured)),
+                     tail);
 }
 
 HardwareSpec load_hardware(std::string_view name_or_path, const std::filesystem::path& library_dir) {
@@ -577,9 +590,9 @@ HardwareSpec load_hardware(std::string_view name_or_path, const std::filesystem:
   }
   const auto file = find_hardware_file(std::string(name_or_path), library_dir);
   if (!file)
-    throw std::invalid_argument(fmt::format("unknown hardware '{}'{}; in {})", name_or_path,
-                                            unknown_hardware_hint(std::string(name_or_path), library_dir),
-                                            library_dir.string()));
+    throw std::invalid_argument(fmt::format(
+        "unknown hardware '{}'{}", name_or_path,
+        unknown_hardware_hint(std::string(name_or_path), library_dir, true, "")));
   return load_hardware_file(*file);
 }
 

@@ -249,7 +249,7 @@ struct NetworkSpec {
 };
 
 // Fractions of datasheet rates that real transfers and kernels reach, each from
-// microbenchmarks. The defaults' sources are next to them in hardware.cpp; a YAML
+// microbenchmarks. The defaults' sources are next to them below; a YAML
 // file that overrides one says where its figure comes from.
 struct EfficiencySpec {
   // What a large matmul through PyTorch reaches of the type's dense peak, for a file without
@@ -390,15 +390,18 @@ std::vector<std::string> list_hardware(const std::filesystem::path& library_dir)
 // the single GPUs and servers of published measurements, each written from its datasheets and
 // microbenchmarks), which a name also reaches where the library has no file of that name.
 std::filesystem::path measured_hardware_dir(const std::filesystem::path& library_dir);
-// Their names (stems), sorted; empty where the folder is absent.
+// Their names (stems), sorted, less any a library file also has (the library's is the one a
+// name reaches); empty where the folder is absent.
 std::vector<std::string> list_measured_hardware(const std::filesystem::path& library_dir);
 // The file NAME resolves to: library_dir/NAME.yaml, else the fidelity table's machine of that
 // name; nullopt when neither exists.
 std::optional<std::filesystem::path> find_hardware_file(const std::string& name,
                                                         const std::filesystem::path& library_dir);
-// "; did you mean 'X'? (library: a, b; the fidelity table's machines: c, d" for an unknown
-// NAME: the closest of both sets, then each set (the caller closes the parenthesis).
-std::string unknown_hardware_hint(const std::string& name, const std::filesystem::path& library_dir);
+// "; did you mean 'X'? (library: a, b; the fidelity table's machines: c, dTAIL)" for an
+// unknown NAME: the closest name of both sets, then each set; `with_dirs` names each folder
+// after its label ("library /x/scenarios/hardware: ...").
+std::string unknown_hardware_hint(const std::string& name, const std::filesystem::path& library_dir, bool with_dirs,
+                                  const std::string& tail);
 
 // Cross-field checks (GPU indices in range, each GPU on at most one switch, NVLink
 // pairs distinct, network present for nodes > 1, ...). Throws std::invalid_argument

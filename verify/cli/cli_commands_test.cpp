@@ -252,7 +252,15 @@ TEST(CliHardware, TheFidelityTablesMachinesAreNamedAndListed) {
   EXPECT_EQ(typo.exit_code, 2) << typo.err;
   EXPECT_NE(typo.err.find("unknown hardware 'h100-pcie'; did you mean 'h100-pcie-1x'?"), std::string::npos)
       << typo.err;
-  EXPECT_NE(typo.err.find("; the fidelity table's machines: a10-1x, "), std::string::npos) << typo.err;
+  const size_t machines = typo.err.find("; the fidelity table's machines: ");
+  ASSERT_NE(machines, std::string::npos) << typo.err;
+  EXPECT_NE(typo.err.find("h100-pcie-1x", machines), std::string::npos) << typo.err;
+  EXPECT_NE(typo.err.find("rtx6000-ada-1x", machines), std::string::npos) << typo.err;
+  // verify, which reads its hardware on its own path, takes the names too (it had looked for
+  // the library's a10-1x.yaml alone: a code review).
+  const CliResult v = run_dptwin({"verify", "--hardware", "a10-1x", "--devices", "1"}, dir);
+  EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+  EXPECT_EQ(v.err.find("unknown hardware"), std::string::npos) << v.err;
 }
 
 // Every key of every hardware file the project ships (the library's and the fidelity

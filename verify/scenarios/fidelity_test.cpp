@@ -487,7 +487,7 @@ TEST(FidelityCli, AnEntryTheTwinCallsOutOfMemoryIsAMissedRow) {
   const fs::path dir = fresh_source_dir("oom", source_text(
       "  - id: llama-oom\n    hardware_file: dgx-a100\n"
       "    training: {model: llama-2-7b, strategy: ddp, gpus: 8, nodes: 1, batch_per_device: 1,\n"
-      "               measured_precision: fp32, precision: f32, optimizer: adamw}\n"
+      "               measured_precision: fp32, precision: tf32, optimizer: adamw}\n"
       "    measured: {samples_per_s: 10}\n"
       "  - id: fits\n    hardware_file: dgx-a100\n"
       "    collective: {op: all_reduce, bytes: 1048576, gpus: 2}\n"
@@ -501,6 +501,11 @@ TEST(FidelityCli, AnEntryTheTwinCallsOutOfMemoryIsAMissedRow) {
   EXPECT_DOUBLE_EQ(j["entries"][0]["error"].get<double>(), -1.0);
   EXPECT_NE(j["entries"][0].dump().find("out of memory"), std::string::npos) << j["entries"][0].dump();
   EXPECT_GT(j["entries"][1]["predicted"].get<double>(), 0.0);
+  // The precision the twin ran, beside the source's label in the configuration; none for a
+  // collective.
+  EXPECT_EQ(j["entries"][0]["twin_precision"], "tf32");
+  EXPECT_NE(j["entries"][0]["configuration"].get<std::string>().find(" fp32"), std::string::npos);
+  EXPECT_TRUE(j["entries"][1]["twin_precision"].is_null());
   r = test::run_dptwin({"fidelity", dir.string(), "--max-abs-error", "50"}, dir);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("llama-oom misses by"), std::string::npos) << r.err;

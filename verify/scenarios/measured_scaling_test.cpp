@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "engine/core/fault_injection.hpp"
+#include "engine/core/gpu_names.hpp"
 #include "scenarios/report/report_assumptions.hpp"
 #include "scenarios/scenario/measured_scaling.hpp"
 #include "scenarios/scenario/model_library_yaml.hpp"
@@ -172,6 +173,60 @@ TEST(MeasuredScaling, ReportAssumptionsStateTheScaling) {
       EXPECT_FALSE(contains(row.at(1), "unrelated")) << row.at(1);
     }
   EXPECT_TRUE(found);
+}
+
+// A profile measured on an RTX 3090 has no GPU of its own in the library, and an RTX 4090 is
+// not its kind: on rtx4090-1x-pcie4 it is scaled by op class from the 3090's file (the
+// fidelity table's machine), not used as measured (the first word of the name, "RTX", had
+// matched every RTX card: a code review).
+TEST(MeasuredScaling, AnRtx3090ProfileIsScaledToAnRtx4090) {
+  const auto r = resolve_on("NVIDIA GeForce RTX 3090", "rtx4090-1x-pcie4");
+  EXPECT_FALSE(unchanged(r.model)) << r.note;
+  EXPECT_TRUE(contains(r.note, "scaled by op class to RTX-4090-24GB")) << r.note;
+  EXPECT_TRUE(contains(r.note, "measured on NVIDIA GeForce RTX 3090")) << r.note;
+}
+
+// Invariant: a CUDA device name is a hardware file's GPU when the model's words appear whole
+// in it, the board (PCIe or not) agrees, and a memory size both give agrees. Each negative
+// below is a mix-up a looser rule made or would make (a substring "A10" in "A100", the first
+// word "RTX", the H100 PCIe against the SXM5's "80GB HBM3" name, the A100's 40 and 80 GB).
+TEST(GpuNames, DeviceNamesAreTheFilesGpusAndNoOthers) {
+  struct Case {
+    const char* device;
+    const char* gpu;
+    bool same;
+  };
+  const Case cases[] = {
+      {"NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB", true},
+      {"NVIDIA A100 80GB PCIe", "A100-PCIe-80GB", true},
+      {"NVIDIA A100-PCIE-40GB", "A100-PCIe-40GB", true},
+      {"NVIDIA H100 80GB HBM3", "H100-SXM5-80GB", true},
+      {"NVIDIA H100 PCIe", "H100-PCIe-80GB", true},
+      {"NVIDIA A10", "A10-24GB", true},
+      {"NVIDIA GeForce RTX 3090", "RTX-3090-24GB", true},
+      {"NVIDIA RTX 6000 Ada Generation", "RTX-6000-Ada-48GB", true},
+      {"Quadro RTX 8000", "Quadro-RTX-8000-48GB", true},
+      {"NVIDIA TITAN RTX", "TITAN-RTX-24GB", true},
+      {"NVIDIA GeForce RTX 2080 Ti", "RTX-2080Ti-11GB", true},
+      {"Tesla V100-SXM2-16GB", "V100-SXM2-16GB", true},
+      {"NVIDIA H200", "H200-SXM-141GB", true},
+      {"NVIDIA RTX A6000", "RTX-A6000-48GB", true},
+      {"NVIDIA A100-SXM4-80GB", "A10-24GB", false},
+      {"NVIDIA A10G", "A10-24GB", false},
+      {"NVIDIA GeForce RTX 3090", "RTX-4090-24GB", false},
+      {"NVIDIA GeForce RTX 4090", "RTX-6000-Ada-48GB", false},
+      {"NVIDIA H100 PCIe", "H100-SXM5-80GB", false},
+      {"NVIDIA H100 80GB HBM3", "H100-PCIe-80GB", false},
+      {"NVIDIA A100-PCIE-40GB", "A100-PCIe-80GB", false},
+      {"NVIDIA A100-SXM4-40GB", "A100-SXM4-80GB", false},
+      {"Quadro RTX 6000", "Quadro-RTX-8000-48GB", false},
+      {"NVIDIA TITAN RTX", "RTX-A6000-48GB", false},
+      {"NVIDIA A100-SXM4-80GB", "", false},
+  };
+  for (const Case& c : cases) EXPECT_EQ(same_gpu_kind(c.device, c.gpu), c.same) << c.device << " / " << c.gpu;
+  // The model alone: another board of the same model is the same model.
+  EXPECT_TRUE(same_gpu_model("NVIDIA H100 PCIe", "H100-SXM5-80GB"));
+  EXPECT_FALSE(same_gpu_model("NVIDIA A100-SXM4-80GB", "A10-24GB"));
 }
 
 }  // namespace

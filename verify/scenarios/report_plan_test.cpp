@@ -222,8 +222,9 @@ TEST(Assumptions, NameSourcePrecisionVersionAndDate) {
                                 "| date | 2026-01-02T03:04:05Z |",
                                 // How far to trust the twin there: where the table has no
                                 // entry on the hardware, it says so (the command had exited 2).
-                                "| accuracy | the twin against published measurements of real machines, with the "
-                                "signed median error per class: `dptwin fidelity`; the table has no measurement of "
+                                "| accuracy | the twin against published measurements of real machines; these print "
+                                "each entry and the signed median error per class: `dptwin fidelity`; the table has no "
+                                "measurement of "
                                 "l40s-4x-pcie4"})
     EXPECT_NE(md.find(row), std::string::npos) << row;
   // Where it has entries on the GPU model, the command that runs them, with what they are.

@@ -1,6 +1,9 @@
 // Hardware files: every library file loads and validates; bad files fail with the exact
 // "FILE:LINE: key: what" message; unit-carrying quantities parse as documented; every
 // library file builds a SimGrid platform with a route between every pair of GPUs.
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <fstream>
