@@ -299,7 +299,9 @@ int run_plan(const PlanArgs& a) {
   // (relative to the plan file's folder); a file that cannot be read again only loses the note.
   for (const auto& c : first.plan->candidates) {
     try {
-      plan.file_nodes[c.hardware] = scenario::load_hardware_with_overrides(c.hardware, {}, lib, first.dir, "").nodes;
+      const auto hw = scenario::load_hardware_with_overrides(c.hardware, {}, lib, first.dir, "");
+      plan.file_nodes[c.hardware] = hw.nodes;
+      if (!hw.network) plan.single_machine_gpus[c.hardware] = hw.gpu_count();
     } catch (const std::exception&) {
     }
   }

@@ -75,6 +75,9 @@ struct PlanResult {
   // the plan may exceed on hardware with a network). Filled by the caller that loaded the
   // files; the answer says when the winner needs more nodes than that.
   std::map<std::string, int> file_nodes;
+  // Per candidate hardware without a network section (one machine, which the plan cannot
+  // grow): its GPUs. Filled by the same caller; an answer that meets no target names them.
+  std::map<std::string, int> single_machine_gpus;
 };
 
 // Judges a finished plan sweep: the cheapest configuration meeting the target wins

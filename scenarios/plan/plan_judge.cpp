@@ -246,9 +246,19 @@ std::string plan_answer(const PlanResult& plan) {
                            infeasible ? fmt::format(" that can run ({} cannot: infeasible)", infeasible) : "");
       return fmt::format("No candidate configuration meets the target of {}: none could be predicted.", target);
     }
-    return fmt::format("No candidate configuration meets the target of {}{}; the fastest, {}x {} with {}, reaches {} samples/s.",
+    // Candidates that are one machine without a network section cannot take more GPUs: said,
+    // for "how many do I need" asked of a 1-GPU file (an outside-user review read no reason).
+    std::string capped;
+    for (const auto& [hardware, gpus] : plan.single_machine_gpus)
+      capped += fmt::format("{}{} ({} GPU{})", capped.empty() ? "" : ", ", hardware, gpus, gpus == 1 ? "" : "s");
+    if (!capped.empty())
+      capped = fmt::format(". One machine each, without a network section, so the plan adds no GPUs to them: {}; a "
+                           "hardware file with a network section (a cluster of such nodes) lets it scale out",
+                           capped);
+    return fmt::format("No candidate configuration meets the target of {}{}; the fastest, {}x {} with {}, reaches {} "
+                       "samples/s{}.",
                        target, headroom_text(plan), bp->gpus(), bp->gpu_name, report::strategy_display_name(bp->strategy),
-                       report::format_figure(thr(*bp)));
+                       report::format_figure(thr(*bp)), capped);
   }
   const auto& w = plan.verdicts[*plan.winner];
   const auto& p = plan.sweep.points[w.point];

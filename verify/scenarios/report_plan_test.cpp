@@ -476,6 +476,25 @@ TEST(Plan, AWinnerBeyondTheFilesNodesSaysSo) {
   EXPECT_EQ(scenario::plan_answer(plan).find("its hardware file describes"), std::string::npos);
 }
 
+// A plan that meets no target on machines without a network section says they cannot grow
+// (an outside-user review asked "how many H100 PCIe" of 1-GPU files and read no reason); a
+// plan whose candidates all have networks says nothing of it.
+TEST(Plan, NoWinnerOnSingleMachinesSaysTheyCannotGrow) {
+  auto plan = plan_of_two_with_train_samples();
+  plan.winner.reset();
+  for (auto& v : plan.verdicts) v.kind = scenario::PlanVerdictKind::too_slow;
+  EXPECT_EQ(scenario::plan_answer(plan).find("without a network section"), std::string::npos)
+      << scenario::plan_answer(plan);
+  plan.single_machine_gpus["h100-pcie-1x"] = 1;
+  plan.single_machine_gpus["l40s-4x-pcie4"] = 4;
+  const std::string answer = scenario::plan_answer(plan);
+  EXPECT_NE(answer.find(". One machine each, without a network section, so the plan adds no GPUs to them: "
+                        "h100-pcie-1x (1 GPU), l40s-4x-pcie4 (4 GPUs); a hardware file with a network section"),
+            std::string::npos)
+      << answer;
+  EXPECT_EQ(answer.rfind("No candidate configuration meets the target of ", 0), 0u) << answer;
+}
+
 // Headroom: a configuration meets the target only when predicted that fraction above it, for
 // the twin's own error (an outside-user review: plans added no margin where the fidelity table
 // puts the twin 27 % high). 6,000 samples/s no longer meets 5,000 x 1.5 = 7,500.
