@@ -597,19 +597,44 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
     const auto it = d.kernel_time_by_class_s.find(sim_op_class_name(SimOpClass::sdpa));
     return it != d.kernel_time_by_class_s.end() && it->second > 0;
   });
-  // The compute type fused attention ran in: its precision's for matmul-class ops, else the
-  // dtype's; a per-type figure for another type leaves it at efficiency.gemm too.
+  // The compute type matmuls and fused attention ran in: the precision's for matmul-class ops,
+  // else the dtype's; a per-type figure for another type leaves them at efficiency.gemm too.
   const auto& sdpa_by_type = hw.gpu.op_efficiency.by_type[static_cast<size_t>(SimOpClass::sdpa)];
-  const ComputeType sdpa_type = c.precision ? precision_compute_type(*c.precision, OpClass::matmul,
+  const ComputeType matmul_type = c.precision ? precision_compute_type(*c.precision, OpClass::matmul,
                                                                      hw.gpu.peak_flops.tf32.has_value())
                                 : c.dtype == DType::f64 ? ComputeType::f64
                                                         : ComputeType::f32;
-  if (ran_sdpa && !hw.gpu.op_efficiency.sdpa && !sdpa_by_type.count(sdpa_type))
+  if (ran_sdpa && !hw.gpu.op_efficiency.sdpa && !sdpa_by_type.count(matmul_type))
     r.warnings.push_back(fmt::format(
         "{} gives no gpu.op_efficiency.sdpa: fused attention (scaled_dot_product_attention) ran at efficiency.gemm's "
         "{:g}, which FlashAttention-2 does not reach (0.187 of the bf16 peak on H100 in PyTorch's own benchmark, "
         "dgx-h100.yaml's source); set it from a measurement of this GPU",
         hw.source_file.empty() ? "hardware '" + hw.name + "'" : hw.source_file, hw.efficiency.gemm));
+  // GEMMs without the GPU's own matmul figure run at efficiency.gemm's default, which public
+  // torch matmul runs put anywhere from 0.58 to 1.0 across GPUs: said where they are a
+  // tenth or more of a GPU's kernel time (an outside-user review: the fidelity table's three
+  // files without a figure run BERT-large 23-46 % fast, with no word). A file that sets
+  // efficiency.gemm itself (host-cpu-gloo) chose its figure.
+  double gemm_share = 0;
+  for (const auto& d : r.devices_detail) {
+    double total = 0, gemm = 0;
+    for (const auto& [cls, t] : d.kernel_time_by_class_s) {
+      total += t;
+      if (cls == sim_op_class_name(SimOpClass::gemm)) gemm += t;
+    }
+    if (total > 0) gemm_share = std::max(gemm_share, gemm / total);
+  }
+  const auto& gemm_by_type = hw.gpu.op_efficiency.by_type[static_cast<size_t>(SimOpClass::gemm)];
+  if (gemm_share >= kUnmeasuredGemmShare && !hw.gpu.op_efficiency.gemm && !gemm_by_type.count(matmul_type) &&
+      hw.efficiency.gemm == sim::EfficiencySpec{}.gemm)
+    // First: a caveat on the hardware file, before what the configuration itself is told.
+    r.warnings.insert(r.warnings.begin(), fmt::format(
+        "{} gives no gpu.op_efficiency.gemm for {}: its matmuls ({:.0f} % of the kernel time) ran at efficiency.gemm's "
+        "default {:g}, the median of the library's public matmul runs, which span 0.58 to 1.0 across GPUs; set it "
+        "from a torch matmul run of this GPU (`dptwin hardware schema`; the fidelity table's files without one run "
+        "BERT-large 23-46 % fast)",
+        hw.source_file.empty() ? "hardware '" + hw.name + "'" : hw.source_file, compute_type_label(matmul_type),
+        100.0 * gemm_share, hw.efficiency.gemm));
   // A peak within kMemoryHeadroomShare of the GPU's memory fits in the twin, which counts
   // tensors only: the CUDA context, cuBLAS and cuDNN workspaces and the caching allocator's
   // fragmentation are not counted, so PyTorch may run out of memory there (an outside-user

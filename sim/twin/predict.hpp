@@ -91,6 +91,10 @@ std::pair<std::int64_t, std::int64_t> predict_batches(const PredictConfig& c);
 // warning: the twin counts tensors, not the CUDA context, library workspaces or the caching
 // allocator's fragmentation (a judgement of the margin they need, not a measured figure).
 inline constexpr double kMemoryHeadroomShare = 0.05;
+// A prediction warns that its GEMMs ran at efficiency.gemm's default (no op_efficiency.gemm for
+// their compute type in the hardware file) where they took at least this share of a GPU's
+// kernel time.
+inline constexpr double kUnmeasuredGemmShare = 0.10;
 StepReport predict_step(const sim::HardwareSpec& hw, const ModelBuilder& build_model, const PredictConfig& c);
 
 // The report and the totals behind the step-time bounds the tests check.

@@ -682,6 +682,37 @@ TEST(CliPredict, FusedAttentionWithoutItsOwnFigureIsWarnedAbout) {
       << a100.out;
 }
 
+// GEMMs a hardware file gives no matmul figure for run at efficiency.gemm's default; where
+// they take a tenth or more of the kernel time the prediction says so, naming the file and
+// the compute type (an outside-user review: three files without one ran BERT-large 23-46 %
+// fast, silently). A file with the figure for that type, a model whose matmuls are a sliver
+// (ResNet-50's classifier), and a file that sets efficiency.gemm itself say nothing.
+TEST(CliPredict, MatmulsWithoutTheGpusOwnFigureAreWarnedAbout) {
+  const fs::path dir = fresh_dir("predict-gemm-default");
+  auto warnings = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), "predict");
+    args.push_back("--json");
+    const CliResult r = run_dptwin(args, dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out).at("warnings").dump();
+  };
+  const std::string a10 = warnings({"--hardware", "a10-1x", "--model", "gpt2-124m", "--strategy", "single",
+                                    "--batch-per-device", "4", "--precision", "bf16-amp"});
+  EXPECT_NE(a10.find("a10-1x.yaml gives no gpu.op_efficiency.gemm for bf16: its matmuls ("), std::string::npos) << a10;
+  EXPECT_NE(a10.find("% of the kernel time) ran at efficiency.gemm's default 0.74"), std::string::npos) << a10;
+  EXPECT_EQ(warnings({"--hardware", "dgx-a100", "--model", "gpt2-124m", "--strategy", "single", "--batch-per-device",
+                      "4", "--precision", "bf16-amp"})
+                .find("op_efficiency.gemm"),
+            std::string::npos);
+  EXPECT_EQ(warnings({"--hardware", "a10-1x", "--model", "resnet50", "--strategy", "single", "--batch-per-device", "32"})
+                .find("op_efficiency.gemm"),
+            std::string::npos);
+  EXPECT_EQ(warnings({"--hardware", "host-cpu-gloo", "--model", "mlp:256-1024-1024-10", "--strategy", "ddp",
+                      "--devices", "2", "--batch-per-device", "16"})
+                .find("op_efficiency.gemm"),
+            std::string::npos);
+}
+
 // Nodes without GPUs per node run one GPU per node (the documented default), and the
 // prediction says how to fill the nodes; with --devices or --gpus it says nothing.
 TEST(CliPredict, NodesWithoutDevicesSayOneGpuPerNode) {
