@@ -11,6 +11,7 @@
 // predict it; the table shows measured, predicted and the signed error, then the
 // median and max |error| per class.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -192,13 +193,19 @@ int run_fidelity(const FidelityArgs& a) {
   const auto gpu_name = [&](const fidelity::Entry& e, const std::filesystem::path& source_dir) {
     return gpu_names.of(e, source_dir);
   };
+  // GPU models compared without case ("a10-24gb" is A10-24GB: an outside-user review).
+  const auto lower = [](std::string v) {
+    for (char& ch : v) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return v;
+  };
+  const std::string wanted_gpu = lower(a.gpu);
   for (const auto& s : sources)
     for (const auto& e : s.entries) {
       const auto source_dir = std::filesystem::path(s.file).parent_path();
       if (!a.gpu.empty()) gpus.insert(gpu_name(e, source_dir));
       if ((a.only.empty() || e.id.find(a.only) != std::string::npos) &&
           (hardware.empty() || std::filesystem::path(e.hardware_file).stem().string() == hardware) &&
-          (a.gpu.empty() || gpu_name(e, source_dir) == a.gpu))
+          (a.gpu.empty() || lower(gpu_name(e, source_dir)) == wanted_gpu))
         jobs.push_back({&e, source_dir, fidelity::cost_hint(e)});
     }
   if (jobs.empty() && !a.gpu.empty())

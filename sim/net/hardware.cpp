@@ -567,7 +567,14 @@ std::string unknown_hardware_hint(const std::string& name, const std::filesystem
     for (const auto& s : v) out += out.empty() ? s : ", " + s;
     return out.empty() ? std::string("empty") : out;
   };
-  const auto near = closest_name(name, all);
+  auto near = closest_name(name, all);
+  // A name that is the start of exactly one ("a10" of "a10-1x"), where no name is close.
+  if (!near) {
+    std::vector<std::string> starting;
+    for (const auto& n : all)
+      if (n.rfind(name + "-", 0) == 0) starting.push_back(n);
+    if (starting.size() == 1) near = starting.front();
+  }
   auto in = [&](const std::filesystem::path& dir) { return with_dirs ? " " + dir.string() : std::string(); };
   return fmt::format("{} (library{}: {}{}{})", near ? fmt::format("; did you mean '{}'?", *near) : "",
                      in(library_dir), join(library),

@@ -256,6 +256,10 @@ TEST(CliHardware, TheFidelityTablesMachinesAreNamedAndListed) {
   ASSERT_NE(machines, std::string::npos) << typo.err;
   EXPECT_NE(typo.err.find("h100-pcie-1x", machines), std::string::npos) << typo.err;
   EXPECT_NE(typo.err.find("rtx6000-ada-1x", machines), std::string::npos) << typo.err;
+  // The start of exactly one name is suggested where no name is close ("a10" of "a10-1x").
+  const CliResult start = run_dptwin({"hardware", "show", "a10"}, dir);
+  EXPECT_EQ(start.exit_code, 2) << start.err;
+  EXPECT_NE(start.err.find("unknown hardware 'a10'; did you mean 'a10-1x'?"), std::string::npos) << start.err;
   // verify, which reads its hardware on its own path, takes the names too (it had looked for
   // the library's a10-1x.yaml alone: a code review).
   const CliResult v = run_dptwin({"verify", "--hardware", "a10-1x", "--devices", "1"}, dir);

@@ -452,6 +452,10 @@ TEST(FidelityCli, ExitCodesAndJson) {
   EXPECT_NE(r.err.find("--gpu H100-SXM5-80GB: no entry runs on it; the table's GPUs: A100-SXM4-80GB"),
             std::string::npos)
       << r.err;
+  // The GPU model without case: as `hardware show` prints it or as typed.
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--gpu", "a100-sxm4-80gb", "--json"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["entries"].size(), 1u);
 }
 
 // A fresh folder fidelity_test/NAME holding one source file, s.yaml, with `text`.
