@@ -73,16 +73,20 @@ std::vector<std::string> model_words(const std::vector<std::string>& gpu) {
   return model;
 }
 
+bool same_model_words(const std::vector<std::string>& device, const std::vector<std::string>& gpu) {
+  const auto model = model_words(gpu);
+  return !model.empty() && contains_model(device, model);
+}
+
 }  // namespace
 
 bool same_gpu_model(const std::string& device_name, const std::string& gpu_name) {
-  const auto model = model_words(words_of(gpu_name));
-  return !model.empty() && contains_model(words_of(device_name), model);
+  return same_model_words(words_of(device_name), words_of(gpu_name));
 }
 
 bool same_gpu_kind(const std::string& device_name, const std::string& gpu_name) {
   const auto gpu = words_of(gpu_name), device = words_of(device_name);
-  if (!same_gpu_model(device_name, gpu_name)) return false;
+  if (!same_model_words(device, gpu)) return false;
   if (has_word(gpu, "pcie") != has_word(device, "pcie")) return false;
   const std::string a = memory_size(gpu), b = memory_size(device);
   return a.empty() || b.empty() || a == b;

@@ -128,16 +128,10 @@ DegradedHardware parse_degraded_hardware(const std::string& text, const std::str
 
 DegradedHardware load_degraded_hardware(const std::string& name_or_path, const std::filesystem::path& library_dir) {
   std::filesystem::path path(name_or_path);
-  if (path.extension() != ".yaml" && name_or_path.find('/') == std::string::npos) {
-    // A name: the library's file, else the fidelity table's machine of that name (verify
-    // --hardware a10-1x said the library's a10-1x.yaml did not exist: a code review).
-    const auto found = sim::find_hardware_file(name_or_path, library_dir);
-    if (!found)
-      throw std::invalid_argument(fmt::format(
-          "unknown hardware '{}'{}", name_or_path,
-          sim::unknown_hardware_hint(name_or_path, library_dir, true, "")));
-    path = *found;
-  }
+  // A name: the library's file, else the fidelity table's machine of that name (verify
+  // --hardware a10-1x said the library's a10-1x.yaml did not exist: a code review).
+  if (path.extension() != ".yaml" && name_or_path.find('/') == std::string::npos)
+    path = sim::hardware_file_of(name_or_path, library_dir);
   std::error_code ec;  // a name too long or a symbolic-link loop is bad input, not an internal error
   if (!std::filesystem::exists(path, ec))
     throw std::invalid_argument(fmt::format("hardware file '{}' {}", path.string(),

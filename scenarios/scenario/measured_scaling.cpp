@@ -37,11 +37,10 @@ namespace {
 // The first hardware file whose GPU is the kind the profile was measured on: the library's,
 // then the fidelity table's machines (single A10s, RTX cards, PCIe A100s and H100s).
 std::optional<sim::HardwareSpec> find_source_gpu(const MeasuredProfile& p, const std::filesystem::path& hardware_dir) {
-  for (const auto& name : sim::list_hardware(hardware_dir)) {
-    sim::HardwareSpec hw = sim::load_hardware(name, hardware_dir);
-    if (measured_on_gpu_kind(p, hw.gpu.name)) return hw;
-  }
-  for (const auto& name : sim::list_measured_hardware(hardware_dir)) {
+  auto names = sim::list_hardware(hardware_dir);
+  const auto measured = sim::list_measured_hardware(hardware_dir);
+  names.insert(names.end(), measured.begin(), measured.end());
+  for (const auto& name : names) {
     sim::HardwareSpec hw = sim::load_hardware(name, hardware_dir);
     if (measured_on_gpu_kind(p, hw.gpu.name)) return hw;
   }

@@ -595,12 +595,15 @@ HardwareSpec load_hardware(std::string_view name_or_path, const std::filesystem:
       throw std::invalid_argument(fmt::format("hardware file '{}' is a directory, not a YAML file", name_or_path));
     return load_hardware_file(as_path);
   }
-  const auto file = find_hardware_file(std::string(name_or_path), library_dir);
+  return load_hardware_file(hardware_file_of(std::string(name_or_path), library_dir));
+}
+
+std::filesystem::path hardware_file_of(const std::string& name, const std::filesystem::path& library_dir) {
+  const auto file = find_hardware_file(name, library_dir);
   if (!file)
-    throw std::invalid_argument(fmt::format(
-        "unknown hardware '{}'{}", name_or_path,
-        unknown_hardware_hint(std::string(name_or_path), library_dir, true, "")));
-  return load_hardware_file(*file);
+    throw std::invalid_argument(
+        fmt::format("unknown hardware '{}'{}", name, unknown_hardware_hint(name, library_dir, true, "")));
+  return *file;
 }
 
 HardwareSpec with_nodes(const HardwareSpec& hw, int nodes) {

@@ -397,6 +397,9 @@ std::vector<std::string> list_measured_hardware(const std::filesystem::path& lib
 // name; nullopt when neither exists.
 std::optional<std::filesystem::path> find_hardware_file(const std::string& name,
                                                         const std::filesystem::path& library_dir);
+// find_hardware_file's file, or std::invalid_argument "unknown hardware 'NAME'; did you mean
+// ... (library DIR: ...)" (load_hardware's message).
+std::filesystem::path hardware_file_of(const std::string& name, const std::filesystem::path& library_dir);
 // "; did you mean 'X'? (library: a, b; the fidelity table's machines: c, dTAIL)" for an
 // unknown NAME: the closest name of both sets, then each set; `with_dirs` names each folder
 // after its label ("library /x/scenarios/hardware: ...").
