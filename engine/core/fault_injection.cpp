@@ -122,6 +122,7 @@ const std::vector<Fault>& all_faults() {
       Fault::nvlink_pairs_ring_closed,
       Fault::calibrate_fits_below_plateau,
       Fault::comm_hook_recasts_half_buckets,
+      Fault::nccl_p2p_disable_ignored,
   };
   return faults;
 }
@@ -231,6 +232,7 @@ const char* fault_name(Fault f) {
     case Fault::nvlink_pairs_ring_closed: return "nvlink-pairs-ring-closed";
     case Fault::calibrate_fits_below_plateau: return "calibrate-fits-below-plateau";
     case Fault::comm_hook_recasts_half_buckets: return "comm-hook-recasts-half-buckets";
+    case Fault::nccl_p2p_disable_ignored: return "nccl-p2p-disable-ignored";
     case Fault::fault_count_: break;
   }
   return "?";

@@ -115,6 +115,7 @@ enum class Fault : unsigned {
   nvlink_pairs_ring_closed,         // "nvlink-pairs-ring-closed": NCCL's ring taken as NVLink whenever every GPU has a link, though the pairs close no ring (bridged PCIe cards)
   calibrate_fits_below_plateau,     // "calibrate-fits-below-plateau": calibrate fits a link rate at a size where the twin's ring still ramps
   comm_hook_recasts_half_buckets,   // "comm-hook-recasts-half-buckets": a compress hook casts (and copies) a bucket already in its dtype
+  nccl_p2p_disable_ignored,         // "nccl-p2p-disable-ignored": NCCL_P2P_DISABLE=1 (nccl_p2p_disable) leaves NVLink, NVSwitch and PCIe P2P in use
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

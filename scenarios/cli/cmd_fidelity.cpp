@@ -3,6 +3,7 @@
 //   dptwin fidelity                     # the library's scenarios/measured/public
 //   dptwin fidelity DIR --json
 //   dptwin fidelity --max-abs-error 60  # exit 1 when an entry misses by more than 60 %
+//   dptwin fidelity --max-abs-error shm=150   # ... a limit of that class's own
 //   dptwin fidelity --max-median-error large=15   # ... or a class's median |error| exceeds 15 %
 //   dptwin fidelity --jobs 4            # 4 entries at a time (default: one per CPU)
 //
@@ -36,8 +37,8 @@ namespace {
 struct FidelityArgs {
   std::string dir;                      // default: the library's measured/public
   bool json = false;
-  std::optional<double> max_abs_error_pct;
-  std::vector<std::string> max_median_error;  // CLASS=PCT, CLASS one of small, mid, large, training
+  std::vector<std::string> max_abs_error;     // PCT (every class without its own), or CLASS=PCT
+  std::vector<std::string> max_median_error;  // CLASS=PCT, CLASS one of small, mid, large, training, shm
   std::string only;                     // run the entries whose id contains this
   std::string hardware;                 // run the entries of this hardware file (its name)
   std::string gpu;                      // run the entries on this GPU model (gpu.name), in any hardware file
@@ -88,7 +89,7 @@ void print_table(const std::vector<fidelity::Result>& results, const std::vector
   // choosing between them (`--hardware NAME` shows one file's rows).
   std::map<std::string, std::vector<double>> by_hardware;
   for (const auto& r : results)
-    if (fidelity::classify(*r.entry) == fidelity::EntryClass::training)
+    if (fidelity::is_training(fidelity::classify(*r.entry)))
       by_hardware[std::filesystem::path(r.entry->hardware_file).stem().string()].push_back(r.error);
   if (by_hardware.size() < 2) return;
   fmt::print("\n{:<32} {:>7} {:>14} {:>12}\n", "training by hardware", "entries", "median |error|", "median error");
@@ -135,39 +136,52 @@ nlohmann::json to_json(const std::vector<fidelity::Source>& sources, const std::
   return j;
 }
 
-// --max-median-error CLASS=PCT, parsed before anything runs.
-// --max-median-error's class names.
+// --max-median-error's and --max-abs-error's class names (shm: training with NCCL_P2P_DISABLE=1).
 const std::map<std::string, fidelity::EntryClass>& median_limit_classes() {
   static const std::map<std::string, fidelity::EntryClass> names = {{"small", fidelity::EntryClass::collective_small},
                                                                     {"mid", fidelity::EntryClass::collective_mid},
                                                                     {"large", fidelity::EntryClass::collective_large},
-                                                                    {"training", fidelity::EntryClass::training}};
+                                                                    {"training", fidelity::EntryClass::training},
+                                                                    {"shm", fidelity::EntryClass::training_shm}};
   return names;
 }
 
-std::map<fidelity::EntryClass, double> parse_median_limits(const std::vector<std::string>& specs) {
+// Per-class limits from the CLASS=PCT specs of `flag`. Given `bare`, a plain PCT (at most one)
+// goes there: the limit of every class without its own; without it a plain PCT is refused.
+std::map<fidelity::EntryClass, double> parse_class_limits(const std::string& flag, const std::vector<std::string>& specs,
+                                                          std::optional<double>* bare = nullptr) {
   const auto& names = median_limit_classes();
   std::map<fidelity::EntryClass, double> out;
-  for (const auto& s : specs) {
-    const auto eq = s.find('=');
-    const auto it = eq == std::string::npos ? names.end() : names.find(s.substr(0, eq));
-    if (it == names.end())
-      throw std::invalid_argument(fmt::format("--max-median-error {}: expected CLASS=PCT, CLASS one of small, mid, "
-                                              "large, training",
-                                              s));
+  const auto number = [&](const std::string& spec, const std::string& text) {
     double pct = 0;
     try {
       size_t pos = 0;
-      pct = std::stod(s.substr(eq + 1), &pos);
-      if (pos != s.size() - eq - 1) throw std::invalid_argument("");
+      pct = std::stod(text, &pos);
+      if (pos != text.size()) throw std::invalid_argument("");
     } catch (const std::exception&) {
-      throw std::invalid_argument(fmt::format("--max-median-error {}: '{}' is not a number", s, s.substr(eq + 1)));
+      throw std::invalid_argument(fmt::format("{} {}: '{}' is not a number", flag, spec, text));
     }
-    if (!(pct > 0)) throw std::invalid_argument(fmt::format("--max-median-error {}: must be a positive percentage", s));
+    if (!(pct > 0)) throw std::invalid_argument(fmt::format("{} {}: must be a positive percentage", flag, spec));
+    return pct;
+  };
+  for (const auto& s : specs) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos && bare) {
+      if (*bare)
+        throw std::invalid_argument(fmt::format("{} {}: a limit for every class is given already ({:g}); give one", flag,
+                                                s, **bare));
+      *bare = number(s, s);
+      continue;
+    }
+    const auto it = eq == std::string::npos ? names.end() : names.find(s.substr(0, eq));
+    if (it == names.end())
+      throw std::invalid_argument(fmt::format("{} {}: expected {}CLASS=PCT, CLASS one of small, mid, large, training, shm",
+                                              flag, s, bare ? "PCT or " : ""));
+    const double pct = number(s, s.substr(eq + 1));
     // A class given twice would keep the last limit, and a gate reads as the first.
     if (out.count(it->second))
-      throw std::invalid_argument(fmt::format("--max-median-error {}: {} has a limit already ({:g}); give one per class",
-                                              s, it->first, out.at(it->second)));
+      throw std::invalid_argument(fmt::format("{} {}: {} has a limit already ({:g}); give one per class", flag, s,
+                                              it->first, out.at(it->second)));
     out[it->second] = pct;
   }
   return out;
@@ -175,9 +189,9 @@ std::map<fidelity::EntryClass, double> parse_median_limits(const std::vector<std
 
 int run_fidelity(const FidelityArgs& a) {
   if (a.jobs < 1) throw std::invalid_argument(fmt::format("--jobs {}: must be at least 1", a.jobs));
-  if (a.max_abs_error_pct && !(*a.max_abs_error_pct > 0))
-    throw std::invalid_argument(fmt::format("--max-abs-error {}: must be a positive percentage", *a.max_abs_error_pct));
-  const auto median_limits = parse_median_limits(a.max_median_error);
+  std::optional<double> abs_limit_all;
+  const auto abs_limits = parse_class_limits("--max-abs-error", a.max_abs_error, &abs_limit_all);
+  const auto median_limits = parse_class_limits("--max-median-error", a.max_median_error);
   const std::filesystem::path dir = a.dir.empty() ? default_table_dir() : std::filesystem::path(a.dir);
   const auto sources = fidelity::load_table(dir);
   const auto lib = whatif::library();
@@ -223,15 +237,16 @@ int run_fidelity(const FidelityArgs& a) {
   }
   if (jobs.empty()) throw std::invalid_argument(fmt::format("--only {}: no entry id contains it", a.only));
   // A gate on a class with no entry would pass whatever the model does (a typo in --only).
-  for (const auto& [cls, pct] : median_limits)
-    if (std::none_of(jobs.begin(), jobs.end(), [&, c = cls](const fidelity::Job& j) { return fidelity::classify(*j.entry) == c; }))
-      throw std::invalid_argument(fmt::format("--max-median-error {}={:g}: no {} entry {}, so the limit would check "
-                                              "nothing",
-                                              std::find_if(median_limit_classes().begin(), median_limit_classes().end(),
-                                                           [c = cls](const auto& n) { return n.second == c; })
-                                                  ->first,
-                                              pct, fidelity::entry_class_name(cls),
-                                              a.only.empty() ? "in the table" : fmt::format("has an id with '{}'", a.only)));
+  for (const auto* limits : {&median_limits, &abs_limits})
+    for (const auto& [cls, pct] : *limits)
+      if (std::none_of(jobs.begin(), jobs.end(), [&, c = cls](const fidelity::Job& j) { return fidelity::classify(*j.entry) == c; }))
+        throw std::invalid_argument(fmt::format("{} {}={:g}: no {} entry {}, so the limit would check nothing",
+                                                limits == &median_limits ? "--max-median-error" : "--max-abs-error",
+                                                std::find_if(median_limit_classes().begin(), median_limit_classes().end(),
+                                                             [c = cls](const auto& n) { return n.second == c; })
+                                                    ->first,
+                                                pct, fidelity::entry_class_name(cls),
+                                                a.only.empty() ? "in the table" : fmt::format("has an id with '{}'", a.only)));
   // A progress bar on a terminal (the table takes half a minute on two cores).
   scenario::ProgressBar bar(whatif::stderr_is_terminal() && !a.json, jobs.size(), "entries");
   const auto results = fidelity::predict_entries(
@@ -245,13 +260,23 @@ int run_fidelity(const FidelityArgs& a) {
   if (a.json) print_json(to_json(sources, results, sums));
   else print_table(results, sums);
   int over = 0;
-  if (a.max_abs_error_pct)
-    for (const auto& r : results)
-      if (std::abs(r.error) * 100 > *a.max_abs_error_pct) {
-        std::cerr << fmt::format("dptwin fidelity: {} misses by {:+.1f}% (--max-abs-error {})\n", r.entry->id,
-                                 r.error * 100, *a.max_abs_error_pct);
-        ++over;
-      }
+  for (const auto& r : results) {
+    const auto cls = fidelity::classify(*r.entry);
+    const auto own = abs_limits.find(cls);
+    const std::optional<double> limit = own != abs_limits.end() ? std::optional<double>(own->second) : abs_limit_all;
+    if (limit && std::abs(r.error) * 100 > *limit) {
+      std::cerr << fmt::format("dptwin fidelity: {} misses by {:+.1f}% (--max-abs-error {}{:g})\n", r.entry->id,
+                               r.error * 100,
+                               own != abs_limits.end()
+                                   ? std::find_if(median_limit_classes().begin(), median_limit_classes().end(),
+                                                  [cls](const auto& n) { return n.second == cls; })
+                                             ->first +
+                                         "="
+                                   : "",
+                               *limit);
+      ++over;
+    }
+  }
   for (const auto& s : sums)
     if (auto it = median_limits.find(s.cls); it != median_limits.end() && s.median_abs_error * 100 > it->second) {
       std::cerr << fmt::format("dptwin fidelity: {}: median |error| {:.1f}% (--max-median-error {:g})\n",
@@ -268,10 +293,11 @@ RunFn setup(CLI::App& parent) {
                   "against measured with the signed error, then the median and max |error| per class.");
   app->add_option("dir", a->dir, "directory of source files (default: the library's scenarios/measured/public)");
   app->add_flag("--json", a->json, "print the table as JSON (dptwin.fidelity/1)");
-  app->add_option("--max-abs-error", a->max_abs_error_pct,
-                  "exit 1 when any entry's |error| exceeds this many percent");
+  app->add_option("--max-abs-error", a->max_abs_error,
+                  "PCT or CLASS=PCT (repeatable): exit 1 when an entry's |error| exceeds PCT percent, the limit of "
+                  "its class where one is given, else the plain PCT");
   app->add_option("--max-median-error", a->max_median_error,
-                  "CLASS=PCT (small, mid, large, training; repeatable): exit 1 when that class's median |error| "
+                  "CLASS=PCT (small, mid, large, training, shm; repeatable): exit 1 when that class's median |error| "
                   "exceeds PCT percent");
   app->add_option("--only", a->only, "run only the entries whose id contains this text");
   app->add_option("--hardware", a->hardware,

@@ -315,7 +315,7 @@ double median(std::vector<double> v) {
 std::vector<ClassSummary> summarise(const std::vector<Result>& results) {
   std::vector<ClassSummary> out;
   for (EntryClass c : {EntryClass::collective_small, EntryClass::collective_mid, EntryClass::collective_large,
-                       EntryClass::training}) {
+                       EntryClass::training, EntryClass::training_shm}) {
     ClassSummary s{c};
     std::vector<double> abs_errors, errors;
     for (const auto& r : results) {

@@ -114,10 +114,15 @@ Source load_source(const std::filesystem::path& path);
 std::vector<Source> load_table(const std::filesystem::path& dir);
 
 // The class an entry's error is summarised in.
-enum class EntryClass { collective_small, collective_mid, collective_large, training };
+enum class EntryClass { collective_small, collective_mid, collective_large, training, training_shm };
 const char* entry_class_name(EntryClass c);
-// Collectives: small up to 64 KiB, large from 256 MiB, mid between; training otherwise.
+// Collectives: small up to 64 KiB, large from 256 MiB, mid between. Training: training_shm
+// where the run set NCCL_P2P_DISABLE=1 (the entry's overrides set nccl_p2p_disable: true) on
+// more than one GPU, so its gradients crossed host memory (NCCL's SHM transport), a
+// mechanism the twin models least well (README, "The fidelity table"); training otherwise.
 EntryClass classify(const Entry& e);
+// Whether the class is one of training's (training or training_shm).
+bool is_training(EntryClass c);
 
 struct Result {
   const Entry* entry = nullptr;

@@ -312,12 +312,21 @@ const char* entry_class_name(EntryClass c) {
     case EntryClass::collective_mid: return "collective mid";
     case EntryClass::collective_large: return "collective large (>= 256 MiB)";
     case EntryClass::training: return "training";
+    case EntryClass::training_shm: return "training, NCCL via host memory";
   }
   return "?";
 }
 
+bool is_training(EntryClass c) { return c == EntryClass::training || c == EntryClass::training_shm; }
+
 EntryClass classify(const Entry& e) {
-  if (!e.collective) return EntryClass::training;
+  if (!e.collective) {
+    const bool several = e.training && e.training->gpus > 1;  // GPUs of one node: SHM is within a node
+    const bool shm = std::any_of(e.overrides.begin(), e.overrides.end(), [](const scenario::Override& o) {
+      return o.path == "nccl_p2p_disable" && o.value.IsScalar() && o.value.as<std::string>() == "true";
+    });
+    return several && shm ? EntryClass::training_shm : EntryClass::training;
+  }
   if (e.collective->bytes <= 64 * kKiB) return EntryClass::collective_small;
   if (e.collective->bytes >= 256 * kMiB) return EntryClass::collective_large;
   return EntryClass::collective_mid;

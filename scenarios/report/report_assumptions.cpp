@@ -100,7 +100,7 @@ AssumptionsInput assumptions_input(const scenario::SweepResult& r, const scenari
           if (!gpus.count(gpu)) continue;
           auto& count = in.fidelity_by_gpu[gpu];
           ++count.entries;
-          if (fidelity::classify(e) == fidelity::EntryClass::training) ++count.training;
+          if (fidelity::is_training(fidelity::classify(e))) ++count.training;
           count.hardware.insert(std::filesystem::path(e.hardware_file).stem().string());
         }
     } catch (const std::exception&) {

@@ -57,6 +57,8 @@ int nodes_spanned(const Platform& p, const std::vector<int>& rank_gpus) {
 }
 
 bool nccl_p2p_within_node(const HardwareSpec& hw, int a, int b, int node_gpus) {
+  // NCCL_P2P_DISABLE=1: p2pLevel PATH_LOC, which no pair of GPUs is within.
+  if (hw.nccl_p2p_disable && !fault_active(Fault::nccl_p2p_disable_ignored)) return false;
   // NVLink: NVSwitch, a direct link, or two links through one GPU (NCCL's PATH_NVB, within
   // every p2pLevel; DGX-1's GPUs 0 and 5).
   if (hw.nvswitch) return true;

@@ -425,7 +425,9 @@ static IntraNodePaths intra_node_paths(const HardwareSpec& hw, NcclGraph& g, boo
     counted.clear();
     for (int i = 0; i < hw.gpus_per_node; ++i) counted.push_back(i);
   }
-  const NvlinkCounts links = hw.nvlink && !hw.nvlink->pairs.empty() && counted.size() > 1
+  // NCCL_P2P_DISABLE=1 diverts the NVLink paths through the CPU: no NVLink ring.
+  const bool nvlink_usable = !hw.nccl_p2p_disable || fault_active(Fault::nccl_p2p_disable_ignored);
+  const NvlinkCounts links = nvlink_usable && hw.nvlink && !hw.nvlink->pairs.empty() && counted.size() > 1
                                  ? nvlink_counts(hw, counted)
                                  : NvlinkCounts{};
   const int fewest_links = links.per_gpu.empty() ? 0 : *std::min_element(links.per_gpu.begin(), links.per_gpu.end());

@@ -426,6 +426,7 @@ HardwareSpec parse_hardware_yaml(const std::string& text, const std::string& fil
     }
     hw.nccl_version = *v;
   }
+  hw.nccl_p2p_disable = r.opt_bool("nccl_p2p_disable").value_or(false);
   r.finish();
   try {
     validate_hardware(hw);

@@ -17,6 +17,8 @@
 //   nodes: 1                           # identical nodes (>= 1); > 1 needs `network`
 //   gpus_per_node: 8
 //   nccl_version: "2.18.5"             # optional: NCCL release of the tuner constants (master, 2.18.5)
+//   nccl_p2p_disable: true             # optional (false): the run set NCCL_P2P_DISABLE=1 (NCCL's GPU pairs
+//                                      #   all go through host memory, its SHM transport, NVLink included)
 //   gpu:
 //     name: H100-SXM5-80GB
 //     peak_flops: {f32: 66.9 TFLOPS, tf32: 494.7 TFLOPS, bf16: ..., f16: ..., f64: ...}  # dense; tf32/bf16/f16 optional
@@ -326,6 +328,15 @@ struct HardwareSpec {
   // master branch, the default) or "2.18.5" (the v2.18.5-1 tag); the release nccl-tests or
   // PyTorch ran with (NCCL prints it: "NCCL version 2.18.5+cuda12.2").
   std::string nccl_version = "master";
+  // The run set NCCL_P2P_DISABLE=1: NCCL's p2pLevel becomes PATH_LOC (src/graph/paths.cc,
+  // ncclGetLevel), so no pair of a node's GPUs passes ncclTopoCheckP2p, NVLink and NVSwitch
+  // paths included, and ncclTopoComputePaths diverts every GPU-to-GPU path through the CPU
+  // (addInterStep): NCCL's rings run over its SHM transport through host memory. The twin
+  // then stages every GPU-to-GPU flow of the node through host memory; the driver's own peer
+  // copies (cudaMemcpyPeer, DataParallel's scatter and gather) follow those routes too,
+  // though the real driver would still use the links (a simplification: NCCL_P2P_DISABLE is
+  // a DDP run's setting in every source the table has).
+  bool nccl_p2p_disable = false;
 
   int gpu_count() const { return nodes * gpus_per_node; }
 };

@@ -196,6 +196,7 @@ std::string hardware_yaml(const HardwareSpec& hw, const YamlComments& comments, 
   e.line(0, "nodes", "nodes", std::to_string(hw.nodes));
   e.line(0, "gpus_per_node", "gpus_per_node", std::to_string(hw.gpus_per_node));
   if (hw.nccl_version != "master") e.line(0, "nccl_version", "nccl_version", quoted(hw.nccl_version));
+  if (hw.nccl_p2p_disable) e.line(0, "nccl_p2p_disable", "nccl_p2p_disable", "true");
   emit_gpu(e, hw.gpu);
   emit_pcie(e, hw.pcie);
   emit_nvlink(e, hw);

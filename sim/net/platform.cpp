@@ -102,14 +102,17 @@ struct PlatformBuilder {
   }
 
   Path gpu_to_gpu(const NodeLinks& L, int a, int b) const {
-    if (hw.nvlink && hw.nvlink->links_between(a, b) > 0) {
+    // NCCL_P2P_DISABLE=1 (HardwareSpec::nccl_p2p_disable): NCCL diverts every GPU pair
+    // through the CPU, so the node's GPU-to-GPU flows take the staged route below.
+    const bool links = !hw.nccl_p2p_disable || fault_active(Fault::nccl_p2p_disable_ignored);
+    if (links && hw.nvlink && hw.nvlink->links_between(a, b) > 0) {
       sg4::Link* l = L.nvl.at({std::min(a, b), std::max(a, b)});
       return {{l, a < b ? Dir::UP : Dir::DOWN}};
     }
-    if (hw.nvswitch) return {{L.gpu_nvswitch[a], Dir::UP}, {L.gpu_nvswitch[b], Dir::DOWN}};
+    if (links && hw.nvswitch) return {{L.gpu_nvswitch[a], Dir::UP}, {L.gpu_nvswitch[b], Dir::DOWN}};
     const int sa = L.gpu_switch[a], sb = L.gpu_switch[b];
     const int ka = switch_socket(sa), kb = switch_socket(sb);
-    if (pcie_p2p(L, a, b)) {
+    if (links && pcie_p2p(L, a, b)) {
       if (sa >= 0 && sa == sb) return {{L.gpu_pcie[a], Dir::UP}, {L.gpu_pcie[b], Dir::DOWN}};
       Path p = gpu_up(L, a);
       append(p, gpu_down(L, b));

@@ -227,6 +227,28 @@ TEST(FidelityClasses, BoundariesAre64KiBAnd256MiB) {
   EXPECT_EQ(classify(t), EntryClass::training);
 }
 
+// Invariant: a training entry whose run set NCCL_P2P_DISABLE=1 (overrides nccl_p2p_disable:
+// true) on several GPUs of a node is summarised apart (its gradients crossed host memory);
+// one GPU, the flag false, or another override leave it in training. Planted: any override
+// taken as the flag would move the pcie.peer_to_peer row.
+TEST(FidelityClasses, TrainingWithNcclP2pDisabledOnSeveralGpusIsItsOwnClass) {
+  const auto with = [](int gpus, const std::string& path, const std::string& value) {
+    Entry t;
+    t.training = TrainingConfig{};
+    t.training->gpus = gpus;
+    t.overrides.push_back({path, YAML::Load(value), ""});
+    return t;
+  };
+  EXPECT_EQ(classify(with(2, "nccl_p2p_disable", "true")), EntryClass::training_shm);
+  EXPECT_EQ(classify(with(8, "nccl_p2p_disable", "true")), EntryClass::training_shm);
+  EXPECT_EQ(classify(with(1, "nccl_p2p_disable", "true")), EntryClass::training);
+  EXPECT_EQ(classify(with(2, "nccl_p2p_disable", "false")), EntryClass::training);
+  EXPECT_EQ(classify(with(2, "pcie.peer_to_peer", "true")), EntryClass::training);
+  EXPECT_TRUE(is_training(EntryClass::training_shm));
+  EXPECT_FALSE(is_training(EntryClass::collective_mid));
+  EXPECT_STREQ(entry_class_name(EntryClass::training_shm), "training, NCCL via host memory");
+}
+
 TEST(FidelityClasses, MedianAndMaxOfAbsoluteErrors) {
   EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2);
   EXPECT_DOUBLE_EQ(median({4, 1, 3, 2}), 2.5);
@@ -407,6 +429,30 @@ TEST(FidelityCli, ExitCodesAndJson) {
   r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-median-error", "mid=50"}, dir);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("collective mid: median |error|"), std::string::npos) << r.err;
+  // A class's own --max-abs-error replaces the plain one for its entries: mid=1e15 (the far
+  // entry misses by about 1e10 %) lets it pass a plain 50; a limit on a class with no entry
+  // checks nothing, a usage error.
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-abs-error", "50", "--max-abs-error", "mid=1e15"},
+                       dir);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-abs-error", "50", "--max-abs-error", "small=1e15"},
+                       dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-abs-error small=1e+15: no collective small (<= 64 KiB) entry in the table"),
+            std::string::npos)
+      << r.err;
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-abs-error", "mid=50"}, dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("far misses by"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(--max-abs-error mid=50)"), std::string::npos) << r.err;
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-abs-error", "50", "--max-abs-error", "60"}, dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-abs-error 60: a limit for every class is given already (50)"), std::string::npos) << r.err;
+  r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-abs-error", "shm=50"}, dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--max-abs-error shm=50: no training, NCCL via host memory entry in the table"),
+            std::string::npos)
+      << r.err;
   r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-median-error", "huge=50"}, dir);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--max-median-error huge=50: expected CLASS=PCT"), std::string::npos) << r.err;

@@ -217,7 +217,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "desktop-2gpu-pcie-p2p, dgx-a100, dgx-a100-cluster, dgx-h100, dgx-h100-cluster, dgx1-v100, h200-1x, "
                 "host-cpu-gloo, l40s-4x-pcie4; the fidelity table's machines: a10-1x, a100-40gb-pcie-1x, "
                 "a100-80gb-pcie-1x, autodl-2x2080ti-pcie3-nop2p, h100-pcie-1x, quadro-rtx8000-1x, rtx3090-1x-pcie4, "
-                "rtx4090-1x-pcie4, rtx6000-ada-1x, titan-rtx-2x-nvlink; or a path to a .yaml file)"},
+                "rtx3090-2x-pcie4, rtx4090-1x-pcie4, rtx4090-2x-pcie4, rtx6000-ada-1x, rtx6000-ada-2x, "
+                "titan-rtx-2x-nvlink; or a path to a .yaml file)"},
         BadCase{"UnknownModel", replaced("model: resnet50", "model: resnet51"),
                 "bad.yaml:3: model: unknown model 'resnet51'; did you mean 'resnet50'? (library: bert-large, bert-large-dle-phase2, "
                 "gpt2-1.5b, "

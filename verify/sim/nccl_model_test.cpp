@@ -632,6 +632,34 @@ TEST(NcclTransports, P2pOnlyWithinNcclsP2pLevel) {
   EXPECT_FALSE(nccl_p2p_within_node(bridged, 0, 2, 4));
 }
 
+// Invariant: NCCL_P2P_DISABLE=1 (nccl_p2p_disable) puts every pair of a node's GPUs outside
+// NCCL's p2pLevel (PATH_LOC), NVSwitch, NVLink and a shared PCIe switch alike, so its rings
+// run over SHM: an all-reduce then moves at no more than the machine's host-staged rate
+// (staged_bidirectional_rate), where the same machine without the flag runs well above it.
+TEST(NcclTransports, P2pDisableSendsEveryPairThroughHostMemory) {
+  for (const std::string name : {"dgx-a100", "dgx1-v100"}) {
+    HardwareSpec hw = load_hardware(name, kHardwareLibrary);
+    const double shm = staged_bidirectional_rate(hw);
+    EXPECT_GT(server_busbw(hw), 2 * shm) << name;
+    EXPECT_TRUE(nccl_p2p_within_node(hw, 0, 1, 8)) << name;
+    hw.nccl_p2p_disable = true;
+    EXPECT_FALSE(nccl_p2p_within_node(hw, 0, 1, 8)) << name;
+    EXPECT_LE(server_busbw(hw), shm * (1 + 1e-6)) << name;
+  }
+  HardwareSpec one_switch = pcie_server(2, true, "2x Intel Xeon Gold 6448Y", "master");
+  EXPECT_GT(server_busbw(one_switch), kP2pAbove);
+  one_switch.nccl_p2p_disable = true;
+  EXPECT_FALSE(nccl_p2p_within_node(one_switch, 0, 1, 2));
+  EXPECT_LE(server_busbw(one_switch), kShmCap * (1 + 1e-6));
+}
+
+TEST(NcclTransports, PlantedBugP2pDisableIgnoredIsCaught) {
+  ScopedFault f(Fault::nccl_p2p_disable_ignored);
+  HardwareSpec hw = load_hardware("dgx-a100", kHardwareLibrary);
+  hw.nccl_p2p_disable = true;
+  EXPECT_GT(server_busbw(hw), 2 * staged_bidirectional_rate(hw));
+}
+
 TEST(NcclTransports, PlantedBugP2pThroughAnyCpuIsCaught) {
   ScopedFault f(Fault::nccl_p2p_through_any_cpu);
   EXPECT_GT(server_busbw(pcie_server(2, false, "2x Intel Xeon Gold 6448Y", "master")), kP2pAbove);
