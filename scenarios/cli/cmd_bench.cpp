@@ -50,6 +50,7 @@ struct BenchOptions {
   std::optional<int> devices;        // ranks (default: every GPU of the machine)
   std::optional<int> nodes;          // sim: override the hardware file's node count
   std::optional<std::string> nccl_version;  // sim: NCCL release of the tuner constants
+  bool nccl_p2p_disable = false;            // sim: as NCCL_P2P_DISABLE=1 (every GPU pair through host memory)
   std::string min_bytes = "8";       // -b
   std::string max_bytes = "128M";    // -e
   int factor = 2;                    // -f
@@ -175,6 +176,7 @@ SimBenchSetup sim_setup(const BenchOptions& o) {
     }
     s.hw.nccl_version = *o.nccl_version;
   }
+  if (o.nccl_p2p_disable) s.hw.nccl_p2p_disable = true;
   const int n = o.devices.value_or(s.hw.gpu_count());
   if (n < 1 || n > s.hw.gpu_count())
     throw std::invalid_argument(
@@ -256,6 +258,7 @@ void print_table(const BenchOptions& o, sim::CollectiveOp op, int n, const std::
   if (o.algo) more += fmt::format(" --algo {}", *o.algo);
   if (o.proto) more += fmt::format(" --proto {}", *o.proto);
   if (o.nccl_version) more += fmt::format(" --nccl-version {}", *o.nccl_version);
+  if (o.nccl_p2p_disable) more += " --nccl-p2p-disable";
   fmt::print("# dptwin bench: backend {}, {}, {} rank{}, op {}, -b {} -e {} -f {} -n {} -w {}{}\n", o.backend, machine, n,
              n == 1 ? "" : "s", sim::collective_op_name(op), o.min_bytes, o.max_bytes, o.factor, o.iters, o.warmup,
              more);
@@ -295,6 +298,7 @@ nlohmann::json bench_json(const BenchOptions& o, sim::CollectiveOp op, int n, co
   j["algo"] = or_null(o.algo);
   j["proto"] = or_null(o.proto);
   j["nccl_version"] = or_null(o.nccl_version);
+  j["nccl_p2p_disable"] = o.nccl_p2p_disable;
   j["units"] = {{"size", "bytes"}, {"time", "us"}, {"algbw", "GB/s (1e9 B/s)"}, {"busbw", "GB/s (1e9 B/s)"}};
   j["rows"] = nlohmann::json::array();
   for (const auto& r : rows) {
@@ -316,7 +320,8 @@ bool given(const BenchOptions& o, const std::string& flag) {
 // A flag the chosen backend would ignore is refused, naming it.
 void refuse_foreign_flags(const BenchOptions& o) {
   const bool sim = o.backend == "sim";
-  const std::vector<std::string> sim_only = {"--hardware", "--nodes", "--algo", "--proto", "--nccl-version"};
+  const std::vector<std::string> sim_only = {"--hardware", "--nodes", "--algo", "--proto", "--nccl-version",
+                                             "--nccl-p2p-disable"};
   const std::vector<std::string> real_only = {"--check", "--gemm-size", "--copy-bytes", "--no-micro", "--tf32"};
   for (const auto& f : sim ? real_only : sim_only)
     if (given(o, f))
@@ -399,6 +404,9 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
   cmd->add_option("--nccl-version", o->nccl_version,
                   "sim: NCCL release whose tuner constants to use, as nccl-tests prints it (master, 2.18.5; "
                   "default: the hardware file's nccl_version, else master)");
+  cmd->add_flag("--nccl-p2p-disable", o->nccl_p2p_disable,
+                "sim: as NCCL_P2P_DISABLE=1: NCCL connects every pair of a node's GPUs through host memory (SHM), "
+                "NVLink and NVSwitch included (the hardware field nccl_p2p_disable)");
   with_choices(cmd->add_option("--algo", o->algo, "sim: force the algorithm like NCCL_ALGO: ring, tree, nvls, nvls_tree (NVLSTree)"),
                {"ring", "tree", "nvls", "nvls_tree"});
   with_choices(cmd->add_option("--proto", o->proto, "sim: force the protocol like NCCL_PROTO: LL, LL128, Simple"),
@@ -414,8 +422,8 @@ Registration reg{"bench", [](CLI::App& app) -> RunFn {
               exit_codes_help());
   return [o, cmd]() {
     o->op_given = cmd->count("--op") > 0;
-    for (const char* f : {"--hardware", "--nodes", "--nccl-version", "--algo", "--proto", "--check", "--gemm-size", "--copy-bytes", "--no-micro",
-                          "--tf32"})
+    for (const char* f : {"--hardware", "--nodes", "--nccl-version", "--nccl-p2p-disable", "--algo", "--proto", "--check",
+                          "--gemm-size", "--copy-bytes", "--no-micro", "--tf32"})
       if (cmd->count(f) > 0) o->given.push_back(f);
     return run_bench(*o);
   };

@@ -175,6 +175,29 @@ TEST(BenchSim, RanksBeyondTheMachinesMemoryMapsAreRefused) {
   EXPECT_NE(r.err.find("vm.max_map_count"), std::string::npos) << r.err;
 }
 
+// Invariant: --nccl-p2p-disable (NCCL_P2P_DISABLE=1) puts dgx-a100's all-reduce through host
+// memory: at no more than the host-staged rate of its PCIe Gen4 x16 links (0.41 x 31.5 GB/s),
+// a twentieth of the NVSwitch figure without the flag; the header and --json record it.
+TEST(BenchSim, NcclP2pDisableRunsThroughHostMemory) {
+  const std::vector<std::string> args = {"--hardware", "dgx-a100", "-b", "256M", "-e", "256M", "-n", "1", "-w", "0"};
+  const CliResult on = bench(args);
+  std::vector<std::string> off_args = args;
+  off_args.push_back("--nccl-p2p-disable");
+  const CliResult off = bench(off_args);
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  const auto rows_on = rows_of(on.out), rows_off = rows_of(off.out);
+  ASSERT_EQ(rows_on.size(), 1u);
+  ASSERT_EQ(rows_off.size(), 1u);
+  const double shm_cap_gbs = 0.41 * 31.5;  // kStagedBidirectionalLinkShare x PCIe Gen4 x16
+  EXPECT_LE(rows_off[0].busbw, shm_cap_gbs * 1.01) << off.out;
+  EXPECT_GT(rows_on[0].busbw, 10 * shm_cap_gbs) << on.out;
+  EXPECT_NE(off.out.find("--nccl-p2p-disable"), std::string::npos) << off.out;
+  off_args.push_back("--json");
+  const auto j = nlohmann::json::parse(bench(off_args).out);
+  EXPECT_EQ(j.at("nccl_p2p_disable"), true);
+}
+
 TEST(BenchSim, JsonCarriesTheTableRows) {
   const std::vector<std::string> args = {"--hardware", "dgx-h100-cluster", "--nodes", "2", "-b", "1M", "-e", "16M",
                                          "-f", "4", "-n", "1", "-w", "0"};

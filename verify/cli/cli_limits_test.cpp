@@ -145,6 +145,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "machine)\n"},
         LimitCase{"BenchHostIgnoresAlgo", {"bench", "--backend", "host", "--algo", "ring"}, {},
                   "dptwin bench: error: --algo applies to --backend sim only (--backend host measures this machine)\n"},
+        LimitCase{"BenchHostIgnoresNcclP2pDisable", {"bench", "--backend", "host", "--nccl-p2p-disable"}, {},
+                  "dptwin bench: error: --nccl-p2p-disable applies to --backend sim only (--backend host measures "
+                  "this machine)\n"},
         LimitCase{"BenchSimIgnoresGemmSize", {"bench", "--hardware", "dgx-a100", "--gemm-size", "64"}, {},
                   "dptwin bench: error: --gemm-size applies to --backend host or cuda (the twin has no "
                   "microbenchmarks)\n"},
