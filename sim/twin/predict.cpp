@@ -635,6 +635,32 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
         "BERT-large 23-46 % fast)",
         hw.source_file.empty() ? "hardware '" + hw.name + "'" : hw.source_file, compute_type_label(matmul_type),
         100.0 * gemm_share, hw.efficiency.gemm));
+  // NCCL over host memory (SHM) on a node: the fidelity table's DDP runs there lost more than
+  // the twin's SHM rings cost them (its class "training, NCCL via host memory": BERT-large
+  // 10-142 % fast on 2026-12-07, no published microbenchmark of the SHM kernels to set a
+  // figure from), so a prediction there says it (an outside-user's reading of the class).
+  const int per_node = c.devices / std::max(1, c.nodes);
+  if (c.strategy != StrategyKind::single && per_node >= 2 && !hw.gloo) {
+    std::string why;
+    for (int a = 0; a < per_node && why.empty(); ++a)
+      for (int b = a + 1; b < per_node && why.empty(); ++b)
+        if (!sim::nccl_p2p_within_node(hw, a, b, per_node))
+          why = hw.nccl_p2p_disable ? "nccl_p2p_disable is set, as by NCCL_P2P_DISABLE=1"
+                : !sim::gpu_peer_access(hw, a, b)
+                    ? fmt::format("GPUs {} and {} have no peer access: pcie.peer_to_peer is false and no NVLink "
+                                  "joins them",
+                                  a, b)
+                    : fmt::format("GPUs {} and {} meet at the root complex of the {}, beyond NCCL's p2pLevel", a, b,
+                                  hw.host.cpu);
+    if (!why.empty())
+      r.warnings.push_back(fmt::format(
+          "NCCL connects this node's GPUs through host memory, its SHM transport ({}); the twin runs those "
+          "collectives at the host-staged rate ({:.1f} GB/s each way per GPU) and overlaps them with backward, but "
+          "measured DDP runs over SHM lose more: the twin predicts them faster than measured, by 23 % at the median "
+          "on 2026-12-07 (`dptwin fidelity`, class \"training, NCCL via host memory\"), so read this step time as "
+          "a lower bound",
+          why, sim::staged_bidirectional_rate(hw) / 1e9));
+  }
   // A peak within kMemoryHeadroomShare of the GPU's memory fits in the twin, which counts
   // tensors only: the CUDA context, cuBLAS and cuDNN workspaces and the caching allocator's
   // fragmentation are not counted, so PyTorch may run out of memory there (an outside-user

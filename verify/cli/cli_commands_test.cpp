@@ -717,6 +717,32 @@ TEST(CliPredict, MatmulsWithoutTheGpusOwnFigureAreWarnedAbout) {
             std::string::npos);
 }
 
+// A data-parallel step whose NCCL runs through host memory (SHM) says so, with the reason:
+// NCCL_P2P_DISABLE=1 on NVSwitch, GPUs without peer access, GPUs beyond NCCL's p2pLevel
+// (an Intel root complex); NVSwitch with P2P, one GPU, and gloo on the host say nothing.
+TEST(CliPredict, DataParallelOverHostMemoryIsWarnedAbout) {
+  const fs::path dir = fresh_dir("predict-shm");
+  auto warnings = [&](const std::string& hw, int devices, std::vector<std::string> more = {}) {
+    std::vector<std::string> args = {"predict", "--hardware", hw, "--model", "resnet50", "--strategy",
+                                     devices > 1 ? "ddp" : "single", "--devices", std::to_string(devices),
+                                     "--batch-per-device", "32", "--json"};
+    args.insert(args.end(), more.begin(), more.end());
+    const CliResult r = run_dptwin(args, dir);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out).at("warnings").dump();
+  };
+  const std::string shm = "NCCL connects this node's GPUs through host memory, its SHM transport (";
+  const std::string off = warnings("dgx-a100", 8, {"--override", "nccl_p2p_disable=true"});
+  EXPECT_NE(off.find(shm + "nccl_p2p_disable is set, as by NCCL_P2P_DISABLE=1)"), std::string::npos) << off;
+  EXPECT_NE(off.find("so read this step time as a lower bound"), std::string::npos) << off;
+  const std::string geforce = warnings("rtx4090-2x-pcie4", 2);
+  EXPECT_NE(geforce.find(shm + "GPUs 0 and 1 have no peer access"), std::string::npos) << geforce;
+  const std::string intel = warnings("l40s-4x-pcie4", 4);
+  EXPECT_NE(intel.find("beyond NCCL's p2pLevel"), std::string::npos) << intel;
+  EXPECT_EQ(warnings("dgx-a100", 8).find("SHM transport"), std::string::npos);
+  EXPECT_EQ(warnings("rtx4090-2x-pcie4", 1).find("SHM transport"), std::string::npos);
+}
+
 // Nodes without GPUs per node run one GPU per node (the documented default), and the
 // prediction says how to fill the nodes; with --devices or --gpus it says nothing.
 TEST(CliPredict, NodesWithoutDevicesSayOneGpuPerNode) {
