@@ -123,6 +123,7 @@ const std::vector<Fault>& all_faults() {
       Fault::calibrate_fits_below_plateau,
       Fault::comm_hook_recasts_half_buckets,
       Fault::nccl_p2p_disable_ignored,
+      Fault::shm_root_port_unshared,
   };
   return faults;
 }
@@ -233,6 +234,7 @@ const char* fault_name(Fault f) {
     case Fault::calibrate_fits_below_plateau: return "calibrate-fits-below-plateau";
     case Fault::comm_hook_recasts_half_buckets: return "comm-hook-recasts-half-buckets";
     case Fault::nccl_p2p_disable_ignored: return "nccl-p2p-disable-ignored";
+    case Fault::shm_root_port_unshared: return "shm-root-port-unshared";
     case Fault::fault_count_: break;
   }
   return "?";

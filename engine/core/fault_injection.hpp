@@ -116,6 +116,7 @@ enum class Fault : unsigned {
   calibrate_fits_below_plateau,     // "calibrate-fits-below-plateau": calibrate fits a link rate at a size where the twin's ring still ramps
   comm_hook_recasts_half_buckets,   // "comm-hook-recasts-half-buckets": a compress hook casts (and copies) a bucket already in its dtype
   nccl_p2p_disable_ignored,         // "nccl-p2p-disable-ignored": NCCL_P2P_DISABLE=1 (nccl_p2p_disable) leaves NVLink, NVSwitch and PCIe P2P in use
+  shm_root_port_unshared,           // "shm-root-port-unshared": GPUs behind one PCIe switch each get a root port's host-staged rate
   fault_count_,  // not a fault: how many there are (one bit each in two 64-bit words)
 };
 static_assert(static_cast<unsigned>(Fault::fault_count_) <= 128, "planted faults are bits of two 64-bit words");

@@ -256,9 +256,13 @@ void shape_flows(CollectivePlan& plan, const HardwareSpec& hw, const NcclGraph& 
   // schedule's rings (plan.channels). A chain (broadcast, reduce) of three or more ranks
   // does the same at every rank between its ends, which receives each piece while it
   // sends the one before; only a two-rank chain moves its bytes one way.
+  // The published share (kStagedBidirectionalLinkShare) was measured on GPUs with a root
+  // port each: the root port serves it, so GPUs behind one PCIe switch share one port's rate
+  // (8 A100s of a DGX A100 with NCCL_P2P_DISABLE=1: two per switch uplink, half each). A
+  // file's own figure is its GPU pair's as measured there, sharing included.
   if (!g.p2p && plan.algorithm == CollectiveAlgorithm::ring && (!chain || g.ranks >= 3) &&
       !fault_active(Fault::nccl_shm_duplex_cap_omitted)) {
-    const double shm_cap = staged_bidirectional_rate(hw) / std::max(1, plan.channels);
+    const double shm_cap = shm_rate_per_gpu(hw, g.gpus_per_root_port) / std::max(1, plan.channels);
     plan.flow_cap_bytes_per_s = plan.flow_cap_bytes_per_s > 0 ? std::min(plan.flow_cap_bytes_per_s, shm_cap) : shm_cap;
   }
 }

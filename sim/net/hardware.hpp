@@ -333,9 +333,9 @@ struct HardwareSpec {
   // paths included, and ncclTopoComputePaths diverts every GPU-to-GPU path through the CPU
   // (addInterStep): NCCL's rings run over its SHM transport through host memory. The twin
   // then stages every GPU-to-GPU flow of the node through host memory; the driver's own peer
-  // copies (cudaMemcpyPeer, DataParallel's scatter and gather) follow those routes too,
-  // though the real driver would still use the links (a simplification: NCCL_P2P_DISABLE is
-  // a DDP run's setting in every source the table has).
+  // copies (cudaMemcpyPeer, DataParallel's scatter and gather) are staged copies too, at
+  // pcie.staged_unidirectional, though the real driver would still use the links (a
+  // simplification: NCCL_P2P_DISABLE is a DDP run's setting in every source the table has).
   bool nccl_p2p_disable = false;
 
   int gpu_count() const { return nodes * gpus_per_node; }

@@ -706,6 +706,9 @@ Seconds Platform::link_latency(int id) const { return link_or_counterpart(id)->g
 
 bool Platform::peer_to_peer(int gpu_a, int gpu_b) const {
   if (node_of_gpu(gpu_a) != node_of_gpu(gpu_b)) return true;  // GPUDirect RDMA across nodes
+  // nccl_p2p_disable: the node's GPU-to-GPU routes are staged (gpu_to_gpu), so the driver's
+  // copies run as staged copies too (the simplification HardwareSpec::nccl_p2p_disable names).
+  if (hw_.nccl_p2p_disable && !fault_active(Fault::nccl_p2p_disable_ignored)) return false;
   return gpu_peer_access(hw_, local_index(gpu_a), local_index(gpu_b));
 }
 

@@ -653,6 +653,33 @@ TEST(NcclTransports, P2pDisableSendsEveryPairThroughHostMemory) {
   EXPECT_LE(server_busbw(one_switch), kShmCap * (1 + 1e-6));
 }
 
+// Invariant: the default host-staged share is a root port's (it was measured on GPUs with a
+// port each), so GPUs behind one PCIe switch split it: DGX A100's 8 GPUs, two per switch,
+// run an SHM ring at half of 0.41 x PCIe Gen4 x16, where a server with a root port per GPU
+// runs the whole share; a file's own figure (its GPU pair as measured there) is not split.
+TEST(NcclTransports, GpusBehindOneSwitchShareTheirRootPortsHostStagedRate) {
+  HardwareSpec a100 = load_hardware("dgx-a100", kHardwareLibrary);
+  a100.nccl_p2p_disable = true;
+  const double port = staged_bidirectional_rate(a100);
+  EXPECT_EQ(gpus_per_root_port(a100, {0, 1, 2, 3, 4, 5, 6, 7}), 2);
+  EXPECT_EQ(gpus_per_root_port(a100, {0, 2}), 1);
+  EXPECT_LE(server_busbw(a100), port / 2 * (1 + 1e-6));
+  EXPECT_GT(server_busbw(a100), port / 2 * 0.9);
+  HardwareSpec own_ports = pcie_server(2, false, "2x AMD EPYC 9354", "master");
+  own_ports.nccl_p2p_disable = true;
+  EXPECT_GT(server_busbw(own_ports), 0.9 * staged_bidirectional_rate(own_ports));
+  HardwareSpec measured = a100;
+  measured.pcie.staged_bidirectional = 4e9;  // a pair's figure as measured on the machine
+  EXPECT_DOUBLE_EQ(shm_rate_per_gpu(measured, 2), 4e9);
+}
+
+TEST(NcclTransports, PlantedBugRootPortUnsharedIsCaught) {
+  ScopedFault f(Fault::shm_root_port_unshared);
+  HardwareSpec a100 = load_hardware("dgx-a100", kHardwareLibrary);
+  a100.nccl_p2p_disable = true;
+  EXPECT_GT(server_busbw(a100), 0.75 * staged_bidirectional_rate(a100));
+}
+
 TEST(NcclTransports, PlantedBugP2pDisableIgnoredIsCaught) {
   ScopedFault f(Fault::nccl_p2p_disable_ignored);
   HardwareSpec hw = load_hardware("dgx-a100", kHardwareLibrary);
