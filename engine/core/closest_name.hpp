@@ -23,8 +23,15 @@ inline std::size_t edit_distance(const std::string& a, const std::string& b) {
   return d[a.size()][b.size()];
 }
 
-// The closest name within max(1, |word| / 3) edits, or none.
+// The closest name within max(1, |word| / 3) edits, or none; a name that differs from the
+// word in letter case alone first (NCCL_P2P_DISABLE for the file key nccl_p2p_disable).
 inline std::optional<std::string> closest_name(const std::string& word, const std::vector<std::string>& names) {
+  const auto lower = [](std::string v) {
+    for (char& c : v) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    return v;
+  };
+  for (const auto& n : names)
+    if (n != word && lower(n) == lower(word)) return n;
   std::optional<std::string> best;
   std::size_t best_d = std::max<std::size_t>(1, word.size() / 3) + 1;
   for (const auto& n : names) {

@@ -176,6 +176,10 @@ SimBenchSetup sim_setup(const BenchOptions& o) {
     }
     s.hw.nccl_version = *o.nccl_version;
   }
+  if (o.nccl_p2p_disable && s.hw.gloo)
+    throw std::invalid_argument(fmt::format("--nccl-p2p-disable: hardware {}'s collectives are gloo's (its gloo "
+                                            "section), not NCCL's; NCCL_P2P_DISABLE does not apply",
+                                            s.hw.name));
   if (o.nccl_p2p_disable) s.hw.nccl_p2p_disable = true;
   const int n = o.devices.value_or(s.hw.gpu_count());
   if (n < 1 || n > s.hw.gpu_count())

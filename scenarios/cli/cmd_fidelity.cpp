@@ -47,6 +47,8 @@ struct FidelityArgs {
 
 std::filesystem::path default_table_dir() { return scenarios_dir() / "measured" / "public"; }
 
+std::string class_key(fidelity::EntryClass c);  // below, with the limits' class names
+
 std::string config_text(const fidelity::Entry& e) {
   if (e.collective) {
     const auto& c = *e.collective;
@@ -117,6 +119,7 @@ nlohmann::json to_json(const std::vector<fidelity::Source>& sources, const std::
                             {"url", url},
                             {"hardware_file", e.hardware_file},
                             {"class", fidelity::entry_class_name(fidelity::classify(e))},
+                            {"class_key", class_key(fidelity::classify(e))},
                             {"configuration", config_text(e)},
                             {"twin_precision", twin_precision(e)},
                             {"metric", fidelity::metric_name(e.metric)},
@@ -128,6 +131,7 @@ nlohmann::json to_json(const std::vector<fidelity::Source>& sources, const std::
   j["classes"] = nlohmann::json::array();
   for (const auto& s : sums)
     j["classes"].push_back({{"class", fidelity::entry_class_name(s.cls)},
+                            {"class_key", class_key(s.cls)},
                             {"entries", s.count},
                             {"median_abs_error", s.median_abs_error},
                             {"median_error", s.median_error},
@@ -148,6 +152,13 @@ const std::map<std::string, fidelity::EntryClass>& median_limit_classes() {
 
 // Per-class limits from the CLASS=PCT specs of `flag`. Given `bare`, a plain PCT (at most one)
 // goes there: the limit of every class without its own; without it a plain PCT is refused.
+// The class's short name in the limits (small, mid, large, training, shm).
+std::string class_key(fidelity::EntryClass c) {
+  for (const auto& [name, cls] : median_limit_classes())
+    if (cls == c) return name;
+  return "?";
+}
+
 std::map<fidelity::EntryClass, double> parse_class_limits(const std::string& flag, const std::vector<std::string>& specs,
                                                           std::optional<double>* bare = nullptr) {
   const auto& names = median_limit_classes();
@@ -193,7 +204,7 @@ int run_fidelity(const FidelityArgs& a) {
   const auto abs_limits = parse_class_limits("--max-abs-error", a.max_abs_error, &abs_limit_all);
   const auto median_limits = parse_class_limits("--max-median-error", a.max_median_error);
   const std::filesystem::path dir = a.dir.empty() ? default_table_dir() : std::filesystem::path(a.dir);
-  const auto sources = fidelity::load_table(dir);
+  auto sources = fidelity::load_table(dir);
   const auto lib = whatif::library();
   std::vector<fidelity::Job> jobs;
   // A hardware file given as a path stands for its name (entries name files by stem).
@@ -236,17 +247,25 @@ int run_fidelity(const FidelityArgs& a) {
                                             fmt::join(names, ", ")));
   }
   if (jobs.empty()) throw std::invalid_argument(fmt::format("--only {}: no entry id contains it", a.only));
+  // The class of a run whose hardware file itself sets nccl_p2p_disable (a user's table):
+  // the jobs' files are loaded once here (the entries stay where the jobs point).
+  std::set<const fidelity::Entry*> chosen;
+  for (const auto& j : jobs) chosen.insert(j.entry);
+  fidelity::resolve_run_settings(sources, lib, [&](const fidelity::Entry& e) { return chosen.count(&e) > 0; });
   // A gate on a class with no entry would pass whatever the model does (a typo in --only).
   for (const auto* limits : {&median_limits, &abs_limits})
     for (const auto& [cls, pct] : *limits)
       if (std::none_of(jobs.begin(), jobs.end(), [&, c = cls](const fidelity::Job& j) { return fidelity::classify(*j.entry) == c; }))
-        throw std::invalid_argument(fmt::format("{} {}={:g}: no {} entry {}, so the limit would check nothing",
-                                                limits == &median_limits ? "--max-median-error" : "--max-abs-error",
-                                                std::find_if(median_limit_classes().begin(), median_limit_classes().end(),
-                                                             [c = cls](const auto& n) { return n.second == c; })
-                                                    ->first,
-                                                pct, fidelity::entry_class_name(cls),
-                                                a.only.empty() ? "in the table" : fmt::format("has an id with '{}'", a.only)));
+        throw std::invalid_argument(fmt::format(
+            "{} {}={:g}: no {} entry {}, so the limit would check nothing",
+            limits == &median_limits ? "--max-median-error" : "--max-abs-error", class_key(cls), pct,
+            fidelity::entry_class_name(cls),
+            a.only.empty() && hardware.empty() && a.gpu.empty()
+                ? std::string("in the table")
+                : fmt::format("among those --only/--hardware/--gpu chose ({}{}{})",
+                              a.only.empty() ? "" : "--only " + a.only,
+                              hardware.empty() ? "" : std::string(a.only.empty() ? "" : ", ") + "--hardware " + hardware,
+                              a.gpu.empty() ? "" : std::string(a.only.empty() && hardware.empty() ? "" : ", ") + "--gpu " + a.gpu)));
   // A progress bar on a terminal (the table takes half a minute on two cores).
   scenario::ProgressBar bar(whatif::stderr_is_terminal() && !a.json, jobs.size(), "entries");
   const auto results = fidelity::predict_entries(
@@ -267,20 +286,16 @@ int run_fidelity(const FidelityArgs& a) {
     if (limit && std::abs(r.error) * 100 > *limit) {
       std::cerr << fmt::format("dptwin fidelity: {} misses by {:+.1f}% (--max-abs-error {}{:g})\n", r.entry->id,
                                r.error * 100,
-                               own != abs_limits.end()
-                                   ? std::find_if(median_limit_classes().begin(), median_limit_classes().end(),
-                                                  [cls](const auto& n) { return n.second == cls; })
-                                             ->first +
-                                         "="
-                                   : "",
+                               own != abs_limits.end() ? class_key(cls) + "=" : "",
                                *limit);
       ++over;
     }
   }
   for (const auto& s : sums)
     if (auto it = median_limits.find(s.cls); it != median_limits.end() && s.median_abs_error * 100 > it->second) {
-      std::cerr << fmt::format("dptwin fidelity: {}: median |error| {:.1f}% (--max-median-error {:g})\n",
-                               fidelity::entry_class_name(s.cls), s.median_abs_error * 100, it->second);
+      std::cerr << fmt::format("dptwin fidelity: {}: median |error| {:.1f}% (--max-median-error {}={:g})\n",
+                               fidelity::entry_class_name(s.cls), s.median_abs_error * 100, class_key(s.cls),
+                               it->second);
       ++over;
     }
   return over > 0 ? kExitFailure : kExitOk;

@@ -80,7 +80,8 @@ void from_logs(const sim::HardwareSpec& base, const std::vector<NcclTestsLog>& l
         fc.after < kLowEfficiency)
       out.changes.push_back(fmt::format(
           "warning: {} {:.4g} is under {}: the log ran about {:.0f}x slower than the file's links allow; check that "
-          "it ran as the file describes (NCCL_P2P_DISABLE, NCCL_ALGO/NCCL_PROTO, the transport NCCL_DEBUG=INFO names)",
+          "it ran as the file describes (NCCL_P2P_DISABLE: the file's nccl_p2p_disable; NCCL_ALGO/NCCL_PROTO; the "
+          "transport NCCL_DEBUG=INFO names)",
           fc.field, fc.after, kLowEfficiency, fc.before / fc.after));
   }
 }

@@ -98,6 +98,9 @@ struct Entry {
   Metric metric = Metric::busbw_GB_per_s;
   double measured = 0;
   std::string note;
+  // The run's NCCL_P2P_DISABLE: its hardware file's nccl_p2p_disable with the overrides
+  // applied (resolve_run_settings; false until then).
+  bool nccl_p2p_disable = false;
 };
 
 struct Source {
@@ -117,10 +120,16 @@ std::vector<Source> load_table(const std::filesystem::path& dir);
 enum class EntryClass { collective_small, collective_mid, collective_large, training, training_shm };
 const char* entry_class_name(EntryClass c);
 // Collectives: small up to 64 KiB, large from 256 MiB, mid between. Training: training_shm
-// where the run set NCCL_P2P_DISABLE=1 (the entry's overrides set nccl_p2p_disable: true) on
-// more than one GPU, so its gradients crossed host memory (NCCL's SHM transport), a
-// mechanism the twin models least well (README, "The fidelity table"); training otherwise.
+// where the run set NCCL_P2P_DISABLE=1 (the entry's overrides set nccl_p2p_disable true, or
+// resolve_run_settings found its hardware file does) on more than one GPU of a node, so its
+// gradients crossed host memory (NCCL's SHM transport), a mechanism the twin models least
+// well (README, "Fidelity"); training otherwise.
 EntryClass classify(const Entry& e);
+// Sets the nccl_p2p_disable of each entry `which` takes (every entry when empty) from its
+// hardware file with its overrides (each file and override set loaded once). Throws as
+// loading does.
+void resolve_run_settings(std::vector<Source>& sources, const scenario::Library& lib,
+                          const std::function<bool(const Entry&)>& which = {});
 // Whether the class is one of training's (training or training_shm).
 bool is_training(EntryClass c);
 

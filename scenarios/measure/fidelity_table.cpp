@@ -322,9 +322,12 @@ bool is_training(EntryClass c) { return c == EntryClass::training || c == EntryC
 EntryClass classify(const Entry& e) {
   if (!e.collective) {
     const bool several = e.training && e.training->gpus > 1;  // GPUs of one node: SHM is within a node
-    const bool shm = std::any_of(e.overrides.begin(), e.overrides.end(), [](const scenario::Override& o) {
-      return o.path == "nccl_p2p_disable" && o.value.IsScalar() && o.value.as<std::string>() == "true";
-    });
+    // The override read as the hardware file's reader reads it (`yes` is true there too).
+    const bool shm = e.nccl_p2p_disable ||
+                     std::any_of(e.overrides.begin(), e.overrides.end(), [](const scenario::Override& o) {
+                       return o.path == "nccl_p2p_disable" && o.value.IsScalar() &&
+                              sim::parse_yaml_bool(o.value.Scalar()).value_or(false);
+                     });
     return several && shm ? EntryClass::training_shm : EntryClass::training;
   }
   if (e.collective->bytes <= 64 * kKiB) return EntryClass::collective_small;
@@ -337,6 +340,27 @@ const std::string& EntryGpuNames::of(const Entry& e, const std::filesystem::path
   auto it = names_.find(key);
   if (it == names_.end()) it = names_.emplace(std::move(key), entry_gpu_name(e, lib_, source_dir)).first;
   return it->second;
+}
+
+void resolve_run_settings(std::vector<Source>& sources, const scenario::Library& lib,
+                          const std::function<bool(const Entry&)>& which) {
+  std::map<std::pair<std::filesystem::path, std::string>, bool> seen;
+  for (auto& s : sources) {
+    const auto source_dir = std::filesystem::path(s.file).parent_path();
+    for (auto& e : s.entries) {
+      if (which && !which(e)) continue;
+      auto key = std::make_pair(source_dir, e.hardware_file + (e.overrides.empty() ? "" : "+" + e.id));
+      auto it = seen.find(key);
+      if (it == seen.end()) {
+        const std::string where = fmt::format("{}:{}: hardware_file: ", e.file, e.line);
+        it = seen.emplace(std::move(key), scenario::load_hardware_with_overrides(e.hardware_file, e.overrides, lib,
+                                                                                 source_dir, where)
+                                              .nccl_p2p_disable)
+                 .first;
+      }
+      e.nccl_p2p_disable = it->second;
+    }
+  }
 }
 
 std::string entry_gpu_name(const Entry& e, const scenario::Library& lib, const std::filesystem::path& source_dir) {

@@ -468,6 +468,10 @@ void validate_hardware(const HardwareSpec& hw) {
   const int n = hw.gpus_per_node;
   if (hw.nodes < 1) bad(fmt::format("nodes: must be positive, got {}", hw.nodes));
   if (n < 1) bad(fmt::format("gpus_per_node: must be positive, got {}", n));
+  // NCCL_P2P_DISABLE is NCCL's: a gloo host would ignore it without a word.
+  if (hw.nccl_p2p_disable && hw.gloo)
+    bad("nccl_p2p_disable: this machine's collectives are gloo's (its gloo section), not NCCL's; NCCL_P2P_DISABLE "
+        "does not apply");
   // NVLink SHARP (NVLS) is Hopper's and later: a file that claims it on an earlier GPU (or
   // on a GPU whose name dptwin reads as earlier) would silently run rings.
   if (const int cc = gpu_compute_capability_of(hw.gpu); hw.nvswitch && hw.nvswitch->in_switch_reduction && cc < 90)

@@ -261,6 +261,10 @@ std::string MapReader::key_path(const std::string& key) const { return path_.emp
 
 std::string MapReader::where(const std::string& key) const {
   const YAML::Node v = node_[key];
+  // A key written with no value: its own line (an empty value's mark is the next token's).
+  if (v.IsDefined() && v.IsNull())
+    for (auto it = node_.begin(); it != node_.end(); ++it)
+      if (it->first.IsScalar() && it->first.Scalar() == key) return yaml_where(file_, it->first) + key_path(key) + ": ";
   return yaml_where(file_, v.IsDefined() ? v : node_) + key_path(key) + ": ";
 }
 
@@ -356,13 +360,18 @@ double MapReader::get_double(const std::string& key) {
   return out;
 }
 
+std::optional<bool> parse_yaml_bool(std::string_view s) {
+  if (s == "true" || s == "True" || s == "yes") return true;
+  if (s == "false" || s == "False" || s == "no") return false;
+  return std::nullopt;
+}
+
 bool MapReader::get_bool(const std::string& key) {
   const YAML::Node v = child(key);
   if (!v.IsScalar()) fail(key, fmt::format("expected a boolean, got {}", scalar_text(v)));
-  const std::string& s = v.Scalar();
-  if (s == "true" || s == "True" || s == "yes") return true;
-  if (s == "false" || s == "False" || s == "no") return false;
-  fail(key, fmt::format("expected a boolean (true or false), got '{}'", s));
+  if (const auto b = parse_yaml_bool(v.Scalar())) return *b;
+  fail(key, fmt::format("expected a boolean: true or false (True, False, yes and no are read too), got '{}'",
+                        v.Scalar()));
 }
 
 std::vector<std::int64_t> MapReader::get_int_list(const std::string& key) {
@@ -395,7 +404,11 @@ std::optional<double> MapReader::opt_double(const std::string& key) {
   return get_double(key);
 }
 std::optional<bool> MapReader::opt_bool(const std::string& key) {
-  if (!has(key)) return std::nullopt;
+  asked_.insert(key);
+  const YAML::Node v = node_[key];
+  if (!v.IsDefined()) return std::nullopt;
+  // `key:` with nothing after it is a slip, not "default": refused as get_bool refuses it.
+  if (v.IsNull()) fail(key, "expected a boolean (true or false), got nothing");
   return get_bool(key);
 }
 

@@ -60,6 +60,9 @@ BytesPerSecond parse_bandwidth_quantity(std::string_view text, const std::string
 FlopsPerSecond parse_flops_quantity(std::string_view text, const std::string& where);
 Seconds parse_time_quantity(std::string_view text, const std::string& where);
 
+// A YAML boolean as the readers take one: true, True, yes / false, False, no; else nullopt.
+std::optional<bool> parse_yaml_bool(std::string_view text);
+
 // Reads one YAML mapping with checking. `path` is the dotted key path of this map
 // ("" at the top level; "pcie.switches[1]" for an element of a list), used to name
 // keys in errors. Every getter marks its key as read.
@@ -92,7 +95,8 @@ class MapReader {
   bool get_bool(const std::string& key);
   std::vector<std::int64_t> get_int_list(const std::string& key);
 
-  // Optional scalars: std::nullopt when the key is absent.
+  // Optional scalars: std::nullopt when the key is absent (opt_bool: a key written with no
+  // value is refused, not taken as absent).
   std::optional<std::string> opt_string(const std::string& key);
   std::optional<std::int64_t> opt_int(const std::string& key);
   std::optional<double> opt_double(const std::string& key);

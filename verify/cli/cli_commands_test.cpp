@@ -104,6 +104,10 @@ TEST(CliUnknownCommand, SuggestionIsAtTheSmallestDistance) {
     EXPECT_EQ(edit_distance(word, *s), best) << word << " -> " << *s;
   }
   EXPECT_FALSE(closest_name("benchmark", names).has_value());
+  // A name in other letter case is the suggestion, however many letters differ in case
+  // (an environment variable's spelling of a file key).
+  EXPECT_EQ(closest_name("NCCL_P2P_DISABLE", {"nccl_version", "nccl_p2p_disable"}), "nccl_p2p_disable");
+  EXPECT_EQ(closest_name("PREDICT", names), "predict");
 }
 
 void expect_names_the_build(const nlohmann::json& j, const std::string& command) {

@@ -145,6 +145,9 @@ INSTANTIATE_TEST_SUITE_P(
                   "machine)\n"},
         LimitCase{"BenchHostIgnoresAlgo", {"bench", "--backend", "host", "--algo", "ring"}, {},
                   "dptwin bench: error: --algo applies to --backend sim only (--backend host measures this machine)\n"},
+        LimitCase{"BenchGlooHasNoNcclP2pDisable", {"bench", "--hardware", "host-cpu-gloo", "--nccl-p2p-disable"}, {},
+                  "dptwin bench: error: --nccl-p2p-disable: hardware host-cpu-gloo's collectives are gloo's (its gloo "
+                  "section), not NCCL's; NCCL_P2P_DISABLE does not apply\n"},
         LimitCase{"BenchHostIgnoresNcclP2pDisable", {"bench", "--backend", "host", "--nccl-p2p-disable"}, {},
                   "dptwin bench: error: --nccl-p2p-disable applies to --backend sim only (--backend host measures "
                   "this machine)\n"},

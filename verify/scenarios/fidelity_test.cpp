@@ -404,6 +404,39 @@ TEST(FidelityPredict, DdpAccumulationAddsNoSyncMicroBatches) {
   EXPECT_GT(predicted, 4.0 * 32 / *r.step_time_s);
 }
 
+// Invariant: the host-memory class follows what the twin ran: an override read as the
+// hardware reader reads booleans (`yes`), or a hardware file that sets nccl_p2p_disable
+// itself, puts a 2-GPU run there; the same run without it, or on one GPU, is training.
+TEST(FidelityCli, TheHostMemoryClassFollowsWhatTheRunSimulated) {
+  const fs::path dir = fs::path(DPT_BINARY_DIR) / "fidelity_test" / "shm-class";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "hardware");
+  {
+    std::ifstream in(fs::path(DPT_SOURCE_DIR) / "scenarios" / "hardware" / "dgx-a100.yaml");
+    std::ofstream out(dir / "hardware" / "a100-nop2p.yaml");
+    out << in.rdbuf() << "nccl_p2p_disable: true\n";
+  }
+  const auto row = [](const std::string& id, const std::string& hw, const std::string& overrides, int gpus) {
+    return "  - id: " + id + "\n    hardware_file: " + hw + "\n" + overrides +
+           "    training: {model: resnet50, strategy: " + (gpus > 1 ? "ddp" : "single") +
+           ", gpus: " + std::to_string(gpus) + ", batch_per_device: 8, measured_precision: fp32, precision: f32}\n"
+           "    measured: {samples_per_s: 100}\n";
+  };
+  std::ofstream(dir / "s.yaml") << source_text(
+      row("file", "hardware/a100-nop2p.yaml", "", 2) +
+      row("yes", "dgx-a100", "    overrides: {nccl_p2p_disable: yes}\n", 2) + row("plain", "dgx-a100", "", 2) +
+      row("one", "hardware/a100-nop2p.yaml", "", 1));
+  const auto r = test::run_dptwin({"fidelity", dir.string(), "--json", "--jobs", "1"}, dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, std::string> cls;
+  const auto j = nlohmann::json::parse(r.out);  // kept: a range over a temporary's member would dangle
+  for (const auto& e : j.at("entries")) cls[e.at("id").get<std::string>()] = e.at("class_key").get<std::string>();
+  EXPECT_EQ(cls.at("file"), "shm");
+  EXPECT_EQ(cls.at("yes"), "shm");
+  EXPECT_EQ(cls.at("plain"), "training");
+  EXPECT_EQ(cls.at("one"), "training");
+}
+
 // The command: a malformed source is bad input (exit 2, file:line:key on stderr, nothing
 // run); a tolerance exceeded is a failed check (exit 1, the entry named); JSON carries
 // the same rows as the table.

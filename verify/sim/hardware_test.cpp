@@ -233,10 +233,21 @@ TEST(HardwareErrors, AMisspelledRequiredKeyIsNamedAtItsLine) {
                                ::testing::HasSubstr("peer2peer")));
 }
 
+// An optional boolean written with no value is refused, as a required one is (it had read
+// as absent: `nccl_p2p_disable:` ran with P2P on, without a word).
+TEST(HardwareErrors, AnOptionalBooleanWithNoValueIsRefused) {
+  EXPECT_EQ(error_of(std::string(kGood) + "nccl_p2p_disable:\n"),
+            "bad.yaml:21: nccl_p2p_disable: expected a boolean (true or false), got nothing");
+  EXPECT_EQ(error_of(std::string(kGood) + "nccl_p2p_disable: on\n"),
+            "bad.yaml:21: nccl_p2p_disable: expected a boolean: true or false (True, False, yes and no are read too), "
+            "got 'on'");
+  EXPECT_TRUE(parse_hardware_yaml(std::string(kGood) + "nccl_p2p_disable: yes\n", "good.yaml").nccl_p2p_disable);
+}
+
 TEST(HardwareErrors, WrongTypeIsRejected) {
   EXPECT_EQ(error_of(replace_line(kGood, 1, "nodes: two")), "bad.yaml:1: nodes: expected an integer, got 'two'");
   EXPECT_EQ(error_of(replace_line(kGood, 13, "  peer_to_peer: sometimes")),
-            "bad.yaml:13: pcie.peer_to_peer: expected a boolean (true or false), got 'sometimes'");
+            "bad.yaml:13: pcie.peer_to_peer: expected a boolean: true or false (True, False, yes and no are read too), got 'sometimes'");
   EXPECT_EQ(error_of(replace_line(kGood, 4, "  name: [a, b]")), "bad.yaml:4: gpu.name: expected a string, got a list");
   EXPECT_EQ(error_of(replace_line(kGood, 6, "  memory: 16 parsecs")),
             "bad.yaml:6: gpu.memory: unknown size unit 'parsecs' in '16 parsecs' (allowed: B, KB, MB, GB, TB, KiB, "
