@@ -227,10 +227,22 @@ std::string cost_answer(const SweepResult& r) {
         (!cheapest || gpu_hours_per_million(p) < gpu_hours_per_million(*cheapest)))
       cheapest = &p;
   if (!cheapest) return throughput_answer(r);
-  return fmt::format("{} needs the fewest GPU-hours per million samples{}: {} ({} samples/s); a sweep has no prices "
-                     "(dptwin plan compares costs).",
-                     config_phrase(*cheapest), r.target ? " among those meeting the target of " + r.target->describe() : "",
-                     format_figure(gpu_hours_per_million(*cheapest)), format_figure(point_throughput(*cheapest)));
+  // The swept values are named, and the dearest point beside the cheapest: "what does
+  // NCCL_P2P_DISABLE=1 cost" swept over nccl_p2p_disable had answered "8x A100 with DDP" (an
+  // outside-user review).
+  const PointResult* dearest = nullptr;
+  for (const auto& p : r.points)
+    if (point_ok(p) && (!dearest || gpu_hours_per_million(p) > gpu_hours_per_million(*dearest))) dearest = &p;
+  std::string most;
+  if (dearest && dearest != cheapest && gpu_hours_per_million(*dearest) > gpu_hours_per_million(*cheapest))
+    most = fmt::format("; the most, {}: {} ({} samples/s, {:.3g}x)", config_phrase_with_axes(*dearest),
+                       format_figure(gpu_hours_per_million(*dearest)), format_figure(point_throughput(*dearest)),
+                       gpu_hours_per_million(*dearest) / gpu_hours_per_million(*cheapest));
+  return fmt::format("{} needs the fewest GPU-hours per million samples{}: {} ({} samples/s){}; a sweep has no "
+                     "prices (dptwin plan compares costs).",
+                     config_phrase_with_axes(*cheapest),
+                     r.target ? " among those meeting the target of " + r.target->describe() : "",
+                     format_figure(gpu_hours_per_million(*cheapest)), format_figure(point_throughput(*cheapest)), most);
 }
 
 std::string hours_text(double h) { return h < 48 ? format_figure(h) + " h" : format_figure(h / 24) + " days"; }

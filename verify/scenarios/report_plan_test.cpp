@@ -85,6 +85,21 @@ TEST(Answer, BestValueOfTheSweptFieldWithItsUnit) {
             "DDP bucket size 1 MiB is fastest at 5,600 samples/s, 24 % above DDP bucket size 100 MiB (4,510 samples/s).");
 }
 
+// A cost answer names the cheapest point's swept values and the dearest point beside it
+// (GPU-hours per million samples = GPUs / throughput / 3600 x 1e6: 4 / 5,600 -> 0.198; 4 /
+// 4,510 -> 0.246, 1.24x). It had named "4x L40S with DDP" alone, whatever the swept field.
+TEST(Answer, CostNamesTheSweptValuesAndTheDearestPoint) {
+  SweepResult r = bucket_sweep();
+  r.question = "What does the bucket size cost?";
+  ASSERT_EQ(question_kind(r), QuestionKind::cost);
+  const std::string answer = sweep_answer(r);
+  EXPECT_NE(answer.find("4x L40S with DDP at bucket_cap_mb 1 needs the fewest GPU-hours per million samples: 0.198 "
+                        "(5,600 samples/s); the most, 4x L40S with DDP at bucket_cap_mb 100: 0.246 (4,510 samples/s, "
+                        "1.24x)"),
+            std::string::npos)
+      << answer;
+}
+
 // A best-value answer says whether the target is met, as a throughput answer does: a sweep
 // that exits 1 for a missed target said nothing of it. Found by an outside-user review.
 TEST(Answer, BestValueAnswerSaysWhetherTheTargetIsMet) {
