@@ -57,10 +57,12 @@ std::string config_text(const fidelity::Entry& e) {
                        c.algorithm ? " algo " + *c.algorithm : "");
   }
   const auto& t = *e.training;
-  // The memory format where it is not the default: NCHW and NHWC rows of one source read alike.
-  return fmt::format("{} {} {}x{} b{} {}{}{}", t.model, t.strategy, t.nodes, t.gpus, t.batch_per_device,
+  // The memory format where it is not the default: NCHW and NHWC rows of one source read alike;
+  // and a run through host memory (NCCL_P2P_DISABLE=1), which its class alone had said.
+  return fmt::format("{} {} {}x{} b{} {}{}{}{}", t.model, t.strategy, t.nodes, t.gpus, t.batch_per_device,
                      t.measured_precision, t.memory_format == "contiguous" ? "" : " " + t.memory_format,
-                     t.accumulation_steps > 1 ? fmt::format(" acc{}", t.accumulation_steps) : "");
+                     t.accumulation_steps > 1 ? fmt::format(" acc{}", t.accumulation_steps) : "",
+                     fidelity::classify(e) == fidelity::EntryClass::training_shm ? " P2P disabled" : "");
 }
 
 // The precision the twin ran a training entry in (the source's label is in the configuration:

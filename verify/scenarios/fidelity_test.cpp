@@ -431,6 +431,10 @@ TEST(FidelityCli, TheHostMemoryClassFollowsWhatTheRunSimulated) {
   std::map<std::string, std::string> cls;
   const auto j = nlohmann::json::parse(r.out);  // kept: a range over a temporary's member would dangle
   for (const auto& e : j.at("entries")) cls[e.at("id").get<std::string>()] = e.at("class_key").get<std::string>();
+  std::map<std::string, std::string> config;
+  for (const auto& e : j.at("entries")) config[e.at("id").get<std::string>()] = e.at("configuration").get<std::string>();
+  EXPECT_EQ(config.at("yes"), "resnet50 ddp 1x2 b8 fp32 P2P disabled");  // the configuration says it too
+  EXPECT_EQ(config.at("plain"), "resnet50 ddp 1x2 b8 fp32");
   EXPECT_EQ(cls.at("file"), "shm");
   EXPECT_EQ(cls.at("yes"), "shm");
   EXPECT_EQ(cls.at("plain"), "training");
