@@ -310,12 +310,15 @@ RunFn setup(CLI::App& parent) {
                   "against measured with the signed error, then the median and max |error| per class.");
   app->add_option("dir", a->dir, "directory of source files (default: the library's scenarios/measured/public)");
   app->add_flag("--json", a->json, "print the table as JSON (dptwin.fidelity/1)");
+  // One value per use, repeated for more (a folder after the flag had been read as a limit).
   app->add_option("--max-abs-error", a->max_abs_error,
                   "PCT or CLASS=PCT (repeatable): exit 1 when an entry's |error| exceeds PCT percent, the limit of "
-                  "its class where one is given, else the plain PCT");
+                  "its class where one is given, else the plain PCT")
+      ->allow_extra_args(false);
   app->add_option("--max-median-error", a->max_median_error,
                   "CLASS=PCT (small, mid, large, training, shm; repeatable): exit 1 when that class's median |error| "
-                  "exceeds PCT percent");
+                  "exceeds PCT percent")
+      ->allow_extra_args(false);
   app->add_option("--only", a->only, "run only the entries whose id contains this text");
   app->add_option("--hardware", a->hardware,
                   "run only the entries of this hardware file (e.g. dgx-h100): how the twin fares on the machine you "

@@ -123,11 +123,13 @@ const char* entry_class_name(EntryClass c);
 // where the run set NCCL_P2P_DISABLE=1 (the entry's overrides set nccl_p2p_disable true, or
 // resolve_run_settings found its hardware file does) on more than one GPU of a node, so its
 // gradients crossed host memory (NCCL's SHM transport), a mechanism the twin models least
-// well (README, "Fidelity"); training otherwise.
+// well (README, "Fidelity"); training otherwise. The class follows the run's setting: a run
+// that went through host memory for want of P2P without setting it (none in the table yet)
+// stays in training.
 EntryClass classify(const Entry& e);
 // Sets the nccl_p2p_disable of each entry `which` takes (every entry when empty) from its
-// hardware file with its overrides (each file and override set loaded once). Throws as
-// loading does.
+// hardware file with its overrides (a file without overrides loaded once; an entry with
+// overrides, its own). Throws as loading does.
 void resolve_run_settings(std::vector<Source>& sources, const scenario::Library& lib,
                           const std::function<bool(const Entry&)>& which = {});
 // Whether the class is one of training's (training or training_shm).

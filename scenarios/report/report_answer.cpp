@@ -230,9 +230,11 @@ std::string cost_answer(const SweepResult& r) {
   // The swept values are named, and the dearest point beside the cheapest: "what does
   // NCCL_P2P_DISABLE=1 cost" swept over nccl_p2p_disable had answered "8x A100 with DDP" (an
   // outside-user review).
-  const PointResult* dearest = nullptr;
+  const PointResult* dearest = nullptr;  // among the same points as the cheapest (those meeting a target)
   for (const auto& p : r.points)
-    if (point_ok(p) && (!dearest || gpu_hours_per_million(p) > gpu_hours_per_million(*dearest))) dearest = &p;
+    if (point_ok(p) && (!r.target || point_throughput(p) >= r.target->required_samples_per_s()) &&
+        (!dearest || gpu_hours_per_million(p) > gpu_hours_per_million(*dearest)))
+      dearest = &p;
   std::string most;
   if (dearest && dearest != cheapest && gpu_hours_per_million(*dearest) > gpu_hours_per_million(*cheapest))
     most = fmt::format("; the most, {}: {} ({} samples/s, {:.3g}x)", config_phrase_with_axes(*dearest),

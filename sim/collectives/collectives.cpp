@@ -221,7 +221,7 @@ void check_forced(const Platform& p, const CollectiveCall& call, CollectiveAlgor
 
 // The flow bound and latency of the chosen (algorithm, protocol), from NCCL's model.
 // `ring_share`: the fraction of the ring's bus bandwidth one schedule channel carries.
-void shape_flows(CollectivePlan& plan, const HardwareSpec& hw, const NcclGraph& g, const NcclChoice& c,
+void shape_flows(CollectivePlan& plan, const NcclGraph& g, const NcclChoice& c,
                  const CollectiveCall& call, double ring_share) {
   plan.protocol = c.protocol;
   plan.nccl_time_s = c.time_us * 1e-6;
@@ -257,12 +257,13 @@ void shape_flows(CollectivePlan& plan, const HardwareSpec& hw, const NcclGraph& 
   // does the same at every rank between its ends, which receives each piece while it
   // sends the one before; only a two-rank chain moves its bytes one way.
   // The published share (kStagedBidirectionalLinkShare) was measured on GPUs with a root
-  // port each: the root port serves it, so GPUs behind one PCIe switch share one port's rate
-  // (8 A100s of a DGX A100 with NCCL_P2P_DISABLE=1: two per switch uplink, half each). A
-  // file's own figure is its GPU pair's as measured there, sharing included.
+  // port each: the root port serves it, so GPUs behind one PCIe switch share their uplink's
+  // (8 A100s of a DGX A100 with NCCL_P2P_DISABLE=1: two per x16 uplink, half each;
+  // shm_rate_per_gpu). A file's own figure is its GPU pair's as measured there, sharing
+  // included.
   if (!g.p2p && plan.algorithm == CollectiveAlgorithm::ring && (!chain || g.ranks >= 3) &&
       !fault_active(Fault::nccl_shm_duplex_cap_omitted)) {
-    const double shm_cap = shm_rate_per_gpu(hw, g.gpus_per_root_port) / std::max(1, plan.channels);
+    const double shm_cap = g.shm_rate_per_gpu / std::max(1, plan.channels);
     plan.flow_cap_bytes_per_s = plan.flow_cap_bytes_per_s > 0 ? std::min(plan.flow_cap_bytes_per_s, shm_cap) : shm_cap;
   }
 }
@@ -391,7 +392,7 @@ CollectivePlan plan_collective(const Platform& p, const std::vector<int>& rank_g
                                   nccl_protocol_name(c.protocol))
                     : fmt::format("{}/{}: least NCCL tuner time ({})", collective_algorithm_name(plan.algorithm),
                                   nccl_protocol_name(c.protocol), times);
-  shape_flows(plan, p.hardware(), g, c, call, ring_share);
+  shape_flows(plan, g, c, call, ring_share);
   if (settings.nccl_model && (plan.algorithm == CollectiveAlgorithm::tree || plan.algorithm == CollectiveAlgorithm::nvls_tree))
     pipeline_tree(plan, p, rank_gpus, g, c, call);
   if (settings.nccl_model && plan.algorithm == CollectiveAlgorithm::nvls && !fault_active(Fault::nccl_nvls_rounds_ignored))

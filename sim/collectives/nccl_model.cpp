@@ -471,9 +471,20 @@ int gpus_per_root_port(const HardwareSpec& hw, const std::vector<int>& local_gpu
   return most;
 }
 
-BytesPerSecond shm_rate_per_gpu(const HardwareSpec& hw, int sharing) {
-  if (hw.pcie.staged_bidirectional || fault_active(Fault::shm_root_port_unshared)) return staged_bidirectional_rate(hw);
-  return staged_bidirectional_rate(hw) / std::max(1, sharing);
+BytesPerSecond shm_rate_per_gpu(const HardwareSpec& hw, const std::vector<int>& local_gpus) {
+  const BytesPerSecond own = staged_bidirectional_rate(hw);  // the GPU link's share, or the file's figure
+  if (hw.pcie.staged_bidirectional || fault_active(Fault::shm_root_port_unshared)) return own;
+  BytesPerSecond slowest = own;
+  for (const auto& sw : hw.pcie.switches) {
+    const auto behind = std::count_if(local_gpus.begin(), local_gpus.end(), [&](int l) {
+      return std::find(sw.gpus.begin(), sw.gpus.end(), l) != sw.gpus.end();
+    });
+    if (behind == 0) continue;
+    const BytesPerSecond uplink =
+        kStagedBidirectionalLinkShare * pcie_lane_bandwidth(hw.pcie.generation) * sw.uplink_lanes;
+    slowest = std::min(slowest, uplink / static_cast<double>(behind));
+  }
+  return slowest;
 }
 
 NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int nvls_heads,
@@ -494,7 +505,7 @@ NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int
   constexpr int kMaxRingChannels = 16;
   if (local_gpus.empty())
     for (int i = 0; i < std::min(ppn, hw.gpus_per_node); ++i) local_gpus.push_back(i);
-  g.gpus_per_root_port = gpus_per_root_port(hw, local_gpus);
+  g.shm_rate_per_gpu = shm_rate_per_gpu(hw, local_gpus);
   const IntraNodePaths paths = intra_node_paths(hw, g, p2p, local_gpus);
   double per_gpu = paths.per_gpu;    // intra-node bandwidth out of one GPU, NCCL units
   double max_path = paths.max_path;  // fastest single path between two GPUs

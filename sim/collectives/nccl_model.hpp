@@ -55,9 +55,9 @@ struct NcclGraph {
   int nodes = 1;
   bool intra_nvlink = false;  // intra-node links: NVLink (NCCL_HW_NVLINK) or PCI (NCCL_HW_PCI)
   bool p2p = true;            // intra-node transport P2P (false: SHM through host memory)
-  // The most of the communicator's GPUs on a node behind one PCIe switch, which share its
-  // uplink into the root complex (1: each GPU on a root port of its own).
-  int gpus_per_root_port = 1;
+  // Per GPU and direction, the rate an SHM ring moves at on the communicator's GPUs of a
+  // node (shm_rate_per_gpu); 0 until nccl_graph sets it.
+  double shm_rate_per_gpu = 0;
   int ring_channels = 1;      // nChannels of the ring graph (trees use the same, as NCCL tries)
   // comm->nChannels: the channels (thread blocks) NCCL launches at most, the ring graph's
   // duplicated once more when the communicator connects (connect.cc, ncclTopoPostset:
@@ -89,12 +89,14 @@ double nccl_nvlink_link_bw_gbs(int compcap);
 
 NcclGraph nccl_graph(const HardwareSpec& hw, int ranks, int nodes, bool p2p, int nvls_heads = -1,
                      std::vector<int> local_gpus = {});
-// The most of these node-local GPUs behind one PCIe switch of hw (NcclGraph::gpus_per_root_port).
+// The most of these node-local GPUs behind one PCIe switch of hw.
 int gpus_per_root_port(const HardwareSpec& hw, const std::vector<int>& local_gpus);
-// Per GPU and direction, the rate an SHM ring moves at on these node-local GPUs: the file's
-// pcie.staged_bidirectional (its GPU pair's, as measured there), else the published share of
-// the link, which a root port serves, split among the GPUs behind one switch.
-BytesPerSecond shm_rate_per_gpu(const HardwareSpec& hw, int gpus_per_root_port);
+// Per GPU and direction, the rate an SHM ring moves at on these node-local GPUs (the slowest
+// of them bounds the ring): the file's pcie.staged_bidirectional (its GPU pair's, as measured
+// there, sharing included), else the published share (kStagedBidirectionalLinkShare) of the
+// port the GPU's traffic enters the host through: its own link, or its switch's uplink split
+// among the GPUs behind that switch, whichever is less.
+BytesPerSecond shm_rate_per_gpu(const HardwareSpec& hw, const std::vector<int>& local_gpus);
 
 // Latency (us) and algorithm bandwidth (GB/s) of one (op, algorithm, protocol), as
 // ncclTopoTuneModel fills comm->latencies / comm->bandwidths; bandwidth 0 = not usable.

@@ -640,7 +640,9 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
   // -10 to +134 % on 2026-12-07, no published microbenchmark of the SHM kernels to set a
   // figure from), so a prediction there says it (an outside-user's reading of the class).
   const int per_node = c.devices / std::max(1, c.nodes);
-  if (c.strategy != StrategyKind::single && per_node >= 2 && !hw.gloo) {
+  // DDP's only: DataParallel's scatter and gather are the driver's copies, not NCCL's, and
+  // the table's runs through host memory are all DDP.
+  if (c.strategy == StrategyKind::ddp && per_node >= 2 && !hw.gloo) {
     std::string why;
     for (int a = 0; a < per_node && why.empty(); ++a)
       for (int b = a + 1; b < per_node && why.empty(); ++b)
@@ -661,7 +663,7 @@ PredictDetail predict_step_detailed(const sim::HardwareSpec& hw, const ModelBuil
           "measured DDP runs over SHM can lose more (`dptwin fidelity`, class \"training, NCCL via host memory\": "
           "BERT-large on 2-8 GPUs up to 2.3x the measured throughput on 2026-12-07), so read this step time as a "
           "lower bound",
-          why, sim::shm_rate_per_gpu(hw, sim::gpus_per_root_port(hw, local)) / 1e9));
+          why, sim::shm_rate_per_gpu(hw, local) / 1e9));
   }
   // A peak within kMemoryHeadroomShare of the GPU's memory fits in the twin, which counts
   // tensors only: the CUDA context, cuBLAS and cuDNN workspaces and the caching allocator's

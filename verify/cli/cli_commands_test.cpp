@@ -721,10 +721,10 @@ TEST(CliPredict, MatmulsWithoutTheGpusOwnFigureAreWarnedAbout) {
             std::string::npos);
 }
 
-// A data-parallel step whose NCCL runs through host memory (SHM) says so, with the reason:
+// A DDP step whose NCCL runs through host memory (SHM) says so, with the reason:
 // NCCL_P2P_DISABLE=1 on NVSwitch, GPUs without peer access, GPUs beyond NCCL's p2pLevel
 // (an Intel root complex); NVSwitch with P2P, one GPU, and gloo on the host say nothing.
-TEST(CliPredict, DataParallelOverHostMemoryIsWarnedAbout) {
+TEST(CliPredict, DdpOverHostMemoryIsWarnedAbout) {
   const fs::path dir = fresh_dir("predict-shm");
   auto warnings = [&](const std::string& hw, int devices, std::vector<std::string> more = {}) {
     std::vector<std::string> args = {"predict", "--hardware", hw, "--model", "resnet50", "--strategy",
@@ -745,6 +745,11 @@ TEST(CliPredict, DataParallelOverHostMemoryIsWarnedAbout) {
   EXPECT_NE(intel.find("beyond NCCL's p2pLevel"), std::string::npos) << intel;
   EXPECT_EQ(warnings("dgx-a100", 8).find("SHM transport"), std::string::npos);
   EXPECT_EQ(warnings("rtx4090-2x-pcie4", 1).find("SHM transport"), std::string::npos);
+  const CliResult gloo = run_dptwin({"predict", "--hardware", "host-cpu-gloo", "--model", "mlp:64-64-10", "--strategy",
+                                     "ddp", "--devices", "2", "--batch-per-device", "4", "--json"},
+                                    dir);
+  ASSERT_EQ(gloo.exit_code, 0) << gloo.err;
+  EXPECT_EQ(nlohmann::json::parse(gloo.out).at("warnings").dump().find("SHM transport"), std::string::npos);
 }
 
 // Nodes without GPUs per node run one GPU per node (the documented default), and the

@@ -482,6 +482,12 @@ TEST(FidelityCli, ExitCodesAndJson) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("far misses by"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("(--max-abs-error mid=50)"), std::string::npos) << r.err;
+  // A folder after a limit is the folder, not a second limit (it had exited 2 so).
+  r = test::run_dptwin({"fidelity", "--max-abs-error", "50", (dir / "far").string()}, dir);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("far misses by"), std::string::npos) << r.err;
+  r = test::run_dptwin({"fidelity", "--max-median-error", "mid=50", (dir / "far").string()}, dir);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
   r = test::run_dptwin({"fidelity", (dir / "far").string(), "--max-abs-error", "50", "--max-abs-error", "60"}, dir);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--max-abs-error 60: a limit for every class is given already (50)"), std::string::npos) << r.err;

@@ -663,6 +663,16 @@ TEST(NcclTransports, GpusBehindOneSwitchShareTheirRootPortsHostStagedRate) {
   const double port = staged_bidirectional_rate(a100);
   EXPECT_EQ(gpus_per_root_port(a100, {0, 1, 2, 3, 4, 5, 6, 7}), 2);
   EXPECT_EQ(gpus_per_root_port(a100, {0, 2}), 1);
+  EXPECT_DOUBLE_EQ(shm_rate_per_gpu(a100, {0, 1}), port / 2);
+  EXPECT_DOUBLE_EQ(shm_rate_per_gpu(a100, {0, 2}), port);  // a switch each: the whole uplink's share
+  // Lanes count: x8 GPUs two to a x16 uplink are bound by their own links, not halved; a x8
+  // uplink for two x16 GPUs gives each a quarter of their own link's share.
+  HardwareSpec narrow = a100;
+  narrow.pcie.lanes = 8;
+  EXPECT_DOUBLE_EQ(shm_rate_per_gpu(narrow, {0, 1}), staged_bidirectional_rate(narrow));
+  HardwareSpec thin_uplink = a100;
+  thin_uplink.pcie.switches[0].uplink_lanes = 8;
+  EXPECT_DOUBLE_EQ(shm_rate_per_gpu(thin_uplink, {0, 1}), port / 4);
   EXPECT_LE(server_busbw(a100), port / 2 * (1 + 1e-6));
   EXPECT_GT(server_busbw(a100), port / 2 * 0.9);
   HardwareSpec own_ports = pcie_server(2, false, "2x AMD EPYC 9354", "master");
@@ -670,7 +680,7 @@ TEST(NcclTransports, GpusBehindOneSwitchShareTheirRootPortsHostStagedRate) {
   EXPECT_GT(server_busbw(own_ports), 0.9 * staged_bidirectional_rate(own_ports));
   HardwareSpec measured = a100;
   measured.pcie.staged_bidirectional = 4e9;  // a pair's figure as measured on the machine
-  EXPECT_DOUBLE_EQ(shm_rate_per_gpu(measured, 2), 4e9);
+  EXPECT_DOUBLE_EQ(shm_rate_per_gpu(measured, {0, 1}), 4e9);
 }
 
 TEST(NcclTransports, PlantedBugRootPortUnsharedIsCaught) {
