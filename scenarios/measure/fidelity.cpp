@@ -32,15 +32,15 @@ namespace {
 constexpr int kWarmupIters = 2;
 constexpr int kTimedIters = 4;
 
-sim::HardwareSpec entry_hardware(const Entry& e, const scenario::Library& lib, const std::filesystem::path& dir,
-                                 int nodes) {
-  const std::string where = fmt::format("{}:{}: hardware_file: ", e.file, e.line);
-  sim::HardwareSpec hw = scenario::load_hardware_with_overrides(e.hardware_file, e.overrides, lib, dir, where);
+// entry_hardware resized to `nodes`.
+sim::HardwareSpec entry_hardware_on(const Entry& e, const scenario::Library& lib, const std::filesystem::path& dir,
+                                    int nodes) {
+  sim::HardwareSpec hw = entry_hardware(e, lib, dir);
   if (nodes != hw.nodes) {
     try {
       hw = sim::with_nodes(hw, nodes);
     } catch (const std::invalid_argument& ex) {
-      throw std::invalid_argument(fmt::format("{}{} nodes: {}", where, nodes, ex.what()));
+      throw std::invalid_argument(fmt::format("{}:{}: hardware_file: {} nodes: {}", e.file, e.line, nodes, ex.what()));
     }
   }
   return hw;
@@ -49,7 +49,7 @@ sim::HardwareSpec entry_hardware(const Entry& e, const scenario::Library& lib, c
 // As `dptwin bench --backend sim` times one size: through the same run_bench_sim.
 Result predict_collective(const Entry& e, const scenario::Library& lib, const std::filesystem::path& dir) {
   const CollectiveConfig& c = *e.collective;
-  const sim::HardwareSpec hw = entry_hardware(e, lib, dir, c.nodes);
+  const sim::HardwareSpec hw = entry_hardware_on(e, lib, dir, c.nodes);
   if (c.gpus > hw.gpu_count())
     throw std::invalid_argument(fmt::format("{}:{}: collective.gpus: {} GPUs, but {} on {} nodes has {}", e.file, e.line,
                                             c.gpus, hw.name, c.nodes, hw.gpu_count()));

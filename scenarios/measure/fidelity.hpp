@@ -142,6 +142,10 @@ struct Result {
   std::string detail;                // what the twin ran (algorithm, step time, ...)
 };
 
+// An entry's hardware file with its overrides applied; its hardware_file is a library name
+// or a path relative to `source_dir`. Throws as loading does, at the entry's line.
+sim::HardwareSpec entry_hardware(const Entry& e, const scenario::Library& lib, const std::filesystem::path& source_dir);
+
 // The GPU model (the hardware file's gpu.name, overrides applied) an entry ran on; its
 // hardware_file is a library name or a path relative to `source_dir`. Throws as loading does.
 std::string entry_gpu_name(const Entry& e, const scenario::Library& lib, const std::filesystem::path& source_dir);

@@ -335,8 +335,20 @@ EntryClass classify(const Entry& e) {
   return EntryClass::collective_mid;
 }
 
+sim::HardwareSpec entry_hardware(const Entry& e, const scenario::Library& lib, const std::filesystem::path& source_dir) {
+  const std::string where = fmt::format("{}:{}: hardware_file: ", e.file, e.line);
+  return scenario::load_hardware_with_overrides(e.hardware_file, e.overrides, lib, source_dir, where);
+}
+
+namespace {
+// What an entry's hardware is cached under: its file, and its own id where it overrides it.
+std::pair<std::filesystem::path, std::string> hardware_key(const Entry& e, const std::filesystem::path& source_dir) {
+  return {source_dir, e.hardware_file + (e.overrides.empty() ? "" : "+" + e.id)};
+}
+}  // namespace
+
 const std::string& EntryGpuNames::of(const Entry& e, const std::filesystem::path& source_dir) {
-  auto key = std::make_pair(source_dir, e.hardware_file + (e.overrides.empty() ? "" : "+" + e.id));
+  auto key = hardware_key(e, source_dir);
   auto it = names_.find(key);
   if (it == names_.end()) it = names_.emplace(std::move(key), entry_gpu_name(e, lib_, source_dir)).first;
   return it->second;
@@ -349,23 +361,17 @@ void resolve_run_settings(std::vector<Source>& sources, const scenario::Library&
     const auto source_dir = std::filesystem::path(s.file).parent_path();
     for (auto& e : s.entries) {
       if (which && !which(e)) continue;
-      auto key = std::make_pair(source_dir, e.hardware_file + (e.overrides.empty() ? "" : "+" + e.id));
+      auto key = hardware_key(e, source_dir);
       auto it = seen.find(key);
-      if (it == seen.end()) {
-        const std::string where = fmt::format("{}:{}: hardware_file: ", e.file, e.line);
-        it = seen.emplace(std::move(key), scenario::load_hardware_with_overrides(e.hardware_file, e.overrides, lib,
-                                                                                 source_dir, where)
-                                              .nccl_p2p_disable)
-                 .first;
-      }
+      if (it == seen.end())
+        it = seen.emplace(std::move(key), entry_hardware(e, lib, source_dir).nccl_p2p_disable).first;
       e.nccl_p2p_disable = it->second;
     }
   }
 }
 
 std::string entry_gpu_name(const Entry& e, const scenario::Library& lib, const std::filesystem::path& source_dir) {
-  const std::string where = fmt::format("{}:{}: hardware_file: ", e.file, e.line);
-  return scenario::load_hardware_with_overrides(e.hardware_file, e.overrides, lib, source_dir, where).gpu.name;
+  return entry_hardware(e, lib, source_dir).gpu.name;
 }
 
 }  // namespace dpt::fidelity

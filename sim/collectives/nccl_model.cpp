@@ -460,14 +460,18 @@ static IntraNodePaths intra_node_paths(const HardwareSpec& hw, NcclGraph& g, boo
   return out;
 }
 
+namespace {
+// How many of these node-local GPUs sit behind the switch.
+int gpus_behind(const PcieSwitchSpec& sw, const std::vector<int>& local_gpus) {
+  return static_cast<int>(std::count_if(local_gpus.begin(), local_gpus.end(), [&](int l) {
+    return std::find(sw.gpus.begin(), sw.gpus.end(), l) != sw.gpus.end();
+  }));
+}
+}  // namespace
+
 int gpus_per_root_port(const HardwareSpec& hw, const std::vector<int>& local_gpus) {
   int most = 1;
-  for (const auto& sw : hw.pcie.switches) {
-    const auto behind = std::count_if(local_gpus.begin(), local_gpus.end(), [&](int l) {
-      return std::find(sw.gpus.begin(), sw.gpus.end(), l) != sw.gpus.end();
-    });
-    most = std::max(most, static_cast<int>(behind));
-  }
+  for (const auto& sw : hw.pcie.switches) most = std::max(most, gpus_behind(sw, local_gpus));
   return most;
 }
 
@@ -476,9 +480,7 @@ BytesPerSecond shm_rate_per_gpu(const HardwareSpec& hw, const std::vector<int>& 
   if (hw.pcie.staged_bidirectional || fault_active(Fault::shm_root_port_unshared)) return own;
   BytesPerSecond slowest = own;
   for (const auto& sw : hw.pcie.switches) {
-    const auto behind = std::count_if(local_gpus.begin(), local_gpus.end(), [&](int l) {
-      return std::find(sw.gpus.begin(), sw.gpus.end(), l) != sw.gpus.end();
-    });
+    const int behind = gpus_behind(sw, local_gpus);
     if (behind == 0) continue;
     const BytesPerSecond uplink =
         kStagedBidirectionalLinkShare * pcie_lane_bandwidth(hw.pcie.generation) * sw.uplink_lanes;
